@@ -1,0 +1,114 @@
+//! Dimension tables: the sources (files) a trace was loaded from, and the processes,
+//! threads, devices and tracks its events belong to.
+
+use crate::clock::ClockId;
+use crate::strings::StrId;
+
+macro_rules! id_type {
+    ($($name:ident),*) => {$(
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize { self.0 as usize }
+        }
+    )*};
+}
+id_type!(SourceId, ProcessId, ThreadId, DeviceId, TrackId);
+
+/// One loaded file (or session part), with what it says about where it came from.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: String,
+    /// Short format name: `kineto`, `chrome-json`, `tf-timeline`, `perfetto`, ….
+    pub format: &'static str,
+    pub clock: ClockId,
+    pub host: Option<StrId>,
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    /// File-level metadata (schema version, distributedInfo, …) as an arg bag.
+    pub metadata: crate::args::ArgsId,
+}
+
+#[derive(Clone, Debug)]
+pub struct Process {
+    pub source: SourceId,
+    /// The pid as the source gave it; sources with string pids get a stable number.
+    pub pid: i64,
+    pub name: Option<StrId>,
+    pub labels: Option<StrId>,
+    pub sort_index: Option<i64>,
+    /// The device this "process" stands for (Kineto and TF put each GPU in one).
+    pub device: Option<DeviceId>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Thread {
+    pub process: ProcessId,
+    pub tid: i64,
+    pub name: Option<StrId>,
+    pub sort_index: Option<i64>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum DeviceKind {
+    Cpu,
+    Gpu,
+    Mtia,
+    Tpu,
+    Sycl,
+    Other,
+}
+
+impl DeviceKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Gpu => "gpu",
+            DeviceKind::Mtia => "mtia",
+            DeviceKind::Tpu => "tpu",
+            DeviceKind::Sycl => "sycl",
+            DeviceKind::Other => "other",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Device {
+    pub source: SourceId,
+    pub kind: DeviceKind,
+    pub index: u32,
+    /// Model name, e.g. `Tesla V100-SXM2-16GB`, when known.
+    pub name: Option<StrId>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TrackKind {
+    /// A CPU thread: its slices nest.
+    Thread,
+    /// A GPU stream or accelerator queue.
+    GpuStream,
+    /// An async lane (Chrome `b`/`e` events, object lifetimes).
+    Async,
+    /// Values over time.
+    Counter,
+}
+
+impl TrackKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            TrackKind::Thread => "thread",
+            TrackKind::GpuStream => "gpu_stream",
+            TrackKind::Async => "async",
+            TrackKind::Counter => "counter",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Track {
+    pub kind: TrackKind,
+    pub name: StrId,
+    pub process: Option<ProcessId>,
+    pub thread: Option<ThreadId>,
+    pub device: Option<DeviceId>,
+}

@@ -1,0 +1,266 @@
+//! Columnar event tables: slices, instants, counter samples and flows. Rows are
+//! addressed by `u32` index; one column per field keeps a slice under 40 bytes.
+
+use crate::args::ArgsId;
+use crate::dims::TrackId;
+use crate::kind::SliceKind;
+use crate::strings::StrId;
+use crate::NONE;
+
+/// Slices: spans of time on a track.
+#[derive(Default, Debug)]
+pub struct Slices {
+    pub ts: Vec<i64>,
+    pub dur: Vec<i64>,
+    pub track: Vec<u32>,
+    pub name: Vec<StrId>,
+    pub category: Vec<StrId>,
+    kind: Vec<u8>,
+    /// Nesting depth on its track (0 = top level); set by [`crate::Trace::finish`].
+    pub depth: Vec<u16>,
+    /// Index of the enclosing slice, or [`NONE`]; set by [`crate::Trace::finish`].
+    pub parent: Vec<u32>,
+    pub args: Vec<ArgsId>,
+}
+
+/// One slice as importers add it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct SliceRow {
+    pub track: TrackId,
+    pub ts: i64,
+    pub dur: i64,
+    pub name: StrId,
+    pub category: StrId,
+    pub kind: SliceKind,
+    pub args: ArgsId,
+}
+
+impl Slices {
+    pub fn push(&mut self, row: SliceRow) -> u32 {
+        let index = self.ts.len() as u32;
+        self.ts.push(row.ts);
+        self.dur.push(row.dur);
+        self.track.push(row.track.0);
+        self.name.push(row.name);
+        self.category.push(row.category);
+        self.kind.push(row.kind.code());
+        self.depth.push(0);
+        self.parent.push(NONE);
+        self.args.push(row.args);
+        index
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    pub fn kind(&self, i: usize) -> SliceKind {
+        SliceKind::from_code(self.kind[i])
+    }
+
+    pub fn set_kind(&mut self, i: usize, kind: SliceKind) {
+        self.kind[i] = kind.code();
+    }
+
+    pub fn end(&self, i: usize) -> i64 {
+        self.ts[i].saturating_add(self.dur[i])
+    }
+
+    pub fn row(&self, i: usize) -> SliceRow {
+        SliceRow {
+            track: TrackId(self.track[i]),
+            ts: self.ts[i],
+            dur: self.dur[i],
+            name: self.name[i],
+            category: self.category[i],
+            kind: self.kind(i),
+            args: self.args[i],
+        }
+    }
+
+    /// Reorders every column by `order` (`new[i] = old[order[i]]`).
+    pub(crate) fn permute(&mut self, order: &[u32]) {
+        fn apply<T: Copy>(col: &mut Vec<T>, order: &[u32]) {
+            let new: Vec<T> = order.iter().map(|&i| col[i as usize]).collect();
+            *col = new;
+        }
+        apply(&mut self.ts, order);
+        apply(&mut self.dur, order);
+        apply(&mut self.track, order);
+        apply(&mut self.name, order);
+        apply(&mut self.category, order);
+        apply(&mut self.kind, order);
+        apply(&mut self.depth, order);
+        apply(&mut self.parent, order);
+        apply(&mut self.args, order);
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.ts.capacity() * 8
+            + self.dur.capacity() * 8
+            + self.track.capacity() * 4
+            + self.name.capacity() * 4
+            + self.category.capacity() * 4
+            + self.kind.capacity()
+            + self.depth.capacity() * 2
+            + self.parent.capacity() * 4
+            + self.args.capacity() * 4
+    }
+
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.ts.shrink_to_fit();
+        self.dur.shrink_to_fit();
+        self.track.shrink_to_fit();
+        self.name.shrink_to_fit();
+        self.category.shrink_to_fit();
+        self.kind.shrink_to_fit();
+        self.depth.shrink_to_fit();
+        self.parent.shrink_to_fit();
+        self.args.shrink_to_fit();
+    }
+}
+
+/// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum InstantScope {
+    Thread,
+    Process,
+    Global,
+}
+
+/// Instants: points in time on a track.
+#[derive(Default, Debug)]
+pub struct Instants {
+    pub ts: Vec<i64>,
+    pub track: Vec<u32>,
+    pub name: Vec<StrId>,
+    pub category: Vec<StrId>,
+    kind: Vec<u8>,
+    pub scope: Vec<InstantScope>,
+    pub args: Vec<ArgsId>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct InstantRow {
+    pub track: TrackId,
+    pub ts: i64,
+    pub name: StrId,
+    pub category: StrId,
+    /// Mostly `Other`; `Alloc` for allocator events such as Kineto's `[memory]`.
+    pub kind: SliceKind,
+    pub scope: InstantScope,
+    pub args: ArgsId,
+}
+
+impl Instants {
+    pub fn push(&mut self, row: InstantRow) -> u32 {
+        let index = self.ts.len() as u32;
+        self.ts.push(row.ts);
+        self.track.push(row.track.0);
+        self.name.push(row.name);
+        self.category.push(row.category);
+        self.kind.push(row.kind.code());
+        self.scope.push(row.scope);
+        self.args.push(row.args);
+        index
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    pub fn kind(&self, i: usize) -> SliceKind {
+        SliceKind::from_code(self.kind[i])
+    }
+
+    pub fn row(&self, i: usize) -> InstantRow {
+        InstantRow {
+            track: TrackId(self.track[i]),
+            ts: self.ts[i],
+            name: self.name[i],
+            category: self.category[i],
+            kind: self.kind(i),
+            scope: self.scope[i],
+            args: self.args[i],
+        }
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.ts.capacity() * 8
+            + self.track.capacity() * 4
+            + self.name.capacity() * 4
+            + self.category.capacity() * 4
+            + self.kind.capacity()
+            + self.scope.capacity()
+            + self.args.capacity() * 4
+    }
+}
+
+/// Samples of counter tracks.
+#[derive(Default, Debug)]
+pub struct CounterSamples {
+    pub track: Vec<u32>,
+    pub ts: Vec<i64>,
+    pub value: Vec<f64>,
+}
+
+impl CounterSamples {
+    pub fn push(&mut self, track: TrackId, ts: i64, value: f64) {
+        self.track.push(track.0);
+        self.ts.push(ts);
+        self.value.push(value);
+    }
+
+    pub fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ts.is_empty()
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.track.capacity() * 4 + self.ts.capacity() * 8 + self.value.capacity() * 8
+    }
+}
+
+/// Flows: arrows from one slice to another (op → launch → kernel, fwd → bwd, send → recv).
+#[derive(Default, Debug)]
+pub struct Flows {
+    pub from: Vec<u32>,
+    pub to: Vec<u32>,
+    pub name: Vec<StrId>,
+    pub category: Vec<StrId>,
+}
+
+impl Flows {
+    pub fn push(&mut self, from: u32, to: u32, name: StrId, category: StrId) {
+        self.from.push(from);
+        self.to.push(to);
+        self.name.push(name);
+        self.category.push(category);
+    }
+
+    pub fn len(&self) -> usize {
+        self.from.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.from.is_empty()
+    }
+
+    pub fn heap_bytes(&self) -> usize {
+        self.from.capacity() * 4
+            + self.to.capacity() * 4
+            + self.name.capacity() * 4
+            + self.category.capacity() * 4
+    }
+}

@@ -1,0 +1,27 @@
+//! The opscope trace model: one [`Trace`] holds everything loaded from any number of
+//! files, hosts and ranks, on one nanosecond clock. Importers fill it through
+//! [`Trace`]'s builder methods and call [`Trace::finish`], which sorts slices and checks
+//! the invariants; analyses and exporters only read it.
+
+pub mod args;
+pub mod clock;
+pub mod dims;
+pub mod events;
+pub mod kind;
+pub mod strings;
+pub mod trace;
+pub mod validate;
+
+pub use args::{ArgValue, Args, ArgsId, ArgsWriter};
+pub use clock::{ClockDomain, ClockId, LinearTransform};
+pub use dims::{
+    Device, DeviceId, DeviceKind, Process, ProcessId, Source, SourceId, Thread, ThreadId, Track,
+    TrackId, TrackKind,
+};
+pub use events::{CounterSamples, Flows, InstantScope, Instants, Slices};
+pub use kind::{CopyDirection, SliceKind};
+pub use strings::{StrId, StringTable};
+pub use trace::{RepairCounts, Trace};
+
+/// Marker for "no reference" in the `u32` index columns.
+pub const NONE: u32 = u32::MAX;

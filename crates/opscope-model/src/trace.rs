@@ -1,0 +1,294 @@
+//! [`Trace`]: the whole model, its builder methods for importers and its look-ups for
+//! analyses.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use crate::args::Args;
+use crate::clock::{ClockDomain, ClockId};
+use crate::dims::*;
+use crate::events::*;
+use crate::strings::{StrId, StringTable};
+use crate::NONE;
+
+/// What [`Trace::finish`] and the importers repaired or could not place, so that
+/// `opscope info` can say so instead of keeping it silently.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RepairCounts {
+    /// Slices with a negative duration, set to 0.
+    pub negative_durations: u64,
+    /// Slices on a thread track that overlapped a sibling or outlived their parent;
+    /// their end was clipped to the enclosing slice's end.
+    pub clipped_overlaps: u64,
+    /// Rows referring to a track that does not exist; dropped.
+    pub dangling_references: u64,
+    /// `B` events with no `E`, or `b` with no `e`; closed at the last timestamp of their track.
+    pub unmatched_begins: u64,
+    /// `E`/`e` events with nothing open; dropped.
+    pub unmatched_ends: u64,
+    /// Flow events whose start or end could not be bound to a slice; dropped.
+    pub unbound_flow_events: u64,
+    /// Events the importer could not read (missing fields, wrong types); dropped.
+    pub malformed_events: u64,
+}
+
+impl RepairCounts {
+    pub fn total(&self) -> u64 {
+        self.negative_durations
+            + self.clipped_overlaps
+            + self.dangling_references
+            + self.unmatched_begins
+            + self.unmatched_ends
+            + self.unbound_flow_events
+            + self.malformed_events
+    }
+}
+
+/// Keys under which importers find or create tracks.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum TrackKey {
+    Thread(ThreadId),
+    Named(Option<ProcessId>, TrackKind, StrId, u64),
+}
+
+/// Everything loaded, on one nanosecond clock.
+#[derive(Default, Debug)]
+pub struct Trace {
+    pub strings: StringTable,
+    pub args: Args,
+    pub sources: Vec<Source>,
+    pub clocks: Vec<ClockDomain>,
+    pub processes: Vec<Process>,
+    pub threads: Vec<Thread>,
+    pub devices: Vec<Device>,
+    pub tracks: Vec<Track>,
+    pub slices: Slices,
+    pub instants: Instants,
+    pub counters: CounterSamples,
+    pub flows: Flows,
+    pub repairs: RepairCounts,
+    /// Slices and instants whose category no importer rule knew, by category; they are
+    /// kept as kind `Other`.
+    pub unknown_categories: HashMap<StrId, u64>,
+    /// `track_slices[t]` is the range of slice rows on track `t` (valid after `finish`).
+    track_slices: Vec<Range<u32>>,
+    process_index: HashMap<(SourceId, i64), ProcessId>,
+    thread_index: HashMap<(ProcessId, i64), ThreadId>,
+    track_index: HashMap<TrackKey, TrackId>,
+    device_index: HashMap<(SourceId, DeviceKind, u32), DeviceId>,
+}
+
+impl Trace {
+    pub fn new() -> Trace {
+        Trace::default()
+    }
+
+    pub fn intern(&mut self, s: &str) -> StrId {
+        self.strings.intern(s)
+    }
+
+    pub fn str(&self, id: StrId) -> &str {
+        self.strings.get(id)
+    }
+
+    pub fn add_clock(&mut self, clock: ClockDomain) -> ClockId {
+        self.clocks.push(clock);
+        ClockId(self.clocks.len() as u32 - 1)
+    }
+
+    pub fn add_source(&mut self, source: Source) -> SourceId {
+        self.sources.push(source);
+        SourceId(self.sources.len() as u32 - 1)
+    }
+
+    /// The process `pid` of `source`, created on first use.
+    pub fn process(&mut self, source: SourceId, pid: i64) -> ProcessId {
+        if let Some(&p) = self.process_index.get(&(source, pid)) {
+            return p;
+        }
+        let id = ProcessId(self.processes.len() as u32);
+        self.processes.push(Process {
+            source,
+            pid,
+            name: None,
+            labels: None,
+            sort_index: None,
+            device: None,
+        });
+        self.process_index.insert((source, pid), id);
+        id
+    }
+
+    /// The thread `tid` of `process`, created on first use.
+    pub fn thread(&mut self, process: ProcessId, tid: i64) -> ThreadId {
+        if let Some(&t) = self.thread_index.get(&(process, tid)) {
+            return t;
+        }
+        let id = ThreadId(self.threads.len() as u32);
+        self.threads.push(Thread {
+            process,
+            tid,
+            name: None,
+            sort_index: None,
+        });
+        self.thread_index.insert((process, tid), id);
+        id
+    }
+
+    pub fn device(&mut self, source: SourceId, kind: DeviceKind, index: u32) -> DeviceId {
+        if let Some(&d) = self.device_index.get(&(source, kind, index)) {
+            return d;
+        }
+        let id = DeviceId(self.devices.len() as u32);
+        self.devices.push(Device {
+            source,
+            kind,
+            index,
+            name: None,
+        });
+        self.device_index.insert((source, kind, index), id);
+        id
+    }
+
+    /// The track of a thread, created on first use with `kind` (`Thread` or `GpuStream`).
+    pub fn thread_track(&mut self, thread: ThreadId, kind: TrackKind) -> TrackId {
+        let key = TrackKey::Thread(thread);
+        if let Some(&t) = self.track_index.get(&key) {
+            return t;
+        }
+        let process = self.threads[thread.index()].process;
+        let device = self.processes[process.index()].device;
+        self.new_track(
+            key,
+            Track {
+                kind,
+                name: StrId::EMPTY,
+                process: Some(process),
+                thread: Some(thread),
+                device,
+            },
+        )
+    }
+
+    /// A named track that is not a thread (counter, async lane), created on first use.
+    /// `lane` tells apart tracks of one name (e.g. an async id).
+    pub fn named_track(
+        &mut self,
+        process: Option<ProcessId>,
+        kind: TrackKind,
+        name: StrId,
+        lane: u64,
+    ) -> TrackId {
+        let key = TrackKey::Named(process, kind, name, lane);
+        if let Some(&t) = self.track_index.get(&key) {
+            return t;
+        }
+        let device = process.and_then(|p| self.processes[p.index()].device);
+        self.new_track(
+            key,
+            Track {
+                kind,
+                name,
+                process,
+                thread: None,
+                device,
+            },
+        )
+    }
+
+    fn new_track(&mut self, key: TrackKey, track: Track) -> TrackId {
+        let id = TrackId(self.tracks.len() as u32);
+        self.tracks.push(track);
+        self.track_index.insert(key, id);
+        id
+    }
+
+    /// Counts a slice or instant kept as `Other` because its category was unknown.
+    pub fn note_unknown_category(&mut self, category: StrId) {
+        *self.unknown_categories.entry(category).or_default() += 1;
+    }
+
+    /// Slice rows of a track, in time order (valid after [`Trace::finish`]).
+    pub fn track_slices(&self, track: TrackId) -> Range<usize> {
+        self.track_slices
+            .get(track.index())
+            .map(|r| r.start as usize..r.end as usize)
+            .unwrap_or(0..0)
+    }
+
+    /// The deepest slice on `track` that contains `ts` (start and end inclusive).
+    pub fn enclosing_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
+        let range = self.track_slices(track);
+        let starts = &self.slices.ts[range.clone()];
+        // Last slice starting at or before ts; among equal starts the shortest (deepest)
+        // sorts last.
+        let n = starts.partition_point(|&s| s <= ts);
+        if n == 0 {
+            return None;
+        }
+        let mut i = (range.start + n - 1) as u32;
+        loop {
+            if self.slices.end(i as usize) >= ts {
+                return Some(i);
+            }
+            i = self.slices.parent[i as usize];
+            if i == NONE {
+                return None;
+            }
+        }
+    }
+
+    /// The first slice on `track` starting at or after `ts`.
+    pub fn next_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
+        let range = self.track_slices(track);
+        let n = self.slices.ts[range.clone()].partition_point(|&s| s < ts);
+        (range.start + n < range.end).then_some((range.start + n) as u32)
+    }
+
+    /// Sorts slices by track and time, computes nesting, repairs what breaks the
+    /// invariants and counts the repairs. Importers call it when done; it is cheap to
+    /// call again.
+    pub fn finish(&mut self) {
+        crate::validate::finish(self);
+    }
+
+    pub(crate) fn set_track_slices(&mut self, ranges: Vec<Range<u32>>) {
+        self.track_slices = ranges;
+    }
+
+    /// First and last timestamp of any event, if there is one.
+    pub fn time_span(&self) -> Option<(i64, i64)> {
+        let mut lo = i64::MAX;
+        let mut hi = i64::MIN;
+        for i in 0..self.slices.len() {
+            lo = lo.min(self.slices.ts[i]);
+            hi = hi.max(self.slices.end(i));
+        }
+        for &t in self.instants.ts.iter().chain(&self.counters.ts) {
+            lo = lo.min(t);
+            hi = hi.max(t);
+        }
+        (lo <= hi).then_some((lo, hi))
+    }
+
+    /// Bytes of memory the model holds (the event tables, strings and args; not the
+    /// small dimension tables' look-up maps).
+    pub fn heap_bytes(&self) -> usize {
+        self.strings.heap_bytes()
+            + self.args.heap_bytes()
+            + self.slices.heap_bytes()
+            + self.instants.heap_bytes()
+            + self.counters.heap_bytes()
+            + self.flows.heap_bytes()
+            + self.track_slices.capacity() * 8
+            + self.tracks.capacity() * std::mem::size_of::<Track>()
+            + self.threads.capacity() * std::mem::size_of::<Thread>()
+            + self.processes.capacity() * std::mem::size_of::<Process>()
+    }
+
+    /// Gives back spare capacity of the growable tables.
+    pub fn shrink_to_fit(&mut self) {
+        self.slices.shrink_to_fit();
+        self.args.shrink_to_fit();
+    }
+}

@@ -1,0 +1,280 @@
+//! The invariants [`crate::Trace::finish`] establishes: every reference resolves,
+//! durations are non-negative, slices are sorted by track and time, and slices on a
+//! thread track nest. What breaks them is repaired and counted in
+//! [`crate::RepairCounts`].
+
+use std::ops::Range;
+
+use crate::dims::TrackKind;
+use crate::trace::Trace;
+use crate::NONE;
+
+pub(crate) fn finish(trace: &mut Trace) {
+    drop_dangling(trace);
+    for d in trace.slices.dur.iter_mut() {
+        if *d < 0 {
+            *d = 0;
+            trace.repairs.negative_durations += 1;
+        }
+    }
+    sort_slices(trace);
+    let ranges = track_ranges(&trace.slices.track, trace.tracks.len());
+    for (t, range) in ranges.iter().enumerate() {
+        let nest_strictly = trace.tracks[t].kind == TrackKind::Thread;
+        nest(trace, range.clone(), nest_strictly);
+    }
+    trace.set_track_slices(ranges);
+    sort_by_track_and_time(&mut trace.counters.track, &mut trace.counters.ts, |order| {
+        let v = &trace.counters.value;
+        trace.counters.value = order.iter().map(|&i| v[i as usize]).collect();
+    });
+    sort_instants(trace);
+}
+
+fn drop_dangling(trace: &mut Trace) {
+    let tracks = trace.tracks.len() as u32;
+    let bad = trace.slices.track.iter().filter(|&&t| t >= tracks).count();
+    if bad > 0 {
+        let keep: Vec<u32> = (0..trace.slices.len() as u32)
+            .filter(|&i| trace.slices.track[i as usize] < tracks)
+            .collect();
+        reorder_slices(trace, &keep);
+        trace.repairs.dangling_references += bad as u64;
+    }
+    let n = trace.slices.len() as u32;
+    let flows = &mut trace.flows;
+    let before = flows.len();
+    let keep: Vec<usize> = (0..before)
+        .filter(|&i| flows.from[i] < n && flows.to[i] < n)
+        .collect();
+    if keep.len() != before {
+        flows.from = keep.iter().map(|&i| flows.from[i]).collect();
+        flows.to = keep.iter().map(|&i| flows.to[i]).collect();
+        flows.name = keep.iter().map(|&i| flows.name[i]).collect();
+        flows.category = keep.iter().map(|&i| flows.category[i]).collect();
+        trace.repairs.dangling_references += (before - keep.len()) as u64;
+    }
+    let c = &mut trace.counters;
+    let bad = c.track.iter().filter(|&&t| t >= tracks).count();
+    if bad > 0 {
+        let keep: Vec<usize> = (0..c.len()).filter(|&i| c.track[i] < tracks).collect();
+        c.ts = keep.iter().map(|&i| c.ts[i]).collect();
+        c.value = keep.iter().map(|&i| c.value[i]).collect();
+        c.track = keep.iter().map(|&i| c.track[i]).collect();
+        trace.repairs.dangling_references += bad as u64;
+    }
+    let bad = trace.instants.track.iter().filter(|&&t| t >= tracks).count();
+    if bad > 0 {
+        let inst = &trace.instants;
+        let keep: Vec<u32> = (0..inst.len() as u32)
+            .filter(|&i| inst.track[i as usize] < tracks)
+            .collect();
+        permute_instants(trace, &keep);
+        trace.repairs.dangling_references += bad as u64;
+    }
+}
+
+/// Keeps slice rows `order` (in that order) and re-points flows; flows whose slices
+/// were dropped go too.
+fn reorder_slices(trace: &mut Trace, order: &[u32]) {
+    let mut new_index = vec![NONE; trace.slices.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old as usize] = new as u32;
+    }
+    trace.slices.permute(order);
+    let flows = &mut trace.flows;
+    for i in 0..flows.len() {
+        flows.from[i] = new_index.get(flows.from[i] as usize).copied().unwrap_or(NONE);
+        flows.to[i] = new_index.get(flows.to[i] as usize).copied().unwrap_or(NONE);
+    }
+    // Parents are recomputed by `nest` after every reorder.
+}
+
+fn sort_slices(trace: &mut Trace) {
+    let s = &trace.slices;
+    let key = |i: usize| (s.track[i], s.ts[i], std::cmp::Reverse(s.dur[i]));
+    if (1..s.len()).all(|i| key(i - 1) <= key(i)) {
+        return;
+    }
+    let mut order: Vec<u32> = (0..s.len() as u32).collect();
+    order.sort_by_key(|&i| key(i as usize));
+    reorder_slices(trace, &order);
+}
+
+fn track_ranges(track_column: &[u32], tracks: usize) -> Vec<Range<u32>> {
+    let mut ranges = vec![0..0; tracks];
+    let mut start = 0;
+    while start < track_column.len() {
+        let t = track_column[start];
+        let mut end = start;
+        while end < track_column.len() && track_column[end] == t {
+            end += 1;
+        }
+        ranges[t as usize] = start as u32..end as u32;
+        start = end;
+    }
+    ranges
+}
+
+/// Sets depth and parent of the slices in `range` (one track, sorted). With
+/// `strict`, a slice that outlives its parent is clipped to the parent's end;
+/// otherwise it is attached to the nearest ancestor that contains it.
+fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
+    let s = &mut trace.slices;
+    let mut stack: Vec<u32> = Vec::new();
+    for i in range {
+        let iu = i as usize;
+        let ts = s.ts[iu];
+        while let Some(&top) = stack.last() {
+            let top_end = s.end(top as usize);
+            if top_end <= ts {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if strict {
+            if let Some(&top) = stack.last() {
+                let top_end = s.end(top as usize);
+                if s.end(iu) > top_end {
+                    s.dur[iu] = top_end - ts;
+                    trace.repairs.clipped_overlaps += 1;
+                }
+            }
+        } else {
+            while let Some(&top) = stack.last() {
+                if s.end(iu) > s.end(top as usize) {
+                    stack.pop();
+                } else {
+                    break;
+                }
+            }
+        }
+        s.parent[iu] = stack.last().copied().unwrap_or(NONE);
+        s.depth[iu] = stack.len().min(u16::MAX as usize) as u16;
+        stack.push(i);
+    }
+}
+
+fn sort_by_track_and_time(
+    track: &mut Vec<u32>,
+    ts: &mut Vec<i64>,
+    mut apply_rest: impl FnMut(&[u32]),
+) {
+    if (1..ts.len()).all(|i| (track[i - 1], ts[i - 1]) <= (track[i], ts[i])) {
+        return;
+    }
+    let mut order: Vec<u32> = (0..ts.len() as u32).collect();
+    order.sort_by_key(|&i| (track[i as usize], ts[i as usize]));
+    *track = order.iter().map(|&i| track[i as usize]).collect();
+    *ts = order.iter().map(|&i| ts[i as usize]).collect();
+    apply_rest(&order);
+}
+
+fn sort_instants(trace: &mut Trace) {
+    let inst = &trace.instants;
+    if (1..inst.len()).all(|i| (inst.track[i - 1], inst.ts[i - 1]) <= (inst.track[i], inst.ts[i]))
+    {
+        return;
+    }
+    let mut order: Vec<u32> = (0..inst.len() as u32).collect();
+    order.sort_by_key(|&i| (inst.track[i as usize], inst.ts[i as usize]));
+    permute_instants(trace, &order);
+}
+
+fn permute_instants(trace: &mut Trace, order: &[u32]) {
+    let inst = &trace.instants;
+    let rows: Vec<_> = order.iter().map(|&i| inst.row(i as usize)).collect();
+    let mut new = crate::events::Instants::default();
+    for row in rows {
+        new.push(row);
+    }
+    trace.instants = new;
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::args::ArgsId;
+    use crate::dims::{SourceId, TrackKind};
+    use crate::events::SliceRow;
+    use crate::kind::SliceKind;
+    use crate::strings::StrId;
+    use crate::trace::Trace;
+    use crate::NONE;
+
+    fn slice(track: crate::TrackId, ts: i64, dur: i64) -> SliceRow {
+        SliceRow {
+            track,
+            ts,
+            dur,
+            name: StrId::EMPTY,
+            category: StrId::EMPTY,
+            kind: SliceKind::Op,
+            args: ArgsId::NONE,
+        }
+    }
+
+    #[test]
+    fn finish_sorts_nests_and_repairs() {
+        let mut t = Trace::new();
+        let p = t.process(SourceId(0), 1);
+        let th = t.thread(p, 1);
+        let track = t.thread_track(th, TrackKind::Thread);
+        // Pushed out of order: child, parent, an overlapping sibling, a negative one.
+        let child = t.slices.push(slice(track, 15, 5));
+        let parent = t.slices.push(slice(track, 10, 20));
+        t.slices.push(slice(track, 25, 10)); // ends at 35 > 30: clipped to 30
+        t.slices.push(slice(track, 40, -3));
+        t.flows.push(child, parent, StrId::EMPTY, StrId::EMPTY);
+        t.finish();
+        assert_eq!(t.slices.ts, vec![10, 15, 25, 40]);
+        assert_eq!(t.slices.dur, vec![20, 5, 5, 0]);
+        assert_eq!(t.slices.depth, vec![0, 1, 1, 0]);
+        assert_eq!(t.slices.parent, vec![NONE, 0, 0, NONE]);
+        assert_eq!(t.repairs.clipped_overlaps, 1);
+        assert_eq!(t.repairs.negative_durations, 1);
+        // The flow follows its slices through the sort.
+        assert_eq!((t.flows.from[0], t.flows.to[0]), (1, 0));
+        assert_eq!(t.enclosing_slice(track, 16), Some(1));
+        assert_eq!(t.enclosing_slice(track, 22), Some(0));
+        assert_eq!(t.enclosing_slice(track, 26), Some(2));
+        assert_eq!(t.enclosing_slice(track, 36), None);
+        assert_eq!(t.next_slice(track, 36), Some(3));
+        // A second finish changes nothing.
+        t.finish();
+        assert_eq!(t.repairs.clipped_overlaps, 1);
+        assert_eq!(t.slices.ts, vec![10, 15, 25, 40]);
+    }
+
+    #[test]
+    fn dangling_rows_are_dropped_and_counted() {
+        let mut t = Trace::new();
+        let p = t.process(SourceId(0), 1);
+        let th = t.thread(p, 1);
+        let track = t.thread_track(th, TrackKind::Thread);
+        let a = t.slices.push(slice(track, 0, 1));
+        t.slices.push(slice(crate::TrackId(99), 0, 1));
+        t.flows.push(a, 77, StrId::EMPTY, StrId::EMPTY);
+        t.counters.push(crate::TrackId(5), 0, 1.0);
+        t.finish();
+        assert_eq!(t.slices.len(), 1);
+        assert_eq!(t.flows.len(), 0);
+        assert_eq!(t.counters.len(), 0);
+        assert_eq!(t.repairs.dangling_references, 3);
+    }
+
+    #[test]
+    fn streams_attach_overlaps_without_clipping() {
+        let mut t = Trace::new();
+        let p = t.process(SourceId(0), 0);
+        let th = t.thread(p, 7);
+        let track = t.thread_track(th, TrackKind::GpuStream);
+        t.slices.push(slice(track, 0, 100));
+        t.slices.push(slice(track, 10, 20));
+        t.slices.push(slice(track, 20, 30)); // overlaps the second, inside the first
+        t.finish();
+        assert_eq!(t.slices.dur, vec![100, 20, 30]);
+        assert_eq!(t.slices.parent, vec![NONE, 0, 0]);
+        assert_eq!(t.repairs.clipped_overlaps, 0);
+    }
+}
