@@ -1,1 +1,11 @@
-//! opscope importers and exporters.
+//! opscope importers and exporters: one module per format, over byte slices and
+//! `Write`rs, with no I/O policy of their own (the CLI opens, maps and decompresses
+//! files). Importers add one source to a [`opscope_model::Trace`]; exporters read one.
+
+pub mod chrome;
+pub mod error;
+pub mod input;
+pub mod perfetto;
+
+pub use error::{ExportError, ImportError};
+pub use input::{detect, import_bytes, Format};

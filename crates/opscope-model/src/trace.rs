@@ -1,7 +1,7 @@
 //! [`Trace`]: the whole model, its builder methods for importers and its look-ups for
 //! analyses.
 
-use std::collections::HashMap;
+use hashbrown::HashMap;
 use std::ops::Range;
 
 use crate::args::Args;
@@ -30,6 +30,9 @@ pub struct RepairCounts {
     pub unbound_flow_events: u64,
     /// Events the importer could not read (missing fields, wrong types); dropped.
     pub malformed_events: u64,
+    /// Events of a kind the model does not hold (Chrome clock syncs, memory dumps,
+    /// unknown metadata); skipped.
+    pub unsupported_events: u64,
 }
 
 impl RepairCounts {
@@ -41,6 +44,7 @@ impl RepairCounts {
             + self.unmatched_ends
             + self.unbound_flow_events
             + self.malformed_events
+            + self.unsupported_events
     }
 }
 

@@ -1,0 +1,916 @@
+//! Turns Chrome trace events, one at a time, into the model: B/E and async b/e
+//! matching, object lifetimes, counters, metadata, and flow binding once all slices are
+//! known.
+
+use hashbrown::HashMap;
+
+use opscope_model::args::ArgValue;
+use opscope_model::events::{InstantRow, SliceRow};
+use opscope_model::{
+    ArgsId, InstantScope, ProcessId, SliceKind, SourceId, StrId, StringTable, ThreadId, Trace,
+    TrackId, TrackKind,
+};
+use serde_json::value::RawValue;
+
+use super::kinds::{self, TfLane};
+use super::parse::{micros_to_ns, Id, RawEvent};
+use crate::error::ImportError;
+
+/// Numbers given to string pids and tids that are not numbers ("Traces", "stream 7"):
+/// high enough not to clash with real ones, low enough for Perfetto's int32 pids.
+const SYNTHETIC_ID_BASE: i64 = 1 << 30;
+
+struct OpenSlice {
+    ts: i64,
+    name: StrId,
+    category: StrId,
+    args: ArgsId,
+}
+
+/// A flow event waiting for the slices to be sorted so it can be bound.
+struct FlowEvent {
+    /// Events with the same key form one flow chain.
+    key: (StrId, IdKey, Option<ProcessId>),
+    phase: u8,
+    track: TrackId,
+    ts: i64,
+    /// `bp: "e"`: bind to the enclosing slice rather than the next one.
+    enclosing: bool,
+    name: StrId,
+    index: u64,
+}
+
+pub(crate) struct Builder<'t> {
+    pub trace: &'t mut Trace,
+    pub source: SourceId,
+    pub path: String,
+    /// Index of the event being handled, for error messages.
+    pub index: u64,
+    open: HashMap<TrackId, Vec<OpenSlice>>,
+    open_async: HashMap<(TrackId, StrId), Vec<OpenSlice>>,
+    open_objects: HashMap<(ProcessId, StrId, IdKey), (TrackId, OpenSlice)>,
+    string_ids: HashMap<String, u32>,
+    flows: Vec<FlowEvent>,
+    synthetic_pids: HashMap<String, i64>,
+    last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
+    /// Reused between events so that reading args allocates nothing.
+    arg_entries: Vec<(StrId, ArgValue)>,
+    synthetic_tids: HashMap<(ProcessId, String), i64>,
+    max_ts: i64,
+}
+
+impl<'t> Builder<'t> {
+    pub fn new(trace: &'t mut Trace, source: SourceId, path: &str) -> Self {
+        Builder {
+            trace,
+            source,
+            path: path.to_string(),
+            index: 0,
+            open: HashMap::new(),
+            open_async: HashMap::new(),
+            open_objects: HashMap::new(),
+            string_ids: HashMap::new(),
+            flows: Vec::new(),
+            synthetic_pids: HashMap::new(),
+            arg_entries: Vec::new(),
+            last_thread: None,
+            synthetic_tids: HashMap::new(),
+            max_ts: i64::MIN,
+        }
+    }
+
+    fn malformed(&mut self) {
+        self.trace.repairs.malformed_events += 1;
+    }
+
+    fn string(&mut self, s: &str) -> Result<StrId, ImportError> {
+        if s.len() > StringTable::MAX_STRING || !self.trace.strings.has_room_for(s.len()) {
+            return Err(ImportError::Event {
+                path: self.path.clone(),
+                index: self.index,
+                message: format!(
+                    "a string of {} bytes is over the limit of {} bytes per string",
+                    s.len(),
+                    StringTable::MAX_STRING
+                ),
+            });
+        }
+        Ok(self.trace.intern(s))
+    }
+
+    fn process(&mut self, pid: Option<&Id>) -> Result<ProcessId, ImportError> {
+        let (number, label) = match pid {
+            None => (0, None),
+            Some(id) => match id.as_int() {
+                Some(n) => (n, None),
+                None => {
+                    let Id::Str(s) = id else { unreachable!() };
+                    let next = SYNTHETIC_ID_BASE + self.synthetic_pids.len() as i64;
+                    let n = *self.synthetic_pids.entry(s.to_string()).or_insert(next);
+                    (n, Some(s.clone()))
+                }
+            },
+        };
+        let process = self.trace.process(self.source, number);
+        if let Some(label) = label {
+            if self.trace.processes[process.index()].name.is_none() {
+                let label = self.string(&label)?;
+                self.trace.processes[process.index()].name = Some(label);
+            }
+        }
+        Ok(process)
+    }
+
+    fn thread(&mut self, process: ProcessId, tid: Option<&Id>) -> Result<ThreadId, ImportError> {
+        let (number, label) = match tid {
+            None => (0, None),
+            Some(id) => match id.as_int() {
+                Some(n) => (n, None),
+                None => {
+                    let Id::Str(s) = id else { unreachable!() };
+                    let next = SYNTHETIC_ID_BASE + self.synthetic_tids.len() as i64;
+                    let n = *self
+                        .synthetic_tids
+                        .entry((process, s.to_string()))
+                        .or_insert(next);
+                    (n, Some(s.clone()))
+                }
+            },
+        };
+        let thread = self.trace.thread(process, number);
+        if let Some(label) = label {
+            if self.trace.threads[thread.index()].name.is_none() {
+                let label = self.string(&label)?;
+                self.trace.threads[thread.index()].name = Some(label);
+            }
+        }
+        Ok(thread)
+    }
+
+    fn thread_track(&mut self, ev: &RawEvent) -> Result<(ProcessId, TrackId), ImportError> {
+        // Runs of events on one thread are the norm: remember the last numeric pair.
+        let numeric = |id: Option<&Id>| match id {
+            None => Some(0),
+            Some(Id::Int(i)) => Some(*i),
+            Some(Id::Str(_)) => None,
+        };
+        let key = numeric(ev.pid.as_ref()).zip(numeric(ev.tid.as_ref()));
+        if let (Some(key), Some((last, found))) = (key, self.last_thread) {
+            if key == last {
+                return Ok(found);
+            }
+        }
+        let process = self.process(ev.pid.as_ref())?;
+        let thread = self.thread(process, ev.tid.as_ref())?;
+        let found = (process, self.trace.thread_track(thread, TrackKind::Thread));
+        if let Some(key) = key {
+            self.last_thread = Some((key, found));
+        }
+        Ok(found)
+    }
+
+    fn timestamp(&mut self, raw: Option<&RawValue>) -> Option<i64> {
+        let ts = micros_to_ns(raw?.get())?;
+        self.max_ts = self.max_ts.max(ts);
+        Some(ts)
+    }
+
+    fn args(&mut self, raw: Option<&RawValue>) -> Result<ArgsId, ImportError> {
+        let Some(raw) = raw else {
+            return Ok(ArgsId::NONE);
+        };
+        let mut entries = std::mem::take(&mut self.arg_entries);
+        entries.clear();
+        let mut failure = None;
+        let is_object = for_each_entry(raw.get(), |key, value| {
+            let entry = self
+                .string(key)
+                .and_then(|k| Ok((k, self.arg_value(value.get())?)));
+            match entry {
+                Ok(entry) => entries.push(entry),
+                Err(e) => failure = Some(e),
+            }
+            failure.is_none()
+        });
+        if let Some(e) = failure {
+            return Err(e);
+        }
+        if !is_object {
+            // Args that are not an object are kept whole under one key.
+            let key = self.trace.intern("args");
+            let value = self.string(raw.get().trim())?;
+            entries.push((key, ArgValue::Json(value)));
+        }
+        let mut w = self.trace.args.writer();
+        for &(k, v) in &entries {
+            w.push(k, v);
+        }
+        self.arg_entries = entries;
+        Ok(w.finish())
+    }
+
+    fn arg_value(&mut self, raw: &str) -> Result<ArgValue, ImportError> {
+        let text = raw.trim();
+        Ok(match text.as_bytes().first() {
+            Some(b'"') => match serde_json::from_str::<std::borrow::Cow<str>>(text) {
+                Ok(s) => ArgValue::Str(self.string(&s)?),
+                Err(_) => ArgValue::Json(self.string(text)?),
+            },
+            Some(b't') => ArgValue::Bool(true),
+            Some(b'f') => ArgValue::Bool(false),
+            Some(b'n') => ArgValue::Null,
+            Some(b'[') | Some(b'{') => ArgValue::Json(self.string(text)?),
+            _ => match number_value(text) {
+                Some(number) => number,
+                None => ArgValue::Json(self.string(text)?),
+            },
+        })
+    }
+
+    /// Handles one event.
+    pub fn add(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let phase = match ev.ph.as_deref().map(str::as_bytes) {
+            Some([p]) => *p,
+            _ => {
+                self.malformed();
+                return Ok(());
+            }
+        };
+        match phase {
+            b'X' => self.complete(ev),
+            b'B' => self.begin(ev),
+            b'E' => self.end(ev),
+            b'i' | b'I' | b'R' | b'P' => self.instant(ev, phase),
+            b'C' => self.counter(ev),
+            b'M' => self.metadata(ev),
+            b's' | b't' | b'f' => self.flow(ev, phase),
+            b'b' | b'S' => self.async_begin(ev),
+            b'e' | b'F' => self.async_end(ev),
+            b'n' | b'T' | b'p' => self.async_instant(ev),
+            b'N' => self.object_new(ev),
+            b'O' => self.object_snapshot(ev),
+            b'D' => self.object_delete(ev),
+            _ => {
+                self.trace.repairs.unsupported_events += 1;
+                Ok(())
+            }
+        }
+    }
+
+    fn name_and_category(&mut self, ev: &RawEvent) -> Result<(StrId, StrId), ImportError> {
+        let name = self.string(ev.name.as_deref().unwrap_or(""))?;
+        let category = self.string(ev.cat.as_deref().unwrap_or(""))?;
+        Ok((name, category))
+    }
+
+    fn push_slice(&mut self, track: TrackId, ts: i64, dur: i64, open: OpenSlice) {
+        let name = self.trace.str(open.name);
+        let category = self.trace.str(open.category);
+        let kind = match kinds::kind_of(category, name) {
+            Some(kind) => kind,
+            None => {
+                self.trace.note_unknown_category(open.category);
+                SliceKind::Other
+            }
+        };
+        self.trace.slices.push(SliceRow {
+            track,
+            ts,
+            dur,
+            name: open.name,
+            category: open.category,
+            kind,
+            args: open.args,
+        });
+    }
+
+    fn complete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let dur = match ev.dur {
+            Some(raw) => match micros_to_ns(raw.get()) {
+                Some(d) => d,
+                None => {
+                    self.malformed();
+                    return Ok(());
+                }
+            },
+            None => 0,
+        };
+        self.max_ts = self.max_ts.max(ts.saturating_add(dur));
+        let (_, track) = self.thread_track(&ev)?;
+        let (name, category) = self.name_and_category(&ev)?;
+        let args = self.args(ev.args)?;
+        let open = OpenSlice {
+            ts,
+            name,
+            category,
+            args,
+        };
+        self.push_slice(track, ts, dur, open);
+        Ok(())
+    }
+
+    fn begin(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (_, track) = self.thread_track(&ev)?;
+        let (name, category) = self.name_and_category(&ev)?;
+        let args = self.args(ev.args)?;
+        self.open.entry(track).or_default().push(OpenSlice {
+            ts,
+            name,
+            category,
+            args,
+        });
+        Ok(())
+    }
+
+    fn end(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (_, track) = self.thread_track(&ev)?;
+        let Some(mut open) = self.open.get_mut(&track).and_then(Vec::pop) else {
+            self.trace.repairs.unmatched_ends += 1;
+            return Ok(());
+        };
+        // Args on the `E` event are merged into the slice's, as Chrome does.
+        let end_args = self.args(ev.args)?;
+        open.args = self.merge_args(open.args, end_args);
+        self.push_slice(track, open.ts, ts - open.ts, open);
+        Ok(())
+    }
+
+    fn merge_args(&mut self, a: ArgsId, b: ArgsId) -> ArgsId {
+        if b.is_none() {
+            return a;
+        }
+        if a.is_none() {
+            return b;
+        }
+        let entries: Vec<_> = self
+            .trace
+            .args
+            .get(a)
+            .chain(self.trace.args.get(b))
+            .collect();
+        let mut w = self.trace.args.writer();
+        for (k, v) in entries {
+            w.push(k, v);
+        }
+        w.finish()
+    }
+
+    fn instant(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (_, track) = self.thread_track(&ev)?;
+        let scope = match ev.s.as_deref() {
+            Some("g") => InstantScope::Global,
+            Some("p") => InstantScope::Process,
+            _ => InstantScope::Thread,
+        };
+        self.push_instant(track, ts, scope, phase, &ev)
+    }
+
+    fn push_instant(
+        &mut self,
+        track: TrackId,
+        ts: i64,
+        scope: InstantScope,
+        phase: u8,
+        ev: &RawEvent,
+    ) -> Result<(), ImportError> {
+        let (name, category) = self.name_and_category(ev)?;
+        let args = self.args(ev.args)?;
+        let name_text = self.trace.str(name);
+        let kind = if name_text == "[memory]" {
+            SliceKind::Alloc
+        } else if phase == b'O' {
+            SliceKind::Alloc
+        } else {
+            SliceKind::Other
+        };
+        self.trace.instants.push(InstantRow {
+            track,
+            ts,
+            name,
+            category,
+            kind,
+            scope,
+            args,
+        });
+        Ok(())
+    }
+
+    fn counter(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let process = self.process(ev.pid.as_ref())?;
+        let mut name = ev.name.as_deref().unwrap_or("").to_string();
+        if let Some(id) = &ev.id {
+            name = format!("{name}[{}]", id_text(id));
+        }
+        let Some(map) = ev.args.and_then(|a| parse_args_object(a.get())) else {
+            self.malformed();
+            return Ok(());
+        };
+        for (key, value) in map {
+            let Some(v) = number_value(value.get().trim()).and_then(|v| match v {
+                ArgValue::Int(i) => Some(i as f64),
+                ArgValue::UInt(u) => Some(u as f64),
+                ArgValue::Float(f) => Some(f),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let track_name = if key == name {
+                self.string(&name)?
+            } else {
+                self.string(&format!("{name}.{key}"))?
+            };
+            let track = self
+                .trace
+                .named_track(Some(process), TrackKind::Counter, track_name, 0);
+            self.trace.counters.push(track, ts, v);
+        }
+        Ok(())
+    }
+
+    fn metadata(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let kind = ev.name.as_deref().unwrap_or("");
+        let args = match ev.args.and_then(|a| parse_args_object(a.get())) {
+            Some(a) => a,
+            None => return Ok(()),
+        };
+        let get = |key: &str| {
+            args.iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.get().trim())
+        };
+        let text = |raw: Option<&str>| -> Option<String> {
+            raw.and_then(|r| serde_json::from_str::<String>(r).ok())
+        };
+        let number = |raw: Option<&str>| -> Option<i64> { raw.and_then(|r| r.parse().ok()) };
+        let process = self.process(ev.pid.as_ref())?;
+        match kind {
+            "process_name" => {
+                if let Some(name) = text(get("name")) {
+                    let name = self.string(&name)?;
+                    self.trace.processes[process.index()].name = Some(name);
+                }
+            }
+            "process_labels" => {
+                if let Some(labels) = text(get("labels")) {
+                    let labels = self.string(&labels)?;
+                    self.trace.processes[process.index()].labels = Some(labels);
+                }
+            }
+            "process_sort_index" => {
+                self.trace.processes[process.index()].sort_index = number(get("sort_index"));
+            }
+            "thread_name" => {
+                if let Some(name) = text(get("name")) {
+                    let thread = self.thread(process, ev.tid.as_ref())?;
+                    let name = self.string(&name)?;
+                    self.trace.threads[thread.index()].name = Some(name);
+                }
+            }
+            "thread_sort_index" => {
+                let thread = self.thread(process, ev.tid.as_ref())?;
+                self.trace.threads[thread.index()].sort_index = number(get("sort_index"));
+            }
+            _ => self.trace.repairs.unsupported_events += 1,
+        }
+        Ok(())
+    }
+
+    fn flow(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
+        let Some(ts) = self.timestamp(ev.ts) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (process, track) = self.thread_track(&ev)?;
+        let Some((id, local)) = self.event_id(&ev) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (name, category) = self.name_and_category(&ev)?;
+        self.flows.push(FlowEvent {
+            key: (category, id, local.then_some(process)),
+            phase,
+            track,
+            ts,
+            enclosing: phase != b'f' || ev.bp.as_deref() == Some("e"),
+            name,
+            index: self.index,
+        });
+        Ok(())
+    }
+
+    /// The id of a flow, async or object event, and whether it is process-local.
+    /// String ids are numbered in the order they are first seen.
+    fn event_id(&mut self, ev: &RawEvent) -> Option<(IdKey, bool)> {
+        let (id, local) = match (&ev.id, &ev.id2) {
+            (Some(id), _) => (id, false),
+            (None, Some(id2)) => match (&id2.local, &id2.global) {
+                (Some(local), _) => (local, true),
+                (None, Some(global)) => (global, false),
+                (None, None) => return None,
+            },
+            (None, None) => return None,
+        };
+        let key = match id.as_int() {
+            Some(i) => IdKey::Int(i),
+            None => {
+                let next = self.string_ids.len() as u32;
+                let text = match id {
+                    Id::Str(s) => s.to_string(),
+                    Id::Int(i) => i.to_string(),
+                };
+                IdKey::Str(*self.string_ids.entry(text).or_insert(next))
+            }
+        };
+        Some((key, local))
+    }
+
+    /// The lane of an async event: one track per process, category and id.
+    fn async_track(&mut self, ev: &RawEvent) -> Result<Option<(TrackId, StrId)>, ImportError> {
+        let process = self.process(ev.pid.as_ref())?;
+        let Some((id, local)) = self.event_id(ev) else {
+            return Ok(None);
+        };
+        let category = self.string(ev.cat.as_deref().unwrap_or(""))?;
+        let track = self.trace.named_track(
+            Some(process),
+            TrackKind::Async,
+            category,
+            id.lane() | ((local as u64) << 63),
+        );
+        Ok(Some((track, category)))
+    }
+
+    fn async_begin(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let lane = self.async_track(&ev)?;
+        let (Some(ts), Some((track, category))) = (ts, lane) else {
+            self.malformed();
+            return Ok(());
+        };
+        let name = self.string(ev.name.as_deref().unwrap_or(""))?;
+        let args = self.args(ev.args)?;
+        self.open_async
+            .entry((track, category))
+            .or_default()
+            .push(OpenSlice {
+                ts,
+                name,
+                category,
+                args,
+            });
+        Ok(())
+    }
+
+    fn async_end(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let lane = self.async_track(&ev)?;
+        let (Some(ts), Some((track, category))) = (ts, lane) else {
+            self.malformed();
+            return Ok(());
+        };
+        let name = ev.name.as_deref().unwrap_or("");
+        let name = self.trace.strings.find(name);
+        let Some(stack) = self.open_async.get_mut(&(track, category)) else {
+            self.trace.repairs.unmatched_ends += 1;
+            return Ok(());
+        };
+        // `e` closes the innermost open `b` of the same name, else the innermost one.
+        let at = stack
+            .iter()
+            .rposition(|o| Some(o.name) == name)
+            .or(stack.len().checked_sub(1));
+        let Some(at) = at else {
+            self.trace.repairs.unmatched_ends += 1;
+            return Ok(());
+        };
+        let mut open = stack.remove(at);
+        let end_args = self.args(ev.args)?;
+        open.args = self.merge_args(open.args, end_args);
+        self.push_slice(track, open.ts, ts - open.ts, open);
+        Ok(())
+    }
+
+    fn async_instant(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let lane = self.async_track(&ev)?;
+        let (Some(ts), Some((track, _))) = (ts, lane) else {
+            self.malformed();
+            return Ok(());
+        };
+        self.push_instant(track, ts, InstantScope::Thread, b'n', &ev)
+    }
+
+    /// Objects (TF tensors) live on one async track per process and object name.
+    fn object_key(&mut self, ev: &RawEvent) -> Result<Option<(ProcessId, StrId, IdKey)>, ImportError> {
+        let process = self.process(ev.pid.as_ref())?;
+        let Some((id, _)) = self.event_id(ev) else {
+            return Ok(None);
+        };
+        let category = self.string(ev.cat.as_deref().unwrap_or(""))?;
+        Ok(Some((process, category, id)))
+    }
+
+    fn object_new(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let key = self.object_key(&ev)?;
+        let (Some(ts), Some(key)) = (ts, key) else {
+            self.malformed();
+            return Ok(());
+        };
+        let (name, category) = self.name_and_category(&ev)?;
+        let args = self.args(ev.args)?;
+        let track = self
+            .trace
+            .named_track(Some(key.0), TrackKind::Async, name, key.2.lane());
+        let open = OpenSlice {
+            ts,
+            name,
+            category,
+            args,
+        };
+        // A second `N` for a live object ends the first lifetime.
+        if let Some((track, old)) = self.open_objects.insert(key, (track, open)) {
+            self.push_slice(track, old.ts, ts - old.ts, old);
+        }
+        Ok(())
+    }
+
+    fn object_snapshot(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let key = self.object_key(&ev)?;
+        let (Some(ts), Some(key)) = (ts, key) else {
+            self.malformed();
+            return Ok(());
+        };
+        let track = match self.open_objects.get(&key) {
+            Some((track, _)) => *track,
+            None => {
+                let name = self.string(ev.name.as_deref().unwrap_or(""))?;
+                self.trace
+                    .named_track(Some(key.0), TrackKind::Async, name, key.2.lane())
+            }
+        };
+        // Snapshots often omit the name: they belong to the object they snapshot.
+        let mut ev = ev;
+        if ev.name.is_none() {
+            if let Some((_, open)) = self.open_objects.get(&key) {
+                ev.name = Some(self.trace.str(open.name).to_string().into());
+            }
+        }
+        self.push_instant(track, ts, InstantScope::Thread, b'O', &ev)
+    }
+
+    fn object_delete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+        let ts = self.timestamp(ev.ts);
+        let key = self.object_key(&ev)?;
+        let (Some(ts), Some(key)) = (ts, key) else {
+            self.malformed();
+            return Ok(());
+        };
+        match self.open_objects.remove(&key) {
+            Some((track, open)) => self.push_slice(track, open.ts, ts - open.ts, open),
+            None => self.trace.repairs.unmatched_ends += 1,
+        }
+        Ok(())
+    }
+
+    /// Closes what is still open, maps processes to devices, sorts, and binds flows.
+    pub fn finish(mut self) -> Result<(), ImportError> {
+        let end = if self.max_ts == i64::MIN { 0 } else { self.max_ts };
+        let open: Vec<_> = self.open.drain().collect();
+        for (track, stack) in open {
+            for o in stack {
+                self.trace.repairs.unmatched_begins += 1;
+                self.push_slice(track, o.ts, end - o.ts, o);
+            }
+        }
+        let open: Vec<_> = self.open_async.drain().collect();
+        for ((track, _), stack) in open {
+            for o in stack {
+                self.trace.repairs.unmatched_begins += 1;
+                self.push_slice(track, o.ts, end - o.ts, o);
+            }
+        }
+        // Objects never deleted live to the end of the trace: not an error.
+        let open: Vec<_> = self.open_objects.drain().collect();
+        for (_, (track, o)) in open {
+            self.push_slice(track, o.ts, end - o.ts, o);
+        }
+        self.assign_devices();
+        self.trace.finish();
+        self.bind_flows();
+        self.trace.finish();
+        Ok(())
+    }
+
+    /// Gives device-backed processes their device, and makes the tracks that carry
+    /// device activity GPU streams; refines TF timeline op kinds on stream and memcpy
+    /// lanes.
+    fn assign_devices(&mut self) {
+        let source = self.source;
+        let mut lanes: HashMap<ProcessId, TfLane> = HashMap::new();
+        for p in 0..self.trace.processes.len() {
+            let process = &self.trace.processes[p];
+            if process.source != source {
+                continue;
+            }
+            let label = process.labels.map(|l| self.trace.str(l).to_string());
+            let name = process.name.map(|n| self.trace.str(n).to_string());
+            let device = label
+                .as_deref()
+                .and_then(kinds::device_of)
+                .or_else(|| name.as_deref().and_then(kinds::device_of));
+            if let Some(lane) = name.as_deref().and_then(kinds::tf_lane) {
+                lanes.insert(ProcessId(p as u32), lane);
+            }
+            if let Some((kind, index)) = device {
+                let d = self.trace.device(source, kind, index);
+                self.trace.processes[p].device = Some(d);
+            }
+        }
+        let mut device_activity = vec![false; self.trace.tracks.len()];
+        for i in 0..self.trace.slices.len() {
+            let track = self.trace.slices.track[i] as usize;
+            let process = self.trace.tracks[track].process;
+            if let Some(lane) = process.and_then(|p| lanes.get(&p)) {
+                let kind = self.trace.slices.kind(i);
+                if kind == SliceKind::Op {
+                    let name = self.trace.str(self.trace.slices.name[i]);
+                    let refined = if name.to_ascii_uppercase().contains("MEMCPY")
+                        || *lane == TfLane::Memcpy
+                    {
+                        SliceKind::Memcpy(kinds::memcpy_direction(name))
+                    } else {
+                        SliceKind::Kernel
+                    };
+                    self.trace.slices.set_kind(i, refined);
+                }
+            }
+            if self.trace.slices.kind(i).is_device_activity() {
+                device_activity[track] = true;
+            }
+        }
+        for (t, track) in self.trace.tracks.iter_mut().enumerate() {
+            let Some(process) = track.process else {
+                continue;
+            };
+            if self.trace.processes[process.index()].source != source {
+                continue;
+            }
+            track.device = self.trace.processes[process.index()].device;
+            if track.kind == TrackKind::Thread && (device_activity[t] || track.device.is_some()) {
+                track.kind = TrackKind::GpuStream;
+            }
+        }
+    }
+
+    /// Binds each flow step to a slice and links consecutive steps of a chain: `s`
+    /// starts a chain, `t` continues it, `f` ends it.
+    fn bind_flows(&mut self) {
+        let mut events = std::mem::take(&mut self.flows);
+        events.sort_by_key(|e| (e.key, e.ts, e.index));
+        let mut i = 0;
+        while i < events.len() {
+            let mut j = i;
+            while j < events.len() && events[j].key == events[i].key {
+                j += 1;
+            }
+            let mut chain: Option<Option<u32>> = None;
+            for e in &events[i..j] {
+                let bound = if e.enclosing {
+                    self.trace.enclosing_slice(e.track, e.ts)
+                } else {
+                    self.trace.next_slice(e.track, e.ts)
+                };
+                match e.phase {
+                    b's' => {
+                        if bound.is_none() {
+                            self.trace.repairs.unbound_flow_events += 1;
+                        }
+                        chain = Some(bound);
+                    }
+                    _ => {
+                        let Some(from) = chain else {
+                            // A step or end with no start in this file.
+                            self.trace.repairs.unbound_flow_events += 1;
+                            continue;
+                        };
+                        match (from, bound) {
+                            (Some(from), Some(to)) => {
+                                self.trace.flows.push(from, to, e.name, e.key.0)
+                            }
+                            (_, None) => self.trace.repairs.unbound_flow_events += 1,
+                            (None, Some(_)) => {}
+                        }
+                        chain = if e.phase == b'f' { None } else { Some(bound) };
+                    }
+                }
+            }
+            i = j;
+        }
+    }
+}
+
+/// A flow, async or object id: Chrome traces use numbers and strings.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum IdKey {
+    Int(i64),
+    /// The n-th distinct string id of the file.
+    Str(u32),
+}
+
+impl IdKey {
+    /// A track lane number for the id (ids of the two kinds never share a lane).
+    fn lane(self) -> u64 {
+        match self {
+            IdKey::Int(i) => (i as u64) & !(1 << 62),
+            IdKey::Str(n) => (n as u64) | (1 << 62),
+        }
+    }
+}
+
+fn id_text(id: &Id) -> String {
+    match id {
+        Id::Int(i) => i.to_string(),
+        Id::Str(s) => s.to_string(),
+    }
+}
+
+fn number_value(text: &str) -> Option<ArgValue> {
+    if let Ok(i) = text.parse::<i64>() {
+        return Some(ArgValue::Int(i));
+    }
+    if let Ok(u) = text.parse::<u64>() {
+        return Some(ArgValue::UInt(u));
+    }
+    let f: f64 = text.parse().ok()?;
+    f.is_finite().then_some(ArgValue::Float(f))
+}
+
+/// Calls `f` on each entry of a JSON object until it returns false; false if `text`
+/// is not an object.
+fn for_each_entry(text: &str, mut f: impl FnMut(&str, &RawValue) -> bool) -> bool {
+    use serde::de::{MapAccess, Visitor};
+    struct Entries<F>(F);
+    impl<'de, F: FnMut(&str, &RawValue) -> bool> Visitor<'de> for Entries<F> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let value: &'de RawValue = map.next_value()?;
+                if !(self.0)(&key, value) {
+                    return Err(serde::de::Error::custom("stopped"));
+                }
+            }
+            Ok(())
+        }
+    }
+    use serde::Deserializer;
+    let mut de = serde_json::Deserializer::from_str(text);
+    (&mut de).deserialize_map(Entries(&mut f)).is_ok()
+}
+
+/// The entries of a JSON object, borrowed; `None` if `text` is not an object.
+fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawValue)>> {
+    use serde::de::{MapAccess, Visitor};
+    struct Entries;
+    impl<'de> Visitor<'de> for Entries {
+        type Value = Vec<(std::borrow::Cow<'de, str>, &'de RawValue)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                let value: &'de RawValue = map.next_value()?;
+                out.push((key, value));
+            }
+            Ok(out)
+        }
+    }
+    use serde::Deserializer;
+    let mut de = serde_json::Deserializer::from_str(text);
+    (&mut de).deserialize_map(Entries).ok()
+}

@@ -1,0 +1,262 @@
+//! Writes the model as Chrome trace JSON (object form) that chrome://tracing, Perfetto,
+//! TensorBoard's trace viewer and HTA open: `X` slices on threads and streams, `b`/`e`
+//! on async lanes, `i` instants, `C` counters, `s`/`f` flows and `M` names.
+
+use std::io::{self, Write};
+
+use opscope_model::args::ArgValue;
+use opscope_model::{ArgsId, InstantScope, Trace, TrackId, TrackKind};
+
+use crate::error::ExportError;
+
+/// Writes `trace` to `out` as one JSON document. With a single source, that source's
+/// file-level metadata (schemaVersion, deviceProperties, distributedInfo, …) is written
+/// back at the top level so tools that read it still find it.
+pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
+    let mut w = JsonWriter { trace, out, first: true };
+    w.out.write_all(b"{\"traceEvents\":[\n")?;
+    w.metadata_events()?;
+    w.slices()?;
+    w.instants()?;
+    w.counters()?;
+    w.flows()?;
+    w.out.write_all(b"\n]")?;
+    if let [source] = trace.sources.as_slice() {
+        for (key, value) in trace.args.get(source.metadata) {
+            let key = trace.str(key);
+            if key == "traceEvents" {
+                continue;
+            }
+            w.out.write_all(b",\n")?;
+            write_str(w.out, key)?;
+            w.out.write_all(b":")?;
+            w.value(value)?;
+        }
+    }
+    w.out.write_all(b"}\n")?;
+    Ok(())
+}
+
+struct JsonWriter<'a, W: Write> {
+    trace: &'a Trace,
+    out: &'a mut W,
+    first: bool,
+}
+
+/// Microseconds with exactly three decimals: nanoseconds survive the round trip.
+fn write_micros(out: &mut impl Write, ns: i64) -> io::Result<()> {
+    let sign = if ns < 0 { "-" } else { "" };
+    let abs = ns.unsigned_abs();
+    write!(out, "{sign}{}.{:03}", abs / 1000, abs % 1000)
+}
+
+fn write_str(out: &mut impl Write, s: &str) -> io::Result<()> {
+    serde_json::to_writer(out, s).map_err(io::Error::other)
+}
+
+impl<W: Write> JsonWriter<'_, W> {
+    fn start_event(&mut self) -> io::Result<()> {
+        if !self.first {
+            self.out.write_all(b",\n")?;
+        }
+        self.first = false;
+        Ok(())
+    }
+
+    fn value(&mut self, value: ArgValue) -> io::Result<()> {
+        match value {
+            ArgValue::Null => self.out.write_all(b"null"),
+            ArgValue::Bool(b) => write!(self.out, "{b}"),
+            ArgValue::Int(i) => write!(self.out, "{i}"),
+            ArgValue::UInt(u) => write!(self.out, "{u}"),
+            // `{:?}` keeps a decimal point on integral floats, so they stay floats.
+            ArgValue::Float(f) => write!(self.out, "{f:?}"),
+            ArgValue::Str(s) => write_str(self.out, self.trace.str(s)),
+            ArgValue::Json(s) => self.out.write_all(self.trace.str(s).as_bytes()),
+        }
+    }
+
+    fn args(&mut self, args: ArgsId) -> io::Result<()> {
+        if args.is_none() {
+            return Ok(());
+        }
+        self.out.write_all(b",\"args\":{")?;
+        for (i, (key, value)) in self.trace.args.get(args).enumerate() {
+            if i > 0 {
+                self.out.write_all(b",")?;
+            }
+            write_str(self.out, self.trace.str(key))?;
+            self.out.write_all(b":")?;
+            self.value(value)?;
+        }
+        self.out.write_all(b"}")
+    }
+
+    /// `pid` and `tid` of a track: the thread's, or the process's and 0.
+    fn pid_tid(&self, track: TrackId) -> (i64, i64) {
+        let t = &self.trace.tracks[track.index()];
+        let pid = t
+            .process
+            .map_or(0, |p| self.trace.processes[p.index()].pid);
+        let tid = t.thread.map_or(0, |th| self.trace.threads[th.index()].tid);
+        (pid, tid)
+    }
+
+    fn head(&mut self, ph: &str, name: &str, category: &str, track: TrackId, ts: i64) -> io::Result<()> {
+        let (pid, tid) = self.pid_tid(track);
+        self.start_event()?;
+        write!(self.out, "{{\"ph\":\"{ph}\",\"name\":")?;
+        write_str(self.out, name)?;
+        self.out.write_all(b",\"cat\":")?;
+        write_str(self.out, category)?;
+        write!(self.out, ",\"pid\":{pid},\"tid\":{tid},\"ts\":")?;
+        write_micros(self.out, ts)
+    }
+
+    fn metadata_events(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        for p in &trace.processes {
+            if let Some(name) = p.name {
+                self.start_event()?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":", p.pid)?;
+                write_str(self.out, trace.str(name))?;
+                self.out.write_all(b"}}")?;
+            }
+            if let Some(labels) = p.labels {
+                self.start_event()?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{},\"tid\":0,\"args\":{{\"labels\":", p.pid)?;
+                write_str(self.out, trace.str(labels))?;
+                self.out.write_all(b"}}")?;
+            }
+            if let Some(index) = p.sort_index {
+                self.start_event()?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{index}}}}}", p.pid)?;
+            }
+        }
+        for t in &trace.threads {
+            let pid = trace.processes[t.process.index()].pid;
+            if let Some(name) = t.name {
+                self.start_event()?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":", t.tid)?;
+                write_str(self.out, trace.str(name))?;
+                self.out.write_all(b"}}")?;
+            }
+            if let Some(index) = t.sort_index {
+                self.start_event()?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{},\"args\":{{\"sort_index\":{index}}}}}", t.tid)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn slices(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        let s = &trace.slices;
+        for i in 0..s.len() {
+            let track = TrackId(s.track[i]);
+            let name = trace.str(s.name[i]);
+            let category = trace.str(s.category[i]);
+            if trace.tracks[track.index()].kind == TrackKind::Async {
+                self.head("b", name, category, track, s.ts[i])?;
+                write!(self.out, ",\"id\":{}", track.0)?;
+                self.args(s.args[i])?;
+                self.out.write_all(b"}")?;
+                self.head("e", name, category, track, s.end(i))?;
+                write!(self.out, ",\"id\":{}}}", track.0)?;
+            } else {
+                self.head("X", name, category, track, s.ts[i])?;
+                self.out.write_all(b",\"dur\":")?;
+                write_micros(self.out, s.dur[i])?;
+                self.args(s.args[i])?;
+                self.out.write_all(b"}")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn instants(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        let inst = &trace.instants;
+        for i in 0..inst.len() {
+            let track = TrackId(inst.track[i]);
+            let name = trace.str(inst.name[i]);
+            let category = trace.str(inst.category[i]);
+            if trace.tracks[track.index()].kind == TrackKind::Async {
+                self.head("n", name, category, track, inst.ts[i])?;
+                write!(self.out, ",\"id\":{}", track.0)?;
+            } else {
+                self.head("i", name, category, track, inst.ts[i])?;
+                let scope = match inst.scope[i] {
+                    InstantScope::Thread => "t",
+                    InstantScope::Process => "p",
+                    InstantScope::Global => "g",
+                };
+                write!(self.out, ",\"s\":\"{scope}\"")?;
+            }
+            self.args(inst.args[i])?;
+            self.out.write_all(b"}")?;
+        }
+        Ok(())
+    }
+
+    fn counters(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        let c = &trace.counters;
+        for i in 0..c.len() {
+            let track = &trace.tracks[c.track[i] as usize];
+            let pid = track.process.map_or(0, |p| trace.processes[p.index()].pid);
+            let name = trace.str(track.name);
+            self.start_event()?;
+            self.out.write_all(b"{\"ph\":\"C\",\"name\":")?;
+            write_str(self.out, name)?;
+            write!(self.out, ",\"pid\":{pid},\"ts\":")?;
+            write_micros(self.out, c.ts[i])?;
+            // The series is named like the track, so the track name survives a re-import.
+            self.out.write_all(b",\"args\":{")?;
+            write_str(self.out, name)?;
+            write!(self.out, ":{:?}}}}}", c.value[i])?;
+        }
+        Ok(())
+    }
+
+    fn flows(&mut self) -> io::Result<()> {
+        let trace = self.trace;
+        let f = &trace.flows;
+        for i in 0..f.len() {
+            let (from, to) = (f.from[i] as usize, f.to[i] as usize);
+            let name = trace.str(f.name[i]);
+            let category = trace.str(f.category[i]);
+            let id = i + 1;
+            self.head("s", name, category, TrackId(trace.slices.track[from]), anchor(trace, from))?;
+            write!(self.out, ",\"id\":{id}}}")?;
+            self.head("f", name, category, TrackId(trace.slices.track[to]), anchor(trace, to))?;
+            write!(self.out, ",\"id\":{id},\"bp\":\"e\"}}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A time inside slice `i` that no child of it covers, so that a flow event placed
+/// there binds to `i` itself and not to a child starting at the same time. Falls back
+/// to the slice's start when children cover all of it.
+pub(crate) fn anchor(trace: &Trace, i: usize) -> i64 {
+    let s = &trace.slices;
+    let end = s.end(i);
+    let range = trace.track_slices(TrackId(s.track[i]));
+    let mut t = s.ts[i];
+    let mut j = i + 1;
+    while j < range.end && s.ts[j] <= end {
+        if s.parent[j] == i as u32 {
+            if s.ts[j] > t {
+                break;
+            }
+            t = t.max(s.end(j) + 1);
+        }
+        j += 1;
+    }
+    if t <= end {
+        t
+    } else {
+        s.ts[i]
+    }
+}

@@ -1,0 +1,36 @@
+//! Errors of importers and exporters. Every import error names the file and where in
+//! it the problem is (a byte offset or an event index), so one line tells the user
+//! what to look at.
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ImportError {
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    /// The bytes are not what the format says, at `offset` (of the decompressed data
+    /// for compressed files).
+    #[error("{path}: byte {offset}: {message}")]
+    Syntax {
+        path: String,
+        offset: u64,
+        message: String,
+    },
+    /// A well-formed event that breaks the format's rules beyond repair.
+    #[error("{path}: event {index}: {message}")]
+    Event {
+        path: String,
+        index: u64,
+        message: String,
+    },
+    #[error("{path}: not a trace opscope can read ({message})")]
+    UnknownFormat { path: String, message: String },
+}
+
+#[derive(Debug, Error)]
+pub enum ExportError {
+    #[error("write failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Unsupported(String),
+}

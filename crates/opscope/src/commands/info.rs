@@ -1,0 +1,263 @@
+//! `opscope info`: what a trace holds — files and their format, ranks, hosts, processes,
+//! devices, tracks, time span, events per kind, and what was repaired or not
+//! understood on the way in.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use opscope_model::{SliceKind, Trace, TrackKind};
+use serde::Serialize;
+
+use crate::load::{self, LoadOptions};
+use crate::output::OutputFormat;
+
+#[derive(clap::Args)]
+#[command(
+    about = "Show what is in a trace: files, ranks, devices, tracks, events per kind, repairs",
+    after_help = "Examples:\n  opscope info trace.json.gz\n  opscope info runs/ranks/            # a directory of per-rank files\n  opscope info --format json trace.json | jq .slices"
+)]
+pub struct Args {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// The summary `info` prints; its field names are the documented JSON keys.
+#[derive(Serialize, Debug)]
+pub struct Summary {
+    pub files: Vec<FileSummary>,
+    pub hosts: Vec<String>,
+    pub ranks: Vec<u32>,
+    pub processes: usize,
+    pub threads: usize,
+    pub devices: Vec<DeviceSummary>,
+    pub tracks: BTreeMap<&'static str, usize>,
+    pub start_ns: Option<i64>,
+    pub end_ns: Option<i64>,
+    pub duration_ns: Option<i64>,
+    pub slices: usize,
+    pub slices_by_kind: BTreeMap<&'static str, usize>,
+    pub instants: usize,
+    pub counter_samples: usize,
+    pub flows: usize,
+    pub repairs: BTreeMap<&'static str, u64>,
+    pub unknown_categories: BTreeMap<String, u64>,
+    pub distinct_strings: usize,
+    pub model_bytes: usize,
+    pub model_bytes_per_slice: Option<f64>,
+    /// Where `model_bytes` goes: strings, args, slices, instants, counters, flows.
+    pub model_bytes_by_table: BTreeMap<&'static str, usize>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct FileSummary {
+    pub path: String,
+    pub format: &'static str,
+    pub rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub host: Option<String>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct DeviceSummary {
+    pub kind: &'static str,
+    pub index: u32,
+    pub name: Option<String>,
+    pub file: usize,
+}
+
+pub fn summarize(trace: &Trace) -> Summary {
+    let files = trace
+        .sources
+        .iter()
+        .map(|s| FileSummary {
+            path: s.path.clone(),
+            format: s.format,
+            rank: s.rank,
+            world_size: s.world_size,
+            host: s.host.map(|h| trace.str(h).to_string()),
+        })
+        .collect::<Vec<_>>();
+    let mut hosts: Vec<String> = files.iter().filter_map(|f| f.host.clone()).collect();
+    hosts.sort();
+    hosts.dedup();
+    let mut ranks: Vec<u32> = files.iter().filter_map(|f| f.rank).collect();
+    ranks.sort();
+    ranks.dedup();
+    let devices = trace
+        .devices
+        .iter()
+        .map(|d| DeviceSummary {
+            kind: d.kind.name(),
+            index: d.index,
+            name: d.name.map(|n| trace.str(n).to_string()),
+            file: d.source.index(),
+        })
+        .collect();
+    let mut tracks = BTreeMap::new();
+    for kind in [TrackKind::Thread, TrackKind::GpuStream, TrackKind::Async, TrackKind::Counter] {
+        tracks.insert(kind.name(), trace.tracks.iter().filter(|t| t.kind == kind).count());
+    }
+    let mut by_code = [0usize; SliceKind::ALL.len()];
+    for i in 0..trace.slices.len() {
+        by_code[trace.slices.kind(i).code() as usize] += 1;
+    }
+    let slices_by_kind = SliceKind::ALL
+        .iter()
+        .zip(by_code)
+        .filter(|(_, n)| *n > 0)
+        .map(|(k, n)| (k.name(), n))
+        .collect();
+    let r = &trace.repairs;
+    let repairs = BTreeMap::from([
+        ("negative_durations", r.negative_durations),
+        ("clipped_overlaps", r.clipped_overlaps),
+        ("dangling_references", r.dangling_references),
+        ("unmatched_begins", r.unmatched_begins),
+        ("unmatched_ends", r.unmatched_ends),
+        ("unbound_flow_events", r.unbound_flow_events),
+        ("malformed_events", r.malformed_events),
+        ("unsupported_events", r.unsupported_events),
+    ]);
+    let unknown_categories = trace
+        .unknown_categories
+        .iter()
+        .map(|(c, n)| (trace.str(*c).to_string(), *n))
+        .collect();
+    let span = trace.time_span();
+    let model_bytes = trace.heap_bytes();
+    Summary {
+        files,
+        hosts,
+        ranks,
+        processes: trace.processes.len(),
+        threads: trace.threads.len(),
+        devices,
+        tracks,
+        start_ns: span.map(|s| s.0),
+        end_ns: span.map(|s| s.1),
+        duration_ns: span.map(|s| s.1 - s.0),
+        slices: trace.slices.len(),
+        slices_by_kind,
+        instants: trace.instants.len(),
+        counter_samples: trace.counters.len(),
+        flows: trace.flows.len(),
+        repairs,
+        unknown_categories,
+        distinct_strings: trace.strings.len(),
+        model_bytes,
+        model_bytes_per_slice: (!trace.slices.is_empty())
+            .then(|| model_bytes as f64 / trace.slices.len() as f64),
+        model_bytes_by_table: BTreeMap::from([
+            ("strings", trace.strings.heap_bytes()),
+            ("args", trace.args.heap_bytes()),
+            ("slices", trace.slices.heap_bytes()),
+            ("instants", trace.instants.heap_bytes()),
+            ("counters", trace.counters.heap_bytes()),
+            ("flows", trace.flows.heap_bytes()),
+        ]),
+    }
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let summary = summarize(&trace);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match args.format {
+        OutputFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &summary)?;
+            writeln!(out)?;
+        }
+        OutputFormat::Text => print_text(&summary, &mut out)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+fn duration_text(ns: i64) -> String {
+    let abs = ns.unsigned_abs() as f64;
+    if abs >= 1e9 {
+        format!("{:.3} s", ns as f64 / 1e9)
+    } else if abs >= 1e6 {
+        format!("{:.3} ms", ns as f64 / 1e6)
+    } else if abs >= 1e3 {
+        format!("{:.3} µs", ns as f64 / 1e3)
+    } else {
+        format!("{ns} ns")
+    }
+}
+
+fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
+    for f in &s.files {
+        write!(out, "file        {} ({})", f.path, f.format)?;
+        if let Some(rank) = f.rank {
+            write!(out, ", rank {rank}")?;
+            if let Some(w) = f.world_size {
+                write!(out, " of {w}")?;
+            }
+        }
+        if let Some(host) = &f.host {
+            write!(out, ", host {host}")?;
+        }
+        writeln!(out)?;
+    }
+    writeln!(out, "processes   {}  threads {}", s.processes, s.threads)?;
+    for d in &s.devices {
+        write!(out, "device      {} {}", d.kind, d.index)?;
+        if let Some(name) = &d.name {
+            write!(out, " ({name})")?;
+        }
+        writeln!(out)?;
+    }
+    let tracks: Vec<String> = s
+        .tracks
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{n} {k}"))
+        .collect();
+    writeln!(out, "tracks      {}", tracks.join(", "))?;
+    if let (Some(start), Some(dur)) = (s.start_ns, s.duration_ns) {
+        writeln!(out, "time        {} from {start} ns", duration_text(dur))?;
+    }
+    writeln!(out, "slices      {}", s.slices)?;
+    let width = s.slices_by_kind.keys().map(|k| k.len()).max().unwrap_or(0);
+    for (kind, n) in &s.slices_by_kind {
+        writeln!(out, "  {kind:<width$}  {n:>10}")?;
+    }
+    writeln!(out, "instants    {}", s.instants)?;
+    writeln!(out, "counters    {} samples", s.counter_samples)?;
+    writeln!(out, "flows       {}", s.flows)?;
+    let repairs: Vec<String> = s
+        .repairs
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{n} {}", k.replace('_', " ")))
+        .collect();
+    if repairs.is_empty() {
+        writeln!(out, "repairs     none")?;
+    } else {
+        writeln!(out, "repairs     {}", repairs.join(", "))?;
+    }
+    if !s.unknown_categories.is_empty() {
+        let cats: Vec<String> = s
+            .unknown_categories
+            .iter()
+            .map(|(c, n)| format!("{c:?} ({n})"))
+            .collect();
+        writeln!(out, "unknown     categories kept as 'other': {}", cats.join(", "))?;
+    }
+    write!(out, "memory      {:.1} MiB in the model", s.model_bytes as f64 / (1 << 20) as f64)?;
+    if let Some(per) = s.model_bytes_per_slice {
+        write!(out, " ({per:.1} bytes per slice)")?;
+    }
+    writeln!(out)
+}

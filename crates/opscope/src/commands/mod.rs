@@ -1,0 +1,4 @@
+//! One module per subcommand: each turns its clap arguments into plain options and runs.
+
+pub mod convert;
+pub mod info;

@@ -1,0 +1,123 @@
+//! Finding and loading trace files: a TRACE argument is a file or a directory (searched
+//! recursively for trace files); files are memory-mapped, gzip is inflated, and each
+//! is imported into one shared model, with a progress bar on long loads.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use opscope_formats::input::decompress_if_gzip;
+use opscope_model::Trace;
+
+/// What loading was asked to do.
+#[derive(Clone, Debug, Default)]
+pub struct LoadOptions {
+    /// Never show a progress bar (it is shown only on a terminal, for big inputs).
+    pub quiet: bool,
+}
+
+/// File names opscope reads when it walks a directory.
+fn is_trace_file(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    [
+        ".json",
+        ".json.gz",
+        ".pftrace",
+        ".perfetto-trace",
+        ".pftrace.gz",
+        ".perfetto",
+    ]
+    .iter()
+    .any(|ext| name.ends_with(ext))
+}
+
+/// Expands the TRACE arguments into the files to load, in a stable order.
+pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for input in inputs {
+        let meta = std::fs::metadata(input)
+            .with_context(|| format!("{}: cannot open", input.display()))?;
+        if meta.is_dir() {
+            let mut found = Vec::new();
+            walk(input, &mut found)?;
+            if found.is_empty() {
+                bail!(
+                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace)",
+                    input.display()
+                );
+            }
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(input.clone());
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(&path, found)?;
+        } else if is_trace_file(&path) {
+            found.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Loads every file of `inputs` into one trace.
+pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
+    let files = expand(inputs)?;
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    let bar = progress_bar(total, options);
+    let mut trace = Trace::new();
+    for file in &files {
+        let shown = file.display().to_string();
+        bar.set_message(shown.clone());
+        load_file(file, &shown, &mut trace)?;
+        bar.inc(std::fs::metadata(file).map(|m| m.len()).unwrap_or(0));
+    }
+    bar.finish_and_clear();
+    trace.shrink_to_fit();
+    Ok(trace)
+}
+
+fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
+    let handle = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    let len = handle.metadata().map(|m| m.len()).unwrap_or(0);
+    if len == 0 {
+        bail!("{shown}: the file is empty (0 bytes)");
+    }
+    // SAFETY: the map is read-only and lives only while this file is imported; a trace
+    // file truncated by another process meanwhile would fault, which is the same risk
+    // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
+    let map = unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
+    let bytes = decompress_if_gzip(&map, shown)?;
+    opscope_formats::import_bytes(&bytes, shown, trace)?;
+    Ok(())
+}
+
+fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {
+    use std::io::IsTerminal;
+    // Small inputs load in well under a second: a bar would only flicker.
+    if options.quiet || !std::io::stderr().is_terminal() || total < 32 << 20 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} loading {bytes}/{total_bytes} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
