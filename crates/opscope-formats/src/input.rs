@@ -48,11 +48,17 @@ pub fn decompress_if_gzip<'a>(bytes: &'a [u8], path: &str) -> Result<Cow<'a, [u8
 
 /// Guesses the format of (decompressed) bytes.
 pub fn detect(bytes: &[u8]) -> Option<Format> {
-    let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace())?;
-    match first {
-        b'{' | b'[' => Some(Format::ChromeJson),
-        // A Perfetto trace is a sequence of `packet` fields (field 1, length-delimited).
-        0x0a => Some(Format::Perfetto),
+    // A Perfetto trace starts with 0x0a (field 1, length-delimited), which is also a
+    // newline: JSON is told apart by being text, while packets hold control bytes
+    // (field tags such as 0x08 and 0x10) within their first few bytes.
+    let head = &bytes[..bytes.len().min(256)];
+    let is_text = head
+        .iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\n' | b'\r' | b'\t'));
+    let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
+    match (is_text, first) {
+        (true, Some(b'{' | b'[')) => Some(Format::ChromeJson),
+        _ if bytes.first() == Some(&0x0a) => Some(Format::Perfetto),
         _ => None,
     }
 }
@@ -62,13 +68,31 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
     match detect(bytes) {
         Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
         Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),
-        None if bytes.is_empty() => Err(ImportError::UnknownFormat {
+        None if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
-            message: "the file is empty".into(),
+            message: "the file holds no data (byte 0 onwards is empty or blank)".into(),
         }),
         None => Err(ImportError::UnknownFormat {
             path: path.to_string(),
-            message: "neither JSON nor a Perfetto protobuf; byte 0 is not '{', '[' or 0x0a".into(),
+            message: "neither JSON nor a Perfetto protobuf (from byte 0)".into(),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_and_perfetto_are_told_apart() {
+        assert_eq!(detect(b"{\"traceEvents\":[]}"), Some(Format::ChromeJson));
+        assert_eq!(detect(b"\n\n  [ {} ]"), Some(Format::ChromeJson));
+        // A packet of 123 bytes starts 0x0a 0x7b, that is "\n{", then binary fields.
+        let mut packet = vec![0x0a, 0x7b, 0x08, 0x01, 0x10];
+        packet.resize(125, 0);
+        assert_eq!(detect(&packet), Some(Format::Perfetto));
+        assert_eq!(detect(&[0x0a, 0x02, 0x08, 0x01]), Some(Format::Perfetto));
+        assert_eq!(detect(b"hello"), None);
+        assert_eq!(detect(b""), None);
     }
 }

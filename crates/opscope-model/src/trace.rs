@@ -74,6 +74,8 @@ pub struct Trace {
     /// Slices and instants whose category no importer rule knew, by category; they are
     /// kept as kind `Other`.
     pub unknown_categories: HashMap<StrId, u64>,
+    /// Problems an importer met and worked around, one line each, for the user.
+    pub warnings: Vec<(SourceId, String)>,
     /// `track_slices[t]` is the range of slice rows on track `t` (valid after `finish`).
     track_slices: Vec<Range<u32>>,
     process_index: HashMap<(SourceId, i64), ProcessId>,

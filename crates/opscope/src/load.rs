@@ -88,6 +88,9 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
         bar.inc(std::fs::metadata(file).map(|m| m.len()).unwrap_or(0));
     }
     bar.finish_and_clear();
+    for (_, warning) in &trace.warnings {
+        eprintln!("opscope: warning: {warning}");
+    }
     trace.shrink_to_fit();
     Ok(trace)
 }

@@ -53,6 +53,10 @@ pub(crate) struct Builder<'t> {
     flows: Vec<FlowEvent>,
     synthetic_pids: HashMap<String, i64>,
     last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
+    /// Where the event being handled starts in the input, when known.
+    pub event_offset: Option<usize>,
+    first_malformed: Option<String>,
+    malformed_here: u64,
     /// Reused between events so that reading args allocates nothing.
     arg_entries: Vec<(StrId, ArgValue)>,
     synthetic_tids: HashMap<(ProcessId, String), i64>,
@@ -74,13 +78,26 @@ impl<'t> Builder<'t> {
             synthetic_pids: HashMap::new(),
             arg_entries: Vec::new(),
             last_thread: None,
+            event_offset: None,
+            first_malformed: None,
+            malformed_here: 0,
             synthetic_tids: HashMap::new(),
             max_ts: i64::MIN,
         }
     }
 
-    fn malformed(&mut self) {
+    /// Counts an event that cannot be imported; the first of each file is described in
+    /// a warning with its index and byte offset.
+    pub fn malformed(&mut self, reason: &str) {
         self.trace.repairs.malformed_events += 1;
+        self.malformed_here += 1;
+        if self.first_malformed.is_none() {
+            let at = self
+                .event_offset
+                .map(|o| format!(" (byte {o})"))
+                .unwrap_or_default();
+            self.first_malformed = Some(format!("event {}{at}: {reason}", self.index));
+        }
     }
 
     fn string(&mut self, s: &str) -> Result<StrId, ImportError> {
@@ -89,8 +106,11 @@ impl<'t> Builder<'t> {
                 path: self.path.clone(),
                 index: self.index,
                 message: format!(
-                    "a string of {} bytes is over the limit of {} bytes per string",
+                    "a string of {} bytes{} is over the limit of {} bytes per string",
                     s.len(),
+                    self.event_offset
+                        .map(|o| format!(" in the event at byte {o}"))
+                        .unwrap_or_default(),
                     StringTable::MAX_STRING
                 ),
             });
@@ -232,7 +252,7 @@ impl<'t> Builder<'t> {
         let phase = match ev.ph.as_deref().map(str::as_bytes) {
             Some([p]) => *p,
             _ => {
-                self.malformed();
+                self.malformed("no one-letter \"ph\"");
                 return Ok(());
             }
         };
@@ -286,14 +306,14 @@ impl<'t> Builder<'t> {
 
     fn complete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let dur = match ev.dur {
             Some(raw) => match micros_to_ns(raw.get()) {
                 Some(d) => d,
                 None => {
-                    self.malformed();
+                    self.malformed("\"dur\" is not a number");
                     return Ok(());
                 }
             },
@@ -315,7 +335,7 @@ impl<'t> Builder<'t> {
 
     fn begin(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let (_, track) = self.thread_track(&ev)?;
@@ -332,7 +352,7 @@ impl<'t> Builder<'t> {
 
     fn end(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let (_, track) = self.thread_track(&ev)?;
@@ -369,7 +389,7 @@ impl<'t> Builder<'t> {
 
     fn instant(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let (_, track) = self.thread_track(&ev)?;
@@ -413,7 +433,7 @@ impl<'t> Builder<'t> {
 
     fn counter(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let process = self.process(ev.pid.as_ref())?;
@@ -422,7 +442,7 @@ impl<'t> Builder<'t> {
             name = format!("{name}[{}]", id_text(id));
         }
         let Some(map) = ev.args.and_then(|a| parse_args_object(a.get())) else {
-            self.malformed();
+            self.malformed("a counter whose \"args\" is not an object");
             return Ok(());
         };
         for (key, value) in map {
@@ -497,12 +517,12 @@ impl<'t> Builder<'t> {
 
     fn flow(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
-            self.malformed();
+            self.malformed("no valid \"ts\"");
             return Ok(());
         };
         let (process, track) = self.thread_track(&ev)?;
         let Some((id, local)) = self.event_id(&ev) else {
-            self.malformed();
+            self.malformed("no \"id\"");
             return Ok(());
         };
         let (name, category) = self.name_and_category(&ev)?;
@@ -564,7 +584,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let lane = self.async_track(&ev)?;
         let (Some(ts), Some((track, category))) = (ts, lane) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         let name = self.string(ev.name.as_deref().unwrap_or(""))?;
@@ -585,7 +605,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let lane = self.async_track(&ev)?;
         let (Some(ts), Some((track, category))) = (ts, lane) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         let name = ev.name.as_deref().unwrap_or("");
@@ -614,7 +634,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let lane = self.async_track(&ev)?;
         let (Some(ts), Some((track, _))) = (ts, lane) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         self.push_instant(track, ts, InstantScope::Thread, b'n', &ev)
@@ -634,7 +654,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let key = self.object_key(&ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         let (name, category) = self.name_and_category(&ev)?;
@@ -659,7 +679,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let key = self.object_key(&ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         let track = match self.open_objects.get(&key) {
@@ -684,7 +704,7 @@ impl<'t> Builder<'t> {
         let ts = self.timestamp(ev.ts);
         let key = self.object_key(&ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
-            self.malformed();
+            self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         match self.open_objects.remove(&key) {
@@ -696,6 +716,14 @@ impl<'t> Builder<'t> {
 
     /// Closes what is still open, maps processes to devices, sorts, and binds flows.
     pub fn finish(mut self) -> Result<(), ImportError> {
+        if let Some(first) = self.first_malformed.take() {
+            let more = match self.malformed_here {
+                1 => String::new(),
+                n => format!(" ({} more events could not be read either)", n - 1),
+            };
+            let warning = format!("{}: {first}; the event was skipped{more}", self.path);
+            self.trace.warnings.push((self.source, warning));
+        }
         let end = if self.max_ts == i64::MIN { 0 } else { self.max_ts };
         let open: Vec<_> = self.open.drain().collect();
         for (track, stack) in open {

@@ -61,19 +61,28 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
                 recycled,
                 batch: Vec::with_capacity(BATCH),
                 metadata: Vec::new(),
+                saw_events: false,
             };
             let mut de = serde_json::Deserializer::from_str(text);
             let parsed = (&mut de).deserialize_any(&mut top).and_then(|()| de.end());
             top.flush();
-            parsed.map(|()| top.metadata)
+            parsed.map(|()| (top.metadata, top.saw_events))
         });
         let mut build_error = None;
         for mut batch in batches.iter() {
             for element in batch.drain(..) {
                 let added = match element {
-                    Element::Event(ev) => builder.add(ev),
+                    Element::Event(ev) => {
+                        // Any borrowed field tells where the event is in the input.
+                        builder.event_offset = [ev.ts, ev.args, ev.dur]
+                            .into_iter()
+                            .flatten()
+                            .next()
+                            .map(|raw| (raw.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize));
+                        builder.add(ev)
+                    }
                     Element::NotAnObject => {
-                        builder.trace.repairs.malformed_events += 1;
+                        builder.malformed("an element of the event array that is not an object");
                         Ok(())
                     }
                 };
@@ -100,9 +109,19 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
         return Err(error);
     }
     match parsed {
-        Ok(metadata) => {
-            apply_metadata(&mut builder, &metadata)?;
+        Ok((metadata, false)) => {
+            let keys: Vec<&str> = metadata.iter().take(6).map(|(k, _)| k.as_str()).collect();
+            Err(ImportError::UnknownFormat {
+                path: path.to_string(),
+                message: format!(
+                    "a JSON object with no \"traceEvents\" array, so not a Chrome trace (its keys: {})",
+                    keys.join(", ")
+                ),
+            })
+        }
+        Ok((metadata, true)) => {
             builder.finish()?;
+            apply_metadata(trace, source, &metadata);
             Ok(source)
         }
         Err(e) => {
@@ -144,9 +163,8 @@ fn syntax_error(path: &str, bytes: &[u8], e: &serde_json::Error) -> ImportError 
 }
 
 /// File-level keys (everything but `traceEvents`), kept as source metadata.
-fn apply_metadata(builder: &mut Builder, metadata: &[(String, Box<RawValue>)]) -> Result<(), ImportError> {
-    let trace = &mut *builder.trace;
-    let source = builder.source.index();
+fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, Box<RawValue>)]) {
+    let source = source_id.index();
     let mut entries = Vec::new();
     for (key, raw) in metadata {
         let text = raw.get().trim();
@@ -184,9 +202,8 @@ fn apply_metadata(builder: &mut Builder, metadata: &[(String, Box<RawValue>)]) -
                     for p in props {
                         if let (Some(id), Some(name)) = (p.id, p.name) {
                             let name = trace.intern(&name);
-                            let source = builder.source;
                             if let Some(d) = trace.devices.iter_mut().find(|d| {
-                                d.source == source && d.index == id
+                                d.source == source_id && d.index == id
                             }) {
                                 d.name = Some(name);
                             }
@@ -214,7 +231,6 @@ fn apply_metadata(builder: &mut Builder, metadata: &[(String, Box<RawValue>)]) -
         w.push(k, v);
     }
     trace.sources[source].metadata = w.finish();
-    Ok(())
 }
 
 /// Visits the document: an object (whose `traceEvents` are streamed and other keys
@@ -224,6 +240,7 @@ struct TopLevel<'de> {
     recycled: std::sync::mpsc::Receiver<Vec<Element<'de>>>,
     batch: Vec<Element<'de>>,
     metadata: Vec<(String, Box<RawValue>)>,
+    saw_events: bool,
 }
 
 impl<'de> TopLevel<'de> {
@@ -251,6 +268,7 @@ impl<'de> Visitor<'de> for &mut TopLevel<'de> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             if key == "traceEvents" {
+                self.saw_events = true;
                 map.next_value_seed(Events { top: &mut *self })?;
             } else {
                 let value: Box<RawValue> = map.next_value()?;
@@ -261,6 +279,7 @@ impl<'de> Visitor<'de> for &mut TopLevel<'de> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
+        self.saw_events = true;
         Events { top: self }.visit_seq(seq)
     }
 }

@@ -1,0 +1,107 @@
+//! Perfetto protobuf traces (TracePacket / TrackEvent), read and written: the exporter
+//! writes the file opscope's users open in ui.perfetto.dev, the importer reads those
+//! files back losslessly and reads generic TrackEvent traces.
+//!
+//! What the Perfetto protos cannot say directly is carried so the importer can restore
+//! it, in forms the Perfetto UI shows harmlessly:
+//! - a slice's or instant's [`opscope_model::SliceKind`] as the debug annotation
+//!   `opscope.kind` (absent for `Other`), an instant's non-thread scope as
+//!   `opscope.scope`, and a flow's category and name as one `opscope.flow` annotation
+//!   per entry of the source event's `flow_ids` (`category` U+001F `name`);
+//! - facts about tracks in the `TrackDescriptor.description` text, as
+//!   `opscope:key=value;key=value` (see [`Marker`]): `kind=gpu_stream` (or another
+//!   [`opscope_model::TrackKind`] the descriptor's shape does not imply), `device=gpu:0`
+//!   and `device_name=…` on a device's process, and `lane` on the extra child tracks
+//!   the exporter adds where slices of one track overlap without nesting (Perfetto
+//!   matches begin and end events with a stack, so such slices need separate tracks).
+//!
+//! Args are debug annotations; a `Null` arg is written as the JSON `null` (debug
+//! annotations have no null) and a `Json` arg as `legacy_json_value`.
+//!
+//! Not kept: which source a process came from (all of a file's processes are one
+//! source on import; two processes with one pid stay two), hosts and ranks, source
+//! metadata, and threads that have no track.
+
+mod export;
+mod import;
+pub(crate) mod proto;
+
+#[cfg(test)]
+mod tests;
+
+pub use export::export;
+pub use import::import;
+
+/// Debug annotation carrying a slice's or instant's kind name.
+const KIND_ANNOTATION: &str = "opscope.kind";
+/// Debug annotation carrying an instant's scope when it is not `thread`.
+const SCOPE_ANNOTATION: &str = "opscope.scope";
+/// Debug annotation carrying one outgoing flow's category and name.
+const FLOW_ANNOTATION: &str = "opscope.flow";
+/// Separates category and name in a [`FLOW_ANNOTATION`] value.
+const FLOW_SEPARATOR: char = '\u{1f}';
+
+/// The opscope facts kept in a `TrackDescriptor.description`.
+#[derive(Debug, Default, PartialEq)]
+struct Marker {
+    /// A `TrackKind::name()` the descriptor's shape does not imply.
+    kind: Option<String>,
+    /// `DeviceKind::name():index` of the device a process stands for.
+    device: Option<String>,
+    device_name: Option<String>,
+    /// The track only holds slices of its parent track that overlap others.
+    lane: bool,
+}
+
+impl Marker {
+    const PREFIX: &'static str = "opscope:";
+
+    fn is_empty(&self) -> bool {
+        *self == Marker::default()
+    }
+
+    fn format(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(k) = &self.kind {
+            parts.push(format!("kind={}", escape(k)));
+        }
+        if let Some(d) = &self.device {
+            parts.push(format!("device={}", escape(d)));
+        }
+        if let Some(n) = &self.device_name {
+            parts.push(format!("device_name={}", escape(n)));
+        }
+        if self.lane {
+            parts.push("lane".to_string());
+        }
+        format!("{}{}", Self::PREFIX, parts.join(";"))
+    }
+
+    /// Reads a description; text that is not ours gives an empty marker.
+    fn parse(description: &str) -> Marker {
+        let mut marker = Marker::default();
+        let Some(rest) = description.strip_prefix(Self::PREFIX) else {
+            return marker;
+        };
+        for part in rest.split(';') {
+            let (key, value) = part.split_once('=').unwrap_or((part, ""));
+            let value = unescape(value);
+            match key {
+                "kind" => marker.kind = Some(value),
+                "device" => marker.device = Some(value),
+                "device_name" => marker.device_name = Some(value),
+                "lane" => marker.lane = true,
+                _ => {}
+            }
+        }
+        marker
+    }
+}
+
+fn escape(s: &str) -> String {
+    s.replace('%', "%25").replace(';', "%3B")
+}
+
+fn unescape(s: &str) -> String {
+    s.replace("%3B", ";").replace("%25", "%")
+}

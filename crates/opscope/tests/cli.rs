@@ -1,0 +1,264 @@
+//! End-to-end tests of the `opscope` binary: counts on every real Chrome/Kineto/TF
+//! trace against an independent count made with Python's `json` module, conversions,
+//! and clear one-line errors on bad input.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn opscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(args)
+        .output()
+        .expect("the opscope binary runs")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared trace corpus, beside the repository. Missing data fails under CI and
+/// skips (saying so) elsewhere.
+fn shared_traces() -> Option<PathBuf> {
+    let shared = std::env::var_os("OPSCOPE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared"));
+    let traces = shared.join("traces");
+    if traces.is_dir() {
+        return Some(traces);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!("CI is set but the shared traces are missing at {}", traces.display());
+    }
+    eprintln!("skipping: no shared traces at {} (set OPSCOPE_SHARED)", traces.display());
+    None
+}
+
+fn python() -> String {
+    std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("opscope-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Every Chrome-trace file under `kineto/` and `tf-timeline/`, except PyTorch's
+/// execution traces, which are another format.
+fn chrome_traces(traces: &Path) -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            let name = path.file_name().unwrap().to_string_lossy().to_string();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if (name.ends_with(".json") || name.ends_with(".json.gz")) && !name.ends_with("_et.json.gz") {
+                out.push(path);
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(&traces.join("kineto"), &mut files);
+    walk(&traces.join("tf-timeline"), &mut files);
+    files.sort();
+    files
+}
+
+fn info_json(path: &Path) -> serde_json::Value {
+    let out = opscope(&["info", "--format", "json", "--quiet", path.to_str().unwrap()]);
+    assert!(
+        out.status.success(),
+        "opscope info {} failed: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("info prints JSON")
+}
+
+#[test]
+fn every_real_chrome_trace_matches_an_independent_python_count() {
+    let Some(traces) = shared_traces() else { return };
+    let files = chrome_traces(&traces);
+    assert!(files.len() >= 60, "expected the whole corpus, found {} files", files.len());
+    let oracle = repo_root().join("tests/oracle/count_chrome_events.py");
+    let out = Command::new(python())
+        .arg(&oracle)
+        .args(&files)
+        .output()
+        .expect("python runs");
+    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    let expected: HashMap<String, serde_json::Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (v["path"].as_str().unwrap().to_string(), v)
+        })
+        .collect();
+    let mut checked = 0;
+    for file in &files {
+        let key = file.to_str().unwrap();
+        let want = &expected[key];
+        let got = info_json(file);
+        for field in ["slices", "instants", "counter_samples", "flows"] {
+            assert_eq!(got[field], want[field], "{field} of {key}");
+        }
+        assert_eq!(got["repairs"]["malformed_events"], 0, "{key}");
+        assert_eq!(got["repairs"]["dangling_references"], 0, "{key}");
+        checked += 1;
+    }
+    assert_eq!(checked, files.len());
+}
+
+#[test]
+fn kineto_metadata_ranks_and_devices_are_read() {
+    let Some(traces) = shared_traces() else { return };
+    let info = info_json(&traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"));
+    assert_eq!(info["ranks"], serde_json::json!([1]));
+    assert_eq!(info["files"][0]["world_size"], 2);
+    let devices = info["devices"].as_array().unwrap();
+    assert!(devices.iter().any(|d| d["kind"] == "gpu" && d["index"] == 1 && d["name"] == "Tesla V100-SXM2-32GB"),
+        "{devices:?}");
+    assert!(info["tracks"]["gpu_stream"].as_u64().unwrap() >= 1);
+    assert!(info["slices_by_kind"]["kernel"].as_u64().unwrap() > 10_000);
+    // The MTIA trace names its device "MTIA 9".
+    let mtia = info_json(&traces.join("kineto/hta/mtia_trace_single_rank/mtia_rank_0.json.gz"));
+    assert!(mtia["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "mtia"));
+    // A directory of per-rank files is one trace with both ranks.
+    let two = info_json(&traces.join("kineto/hta/trace_filter"));
+    assert_eq!(two["ranks"], serde_json::json!([0, 1]));
+    assert_eq!(two["files"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn tf_timeline_devices_and_kinds() {
+    let Some(traces) = shared_traces() else { return };
+    let info = info_json(&traces.join("tf-timeline/dorsal/trace_CNNGender_tf_700-15ISK.json"));
+    assert!(info["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "gpu" && d["index"] == 0));
+    assert!(info["slices_by_kind"]["kernel"].as_u64().unwrap() > 0);
+    assert!(info["slices_by_kind"]["memcpy_h2d"].as_u64().unwrap() > 0);
+    let sycl = info_json(&traces.join("tf-timeline/dorsal/trace_logreg_All-Series.json"));
+    assert!(sycl["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "sycl"));
+    // Allocator counters and tensor objects of the TF 2.21 timeline.
+    let mlp = info_json(&traces.join("tf-timeline/generated-here/tf2.21-cpu-mlp/timeline.json"));
+    assert_eq!(mlp["counter_samples"], 86);
+    assert_eq!(mlp["slices_by_kind"]["alloc"], 43);
+}
+
+fn convert(input: &Path, output: &Path, to: Option<&str>) {
+    let mut args = vec!["convert", "--quiet", input.to_str().unwrap(), "-o", output.to_str().unwrap()];
+    if let Some(to) = to {
+        args.extend(["--to", to]);
+    }
+    let out = opscope(&args);
+    assert!(out.status.success(), "convert failed: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn convert_keeps_every_event_in_both_formats() {
+    let example = repo_root().join("examples/traces/mlp-train.json");
+    let dir = scratch_dir("convert");
+    let before = info_json(&example);
+    for out_name in ["out.pftrace", "out.json", "out.json.gz"] {
+        let out = dir.join(out_name);
+        convert(&example, &out, None);
+        let after = info_json(&out);
+        for field in ["slices", "instants", "counter_samples", "flows", "slices_by_kind"] {
+            assert_eq!(after[field], before[field], "{field} after converting to {out_name}");
+        }
+    }
+    // --to wins over the extension; no partial file is left on failure.
+    convert(&example, &dir.join("forced.bin"), Some("json"));
+    assert!(info_json(&dir.join("forced.bin"))["slices"] == before["slices"]);
+    let out = opscope(&["convert", example.to_str().unwrap(), "-o", dir.join("x.unknown").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--to"));
+}
+
+/// Runs `info` on a file holding `bytes`, expecting one error line that names the file
+/// and a byte offset, exit status 1, and no panic.
+fn expect_clear_error(name: &str, bytes: &[u8], offset_text: &str) {
+    let dir = scratch_dir("bad");
+    let path = dir.join(name);
+    std::fs::write(&path, bytes).unwrap();
+    let out = opscope(&["info", path.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{name}: one line, got: {stderr}");
+    assert!(stderr.starts_with("opscope: error: "), "{name}: {stderr}");
+    assert!(stderr.contains(path.to_str().unwrap()), "{name}: names the file: {stderr}");
+    assert!(stderr.contains(offset_text), "{name}: wants {offset_text:?} in {stderr}");
+    assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+}
+
+#[test]
+fn bad_input_gets_one_clear_error_line() {
+    expect_clear_error("empty.json", b"", "0 bytes");
+    let trace = std::fs::read(repo_root().join("examples/traces/mlp-train.json")).unwrap();
+    let cut = trace.len() / 2;
+    expect_clear_error("truncated.json", &trace[..cut], &format!("byte {}", cut - 1));
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&trace).unwrap();
+    let gz = gz.finish().unwrap();
+    expect_clear_error("truncated.json.gz", &gz[..gz.len() / 2], "byte ");
+    expect_clear_error("wrong-type.json", br#"{"traceEvents": {"ph": "X"}}"#, "byte 15");
+    expect_clear_error("number.json", b"[1, 2", "byte 4");
+    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 0x80).collect();
+    expect_clear_error("garbage.json", &garbage, "byte 0");
+    expect_clear_error("not-utf8.json", b"{\"traceEvents\":[{\"name\":\"\xff\"}]}", "byte 25");
+}
+
+#[test]
+fn events_with_wrong_types_are_skipped_with_a_warning_and_the_rest_kept() {
+    let dir = scratch_dir("wrong-event");
+    let path = dir.join("t.json");
+    std::fs::write(
+        &path,
+        br#"{"traceEvents": [{"ph": "X", "ts": "soon", "pid": [1]}, {"ph": "X", "ts": 1, "dur": 2, "name": "ok"}, 7]}"#,
+    )
+    .unwrap();
+    let out = opscope(&["info", "--format", "json", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(info["slices"], 1);
+    assert_eq!(info["repairs"]["malformed_events"], 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("event 0 (byte 35)"), "{stderr}");
+}
+
+/// A 2 GiB string: refused with the event index, without running out of memory.
+#[test]
+fn a_two_gigabyte_string_is_refused() {
+    if std::env::var_os("CI").is_none() && std::env::var_os("OPSCOPE_BIG_TESTS").is_none() {
+        eprintln!("skipping the 2 GiB test outside CI (set OPSCOPE_BIG_TESTS=1 to run it)");
+        return;
+    }
+    let dir = scratch_dir("huge");
+    let path = dir.join("huge.json");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        f.write_all(br#"{"traceEvents":[{"ph":"X","ts":1,"dur":1,"name":""#).unwrap();
+        let chunk = vec![b'a'; 1 << 20];
+        for _ in 0..2048 {
+            f.write_all(&chunk).unwrap();
+        }
+        f.write_all(br#""}]}"#).unwrap();
+    }
+    let out = opscope(&["info", path.to_str().unwrap()]);
+    let _ = std::fs::remove_file(&path);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("event 0") && stderr.contains("2147483648 bytes"), "{stderr}");
+}
+
+#[test]
+fn help_has_examples() {
+    for sub in ["info", "convert"] {
+        let out = opscope(&[sub, "--help"]);
+        assert!(out.status.success());
+        assert!(String::from_utf8_lossy(&out.stdout).contains("Examples:"), "{sub}");
+    }
+}
