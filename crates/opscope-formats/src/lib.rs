@@ -7,5 +7,8 @@ pub mod error;
 pub mod input;
 pub mod perfetto;
 
+#[cfg(test)]
+mod roundtrip_tests;
+
 pub use error::{ExportError, ImportError};
 pub use input::{detect, import_bytes, Format};

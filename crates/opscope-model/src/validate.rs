@@ -63,7 +63,12 @@ fn drop_dangling(trace: &mut Trace) {
         c.track = keep.iter().map(|&i| c.track[i]).collect();
         trace.repairs.dangling_references += bad as u64;
     }
-    let bad = trace.instants.track.iter().filter(|&&t| t >= tracks).count();
+    let bad = trace
+        .instants
+        .track
+        .iter()
+        .filter(|&&t| t >= tracks)
+        .count();
     if bad > 0 {
         let inst = &trace.instants;
         let keep: Vec<u32> = (0..inst.len() as u32)
@@ -84,7 +89,10 @@ fn reorder_slices(trace: &mut Trace, order: &[u32]) {
     trace.slices.permute(order);
     let flows = &mut trace.flows;
     for i in 0..flows.len() {
-        flows.from[i] = new_index.get(flows.from[i] as usize).copied().unwrap_or(NONE);
+        flows.from[i] = new_index
+            .get(flows.from[i] as usize)
+            .copied()
+            .unwrap_or(NONE);
         flows.to[i] = new_index.get(flows.to[i] as usize).copied().unwrap_or(NONE);
     }
     // Parents are recomputed by `nest` after every reorder.
@@ -173,8 +181,7 @@ fn sort_by_track_and_time(
 
 fn sort_instants(trace: &mut Trace) {
     let inst = &trace.instants;
-    if (1..inst.len()).all(|i| (inst.track[i - 1], inst.ts[i - 1]) <= (inst.track[i], inst.ts[i]))
-    {
+    if (1..inst.len()).all(|i| (inst.track[i - 1], inst.ts[i - 1]) <= (inst.track[i], inst.ts[i])) {
         return;
     }
     let mut order: Vec<u32> = (0..inst.len() as u32).collect();

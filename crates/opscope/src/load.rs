@@ -61,7 +61,9 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
-    for entry in std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))? {
+    for entry in
+        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?
+    {
         let path = entry?.path();
         if path.is_dir() {
             walk(&path, found)?;
@@ -104,7 +106,8 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     // SAFETY: the map is read-only and lives only while this file is imported; a trace
     // file truncated by another process meanwhile would fault, which is the same risk
     // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
-    let map = unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
+    let map =
+        unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
     let bytes = decompress_if_gzip(&map, shown)?;
     opscope_formats::import_bytes(&bytes, shown, trace)?;
     Ok(())

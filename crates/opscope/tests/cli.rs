@@ -29,9 +29,15 @@ fn shared_traces() -> Option<PathBuf> {
         return Some(traces);
     }
     if std::env::var_os("CI").is_some() {
-        panic!("CI is set but the shared traces are missing at {}", traces.display());
+        panic!(
+            "CI is set but the shared traces are missing at {}",
+            traces.display()
+        );
     }
-    eprintln!("skipping: no shared traces at {} (set OPSCOPE_SHARED)", traces.display());
+    eprintln!(
+        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
+        traces.display()
+    );
     None
 }
 
@@ -54,7 +60,9 @@ fn chrome_traces(traces: &Path) -> Vec<PathBuf> {
             let name = path.file_name().unwrap().to_string_lossy().to_string();
             if path.is_dir() {
                 walk(&path, out);
-            } else if (name.ends_with(".json") || name.ends_with(".json.gz")) && !name.ends_with("_et.json.gz") {
+            } else if (name.ends_with(".json") || name.ends_with(".json.gz"))
+                && !name.ends_with("_et.json.gz")
+            {
                 out.push(path);
             }
         }
@@ -67,7 +75,13 @@ fn chrome_traces(traces: &Path) -> Vec<PathBuf> {
 }
 
 fn info_json(path: &Path) -> serde_json::Value {
-    let out = opscope(&["info", "--format", "json", "--quiet", path.to_str().unwrap()]);
+    let out = opscope(&[
+        "info",
+        "--format",
+        "json",
+        "--quiet",
+        path.to_str().unwrap(),
+    ]);
     assert!(
         out.status.success(),
         "opscope info {} failed: {}",
@@ -79,16 +93,26 @@ fn info_json(path: &Path) -> serde_json::Value {
 
 #[test]
 fn every_real_chrome_trace_matches_an_independent_python_count() {
-    let Some(traces) = shared_traces() else { return };
+    let Some(traces) = shared_traces() else {
+        return;
+    };
     let files = chrome_traces(&traces);
-    assert!(files.len() >= 60, "expected the whole corpus, found {} files", files.len());
+    assert!(
+        files.len() >= 60,
+        "expected the whole corpus, found {} files",
+        files.len()
+    );
     let oracle = repo_root().join("tests/oracle/count_chrome_events.py");
     let out = Command::new(python())
         .arg(&oracle)
         .args(&files)
         .output()
         .expect("python runs");
-    assert!(out.status.success(), "oracle failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "oracle failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let expected: HashMap<String, serde_json::Value> = String::from_utf8(out.stdout)
         .unwrap()
         .lines()
@@ -114,18 +138,28 @@ fn every_real_chrome_trace_matches_an_independent_python_count() {
 
 #[test]
 fn kineto_metadata_ranks_and_devices_are_read() {
-    let Some(traces) = shared_traces() else { return };
+    let Some(traces) = shared_traces() else {
+        return;
+    };
     let info = info_json(&traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"));
     assert_eq!(info["ranks"], serde_json::json!([1]));
     assert_eq!(info["files"][0]["world_size"], 2);
     let devices = info["devices"].as_array().unwrap();
-    assert!(devices.iter().any(|d| d["kind"] == "gpu" && d["index"] == 1 && d["name"] == "Tesla V100-SXM2-32GB"),
-        "{devices:?}");
+    assert!(
+        devices
+            .iter()
+            .any(|d| d["kind"] == "gpu" && d["index"] == 1 && d["name"] == "Tesla V100-SXM2-32GB"),
+        "{devices:?}"
+    );
     assert!(info["tracks"]["gpu_stream"].as_u64().unwrap() >= 1);
     assert!(info["slices_by_kind"]["kernel"].as_u64().unwrap() > 10_000);
     // The MTIA trace names its device "MTIA 9".
     let mtia = info_json(&traces.join("kineto/hta/mtia_trace_single_rank/mtia_rank_0.json.gz"));
-    assert!(mtia["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "mtia"));
+    assert!(mtia["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["kind"] == "mtia"));
     // A directory of per-rank files is one trace with both ranks.
     let two = info_json(&traces.join("kineto/hta/trace_filter"));
     assert_eq!(two["ranks"], serde_json::json!([0, 1]));
@@ -134,13 +168,23 @@ fn kineto_metadata_ranks_and_devices_are_read() {
 
 #[test]
 fn tf_timeline_devices_and_kinds() {
-    let Some(traces) = shared_traces() else { return };
+    let Some(traces) = shared_traces() else {
+        return;
+    };
     let info = info_json(&traces.join("tf-timeline/dorsal/trace_CNNGender_tf_700-15ISK.json"));
-    assert!(info["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "gpu" && d["index"] == 0));
+    assert!(info["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["kind"] == "gpu" && d["index"] == 0));
     assert!(info["slices_by_kind"]["kernel"].as_u64().unwrap() > 0);
     assert!(info["slices_by_kind"]["memcpy_h2d"].as_u64().unwrap() > 0);
     let sycl = info_json(&traces.join("tf-timeline/dorsal/trace_logreg_All-Series.json"));
-    assert!(sycl["devices"].as_array().unwrap().iter().any(|d| d["kind"] == "sycl"));
+    assert!(sycl["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|d| d["kind"] == "sycl"));
     // Allocator counters and tensor objects of the TF 2.21 timeline.
     let mlp = info_json(&traces.join("tf-timeline/generated-here/tf2.21-cpu-mlp/timeline.json"));
     assert_eq!(mlp["counter_samples"], 86);
@@ -148,12 +192,22 @@ fn tf_timeline_devices_and_kinds() {
 }
 
 fn convert(input: &Path, output: &Path, to: Option<&str>) {
-    let mut args = vec!["convert", "--quiet", input.to_str().unwrap(), "-o", output.to_str().unwrap()];
+    let mut args = vec![
+        "convert",
+        "--quiet",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+    ];
     if let Some(to) = to {
         args.extend(["--to", to]);
     }
     let out = opscope(&args);
-    assert!(out.status.success(), "convert failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "convert failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -165,14 +219,28 @@ fn convert_keeps_every_event_in_both_formats() {
         let out = dir.join(out_name);
         convert(&example, &out, None);
         let after = info_json(&out);
-        for field in ["slices", "instants", "counter_samples", "flows", "slices_by_kind"] {
-            assert_eq!(after[field], before[field], "{field} after converting to {out_name}");
+        for field in [
+            "slices",
+            "instants",
+            "counter_samples",
+            "flows",
+            "slices_by_kind",
+        ] {
+            assert_eq!(
+                after[field], before[field],
+                "{field} after converting to {out_name}"
+            );
         }
     }
     // --to wins over the extension; no partial file is left on failure.
     convert(&example, &dir.join("forced.bin"), Some("json"));
     assert!(info_json(&dir.join("forced.bin"))["slices"] == before["slices"]);
-    let out = opscope(&["convert", example.to_str().unwrap(), "-o", dir.join("x.unknown").to_str().unwrap()]);
+    let out = opscope(&[
+        "convert",
+        example.to_str().unwrap(),
+        "-o",
+        dir.join("x.unknown").to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--to"));
 }
@@ -188,8 +256,14 @@ fn expect_clear_error(name: &str, bytes: &[u8], offset_text: &str) {
     assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
     assert_eq!(stderr.lines().count(), 1, "{name}: one line, got: {stderr}");
     assert!(stderr.starts_with("opscope: error: "), "{name}: {stderr}");
-    assert!(stderr.contains(path.to_str().unwrap()), "{name}: names the file: {stderr}");
-    assert!(stderr.contains(offset_text), "{name}: wants {offset_text:?} in {stderr}");
+    assert!(
+        stderr.contains(path.to_str().unwrap()),
+        "{name}: names the file: {stderr}"
+    );
+    assert!(
+        stderr.contains(offset_text),
+        "{name}: wants {offset_text:?} in {stderr}"
+    );
     assert!(!stderr.contains("panicked"), "{name}: {stderr}");
 }
 
@@ -198,16 +272,30 @@ fn bad_input_gets_one_clear_error_line() {
     expect_clear_error("empty.json", b"", "0 bytes");
     let trace = std::fs::read(repo_root().join("examples/traces/mlp-train.json")).unwrap();
     let cut = trace.len() / 2;
-    expect_clear_error("truncated.json", &trace[..cut], &format!("byte {}", cut - 1));
+    expect_clear_error(
+        "truncated.json",
+        &trace[..cut],
+        &format!("byte {}", cut - 1),
+    );
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&trace).unwrap();
     let gz = gz.finish().unwrap();
     expect_clear_error("truncated.json.gz", &gz[..gz.len() / 2], "byte ");
-    expect_clear_error("wrong-type.json", br#"{"traceEvents": {"ph": "X"}}"#, "byte 15");
+    expect_clear_error(
+        "wrong-type.json",
+        br#"{"traceEvents": {"ph": "X"}}"#,
+        "byte 15",
+    );
     expect_clear_error("number.json", b"[1, 2", "byte 4");
-    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 0x80).collect();
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 0x80)
+        .collect();
     expect_clear_error("garbage.json", &garbage, "byte 0");
-    expect_clear_error("not-utf8.json", b"{\"traceEvents\":[{\"name\":\"\xff\"}]}", "byte 25");
+    expect_clear_error(
+        "not-utf8.json",
+        b"{\"traceEvents\":[{\"name\":\"\xff\"}]}",
+        "byte 25",
+    );
 }
 
 #[test]
@@ -239,7 +327,8 @@ fn a_two_gigabyte_string_is_refused() {
     let path = dir.join("huge.json");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        f.write_all(br#"{"traceEvents":[{"ph":"X","ts":1,"dur":1,"name":""#).unwrap();
+        f.write_all(br#"{"traceEvents":[{"ph":"X","ts":1,"dur":1,"name":""#)
+            .unwrap();
         let chunk = vec![b'a'; 1 << 20];
         for _ in 0..2048 {
             f.write_all(&chunk).unwrap();
@@ -251,7 +340,10 @@ fn a_two_gigabyte_string_is_refused() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("event 0") && stderr.contains("2147483648 bytes"), "{stderr}");
+    assert!(
+        stderr.contains("event 0") && stderr.contains("2147483648 bytes"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -259,6 +351,9 @@ fn help_has_examples() {
     for sub in ["info", "convert"] {
         let out = opscope(&[sub, "--help"]);
         assert!(out.status.success());
-        assert!(String::from_utf8_lossy(&out.stdout).contains("Examples:"), "{sub}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("Examples:"),
+            "{sub}"
+        );
     }
 }

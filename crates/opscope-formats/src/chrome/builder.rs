@@ -260,7 +260,7 @@ impl<'t> Builder<'t> {
             b'X' => self.complete(ev),
             b'B' => self.begin(ev),
             b'E' => self.end(ev),
-            b'i' | b'I' | b'R' | b'P' => self.instant(ev, phase),
+            b'i' | b'I' | b'R' | b'P' => self.instant(ev),
             b'C' => self.counter(ev),
             b'M' => self.metadata(ev),
             b's' | b't' | b'f' => self.flow(ev, phase),
@@ -387,7 +387,7 @@ impl<'t> Builder<'t> {
         w.finish()
     }
 
-    fn instant(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
+    fn instant(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
@@ -398,7 +398,7 @@ impl<'t> Builder<'t> {
             Some("p") => InstantScope::Process,
             _ => InstantScope::Thread,
         };
-        self.push_instant(track, ts, scope, phase, &ev)
+        self.push_instant(track, ts, scope, &ev)
     }
 
     fn push_instant(
@@ -406,15 +406,14 @@ impl<'t> Builder<'t> {
         track: TrackId,
         ts: i64,
         scope: InstantScope,
-        phase: u8,
         ev: &RawEvent,
     ) -> Result<(), ImportError> {
         let (name, category) = self.name_and_category(ev)?;
         let args = self.args(ev.args)?;
-        let name_text = self.trace.str(name);
-        let kind = if name_text == "[memory]" {
-            SliceKind::Alloc
-        } else if phase == b'O' {
+        // Allocator events: Kineto's `[memory]` instants and TF tensor snapshots.
+        let is_alloc = self.trace.str(name) == "[memory]"
+            || kinds::kind_of(self.trace.str(category), "") == Some(SliceKind::Alloc);
+        let kind = if is_alloc {
             SliceKind::Alloc
         } else {
             SliceKind::Other
@@ -637,11 +636,14 @@ impl<'t> Builder<'t> {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
-        self.push_instant(track, ts, InstantScope::Thread, b'n', &ev)
+        self.push_instant(track, ts, InstantScope::Thread, &ev)
     }
 
     /// Objects (TF tensors) live on one async track per process and object name.
-    fn object_key(&mut self, ev: &RawEvent) -> Result<Option<(ProcessId, StrId, IdKey)>, ImportError> {
+    fn object_key(
+        &mut self,
+        ev: &RawEvent,
+    ) -> Result<Option<(ProcessId, StrId, IdKey)>, ImportError> {
         let process = self.process(ev.pid.as_ref())?;
         let Some((id, _)) = self.event_id(ev) else {
             return Ok(None);
@@ -697,7 +699,7 @@ impl<'t> Builder<'t> {
                 ev.name = Some(self.trace.str(open.name).to_string().into());
             }
         }
-        self.push_instant(track, ts, InstantScope::Thread, b'O', &ev)
+        self.push_instant(track, ts, InstantScope::Thread, &ev)
     }
 
     fn object_delete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
@@ -724,7 +726,11 @@ impl<'t> Builder<'t> {
             let warning = format!("{}: {first}; the event was skipped{more}", self.path);
             self.trace.warnings.push((self.source, warning));
         }
-        let end = if self.max_ts == i64::MIN { 0 } else { self.max_ts };
+        let end = if self.max_ts == i64::MIN {
+            0
+        } else {
+            self.max_ts
+        };
         let open: Vec<_> = self.open.drain().collect();
         for (track, stack) in open {
             for o in stack {

@@ -13,7 +13,11 @@ use crate::error::ExportError;
 /// file-level metadata (schemaVersion, deviceProperties, distributedInfo, …) is written
 /// back at the top level so tools that read it still find it.
 pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
-    let mut w = JsonWriter { trace, out, first: true };
+    let mut w = JsonWriter {
+        trace,
+        out,
+        first: true,
+    };
     w.out.write_all(b"{\"traceEvents\":[\n")?;
     w.metadata_events()?;
     w.slices()?;
@@ -95,14 +99,19 @@ impl<W: Write> JsonWriter<'_, W> {
     /// `pid` and `tid` of a track: the thread's, or the process's and 0.
     fn pid_tid(&self, track: TrackId) -> (i64, i64) {
         let t = &self.trace.tracks[track.index()];
-        let pid = t
-            .process
-            .map_or(0, |p| self.trace.processes[p.index()].pid);
+        let pid = t.process.map_or(0, |p| self.trace.processes[p.index()].pid);
         let tid = t.thread.map_or(0, |th| self.trace.threads[th.index()].tid);
         (pid, tid)
     }
 
-    fn head(&mut self, ph: &str, name: &str, category: &str, track: TrackId, ts: i64) -> io::Result<()> {
+    fn head(
+        &mut self,
+        ph: &str,
+        name: &str,
+        category: &str,
+        track: TrackId,
+        ts: i64,
+    ) -> io::Result<()> {
         let (pid, tid) = self.pid_tid(track);
         self.start_event()?;
         write!(self.out, "{{\"ph\":\"{ph}\",\"name\":")?;
@@ -227,36 +236,80 @@ impl<W: Write> JsonWriter<'_, W> {
             let name = trace.str(f.name[i]);
             let category = trace.str(f.category[i]);
             let id = i + 1;
-            self.head("s", name, category, TrackId(trace.slices.track[from]), anchor(trace, from))?;
+            let (start, end) = flow_points(trace, from, to);
+            self.head(
+                "s",
+                name,
+                category,
+                TrackId(trace.slices.track[from]),
+                start,
+            )?;
             write!(self.out, ",\"id\":{id}}}")?;
-            self.head("f", name, category, TrackId(trace.slices.track[to]), anchor(trace, to))?;
+            self.head("f", name, category, TrackId(trace.slices.track[to]), end)?;
             write!(self.out, ",\"id\":{id},\"bp\":\"e\"}}")?;
         }
         Ok(())
     }
 }
 
+/// Where to put the `s` and `f` events of a flow from slice `from` to slice `to`, so
+/// that an importer binding each to its enclosing slice finds exactly these two, and
+/// the `f` does not come before the `s` (flow steps are ordered by time).
+fn flow_points(trace: &Trace, from: usize, to: usize) -> (i64, i64) {
+    let binds = |i: usize, t: i64| {
+        trace.enclosing_slice(TrackId(trace.slices.track[i]), t) == Some(i as u32)
+    };
+    let start = [anchor(trace, from, false), anchor(trace, from, true)]
+        .into_iter()
+        .find(|&t| binds(from, t))
+        .unwrap_or(trace.slices.ts[from]);
+    let end = [anchor(trace, to, false), anchor(trace, to, true)]
+        .into_iter()
+        .find(|&t| t >= start && binds(to, t))
+        .unwrap_or(trace.slices.ts[to]);
+    (start, end)
+}
+
 /// A time inside slice `i` that no child of it covers, so that a flow event placed
-/// there binds to `i` itself and not to a child starting at the same time. Falls back
-/// to the slice's start when children cover all of it.
-pub(crate) fn anchor(trace: &Trace, i: usize) -> i64 {
+/// there binds to `i` itself and not to a child starting at the same time: the earliest
+/// such time, or with `late` the latest one (a flow's end is placed late and its start
+/// early, so the two stay in time order even when the arrow points back to a slice that
+/// started earlier, as critical-path flows do). Falls back to the slice's start when
+/// its children cover all of it.
+pub(crate) fn anchor(trace: &Trace, i: usize, late: bool) -> i64 {
     let s = &trace.slices;
-    let end = s.end(i);
+    let (start, end) = (s.ts[i], s.end(i));
     let range = trace.track_slices(TrackId(s.track[i]));
-    let mut t = s.ts[i];
-    let mut j = i + 1;
-    while j < range.end && s.ts[j] <= end {
-        if s.parent[j] == i as u32 {
+    let mut children = (i + 1..range.end)
+        .take_while(|&j| s.ts[j] <= end)
+        .filter(|&j| s.parent[j] == i as u32);
+    if late {
+        // A slice that starts where `i` ends would take the end point itself.
+        let mut t = if end > start { end - 1 } else { start };
+        let kids: Vec<usize> = children.collect();
+        for &j in kids.iter().rev() {
+            if s.end(j) < t {
+                break;
+            }
+            t = t.min(s.ts[j] - 1);
+        }
+        if t >= start {
+            t
+        } else {
+            start
+        }
+    } else {
+        let mut t = start;
+        for j in children.by_ref() {
             if s.ts[j] > t {
                 break;
             }
             t = t.max(s.end(j) + 1);
         }
-        j += 1;
-    }
-    if t <= end {
-        t
-    } else {
-        s.ts[i]
+        if t <= end {
+            t
+        } else {
+            start
+        }
     }
 }

@@ -23,7 +23,11 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
             }
         }
         "python_function" | "python" => SliceKind::PythonFunction,
-        "cuda_runtime" | "runtime" | "mtia_runtime" | "hip_runtime" | "xpu_runtime"
+        "cuda_runtime"
+        | "runtime"
+        | "mtia_runtime"
+        | "hip_runtime"
+        | "xpu_runtime"
         | "privateuse1_runtime" => SliceKind::Runtime,
         "cuda_driver" | "driver" | "privateuse1_driver" => SliceKind::Driver,
         "cuda_sync" | "sync" => SliceKind::Sync,
@@ -137,17 +141,29 @@ mod tests {
     fn categories_map_to_kinds() {
         assert_eq!(kind_of("cpu_op", "aten::mm"), Some(SliceKind::Op));
         assert_eq!(kind_of("Operator", "aten::mm"), Some(SliceKind::Op));
-        assert_eq!(kind_of("cpu_op", "nccl:all_reduce"), Some(SliceKind::Collective));
-        assert_eq!(kind_of("user_annotation", "ProfilerStep#3"), Some(SliceKind::Step));
+        assert_eq!(
+            kind_of("cpu_op", "nccl:all_reduce"),
+            Some(SliceKind::Collective)
+        );
+        assert_eq!(
+            kind_of("user_annotation", "ProfilerStep#3"),
+            Some(SliceKind::Step)
+        );
         assert_eq!(
             kind_of("gpu_memcpy", "Memcpy DtoH (Device -> Pinned)"),
             Some(SliceKind::Memcpy(CopyDirection::D2H))
         );
         assert_eq!(kind_of("Kernel", "volta_sgemm"), Some(SliceKind::Kernel));
-        assert_eq!(kind_of("cuda_driver", "cuLaunchKernel"), Some(SliceKind::Driver));
+        assert_eq!(
+            kind_of("cuda_driver", "cuLaunchKernel"),
+            Some(SliceKind::Driver)
+        );
         assert_eq!(kind_of("mystery", "x"), None);
         assert_eq!(memcpy_direction("MEMCPYHtoD"), CopyDirection::H2D);
-        assert_eq!(memcpy_direction("Memcpy PtoP (Device -> Device)"), CopyDirection::P2P);
+        assert_eq!(
+            memcpy_direction("Memcpy PtoP (Device -> Device)"),
+            CopyDirection::P2P
+        );
         assert_eq!(memcpy_direction("Memcpy"), CopyDirection::Unknown);
     }
 
@@ -159,13 +175,25 @@ mod tests {
             device_of("/job:localhost/replica:0/task:0/device:GPU:1 Compute"),
             Some((DeviceKind::Gpu, 1))
         );
-        assert_eq!(device_of("/gpu:0/stream:12 Compute"), Some((DeviceKind::Gpu, 0)));
-        assert_eq!(device_of("/device:SYCL:0/memcpy Compute"), Some((DeviceKind::Sycl, 0)));
-        assert_eq!(device_of("/job:localhost/replica:0/task:0/cpu:0 Compute"), None);
+        assert_eq!(
+            device_of("/gpu:0/stream:12 Compute"),
+            Some((DeviceKind::Gpu, 0))
+        );
+        assert_eq!(
+            device_of("/device:SYCL:0/memcpy Compute"),
+            Some((DeviceKind::Sycl, 0))
+        );
+        assert_eq!(
+            device_of("/job:localhost/replica:0/task:0/cpu:0 Compute"),
+            None
+        );
         assert_eq!(device_of("python3.8"), None);
         assert_eq!(device_of("CPU"), None);
         assert_eq!(tf_lane("/gpu:0/stream:12 Compute"), Some(TfLane::Stream));
         assert_eq!(tf_lane("/gpu:0/memcpy Compute"), Some(TfLane::Memcpy));
-        assert_eq!(tf_lane("/job:localhost/replica:0/task:0/device:GPU:0 Compute"), None);
+        assert_eq!(
+            tf_lane("/job:localhost/replica:0/task:0/device:GPU:0 Compute"),
+            None
+        );
     }
 }

@@ -78,7 +78,9 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
                             .into_iter()
                             .flatten()
                             .next()
-                            .map(|raw| (raw.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize));
+                            .map(|raw| {
+                                (raw.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
+                            });
                         builder.add(ev)
                     }
                     Element::NotAnObject => {
@@ -99,9 +101,9 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
             let _ = recycler.send(batch);
         }
         drop(batches);
-        let parsed = parser.join().unwrap_or_else(|_| {
-            Err(de::Error::custom("the JSON parser thread failed"))
-        });
+        let parsed = parser
+            .join()
+            .unwrap_or_else(|_| Err(de::Error::custom("the JSON parser thread failed")));
         (parsed, build_error)
     });
     if let Some(error) = build_error {
@@ -147,12 +149,16 @@ fn syntax_error(path: &str, bytes: &[u8], e: &serde_json::Error) -> ImportError 
     offset = (offset + e.column().saturating_sub(1)).min(bytes.len());
     let message = match e.classify() {
         serde_json::error::Category::Eof => {
-            format!("the JSON ends early ({} bytes in all): the file looks truncated", bytes.len())
+            format!(
+                "the JSON ends early ({} bytes in all): the file looks truncated",
+                bytes.len()
+            )
         }
         _ => {
             // serde's message ends with " at line L column C": the offset says it better.
             let text = e.to_string();
-            text.rsplit_once(" at line ").map_or(text.clone(), |(m, _)| m.to_string())
+            text.rsplit_once(" at line ")
+                .map_or(text.clone(), |(m, _)| m.to_string())
         }
     };
     ImportError::Syntax {
@@ -202,9 +208,11 @@ fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, B
                     for p in props {
                         if let (Some(id), Some(name)) = (p.id, p.name) {
                             let name = trace.intern(&name);
-                            if let Some(d) = trace.devices.iter_mut().find(|d| {
-                                d.source == source_id && d.index == id
-                            }) {
+                            if let Some(d) = trace
+                                .devices
+                                .iter_mut()
+                                .find(|d| d.source == source_id && d.index == id)
+                            {
                                 d.name = Some(name);
                             }
                         }

@@ -28,6 +28,9 @@ pub(crate) struct RawEvent<'a> {
 
 /// An element of the event array: an event object, or anything else (skipped and
 /// counted by the caller).
+// Events travel to the builder by value in reused batches; boxing them would allocate
+// once per event.
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Element<'a> {
     Event(RawEvent<'a>),
     NotAnObject,
@@ -131,7 +134,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Cow<'a, str>> {
                 Ok(Lenient(None))
             }
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
                 Ok(Lenient(None))
             }
         }
@@ -165,7 +171,8 @@ impl Id<'_> {
 
 impl<'de: 'a, 'a> Deserialize<'de> for Id<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        Id::deserialize_lenient(d)?.ok_or_else(|| de::Error::custom("expected a number or a string"))
+        Id::deserialize_lenient(d)?
+            .ok_or_else(|| de::Error::custom("expected a number or a string"))
     }
 }
 
@@ -211,7 +218,10 @@ impl<'a> Id<'a> {
                 Ok(None)
             }
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                while map
+                    .next_entry::<de::IgnoredAny, de::IgnoredAny>()?
+                    .is_some()
+                {}
                 Ok(None)
             }
         }
@@ -250,7 +260,9 @@ pub(crate) fn micros_to_ns(raw: &str) -> Option<i64> {
     if int_part.is_empty() && frac_part.is_empty() {
         return None;
     }
-    if !int_part.bytes().all(|b| b.is_ascii_digit()) || !frac_part.bytes().all(|b| b.is_ascii_digit()) {
+    if !int_part.bytes().all(|b| b.is_ascii_digit())
+        || !frac_part.bytes().all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let mut ns: i64 = 0;
@@ -276,9 +288,18 @@ mod tests {
 
     #[test]
     fn timestamps_are_exact_to_the_nanosecond() {
-        assert_eq!(micros_to_ns("3605057436125.863"), Some(3_605_057_436_125_863));
-        assert_eq!(micros_to_ns("1712195495505583.0"), Some(1_712_195_495_505_583_000));
-        assert_eq!(micros_to_ns("1669783687389324"), Some(1_669_783_687_389_324_000));
+        assert_eq!(
+            micros_to_ns("3605057436125.863"),
+            Some(3_605_057_436_125_863)
+        );
+        assert_eq!(
+            micros_to_ns("1712195495505583.0"),
+            Some(1_712_195_495_505_583_000)
+        );
+        assert_eq!(
+            micros_to_ns("1669783687389324"),
+            Some(1_669_783_687_389_324_000)
+        );
         assert_eq!(micros_to_ns("4.928"), Some(4928));
         assert_eq!(micros_to_ns("0.0004"), Some(0));
         assert_eq!(micros_to_ns("0.0005"), Some(1));

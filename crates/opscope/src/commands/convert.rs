@@ -47,7 +47,10 @@ fn target_from_extension(path: &Path) -> Option<Target> {
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     if name.ends_with(".json") || name.ends_with(".json.gz") {
         Some(Target::Json)
-    } else if name.ends_with(".pftrace") || name.ends_with(".perfetto-trace") || name.ends_with(".pb") {
+    } else if name.ends_with(".pftrace")
+        || name.ends_with(".perfetto-trace")
+        || name.ends_with(".pb")
+    {
         Some(Target::Perfetto)
     } else {
         None
@@ -85,7 +88,8 @@ pub fn run(args: Args) -> Result<()> {
         let _ = std::fs::remove_file(&partial);
         return Err(e.context(format!("{shown}: writing failed")));
     }
-    std::fs::rename(&partial, &args.output).with_context(|| format!("{shown}: cannot rename into place"))?;
+    std::fs::rename(&partial, &args.output)
+        .with_context(|| format!("{shown}: cannot rename into place"))?;
     eprintln!(
         "wrote {shown}: {} slices, {} instants, {} counter samples, {} flows",
         trace.slices.len(),

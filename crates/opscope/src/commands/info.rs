@@ -103,8 +103,16 @@ pub fn summarize(trace: &Trace) -> Summary {
         })
         .collect();
     let mut tracks = BTreeMap::new();
-    for kind in [TrackKind::Thread, TrackKind::GpuStream, TrackKind::Async, TrackKind::Counter] {
-        tracks.insert(kind.name(), trace.tracks.iter().filter(|t| t.kind == kind).count());
+    for kind in [
+        TrackKind::Thread,
+        TrackKind::GpuStream,
+        TrackKind::Async,
+        TrackKind::Counter,
+    ] {
+        tracks.insert(
+            kind.name(),
+            trace.tracks.iter().filter(|t| t.kind == kind).count(),
+        );
     }
     let mut by_code = [0usize; SliceKind::ALL.len()];
     for i in 0..trace.slices.len() {
@@ -253,9 +261,17 @@ fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
             .iter()
             .map(|(c, n)| format!("{c:?} ({n})"))
             .collect();
-        writeln!(out, "unknown     categories kept as 'other': {}", cats.join(", "))?;
+        writeln!(
+            out,
+            "unknown     categories kept as 'other': {}",
+            cats.join(", ")
+        )?;
     }
-    write!(out, "memory      {:.1} MiB in the model", s.model_bytes as f64 / (1 << 20) as f64)?;
+    write!(
+        out,
+        "memory      {:.1} MiB in the model",
+        s.model_bytes as f64 / (1 << 20) as f64
+    )?;
     if let Some(per) = s.model_bytes_per_slice {
         write!(out, " ({per:.1} bytes per slice)")?;
     }
