@@ -1,6 +1,9 @@
 //! Typed key/value bags attached to slices and instants, encoded compactly in one
-//! shared byte buffer: keys and string values are interned, integers are varints, so a
-//! typical Kineto op's args take a few dozen bytes.
+//! shared byte buffer. A bag's keys and value types (its *shape*) are interned once —
+//! every `aten::mm` op or kernel has the same shape — so a bag is a shape number
+//! followed by its values: varint integers, interned string ids, 8-byte floats.
+
+use hashbrown::HashMap;
 
 use crate::strings::StrId;
 
@@ -26,7 +29,7 @@ pub enum ArgValue {
     UInt(u64),
     Float(f64),
     Str(StrId),
-    /// An array or object kept as its compact JSON text (interned: shapes repeat).
+    /// An array or object kept as its JSON text (interned: shapes repeat).
     Json(StrId),
 }
 
@@ -39,10 +42,16 @@ const TAG_FLOAT: u8 = 5;
 const TAG_STR: u8 = 6;
 const TAG_JSON: u8 = 7;
 
+type Shape = Box<[(StrId, u8)]>;
+
 /// The shared buffer of all arg bags of a trace.
 #[derive(Default, Debug)]
 pub struct Args {
     bytes: Vec<u8>,
+    shapes: Vec<Shape>,
+    shape_index: HashMap<Shape, u32>,
+    /// The shape of the bag being written; kept to reuse its allocation.
+    pending: Vec<(StrId, u8)>,
 }
 
 impl Args {
@@ -50,29 +59,30 @@ impl Args {
     /// [`ArgsWriter::finish`]. A bag with no entries costs nothing and yields `NONE`.
     pub fn writer(&mut self) -> ArgsWriter<'_> {
         let start = self.bytes.len();
-        // One byte is reserved for the entry count (a varint); `finish` widens it in the
-        // rare bag of 128 entries or more.
+        // One byte is reserved for the shape number (a varint); `finish` widens it
+        // once a trace has more than 127 shapes.
         self.bytes.push(0);
-        ArgsWriter {
-            args: self,
-            start,
-            count: 0,
-        }
+        self.pending.clear();
+        ArgsWriter { args: self, start }
     }
 
     /// Iterates the entries of one bag.
     pub fn get(&self, id: ArgsId) -> ArgsIter<'_> {
+        let empty = ArgsIter {
+            bytes: &[],
+            shape: &[],
+        };
         if id.is_none() || id.0 as usize >= self.bytes.len() {
-            return ArgsIter {
-                bytes: &[],
-                remaining: 0,
-            };
+            return empty;
         }
         let mut pos = id.0 as usize;
-        let remaining = read_varint(&self.bytes, &mut pos) as usize;
-        ArgsIter {
-            bytes: &self.bytes[pos..],
-            remaining,
+        let shape = read_varint(&self.bytes, &mut pos) as usize;
+        match self.shapes.get(shape) {
+            Some(shape) => ArgsIter {
+                bytes: &self.bytes[pos..],
+                shape,
+            },
+            None => empty,
         }
     }
 
@@ -83,10 +93,16 @@ impl Args {
 
     pub fn heap_bytes(&self) -> usize {
         self.bytes.capacity()
+            + self
+                .shapes
+                .iter()
+                .map(|s| s.len() * 8 * 2 + 32)
+                .sum::<usize>()
     }
 
     pub fn shrink_to_fit(&mut self) {
         self.bytes.shrink_to_fit();
+        self.pending = Vec::new();
     }
 }
 
@@ -94,56 +110,64 @@ impl Args {
 pub struct ArgsWriter<'a> {
     args: &'a mut Args,
     start: usize,
-    count: u32,
 }
 
 impl ArgsWriter<'_> {
     pub fn push(&mut self, key: StrId, value: ArgValue) {
         let out = &mut self.args.bytes;
-        write_varint(out, key.0 as u64);
-        match value {
-            ArgValue::Null => out.push(TAG_NULL),
-            ArgValue::Bool(false) => out.push(TAG_FALSE),
-            ArgValue::Bool(true) => out.push(TAG_TRUE),
+        let tag = match value {
+            ArgValue::Null => TAG_NULL,
+            ArgValue::Bool(false) => TAG_FALSE,
+            ArgValue::Bool(true) => TAG_TRUE,
             ArgValue::Int(v) => {
-                out.push(TAG_INT);
                 write_varint(out, ((v << 1) ^ (v >> 63)) as u64);
+                TAG_INT
             }
             ArgValue::UInt(v) => {
-                out.push(TAG_UINT);
                 write_varint(out, v);
+                TAG_UINT
             }
             ArgValue::Float(v) => {
-                out.push(TAG_FLOAT);
                 out.extend_from_slice(&v.to_le_bytes());
+                TAG_FLOAT
             }
             ArgValue::Str(s) => {
-                out.push(TAG_STR);
                 write_varint(out, s.0 as u64);
+                TAG_STR
             }
             ArgValue::Json(s) => {
-                out.push(TAG_JSON);
                 write_varint(out, s.0 as u64);
+                TAG_JSON
             }
-        }
-        self.count += 1;
+        };
+        self.args.pending.push((key, tag));
     }
 
     /// Seals the bag. Returns `ArgsId::NONE` for an empty bag.
     pub fn finish(self) -> ArgsId {
-        let bytes = &mut self.args.bytes;
-        if self.count == 0 || self.start >= u32::MAX as usize {
+        let args = self.args;
+        if args.pending.is_empty() || self.start >= u32::MAX as usize {
             // Empty, or the buffer is full (4 GiB of args): nothing is referenced,
             // rather than a reference that would not fit.
-            bytes.truncate(self.start);
+            args.bytes.truncate(self.start);
             return ArgsId::NONE;
         }
-        if self.count < 0x80 {
-            bytes[self.start] = self.count as u8;
+        let shape = match args.shape_index.get(args.pending.as_slice()) {
+            Some(&n) => n,
+            None => {
+                let n = args.shapes.len() as u32;
+                let shape: Shape = args.pending.as_slice().into();
+                args.shapes.push(shape.clone());
+                args.shape_index.insert(shape, n);
+                n
+            }
+        };
+        if shape < 0x80 {
+            args.bytes[self.start] = shape as u8;
         } else {
-            let mut count = Vec::new();
-            write_varint(&mut count, self.count as u64);
-            bytes.splice(self.start..self.start + 1, count);
+            let mut number = Vec::new();
+            write_varint(&mut number, shape as u64);
+            args.bytes.splice(self.start..self.start + 1, number);
         }
         ArgsId(self.start as u32)
     }
@@ -152,22 +176,17 @@ impl ArgsWriter<'_> {
 /// Iterator over one bag's `(key, value)` entries.
 pub struct ArgsIter<'a> {
     bytes: &'a [u8],
-    remaining: usize,
+    shape: &'a [(StrId, u8)],
 }
 
 impl Iterator for ArgsIter<'_> {
     type Item = (StrId, ArgValue);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.remaining == 0 || self.bytes.is_empty() {
-            return None;
-        }
-        self.remaining -= 1;
-        let mut pos = 0;
+        let (&(key, tag), rest) = self.shape.split_first()?;
+        self.shape = rest;
         let b = self.bytes;
-        let key = StrId(read_varint(b, &mut pos) as u32);
-        let tag = *b.get(pos)?;
-        pos += 1;
+        let mut pos = 0;
         let value = match tag {
             TAG_NULL => ArgValue::Null,
             TAG_FALSE => ArgValue::Bool(false),
@@ -178,8 +197,8 @@ impl Iterator for ArgsIter<'_> {
             }
             TAG_UINT => ArgValue::UInt(read_varint(b, &mut pos)),
             TAG_FLOAT => {
-                let raw: [u8; 8] = b.get(pos..pos + 8)?.try_into().ok()?;
-                pos += 8;
+                let raw: [u8; 8] = b.get(..8)?.try_into().ok()?;
+                pos = 8;
                 ArgValue::Float(f64::from_le_bytes(raw))
             }
             TAG_STR => ArgValue::Str(StrId(read_varint(b, &mut pos) as u32)),
@@ -187,6 +206,10 @@ impl Iterator for ArgsIter<'_> {
         };
         self.bytes = &b[pos.min(b.len())..];
         Some((key, value))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.shape.len(), Some(self.shape.len()))
     }
 }
 
@@ -252,5 +275,41 @@ mod tests {
         assert_eq!(args.find(id2, StrId(9)), Some(ArgValue::Int(300)));
         assert_eq!(args.find(id2, StrId(1)), None);
         assert_eq!(args.get(ArgsId::NONE).count(), 0);
+    }
+
+    #[test]
+    fn shapes_are_shared_and_many_shapes_still_decode() {
+        let mut args = Args::default();
+        let mut ids = Vec::new();
+        // 300 distinct shapes (one key each), then the first shape again.
+        for i in 0..300u32 {
+            let mut w = args.writer();
+            w.push(StrId(i), ArgValue::Int(i as i64));
+            ids.push(w.finish());
+        }
+        let before = args.bytes.len();
+        let mut w = args.writer();
+        w.push(StrId(0), ArgValue::Int(1));
+        let again = w.finish();
+        // Shape number (1 byte) and the value (1 byte): no key or type stored again.
+        assert_eq!(args.bytes.len() - before, 2);
+        assert_eq!(args.shapes.len(), 300);
+        for (i, id) in ids.iter().enumerate() {
+            let got: Vec<_> = args.get(*id).collect();
+            assert_eq!(got, vec![(StrId(i as u32), ArgValue::Int(i as i64))]);
+        }
+        assert_eq!(args.find(again, StrId(0)), Some(ArgValue::Int(1)));
+    }
+
+    #[test]
+    fn a_bag_of_many_entries_decodes() {
+        let mut args = Args::default();
+        let mut w = args.writer();
+        for i in 0..1000u32 {
+            w.push(StrId(i), ArgValue::Str(StrId(i * 3)));
+        }
+        let id = w.finish();
+        assert_eq!(args.get(id).count(), 1000);
+        assert_eq!(args.find(id, StrId(999)), Some(ArgValue::Str(StrId(2997))));
     }
 }

@@ -1,5 +1,5 @@
 //! Columnar event tables: slices, instants, counter samples and flows. Rows are
-//! addressed by `u32` index; one column per field keeps a slice under 40 bytes.
+//! addressed by `u32` index; one column per field keeps a slice at 37 bytes.
 
 use crate::args::ArgsId;
 use crate::dims::TrackId;
@@ -16,8 +16,6 @@ pub struct Slices {
     pub name: Vec<StrId>,
     pub category: Vec<StrId>,
     kind: Vec<u8>,
-    /// Nesting depth on its track (0 = top level); set by [`crate::Trace::finish`].
-    pub depth: Vec<u16>,
     /// Index of the enclosing slice, or [`NONE`]; set by [`crate::Trace::finish`].
     pub parent: Vec<u32>,
     pub args: Vec<ArgsId>,
@@ -44,7 +42,6 @@ impl Slices {
         self.name.push(row.name);
         self.category.push(row.category);
         self.kind.push(row.kind.code());
-        self.depth.push(0);
         self.parent.push(NONE);
         self.args.push(row.args);
         index
@@ -64,6 +61,17 @@ impl Slices {
 
     pub fn set_kind(&mut self, i: usize, kind: SliceKind) {
         self.kind[i] = kind.code();
+    }
+
+    /// Nesting depth on its track (0 = top level), from the parent chain.
+    pub fn depth(&self, i: usize) -> usize {
+        let mut depth = 0;
+        let mut p = self.parent[i];
+        while p != NONE {
+            depth += 1;
+            p = self.parent[p as usize];
+        }
+        depth
     }
 
     pub fn end(&self, i: usize) -> i64 {
@@ -94,7 +102,6 @@ impl Slices {
         apply(&mut self.name, order);
         apply(&mut self.category, order);
         apply(&mut self.kind, order);
-        apply(&mut self.depth, order);
         apply(&mut self.parent, order);
         apply(&mut self.args, order);
     }
@@ -106,7 +113,6 @@ impl Slices {
             + self.name.capacity() * 4
             + self.category.capacity() * 4
             + self.kind.capacity()
-            + self.depth.capacity() * 2
             + self.parent.capacity() * 4
             + self.args.capacity() * 4
     }
@@ -118,7 +124,6 @@ impl Slices {
         self.name.shrink_to_fit();
         self.category.shrink_to_fit();
         self.kind.shrink_to_fit();
-        self.depth.shrink_to_fit();
         self.parent.shrink_to_fit();
         self.args.shrink_to_fit();
     }
@@ -157,6 +162,16 @@ pub struct InstantRow {
 }
 
 impl Instants {
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.ts.shrink_to_fit();
+        self.track.shrink_to_fit();
+        self.name.shrink_to_fit();
+        self.category.shrink_to_fit();
+        self.kind.shrink_to_fit();
+        self.scope.shrink_to_fit();
+        self.args.shrink_to_fit();
+    }
+
     pub fn push(&mut self, row: InstantRow) -> u32 {
         let index = self.ts.len() as u32;
         self.ts.push(row.ts);
@@ -213,6 +228,12 @@ pub struct CounterSamples {
 }
 
 impl CounterSamples {
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.track.shrink_to_fit();
+        self.ts.shrink_to_fit();
+        self.value.shrink_to_fit();
+    }
+
     pub fn push(&mut self, track: TrackId, ts: i64, value: f64) {
         self.track.push(track.0);
         self.ts.push(ts);
@@ -242,6 +263,13 @@ pub struct Flows {
 }
 
 impl Flows {
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.from.shrink_to_fit();
+        self.to.shrink_to_fit();
+        self.name.shrink_to_fit();
+        self.category.shrink_to_fit();
+    }
+
     pub fn push(&mut self, from: u32, to: u32, name: StrId, category: StrId) {
         self.from.push(from);
         self.to.push(to);

@@ -90,6 +90,11 @@ impl StringTable {
         self.bytes.capacity() + self.ends.capacity() * 4 + self.index.capacity() * 5
     }
 
+    pub(crate) fn shrink_to_fit(&mut self) {
+        self.bytes.shrink_to_fit();
+        self.ends.shrink_to_fit();
+    }
+
     /// The largest single string importers accept (the table's offsets are 32-bit).
     pub const MAX_STRING: usize = 1 << 30;
 

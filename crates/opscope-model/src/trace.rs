@@ -296,5 +296,9 @@ impl Trace {
     pub fn shrink_to_fit(&mut self) {
         self.slices.shrink_to_fit();
         self.args.shrink_to_fit();
+        self.instants.shrink_to_fit();
+        self.counters.shrink_to_fit();
+        self.flows.shrink_to_fit();
+        self.strings.shrink_to_fit();
     }
 }

@@ -124,7 +124,7 @@ fn track_ranges(track_column: &[u32], tracks: usize) -> Vec<Range<u32>> {
     ranges
 }
 
-/// Sets depth and parent of the slices in `range` (one track, sorted). With
+/// Sets the parent of the slices in `range` (one track, sorted). With
 /// `strict`, a slice that outlives its parent is clipped to the parent's end;
 /// otherwise it is attached to the nearest ancestor that contains it.
 fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
@@ -159,7 +159,6 @@ fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
             }
         }
         s.parent[iu] = stack.last().copied().unwrap_or(NONE);
-        s.depth[iu] = stack.len().min(u16::MAX as usize) as u16;
         stack.push(i);
     }
 }
@@ -236,7 +235,8 @@ mod tests {
         t.finish();
         assert_eq!(t.slices.ts, vec![10, 15, 25, 40]);
         assert_eq!(t.slices.dur, vec![20, 5, 5, 0]);
-        assert_eq!(t.slices.depth, vec![0, 1, 1, 0]);
+        let depths: Vec<usize> = (0..4).map(|i| t.slices.depth(i)).collect();
+        assert_eq!(depths, vec![0, 1, 1, 0]);
         assert_eq!(t.slices.parent, vec![NONE, 0, 0, NONE]);
         assert_eq!(t.repairs.clipped_overlaps, 1);
         assert_eq!(t.repairs.negative_durations, 1);

@@ -288,6 +288,9 @@ impl<'t> Builder<'t> {
         let category = self.trace.str(open.category);
         let kind = match kinds::kind_of(category, name) {
             Some(kind) => kind,
+            // The legacy autograd profiler writes ops with no category under the
+            // process "CPU functions".
+            None if category.is_empty() && self.is_legacy_autograd(track) => SliceKind::Op,
             None => {
                 self.trace.note_unknown_category(open.category);
                 SliceKind::Other
@@ -302,6 +305,13 @@ impl<'t> Builder<'t> {
             kind,
             args: open.args,
         });
+    }
+
+    fn is_legacy_autograd(&self, track: TrackId) -> bool {
+        let process = self.trace.tracks[track.index()].process;
+        process
+            .and_then(|p| self.trace.processes[p.index()].name)
+            .is_some_and(|n| self.trace.str(n) == "CPU functions")
     }
 
     fn complete(&mut self, ev: RawEvent) -> Result<(), ImportError> {

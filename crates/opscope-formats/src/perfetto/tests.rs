@@ -269,7 +269,7 @@ fn slice_text(t: &Trace, i: usize) -> String {
         t.str(s.name[i]),
         t.str(s.category[i]),
         s.kind(i).name(),
-        s.depth[i]
+        s.depth(i)
     )
 }
 

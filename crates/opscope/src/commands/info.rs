@@ -72,6 +72,8 @@ pub struct DeviceSummary {
     pub index: u32,
     pub name: Option<String>,
     pub file: usize,
+    /// Slices on the device's tracks (0 for devices a trace declares but did not use).
+    pub slices: usize,
 }
 
 pub fn summarize(trace: &Trace) -> Summary {
@@ -92,14 +94,22 @@ pub fn summarize(trace: &Trace) -> Summary {
     let mut ranks: Vec<u32> = files.iter().filter_map(|f| f.rank).collect();
     ranks.sort();
     ranks.dedup();
+    let mut device_slices = vec![0usize; trace.devices.len()];
+    for (t, track) in trace.tracks.iter().enumerate() {
+        if let Some(d) = track.device {
+            device_slices[d.index()] += trace.track_slices(opscope_model::TrackId(t as u32)).len();
+        }
+    }
     let devices = trace
         .devices
         .iter()
-        .map(|d| DeviceSummary {
+        .zip(device_slices)
+        .map(|(d, slices)| DeviceSummary {
             kind: d.kind.name(),
             index: d.index,
             name: d.name.map(|n| trace.str(n).to_string()),
             file: d.source.index(),
+            slices,
         })
         .collect();
     let mut tracks = BTreeMap::new();
@@ -219,12 +229,19 @@ fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
         writeln!(out)?;
     }
     writeln!(out, "processes   {}  threads {}", s.processes, s.threads)?;
-    for d in &s.devices {
+    for d in s.devices.iter().filter(|d| d.slices > 0) {
         write!(out, "device      {} {}", d.kind, d.index)?;
         if let Some(name) = &d.name {
             write!(out, " ({name})")?;
         }
-        writeln!(out)?;
+        writeln!(out, ": {} slices", d.slices)?;
+    }
+    let unused = s.devices.iter().filter(|d| d.slices == 0).count();
+    if unused > 0 {
+        writeln!(
+            out,
+            "            {unused} more devices declared, with no events"
+        )?;
     }
     let tracks: Vec<String> = s
         .tracks
