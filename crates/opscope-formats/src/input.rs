@@ -63,8 +63,33 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
     }
 }
 
-/// Imports decompressed `bytes` read from `path` into `trace` and finishes it.
+/// Imports `bytes` read from `path` into `trace` and finishes it. Gzip data is
+/// inflated on the way: a gzip'd JSON trace is streamed, never held whole.
 pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        let mut head = [0u8; 256];
+        let mut decoder = flate2::read::MultiGzDecoder::new(bytes);
+        let mut filled = 0;
+        while filled < head.len() {
+            match decoder.read(&mut head[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        if detect(&head[..filled]) == Some(Format::ChromeJson) {
+            return crate::chrome::import_reader(
+                flate2::read::MultiGzDecoder::new(bytes),
+                path,
+                trace,
+            );
+        }
+        let inflated = decompress_if_gzip(bytes, path)?;
+        return import_plain(&inflated, path, trace);
+    }
+    import_plain(bytes, path, trace)
+}
+
+fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     match detect(bytes) {
         Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
         Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use opscope_formats::input::decompress_if_gzip;
 use opscope_model::Trace;
 
 /// What loading was asked to do.
@@ -108,8 +107,7 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
-    let bytes = decompress_if_gzip(&map, shown)?;
-    opscope_formats::import_bytes(&bytes, shown, trace)?;
+    opscope_formats::import_bytes(&map, shown, trace)?;
     Ok(())
 }
 

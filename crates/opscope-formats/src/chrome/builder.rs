@@ -54,7 +54,7 @@ pub(crate) struct Builder<'t> {
     synthetic_pids: HashMap<String, i64>,
     last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
     /// Where the event being handled starts in the input, when known.
-    pub event_offset: Option<usize>,
+    pub event_offset: Option<u64>,
     first_malformed: Option<String>,
     malformed_here: u64,
     /// Reused between events so that reading args allocates nothing.
@@ -189,20 +189,20 @@ impl<'t> Builder<'t> {
         Ok(found)
     }
 
-    fn timestamp(&mut self, raw: Option<&RawValue>) -> Option<i64> {
-        let ts = micros_to_ns(raw?.get())?;
+    fn timestamp(&mut self, raw: Option<&str>) -> Option<i64> {
+        let ts = micros_to_ns(raw?)?;
         self.max_ts = self.max_ts.max(ts);
         Some(ts)
     }
 
-    fn args(&mut self, raw: Option<&RawValue>) -> Result<ArgsId, ImportError> {
+    fn args(&mut self, raw: Option<&str>) -> Result<ArgsId, ImportError> {
         let Some(raw) = raw else {
             return Ok(ArgsId::NONE);
         };
         let mut entries = std::mem::take(&mut self.arg_entries);
         entries.clear();
         let mut failure = None;
-        let is_object = for_each_entry(raw.get(), |key, value| {
+        let is_object = for_each_entry(raw, |key, value| {
             let entry = self
                 .string(key)
                 .and_then(|k| Ok((k, self.arg_value(value.get())?)));
@@ -218,7 +218,7 @@ impl<'t> Builder<'t> {
         if !is_object {
             // Args that are not an object are kept whole under one key.
             let key = self.trace.intern("args");
-            let value = self.string(raw.get().trim())?;
+            let value = self.string(raw.trim())?;
             entries.push((key, ArgValue::Json(value)));
         }
         let mut w = self.trace.args.writer();
@@ -320,7 +320,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let dur = match ev.dur {
-            Some(raw) => match micros_to_ns(raw.get()) {
+            Some(raw) => match micros_to_ns(raw) {
                 Some(d) => d,
                 None => {
                     self.malformed("\"dur\" is not a number");
@@ -450,7 +450,7 @@ impl<'t> Builder<'t> {
         if let Some(id) = &ev.id {
             name = format!("{name}[{}]", id_text(id));
         }
-        let Some(map) = ev.args.and_then(|a| parse_args_object(a.get())) else {
+        let Some(map) = ev.args.and_then(parse_args_object) else {
             self.malformed("a counter whose \"args\" is not an object");
             return Ok(());
         };
@@ -478,7 +478,7 @@ impl<'t> Builder<'t> {
 
     fn metadata(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let kind = ev.name.as_deref().unwrap_or("");
-        let args = match ev.args.and_then(|a| parse_args_object(a.get())) {
+        let args = match ev.args.and_then(parse_args_object) {
             Some(a) => a,
             None => return Ok(()),
         };

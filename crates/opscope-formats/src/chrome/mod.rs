@@ -3,24 +3,60 @@
 //! object form `{"traceEvents": [...]}` and the bare array form.
 
 mod builder;
+mod chunk;
 mod export;
 mod kinds;
 mod parse;
+mod split;
 
-use std::fmt;
+use std::borrow::Cow;
+use std::io::Read;
+use std::sync::mpsc::{Receiver, SyncSender};
 
 use opscope_model::args::ArgValue;
 use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
-use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::value::RawValue;
 
 use crate::error::ImportError;
 use builder::Builder;
+use chunk::{Chunk, Rec};
 pub use export::export;
-use parse::Element;
+use split::Splitter;
 
-/// Imports one Chrome trace JSON document (already decompressed) as a new source.
+/// Imports one Chrome trace JSON document, already in memory (decompressed), as a new
+/// source. What was read before an error stays in `trace`, sorted and usable.
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    run(Input::Bytes(bytes), path, trace)
+}
+
+/// Imports a Chrome trace JSON document from a stream (e.g. a gzip decoder), reading it
+/// in pieces: the whole text is never held in memory.
+pub fn import_reader(
+    reader: impl Read + Send,
+    path: &str,
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    run(Input::Reader(Box::new(reader)), path, trace)
+}
+
+enum Input<'a> {
+    Bytes(&'a [u8]),
+    Reader(Box<dyn Read + Send + 'a>),
+}
+
+/// Bytes of events per hand-over between the reading and the building thread.
+const CHUNK_BYTES: usize = 1 << 20;
+
+/// The largest single event or top-level value accepted: the string limit of the model
+/// plus room for the rest of the event.
+const MAX_VALUE_BYTES: usize = opscope_model::StringTable::MAX_STRING + (64 << 20);
+
+/// What the reading thread found besides events.
+struct Outline {
+    metadata: Vec<(String, Vec<u8>)>,
+    saw_events: bool,
+}
+
+fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     let clock_name = trace.intern("chrome-json");
     let clock = trace.add_clock(ClockDomain {
         name: clock_name,
@@ -36,82 +72,52 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
         world_size: None,
         metadata: opscope_model::ArgsId::NONE,
     });
-    // Validating UTF-8 once up front lets the parser borrow every string without
-    // checking each again.
-    let text = match std::str::from_utf8(bytes) {
-        Ok(text) => text,
-        Err(e) => {
-            return Err(ImportError::Syntax {
-                path: path.to_string(),
-                offset: e.valid_up_to() as u64,
-                message: "not UTF-8 text: this is not a JSON trace, or it is corrupt".into(),
-            })
-        }
-    };
     let mut builder = Builder::new(trace, source, path);
-    // Parsing runs on a second thread and hands events over in batches, so that JSON
-    // scanning and model building share the two cores of a typical machine.
-    let (parsed, build_error) = std::thread::scope(|scope| {
-        let (sender, batches) = std::sync::mpsc::sync_channel::<Vec<Element>>(4);
-        // Emptied batches go back to the parser: no allocation per batch.
-        let (recycler, recycled) = std::sync::mpsc::channel::<Vec<Element>>();
-        let parser = scope.spawn(move || {
-            let mut top = TopLevel {
-                sender,
-                recycled,
-                batch: Vec::with_capacity(BATCH),
-                metadata: Vec::new(),
-                saw_events: false,
-            };
-            let mut de = serde_json::Deserializer::from_str(text);
-            let parsed = (&mut de).deserialize_any(&mut top).and_then(|()| de.end());
-            top.flush();
-            parsed.map(|()| (top.metadata, top.saw_events))
-        });
+    // One thread reads (inflates), splits and parses events; this one builds the model
+    // from them: the two cores of a typical machine share the work, and only a few
+    // chunks of text are in memory at a time.
+    let (outline, build_error) = std::thread::scope(|scope| {
+        let (sender, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
+        let (recycler, recycled) = std::sync::mpsc::channel::<Vec<Rec>>();
+        let reader = scope.spawn(move || read_events(input, path, &sender, &recycled));
         let mut build_error = None;
-        for mut batch in batches.iter() {
-            for element in batch.drain(..) {
-                let added = match element {
-                    Element::Event(ev) => {
-                        // Any borrowed field tells where the event is in the input.
-                        builder.event_offset = [ev.ts, ev.args, ev.dur]
-                            .into_iter()
-                            .flatten()
-                            .next()
-                            .map(|raw| {
-                                (raw.get().as_ptr() as usize).wrapping_sub(text.as_ptr() as usize)
-                            });
-                        builder.add(ev)
-                    }
-                    Element::NotAnObject => {
+        'chunks: for chunk in chunks.iter() {
+            for rec in &chunk.events {
+                builder.event_offset = Some(chunk.base + rec.offset as u64);
+                let added = match chunk.event(rec) {
+                    Some(ev) => builder.add(ev),
+                    None => {
                         builder.malformed("an element of the event array that is not an object");
                         Ok(())
                     }
                 };
                 if let Err(e) = added {
                     build_error = Some(e);
-                    break;
+                    // Dropping the receiver stops the reader at its next chunk.
+                    break 'chunks;
                 }
                 builder.index += 1;
             }
-            if build_error.is_some() {
-                // Dropping the receiver stops the parser at its next batch.
-                break;
-            }
-            let _ = recycler.send(batch);
+            let _ = recycler.send(chunk.into_events_buffer());
         }
-        drop(batches);
-        let parsed = parser
-            .join()
-            .unwrap_or_else(|_| Err(de::Error::custom("the JSON parser thread failed")));
-        (parsed, build_error)
+        drop(chunks);
+        let outline = reader.join().unwrap_or_else(|_| {
+            Err(ImportError::Io {
+                path: path.to_string(),
+                message: "the reading thread failed".into(),
+            })
+        });
+        (outline, build_error)
     });
     if let Some(error) = build_error {
         builder.finish()?;
         return Err(error);
     }
-    match parsed {
-        Ok((metadata, false)) => {
+    match outline {
+        Ok(Outline {
+            metadata,
+            saw_events: false,
+        }) => {
             let keys: Vec<&str> = metadata.iter().take(6).map(|(k, _)| k.as_str()).collect();
             Err(ImportError::UnknownFormat {
                 path: path.to_string(),
@@ -121,59 +127,177 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
                 ),
             })
         }
-        Ok((metadata, true)) => {
+        Ok(Outline { metadata, .. }) => {
             builder.finish()?;
             apply_metadata(trace, source, &metadata);
             Ok(source)
         }
         Err(e) => {
-            // What was read before the error stays in the trace, sorted and usable.
             builder.finish()?;
-            Err(syntax_error(path, bytes, &e))
+            Err(e)
         }
     }
 }
 
-/// Events per hand-over between the parser and the builder.
-const BATCH: usize = 1024;
-
-/// A serde error as one line with the byte offset it happened at.
-fn syntax_error(path: &str, bytes: &[u8], e: &serde_json::Error) -> ImportError {
-    // serde_json reports 1-based lines and byte columns; turn them into an offset.
-    let mut offset = 0usize;
-    if e.line() > 1 {
-        offset = memchr::memchr_iter(b'\n', bytes)
-            .nth(e.line() - 2)
-            .map_or(bytes.len(), |nl| nl + 1);
-    }
-    offset = (offset + e.column().saturating_sub(1)).min(bytes.len());
-    let message = match e.classify() {
-        serde_json::error::Category::Eof => {
-            format!(
-                "the JSON ends early ({} bytes in all): the file looks truncated",
-                bytes.len()
-            )
+/// The reading thread: splits the document into events, parses them and sends them on
+/// in chunks; returns the top-level metadata.
+fn read_events<'a>(
+    input: Input<'a>,
+    path: &str,
+    sender: &SyncSender<Chunk<'a>>,
+    recycled: &Receiver<Vec<Rec>>,
+) -> Result<Outline, ImportError> {
+    let syntax = |offset: u64, message: String| ImportError::Syntax {
+        path: path.to_string(),
+        offset,
+        message,
+    };
+    let stopped = || ImportError::Io {
+        path: path.to_string(),
+        message: "stopped".into(),
+    };
+    let mut splitter = Splitter::new();
+    let mut ranges = Vec::new();
+    // Parses `ranges` of `text` (which starts at `base` in the document) and sends them.
+    let send = |text: Cow<'a, str>, base: u64, ranges: &[(usize, usize)]| {
+        if let Some(&(start, end)) = ranges.iter().find(|(s, e)| e - s > MAX_VALUE_BYTES) {
+            return Err(syntax(
+                base + start as u64,
+                format!(
+                    "an event of {} bytes, over the limit of {MAX_VALUE_BYTES}",
+                    end - start
+                ),
+            ));
         }
-        _ => {
-            // serde's message ends with " at line L column C": the offset says it better.
-            let text = e.to_string();
-            text.rsplit_once(" at line ")
-                .map_or(text.clone(), |(m, _)| m.to_string())
+        let buffer = recycled.try_recv().unwrap_or_default();
+        match Chunk::parse(text, base, ranges.iter().copied(), buffer) {
+            Ok(chunk) => sender.send(chunk).map_err(|_| stopped()),
+            Err((chunk, e)) => {
+                // The events before the broken one are still delivered.
+                let _ = sender.send(chunk);
+                Err(syntax(base + e.offset as u64, e.message))
+            }
         }
     };
-    ImportError::Syntax {
-        path: path.to_string(),
-        offset: offset as u64,
-        message,
+    match input {
+        Input::Bytes(bytes) => {
+            let mut offset = 0;
+            while offset < bytes.len() || !splitter.is_done() {
+                ranges.clear();
+                let rest = &bytes[offset..];
+                let consumed = splitter
+                    .scan(rest, true, CHUNK_BYTES, &mut ranges)
+                    .map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
+                if let (Some(&(first, _)), Some(&(_, last))) = (ranges.first(), ranges.last()) {
+                    let text = std::str::from_utf8(&rest[first..last]).map_err(|e| {
+                        syntax((offset + first + e.valid_up_to()) as u64, NOT_UTF8.into())
+                    })?;
+                    let local: Vec<(usize, usize)> = ranges
+                        .iter()
+                        .map(|&(a, b)| (a - first, b - first))
+                        .collect();
+                    send(Cow::Borrowed(text), (offset + first) as u64, &local)?;
+                }
+                if consumed == 0 && ranges.is_empty() {
+                    break;
+                }
+                offset += consumed;
+            }
+        }
+        Input::Reader(mut reader) => {
+            let mut window: Vec<u8> = Vec::with_capacity(2 * CHUNK_BYTES);
+            let mut base = 0u64;
+            let mut want = CHUNK_BYTES;
+            let mut at_eof = false;
+            loop {
+                while !at_eof && window.len() < want {
+                    let len = window.len();
+                    window.resize(len + CHUNK_BYTES, 0);
+                    match reader.read(&mut window[len..]) {
+                        Ok(0) => {
+                            window.truncate(len);
+                            at_eof = true;
+                        }
+                        Ok(n) => window.truncate(len + n),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                            window.truncate(len)
+                        }
+                        Err(e) => {
+                            window.truncate(len);
+                            let _ = splitter.scan(&window, false, usize::MAX, &mut ranges);
+                            return Err(syntax(
+                                base + window.len() as u64,
+                                format!("the data cannot be read further ({e}): a corrupt or truncated compressed file"),
+                            ));
+                        }
+                    }
+                }
+                ranges.clear();
+                let consumed = splitter
+                    .scan(&window, at_eof, usize::MAX, &mut ranges)
+                    .map_err(|e| syntax(base + e.offset as u64, e.message))?;
+                if let (Some(&(first, _)), Some(&(_, last))) = (ranges.first(), ranges.last()) {
+                    let text = std::str::from_utf8(&window[first..last]).map_err(|e| {
+                        syntax(base + (first + e.valid_up_to()) as u64, NOT_UTF8.into())
+                    })?;
+                    let local: Vec<(usize, usize)> = ranges
+                        .iter()
+                        .map(|&(a, b)| (a - first, b - first))
+                        .collect();
+                    send(Cow::Owned(text.to_string()), base + first as u64, &local)?;
+                }
+                window.drain(..consumed);
+                base += consumed as u64;
+                if at_eof {
+                    break;
+                }
+                // A value longer than the window: read more before scanning again.
+                want = if consumed == 0 {
+                    window.len() * 2
+                } else {
+                    CHUNK_BYTES
+                };
+                if window.len() > MAX_VALUE_BYTES {
+                    return Err(syntax(
+                        base,
+                        format!("a value of over {MAX_VALUE_BYTES} bytes, over the limit"),
+                    ));
+                }
+            }
+        }
     }
+    for (key, value) in &splitter.metadata {
+        if std::str::from_utf8(value).is_err() {
+            return Err(syntax(
+                0,
+                format!("the value of \"{key}\" is not UTF-8 text"),
+            ));
+        }
+    }
+    Ok(Outline {
+        metadata: splitter.metadata,
+        saw_events: splitter.saw_events,
+    })
+}
+
+const NOT_UTF8: &str = "not UTF-8 text: this is not a JSON trace, or it is corrupt";
+
+/// serde's message without its " at line L column C" tail: we give byte offsets.
+pub(crate) fn serde_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    text.rsplit_once(" at line ")
+        .map_or(text.clone(), |(m, _)| m.to_string())
 }
 
 /// File-level keys (everything but `traceEvents`), kept as source metadata.
-fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, Box<RawValue>)]) {
+fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, Vec<u8>)]) {
     let source = source_id.index();
     let mut entries = Vec::new();
     for (key, raw) in metadata {
-        let text = raw.get().trim();
+        let Ok(text) = std::str::from_utf8(raw) else {
+            continue;
+        };
+        let text = text.trim();
         match key.as_str() {
             "baseTimeNanoseconds" => {
                 if let Ok(base) = text.parse::<i64>() {
@@ -239,85 +363,4 @@ fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, B
         w.push(k, v);
     }
     trace.sources[source].metadata = w.finish();
-}
-
-/// Visits the document: an object (whose `traceEvents` are streamed and other keys
-/// kept) or a bare array of events.
-struct TopLevel<'de> {
-    sender: std::sync::mpsc::SyncSender<Vec<Element<'de>>>,
-    recycled: std::sync::mpsc::Receiver<Vec<Element<'de>>>,
-    batch: Vec<Element<'de>>,
-    metadata: Vec<(String, Box<RawValue>)>,
-    saw_events: bool,
-}
-
-impl<'de> TopLevel<'de> {
-    /// Hands the batch to the builder; false when the builder has stopped.
-    fn flush(&mut self) -> bool {
-        if self.batch.is_empty() {
-            return true;
-        }
-        let empty = self
-            .recycled
-            .try_recv()
-            .unwrap_or_else(|_| Vec::with_capacity(BATCH));
-        let batch = std::mem::replace(&mut self.batch, empty);
-        self.sender.send(batch).is_ok()
-    }
-}
-
-impl<'de> Visitor<'de> for &mut TopLevel<'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a trace object with \"traceEvents\", or an array of events")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            if key == "traceEvents" {
-                self.saw_events = true;
-                map.next_value_seed(Events { top: &mut *self })?;
-            } else {
-                let value: Box<RawValue> = map.next_value()?;
-                self.metadata.push((key.into_owned(), value));
-            }
-        }
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<(), A::Error> {
-        self.saw_events = true;
-        Events { top: self }.visit_seq(seq)
-    }
-}
-
-/// Streams the event array to the builder in batches.
-struct Events<'a, 'de> {
-    top: &'a mut TopLevel<'de>,
-}
-
-impl<'de> DeserializeSeed<'de> for Events<'_, 'de> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_seq(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Events<'_, 'de> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("an array of trace events")
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while let Some(element) = seq.next_element::<Element<'de>>()? {
-            self.top.batch.push(element);
-            if self.top.batch.len() == BATCH && !self.top.flush() {
-                return Err(de::Error::custom("stopped by the builder"));
-            }
-        }
-        Ok(())
-    }
 }

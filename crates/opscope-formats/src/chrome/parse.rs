@@ -17,13 +17,15 @@ pub(crate) struct RawEvent<'a> {
     pub cat: Option<Cow<'a, str>>,
     pub pid: Option<Id<'a>>,
     pub tid: Option<Id<'a>>,
-    pub ts: Option<&'a RawValue>,
-    pub dur: Option<&'a RawValue>,
+    /// Raw JSON text of the number (or string) as written.
+    pub ts: Option<&'a str>,
+    pub dur: Option<&'a str>,
     pub id: Option<Id<'a>>,
     pub id2: Option<Id2<'a>>,
     pub bp: Option<Cow<'a, str>>,
     pub s: Option<Cow<'a, str>>,
-    pub args: Option<&'a RawValue>,
+    /// Raw JSON text of the args value.
+    pub args: Option<&'a str>,
 }
 
 /// An element of the event array: an event object, or anything else (skipped and
@@ -56,9 +58,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
                         "id" => ev.id = map.next_value::<Lenient<Id<'de>>>()?.0,
                         "bp" => ev.bp = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
                         "s" => ev.s = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
-                        "ts" => ev.ts = Some(map.next_value()?),
-                        "dur" => ev.dur = Some(map.next_value()?),
-                        "args" => ev.args = Some(map.next_value()?),
+                        "ts" => ev.ts = Some(map.next_value::<&'de RawValue>()?.get()),
+                        "dur" => ev.dur = Some(map.next_value::<&'de RawValue>()?.get()),
+                        "args" => ev.args = Some(map.next_value::<&'de RawValue>()?.get()),
                         "id2" => {
                             let raw: &'de RawValue = map.next_value()?;
                             ev.id2 = serde_json::from_str(raw.get()).ok();
