@@ -373,7 +373,7 @@ impl<'t> Builder<'t> {
         // Args on the `E` event are merged into the slice's, as Chrome does.
         let end_args = self.args(ev.args)?;
         open.args = self.merge_args(open.args, end_args);
-        self.push_slice(track, open.ts, ts - open.ts, open);
+        self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
     }
 
@@ -635,7 +635,7 @@ impl<'t> Builder<'t> {
         let mut open = stack.remove(at);
         let end_args = self.args(ev.args)?;
         open.args = self.merge_args(open.args, end_args);
-        self.push_slice(track, open.ts, ts - open.ts, open);
+        self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
     }
 
@@ -682,7 +682,7 @@ impl<'t> Builder<'t> {
         };
         // A second `N` for a live object ends the first lifetime.
         if let Some((track, old)) = self.open_objects.insert(key, (track, open)) {
-            self.push_slice(track, old.ts, ts - old.ts, old);
+            self.push_slice(track, old.ts, ts.saturating_sub(old.ts), old);
         }
         Ok(())
     }
@@ -720,7 +720,9 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         match self.open_objects.remove(&key) {
-            Some((track, open)) => self.push_slice(track, open.ts, ts - open.ts, open),
+            Some((track, open)) => {
+                self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open)
+            }
             None => self.trace.repairs.unmatched_ends += 1,
         }
         Ok(())
@@ -745,20 +747,20 @@ impl<'t> Builder<'t> {
         for (track, stack) in open {
             for o in stack {
                 self.trace.repairs.unmatched_begins += 1;
-                self.push_slice(track, o.ts, end - o.ts, o);
+                self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
             }
         }
         let open: Vec<_> = self.open_async.drain().collect();
         for ((track, _), stack) in open {
             for o in stack {
                 self.trace.repairs.unmatched_begins += 1;
-                self.push_slice(track, o.ts, end - o.ts, o);
+                self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
             }
         }
         // Objects never deleted live to the end of the trace: not an error.
         let open: Vec<_> = self.open_objects.drain().collect();
         for (_, (track, o)) in open {
-            self.push_slice(track, o.ts, end - o.ts, o);
+            self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
         }
         self.assign_devices();
         self.trace.finish();
@@ -957,4 +959,32 @@ fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawV
     use serde::Deserializer;
     let mut de = serde_json::Deserializer::from_str(text);
     (&mut de).deserialize_map(Entries).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    /// Found by fuzzing: a span from one end of the nanosecond range to the other
+    /// overflowed `end - start`; it saturates now, as `Slices::end` does.
+    #[test]
+    fn spans_past_the_nanosecond_range_saturate() {
+        let inputs: [&[u8]; 5] = [
+            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"E","ts":9000000000000000}]"#,
+            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"i","ts":9000000000000000}]"#,
+            br#"[{"ph":"b","id":1,"ts":-9e15},{"ph":"e","id":1,"ts":9e15}]"#,
+            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"D","id":1,"ts":9e15}]"#,
+            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"N","id":1,"ts":9e15}]"#,
+        ];
+        for input in inputs {
+            let mut trace = Trace::new();
+            crate::chrome::import(input, "t.json", &mut trace).unwrap();
+            assert_eq!(
+                trace.slices.dur[0],
+                i64::MAX,
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
 }

@@ -6,6 +6,7 @@
 use std::borrow::Cow;
 
 use super::parse::{Element, Id, Id2, RawEvent};
+use super::scan;
 
 /// Part of a string field: a range of the chunk's text, or of its side buffer for
 /// strings that had escapes.
@@ -73,12 +74,12 @@ impl<'a> Chunk<'a> {
             let all: &str = &text;
             for (start, end) in ranges {
                 let element = &all[start..end];
-                match serde_json::from_str::<Element>(element) {
+                match scan::parse_element(element) {
                     Ok(element) => events.push(record(all, &mut side, start, element)),
                     Err(e) => {
                         failure = Some(EventSyntaxError {
-                            offset: start + offset_in(element, &e),
-                            message: super::serde_message(&e),
+                            offset: start + e.offset,
+                            message: e.message,
                         });
                         break;
                     }
@@ -145,17 +146,6 @@ impl<'a> Chunk<'a> {
     pub fn into_events_buffer(self) -> Vec<Rec> {
         self.events
     }
-}
-
-/// Where a serde error happened inside `text` (serde reports lines and columns).
-pub(crate) fn offset_in(text: &str, e: &serde_json::Error) -> usize {
-    let mut offset = 0usize;
-    if e.line() > 1 {
-        offset = memchr::memchr_iter(b'\n', text.as_bytes())
-            .nth(e.line() - 2)
-            .map_or(text.len(), |nl| nl + 1);
-    }
-    (offset + e.column().saturating_sub(1)).min(text.len())
 }
 
 /// The spans of a parsed event; `all` is the chunk text its borrowed strings lie in.

@@ -291,7 +291,11 @@ pub(crate) fn anchor(trace: &Trace, i: usize, late: bool) -> i64 {
             if s.end(j) < t {
                 break;
             }
-            t = t.min(s.ts[j] - 1);
+            // A child starting at the first nanosecond of the range covers `i`'s start.
+            let Some(before) = s.ts[j].checked_sub(1) else {
+                return start;
+            };
+            t = t.min(before);
         }
         if t >= start {
             t
@@ -304,12 +308,43 @@ pub(crate) fn anchor(trace: &Trace, i: usize, late: bool) -> i64 {
             if s.ts[j] > t {
                 break;
             }
-            t = t.max(s.end(j) + 1);
+            // A child ending at the last nanosecond of the range covers `i`'s end.
+            let Some(after) = s.end(j).checked_add(1) else {
+                return start;
+            };
+            t = t.max(after);
         }
         if t <= end {
             t
         } else {
             start
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    /// Found by fuzzing: placing a flow's end on a slice whose children run to the last
+    /// nanosecond of the range overflowed `end + 1`.
+    #[test]
+    fn flow_anchors_at_the_end_of_the_nanosecond_range() {
+        let input = br#"[
+            {"ph":"X","ts":0,"dur":9223372036854775.807,"pid":1,"tid":1,"name":"a"},
+            {"ph":"X","ts":0,"dur":0.005,"pid":1,"tid":1,"name":"b"},
+            {"ph":"X","ts":0.006,"dur":9223372036854775.801,"pid":1,"tid":1,"name":"c"},
+            {"ph":"s","ts":0,"id":1,"pid":1,"tid":1,"cat":"c"},
+            {"ph":"f","ts":0,"id":1,"pid":1,"tid":1,"cat":"c"}
+        ]"#;
+        let mut trace = Trace::new();
+        crate::chrome::import(input, "t.json", &mut trace).unwrap();
+        assert_eq!(trace.flows.len(), 1);
+        let mut out = Vec::new();
+        super::export(&trace, &mut out).unwrap();
+        let mut again = Trace::new();
+        crate::chrome::import(&out, "t2.json", &mut again).unwrap();
+        assert_eq!(again.slices.len(), 3);
+        assert_eq!(again.flows.len(), 1);
     }
 }

@@ -7,6 +7,7 @@ mod chunk;
 mod export;
 mod kinds;
 mod parse;
+mod scan;
 mod split;
 
 use std::borrow::Cow;

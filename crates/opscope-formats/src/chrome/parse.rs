@@ -6,11 +6,12 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
+#[cfg(test)]
 use serde_json::value::RawValue;
 
 /// One trace event as written. Reading is lenient: a field of the wrong type reads as
 /// absent (the builder then counts the event as malformed) instead of failing the file.
-#[derive(Default)]
+#[derive(Default, Debug)]
 pub(crate) struct RawEvent<'a> {
     pub ph: Option<Cow<'a, str>>,
     pub name: Option<Cow<'a, str>>,
@@ -38,6 +39,8 @@ pub(crate) enum Element<'a> {
     NotAnObject,
 }
 
+/// The reference reader the hand-written scanner is tested against.
+#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -100,8 +103,10 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
 }
 
 /// A string, or `None` when the JSON holds another type (which is consumed).
+#[cfg(test)]
 struct Lenient<T>(Option<T>);
 
+#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Cow<'a, str>> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -147,6 +152,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Cow<'a, str>> {
     }
 }
 
+#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Id<'a>> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(Lenient(Id::deserialize_lenient(d)?))

@@ -4,7 +4,7 @@
 //! keeps the other top-level values as metadata. This lets a gzip stream be inflated,
 //! split and parsed in pieces, never holding the whole decompressed text.
 
-use memchr::{memchr2, memchr3};
+use memchr::memchr3;
 
 /// Where the scanner is in the document, between complete tokens.
 #[derive(Clone, Debug, PartialEq)]
@@ -54,7 +54,7 @@ pub(crate) struct Splitter {
 fn string_end(bytes: &[u8], pos: usize) -> Option<usize> {
     let mut i = pos + 1;
     loop {
-        let at = i + memchr2(b'"', b'\\', bytes.get(i..)?)?;
+        let at = super::scan::find_quote_or_backslash(bytes, i)?;
         if bytes[at] == b'\\' {
             i = at + 2;
         } else {
