@@ -10,7 +10,6 @@ use opscope_model::{
     ArgsId, InstantScope, ProcessId, SliceKind, SourceId, StrId, StringTable, ThreadId, Trace,
     TrackId, TrackKind,
 };
-use serde_json::value::RawValue;
 
 use super::kinds::{self, TfLane};
 use super::parse::{micros_to_ns, Id, RawEvent};
@@ -205,7 +204,7 @@ impl<'t> Builder<'t> {
         let is_object = for_each_entry(raw, |key, value| {
             let entry = self
                 .string(key)
-                .and_then(|k| Ok((k, self.arg_value(value.get())?)));
+                .and_then(|k| Ok((k, self.arg_value(value)?)));
             match entry {
                 Ok(entry) => entries.push(entry),
                 Err(e) => failure = Some(e),
@@ -455,7 +454,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         for (key, value) in map {
-            let Some(v) = number_value(value.get().trim()).and_then(|v| match v {
+            let Some(v) = number_value(value.trim()).and_then(|v| match v {
                 ArgValue::Int(i) => Some(i as f64),
                 ArgValue::UInt(u) => Some(u as f64),
                 ArgValue::Float(f) => Some(f),
@@ -485,7 +484,7 @@ impl<'t> Builder<'t> {
         let get = |key: &str| {
             args.iter()
                 .find(|(k, _)| k == key)
-                .map(|(_, v)| v.get().trim())
+                .map(|(_, v)| v.trim())
         };
         let text = |raw: Option<&str>| -> Option<String> {
             raw.and_then(|r| serde_json::from_str::<String>(r).ok())
@@ -915,76 +914,16 @@ fn number_value(text: &str) -> Option<ArgValue> {
 
 /// Calls `f` on each entry of a JSON object until it returns false; false if `text`
 /// is not an object.
-fn for_each_entry(text: &str, mut f: impl FnMut(&str, &RawValue) -> bool) -> bool {
-    use serde::de::{MapAccess, Visitor};
-    struct Entries<F>(F);
-    impl<'de, F: FnMut(&str, &RawValue) -> bool> Visitor<'de> for Entries<F> {
-        type Value = ();
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<(), A::Error> {
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                let value: &'de RawValue = map.next_value()?;
-                if !(self.0)(&key, value) {
-                    return Err(serde::de::Error::custom("stopped"));
-                }
-            }
-            Ok(())
-        }
-    }
-    use serde::Deserializer;
-    let mut de = serde_json::Deserializer::from_str(text);
-    (&mut de).deserialize_map(Entries(&mut f)).is_ok()
+fn for_each_entry(text: &str, mut f: impl FnMut(&str, &str) -> bool) -> bool {
+    super::scan::object_entries(text, |key, value| f(key, value))
 }
 
 /// The entries of a JSON object, borrowed; `None` if `text` is not an object.
-fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &RawValue)>> {
-    use serde::de::{MapAccess, Visitor};
-    struct Entries;
-    impl<'de> Visitor<'de> for Entries {
-        type Value = Vec<(std::borrow::Cow<'de, str>, &'de RawValue)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("an object")
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(8));
-            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                let value: &'de RawValue = map.next_value()?;
-                out.push((key, value));
-            }
-            Ok(out)
-        }
-    }
-    use serde::Deserializer;
-    let mut de = serde_json::Deserializer::from_str(text);
-    (&mut de).deserialize_map(Entries).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use opscope_model::Trace;
-
-    /// Found by fuzzing: a span from one end of the nanosecond range to the other
-    /// overflowed `end - start`; it saturates now, as `Slices::end` does.
-    #[test]
-    fn spans_past_the_nanosecond_range_saturate() {
-        let inputs: [&[u8]; 5] = [
-            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"E","ts":9000000000000000}]"#,
-            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"i","ts":9000000000000000}]"#,
-            br#"[{"ph":"b","id":1,"ts":-9e15},{"ph":"e","id":1,"ts":9e15}]"#,
-            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"D","id":1,"ts":9e15}]"#,
-            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"N","id":1,"ts":9e15}]"#,
-        ];
-        for input in inputs {
-            let mut trace = Trace::new();
-            crate::chrome::import(input, "t.json", &mut trace).unwrap();
-            assert_eq!(
-                trace.slices.dur[0],
-                i64::MAX,
-                "{}",
-                String::from_utf8_lossy(input)
-            );
-        }
-    }
+fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)>> {
+    let mut entries = Vec::new();
+    super::scan::object_entries(text, |key, value| {
+        entries.push((std::borrow::Cow::Owned(key.to_string()), value));
+        true
+    })
+    .then_some(entries)
 }

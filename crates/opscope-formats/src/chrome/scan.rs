@@ -333,6 +333,48 @@ pub(crate) fn parse_element(text: &str) -> Result<Element<'_>> {
     }
 }
 
+/// Calls `f` with each key and raw value of the JSON object `text` until it returns
+/// false. False if `text` is not a valid object or `f` stopped.
+pub(crate) fn object_entries<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str) -> bool) -> bool {
+    let mut c = Cursor {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    let mut entries = || -> Result<bool> {
+        c.expect(b'{', "expected an object")?;
+        c.skip_ws();
+        if c.peek() == Some(b'}') {
+            c.pos += 1;
+            return Ok(true);
+        }
+        loop {
+            c.skip_ws();
+            if c.peek() != Some(b'"') {
+                return c.fail("expected a key");
+            }
+            let key = c.string()?;
+            c.expect(b':', "expected ':' after a key")?;
+            let value = c.value()?;
+            if !f(&key, value) {
+                return Ok(false);
+            }
+            c.skip_ws();
+            match c.peek() {
+                Some(b',') => c.pos += 1,
+                Some(b'}') => {
+                    c.pos += 1;
+                    return Ok(true);
+                }
+                _ => return c.fail("expected ',' or '}'"),
+            }
+        }
+    };
+    let complete = entries().unwrap_or(false);
+    c.skip_ws();
+    complete && c.pos == c.bytes.len()
+}
+
 fn finish<'a>(c: &mut Cursor<'a>, element: Element<'a>) -> Result<Element<'a>> {
     c.skip_ws();
     if c.pos != c.bytes.len() {
