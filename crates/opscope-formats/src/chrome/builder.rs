@@ -481,11 +481,7 @@ impl<'t> Builder<'t> {
             Some(a) => a,
             None => return Ok(()),
         };
-        let get = |key: &str| {
-            args.iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.trim())
-        };
+        let get = |key: &str| args.iter().find(|(k, _)| k == key).map(|(_, v)| v.trim());
         let text = |raw: Option<&str>| -> Option<String> {
             raw.and_then(|r| serde_json::from_str::<String>(r).ok())
         };
@@ -926,4 +922,32 @@ fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)
         true
     })
     .then_some(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    /// Found by fuzzing: a span from one end of the nanosecond range to the other
+    /// overflowed `end - start`; it saturates now, as `Slices::end` does.
+    #[test]
+    fn spans_past_the_nanosecond_range_saturate() {
+        let inputs: [&[u8]; 5] = [
+            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"E","ts":9000000000000000}]"#,
+            br#"[{"ph":"B","ts":-9000000000000000},{"ph":"i","ts":9000000000000000}]"#,
+            br#"[{"ph":"b","id":1,"ts":-9e15},{"ph":"e","id":1,"ts":9e15}]"#,
+            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"D","id":1,"ts":9e15}]"#,
+            br#"[{"ph":"N","id":1,"ts":-9e15},{"ph":"N","id":1,"ts":9e15}]"#,
+        ];
+        for input in inputs {
+            let mut trace = Trace::new();
+            crate::chrome::import(input, "t.json", &mut trace).unwrap();
+            assert_eq!(
+                trace.slices.dur[0],
+                i64::MAX,
+                "{}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
 }

@@ -58,6 +58,16 @@ fn write_str(out: &mut impl Write, s: &str) -> io::Result<()> {
     serde_json::to_writer(out, s).map_err(io::Error::other)
 }
 
+/// `{:?}` keeps a decimal point on integral floats, so they stay floats. JSON has no
+/// NaN or infinity (Perfetto traces do): those are written as `null`.
+fn write_f64(out: &mut impl Write, f: f64) -> io::Result<()> {
+    if f.is_finite() {
+        write!(out, "{f:?}")
+    } else {
+        out.write_all(b"null")
+    }
+}
+
 impl<W: Write> JsonWriter<'_, W> {
     fn start_event(&mut self) -> io::Result<()> {
         if !self.first {
@@ -73,8 +83,7 @@ impl<W: Write> JsonWriter<'_, W> {
             ArgValue::Bool(b) => write!(self.out, "{b}"),
             ArgValue::Int(i) => write!(self.out, "{i}"),
             ArgValue::UInt(u) => write!(self.out, "{u}"),
-            // `{:?}` keeps a decimal point on integral floats, so they stay floats.
-            ArgValue::Float(f) => write!(self.out, "{f:?}"),
+            ArgValue::Float(f) => write_f64(self.out, f),
             ArgValue::Str(s) => write_str(self.out, self.trace.str(s)),
             ArgValue::Json(s) => self.out.write_all(self.trace.str(s).as_bytes()),
         }
@@ -223,7 +232,9 @@ impl<W: Write> JsonWriter<'_, W> {
             // The series is named like the track, so the track name survives a re-import.
             self.out.write_all(b",\"args\":{")?;
             write_str(self.out, name)?;
-            write!(self.out, ":{:?}}}}}", c.value[i])?;
+            self.out.write_all(b":")?;
+            write_f64(self.out, c.value[i])?;
+            self.out.write_all(b"}}")?;
         }
         Ok(())
     }
@@ -346,5 +357,27 @@ mod tests {
         crate::chrome::import(&out, "t2.json", &mut again).unwrap();
         assert_eq!(again.slices.len(), 3);
         assert_eq!(again.flows.len(), 1);
+    }
+
+    /// Found by fuzzing: NaN from a Perfetto trace was written as `NaN`, which is not
+    /// JSON; non-finite floats are written as `null`.
+    #[test]
+    fn non_finite_floats_are_written_as_null() {
+        // Perfetto packets at ts 1: an instant with the double annotation `a` = NaN,
+        // and a counter event of value NaN.
+        let inputs: [&[u8]; 2] = [
+            b"\x0a\x14\x40\x01\x5a\x10\x48\x03\x22\x0c\x52\x01a\x29\0\0\0\0\0\0\xf8\x7f",
+            b"\x0a\x10\x40\x01\x5a\x0c\x48\x04\xe1\x02\0\0\0\0\0\0\xf8\x7f",
+        ];
+        for input in inputs {
+            let mut trace = Trace::new();
+            crate::perfetto::import(input, "t.pftrace", &mut trace).unwrap();
+            let mut out = Vec::new();
+            super::export(&trace, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.contains(":null}"), "{text}");
+            let mut again = Trace::new();
+            crate::chrome::import(text.as_bytes(), "t.json", &mut again).unwrap();
+        }
     }
 }

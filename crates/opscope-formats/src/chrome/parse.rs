@@ -250,6 +250,35 @@ pub(crate) struct Id2<'a> {
 /// `3605057436125.863`, `-5`, `1.5e3`. Digits past the nanosecond are rounded half away
 /// from zero. `None` for anything that is not a finite number in range.
 pub(crate) fn micros_to_ns(raw: &str) -> Option<i64> {
+    // Fast path for what traces hold: plain digits with at most three decimals.
+    let bytes = raw.as_bytes();
+    if (1..=24).contains(&bytes.len()) && bytes[0].is_ascii_digit() {
+        let mut whole: i64 = 0;
+        let mut frac: i64 = 0;
+        let mut frac_digits = 0;
+        let mut seen_dot = false;
+        let mut plain = true;
+        for &b in bytes {
+            match b {
+                b'0'..=b'9' if !seen_dot => {
+                    whole = whole.checked_mul(10)?.checked_add((b - b'0') as i64)?
+                }
+                b'0'..=b'9' if frac_digits < 3 => {
+                    frac = frac * 10 + (b - b'0') as i64;
+                    frac_digits += 1;
+                }
+                b'.' if !seen_dot => seen_dot = true,
+                _ => {
+                    plain = false;
+                    break;
+                }
+            }
+        }
+        if plain && (!seen_dot || frac_digits > 0) {
+            let scale = [1000, 100, 10, 1][frac_digits];
+            return whole.checked_mul(1000)?.checked_add(frac * scale);
+        }
+    }
     let text = raw.trim();
     let text = text
         .strip_prefix('"')
@@ -318,6 +347,12 @@ mod tests {
         assert_eq!(micros_to_ns("99999999999999999999"), None);
         assert_eq!(micros_to_ns("abc"), None);
         assert_eq!(micros_to_ns("."), None);
+        assert_eq!(micros_to_ns("12.5"), Some(12_500));
+        assert_eq!(
+            micros_to_ns("1712195495505583.123"),
+            Some(1_712_195_495_505_583_123)
+        );
+        assert_eq!(micros_to_ns("9999999999999999999999"), None);
         assert_eq!(micros_to_ns("null"), None);
     }
 }

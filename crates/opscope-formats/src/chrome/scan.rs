@@ -335,6 +335,9 @@ pub(crate) fn parse_element(text: &str) -> Result<Element<'_>> {
 
 /// Calls `f` with each key and raw value of the JSON object `text` until it returns
 /// false. False if `text` is not a valid object or `f` stopped.
+///
+/// `text` must be JSON the event scanner has already checked (an event's `args`): values
+/// are skipped by bracket matching, not validated again.
 pub(crate) fn object_entries<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str) -> bool) -> bool {
     let mut c = Cursor {
         text,
@@ -355,7 +358,15 @@ pub(crate) fn object_entries<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str)
             }
             let key = c.string()?;
             c.expect(b':', "expected ':' after a key")?;
-            let value = c.value()?;
+            c.skip_ws();
+            if c.pos >= c.bytes.len() {
+                return c.fail("expected a value");
+            }
+            let Some(end) = super::split::value_end(c.bytes, c.pos, true) else {
+                return c.fail("a value that does not end");
+            };
+            let value = &c.text[c.pos..end];
+            c.pos = end;
             if !f(&key, value) {
                 return Ok(false);
             }

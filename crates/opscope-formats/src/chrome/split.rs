@@ -66,7 +66,7 @@ fn string_end(bytes: &[u8], pos: usize) -> Option<usize> {
 /// The end of the JSON value that starts at `pos`, or `None` if `bytes` ends first
 /// (`at_eof` says whether more can come). Containers are matched by counting their
 /// own bracket outside strings; what is inside is checked later by the parser.
-fn value_end(bytes: &[u8], pos: usize, at_eof: bool) -> Option<usize> {
+pub(crate) fn value_end(bytes: &[u8], pos: usize, at_eof: bool) -> Option<usize> {
     let (open, close) = match bytes[pos] {
         b'"' => return string_end(bytes, pos),
         b'{' => (b'{', b'}'),

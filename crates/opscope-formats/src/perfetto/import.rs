@@ -1309,8 +1309,12 @@ fn annotation_value(a: &DebugAnnotation, seq: &Sequence, trace: &mut Trace) -> A
         let text = String::from_utf8_lossy(json);
         if text.trim() == "null" {
             ArgValue::Null
-        } else {
+        } else if serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok() {
             ArgValue::Json(intern_str(trace, &text))
+        } else {
+            // Not JSON after all: kept as text, since a `Json` arg is written verbatim
+            // into Chrome JSON.
+            ArgValue::Str(intern_str(trace, &text))
         }
     } else if let Some(nested) = &a.nested_value {
         ArgValue::Json(intern_str(trace, &nested_json(nested).to_string()))

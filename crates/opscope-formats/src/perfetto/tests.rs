@@ -1084,3 +1084,18 @@ fn perfetto_converts_clocks_with_snapshots() {
     );
     assert_eq!(t.str(clock.name), "perfetto:BOOTTIME");
 }
+
+/// Found by fuzzing: a `legacy_json_value` that is not JSON was kept as a `Json` arg,
+/// which the Chrome exporter writes verbatim, so `convert` wrote a file it could not read.
+#[test]
+fn perfetto_legacy_json_that_is_not_json_is_kept_as_text() {
+    // One packet at ts 1: an instant with the annotation `a` whose legacy JSON is `[`.
+    let bytes = b"\x0a\x0e\x40\x01\x5a\x0a\x48\x03\x22\x06\x52\x01a\x4a\x01[";
+    let t = import_bytes(bytes).expect("import");
+    assert_eq!(args_text(&t, t.instants.args[0]), r#"a=Str("[")"#);
+    let mut json = Vec::new();
+    crate::chrome::export(&t, &mut json).expect("export");
+    let mut back = Trace::new();
+    crate::chrome::import(&json, "test.json", &mut back).expect("re-import");
+    assert_eq!(back.instants.len(), 1);
+}
