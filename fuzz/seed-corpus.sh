@@ -1,0 +1,34 @@
+#!/bin/sh
+# Fills fuzz/corpus/<target>/ with a few small real traces (gitignored: the traces under
+# ../shared are not ours to commit). Run from anywhere; needs target/release/opscope
+# (built here if missing) to write the Perfetto seeds.
+set -eu
+fuzz=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$fuzz")
+shared=${SHARED_TRACES:-$root/../shared/traces}
+opscope=$root/target/release/opscope
+[ -x "$opscope" ] || (cd "$root" && cargo build --release -p opscope)
+
+json="$shared/kineto/hta/call_stack/backward_thread.json
+$shared/tf-timeline/xprof-demo/trace.json
+$shared/tf-timeline/dorsal/trace_matrix_multiplication_All-Series.json
+$shared/tf-timeline/dorsal/test_thread/trace_addition_All-Series_2017_6_29_15_35.json
+$shared/tf-timeline/dorsal/test_thread/trace_addition_All-Series_2017_6_29_15_42.json
+$root/examples/traces/mlp-train.json"
+gz="$shared/kineto/hta/trace_compare/base/base.json.gz
+$shared/kineto/hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
+
+mkdir -p "$fuzz/corpus/chrome_json" "$fuzz/corpus/perfetto" "$fuzz/corpus/detect_and_gzip"
+for f in $json; do
+    name=$(echo "${f#"$shared"/}" | sed "s|^$root/||" | tr / _)
+    cp "$f" "$fuzz/corpus/chrome_json/$name"
+    cp "$f" "$fuzz/corpus/detect_and_gzip/$name"
+    "$opscope" convert "$f" -o "$fuzz/corpus/perfetto/${name%.json}.pftrace" >/dev/null
+done
+for f in $gz; do
+    name=$(echo "${f#"$shared"/}" | tr / _)
+    cp "$f" "$fuzz/corpus/detect_and_gzip/$name"
+done
+cp "$fuzz/corpus/perfetto/"*.pftrace "$fuzz/corpus/detect_and_gzip/"
+chmod -R u+w "$fuzz/corpus"
+ls -l "$fuzz/corpus"/*
