@@ -50,7 +50,7 @@ fn chrome_traces(traces: &Path) -> Vec<PathBuf> {
     files
 }
 
-fn arg_text(t: &Trace, v: ArgValue) -> String {
+pub(crate) fn arg_text(t: &Trace, v: ArgValue) -> String {
     match v {
         ArgValue::Str(s) => format!("Str({:?})", t.str(s)),
         ArgValue::Json(s) => format!("Json({})", t.str(s)),
@@ -59,7 +59,7 @@ fn arg_text(t: &Trace, v: ArgValue) -> String {
     }
 }
 
-fn args_text(t: &Trace, id: ArgsId) -> String {
+pub(crate) fn args_text(t: &Trace, id: ArgsId) -> String {
     let mut args: Vec<String> = t
         .args
         .get(id)
@@ -84,23 +84,31 @@ fn place(t: &Trace, track: u32) -> String {
     }
 }
 
-fn slice_text(t: &Trace, i: usize) -> String {
+fn slice_text(t: &Trace, i: usize, place: &impl Fn(&Trace, u32) -> String) -> String {
     let s = &t.slices;
     format!(
-        "{} {}+{} {:?} {:?} {}",
+        "{} {}+{} {:?} {:?} {} depth={}",
         place(t, s.track[i]),
         s.ts[i],
         s.dur[i],
         t.str(s.name[i]),
         t.str(s.category[i]),
         s.kind(i).name(),
+        s.depth(i)
     )
 }
 
-/// The events of a trace as sorted lines, independent of row order and ids.
-fn events(t: &Trace) -> [Vec<String>; 4] {
+/// The events of a trace as sorted lines, independent of row order and ids; `place`
+/// says how a track is written.
+pub(crate) fn event_lines(t: &Trace, place: impl Fn(&Trace, u32) -> String) -> [Vec<String>; 4] {
     let mut slices: Vec<String> = (0..t.slices.len())
-        .map(|i| format!("{} [{}]", slice_text(t, i), args_text(t, t.slices.args[i])))
+        .map(|i| {
+            format!(
+                "{} [{}]",
+                slice_text(t, i, &place),
+                args_text(t, t.slices.args[i])
+            )
+        })
         .collect();
     let inst = &t.instants;
     let mut instants: Vec<String> = (0..inst.len())
@@ -126,8 +134,8 @@ fn events(t: &Trace) -> [Vec<String>; 4] {
         .map(|i| {
             format!(
                 "{} -> {} {:?} {:?}",
-                slice_text(t, f.from[i] as usize),
-                slice_text(t, f.to[i] as usize),
+                slice_text(t, f.from[i] as usize, &place),
+                slice_text(t, f.to[i] as usize, &place),
                 t.str(f.name[i]),
                 t.str(f.category[i])
             )
@@ -141,7 +149,11 @@ fn events(t: &Trace) -> [Vec<String>; 4] {
 
 fn assert_same_events(file: &Path, via: &str, a: &Trace, b: &Trace) {
     let names = ["slices", "instants", "counter samples", "flows"];
-    for ((x, y), what) in events(a).iter().zip(events(b).iter()).zip(names) {
+    for ((x, y), what) in event_lines(a, place)
+        .iter()
+        .zip(event_lines(b, place).iter())
+        .zip(names)
+    {
         if x.len() != y.len() {
             let missing: Vec<_> = x.iter().filter(|l| !y.contains(l)).take(5).collect();
             let extra: Vec<_> = y.iter().filter(|l| !x.contains(l)).take(5).collect();

@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 
 use super::proto::{self, *};
 use super::{export, import, Marker};
+use crate::roundtrip_tests::{args_text, event_lines};
 use crate::ImportError;
 
 fn new_trace() -> (Trace, SourceId) {
@@ -229,25 +230,6 @@ fn sample_trace() -> Trace {
     t
 }
 
-fn arg_text(t: &Trace, v: ArgValue) -> String {
-    match v {
-        ArgValue::Str(s) => format!("Str({:?})", t.str(s)),
-        ArgValue::Json(s) => format!("Json({})", t.str(s)),
-        ArgValue::Float(f) => format!("Float({:e})", f),
-        other => format!("{other:?}"),
-    }
-}
-
-fn args_text(t: &Trace, id: ArgsId) -> String {
-    let mut args: Vec<String> = t
-        .args
-        .get(id)
-        .map(|(k, v)| format!("{}={}", t.str(k), arg_text(t, v)))
-        .collect();
-    args.sort();
-    args.join(", ")
-}
-
 fn name(t: &Trace, id: Option<StrId>) -> &str {
     id.map_or("-", |id| t.str(id))
 }
@@ -257,20 +239,6 @@ fn track_text(t: &Trace, track: u32) -> String {
     let pid = tr.process.map(|p| t.processes[p.index()].pid);
     let thread = tr.thread.map(|th| t.threads[th.index()].tid);
     format!("{}:{:?}:{pid:?}:{thread:?}", tr.kind.name(), t.str(tr.name))
-}
-
-fn slice_text(t: &Trace, i: usize) -> String {
-    let s = &t.slices;
-    format!(
-        "{} {}+{} {:?} {:?} {} depth={}",
-        track_text(t, s.track[i]),
-        s.ts[i],
-        s.dur[i],
-        t.str(s.name[i]),
-        t.str(s.category[i]),
-        s.kind(i).name(),
-        s.depth(i)
-    )
 }
 
 /// Everything the round trip must keep, as sorted lines that do not depend on row
@@ -304,49 +272,8 @@ fn canonical(t: &Trace) -> Vec<Vec<String>> {
     let mut tracks: Vec<String> = (0..t.tracks.len() as u32)
         .map(|i| track_text(t, i))
         .collect();
-    let mut slices: Vec<String> = (0..t.slices.len())
-        .map(|i| format!("{} [{}]", slice_text(t, i), args_text(t, t.slices.args[i])))
-        .collect();
-    let inst = &t.instants;
-    let mut instants: Vec<String> = (0..inst.len())
-        .map(|i| {
-            format!(
-                "{} {} {:?} {:?} {} {:?} [{}]",
-                track_text(t, inst.track[i]),
-                inst.ts[i],
-                t.str(inst.name[i]),
-                t.str(inst.category[i]),
-                inst.kind(i).name(),
-                inst.scope[i],
-                args_text(t, inst.args[i])
-            )
-        })
-        .collect();
-    let c = &t.counters;
-    let mut counters: Vec<String> = (0..c.len())
-        .map(|i| format!("{} {} {}", track_text(t, c.track[i]), c.ts[i], c.value[i]))
-        .collect();
-    let f = &t.flows;
-    let mut flows: Vec<String> = (0..f.len())
-        .map(|i| {
-            format!(
-                "{} -> {} {:?} {:?}",
-                slice_text(t, f.from[i] as usize),
-                slice_text(t, f.to[i] as usize),
-                t.str(f.name[i]),
-                t.str(f.category[i])
-            )
-        })
-        .collect();
-    for v in [
-        &mut processes,
-        &mut threads,
-        &mut tracks,
-        &mut slices,
-        &mut instants,
-        &mut counters,
-        &mut flows,
-    ] {
+    let [slices, instants, counters, flows] = event_lines(t, track_text);
+    for v in [&mut processes, &mut threads, &mut tracks] {
         v.sort();
     }
     vec![
