@@ -477,44 +477,56 @@ impl<'t> Builder<'t> {
 
     fn metadata(&mut self, ev: RawEvent) -> Result<(), ImportError> {
         let kind = ev.name.as_deref().unwrap_or("");
-        let args = match ev.args.and_then(parse_args_object) {
-            Some(a) => a,
-            None => return Ok(()),
+        let wanted = match kind {
+            "process_name" | "thread_name" => "name",
+            "process_labels" => "labels",
+            "process_sort_index" | "thread_sort_index" => "sort_index",
+            _ => {
+                self.trace.repairs.unsupported_events += 1;
+                return Ok(());
+            }
         };
-        let get = |key: &str| args.iter().find(|(k, _)| k == key).map(|(_, v)| v.trim());
-        let text = |raw: Option<&str>| -> Option<String> {
-            raw.and_then(|r| serde_json::from_str::<String>(r).ok())
+        // Metadata can be most of a trace (300k of the MTIA trace's 456k events): find
+        // the one arg without collecting them.
+        let mut raw = None;
+        if let Some(args) = ev.args {
+            for_each_entry(args, |key, value| {
+                if key == wanted {
+                    raw = Some(value.trim());
+                }
+                raw.is_none()
+            });
+        }
+        let Some(raw) = raw else {
+            return Ok(());
         };
-        let number = |raw: Option<&str>| -> Option<i64> { raw.and_then(|r| r.parse().ok()) };
         let process = self.process(ev.pid.as_ref())?;
-        match kind {
-            "process_name" => {
-                if let Some(name) = text(get("name")) {
-                    let name = self.string(&name)?;
-                    self.trace.processes[process.index()].name = Some(name);
-                }
-            }
-            "process_labels" => {
-                if let Some(labels) = text(get("labels")) {
-                    let labels = self.string(&labels)?;
-                    self.trace.processes[process.index()].labels = Some(labels);
-                }
-            }
-            "process_sort_index" => {
-                self.trace.processes[process.index()].sort_index = number(get("sort_index"));
-            }
-            "thread_name" => {
-                if let Some(name) = text(get("name")) {
-                    let thread = self.thread(process, ev.tid.as_ref())?;
-                    let name = self.string(&name)?;
-                    self.trace.threads[thread.index()].name = Some(name);
-                }
-            }
-            "thread_sort_index" => {
+        if wanted == "sort_index" {
+            let index = raw.parse().ok();
+            if kind == "process_sort_index" {
+                self.trace.processes[process.index()].sort_index = index;
+            } else {
                 let thread = self.thread(process, ev.tid.as_ref())?;
-                self.trace.threads[thread.index()].sort_index = number(get("sort_index"));
+                self.trace.threads[thread.index()].sort_index = index;
             }
-            _ => self.trace.repairs.unsupported_events += 1,
+            return Ok(());
+        }
+        let text: std::borrow::Cow<str> =
+            match raw.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+                Some(plain) if !plain.contains('\\') => plain.into(),
+                _ => match serde_json::from_str::<String>(raw) {
+                    Ok(text) => text.into(),
+                    Err(_) => return Ok(()),
+                },
+            };
+        let value = self.string(&text)?;
+        match kind {
+            "process_name" => self.trace.processes[process.index()].name = Some(value),
+            "process_labels" => self.trace.processes[process.index()].labels = Some(value),
+            _ => {
+                let thread = self.thread(process, ev.tid.as_ref())?;
+                self.trace.threads[thread.index()].name = Some(value);
+            }
         }
         Ok(())
     }
@@ -910,7 +922,7 @@ fn number_value(text: &str) -> Option<ArgValue> {
 
 /// Calls `f` on each entry of a JSON object until it returns false; false if `text`
 /// is not an object.
-fn for_each_entry(text: &str, mut f: impl FnMut(&str, &str) -> bool) -> bool {
+fn for_each_entry<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str) -> bool) -> bool {
     super::scan::object_entries(text, |key, value| f(key, value))
 }
 
