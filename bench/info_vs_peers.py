@@ -1,0 +1,277 @@
+"""Side-by-side benchmark of loading a Kineto trace: `opscope info` against Python peers.
+
+For each trace below, one run of this script measures, each in its own fresh
+subprocess, the wall time and the peak RSS (ru_maxrss of that child, from os.wait4) of:
+
+  opscope    `opscope info FILE --format json`
+  json.load  Python's `json.load(gzip.open(FILE))` alone: what any Python reader pays
+  HTA        HolisticTraceAnalysis `TraceAnalysis(trace_dir=DIR)`, DIR holding only FILE
+
+The tools are interleaved round by round (after untimed warm-up rounds), and the medians
+are reported with their ratios to opscope, so that machine noise hits all tools alike.
+Wall time is the whole process, interpreter start and imports included; "load s" is the
+time the Python tools spend in the load call itself.
+
+Linux counts in a child's ru_maxrss the memory of the process it was spawned from, up to
+the exec, so a child shows max(this script's peak RSS, its own peak). This script never
+holds a trace in memory, to keep that floor low (about 15 MiB), and prints it (the
+ru_maxrss of `true` spawned the same way) beside each table: a figure above the floor is
+the tool's own peak; a figure at the floor means "at most this".
+
+Run it from the repository root with the venv that bench/setup-venv.sh makes:
+
+    "$(bench/setup-venv.sh | tail -n 1)" bench/info_vs_peers.py [--repeat 3] [--json OUT]
+"""
+
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Traces under the shared data folder (--shared), each a directory holding one rank's file.
+TRACES = [
+    ("kineto/hta/mtia_trace_single_rank", "mtia_rank_0.json.gz"),
+    ("kineto/hta/df_index_resolver", "df_index_resolver.json.gz"),
+    ("kineto/kineto-tb_plugin/resnet50_num_workers_0", "worker0.*.pt.trace.json.gz"),
+]
+
+TOOLS = ("opscope", "json.load", "HTA")
+WORKER_FLAG = "--worker"
+OPSCOPE_KEYS = ("slices", "instants", "counter_samples", "flows", "model_bytes")
+
+
+@dataclass
+class Run:
+    wall_s: float
+    max_rss_kib: int
+    stdout: bytes
+
+    @property
+    def report(self) -> dict:
+        """What the child printed: opscope's JSON, or a Python worker's counts."""
+        return json.loads(self.stdout)
+
+
+def run_worker(tool: str, path: str) -> None:
+    """Child side of a Python tool: load PATH, then print one JSON line of counts."""
+    report = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # the tool's own output goes to stderr, which the parent keeps aside
+    if tool == "json.load":
+        start = time.perf_counter()
+        with gzip.open(path) as f:
+            trace = json.load(f)
+        load_s = time.perf_counter() - start
+        counts = {"events": len(trace["traceEvents"])}
+    elif tool == "HTA":
+        from hta.trace_analysis import TraceAnalysis
+
+        start = time.perf_counter()
+        analysis = TraceAnalysis(trace_dir=path)
+        load_s = time.perf_counter() - start
+        rows = {rank: len(df) for rank, df in analysis.t.traces.items()}
+        if not rows or min(rows.values()) == 0:
+            sys.exit(f"HTA parsed no events from {path}: rows per rank {rows}")
+        counts = {"rows": sum(rows.values()), "ranks": sorted(rows)}
+    else:
+        sys.exit(f"unknown worker tool {tool!r}")
+    json.dump({"load_s": load_s, **counts}, report)
+    report.close()
+
+
+def measure(argv: list[str]) -> Run:
+    """Run ARGV as a fresh process, with its stderr kept aside and shown if it fails."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        actions = [
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, out.fileno(), 1),
+            (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
+        ]
+        start = time.perf_counter()
+        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions)
+        _, status, usage = os.wait4(pid, 0)
+        wall_s = time.perf_counter() - start
+        code = os.waitstatus_to_exitcode(status)
+        if code != 0:
+            err.seek(0)
+            tail = err.read()[-4000:].decode(errors="replace")
+            sys.exit(f"exit code {code} from: {' '.join(argv)}\n--- stderr (tail) ---\n{tail}")
+        out.seek(0)
+        return Run(wall_s, usage.ru_maxrss, out.read())
+
+
+def rss_floor_mib() -> float:
+    """The least peak RSS a child spawned by this process can show now."""
+    return measure(["true"]).max_rss_kib / 1024
+
+
+def json_size(trace: Path) -> int:
+    """Decompressed size of TRACE, read in chunks so as not to raise the RSS floor."""
+    with gzip.open(trace) as f:
+        return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 16), b""))
+
+
+def find_trace(shared: Path, directory: str, pattern: str) -> Path:
+    matches = sorted((shared / directory).glob(pattern))
+    if len(matches) != 1:
+        sys.exit(f"expected one {pattern} in {shared / directory}, found {len(matches)}")
+    return matches[0]
+
+
+def counts_of(tool: str, report: dict, trace: Path) -> dict:
+    """What a tool found in TRACE; for opscope also the model's bytes per slice."""
+    if tool != "opscope":
+        return {key: value for key, value in report.items() if key != "load_s"}
+    missing = [key for key in OPSCOPE_KEYS if key not in report]
+    if missing:
+        sys.exit(f"`opscope info --format json` lacks {missing} for {trace}")
+    counts = {key: report[key] for key in OPSCOPE_KEYS}
+    slices = counts["slices"]
+    counts["bytes_per_slice"] = counts["model_bytes"] / slices if slices else None
+    return counts
+
+
+def bench_trace(trace: Path, tools: list[str], opscope: Path, repeat: int, warmup: int) -> dict:
+    """Median wall time, peak RSS and counts of each tool on TRACE."""
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-") as hta_dir:
+        # HTA reads a directory of per-rank traces: give it one holding only this file.
+        (Path(hta_dir) / trace.name).symlink_to(trace)
+        commands = {
+            "opscope": [str(opscope), "info", str(trace), "--format", "json"],
+            "json.load": [sys.executable, __file__, WORKER_FLAG, "json.load", str(trace)],
+            "HTA": [sys.executable, __file__, WORKER_FLAG, "HTA", hta_dir],
+        }
+        runs: dict[str, list[Run]] = {tool: [] for tool in tools}
+        for round_ in range(warmup + repeat):
+            for tool in tools:
+                run = measure(commands[tool])
+                if round_ >= warmup:
+                    runs[tool].append(run)
+
+    results = {}
+    for tool, tool_runs in runs.items():
+        in_python = tool != "opscope"
+        load_s = statistics.median(r.report["load_s"] for r in tool_runs) if in_python else None
+        results[tool] = {
+            "wall_s": statistics.median(r.wall_s for r in tool_runs),
+            "peak_rss_mib": statistics.median(r.max_rss_kib for r in tool_runs) / 1024,
+            "load_s": load_s,
+            "runs": [{"wall_s": r.wall_s, "peak_rss_mib": r.max_rss_kib / 1024} for r in tool_runs],
+            "counts": counts_of(tool, tool_runs[-1].report, trace),
+        }
+    if "opscope" in results:
+        base = results["opscope"]
+        for result in results.values():
+            result["time_vs_opscope"] = result["wall_s"] / base["wall_s"]
+            result["rss_vs_opscope"] = result["peak_rss_mib"] / base["peak_rss_mib"]
+    return results
+
+
+def print_table(name: str, trace: Path, json_bytes: int, floor: float, results: dict) -> None:
+    mib = 1024 * 1024
+    sizes = f"{trace.stat().st_size / mib:.1f} MiB gzip, {json_bytes / mib:.1f} MiB JSON"
+    print(f"\n== {name}  ({sizes}; peak RSS floor {floor:.1f} MiB)")
+    with_ratios = "opscope" in results
+    header = f"{'tool':<10} {'wall s':>8} {'load s':>8} {'peak RSS MiB':>13}"
+    if with_ratios:
+        header += f" {'time/opscope':>13} {'RSS/opscope':>12}"
+    print(header)
+    for tool, r in results.items():
+        load = f"{r['load_s']:.3f}" if r["load_s"] is not None else "-"
+        line = f"{tool:<10} {r['wall_s']:>8.3f} {load:>8} {r['peak_rss_mib']:>13.1f}"
+        if with_ratios:
+            line += f" {r['time_vs_opscope']:>12.2f}x {r['rss_vs_opscope']:>11.2f}x"
+        print(line)
+    for tool, r in results.items():
+        counts = ", ".join(
+            f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
+            for key, value in r["counts"].items()
+        )
+        print(f"  {tool}: {counts}")
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "--shared",
+        type=Path,
+        default=REPO.parent / "shared",
+        help="shared data folder holding traces/ (default: ../shared)",
+    )
+    parser.add_argument(
+        "--opscope",
+        type=Path,
+        default=REPO / "target/release/opscope",
+        help="opscope binary (default: target/release/opscope)",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed rounds (default: 3)")
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed rounds before them (default: 1)"
+    )
+    parser.add_argument(
+        "--tools",
+        default=",".join(TOOLS),
+        help=f"comma-separated subset of {', '.join(TOOLS)} (default: all)",
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
+    args = parser.parse_args()
+    args.tools = args.tools.split(",")
+    unknown = set(args.tools) - set(TOOLS)
+    if unknown:
+        parser.error(f"unknown tools {sorted(unknown)}; choose from {', '.join(TOOLS)}")
+    if args.repeat < 1 or args.warmup < 0:
+        parser.error("--repeat must be at least 1 and --warmup at least 0")
+    if "opscope" in args.tools and not os.access(args.opscope, os.X_OK):
+        parser.error(
+            f"no opscope binary at {args.opscope}: build it with "
+            "`cargo build --release -p opscope`, or leave it out with --tools"
+        )
+    return args
+
+
+def main() -> None:
+    if sys.argv[1:2] == [WORKER_FLAG]:
+        run_worker(*sys.argv[2:])
+        return
+    args = parse_args()
+    # A busy machine skews every figure: the load average tells the reader whether it was.
+    output = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "cores": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+        "traces": {},
+    }
+    print(
+        f"{output['date']}: {args.repeat} timed rounds after {args.warmup} warm-up, medians; "
+        f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}; "
+        f"Python {sys.version.split()[0]}"
+    )
+    for directory, pattern in TRACES:
+        trace = find_trace(args.shared / "traces", directory, pattern).resolve()
+        json_bytes = json_size(trace)
+        results = bench_trace(trace, args.tools, args.opscope.resolve(), args.repeat, args.warmup)
+        floor = rss_floor_mib()
+        name = f"{directory}/{trace.name}"
+        print_table(name, trace, json_bytes, floor, results)
+        output["traces"][name] = {
+            "gzip_bytes": trace.stat().st_size,
+            "json_bytes": json_bytes,
+            "rss_floor_mib": floor,
+            "tools": results,
+        }
+    if args.json:
+        args.json.write_text(json.dumps(output, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
