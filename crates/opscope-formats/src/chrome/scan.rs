@@ -190,6 +190,42 @@ impl<'a> Cursor<'a> {
         self.expect(b':', "expected ':' after a key")
     }
 
+    /// Reads the object at the cursor, calling `member` with each key once the cursor
+    /// is on its value; `member` reads the value and says whether to go on. Returns
+    /// false if `member` stopped early.
+    fn members(
+        &mut self,
+        mut member: impl FnMut(&mut Self, Cow<'a, str>) -> Result<bool>,
+    ) -> Result<bool> {
+        self.expect(b'{', "expected an object")?;
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(true);
+        }
+        loop {
+            self.skip_ws();
+            if self.peek() != Some(b'"') {
+                return self.fail("expected a key");
+            }
+            let key = self.string()?;
+            self.expect(b':', "expected ':' after a key")?;
+            self.skip_ws();
+            if !member(self, key)? {
+                return Ok(false);
+            }
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(true);
+                }
+                _ => return self.fail("expected ',' or '}' in an object"),
+            }
+        }
+    }
+
     /// A string field, or `None` (the value skipped) when it holds another type.
     fn lenient_string(&mut self) -> Result<Option<Cow<'a, str>>> {
         self.skip_ws();
@@ -290,20 +326,8 @@ pub(crate) fn parse_element(text: &str) -> Result<Element<'_>> {
         c.value()?;
         return finish(&mut c, Element::NotAnObject);
     }
-    c.pos += 1;
     let mut ev = RawEvent::default();
-    c.skip_ws();
-    if c.peek() == Some(b'}') {
-        c.pos += 1;
-        return finish(&mut c, Element::Event(ev));
-    }
-    loop {
-        c.skip_ws();
-        if c.peek() != Some(b'"') {
-            return c.fail("expected a key");
-        }
-        let key = c.string()?;
-        c.expect(b':', "expected ':' after a key")?;
+    c.members(|c, key| {
         match key.as_ref() {
             "ph" => ev.ph = c.lenient_string()?,
             "name" => ev.name = c.lenient_string()?,
@@ -321,16 +345,9 @@ pub(crate) fn parse_element(text: &str) -> Result<Element<'_>> {
                 c.value()?;
             }
         }
-        c.skip_ws();
-        match c.peek() {
-            Some(b',') => c.pos += 1,
-            Some(b'}') => {
-                c.pos += 1;
-                return finish(&mut c, Element::Event(ev));
-            }
-            _ => return c.fail("expected ',' or '}' in an event"),
-        }
-    }
+        Ok(true)
+    })?;
+    finish(&mut c, Element::Event(ev))
 }
 
 /// Calls `f` with each key and raw value of the JSON object `text` until it returns
@@ -344,44 +361,18 @@ pub(crate) fn object_entries<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str)
         bytes: text.as_bytes(),
         pos: 0,
     };
-    let mut entries = || -> Result<bool> {
-        c.expect(b'{', "expected an object")?;
-        c.skip_ws();
-        if c.peek() == Some(b'}') {
-            c.pos += 1;
-            return Ok(true);
+    let complete = c.members(|c, key| {
+        if c.pos >= c.bytes.len() {
+            return c.fail("expected a value");
         }
-        loop {
-            c.skip_ws();
-            if c.peek() != Some(b'"') {
-                return c.fail("expected a key");
-            }
-            let key = c.string()?;
-            c.expect(b':', "expected ':' after a key")?;
-            c.skip_ws();
-            if c.pos >= c.bytes.len() {
-                return c.fail("expected a value");
-            }
-            let Some(end) = super::split::value_end(c.bytes, c.pos, true) else {
-                return c.fail("a value that does not end");
-            };
-            let value = &c.text[c.pos..end];
-            c.pos = end;
-            if !f(&key, value) {
-                return Ok(false);
-            }
-            c.skip_ws();
-            match c.peek() {
-                Some(b',') => c.pos += 1,
-                Some(b'}') => {
-                    c.pos += 1;
-                    return Ok(true);
-                }
-                _ => return c.fail("expected ',' or '}'"),
-            }
-        }
-    };
-    let complete = entries().unwrap_or(false);
+        let Some(end) = super::split::value_end(c.bytes, c.pos, true) else {
+            return c.fail("a value that does not end");
+        };
+        let value = &c.text[c.pos..end];
+        c.pos = end;
+        Ok(f(&key, value))
+    });
+    let complete = complete.unwrap_or(false);
     c.skip_ws();
     complete && c.pos == c.bytes.len()
 }
