@@ -1,47 +1,59 @@
-//! The hand-over between the thread that reads and parses events and the one that
-//! builds the model: a piece of the document's text with its events parsed into spans
-//! of that text, so the text can be owned (decompressed data) or borrowed (a mapped
-//! file) and the events still borrow nothing across threads.
+//! The hand-over between the thread that reads and scans events and the one that
+//! builds the model: a piece of the document's text with its events as spans of that
+//! text, so the text can be owned (decompressed data) or borrowed (a mapped file) and
+//! the events still borrow nothing across threads.
 
 use std::borrow::Cow;
 
-use super::parse::{Element, Id, Id2, RawEvent};
-use super::scan;
+use super::parse::{Id, Id2, RawEvent};
 
 /// Part of a string field: a range of the chunk's text, or of its side buffer for
 /// strings that had escapes.
 #[derive(Copy, Clone, Debug)]
-struct Span {
-    start: u32,
-    len: u32,
-    side: bool,
+pub(crate) struct Span {
+    pub start: u32,
+    pub len: u32,
+    pub side: bool,
 }
 
 #[derive(Copy, Clone, Debug)]
-enum IdSpan {
+pub(crate) enum IdSpan {
     Int(i64),
     Str(Span),
 }
 
-/// One event, as spans.
+/// One element of the event array, as spans.
 #[derive(Default, Debug)]
 pub(crate) struct Rec {
-    /// Where the event starts in the chunk's text.
+    /// Where the element starts in the chunk's text.
     pub offset: u32,
-    not_an_object: bool,
-    ph: Option<Span>,
-    name: Option<Span>,
-    cat: Option<Span>,
-    bp: Option<Span>,
-    s: Option<Span>,
-    ts: Option<Span>,
-    dur: Option<Span>,
-    args: Option<Span>,
-    pid: Option<IdSpan>,
-    tid: Option<IdSpan>,
-    id: Option<IdSpan>,
-    id2_local: Option<IdSpan>,
-    id2_global: Option<IdSpan>,
+    pub not_an_object: bool,
+    pub ph: Option<Span>,
+    pub name: Option<Span>,
+    pub cat: Option<Span>,
+    pub bp: Option<Span>,
+    pub s: Option<Span>,
+    pub ts: Option<Span>,
+    pub dur: Option<Span>,
+    pub args: Option<Span>,
+    pub pid: Option<IdSpan>,
+    pub tid: Option<IdSpan>,
+    pub id: Option<IdSpan>,
+    pub id2_local: Option<IdSpan>,
+    pub id2_global: Option<IdSpan>,
+}
+
+/// Events being gathered by the splitter, before their text is handed over.
+#[derive(Default)]
+pub(crate) struct Batch {
+    pub events: Vec<Rec>,
+    /// Decoded strings (those that had escapes).
+    pub side: String,
+    /// Where the chunk's text starts in the scanned bytes: set by the caller, or else at
+    /// the first event found.
+    pub origin: Option<usize>,
+    /// Where the last event found ends in the scanned bytes.
+    pub end: usize,
 }
 
 /// Consecutive events and the text they are spans of.
@@ -53,48 +65,21 @@ pub(crate) struct Chunk<'a> {
     pub base: u64,
 }
 
-/// A JSON syntax error inside one event, at `offset` in the chunk's text.
-pub(crate) struct EventSyntaxError {
-    pub offset: usize,
-    pub message: String,
+/// Buffers of a used chunk, for the next ones.
+#[derive(Default)]
+pub(crate) struct Spare {
+    pub events: Vec<Rec>,
+    pub side: String,
+    pub text: Option<Vec<u8>>,
 }
 
 impl<'a> Chunk<'a> {
-    /// Parses the events at `ranges` (byte ranges of `text`) into a chunk.
-    pub fn parse(
-        text: Cow<'a, str>,
-        base: u64,
-        ranges: impl Iterator<Item = (usize, usize)>,
-        mut events: Vec<Rec>,
-    ) -> Result<Chunk<'a>, (Chunk<'a>, EventSyntaxError)> {
-        events.clear();
-        let mut side = String::new();
-        let mut failure = None;
-        {
-            let all: &str = &text;
-            for (start, end) in ranges {
-                let element = &all[start..end];
-                match scan::parse_element(element) {
-                    Ok(element) => events.push(record(all, &mut side, start, element)),
-                    Err(e) => {
-                        failure = Some(EventSyntaxError {
-                            offset: start + e.offset,
-                            message: e.message,
-                        });
-                        break;
-                    }
-                }
-            }
-        }
-        let chunk = Chunk {
+    pub fn new(text: Cow<'a, str>, base: u64, events: Vec<Rec>, side: String) -> Chunk<'a> {
+        Chunk {
             text,
             side,
             events,
             base,
-        };
-        match failure {
-            None => Ok(chunk),
-            Some(e) => Err((chunk, e)),
         }
     }
 
@@ -142,77 +127,15 @@ impl<'a> Chunk<'a> {
         })
     }
 
-    /// Takes the buffers back for reuse.
-    pub fn into_events_buffer(self) -> Vec<Rec> {
-        self.events
-    }
-}
-
-/// The spans of a parsed event; `all` is the chunk text its borrowed strings lie in.
-fn record(all: &str, side: &mut String, start: usize, element: Element) -> Rec {
-    let base = all.as_ptr() as usize;
-    let mut span = |s: &str, borrowed: bool| {
-        if borrowed {
-            Span {
-                start: (s.as_ptr() as usize - base) as u32,
-                len: s.len() as u32,
-                side: false,
-            }
-        } else {
-            let at = side.len();
-            side.push_str(s);
-            Span {
-                start: at as u32,
-                len: s.len() as u32,
-                side: true,
-            }
+    /// Gives the buffers back for reuse.
+    pub fn into_spare(self) -> Spare {
+        Spare {
+            events: self.events,
+            side: self.side,
+            text: match self.text {
+                Cow::Owned(text) => Some(text.into_bytes()),
+                Cow::Borrowed(_) => None,
+            },
         }
-    };
-    let ev = match element {
-        Element::Event(ev) => ev,
-        Element::NotAnObject => {
-            return Rec {
-                offset: start as u32,
-                not_an_object: true,
-                ..Rec::default()
-            }
-        }
-    };
-    let mut cow = |c: Option<Cow<str>>| {
-        c.map(|c| match c {
-            Cow::Borrowed(s) => span(s, true),
-            Cow::Owned(s) => span(&s, false),
-        })
-    };
-    let (ph, name, cat, bp, s) = (cow(ev.ph), cow(ev.name), cow(ev.cat), cow(ev.bp), cow(ev.s));
-    let mut id = |i: Option<Id>| {
-        i.map(|i| match i {
-            Id::Int(n) => IdSpan::Int(n),
-            Id::Str(Cow::Borrowed(s)) => IdSpan::Str(span(s, true)),
-            Id::Str(Cow::Owned(s)) => IdSpan::Str(span(&s, false)),
-        })
-    };
-    let (pid, tid, eid) = (id(ev.pid), id(ev.tid), id(ev.id));
-    let (id2_local, id2_global) = match ev.id2 {
-        Some(id2) => (id(id2.local), id(id2.global)),
-        None => (None, None),
-    };
-    let mut raw = |r: Option<&str>| r.map(|r| span(r, true));
-    Rec {
-        offset: start as u32,
-        not_an_object: false,
-        ph,
-        name,
-        cat,
-        bp,
-        s,
-        ts: raw(ev.ts),
-        dur: raw(ev.dur),
-        args: raw(ev.args),
-        pid,
-        tid,
-        id: eid,
-        id2_local,
-        id2_global,
     }
 }

@@ -19,7 +19,7 @@ use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
 
 use crate::error::ImportError;
 use builder::Builder;
-use chunk::{Chunk, Rec};
+use chunk::{Batch, Chunk, Spare};
 pub use export::export;
 use split::Splitter;
 
@@ -79,7 +79,7 @@ fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportEr
     // chunks of text are in memory at a time.
     let (outline, build_error) = std::thread::scope(|scope| {
         let (sender, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
-        let (recycler, recycled) = std::sync::mpsc::channel::<Vec<Rec>>();
+        let (recycler, recycled) = std::sync::mpsc::channel::<Spare>();
         let reader = scope.spawn(move || read_events(input, path, &sender, &recycled));
         let mut build_error = None;
         'chunks: for chunk in chunks.iter() {
@@ -99,7 +99,7 @@ fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportEr
                 }
                 builder.index += 1;
             }
-            let _ = recycler.send(chunk.into_events_buffer());
+            let _ = recycler.send(chunk.into_spare());
         }
         drop(chunks);
         let outline = reader.join().unwrap_or_else(|_| {
@@ -140,13 +140,13 @@ fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportEr
     }
 }
 
-/// The reading thread: splits the document into events, parses them and sends them on
+/// The reading thread: splits the document into events, scans them and sends them on
 /// in chunks; returns the top-level metadata.
 fn read_events<'a>(
     input: Input<'a>,
     path: &str,
     sender: &SyncSender<Chunk<'a>>,
-    recycled: &Receiver<Vec<Rec>>,
+    recycled: &Receiver<Spare>,
 ) -> Result<Outline, ImportError> {
     let syntax = |offset: u64, message: String| ImportError::Syntax {
         path: path.to_string(),
@@ -157,49 +157,39 @@ fn read_events<'a>(
         path: path.to_string(),
         message: "stopped".into(),
     };
-    let mut splitter = Splitter::new();
-    let mut ranges = Vec::new();
-    // Parses `ranges` of `text` (which starts at `base` in the document) and sends them.
-    let send = |text: Cow<'a, str>, base: u64, ranges: &[(usize, usize)]| {
-        if let Some(&(start, end)) = ranges.iter().find(|(s, e)| e - s > MAX_VALUE_BYTES) {
-            return Err(syntax(
-                base + start as u64,
-                format!(
-                    "an event of {} bytes, over the limit of {MAX_VALUE_BYTES}",
-                    end - start
-                ),
-            ));
-        }
-        let buffer = recycled.try_recv().unwrap_or_default();
-        match Chunk::parse(text, base, ranges.iter().copied(), buffer) {
-            Ok(chunk) => sender.send(chunk).map_err(|_| stopped()),
-            Err((chunk, e)) => {
-                // The events before the broken one are still delivered.
-                let _ = sender.send(chunk);
-                Err(syntax(base + e.offset as u64, e.message))
-            }
-        }
+    let mut splitter = Splitter::new(MAX_VALUE_BYTES);
+    // Buffers of chunks the builder is done with.
+    let spare = || recycled.try_recv().unwrap_or_default();
+    let mut batch = Batch::default();
+    // Sends the events of `batch`, whose text is `text` (starting at `base` in the
+    // document); the batch is left empty, with fresh buffers.
+    let send = |batch: &mut Batch, text: Cow<'a, str>, base: u64| {
+        let Spare { events, side, .. } = spare();
+        let events = std::mem::replace(&mut batch.events, events);
+        let side = std::mem::replace(&mut batch.side, side);
+        batch.events.clear();
+        batch.side.clear();
+        batch.origin = None;
+        sender
+            .send(Chunk::new(text, base, events, side))
+            .map_err(|_| stopped())
     };
     match input {
         Input::Bytes(bytes) => {
             let mut offset = 0;
             while offset < bytes.len() || !splitter.is_done() {
-                ranges.clear();
                 let rest = &bytes[offset..];
-                let consumed = splitter
-                    .scan(rest, true, CHUNK_BYTES, &mut ranges)
-                    .map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
-                if let (Some(&(first, _)), Some(&(_, last))) = (ranges.first(), ranges.last()) {
-                    let text = std::str::from_utf8(&rest[first..last]).map_err(|e| {
-                        syntax((offset + first + e.valid_up_to()) as u64, NOT_UTF8.into())
+                let scanned = splitter.scan(rest, true, CHUNK_BYTES, &mut batch);
+                if let Some(origin) = batch.origin.filter(|_| !batch.events.is_empty()) {
+                    // Events before an error are still delivered.
+                    let text = std::str::from_utf8(&rest[origin..batch.end]).map_err(|e| {
+                        syntax((offset + origin + e.valid_up_to()) as u64, NOT_UTF8.into())
                     })?;
-                    let local: Vec<(usize, usize)> = ranges
-                        .iter()
-                        .map(|&(a, b)| (a - first, b - first))
-                        .collect();
-                    send(Cow::Borrowed(text), (offset + first) as u64, &local)?;
+                    send(&mut batch, Cow::Borrowed(text), (offset + origin) as u64)?;
                 }
-                if consumed == 0 && ranges.is_empty() {
+                let consumed =
+                    scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
+                if consumed == 0 {
                     break;
                 }
                 offset += consumed;
@@ -213,41 +203,46 @@ fn read_events<'a>(
             loop {
                 while !at_eof && window.len() < want {
                     let len = window.len();
-                    window.resize(len + CHUNK_BYTES, 0);
-                    match reader.read(&mut window[len..]) {
-                        Ok(0) => {
-                            window.truncate(len);
-                            at_eof = true;
-                        }
-                        Ok(n) => window.truncate(len + n),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                            window.truncate(len)
-                        }
+                    window.reserve(CHUNK_BYTES);
+                    match reader
+                        .by_ref()
+                        .take(CHUNK_BYTES as u64)
+                        .read_to_end(&mut window)
+                    {
+                        Ok(0) => at_eof = true,
+                        Ok(_) => {}
                         Err(e) => {
-                            window.truncate(len);
-                            let _ = splitter.scan(&window, false, usize::MAX, &mut ranges);
+                            let _ = splitter.scan(&window, false, usize::MAX, &mut batch);
                             return Err(syntax(
-                                base + window.len() as u64,
+                                base + window.len().max(len) as u64,
                                 format!("the data cannot be read further ({e}): a corrupt or truncated compressed file"),
                             ));
                         }
                     }
                 }
-                ranges.clear();
-                let consumed = splitter
-                    .scan(&window, at_eof, usize::MAX, &mut ranges)
-                    .map_err(|e| syntax(base + e.offset as u64, e.message))?;
-                if let (Some(&(first, _)), Some(&(_, last))) = (ranges.first(), ranges.last()) {
-                    let text = std::str::from_utf8(&window[first..last]).map_err(|e| {
-                        syntax(base + (first + e.valid_up_to()) as u64, NOT_UTF8.into())
+                // The chunk's text is the window from its start, so spans need no shift.
+                batch.origin = Some(0);
+                let scanned = splitter.scan(&window, at_eof, usize::MAX, &mut batch);
+                let consumed = match &scanned {
+                    Ok(consumed) => *consumed,
+                    Err(_) => batch.end,
+                };
+                if !batch.events.is_empty() {
+                    // Hand the window itself over, and go on in a fresh buffer with what
+                    // was not consumed.
+                    let mut next = spare().text.unwrap_or_default();
+                    next.clear();
+                    next.extend_from_slice(&window[consumed..]);
+                    let mut text = std::mem::replace(&mut window, next);
+                    text.truncate(batch.end);
+                    let text = String::from_utf8(text).map_err(|e| {
+                        syntax(base + e.utf8_error().valid_up_to() as u64, NOT_UTF8.into())
                     })?;
-                    let local: Vec<(usize, usize)> = ranges
-                        .iter()
-                        .map(|&(a, b)| (a - first, b - first))
-                        .collect();
-                    send(Cow::Owned(text.to_string()), base + first as u64, &local)?;
+                    send(&mut batch, Cow::Owned(text), base)?;
+                } else {
+                    window.drain(..consumed);
                 }
-                window.drain(..consumed);
+                scanned.map_err(|e| syntax(base + e.offset as u64, e.message))?;
                 base += consumed as u64;
                 if at_eof {
                     break;

@@ -29,11 +29,10 @@ pub(crate) struct RawEvent<'a> {
     pub args: Option<&'a str>,
 }
 
-/// An element of the event array: an event object, or anything else (skipped and
-/// counted by the caller).
-// Events travel to the builder by value in reused batches; boxing them would allocate
-// once per event.
+/// An element of the event array, as the reference reader sees it: an event object, or
+/// anything else.
 #[allow(clippy::large_enum_variant)]
+#[cfg(test)]
 pub(crate) enum Element<'a> {
     Event(RawEvent<'a>),
     NotAnObject,

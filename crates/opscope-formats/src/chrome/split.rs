@@ -1,10 +1,13 @@
-//! Finds the events of a Chrome trace JSON document as its bytes arrive, without
-//! parsing them: a resumable scanner of the top-level structure (`{"traceEvents":
-//! [...], other keys}` or a bare array) that yields the byte range of each event and
-//! keeps the other top-level values as metadata. This lets a gzip stream be inflated,
-//! split and parsed in pieces, never holding the whole decompressed text.
+//! Finds the events of a Chrome trace JSON document as its bytes arrive: a resumable
+//! scanner of the top-level structure (`{"traceEvents": [...], other keys}` or a bare
+//! array) that hands each event to the event scanner and keeps the other top-level
+//! values as metadata. This lets a gzip stream be inflated, split and parsed in pieces,
+//! in one pass, never holding the whole decompressed text.
 
 use memchr::memchr3;
+
+use super::chunk::Batch;
+use super::scan;
 
 /// Where the scanner is in the document, between complete tokens.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,6 +46,8 @@ pub(crate) struct SplitError {
 
 pub(crate) struct Splitter {
     state: State,
+    /// The largest event accepted, in bytes.
+    max_event_bytes: usize,
     /// Top-level entries other than `traceEvents`, as raw JSON text.
     pub metadata: Vec<(String, Vec<u8>)>,
     /// Whether an event array was found.
@@ -101,9 +106,10 @@ pub(crate) fn value_end(bytes: &[u8], pos: usize, at_eof: bool) -> Option<usize>
 }
 
 impl Splitter {
-    pub fn new() -> Splitter {
+    pub fn new(max_event_bytes: usize) -> Splitter {
         Splitter {
             state: State::Start,
+            max_event_bytes,
             metadata: Vec::new(),
             saw_events: false,
         }
@@ -114,17 +120,17 @@ impl Splitter {
         self.state == State::End
     }
 
-    /// Scans `bytes` (the data after what earlier calls consumed), pushing the range of
-    /// each complete event onto `events`. Stops once `budget` bytes of events are found,
-    /// or where a token is cut off by the end of `bytes` (unless `at_eof`, which makes
-    /// that an error). Returns how many bytes are consumed; the rest must be passed
-    /// again, with more data after it.
+    /// Scans `bytes` (the data after what earlier calls consumed), adding each complete
+    /// event to `batch`. Stops once `budget` bytes of events are found, or where a token
+    /// is cut off by the end of `bytes` (unless `at_eof`, which makes that an error).
+    /// Returns how many bytes are consumed; the rest must be passed again, with more
+    /// data after it. After an error, `batch` holds the events before it.
     pub fn scan(
         &mut self,
         bytes: &[u8],
         at_eof: bool,
         budget: usize,
-        events: &mut Vec<(usize, usize)>,
+        batch: &mut Batch,
     ) -> Result<usize, SplitError> {
         let error = |offset: usize, message: &str| {
             Err(SplitError {
@@ -220,15 +226,45 @@ impl Splitter {
                     } else if c == b']' || c == b',' {
                         return error(pos, "expected an event");
                     } else {
-                        match value_end(bytes, pos, at_eof) {
-                            Some(end) => {
-                                events.push((pos, end));
+                        let (side_len, origin) = (batch.side.len(), batch.origin);
+                        let start = *batch.origin.get_or_insert(pos);
+                        match scan::scan_event(bytes, pos, start, &mut batch.side) {
+                            // A number may go on in the data not read yet.
+                            Ok((rec, end))
+                                if rec.not_an_object && end == bytes.len() && !at_eof =>
+                            {
+                                batch.side.truncate(side_len);
+                                batch.origin = origin;
+                                return self.cut(state, pos, at_eof, bytes.len());
+                            }
+                            Ok((rec, end)) => {
+                                if end - pos > self.max_event_bytes {
+                                    return error(
+                                        pos,
+                                        &format!(
+                                            "an event of {} bytes, over the limit of {}",
+                                            end - pos,
+                                            self.max_event_bytes
+                                        ),
+                                    );
+                                }
+                                batch.events.push(rec);
+                                batch.end = end;
                                 found += end - pos;
                                 pos = end;
                                 self.state = State::AfterEvent { bare };
                                 continue;
                             }
-                            None => return self.cut(state, pos, at_eof, bytes.len()),
+                            Err(e) => {
+                                batch.side.truncate(side_len);
+                                batch.origin = origin;
+                                // Tell a broken event from one that is only cut off
+                                // by the end of the data read so far.
+                                return match value_end(bytes, pos, at_eof) {
+                                    None => self.cut(state, pos, at_eof, bytes.len()),
+                                    Some(_) => error(e.offset, &e.message),
+                                };
+                            }
                         }
                     }
                 }
@@ -268,9 +304,8 @@ mod tests {
     use super::*;
 
     fn split_all(doc: &[u8], piece: usize) -> Result<(Vec<String>, Splitter), SplitError> {
-        let mut splitter = Splitter::new();
+        let mut splitter = Splitter::new(usize::MAX);
         let mut window: Vec<u8> = Vec::new();
-        let mut events = Vec::new();
         let mut found = Vec::new();
         let mut fed = 0;
         loop {
@@ -278,10 +313,12 @@ mod tests {
             window.extend_from_slice(&doc[fed..next]);
             fed = next;
             let at_eof = fed == doc.len();
-            events.clear();
-            let consumed = splitter.scan(&window, at_eof, usize::MAX, &mut events)?;
-            for &(a, b) in &events {
-                found.push(String::from_utf8(window[a..b].to_vec()).unwrap());
+            let mut batch = Batch::default();
+            let consumed = splitter.scan(&window, at_eof, usize::MAX, &mut batch)?;
+            for rec in &batch.events {
+                let start = batch.origin.unwrap() + rec.offset as usize;
+                let end = value_end(&window, start, true).unwrap();
+                found.push(String::from_utf8(window[start..end].to_vec()).unwrap());
             }
             window.drain(..consumed);
             if at_eof {
