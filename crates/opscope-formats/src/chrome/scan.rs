@@ -116,20 +116,25 @@ impl<'a> Cursor<'a> {
 
     /// A number or literal at the cursor, checked for JSON's grammar; returns its end.
     fn scalar(&mut self) -> Result<usize> {
-        let start = self.pos;
-        let end = self.bytes[start..]
-            .iter()
-            .position(
-                |b| !matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z'),
-            )
-            .map_or(self.bytes.len(), |n| start + n);
-        let word = &self.bytes[start..end];
-        let valid = matches!(word, b"true" | b"false" | b"null") || is_json_number(word);
-        if !valid {
-            return self.fail("an invalid value");
+        let rest = &self.bytes[self.pos..];
+        let len = match rest.first() {
+            Some(b't') if rest.starts_with(b"true") => Some(4),
+            Some(b'f') if rest.starts_with(b"false") => Some(5),
+            Some(b'n') if rest.starts_with(b"null") => Some(4),
+            _ => number_len(rest),
+        };
+        // What could continue a word makes it invalid ("01", "1.2.3", "nulls").
+        match len {
+            Some(len)
+                if !rest.get(len).is_some_and(
+                    |b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z'),
+                ) =>
+            {
+                self.pos += len;
+                Ok(self.pos)
+            }
+            _ => self.fail("an invalid value"),
         }
-        self.pos = end;
-        Ok(end)
     }
 
     /// Skips any value at the cursor, checking its syntax; returns where it starts.
@@ -392,18 +397,33 @@ pub(crate) fn scan_event(
 }
 
 /// The next `"` or `\\` at or after `from`. Most strings in traces are short keys and
-/// names, for which a plain loop beats setting up a vectorised search.
+/// names: eight bytes at a time beats setting up a vectorised search for those.
 pub(crate) fn find_quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
+    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
+    // The high bit of each byte of `word` equal to `byte`, exact up to the first one
+    // (the borrow can only mark bytes after a true match).
+    let matches = |word: u64, byte: u8| {
+        let x = word ^ (ONES * byte as u64);
+        x.wrapping_sub(ONES) & !x & HIGHS
+    };
     let rest = bytes.get(from..)?;
-    for (i, &b) in rest.iter().take(16).enumerate() {
-        if b == b'"' || b == b'\\' {
-            return Some(from + i);
+    let mut i = 0;
+    while i < 32 {
+        let Some(eight) = rest.get(i..i + 8) else {
+            return rest[i..]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\')
+                .map(|n| from + i + n);
+        };
+        let word = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+        let found = matches(word, b'"') | matches(word, b'\\');
+        if found != 0 {
+            return Some(from + i + (found.trailing_zeros() / 8) as usize);
         }
+        i += 8;
     }
-    if rest.len() <= 16 {
-        return None;
-    }
-    memchr2(b'"', b'\\', &rest[16..]).map(|n| from + 16 + n)
+    memchr2(b'"', b'\\', &rest[i..]).map(|n| from + i + n)
 }
 
 /// A numeric id as an integer, when it is one (`12`, `4.0`).
@@ -417,8 +437,10 @@ fn number_id(text: &str) -> Option<i64> {
     }
 }
 
-/// JSON's number grammar: `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`.
-fn is_json_number(b: &[u8]) -> bool {
+/// The length of the JSON number at the start of `b`, by JSON's grammar
+/// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; `None` where a part is
+/// started but not finished (`-`, `1.`, `1e+`). What follows is the caller's to check.
+fn number_len(b: &[u8]) -> Option<usize> {
     let mut i = 0;
     if b.first() == Some(&b'-') {
         i += 1;
@@ -433,12 +455,12 @@ fn is_json_number(b: &[u8]) -> bool {
     if b.get(i) == Some(&b'0') {
         i += 1;
     } else if !digits(&mut i) {
-        return false;
+        return None;
     }
     if b.get(i) == Some(&b'.') {
         i += 1;
         if !digits(&mut i) {
-            return false;
+            return None;
         }
     }
     if matches!(b.get(i), Some(b'e' | b'E')) {
@@ -447,10 +469,10 @@ fn is_json_number(b: &[u8]) -> bool {
             i += 1;
         }
         if !digits(&mut i) {
-            return false;
+            return None;
         }
     }
-    i == b.len()
+    Some(i)
 }
 
 /// Calls `f` with each key and raw value of the JSON object `text` until it returns
@@ -583,6 +605,51 @@ mod tests {
         assert!(scan_whole(&ok).is_ok());
     }
 
+    fn scalar_ok(text: &str) -> bool {
+        let mut c = Cursor {
+            bytes: text.as_bytes(),
+            pos: 0,
+        };
+        c.scalar().is_ok() && c.pos == text.len()
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_found_at_any_position() {
+        for len in 0..80 {
+            for at in 0..len {
+                for byte in [b'"', b'\\'] {
+                    let mut text = vec![b'a'; len];
+                    text[at] = byte;
+                    // A byte that differs from the target by the borrow must not match.
+                    if at + 1 < len {
+                        text[at + 1] = byte + 1;
+                    }
+                    for from in 0..=at {
+                        assert_eq!(
+                            find_quote_or_backslash(&text, from),
+                            Some(at),
+                            "{len} {at} {from}"
+                        );
+                    }
+                    assert_eq!(
+                        find_quote_or_backslash(&text, at + 1),
+                        text[at + 1..]
+                            .iter()
+                            .position(|&b| b == b'"' || b == b'\\')
+                            .map(|n| at + 1 + n)
+                    );
+                }
+            }
+            assert_eq!(find_quote_or_backslash(&vec![0xffu8; len], 0), None);
+        }
+        for good in ["true", "false", "null", "-0.5e7"] {
+            assert!(scalar_ok(good), "{good}");
+        }
+        for bad in ["nul", "nulls", "truex", "t", "1x"] {
+            assert!(!scalar_ok(bad), "{bad}");
+        }
+    }
+
     #[test]
     fn numbers_follow_json() {
         for good in [
@@ -594,12 +661,12 @@ mod tests {
             "1E9",
             "3605057436125.863",
         ] {
-            assert!(is_json_number(good.as_bytes()), "{good}");
+            assert_eq!(number_len(good.as_bytes()), Some(good.len()), "{good}");
         }
         for bad in [
             "", "-", "01", "1.", ".5", "1e", "1e+", "+1", "0x1", "1.2.3", "--1",
         ] {
-            assert!(!is_json_number(bad.as_bytes()), "{bad}");
+            assert!(!scalar_ok(bad), "{bad}");
         }
     }
 
