@@ -173,12 +173,17 @@ fn assert_same_events(file: &Path, via: &str, a: &Trace, b: &Trace) {
     }
 }
 
-fn import_file(path: &Path) -> Trace {
+fn decompressed(path: &Path) -> Vec<u8> {
     let raw = std::fs::read(path).unwrap();
     let shown = path.display().to_string();
-    let bytes = crate::input::decompress_if_gzip(&raw, &shown).unwrap();
+    crate::input::decompress_if_gzip(&raw, &shown)
+        .unwrap()
+        .into_owned()
+}
+
+fn import_file(path: &Path) -> Trace {
     let mut trace = Trace::new();
-    crate::import_bytes(&bytes, &shown, &mut trace).unwrap();
+    crate::import_bytes(&decompressed(path), &path.display().to_string(), &mut trace).unwrap();
     trace
 }
 
@@ -201,6 +206,14 @@ fn every_real_trace_survives_chrome_and_perfetto_round_trips() {
     );
     for file in &files {
         let original = import_file(file);
+        // Read as a stream, handed over in small odd-sized pieces: every seam between
+        // pieces of text must be invisible.
+        let text = decompressed(file);
+        let mut streamed = Trace::new();
+        let pieces = 4093 + file.as_os_str().len() % 7;
+        crate::chrome::import_reader_in_pieces(text.as_slice(), "pieces", &mut streamed, pieces)
+            .unwrap();
+        assert_same_events(file, "streaming in pieces", &original, &streamed);
         let mut json = Vec::new();
         crate::chrome::export(&original, &mut json).unwrap();
         let from_json = reimport(&json, "round-trip.json");

@@ -26,7 +26,7 @@ use split::Splitter;
 /// Imports one Chrome trace JSON document, already in memory (decompressed), as a new
 /// source. What was read before an error stays in `trace`, sorted and usable.
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
-    run(Input::Bytes(bytes), path, trace)
+    run(Input::Bytes(bytes), path, trace, CHUNK_BYTES)
 }
 
 /// Imports a Chrome trace JSON document from a stream (e.g. a gzip decoder), reading it
@@ -36,7 +36,25 @@ pub fn import_reader(
     path: &str,
     trace: &mut Trace,
 ) -> Result<SourceId, ImportError> {
-    run(Input::Reader(Box::new(reader)), path, trace)
+    run(Input::Reader(Box::new(reader)), path, trace, CHUNK_BYTES)
+}
+
+/// `import_reader` handing events over every `chunk_bytes` bytes instead of every
+/// mebibyte, so that tests and fuzzing reach the seams between pieces of the text with
+/// small inputs.
+#[doc(hidden)]
+pub fn import_reader_in_pieces(
+    reader: impl Read + Send,
+    path: &str,
+    trace: &mut Trace,
+    chunk_bytes: usize,
+) -> Result<SourceId, ImportError> {
+    run(
+        Input::Reader(Box::new(reader)),
+        path,
+        trace,
+        chunk_bytes.max(1),
+    )
 }
 
 enum Input<'a> {
@@ -57,7 +75,12 @@ struct Outline {
     saw_events: bool,
 }
 
-fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+fn run(
+    input: Input,
+    path: &str,
+    trace: &mut Trace,
+    chunk_bytes: usize,
+) -> Result<SourceId, ImportError> {
     let clock_name = trace.intern("chrome-json");
     let clock = trace.add_clock(ClockDomain {
         name: clock_name,
@@ -80,7 +103,7 @@ fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportEr
     let (outline, build_error) = std::thread::scope(|scope| {
         let (sender, chunks) = std::sync::mpsc::sync_channel::<Chunk>(4);
         let (recycler, recycled) = std::sync::mpsc::channel::<Spare>();
-        let reader = scope.spawn(move || read_events(input, path, &sender, &recycled));
+        let reader = scope.spawn(move || read_events(input, path, chunk_bytes, &sender, &recycled));
         let mut build_error = None;
         'chunks: for chunk in chunks.iter() {
             for rec in &chunk.events {
@@ -145,6 +168,7 @@ fn run(input: Input, path: &str, trace: &mut Trace) -> Result<SourceId, ImportEr
 fn read_events<'a>(
     input: Input<'a>,
     path: &str,
+    chunk_bytes: usize,
     sender: &SyncSender<Chunk<'a>>,
     recycled: &Receiver<Spare>,
 ) -> Result<Outline, ImportError> {
@@ -170,6 +194,7 @@ fn read_events<'a>(
         batch.events.clear();
         batch.side.clear();
         batch.origin = None;
+        batch.end = 0;
         sender
             .send(Chunk::new(text, base, events, side))
             .map_err(|_| stopped())
@@ -179,7 +204,7 @@ fn read_events<'a>(
             let mut offset = 0;
             while offset < bytes.len() || !splitter.is_done() {
                 let rest = &bytes[offset..];
-                let scanned = splitter.scan(rest, true, CHUNK_BYTES, &mut batch);
+                let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
                 if let Some(origin) = batch.origin.filter(|_| !batch.events.is_empty()) {
                     // Events before an error are still delivered.
                     let text = std::str::from_utf8(&rest[origin..batch.end]).map_err(|e| {
@@ -196,54 +221,57 @@ fn read_events<'a>(
             }
         }
         Input::Reader(mut reader) => {
-            let mut window: Vec<u8> = Vec::with_capacity(2 * CHUNK_BYTES);
+            let mut window: Vec<u8> = Vec::with_capacity(2 * chunk_bytes);
             let mut base = 0u64;
-            let mut want = CHUNK_BYTES;
+            let mut want = chunk_bytes;
             let mut at_eof = false;
+            let mut read_error = None;
             loop {
                 while !at_eof && window.len() < want {
-                    let len = window.len();
-                    window.reserve(CHUNK_BYTES);
+                    window.reserve(chunk_bytes);
                     match reader
                         .by_ref()
-                        .take(CHUNK_BYTES as u64)
+                        .take(chunk_bytes as u64)
                         .read_to_end(&mut window)
                     {
                         Ok(0) => at_eof = true,
                         Ok(_) => {}
                         Err(e) => {
-                            let _ = splitter.scan(&window, false, usize::MAX, &mut batch);
-                            return Err(syntax(
-                                base + window.len().max(len) as u64,
-                                format!("the data cannot be read further ({e}): a corrupt or truncated compressed file"),
-                            ));
+                            // What was read is still scanned and delivered below.
+                            read_error = Some(e);
+                            break;
                         }
                     }
                 }
                 // The chunk's text is the window from its start, so spans need no shift.
                 batch.origin = Some(0);
                 let scanned = splitter.scan(&window, at_eof, usize::MAX, &mut batch);
-                let consumed = match &scanned {
-                    Ok(consumed) => *consumed,
-                    Err(_) => batch.end,
-                };
-                if !batch.events.is_empty() {
+                let handed_over = !batch.events.is_empty();
+                if handed_over {
                     // Hand the window itself over, and go on in a fresh buffer with what
-                    // was not consumed.
+                    // was not consumed (after an error, nothing more is read).
+                    let rest = *scanned.as_ref().unwrap_or(&batch.end);
                     let mut next = spare().text.unwrap_or_default();
                     next.clear();
-                    next.extend_from_slice(&window[consumed..]);
+                    next.extend_from_slice(&window[rest..]);
                     let mut text = std::mem::replace(&mut window, next);
                     text.truncate(batch.end);
                     let text = String::from_utf8(text).map_err(|e| {
                         syntax(base + e.utf8_error().valid_up_to() as u64, NOT_UTF8.into())
                     })?;
                     send(&mut batch, Cow::Owned(text), base)?;
-                } else {
+                }
+                let consumed = scanned.map_err(|e| syntax(base + e.offset as u64, e.message))?;
+                if !handed_over {
                     window.drain(..consumed);
                 }
-                scanned.map_err(|e| syntax(base + e.offset as u64, e.message))?;
                 base += consumed as u64;
+                if let Some(e) = read_error {
+                    return Err(syntax(
+                        base + window.len() as u64,
+                        format!("the data cannot be read further ({e}): a corrupt or truncated compressed file"),
+                    ));
+                }
                 if at_eof {
                     break;
                 }
@@ -251,7 +279,7 @@ fn read_events<'a>(
                 want = if consumed == 0 {
                     window.len() * 2
                 } else {
-                    CHUNK_BYTES
+                    chunk_bytes
                 };
                 if window.len() > MAX_VALUE_BYTES {
                     return Err(syntax(
@@ -359,4 +387,59 @@ fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, V
         w.push(k, v);
     }
     trace.sources[source].metadata = w.finish();
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    /// Reading a document whole and as a stream in pieces of every small size gives the
+    /// same outcome, the same error offset and the same events, including around errors
+    /// that fall in a later piece than the last event (found by fuzzing: a stale end
+    /// of the previous piece was used to cut the window).
+    #[test]
+    fn pieces_of_any_size_read_like_the_whole() {
+        let docs: [&[u8]; 6] = [
+            br#"{"traceEvents": [{"ph": "C", "pid": 1, "ts": 826, "name": "c", "args": {"value": 10}},
+                {"ph": "X", "pid": 1, "tid": 2, "ts": 1, "dur": 2, "name": "a\"b"}]}"#,
+            b"{\"traceEvents\": [{\"ph\": \"i\", \"ts\": 1, \"pid\": 1},\x0c   {\"ph\": \"i\"}]}",
+            br#"[{"ph": "X", "ts": 1, "dur": 1, "pid": 1, "tid": 1, "name": "x"}, 12, "s", 3.5]"#,
+            br#"{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}, {"ph": "X", "ts": tru}]}"#,
+            br#"{"traceEvents": [{"ph": "X", "ts": 1, "dur": 1}, {"ph": "X", "ts": 2"#,
+            br#"{"meta": [1, {"a": "]"}], "traceEvents": [{"ph": "i", "ts": 5, "pid": 1}], "x": 1}"#,
+        ];
+        for doc in docs {
+            let mut whole = Trace::new();
+            let expected = super::import(doc, "t.json", &mut whole).map_err(|e| e.to_string());
+            for pieces in 1..=doc.len() + 1 {
+                let mut streamed = Trace::new();
+                let got = super::import_reader_in_pieces(doc, "t.json", &mut streamed, pieces)
+                    .map_err(|e| e.to_string());
+                let shown = String::from_utf8_lossy(doc);
+                assert_eq!(
+                    got.is_ok(),
+                    expected.is_ok(),
+                    "{shown} in pieces of {pieces}"
+                );
+                if let (Err(a), Err(b)) = (&got, &expected) {
+                    assert_eq!(a, b, "{shown} in pieces of {pieces}");
+                }
+                assert_eq!(
+                    streamed.slices.len(),
+                    whole.slices.len(),
+                    "{shown} {pieces}"
+                );
+                assert_eq!(
+                    streamed.instants.len(),
+                    whole.instants.len(),
+                    "{shown} {pieces}"
+                );
+                assert_eq!(
+                    streamed.counters.len(),
+                    whole.counters.len(),
+                    "{shown} {pieces}"
+                );
+            }
+        }
+    }
 }
