@@ -29,6 +29,7 @@ struct Cli {
 enum Command {
     Info(commands::info::Args),
     Convert(commands::convert::Args),
+    Stats(commands::stats::Args),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +37,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Info(args) => commands::info::run(args),
         Command::Convert(args) => commands::convert::run(args),
+        Command::Stats(args) => commands::stats::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,10 +1,25 @@
-//! Output helpers shared by the subcommands: the `--format` choice and broken-pipe
-//! detection (a closed pipe, as with `| head`, is not an error).
+//! Output shared by the subcommands: the `--format` choice, tables printed as aligned
+//! text or CSV, human durations, and broken-pipe detection (a closed pipe, as with
+//! `| head`, is not an error).
+
+use std::io::Write;
 
 use clap::ValueEnum;
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
+    /// Aligned text for people.
+    #[default]
+    Text,
+    /// One JSON document for scripts.
+    Json,
+    /// Comma-separated values with one header line.
+    Csv,
+}
+
+/// `--format` for commands whose output is not a table.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum TextOrJson {
     /// Aligned text for people.
     #[default]
     Text,
@@ -18,4 +33,114 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// A duration for people: `1.234 ms`.
+pub fn duration_text(ns: f64) -> String {
+    let abs = ns.abs();
+    if abs >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if abs >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if abs >= 1e3 {
+        format!("{:.3} µs", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// Rows of text under a header; numeric columns are right-aligned in text output.
+pub struct Table {
+    pub header: Vec<&'static str>,
+    pub right_aligned: Vec<bool>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(columns: &[(&'static str, bool)]) -> Table {
+        Table {
+            header: columns.iter().map(|c| c.0).collect(),
+            right_aligned: columns.iter().map(|c| c.1).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Aligned columns, two spaces apart; the last column is never padded.
+    pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        let last = self.header.len().saturating_sub(1);
+        let line = |cells: &mut dyn Iterator<Item = &str>| {
+            let mut text = String::new();
+            for (i, cell) in cells.enumerate() {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                if i > 0 {
+                    text.push_str("  ");
+                }
+                if self.right_aligned[i] {
+                    text.extend(std::iter::repeat_n(' ', pad));
+                    text.push_str(cell);
+                } else {
+                    text.push_str(cell);
+                    if i != last {
+                        text.extend(std::iter::repeat_n(' ', pad));
+                    }
+                }
+            }
+            text
+        };
+        writeln!(out, "{}", line(&mut self.header.iter().copied()))?;
+        for row in &self.rows {
+            writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
+        }
+        Ok(())
+    }
+
+    /// RFC 4180 CSV: fields with commas, quotes or line breaks are quoted.
+    pub fn write_csv(&self, out: &mut impl Write) -> std::io::Result<()> {
+        let field = |s: &str| {
+            if s.contains([',', '"', '\n', '\r']) {
+                format!("\"{}\"", s.replace('"', "\"\""))
+            } else {
+                s.to_string()
+            }
+        };
+        let header: Vec<String> = self.header.iter().map(|h| field(h)).collect();
+        writeln!(out, "{}", header.join(","))?;
+        for row in &self.rows {
+            let cells: Vec<String> = row.iter().map(|c| field(c)).collect();
+            writeln!(out, "{}", cells.join(","))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_quote() {
+        let mut t = Table::new(&[("n", true), ("name", false)]);
+        t.rows.push(vec!["12".into(), "a, \"b\"".into()]);
+        t.rows.push(vec!["3".into(), "c".into()]);
+        let mut text = Vec::new();
+        t.write_text(&mut text).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            " n  name\n12  a, \"b\"\n 3  c\n"
+        );
+        let mut csv = Vec::new();
+        t.write_csv(&mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "n,name\n12,\"a, \"\"b\"\"\"\n3,c\n"
+        );
+        assert_eq!(duration_text(1_500_000.0), "1.500 ms");
+        assert_eq!(duration_text(12.0), "12 ns");
+    }
 }

@@ -11,7 +11,7 @@ use opscope_model::{SliceKind, Trace, TrackKind};
 use serde::Serialize;
 
 use crate::load::{self, LoadOptions};
-use crate::output::OutputFormat;
+use crate::output::{duration_text, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -24,7 +24,7 @@ pub struct Args {
     traces: Vec<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
-    format: OutputFormat,
+    format: TextOrJson,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -191,27 +191,14 @@ pub fn run(args: Args) -> Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     match args.format {
-        OutputFormat::Json => {
+        TextOrJson::Json => {
             serde_json::to_writer_pretty(&mut out, &summary)?;
             writeln!(out)?;
         }
-        OutputFormat::Text => print_text(&summary, &mut out)?,
+        TextOrJson::Text => print_text(&summary, &mut out)?,
     }
     out.flush()?;
     Ok(())
-}
-
-fn duration_text(ns: i64) -> String {
-    let abs = ns.unsigned_abs() as f64;
-    if abs >= 1e9 {
-        format!("{:.3} s", ns as f64 / 1e9)
-    } else if abs >= 1e6 {
-        format!("{:.3} ms", ns as f64 / 1e6)
-    } else if abs >= 1e3 {
-        format!("{:.3} µs", ns as f64 / 1e3)
-    } else {
-        format!("{ns} ns")
-    }
 }
 
 fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
@@ -251,7 +238,11 @@ fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
         .collect();
     writeln!(out, "tracks      {}", tracks.join(", "))?;
     if let (Some(start), Some(dur)) = (s.start_ns, s.duration_ns) {
-        writeln!(out, "time        {} from {start} ns", duration_text(dur))?;
+        writeln!(
+            out,
+            "time        {} from {start} ns",
+            duration_text(dur as f64)
+        )?;
     }
     writeln!(out, "slices      {}", s.slices)?;
     let width = s.slices_by_kind.keys().map(|k| k.len()).max().unwrap_or(0);

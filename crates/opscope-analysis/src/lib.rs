@@ -1,0 +1,6 @@
+//! opscope's analyses: pure functions of a [`opscope_model::Trace`] that read slice
+//! kinds, tracks and flows, never a source format, so that every analysis works on
+//! every trace opscope can read.
+
+pub mod intervals;
+pub mod kernel_stats;
