@@ -2,5 +2,9 @@
 //! kinds, tracks and flows, never a source format, so that every analysis works on
 //! every trace opscope can read.
 
+pub mod correlate;
+pub mod distribution;
+pub mod gpu;
 pub mod intervals;
 pub mod kernel_stats;
+pub mod window;

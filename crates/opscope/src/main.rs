@@ -30,6 +30,7 @@ enum Command {
     Info(commands::info::Args),
     Convert(commands::convert::Args),
     Stats(commands::stats::Args),
+    Gpu(commands::gpu::Args),
 }
 
 fn main() -> ExitCode {
@@ -38,6 +39,7 @@ fn main() -> ExitCode {
         Command::Info(args) => commands::info::run(args),
         Command::Convert(args) => commands::convert::run(args),
         Command::Stats(args) => commands::stats::run(args),
+        Command::Gpu(args) => commands::gpu::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

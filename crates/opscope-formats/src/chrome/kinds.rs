@@ -9,7 +9,10 @@ use opscope_model::{CopyDirection, DeviceKind, SliceKind};
 pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
     let kind = match category.to_ascii_lowercase().as_str() {
         "cpu_op" | "operator" | "op" => {
-            if is_collective_op(name) {
+            // The 2021 schema records profiler steps as operators.
+            if name.starts_with("ProfilerStep#") {
+                SliceKind::Step
+            } else if is_collective_op(name) {
                 SliceKind::Collective
             } else {
                 SliceKind::Op
@@ -31,6 +34,8 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
         | "privateuse1_runtime" => SliceKind::Runtime,
         "cuda_driver" | "driver" | "privateuse1_driver" => SliceKind::Driver,
         "cuda_sync" | "sync" => SliceKind::Sync,
+        // MTIA's command processor logs its DMA transfers among the kernels.
+        "mtia_ccp_events" if name.starts_with("dma") => SliceKind::Memcpy(CopyDirection::Unknown),
         "kernel" | "mtia_ccp_events" => SliceKind::Kernel,
         "gpu_memcpy" | "memcpy" => SliceKind::Memcpy(memcpy_direction(name)),
         "gpu_memset" | "memset" => SliceKind::Memset,

@@ -1,5 +1,6 @@
 //! One module per subcommand: each turns its clap arguments into plain options and runs.
 
 pub mod convert;
+pub mod gpu;
 pub mod info;
 pub mod stats;

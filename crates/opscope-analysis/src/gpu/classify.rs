@@ -1,0 +1,98 @@
+//! What a piece of device work is for: computation, communication or memory traffic.
+//! Communication is recognised by more than HTA's `^nccl.*Kernel`: RCCL/MSCCL, DeepEP,
+//! NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang, TensorRT-LLM), collective
+//! names, and any `Collective` slice.
+
+use opscope_model::{SliceKind, Trace};
+use serde::Serialize;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkClass {
+    Computation,
+    Communication,
+    Memory,
+}
+
+impl WorkClass {
+    pub const ALL: [WorkClass; 3] = [
+        WorkClass::Computation,
+        WorkClass::Communication,
+        WorkClass::Memory,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkClass::Computation => "computation",
+            WorkClass::Communication => "communication",
+            WorkClass::Memory => "memory",
+        }
+    }
+}
+
+pub fn classify(trace: &Trace, slice: usize) -> WorkClass {
+    match trace.slices.kind(slice) {
+        SliceKind::Memcpy(_) | SliceKind::Memset => WorkClass::Memory,
+        SliceKind::Collective => WorkClass::Communication,
+        _ if is_communication_kernel(trace.str(trace.slices.name[slice])) => {
+            WorkClass::Communication
+        }
+        _ => WorkClass::Computation,
+    }
+}
+
+/// Substrings (of the lower-cased name) that mark a communication kernel.
+const COMMUNICATION_MARKS: &[&str] = &[
+    "nccl",
+    "rccl",
+    "msccl",
+    "deep_ep",
+    "deepep",
+    "nvshmem",
+    "gloo",
+    "allreduce",
+    "all_reduce",
+    "allgather",
+    "all_gather",
+    "reducescatter",
+    "reduce_scatter",
+    "alltoall",
+    "all_to_all",
+    "cross_device_reduce",
+    "sendrecv",
+    "multimem",
+];
+
+pub fn is_communication_kernel(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    COMMUNICATION_MARKS.iter().any(|m| lower.contains(m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn communication_is_more_than_nccl() {
+        for comm in [
+            "ncclKernel_AllReduce_RING_LL_Sum_float(ncclWorkElem)",
+            "ncclDevKernel_SendRecv(ncclDevComm*, unsigned long, ncclWork*)",
+            "void deep_ep::intranode::dispatch<8, 768>(int4*, float*)",
+            "void vllm::cross_device_reduce_1stage<float, 8>(vllm::RankData*)",
+            "rcclGenericKernel<1, false>",
+            "void multimem_all_reduce_kernel<bf16>",
+            "void nvshmemi_transfer_rma_kernel",
+            "void twoShotAllReduceKernel<float, 8>",
+        ] {
+            assert!(is_communication_kernel(comm), "{comm}");
+        }
+        for compute in [
+            "volta_sgemm_128x64_nn",
+            "void at::native::reduce_kernel<128, 4, at::native::ReduceOp<float>>",
+            "void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+            "triton_poi_fused_gather_0",
+        ] {
+            assert!(!is_communication_kernel(compute), "{compute}");
+        }
+    }
+}

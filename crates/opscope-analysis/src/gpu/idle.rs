@@ -1,0 +1,73 @@
+//! Why a stream sat idle between two pieces of work (HTA's idle-time breakdown): the
+//! host launched the next one late (host wait), or it came soon after the previous one
+//! ended (kernel wait: launch overhead and dependencies), or neither (other).
+
+use serde::Serialize;
+
+use crate::correlate::Correlation;
+use crate::distribution::Distribution;
+use opscope_model::Trace;
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct IdleCategory {
+    pub time_ns: i64,
+    /// Gaps in this category (gaps of zero length included).
+    pub gaps: usize,
+    /// Share of the stream's idle time; `None` when the stream was never idle.
+    pub ratio: Option<f64>,
+    /// The lengths of those gaps, in ns.
+    pub distribution: Option<Distribution>,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct StreamIdle {
+    pub host_wait: IdleCategory,
+    pub kernel_wait: IdleCategory,
+    pub other: IdleCategory,
+}
+
+/// Classifies the gap before each piece of work of one stream. `work` holds slice rows in
+/// time order. A gap is measured from the latest end so far, so work that overlaps on
+/// the stream (MTIA queues run DMA beside kernels) never makes idle time negative.
+pub fn stream_idle(
+    trace: &Trace,
+    correlation: &Correlation,
+    work: &[usize],
+    kernel_wait_threshold_ns: i64,
+) -> StreamIdle {
+    let s = &trace.slices;
+    let mut gaps: [Vec<f64>; 3] = Default::default();
+    let mut latest_end: Option<i64> = None;
+    for &i in work {
+        if let Some(prev_end) = latest_end {
+            let gap = (s.ts[i] - prev_end).max(0);
+            let launched_late = correlation
+                .launch_of(i)
+                .is_some_and(|call| s.ts[call] > prev_end);
+            let category = if launched_late {
+                0
+            } else if gap < kernel_wait_threshold_ns {
+                1
+            } else {
+                2
+            };
+            gaps[category].push(gap as f64);
+        }
+        latest_end = Some(latest_end.map_or(s.end(i), |e| e.max(s.end(i))));
+    }
+    let total: f64 = gaps.iter().flatten().sum();
+    let category = |values: &Vec<f64>| {
+        let time = values.iter().sum::<f64>();
+        IdleCategory {
+            time_ns: time as i64,
+            gaps: values.len(),
+            ratio: (total > 0.0).then(|| time / total),
+            distribution: Distribution::of(values),
+        }
+    };
+    StreamIdle {
+        host_wait: category(&gaps[0]),
+        kernel_wait: category(&gaps[1]),
+        other: category(&gaps[2]),
+    }
+}

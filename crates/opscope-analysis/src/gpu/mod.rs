@@ -1,0 +1,180 @@
+//! `opscope gpu`: per rank, device and stream, where device time goes — busy or idle,
+//! computation, communication or memory, why streams sat idle, how long launches take
+//! to start, how deep queues get, and what bandwidth copies reach.
+
+pub mod classify;
+pub mod idle;
+pub mod launch;
+pub mod transfer;
+pub mod utilization;
+
+use serde::Serialize;
+
+use crate::correlate::{self, Correlation};
+use crate::intervals::IntervalSet;
+use crate::window::{self, Window};
+use classify::WorkClass;
+use opscope_model::Trace;
+
+#[derive(Clone, Debug)]
+pub struct GpuOptions {
+    pub window: Window,
+    /// A gap shorter than this, before work whose launch came in time, is kernel wait
+    /// rather than other idle time (HTA's `consecutive_kernel_delay`, 30 µs).
+    pub kernel_wait_threshold_ns: i64,
+}
+
+impl Default for GpuOptions {
+    fn default() -> Self {
+        GpuOptions {
+            window: Window::Whole,
+            kernel_wait_threshold_ns: 30_000,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GpuReport {
+    pub ranks: Vec<RankReport>,
+    /// Device work with no launch found (all ranks).
+    pub unattributed: usize,
+}
+
+/// One source file: one rank of a job.
+#[derive(Clone, Debug, Serialize)]
+pub struct RankReport {
+    pub file: String,
+    pub rank: Option<u32>,
+    pub temporal: utilization::Temporal,
+    pub combinations: Vec<utilization::Combination>,
+    /// Percent of communication time overlapped by computation.
+    pub communication_overlap_pct: Option<f64>,
+    pub transfers: Vec<transfer::TransferRow>,
+    pub streams: Vec<StreamReport>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct StreamReport {
+    /// `gpu 0`, `mtia 9`, or the process's name when it is no known device.
+    pub device: String,
+    /// The stream's name in the trace (`stream 7`), or its thread id.
+    pub stream: String,
+    /// The stream's number: the one in its name (`stream 7`, `Stream 1 FW`), else the
+    /// thread id.
+    pub stream_id: Option<i64>,
+    pub work: usize,
+    pub busy_ns: i64,
+    pub idle: idle::StreamIdle,
+    pub launches: launch::LaunchStats,
+}
+
+pub fn analyze(trace: &Trace, options: &GpuOptions) -> GpuReport {
+    let correlation = correlate::correlate(trace);
+    analyze_with(trace, &correlation, options)
+}
+
+pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptions) -> GpuReport {
+    let selected = window::select(trace, correlation, options.window);
+    // Device work per source and track, in time order (slices are sorted by track, then
+    // time).
+    let mut per_track: Vec<Vec<usize>> = vec![Vec::new(); trace.tracks.len()];
+    for (i, &keep) in selected.iter().enumerate() {
+        if keep && correlate::is_device_work(trace, i) {
+            per_track[trace.slices.track[i] as usize].push(i);
+        }
+    }
+    let mut ranks = Vec::new();
+    for (src_index, source) in trace.sources.iter().enumerate() {
+        let tracks: Vec<usize> = (0..trace.tracks.len())
+            .filter(|&t| !per_track[t].is_empty())
+            .filter(|&t| {
+                trace.tracks[t]
+                    .process
+                    .is_some_and(|p| trace.processes[p.index()].source.index() == src_index)
+            })
+            .collect();
+        if tracks.is_empty() {
+            continue;
+        }
+        let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
+        for &t in &tracks {
+            for &i in &per_track[t] {
+                let class = classify::classify(trace, i);
+                let slot = WorkClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
+                spans[slot].push((trace.slices.ts[i], trace.slices.end(i)));
+            }
+        }
+        let sets = spans.map(IntervalSet::from_spans);
+        let streams = tracks
+            .iter()
+            .map(|&t| stream_report(trace, correlation, t, &per_track[t], options))
+            .collect();
+        ranks.push(RankReport {
+            file: source.path.clone(),
+            rank: source.rank,
+            temporal: utilization::temporal(&sets),
+            combinations: utilization::combinations(&sets),
+            communication_overlap_pct: utilization::communication_overlap(&sets),
+            transfers: transfer::transfers(
+                trace,
+                tracks.iter().flat_map(|&t| per_track[t].iter().copied()),
+            ),
+            streams,
+        });
+    }
+    GpuReport {
+        ranks,
+        unattributed: correlation.unattributed,
+    }
+}
+
+fn stream_report(
+    trace: &Trace,
+    correlation: &Correlation,
+    track: usize,
+    work: &[usize],
+    options: &GpuOptions,
+) -> StreamReport {
+    let t = &trace.tracks[track];
+    let process = t.process.map(|p| &trace.processes[p.index()]);
+    let device = match process.and_then(|p| p.device) {
+        Some(d) => {
+            let d = &trace.devices[d.index()];
+            format!("{} {}", d.kind.name(), d.index)
+        }
+        None => process
+            .and_then(|p| p.name)
+            .map_or_else(|| "?".to_string(), |n| trace.str(n).to_string()),
+    };
+    let thread = t.thread.map(|th| &trace.threads[th.index()]);
+    let name = thread.and_then(|th| th.name).map(|n| trace.str(n).trim().to_string());
+    let tid = thread.map(|th| th.tid);
+    let stream_id = name.as_deref().and_then(number_after_stream).or(tid);
+    let stream = name.unwrap_or_else(|| tid.map_or_else(|| "?".into(), |t| t.to_string()));
+    let busy = IntervalSet::from_spans(
+        work.iter()
+            .map(|&i| (trace.slices.ts[i], trace.slices.end(i)))
+            .collect(),
+    );
+    StreamReport {
+        device,
+        stream,
+        stream_id,
+        work: work.len(),
+        busy_ns: busy.total(),
+        idle: idle::stream_idle(trace, correlation, work, options.kernel_wait_threshold_ns),
+        launches: launch::launch_stats(trace, correlation, work),
+    }
+}
+
+/// `7` in `stream 7`, `1` in `Stream 1 FW`.
+fn number_after_stream(name: &str) -> Option<i64> {
+    let lower = name.to_ascii_lowercase();
+    let rest = &lower[lower.find("stream")? + "stream".len()..];
+    let digits: String = rest
+        .trim_start_matches([' ', ':', '#'])
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits.parse().ok()
+}

@@ -1,0 +1,180 @@
+//! `opscope gpu`: per rank, device and stream — busy and idle time, computation,
+//! communication and memory work and their overlap, why streams sat idle, launch
+//! latency, queue depth and copy bandwidth.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use opscope_analysis::gpu::{self, GpuOptions, GpuReport};
+use opscope_analysis::window::Window;
+
+use crate::load::{self, LoadOptions};
+use crate::output::{duration_text, TextOrJson, Table};
+
+#[derive(clap::Args)]
+#[command(
+    about = "Where GPU time goes: busy/idle, compute/communication/memory, idle causes per stream",
+    long_about = "Where GPU time goes, per rank, device and stream.\n\n\
+        Temporal breakdown: over the span from the first to the last device work, the time \
+        no stream runs anything (idle), the time some computation runs, and other busy time \
+        (communication or memory only). Combinations: exclusive time of each mix of \
+        computation, communication and memory work. Communication kernels are recognised by \
+        name (NCCL, RCCL, MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels) and by \
+        collective slices.\n\n\
+        Idle breakdown per stream (HTA's definitions): a gap before work whose launch came \
+        after the stream went idle is host wait; a shorter gap than --kernel-wait-us is \
+        kernel wait; the rest is other.",
+    after_help = "Examples:\n  opscope gpu trace.json.gz\n  opscope gpu runs/ranks/ --format json\n  opscope gpu --exclude-last-step trace.json   # as HTA does by default"
+)]
+pub struct Args {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Leave out the last profiler step (often cut short when profiling stops) and the
+    /// work launched in it, as HTA does by default.
+    #[arg(long)]
+    exclude_last_step: bool,
+    /// Gaps shorter than this (µs) between work launched in time are kernel wait.
+    #[arg(long, default_value_t = 30.0, value_name = "US")]
+    kernel_wait_us: f64,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: TextOrJson,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let options = GpuOptions {
+        window: if args.exclude_last_step {
+            Window::BeforeLastStep
+        } else {
+            Window::Whole
+        },
+        kernel_wait_threshold_ns: (args.kernel_wait_us * 1000.0).round() as i64,
+    };
+    let report = gpu::analyze(&trace, &options);
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match args.format {
+        TextOrJson::Json => {
+            serde_json::to_writer_pretty(&mut out, &report)?;
+            writeln!(out)?;
+        }
+        TextOrJson::Text => print_text(&report, &mut out)?,
+    }
+    Ok(out.flush()?)
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |v| format!("{v:.1}%"))
+}
+
+fn print_text(report: &GpuReport, out: &mut impl Write) -> std::io::Result<()> {
+    if report.ranks.is_empty() {
+        return writeln!(out, "no device work (kernels, copies, sets on GPU streams) in this trace");
+    }
+    for rank in &report.ranks {
+        let who = rank.rank.map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
+        writeln!(out, "== {who}: {}", rank.file)?;
+        let t = &rank.temporal;
+        writeln!(
+            out,
+            "span {}: idle {} ({:.1}%), computation {} ({:.1}%), other busy {} ({:.1}%)",
+            duration_text(t.span_ns as f64),
+            duration_text(t.idle_ns as f64),
+            t.idle_pct,
+            duration_text(t.compute_ns as f64),
+            t.compute_pct,
+            duration_text(t.non_compute_ns as f64),
+            t.non_compute_pct
+        )?;
+        writeln!(
+            out,
+            "communication overlapped by computation: {}",
+            pct(rank.communication_overlap_pct)
+        )?;
+        writeln!(out)?;
+        let mut table = Table::new(&[("work running", false), ("time", true), ("share", true)]);
+        for c in &rank.combinations {
+            let names: Vec<&str> = c.classes.iter().map(|c| c.name()).collect();
+            table.rows.push(vec![
+                names.join(" + "),
+                duration_text(c.time_ns as f64),
+                format!("{:.1}%", c.pct),
+            ]);
+        }
+        table.write_text(out)?;
+        if !rank.transfers.is_empty() {
+            writeln!(out)?;
+            let mut table = Table::new(&[
+                ("transfer", false),
+                ("count", true),
+                ("bytes", true),
+                ("time", true),
+                ("GB/s", true),
+            ]);
+            for r in &rank.transfers {
+                table.rows.push(vec![
+                    r.direction.clone(),
+                    r.count.to_string(),
+                    r.bytes.to_string(),
+                    duration_text(r.time_ns as f64),
+                    r.gb_per_s.map_or_else(|| "-".into(), |g| format!("{g:.2}")),
+                ]);
+            }
+            table.write_text(out)?;
+        }
+        writeln!(out)?;
+        let mut table = Table::new(&[
+            ("device", false),
+            ("stream", false),
+            ("work", true),
+            ("busy", true),
+            ("host wait", true),
+            ("kernel wait", true),
+            ("other idle", true),
+            ("launch p50", true),
+            ("launch p99", true),
+            ("queue max", true),
+            ("queue mean", true),
+        ]);
+        for s in &rank.streams {
+            let idle = |c: &gpu::idle::IdleCategory| {
+                format!("{} ({})", duration_text(c.time_ns as f64), pct(c.ratio.map(|r| r * 100.0)))
+            };
+            let latency = |f: fn(&opscope_analysis::distribution::Distribution) -> f64| {
+                s.launches
+                    .latency
+                    .as_ref()
+                    .map_or_else(|| "-".into(), |d| duration_text(f(d)))
+            };
+            table.rows.push(vec![
+                s.device.clone(),
+                s.stream.clone(),
+                s.work.to_string(),
+                duration_text(s.busy_ns as f64),
+                idle(&s.idle.host_wait),
+                idle(&s.idle.kernel_wait),
+                idle(&s.idle.other),
+                latency(|d| d.p50),
+                latency(|d| d.p99),
+                s.launches.max_queue_depth.to_string(),
+                format!("{:.1}", s.launches.mean_queue_depth),
+            ]);
+        }
+        table.write_text(out)?;
+        writeln!(out)?;
+    }
+    if report.unattributed > 0 {
+        writeln!(
+            out,
+            "{} pieces of device work have no known launch (no flow or correlation id)",
+            report.unattributed
+        )?;
+    }
+    Ok(())
+}
