@@ -64,7 +64,10 @@ mod tests {
     fn quartiles_interpolate_like_numpy() {
         // numpy.percentile([1, 2, 3, 4, 10], [25, 50, 75, 99]) = 2, 3, 4, 9.76
         let d = Distribution::of(&[10.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
-        assert_eq!((d.min, d.p25, d.p50, d.p75, d.max), (1.0, 2.0, 3.0, 4.0, 10.0));
+        assert_eq!(
+            (d.min, d.p25, d.p50, d.p75, d.max),
+            (1.0, 2.0, 3.0, 4.0, 10.0)
+        );
         assert!((d.p99 - 9.76).abs() < 1e-12);
         assert_eq!(d.mean, 4.0);
         // Sample variance: (9 + 4 + 1 + 0 + 36) / 4 = 12.5.

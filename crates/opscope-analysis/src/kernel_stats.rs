@@ -32,16 +32,20 @@ pub struct KernelRow {
 /// Rows by total time, largest first (ties by name).
 pub fn kernel_stats(trace: &Trace, options: &KernelStatsOptions) -> Vec<KernelRow> {
     let s = &trace.slices;
+    let counted = (0..s.len()).filter(|&i| match s.kind(i) {
+        SliceKind::Kernel => true,
+        SliceKind::Memcpy(_) | SliceKind::Memset => options.include_memory,
+        _ => false,
+    });
+    kernel_stats_of(trace, counted)
+}
+
+/// Rows for the given slice rows, grouped by name, by total time, largest first.
+pub fn kernel_stats_of(trace: &Trace, slices: impl Iterator<Item = usize>) -> Vec<KernelRow> {
+    let s = &trace.slices;
     let mut by_name: HashMap<StrId, Vec<i64>> = HashMap::new();
-    for i in 0..s.len() {
-        let counted = match s.kind(i) {
-            SliceKind::Kernel => true,
-            SliceKind::Memcpy(_) | SliceKind::Memset => options.include_memory,
-            _ => false,
-        };
-        if counted {
-            by_name.entry(s.name[i]).or_default().push(s.dur[i]);
-        }
+    for i in slices {
+        by_name.entry(s.name[i]).or_default().push(s.dur[i]);
     }
     let grand_total: i64 = by_name.values().flatten().sum();
     let mut rows: Vec<KernelRow> = by_name

@@ -136,6 +136,64 @@ fn every_real_chrome_trace_matches_an_independent_python_count() {
     assert_eq!(checked, files.len());
 }
 
+/// Runs one of the Python oracles in `tests/oracle` on `files`: one JSON line per file,
+/// by path.
+fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json::Value> {
+    let oracle = repo_root().join("tests/oracle").join(script);
+    let out = Command::new(python())
+        .arg(&oracle)
+        .args(files)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (v["path"].as_str().unwrap().to_string(), v)
+        })
+        .collect()
+}
+
+/// `info` says how much GPU work has no known launch; an independent count by
+/// correlation id agrees on every Kineto trace with GPU work.
+#[test]
+fn unattributed_gpu_work_matches_a_count_by_correlation_id() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let files: Vec<PathBuf> = chrome_traces(&traces)
+        .into_iter()
+        .filter(|f| f.starts_with(traces.join("kineto")))
+        .collect();
+    let expected = run_oracle("count_launches.py", &files);
+    let mut checked = 0;
+    for file in &files {
+        let key = file.to_str().unwrap();
+        let want = &expected[key];
+        if want["device_work"] == 0 {
+            continue;
+        }
+        let got = info_json(file);
+        assert_eq!(got["device_work"], want["device_work"], "{key}");
+        assert_eq!(
+            got["unattributed_device_work"], want["unattributed"],
+            "{key}"
+        );
+        assert_eq!(
+            got["unattributed_kernels"], want["unattributed_kernels"],
+            "{key}"
+        );
+        checked += 1;
+    }
+    assert!(checked >= 20, "only {checked} traces with GPU work");
+}
+
 #[test]
 fn kineto_metadata_ranks_and_devices_are_read() {
     let Some(traces) = shared_traces() else {

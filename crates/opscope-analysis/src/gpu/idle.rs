@@ -26,21 +26,36 @@ pub struct StreamIdle {
     pub other: IdleCategory,
 }
 
+/// Where the gap before a piece of work is measured from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum GapsFrom {
+    /// The latest end of earlier work on the stream: work that overlaps on a stream
+    /// (MTIA queues run DMA beside kernels) leaves no gap, never a negative one.
+    #[default]
+    LatestEnd,
+    /// The end of the work just before, as HTA measures: overlapping work gives
+    /// negative "idle" time. Only for comparing with HTA.
+    PreviousWork,
+}
+
 /// Classifies the gap before each piece of work of one stream. `work` holds slice rows in
-/// time order. A gap is measured from the latest end so far, so work that overlaps on
-/// the stream (MTIA queues run DMA beside kernels) never makes idle time negative.
+/// time order.
 pub fn stream_idle(
     trace: &Trace,
     correlation: &Correlation,
     work: &[usize],
     kernel_wait_threshold_ns: i64,
+    gaps_from: GapsFrom,
 ) -> StreamIdle {
     let s = &trace.slices;
     let mut gaps: [Vec<f64>; 3] = Default::default();
     let mut latest_end: Option<i64> = None;
     for &i in work {
         if let Some(prev_end) = latest_end {
-            let gap = (s.ts[i] - prev_end).max(0);
+            let gap = match gaps_from {
+                GapsFrom::LatestEnd => (s.ts[i] - prev_end).max(0),
+                GapsFrom::PreviousWork => s.ts[i] - prev_end,
+            };
             let launched_late = correlation
                 .launch_of(i)
                 .is_some_and(|call| s.ts[call] > prev_end);
@@ -53,7 +68,10 @@ pub fn stream_idle(
             };
             gaps[category].push(gap as f64);
         }
-        latest_end = Some(latest_end.map_or(s.end(i), |e| e.max(s.end(i))));
+        latest_end = Some(match (gaps_from, latest_end) {
+            (GapsFrom::LatestEnd, Some(e)) => e.max(s.end(i)),
+            _ => s.end(i),
+        });
     }
     let total: f64 = gaps.iter().flatten().sum();
     let category = |values: &Vec<f64>| {

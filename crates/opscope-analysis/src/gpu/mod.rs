@@ -22,6 +22,7 @@ pub struct GpuOptions {
     /// A gap shorter than this, before work whose launch came in time, is kernel wait
     /// rather than other idle time (HTA's `consecutive_kernel_delay`, 30 µs).
     pub kernel_wait_threshold_ns: i64,
+    pub idle_gaps_from: idle::GapsFrom,
 }
 
 impl Default for GpuOptions {
@@ -29,6 +30,7 @@ impl Default for GpuOptions {
         GpuOptions {
             window: Window::Whole,
             kernel_wait_threshold_ns: 30_000,
+            idle_gaps_from: idle::GapsFrom::LatestEnd,
         }
     }
 }
@@ -147,7 +149,9 @@ fn stream_report(
             .map_or_else(|| "?".to_string(), |n| trace.str(n).to_string()),
     };
     let thread = t.thread.map(|th| &trace.threads[th.index()]);
-    let name = thread.and_then(|th| th.name).map(|n| trace.str(n).trim().to_string());
+    let name = thread
+        .and_then(|th| th.name)
+        .map(|n| trace.str(n).trim().to_string());
     let tid = thread.map(|th| th.tid);
     let stream_id = name.as_deref().and_then(number_after_stream).or(tid);
     let stream = name.unwrap_or_else(|| tid.map_or_else(|| "?".into(), |t| t.to_string()));
@@ -162,7 +166,13 @@ fn stream_report(
         stream_id,
         work: work.len(),
         busy_ns: busy.total(),
-        idle: idle::stream_idle(trace, correlation, work, options.kernel_wait_threshold_ns),
+        idle: idle::stream_idle(
+            trace,
+            correlation,
+            work,
+            options.kernel_wait_threshold_ns,
+            options.idle_gaps_from,
+        ),
         launches: launch::launch_stats(trace, correlation, work),
     }
 }

@@ -54,8 +54,8 @@ pub fn transfers(trace: &Trace, work: impl Iterator<Item = usize>) -> Vec<Transf
     }
     rows.into_values()
         .map(|(mut row, sized_time)| {
-            row.gb_per_s = (sized_time > 0 && row.bytes > 0)
-                .then(|| row.bytes as f64 / sized_time as f64);
+            row.gb_per_s =
+                (sized_time > 0 && row.bytes > 0).then(|| row.bytes as f64 / sized_time as f64);
             row
         })
         .collect()

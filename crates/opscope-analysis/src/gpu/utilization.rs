@@ -76,11 +76,11 @@ pub fn combinations(sets: &ClassSets) -> Vec<Combination> {
     for mask in 1u8..8 {
         let inside: Vec<usize> = (0..3).filter(|b| mask & (1 << b) != 0).collect();
         let mut time = all.clone();
-        for b in 0..3 {
+        for (b, set) in sets.iter().enumerate() {
             time = if inside.contains(&b) {
-                time.intersection(&sets[b])
+                time.intersection(set)
             } else {
-                time.difference(&sets[b])
+                time.difference(set)
             };
         }
         let time_ns = time.total();
@@ -92,7 +92,11 @@ pub fn combinations(sets: &ClassSets) -> Vec<Combination> {
             });
         }
     }
-    rows.sort_by(|a, b| b.time_ns.cmp(&a.time_ns).then_with(|| a.classes.cmp(&b.classes)));
+    rows.sort_by(|a, b| {
+        b.time_ns
+            .cmp(&a.time_ns)
+            .then_with(|| a.classes.cmp(&b.classes))
+    });
     rows
 }
 
@@ -117,8 +121,20 @@ mod tests {
             IntervalSet::from_spans(vec![(28, 40)]),
         ];
         let t = temporal(&sets);
-        assert_eq!((t.span_ns, t.busy_ns, t.idle_ns, t.compute_ns, t.non_compute_ns), (40, 40, 0, 20, 20));
-        let rows: Vec<(String, i64)> = combinations(&sets).iter().map(|c| (c.label(), c.time_ns)).collect();
+        assert_eq!(
+            (
+                t.span_ns,
+                t.busy_ns,
+                t.idle_ns,
+                t.compute_ns,
+                t.non_compute_ns
+            ),
+            (40, 40, 0, 20, 20)
+        );
+        let rows: Vec<(String, i64)> = combinations(&sets)
+            .iter()
+            .map(|c| (c.label(), c.time_ns))
+            .collect();
         // By hand: 0..5 C, 5..10 C+K, 10..20 K, 20..25 C+K, 25..28 C, 28..30 C+M, 30..40 M.
         let expected = [
             ("COMPUTATION overlapping COMMUNICATION", 10),
@@ -127,7 +143,8 @@ mod tests {
             ("COMPUTATION", 8),
             ("COMPUTATION overlapping MEMORY", 2),
         ];
-        let expected: Vec<(String, i64)> = expected.iter().map(|(l, t)| (l.to_string(), *t)).collect();
+        let expected: Vec<(String, i64)> =
+            expected.iter().map(|(l, t)| (l.to_string(), *t)).collect();
         assert_eq!(rows, expected);
         let pcts: Vec<f64> = combinations(&sets).iter().map(|c| c.pct).collect();
         assert_eq!(pcts, [25.0, 25.0, 25.0, 20.0, 5.0]);
@@ -139,7 +156,10 @@ mod tests {
             IntervalSet::from_spans(vec![(30, 40)]),
         ];
         let t = temporal(&gap);
-        assert_eq!((t.span_ns, t.idle_ns, t.idle_pct, t.compute_pct), (40, 20, 50.0, 25.0));
+        assert_eq!(
+            (t.span_ns, t.idle_ns, t.idle_pct, t.compute_pct),
+            (40, 20, 50.0, 25.0)
+        );
         assert_eq!(communication_overlap(&gap), None);
     }
 }

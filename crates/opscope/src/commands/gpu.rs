@@ -10,7 +10,7 @@ use opscope_analysis::gpu::{self, GpuOptions, GpuReport};
 use opscope_analysis::window::Window;
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, TextOrJson, Table};
+use crate::output::{duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -55,6 +55,7 @@ pub fn run(args: Args) -> Result<()> {
             Window::Whole
         },
         kernel_wait_threshold_ns: (args.kernel_wait_us * 1000.0).round() as i64,
+        ..GpuOptions::default()
     };
     let report = gpu::analyze(&trace, &options);
     let stdout = std::io::stdout();
@@ -75,10 +76,15 @@ fn pct(x: Option<f64>) -> String {
 
 fn print_text(report: &GpuReport, out: &mut impl Write) -> std::io::Result<()> {
     if report.ranks.is_empty() {
-        return writeln!(out, "no device work (kernels, copies, sets on GPU streams) in this trace");
+        return writeln!(
+            out,
+            "no device work (kernels, copies, sets on GPU streams) in this trace"
+        );
     }
     for rank in &report.ranks {
-        let who = rank.rank.map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
+        let who = rank
+            .rank
+            .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
         writeln!(out, "== {who}: {}", rank.file)?;
         let t = &rank.temporal;
         writeln!(
@@ -144,7 +150,11 @@ fn print_text(report: &GpuReport, out: &mut impl Write) -> std::io::Result<()> {
         ]);
         for s in &rank.streams {
             let idle = |c: &gpu::idle::IdleCategory| {
-                format!("{} ({})", duration_text(c.time_ns as f64), pct(c.ratio.map(|r| r * 100.0)))
+                format!(
+                    "{} ({})",
+                    duration_text(c.time_ns as f64),
+                    pct(c.ratio.map(|r| r * 100.0))
+                )
             };
             let latency = |f: fn(&opscope_analysis::distribution::Distribution) -> f64| {
                 s.launches

@@ -48,6 +48,11 @@ pub struct Summary {
     pub instants: usize,
     pub counter_samples: usize,
     pub flows: usize,
+    /// Kernels, copies and sets on GPU streams.
+    pub device_work: usize,
+    /// Of those, how many have no launching host call (no flow, no correlation id).
+    pub unattributed_device_work: usize,
+    pub unattributed_kernels: usize,
     pub repairs: BTreeMap<&'static str, u64>,
     pub unknown_categories: BTreeMap<String, u64>,
     pub distinct_strings: usize,
@@ -152,6 +157,7 @@ pub fn summarize(trace: &Trace) -> Summary {
         .collect();
     let span = trace.time_span();
     let model_bytes = trace.heap_bytes();
+    let correlation = opscope_analysis::correlate::correlate(trace);
     Summary {
         files,
         hosts,
@@ -168,6 +174,9 @@ pub fn summarize(trace: &Trace) -> Summary {
         instants: trace.instants.len(),
         counter_samples: trace.counters.len(),
         flows: trace.flows.len(),
+        device_work: correlation.device_slices,
+        unattributed_device_work: correlation.unattributed,
+        unattributed_kernels: correlation.unattributed_kernels,
         repairs,
         unknown_categories,
         distinct_strings: trace.strings.len(),
@@ -252,6 +261,15 @@ fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
     writeln!(out, "instants    {}", s.instants)?;
     writeln!(out, "counters    {} samples", s.counter_samples)?;
     writeln!(out, "flows       {}", s.flows)?;
+    if s.device_work > 0 {
+        writeln!(
+            out,
+            "launches    {} of {} kernels, copies and sets linked to their launch; {} kernels unattributed",
+            s.device_work - s.unattributed_device_work,
+            s.device_work,
+            s.unattributed_kernels
+        )?;
+    }
     let repairs: Vec<String> = s
         .repairs
         .iter()
