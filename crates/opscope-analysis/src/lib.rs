@@ -7,4 +7,6 @@ pub mod distribution;
 pub mod gpu;
 pub mod intervals;
 pub mod kernel_stats;
+pub mod op_stats;
+pub mod view;
 pub mod window;

@@ -33,8 +33,27 @@ enum Command {
     Gpu(commands::gpu::Args),
 }
 
+/// tfprof's options are long names after one dash (`-order_by micros`): accept them as
+/// if written with two.
+fn tfprof_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    args.map(|arg| {
+        let text = arg.to_string_lossy();
+        let name = text
+            .strip_prefix('-')
+            .filter(|rest| !rest.starts_with('-'))
+            .map(|rest| rest.split('=').next().unwrap_or(rest));
+        match name {
+            Some(name) if commands::stats::TFPROF_OPTIONS.contains(&name) => {
+                format!("-{text}").into()
+            }
+            _ => arg,
+        }
+    })
+    .collect()
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(tfprof_spelling(std::env::args_os()));
     let result = match cli.command {
         Command::Info(args) => commands::info::run(args),
         Command::Convert(args) => commands::convert::run(args),

@@ -66,7 +66,7 @@ impl Table {
     }
 
     /// Aligned columns, two spaces apart; the last column is never padded.
-    pub fn write_text(&self, out: &mut impl Write) -> std::io::Result<()> {
+    pub fn write_text(&self, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
@@ -101,7 +101,7 @@ impl Table {
     }
 
     /// RFC 4180 CSV: fields with commas, quotes or line breaks are quoted.
-    pub fn write_csv(&self, out: &mut impl Write) -> std::io::Result<()> {
+    pub fn write_csv(&self, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
         let field = |s: &str| {
             if s.contains([',', '"', '\n', '\r']) {
                 format!("\"{}\"", s.replace('"', "\"\""))

@@ -416,3 +416,136 @@ fn help_has_examples() {
         );
     }
 }
+
+/// The example trace's events, parsed here with serde_json, as the independent count.
+fn example_events() -> Vec<serde_json::Value> {
+    let text = std::fs::read_to_string(repo_root().join("examples/traces/mlp-train.json")).unwrap();
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    doc["traceEvents"].as_array().unwrap().clone()
+}
+
+fn count_named(events: &[serde_json::Value], cats: &[&str], name: &str) -> usize {
+    events
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == name)
+        .filter(|e| cats.iter().any(|c| e["cat"] == *c))
+        .count()
+}
+
+#[test]
+fn stats_op_takes_tfprof_options_and_writes_csv() {
+    let dir = scratch_dir("stats-op");
+    let csv = dir.join("ops.csv");
+    let out = opscope(&[
+        "stats",
+        "op",
+        "-order_by",
+        "occurrence",
+        "-select",
+        "occurrence,cpu_micros",
+        "-hide_name_regexes",
+        "ProfilerStep.*",
+        &format!("-output=csv:outfile={}", csv.display()),
+        "--quiet",
+        repo_root()
+            .join("examples/traces/mlp-train.json")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("name,occurrence,cpu_micros"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    let counts: Vec<u64> = rows.iter().map(|r| r[1].parse().unwrap()).collect();
+    assert!(
+        counts.windows(2).all(|w| w[0] >= w[1]),
+        "ordered by occurrence: {counts:?}"
+    );
+    assert!(rows.iter().all(|r| !r[0].starts_with("ProfilerStep")));
+    let events = example_events();
+    for name in ["aten::addmm", "aten::to", "AddmmBackward0"] {
+        let row = rows
+            .iter()
+            .find(|r| r[0] == name)
+            .unwrap_or_else(|| panic!("{name}"));
+        assert_eq!(
+            row[1].parse::<usize>().unwrap(),
+            count_named(&events, &["cpu_op"], name),
+            "{name}"
+        );
+    }
+    // A column tfprof has and we do not yet is refused by name.
+    let out = opscope(&["stats", "op", "-select", "float_ops", "x.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("float_ops"));
+}
+
+#[test]
+fn stats_kernel_and_gpu_count_the_device_work() {
+    let example = repo_root().join("examples/traces/mlp-train.json");
+    let events = example_events();
+    let out = opscope(&[
+        "stats",
+        "kernel",
+        "--format",
+        "json",
+        "--quiet",
+        example.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!rows.is_empty());
+    for row in &rows {
+        let name = row["name"].as_str().unwrap();
+        assert_eq!(
+            row["instances"],
+            count_named(&events, &["kernel"], name) as u64,
+            "{name}"
+        );
+    }
+    let out = opscope(&[
+        "gpu",
+        "--format",
+        "json",
+        "--quiet",
+        example.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let device: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|e| {
+            ["kernel", "gpu_memcpy", "gpu_memset"]
+                .iter()
+                .any(|c| e["cat"] == *c)
+        })
+        .collect();
+    let streams = report["ranks"][0]["streams"].as_array().unwrap();
+    let work: u64 = streams.iter().map(|s| s["work"].as_u64().unwrap()).sum();
+    assert_eq!(work, device.len() as u64);
+    // One stream whose work does not overlap: busy time is the sum of durations.
+    let mut spans: Vec<(f64, f64)> = device
+        .iter()
+        .map(|e| (e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap()))
+        .collect();
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    assert!(spans.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0));
+    let busy_us: f64 = spans.iter().map(|s| s.1).sum();
+    assert_eq!(
+        streams[0]["busy_ns"].as_f64().unwrap(),
+        (busy_us * 1000.0).round()
+    );
+}

@@ -73,9 +73,10 @@ pub fn stream_idle(
             _ => s.end(i),
         });
     }
-    let total: f64 = gaps.iter().flatten().sum();
+    // (An empty f64 sum is -0.0.)
+    let total: f64 = gaps.iter().flatten().fold(0.0, |a, b| a + b);
     let category = |values: &Vec<f64>| {
-        let time = values.iter().sum::<f64>();
+        let time = values.iter().fold(0.0, |a, b| a + b);
         IdleCategory {
             time_ns: time as i64,
             gaps: values.len(),

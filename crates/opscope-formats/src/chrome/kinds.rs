@@ -40,8 +40,10 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
         "gpu_memcpy" | "memcpy" => SliceKind::Memcpy(memcpy_direction(name)),
         "gpu_memset" | "memset" => SliceKind::Memset,
         "collective" | "nccl" | "comms" | "distributed" => SliceKind::Collective,
-        // The span of a whole profiling session, and CUPTI profiler ranges.
-        "trace" | "cuda_profiler_range" => SliceKind::Annotation,
+        // The span of a whole profiling session: neither an op nor a user annotation.
+        "trace" => SliceKind::Other,
+        // CUPTI profiler ranges.
+        "cuda_profiler_range" => SliceKind::Annotation,
         // TF timeline tensor lifetimes and Kineto's allocator instants.
         "tensor" | "memory" | "cpu_instant_event" => SliceKind::Alloc,
         "dataflow" | "ac2g" | "fwdbwd" | "async" | "async_cpu_to_gpu" | "async_gpu" => {

@@ -1,17 +1,22 @@
-//! `opscope stats VIEW`: tables of where time goes. `kernel` gives per kernel name the
-//! columns of Nsight Systems' `cuda_gpu_kern_sum`.
+//! `opscope stats VIEW`: tables of where time goes. `op` aggregates per op type with
+//! tfprof's option language (`-select`, `-order_by`, `-min_micros`, …); `kernel` gives
+//! per kernel name the columns of Nsight Systems' `cuda_gpu_kern_sum`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Context, Result};
+use opscope_analysis::correlate;
 use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
+use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
+use opscope_analysis::view::{self, Column, ViewOptions};
+use opscope_analysis::window::Window;
 
 use crate::load::{self, LoadOptions};
 use crate::output::{duration_text, OutputFormat, Table};
 
 #[derive(clap::Args)]
-#[command(about = "Tables of where the time goes, per kernel")]
+#[command(about = "Tables of where the time goes: per op type (tfprof options) or per kernel")]
 pub struct Args {
     #[command(subcommand)]
     view: View,
@@ -19,6 +24,13 @@ pub struct Args {
 
 #[derive(clap::Subcommand)]
 enum View {
+    /// Per op type: calls, CPU time with and without the ops it called, and the
+    /// accelerator time of the work it launched (tfprof's op view; torch's
+    /// key_averages). Options take tfprof's spelling, with one dash or two.
+    #[command(
+        after_help = "Examples:\n  opscope stats op trace.json.gz\n  opscope stats op -order_by self_cpu_micros -min_micros 100 trace.json\n  opscope stats op -select occurrence,accelerator_micros -account_type_regexes 'aten::.*' trace.json\n  opscope stats op -output csv:outfile=ops.csv trace.json"
+    )]
+    Op(OpArgs),
     /// Per GPU kernel name: share of kernel time, total, instances, mean, median, min,
     /// max and standard deviation (Nsight's cuda_gpu_kern_sum columns).
     #[command(
@@ -46,10 +58,258 @@ struct KernelArgs {
     quiet: bool,
 }
 
+/// tfprof's options, as `stats op` understands them.
+#[derive(clap::Args)]
+struct OpArgs {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
+    /// self_cpu_micros, accelerator_micros.
+    #[arg(
+        long = "select",
+        default_value = "occurrence,micros,cpu_micros,self_cpu_micros,accelerator_micros"
+    )]
+    select: String,
+    /// Column to order by (largest first): name, occurrence, micros, cpu_micros,
+    /// self_cpu_micros, accelerator_micros.
+    #[arg(long = "order_by", alias = "order-by", default_value = "micros")]
+    order_by: String,
+    /// Hide rows with less CPU plus accelerator time (µs).
+    #[arg(long = "min_micros", alias = "min-micros", default_value_t = 0.0)]
+    min_micros: f64,
+    /// Hide rows with less accelerator time (µs).
+    #[arg(
+        long = "min_accelerator_micros",
+        alias = "min-accelerator-micros",
+        default_value_t = 0.0
+    )]
+    min_accelerator_micros: f64,
+    /// Hide rows with less CPU time (µs).
+    #[arg(
+        long = "min_cpu_micros",
+        alias = "min-cpu-micros",
+        default_value_t = 0.0
+    )]
+    min_cpu_micros: f64,
+    /// Hide rows with fewer calls.
+    #[arg(long = "min_occurrence", alias = "min-occurrence", default_value_t = 0)]
+    min_occurrence: u64,
+    /// Show only rows whose whole name matches one of these comma-separated regexes.
+    #[arg(
+        long = "show_name_regexes",
+        alias = "show-name-regexes",
+        default_value = ".*"
+    )]
+    show_name_regexes: String,
+    /// Hide rows whose whole name matches one of these comma-separated regexes.
+    #[arg(
+        long = "hide_name_regexes",
+        alias = "hide-name-regexes",
+        default_value = ""
+    )]
+    hide_name_regexes: String,
+    /// Account only ops whose type matches one of these comma-separated regexes.
+    #[arg(
+        long = "account_type_regexes",
+        alias = "account-type-regexes",
+        default_value = ".*"
+    )]
+    account_type_regexes: String,
+    /// Show at most this many rows (0: all).
+    #[arg(long, default_value_t = 0)]
+    limit: usize,
+    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F.
+    #[arg(long = "output", default_value = "stdout")]
+    output: String,
+    /// Leave out the last profiler step and the work launched in it.
+    #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
+    exclude_last_step: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+/// tfprof's long options, written with one dash (`-order_by`), that the command line
+/// accepts as if written with two.
+pub const TFPROF_OPTIONS: &[&str] = &[
+    "select",
+    "order_by",
+    "min_micros",
+    "min_accelerator_micros",
+    "min_cpu_micros",
+    "min_occurrence",
+    "show_name_regexes",
+    "hide_name_regexes",
+    "account_type_regexes",
+    "output",
+    "exclude_last_step",
+    "max_depth",
+    "min_bytes",
+    "start_name_regexes",
+    "trim_name_regexes",
+    "account_displayed_op_only",
+    "step",
+];
+
+/// Where `-output` sends a table.
+enum Destination {
+    Stdout,
+    Text(PathBuf),
+    Csv(PathBuf),
+    Json(PathBuf),
+}
+
+fn destination(spec: &str) -> Result<Destination> {
+    if spec == "stdout" {
+        return Ok(Destination::Stdout);
+    }
+    let (kind, options) = spec.split_once(':').unwrap_or((spec, ""));
+    let file = options
+        .split(',')
+        .find_map(|o| o.strip_prefix("outfile="))
+        .map(PathBuf::from);
+    let need = || {
+        file.clone()
+            .with_context(|| format!("-output {spec}: give outfile=FILE"))
+    };
+    Ok(match kind {
+        "file" => Destination::Text(need()?),
+        "csv" => Destination::Csv(need()?),
+        "json" => Destination::Json(need()?),
+        "timeline" | "pprof" => {
+            bail!("-output {kind} is not supported yet (use stdout, file, csv or json)")
+        }
+        _ => bail!(
+            "-output {spec}: expected stdout, file:outfile=F, csv:outfile=F or json:outfile=F"
+        ),
+    })
+}
+
 pub fn run(args: Args) -> Result<()> {
     match args.view {
+        View::Op(args) => op(args),
         View::Kernel(args) => kernel(args),
     }
+}
+
+fn op(args: OpArgs) -> Result<()> {
+    let select: Vec<Column> = args
+        .select
+        .split(',')
+        .filter(|c| !c.is_empty() && *c != "name")
+        .map(Column::parse)
+        .collect::<Result<_, _>>()
+        .map_err(anyhow::Error::msg)
+        .context("-select")?;
+    let regex_option = |name: &str, list: &str| {
+        view::regexes(list).with_context(|| format!("-{name}: not a valid regex list"))
+    };
+    let options = ViewOptions {
+        order_by: Column::parse(&args.order_by)
+            .map_err(anyhow::Error::msg)
+            .context("-order_by")?,
+        min_micros: args.min_micros,
+        min_cpu_micros: args.min_cpu_micros,
+        min_accelerator_micros: args.min_accelerator_micros,
+        min_occurrence: args.min_occurrence,
+        show_name_regexes: regex_option("show_name_regexes", &args.show_name_regexes)?,
+        hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
+        account_type_regexes: regex_option("account_type_regexes", &args.account_type_regexes)?,
+    };
+    let destination = destination(&args.output)?;
+    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let correlation = correlate::correlate(&trace);
+    let stats_options = OpStatsOptions {
+        window: if args.exclude_last_step {
+            Window::BeforeLastStep
+        } else {
+            Window::Whole
+        },
+    };
+    let all = op_stats(&trace, &correlation, &stats_options);
+    // Shares are of everything accounted, before display filters.
+    let accounted: Vec<OpRow> = view::apply(
+        all,
+        &ViewOptions {
+            account_type_regexes: options.account_type_regexes.clone(),
+            ..ViewOptions::default()
+        },
+    );
+    // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
+    // total"), which counts each moment once.
+    let self_total = accounted.iter().map(|r| r.self_cpu_ns).sum::<i64>();
+    let accelerator_total = accounted.iter().map(|r| r.accelerator_ns).sum::<i64>();
+    let totals = (
+        self_total + accelerator_total,
+        self_total,
+        self_total,
+        accelerator_total,
+    );
+    let mut rows = view::apply(accounted, &options);
+    if args.limit > 0 {
+        rows.truncate(args.limit);
+    }
+    let text = matches!(destination, Destination::Stdout | Destination::Text(_));
+    let time = |ns: i64, total: i64| {
+        if text {
+            let share = if total > 0 {
+                100.0 * ns as f64 / total as f64
+            } else {
+                0.0
+            };
+            format!("{} ({share:.2}%)", duration_text(ns as f64))
+        } else {
+            format!("{:.3}", ns as f64 / 1000.0)
+        }
+    };
+    let mut columns: Vec<(&'static str, bool)> = vec![("name", false)];
+    columns.extend(select.iter().map(|c| (c.name(), true)));
+    let mut table = Table::new(&columns);
+    for r in &rows {
+        let mut cells = vec![r.name.clone()];
+        for c in &select {
+            cells.push(match c {
+                Column::Occurrence => r.occurrence.to_string(),
+                Column::Micros => time(r.total_ns(), totals.0),
+                Column::CpuMicros => time(r.cpu_ns, totals.1),
+                Column::SelfCpuMicros => time(r.self_cpu_ns, totals.2),
+                Column::AcceleratorMicros => time(r.accelerator_ns, totals.3),
+                Column::Name => unreachable!("filtered out above"),
+            });
+        }
+        table.rows.push(cells);
+    }
+    // In CSV, times are µs, as tfprof's columns are named.
+    let write = |out: &mut dyn Write| -> Result<()> {
+        match &destination {
+            Destination::Json(_) => {
+                serde_json::to_writer_pretty(&mut *out, &rows)?;
+                writeln!(out)?;
+            }
+            Destination::Csv(_) => table.write_csv(&mut *out)?,
+            _ if rows.is_empty() => writeln!(out, "no ops to show")?,
+            _ => table.write_text(&mut *out)?,
+        }
+        Ok(())
+    };
+    match &destination {
+        Destination::Stdout => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            write(&mut out)?;
+            out.flush()?;
+        }
+        Destination::Text(path) | Destination::Csv(path) | Destination::Json(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            write(&mut out)?;
+            out.flush()?;
+            eprintln!("wrote {} rows to {}", rows.len(), path.display());
+        }
+    }
+    Ok(())
 }
 
 fn kernel(args: KernelArgs) -> Result<()> {

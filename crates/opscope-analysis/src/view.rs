@@ -1,0 +1,241 @@
+//! tfprof's option language for the `stats` views: which rows are shown (`-min_*`,
+//! `-show_name_regexes`, `-hide_name_regexes`, `-account_type_regexes`), in which order
+//! (`-order_by`) and with which columns (`-select`), so that tfprof users feel at home.
+
+use regex::Regex;
+
+/// A column a view can show or order by.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Column {
+    Name,
+    Occurrence,
+    /// CPU plus accelerator time.
+    Micros,
+    CpuMicros,
+    SelfCpuMicros,
+    AcceleratorMicros,
+}
+
+impl Column {
+    pub const ALL: [Column; 6] = [
+        Column::Name,
+        Column::Occurrence,
+        Column::Micros,
+        Column::CpuMicros,
+        Column::SelfCpuMicros,
+        Column::AcceleratorMicros,
+    ];
+
+    /// tfprof's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Column::Name => "name",
+            Column::Occurrence => "occurrence",
+            Column::Micros => "micros",
+            Column::CpuMicros => "cpu_micros",
+            Column::SelfCpuMicros => "self_cpu_micros",
+            Column::AcceleratorMicros => "accelerator_micros",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Column, String> {
+        Column::ALL
+            .into_iter()
+            .find(|c| c.name() == text)
+            .ok_or_else(|| {
+                let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
+                let later = [
+                    "bytes",
+                    "peak_bytes",
+                    "residual_bytes",
+                    "output_bytes",
+                    "float_ops",
+                    "params",
+                    "device",
+                    "input_shapes",
+                ];
+                if later.contains(&text) {
+                    format!(
+                        "{text:?} is not available yet (known: {})",
+                        known.join(", ")
+                    )
+                } else {
+                    format!("unknown column {text:?} (known: {})", known.join(", "))
+                }
+            })
+    }
+}
+
+/// The row filters and order of a view. `Default` shows everything by `micros`.
+#[derive(Clone, Debug)]
+pub struct ViewOptions {
+    pub order_by: Column,
+    pub min_micros: f64,
+    pub min_cpu_micros: f64,
+    pub min_accelerator_micros: f64,
+    pub min_occurrence: u64,
+    /// Rows whose name matches one of these are shown (all when empty).
+    pub show_name_regexes: Vec<Regex>,
+    /// Rows whose name matches one of these are hidden.
+    pub hide_name_regexes: Vec<Regex>,
+    /// Only ops whose type matches one of these are accounted (all when empty).
+    pub account_type_regexes: Vec<Regex>,
+}
+
+impl Default for ViewOptions {
+    fn default() -> Self {
+        ViewOptions {
+            order_by: Column::Micros,
+            min_micros: 0.0,
+            min_cpu_micros: 0.0,
+            min_accelerator_micros: 0.0,
+            min_occurrence: 0,
+            show_name_regexes: Vec::new(),
+            hide_name_regexes: Vec::new(),
+            account_type_regexes: Vec::new(),
+        }
+    }
+}
+
+/// What a view needs to know of a row to filter and order it.
+pub trait ViewRow {
+    fn name(&self) -> &str;
+    /// The op type, for `-account_type_regexes` (the name in the op view).
+    fn op_type(&self) -> &str {
+        self.name()
+    }
+    fn occurrence(&self) -> u64;
+    fn cpu_ns(&self) -> i64;
+    fn self_cpu_ns(&self) -> i64;
+    fn accelerator_ns(&self) -> i64;
+}
+
+impl ViewRow for crate::op_stats::OpRow {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn occurrence(&self) -> u64 {
+        self.occurrence
+    }
+    fn cpu_ns(&self) -> i64 {
+        self.cpu_ns
+    }
+    fn self_cpu_ns(&self) -> i64 {
+        self.self_cpu_ns
+    }
+    fn accelerator_ns(&self) -> i64 {
+        self.accelerator_ns
+    }
+}
+
+/// tfprof matches regexes against the whole name.
+fn full_match(regexes: &[Regex], text: &str) -> bool {
+    regexes.iter().any(|r| {
+        r.find(text)
+            .is_some_and(|m| m.start() == 0 && m.end() == text.len())
+    })
+}
+
+/// Compiles tfprof regex options: comma-separated, each matched against whole names.
+pub fn regexes(list: &str) -> Result<Vec<Regex>, regex::Error> {
+    list.split(',')
+        .filter(|r| !r.is_empty())
+        .map(|r| Regex::new(&format!("^(?:{r})$")))
+        .collect()
+}
+
+/// Keeps the rows the options let through, in their order (largest first, names
+/// ascending for `name`).
+pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
+    let micros = |ns: i64| ns as f64 / 1000.0;
+    rows.retain(|r| {
+        (options.account_type_regexes.is_empty()
+            || full_match(&options.account_type_regexes, r.op_type()))
+            && (options.show_name_regexes.is_empty()
+                || full_match(&options.show_name_regexes, r.name()))
+            && !full_match(&options.hide_name_regexes, r.name())
+            && micros(r.cpu_ns() + r.accelerator_ns()) >= options.min_micros
+            && micros(r.cpu_ns()) >= options.min_cpu_micros
+            && micros(r.accelerator_ns()) >= options.min_accelerator_micros
+            && r.occurrence() >= options.min_occurrence
+    });
+    let key = |r: &R| -> i64 {
+        match options.order_by {
+            Column::Name => 0,
+            Column::Occurrence => r.occurrence() as i64,
+            Column::Micros => r.cpu_ns() + r.accelerator_ns(),
+            Column::CpuMicros => r.cpu_ns(),
+            Column::SelfCpuMicros => r.self_cpu_ns(),
+            Column::AcceleratorMicros => r.accelerator_ns(),
+        }
+    };
+    rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name().cmp(b.name())));
+    rows
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::op_stats::OpRow;
+
+    fn row(name: &str, occurrence: u64, cpu_us: i64, accel_us: i64) -> OpRow {
+        OpRow {
+            name: name.into(),
+            occurrence,
+            cpu_ns: cpu_us * 1000,
+            self_cpu_ns: cpu_us * 500,
+            accelerator_ns: accel_us * 1000,
+        }
+    }
+
+    #[test]
+    fn filters_and_order_follow_tfprof() {
+        let rows = vec![
+            row("MatMul", 3, 100, 50),
+            row("Relu", 10, 300, 0),
+            row("aten::mm", 1, 5, 400),
+        ];
+        let names = |o: &ViewOptions| -> Vec<String> {
+            apply(rows.clone(), o).into_iter().map(|r| r.name).collect()
+        };
+        assert_eq!(
+            names(&ViewOptions::default()),
+            ["aten::mm", "Relu", "MatMul"]
+        );
+        let by = |c| ViewOptions {
+            order_by: c,
+            ..ViewOptions::default()
+        };
+        assert_eq!(
+            names(&by(Column::Occurrence)),
+            ["Relu", "MatMul", "aten::mm"]
+        );
+        assert_eq!(names(&by(Column::Name)), ["MatMul", "Relu", "aten::mm"]);
+        assert_eq!(
+            names(&by(Column::CpuMicros)),
+            ["Relu", "MatMul", "aten::mm"]
+        );
+        let o = ViewOptions {
+            min_micros: 150.0,
+            hide_name_regexes: regexes("Re.*").unwrap(),
+            ..ViewOptions::default()
+        };
+        assert_eq!(names(&o), ["aten::mm", "MatMul"]);
+        // Whole-name matches: "Mat" alone matches nothing.
+        let o = ViewOptions {
+            show_name_regexes: regexes("Mat,aten::.*").unwrap(),
+            ..ViewOptions::default()
+        };
+        assert_eq!(names(&o), ["aten::mm"]);
+        let o = ViewOptions {
+            min_accelerator_micros: 10.0,
+            min_occurrence: 2,
+            ..ViewOptions::default()
+        };
+        assert_eq!(names(&o), ["MatMul"]);
+        assert!(Column::parse("bytes")
+            .unwrap_err()
+            .contains("not available yet"));
+        assert_eq!(Column::parse("cpu_micros"), Ok(Column::CpuMicros));
+    }
+}
