@@ -8,5 +8,6 @@ pub mod gpu;
 pub mod intervals;
 pub mod kernel_stats;
 pub mod op_stats;
+pub mod steps;
 pub mod view;
 pub mod window;

@@ -31,6 +31,7 @@ enum Command {
     Convert(commands::convert::Args),
     Stats(commands::stats::Args),
     Gpu(commands::gpu::Args),
+    Steps(commands::steps::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -59,6 +60,7 @@ fn main() -> ExitCode {
         Command::Convert(args) => commands::convert::run(args),
         Command::Stats(args) => commands::stats::run(args),
         Command::Gpu(args) => commands::gpu::run(args),
+        Command::Steps(args) => commands::steps::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -549,3 +549,67 @@ fn stats_kernel_and_gpu_count_the_device_work() {
         (busy_us * 1000.0).round()
     );
 }
+
+fn steps_json(path: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["steps", "--format", "json", "--quiet"];
+    args.extend_from_slice(extra);
+    args.push(path.to_str().unwrap());
+    let out = opscope(&args);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Steps come from the ProfilerStep markers exactly as an independent listing gives
+/// them; with the markers ignored, the search for the repeating op sequence finds the
+/// same number of steps, each starting inside the marked step it stands for.
+#[test]
+fn steps_follow_the_markers_and_the_period_search_finds_them() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let files = [
+        traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"),
+        traces.join(
+            "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+        ),
+        repo_root().join("examples/traces/mlp-train.json"),
+    ];
+    let expected = run_oracle("list_steps.py", &files);
+    for file in &files {
+        let key = file.to_str().unwrap();
+        let want = expected[key]["steps"].as_array().unwrap();
+        assert!(want.len() >= 3, "{key}");
+        let marked = steps_json(file, &[]);
+        assert_eq!(marked[0]["found_by"]["kind"], "markers", "{key}");
+        let got = marked[0]["steps"].as_array().unwrap();
+        assert_eq!(got.len(), want.len(), "{key}");
+        for (g, w) in got.iter().zip(want) {
+            assert_eq!(g["name"], w["name"], "{key}");
+            assert_eq!(g["start_ns"], w["start_ns"], "{key}");
+            assert_eq!(g["dur_ns"], w["dur_ns"], "{key}");
+        }
+        let found = steps_json(file, &["--ignore-markers"]);
+        assert_eq!(found[0]["found_by"]["kind"], "period", "{key}");
+        let found = found[0]["steps"].as_array().unwrap();
+        assert_eq!(
+            found.len(),
+            want.len(),
+            "{key}: steps found without markers"
+        );
+        for (f, w) in found.iter().zip(want) {
+            let start = f["start_ns"].as_i64().unwrap();
+            let (from, dur) = (
+                w["start_ns"].as_i64().unwrap(),
+                w["dur_ns"].as_i64().unwrap(),
+            );
+            assert!(
+                (from..from + dur).contains(&start),
+                "{key}: found step at {start}, marked {from}+{dur}"
+            );
+        }
+    }
+}

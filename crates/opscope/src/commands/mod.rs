@@ -4,3 +4,4 @@ pub mod convert;
 pub mod gpu;
 pub mod info;
 pub mod stats;
+pub mod steps;

@@ -1,0 +1,281 @@
+//! Training steps and what each spent: from step markers (`ProfilerStep#N`, and user
+//! ranges named like `train_step_3` when there are none), or, when a trace has no
+//! markers, from the period with which the sequence of top-level ops repeats — other
+//! tools refuse such traces.
+
+use opscope_model::{SliceKind, SourceId, Trace, TrackKind, NONE};
+use serde::Serialize;
+
+use crate::correlate;
+use crate::gpu::classify::{self, WorkClass};
+use crate::intervals::IntervalSet;
+
+#[derive(Clone, Debug, Default)]
+pub struct StepOptions {
+    /// Find steps from the repeating op sequence even where markers exist.
+    pub ignore_markers: bool,
+}
+
+/// How the steps of a source were found.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum StepSource {
+    /// Slices named as steps.
+    Markers,
+    /// The sequence of top-level ops on the busiest thread repeats every `period` ops;
+    /// `match_ratio` of the ops equal the op one period later.
+    Period { period: usize, match_ratio: f64 },
+    /// Neither markers nor a repeating sequence.
+    None,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Step {
+    pub name: String,
+    pub start_ns: i64,
+    pub dur_ns: i64,
+    /// Time within the step in which some device work ran.
+    pub device_busy_ns: i64,
+    pub device_idle_ns: i64,
+    /// Device time per work class (overlaps count in each class).
+    pub computation_ns: i64,
+    pub communication_ns: i64,
+    pub memory_ns: i64,
+    /// Device work that started within the step.
+    pub kernels: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceSteps {
+    pub file: String,
+    pub rank: Option<u32>,
+    pub found_by: StepSource,
+    pub steps: Vec<Step>,
+}
+
+/// User ranges that name a step: `train_step_3`, `TrainStep 3`, `step#3`.
+fn is_step_name(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let rest = lower
+        .strip_prefix("train_step")
+        .or_else(|| lower.strip_prefix("trainstep"))
+        .or_else(|| lower.strip_prefix("step"));
+    rest.is_some_and(|r| {
+        let digits = r.trim_start_matches(['_', '#', ' ']);
+        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
+    })
+}
+
+pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
+    let s = &trace.slices;
+    let mut result = Vec::new();
+    for (src_index, source) in trace.sources.iter().enumerate() {
+        let src = SourceId(src_index as u32);
+        let on_host = |i: usize| {
+            trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
+                && correlate::source_of(trace, i) == Some(src)
+        };
+        let mut found_by = StepSource::None;
+        let mut bounds: Vec<(String, i64, i64)> = Vec::new();
+        if !options.ignore_markers {
+            for kinds_match in [
+                (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
+                |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
+            ] {
+                bounds = (0..s.len())
+                    .filter(|&i| on_host(i) && kinds_match(s.kind(i), trace.str(s.name[i])))
+                    .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+                    .collect();
+                if !bounds.is_empty() {
+                    found_by = StepSource::Markers;
+                    break;
+                }
+            }
+        }
+        if bounds.is_empty() {
+            if let Some((period, ratio, found)) = periodic_steps(trace, src) {
+                found_by = StepSource::Period {
+                    period,
+                    match_ratio: ratio,
+                };
+                bounds = found;
+            }
+        }
+        bounds.sort_by_key(|b| b.1);
+        let has_device_work = (0..s.len()).any(|i| {
+            correlate::is_device_work(trace, i) && correlate::source_of(trace, i) == Some(src)
+        });
+        if bounds.is_empty() && !has_device_work && found_by == StepSource::None {
+            continue;
+        }
+        let steps = bounds
+            .into_iter()
+            .map(|(name, start, end)| step_breakdown(trace, src, name, start, end))
+            .collect();
+        result.push(SourceSteps {
+            file: source.path.clone(),
+            rank: source.rank,
+            found_by,
+            steps,
+        });
+    }
+    result
+}
+
+fn step_breakdown(trace: &Trace, src: SourceId, name: String, start: i64, end: i64) -> Step {
+    let s = &trace.slices;
+    let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
+    let mut kernels = 0;
+    for i in 0..s.len() {
+        if !correlate::is_device_work(trace, i) || correlate::source_of(trace, i) != Some(src) {
+            continue;
+        }
+        let (a, b) = (s.ts[i].max(start), s.end(i).min(end));
+        if a < b {
+            let class = classify::classify(trace, i);
+            let slot = WorkClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
+            spans[slot].push((a, b));
+        }
+        if (start..end).contains(&s.ts[i]) {
+            kernels += 1;
+        }
+    }
+    let sets = spans.map(IntervalSet::from_spans);
+    let busy = sets[0].union(&sets[1]).union(&sets[2]).total();
+    Step {
+        name,
+        start_ns: start,
+        dur_ns: end - start,
+        device_busy_ns: busy,
+        device_idle_ns: (end - start) - busy,
+        computation_ns: sets[0].total(),
+        communication_ns: sets[1].total(),
+        memory_ns: sets[2].total(),
+        kernels,
+    }
+}
+
+/// The smallest share of ops that must equal the op one period later.
+const MIN_MATCH: f64 = 0.9;
+
+/// Whether slice `i` is an op with no op around it (step and annotation ranges do not
+/// count, so the search sees the same ops with or without markers).
+fn is_outer_op(trace: &Trace, i: usize) -> bool {
+    let s = &trace.slices;
+    if s.kind(i) != SliceKind::Op {
+        return false;
+    }
+    let mut p = s.parent[i];
+    while p != NONE {
+        if s.kind(p as usize) == SliceKind::Op {
+            return false;
+        }
+        p = s.parent[p as usize];
+    }
+    true
+}
+
+/// Steps from the repeating sequence of outer ops on the source's busiest thread:
+/// `(period, match ratio, steps)`.
+///
+/// A step runs each of some ops once, so the step count is the number of times such an
+/// op occurs. Trying counts from the fewest (longest steps) up, the period is the
+/// typical distance between the occurrences of the ops with that count; it is accepted
+/// when nearly every op equals the op one period later. Steps then start at each
+/// occurrence of the op that starts the first period.
+fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<(String, i64, i64)>)> {
+    let s = &trace.slices;
+    // The thread track with the most outer-op time.
+    let mut best: Option<(usize, i64)> = None;
+    for (t, track) in trace.tracks.iter().enumerate() {
+        let from_source = track
+            .process
+            .is_some_and(|p| trace.processes[p.index()].source == src);
+        if track.kind != TrackKind::Thread || !from_source {
+            continue;
+        }
+        let busy: i64 = trace
+            .track_slices(opscope_model::TrackId(t as u32))
+            .filter(|&i| is_outer_op(trace, i))
+            .map(|i| s.dur[i])
+            .sum();
+        if busy > 0 && best.is_none_or(|b| busy > b.1) {
+            best = Some((t, busy));
+        }
+    }
+    let track = opscope_model::TrackId(best?.0 as u32);
+    let ops: Vec<usize> = trace
+        .track_slices(track)
+        .filter(|&i| is_outer_op(trace, i))
+        .collect();
+    let names: Vec<opscope_model::StrId> = ops.iter().map(|&i| s.name[i]).collect();
+    let n = names.len();
+    let mut positions: hashbrown::HashMap<opscope_model::StrId, Vec<usize>> = Default::default();
+    for (k, name) in names.iter().enumerate() {
+        positions.entry(*name).or_default().push(k);
+    }
+    let mut counts: Vec<usize> = positions
+        .values()
+        .map(Vec::len)
+        .filter(|&c| c >= 2)
+        .collect();
+    counts.sort_unstable();
+    counts.dedup();
+    for count in counts {
+        // The op of this count whose occurrences are most evenly spaced.
+        let mut candidates: Vec<(&opscope_model::StrId, &Vec<usize>)> =
+            positions.iter().filter(|(_, p)| p.len() == count).collect();
+        candidates.sort_by_key(|(_, p)| {
+            let gaps: Vec<usize> = p.windows(2).map(|w| w[1] - w[0]).collect();
+            gaps.iter().max().unwrap() - gaps.iter().min().unwrap()
+        });
+        let (_, marks) = candidates[0];
+        let mut gaps: Vec<usize> = marks.windows(2).map(|w| w[1] - w[0]).collect();
+        gaps.sort_unstable();
+        let period = gaps[gaps.len() / 2];
+        if period < 2 || period > n / 2 {
+            continue;
+        }
+        let pairs = n - period;
+        let same = (0..pairs)
+            .filter(|&k| names[k] == names[k + period])
+            .count();
+        let ratio = same as f64 / pairs as f64;
+        if ratio < MIN_MATCH {
+            continue;
+        }
+        let steps = marks
+            .iter()
+            .enumerate()
+            .map(|(k, &from)| {
+                let end = match marks.get(k + 1) {
+                    Some(&next) => s.ts[ops[next]],
+                    None => s.end(ops[(from + period).min(n) - 1]),
+                };
+                (format!("step {k}"), s.ts[ops[from]], end)
+            })
+            .collect();
+        return Some((period, ratio, steps));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_names() {
+        for yes in ["train_step_3", "TrainStep 12", "step#4", "step_0"] {
+            assert!(is_step_name(yes), "{yes}");
+        }
+        for no in [
+            "train_step",
+            "Optimizer.step#SGD.step",
+            "stepper_1",
+            "ProfilerStep#1x",
+        ] {
+            assert!(!is_step_name(no), "{no}");
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! `opscope steps`: per training step, its time and how the device spent it; steps come
+//! from markers, or from the repeating op sequence when a trace has none.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use opscope_analysis::distribution::Distribution;
+use opscope_analysis::steps::{self, SourceSteps, StepOptions, StepSource};
+
+use crate::load::{self, LoadOptions};
+use crate::output::{duration_text, Table, TextOrJson};
+
+#[derive(clap::Args)]
+#[command(
+    about = "Per-step time and its breakdown, from step markers or the repeating op sequence",
+    after_help = "Steps are ProfilerStep#N ranges, else user ranges named like train_step_3; \
+                  a trace with neither is cut where its sequence of top-level ops repeats.\n\n\
+                  Examples:\n  opscope steps trace.json.gz\n  opscope steps --ignore-markers trace.json   # check the period search against the markers\n  opscope steps --format json runs/ranks/"
+)]
+pub struct Args {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Find steps from the repeating op sequence even where markers exist.
+    #[arg(long)]
+    ignore_markers: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t)]
+    format: TextOrJson,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let found = steps::steps(
+        &trace,
+        &StepOptions {
+            ignore_markers: args.ignore_markers,
+        },
+    );
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match args.format {
+        TextOrJson::Json => {
+            serde_json::to_writer_pretty(&mut out, &found)?;
+            writeln!(out)?;
+        }
+        TextOrJson::Text => print_text(&found, &mut out)?,
+    }
+    Ok(out.flush()?)
+}
+
+fn print_text(found: &[SourceSteps], out: &mut impl Write) -> std::io::Result<()> {
+    if found.is_empty() {
+        return writeln!(
+            out,
+            "no steps: no step markers, and no repeating sequence of ops"
+        );
+    }
+    for source in found {
+        let who = source
+            .rank
+            .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
+        writeln!(out, "== {who}: {}", source.file)?;
+        match &source.found_by {
+            StepSource::Markers => writeln!(out, "{} steps from step markers", source.steps.len())?,
+            StepSource::Period { period, match_ratio } => writeln!(
+                out,
+                "no step markers: the top-level ops repeat every {period} ops ({:.0}% match), giving {} steps",
+                match_ratio * 100.0,
+                source.steps.len()
+            )?,
+            StepSource::None => {
+                writeln!(out, "no step markers, and the ops do not repeat: no steps")?;
+                continue;
+            }
+        }
+        let durations: Vec<f64> = source.steps.iter().map(|s| s.dur_ns as f64).collect();
+        if let Some(d) = Distribution::of(&durations) {
+            writeln!(
+                out,
+                "step time: mean {}, median {}, min {}, max {}",
+                duration_text(d.mean),
+                duration_text(d.p50),
+                duration_text(d.min),
+                duration_text(d.max)
+            )?;
+        }
+        let origin = source.steps.first().map_or(0, |s| s.start_ns);
+        let mut table = Table::new(&[
+            ("step", false),
+            ("start", true),
+            ("time", true),
+            ("device busy", true),
+            ("device idle", true),
+            ("computation", true),
+            ("communication", true),
+            ("memory", true),
+            ("kernels", true),
+        ]);
+        for s in &source.steps {
+            let share = |ns: i64| {
+                format!(
+                    "{} ({:.0}%)",
+                    duration_text(ns as f64),
+                    100.0 * ns as f64 / s.dur_ns.max(1) as f64
+                )
+            };
+            table.rows.push(vec![
+                s.name.clone(),
+                duration_text((s.start_ns - origin) as f64),
+                duration_text(s.dur_ns as f64),
+                share(s.device_busy_ns),
+                share(s.device_idle_ns),
+                duration_text(s.computation_ns as f64),
+                duration_text(s.communication_ns as f64),
+                duration_text(s.memory_ns as f64),
+                s.kernels.to_string(),
+            ]);
+        }
+        table.write_text(out)?;
+        writeln!(out)?;
+    }
+    Ok(())
+}
