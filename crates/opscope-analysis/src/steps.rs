@@ -76,7 +76,7 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
                 && correlate::source_of(trace, i) == Some(src)
         };
         let mut found_by = StepSource::None;
-        let mut bounds: Vec<(String, i64, i64)> = Vec::new();
+        let mut bounds: Vec<Bounds> = Vec::new();
         if !options.ignore_markers {
             for kinds_match in [
                 (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
@@ -175,6 +175,9 @@ fn is_outer_op(trace: &Trace, i: usize) -> bool {
     true
 }
 
+/// A step as found: name, start and end.
+type Bounds = (String, i64, i64);
+
 /// Steps from the repeating sequence of outer ops on the source's busiest thread:
 /// `(period, match ratio, steps)`.
 ///
@@ -183,7 +186,7 @@ fn is_outer_op(trace: &Trace, i: usize) -> bool {
 /// typical distance between the occurrences of the ops with that count; it is accepted
 /// when nearly every op equals the op one period later. Steps then start at each
 /// occurrence of the op that starts the first period.
-fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<(String, i64, i64)>)> {
+fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bounds>)> {
     let s = &trace.slices;
     // The thread track with the most outer-op time.
     let mut best: Option<(usize, i64)> = None;
