@@ -7,6 +7,7 @@ pub mod distribution;
 pub mod gpu;
 pub mod intervals;
 pub mod kernel_stats;
+pub mod memory;
 pub mod op_stats;
 pub mod steps;
 pub mod view;

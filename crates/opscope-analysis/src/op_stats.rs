@@ -5,7 +5,7 @@
 //! same name is one call, as torch counts it.
 
 use hashbrown::HashMap;
-use opscope_model::{SliceKind, StrId, Trace, TrackKind, NONE};
+use opscope_model::{SliceKind, StrId, Trace, TrackId, TrackKind, NONE};
 use serde::Serialize;
 
 use crate::correlate::{self, Correlation};
@@ -28,6 +28,9 @@ pub struct OpRow {
     /// Time of the kernels, copies and sets the op launched itself (not those of the
     /// ops it called).
     pub accelerator_ns: i64,
+    /// Bytes the op allocated itself (PyTorch `[memory]` events; tfprof's requested
+    /// bytes).
+    pub bytes: i64,
 }
 
 impl OpRow {
@@ -100,5 +103,35 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
             }
         }
     }
+    let bytes_key = trace.strings.find("Bytes");
+    let inst = &trace.instants;
+    for i in 0..inst.len() {
+        if inst.kind(i) != SliceKind::Alloc {
+            continue;
+        }
+        let bytes = match bytes_key.and_then(|k| trace.args.find(inst.args[i], k)) {
+            Some(opscope_model::args::ArgValue::Int(b)) if b > 0 => b,
+            _ => continue,
+        };
+        if let Some(op) = innermost_op(trace, TrackId(inst.track[i]), inst.ts[i]) {
+            if selected[op] {
+                row(&mut rows, trace, s.name[op]).bytes += bytes;
+            }
+        }
+    }
     rows.into_values().collect()
+}
+
+/// The innermost op running on `track` at `ts`.
+pub fn innermost_op(trace: &Trace, track: TrackId, ts: i64) -> Option<usize> {
+    let mut at = trace.enclosing_slice(track, ts)?;
+    loop {
+        if is_op_kind(trace.slices.kind(at as usize)) {
+            return Some(at as usize);
+        }
+        at = trace.slices.parent[at as usize];
+        if at == NONE {
+            return None;
+        }
+    }
 }

@@ -14,16 +14,19 @@ pub enum Column {
     CpuMicros,
     SelfCpuMicros,
     AcceleratorMicros,
+    /// Bytes allocated.
+    Bytes,
 }
 
 impl Column {
-    pub const ALL: [Column; 6] = [
+    pub const ALL: [Column; 7] = [
         Column::Name,
         Column::Occurrence,
         Column::Micros,
         Column::CpuMicros,
         Column::SelfCpuMicros,
         Column::AcceleratorMicros,
+        Column::Bytes,
     ];
 
     /// tfprof's spelling.
@@ -35,6 +38,7 @@ impl Column {
             Column::CpuMicros => "cpu_micros",
             Column::SelfCpuMicros => "self_cpu_micros",
             Column::AcceleratorMicros => "accelerator_micros",
+            Column::Bytes => "bytes",
         }
     }
 
@@ -45,7 +49,6 @@ impl Column {
             .ok_or_else(|| {
                 let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
                 let later = [
-                    "bytes",
                     "peak_bytes",
                     "residual_bytes",
                     "output_bytes",
@@ -74,6 +77,7 @@ pub struct ViewOptions {
     pub min_cpu_micros: f64,
     pub min_accelerator_micros: f64,
     pub min_occurrence: u64,
+    pub min_bytes: i64,
     /// Rows whose name matches one of these are shown (all when empty).
     pub show_name_regexes: Vec<Regex>,
     /// Rows whose name matches one of these are hidden.
@@ -90,6 +94,7 @@ impl Default for ViewOptions {
             min_cpu_micros: 0.0,
             min_accelerator_micros: 0.0,
             min_occurrence: 0,
+            min_bytes: 0,
             show_name_regexes: Vec::new(),
             hide_name_regexes: Vec::new(),
             account_type_regexes: Vec::new(),
@@ -108,6 +113,7 @@ pub trait ViewRow {
     fn cpu_ns(&self) -> i64;
     fn self_cpu_ns(&self) -> i64;
     fn accelerator_ns(&self) -> i64;
+    fn bytes(&self) -> i64;
 }
 
 impl ViewRow for crate::op_stats::OpRow {
@@ -125,6 +131,9 @@ impl ViewRow for crate::op_stats::OpRow {
     }
     fn accelerator_ns(&self) -> i64 {
         self.accelerator_ns
+    }
+    fn bytes(&self) -> i64 {
+        self.bytes
     }
 }
 
@@ -158,6 +167,7 @@ pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
             && micros(r.cpu_ns()) >= options.min_cpu_micros
             && micros(r.accelerator_ns()) >= options.min_accelerator_micros
             && r.occurrence() >= options.min_occurrence
+            && r.bytes() >= options.min_bytes
     });
     let key = |r: &R| -> i64 {
         match options.order_by {
@@ -167,6 +177,7 @@ pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
             Column::CpuMicros => r.cpu_ns(),
             Column::SelfCpuMicros => r.self_cpu_ns(),
             Column::AcceleratorMicros => r.accelerator_ns(),
+            Column::Bytes => r.bytes(),
         }
     };
     rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name().cmp(b.name())));
@@ -185,6 +196,7 @@ mod tests {
             cpu_ns: cpu_us * 1000,
             self_cpu_ns: cpu_us * 500,
             accelerator_ns: accel_us * 1000,
+            bytes: 0,
         }
     }
 
@@ -233,9 +245,13 @@ mod tests {
             ..ViewOptions::default()
         };
         assert_eq!(names(&o), ["MatMul"]);
-        assert!(Column::parse("bytes")
+        assert!(Column::parse("float_ops")
             .unwrap_err()
             .contains("not available yet"));
+        assert!(Column::parse("nonsense")
+            .unwrap_err()
+            .contains("unknown column"));
+        assert_eq!(Column::parse("bytes"), Ok(Column::Bytes));
         assert_eq!(Column::parse("cpu_micros"), Ok(Column::CpuMicros));
     }
 }

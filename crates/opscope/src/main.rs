@@ -32,6 +32,7 @@ enum Command {
     Stats(commands::stats::Args),
     Gpu(commands::gpu::Args),
     Steps(commands::steps::Args),
+    Memory(commands::memory::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -61,6 +62,7 @@ fn main() -> ExitCode {
         Command::Stats(args) => commands::stats::run(args),
         Command::Gpu(args) => commands::gpu::run(args),
         Command::Steps(args) => commands::steps::run(args),
+        Command::Memory(args) => commands::memory::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

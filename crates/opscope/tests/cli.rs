@@ -613,3 +613,58 @@ fn steps_follow_the_markers_and_the_period_search_finds_them() {
         }
     }
 }
+
+/// `memory` on the Kineto traces with [memory] events (the current schema with the
+/// allocator's totals, and the 2021 schema without): allocated and freed bytes, the peak
+/// in use and the five ops that allocate most, per device, as an independent reading of
+/// the raw events gives them.
+#[test]
+fn memory_matches_an_independent_reading_of_the_allocation_events() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let files = [
+        traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"),
+        traces.join(
+            "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+        ),
+        traces.join(
+            "kineto/kineto-tb_plugin/resnet50_num_workers_4/worker0.1623212756351.pt.trace.json.gz",
+        ),
+    ];
+    let expected = run_oracle("memory_events.py", &files);
+    let mut checked = 0;
+    for file in &files {
+        let key = file.to_str().unwrap();
+        let devices = expected[key]["devices"].as_object().unwrap();
+        if devices.is_empty() {
+            continue;
+        }
+        let out = opscope(&["memory", "--format", "json", "--quiet", "--top", "5", key]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let reports: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        for (device, want) in devices {
+            let got = reports
+                .iter()
+                .find(|r| format!("{}/{}", r["device_type"], r["device_id"]) == *device)
+                .unwrap_or_else(|| panic!("{key}: no report for device {device}"));
+            let what = format!("{key} device {device}");
+            assert_eq!(got["allocated_bytes"], want["allocated"], "{what}");
+            assert_eq!(got["freed_bytes"], want["freed"], "{what}");
+            assert_eq!(got["peak_in_use"], want["peak"], "{what}");
+            let top: Vec<serde_json::Value> = got["top_ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| serde_json::json!([o["op"], o["bytes"], o["allocations"]]))
+                .collect();
+            assert_eq!(serde_json::Value::Array(top), want["top_ops"], "{what}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} devices compared");
+}

@@ -3,5 +3,6 @@
 pub mod convert;
 pub mod gpu;
 pub mod info;
+pub mod memory;
 pub mod stats;
 pub mod steps;

@@ -65,14 +65,14 @@ struct OpArgs {
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
     /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros.
+    /// self_cpu_micros, accelerator_micros, bytes.
     #[arg(
         long = "select",
         default_value = "occurrence,micros,cpu_micros,self_cpu_micros,accelerator_micros"
     )]
     select: String,
     /// Column to order by (largest first): name, occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros.
+    /// self_cpu_micros, accelerator_micros, bytes.
     #[arg(long = "order_by", alias = "order-by", default_value = "micros")]
     order_by: String,
     /// Hide rows with less CPU plus accelerator time (µs).
@@ -92,6 +92,9 @@ struct OpArgs {
         default_value_t = 0.0
     )]
     min_cpu_micros: f64,
+    /// Hide rows that allocated fewer bytes.
+    #[arg(long = "min_bytes", alias = "min-bytes", default_value_t = 0)]
+    min_bytes: i64,
     /// Hide rows with fewer calls.
     #[arg(long = "min_occurrence", alias = "min-occurrence", default_value_t = 0)]
     min_occurrence: u64,
@@ -213,6 +216,7 @@ fn op(args: OpArgs) -> Result<()> {
         min_cpu_micros: args.min_cpu_micros,
         min_accelerator_micros: args.min_accelerator_micros,
         min_occurrence: args.min_occurrence,
+        min_bytes: args.min_bytes,
         show_name_regexes: regex_option("show_name_regexes", &args.show_name_regexes)?,
         hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
         account_type_regexes: regex_option("account_type_regexes", &args.account_type_regexes)?,
@@ -275,6 +279,7 @@ fn op(args: OpArgs) -> Result<()> {
                 Column::CpuMicros => time(r.cpu_ns, totals.1),
                 Column::SelfCpuMicros => time(r.self_cpu_ns, totals.2),
                 Column::AcceleratorMicros => time(r.accelerator_ns, totals.3),
+                Column::Bytes => r.bytes.to_string(),
                 Column::Name => unreachable!("filtered out above"),
             });
         }

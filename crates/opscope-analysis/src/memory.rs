@@ -1,0 +1,369 @@
+//! Memory per device and allocator: bytes in use (and reserved) over time, the peak and
+//! the blocks live at it, the ops that allocate most, and growth from step to step.
+//! Reads Kineto's `[memory]` events (and their `Total Allocated`/`Total Reserved` when
+//! present) and allocator counters (TensorFlow timelines' `Allocators`).
+
+use hashbrown::HashMap;
+use opscope_model::args::ArgValue;
+use opscope_model::{SliceKind, SourceId, StrId, Trace, TrackId, TrackKind};
+use serde::Serialize;
+
+use crate::op_stats::innermost_op;
+use crate::steps::{self, StepOptions};
+
+#[derive(Clone, Debug)]
+pub struct MemoryOptions {
+    /// Rows in the top-ops and live-at-peak lists.
+    pub top: usize,
+}
+
+impl Default for MemoryOptions {
+    fn default() -> Self {
+        MemoryOptions { top: 10 }
+    }
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LiveBlock {
+    pub bytes: i64,
+    pub allocated_at_ns: i64,
+    /// The innermost op around the allocation.
+    pub op: Option<String>,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct OpAllocations {
+    pub op: String,
+    pub bytes: i64,
+    pub allocations: u64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct StepGrowth {
+    pub step: String,
+    pub in_use_at_start: i64,
+    pub in_use_at_end: i64,
+    pub growth: i64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AllocatorReport {
+    pub file: String,
+    pub rank: Option<u32>,
+    /// `cuda 0`, `cpu`, or the allocator's counter name.
+    pub allocator: String,
+    /// Kineto's `Device Type` (c10's numbering) and `Device Id`, for event data.
+    pub device_type: Option<i64>,
+    pub device_id: Option<i64>,
+    /// `events` (allocations and frees) or `counter` (bytes in use sampled).
+    pub data: &'static str,
+    pub events: usize,
+    pub allocated_bytes: i64,
+    pub freed_bytes: i64,
+    pub peak_in_use: i64,
+    pub peak_at_ns: i64,
+    pub final_in_use: i64,
+    pub peak_reserved: Option<i64>,
+    /// Bytes in use is counted from the trace's own totals; otherwise from zero at the
+    /// first event, which undercounts what was allocated before the trace began.
+    pub from_allocator_totals: bool,
+    pub live_at_peak: Vec<LiveBlock>,
+    pub top_ops: Vec<OpAllocations>,
+    pub steps: Vec<StepGrowth>,
+}
+
+/// c10's device types, as Kineto writes them in `Device Type`.
+fn device_type_name(code: i64) -> String {
+    const NAMES: &[&str] = &[
+        "cpu",
+        "cuda",
+        "mkldnn",
+        "opengl",
+        "opencl",
+        "ideep",
+        "hip",
+        "fpga",
+        "maia",
+        "xla",
+        "vulkan",
+        "metal",
+        "xpu",
+        "mps",
+        "meta",
+        "hpu",
+        "ve",
+        "lazy",
+        "ipu",
+        "mtia",
+        "privateuse1",
+    ];
+    usize::try_from(code)
+        .ok()
+        .and_then(|c| NAMES.get(c))
+        .map_or_else(|| format!("device type {code}"), |n| n.to_string())
+}
+
+/// One allocation or free.
+struct Event {
+    ts: i64,
+    bytes: i64,
+    addr: Option<i64>,
+    total_allocated: Option<i64>,
+    total_reserved: Option<i64>,
+    op: Option<StrId>,
+}
+
+fn int_arg(trace: &Trace, args: opscope_model::ArgsId, key: Option<StrId>) -> Option<i64> {
+    match trace.args.find(args, key?)? {
+        ArgValue::Int(v) => Some(v),
+        ArgValue::UInt(v) => i64::try_from(v).ok(),
+        ArgValue::Float(v) if v.is_finite() => Some(v as i64),
+        _ => None,
+    }
+}
+
+pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
+    let key = |k: &str| trace.strings.find(k);
+    let (k_type, k_id, k_addr, k_bytes, k_total, k_reserved) = (
+        key("Device Type"),
+        key("Device Id"),
+        key("Addr"),
+        key("Bytes"),
+        key("Total Allocated"),
+        key("Total Reserved"),
+    );
+    let source_of_track = |t: u32| {
+        trace.tracks[t as usize]
+            .process
+            .map(|p| trace.processes[p.index()].source)
+    };
+    // Allocation events per (source, device type, device id), in time order.
+    let mut groups: HashMap<(Option<SourceId>, i64, i64), Vec<Event>> = HashMap::new();
+    let inst = &trace.instants;
+    for i in 0..inst.len() {
+        if inst.kind(i) != SliceKind::Alloc {
+            continue;
+        }
+        let args = inst.args[i];
+        let Some(bytes) = int_arg(trace, args, k_bytes) else {
+            continue;
+        };
+        let device = (
+            int_arg(trace, args, k_type).unwrap_or(0),
+            int_arg(trace, args, k_id).unwrap_or(-1),
+        );
+        groups
+            .entry((source_of_track(inst.track[i]), device.0, device.1))
+            .or_default()
+            .push(Event {
+                ts: inst.ts[i],
+                bytes,
+                addr: int_arg(trace, args, k_addr),
+                total_allocated: int_arg(trace, args, k_total),
+                total_reserved: int_arg(trace, args, k_reserved),
+                op: innermost_op(trace, TrackId(inst.track[i]), inst.ts[i])
+                    .map(|op| trace.slices.name[op]),
+            });
+    }
+    let all_steps = steps::steps(trace, &StepOptions::default());
+    let mut reports = Vec::new();
+    let mut keys: Vec<_> = groups.keys().copied().collect();
+    keys.sort();
+    for group in keys {
+        let mut events = groups.remove(&group).unwrap_or_default();
+        events.sort_by_key(|e| e.ts);
+        let (source, device_type, device_id) = group;
+        let name = if device_id >= 0 {
+            format!("{} {device_id}", device_type_name(device_type))
+        } else {
+            device_type_name(device_type)
+        };
+        let mut report = from_events(trace, &events, name, options);
+        report.device_type = Some(device_type);
+        report.device_id = Some(device_id);
+        if let Some(src) = source {
+            let s = &trace.sources[src.index()];
+            report.file = s.path.clone();
+            report.rank = s.rank;
+            if let Some(found) = all_steps.iter().find(|st| st.file == s.path) {
+                report.steps = step_growth(&events, found);
+            }
+        }
+        reports.push(report);
+    }
+    reports.extend(from_counters(trace));
+    reports
+}
+
+/// Bytes in use after each event.
+fn in_use_series(events: &[Event]) -> (Vec<i64>, bool) {
+    let totals = events.iter().all(|e| e.total_allocated.is_some());
+    let mut running = 0i64;
+    let series = events
+        .iter()
+        .map(|e| {
+            running += e.bytes;
+            if totals {
+                e.total_allocated.unwrap_or(running)
+            } else {
+                running
+            }
+        })
+        .collect();
+    (series, totals)
+}
+
+fn from_events(
+    trace: &Trace,
+    events: &[Event],
+    allocator: String,
+    options: &MemoryOptions,
+) -> AllocatorReport {
+    let (series, totals) = in_use_series(events);
+    let (peak_index, peak) = series
+        .iter()
+        .enumerate()
+        .max_by_key(|(k, v)| (**v, std::cmp::Reverse(*k)))
+        .map_or((0, 0), |(k, v)| (k, *v));
+    // Replay up to the peak to see which blocks were live.
+    let mut live: HashMap<i64, LiveBlock> = HashMap::new();
+    for e in &events[..=peak_index.min(events.len().saturating_sub(1))] {
+        let Some(addr) = e.addr else { continue };
+        if e.bytes > 0 {
+            live.insert(
+                addr,
+                LiveBlock {
+                    bytes: e.bytes,
+                    allocated_at_ns: e.ts,
+                    op: e.op.map(|o| trace.str(o).to_string()),
+                },
+            );
+        } else {
+            live.remove(&addr);
+        }
+    }
+    let mut live: Vec<LiveBlock> = live.into_values().collect();
+    live.sort_by(|a, b| {
+        b.bytes
+            .cmp(&a.bytes)
+            .then(a.allocated_at_ns.cmp(&b.allocated_at_ns))
+    });
+    live.truncate(options.top);
+    let mut by_op: HashMap<Option<StrId>, (i64, u64)> = HashMap::new();
+    for e in events.iter().filter(|e| e.bytes > 0) {
+        let entry = by_op.entry(e.op).or_default();
+        entry.0 += e.bytes;
+        entry.1 += 1;
+    }
+    let mut top_ops: Vec<OpAllocations> = by_op
+        .into_iter()
+        .map(|(op, (bytes, n))| OpAllocations {
+            op: op.map_or_else(
+                || "(outside any op)".to_string(),
+                |o| trace.str(o).to_string(),
+            ),
+            bytes,
+            allocations: n,
+        })
+        .collect();
+    top_ops.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.op.cmp(&b.op)));
+    top_ops.truncate(options.top);
+    AllocatorReport {
+        file: String::new(),
+        rank: None,
+        allocator,
+        device_type: None,
+        device_id: None,
+        data: "events",
+        events: events.len(),
+        allocated_bytes: events.iter().filter(|e| e.bytes > 0).map(|e| e.bytes).sum(),
+        freed_bytes: -events
+            .iter()
+            .filter(|e| e.bytes < 0)
+            .map(|e| e.bytes)
+            .sum::<i64>(),
+        peak_in_use: peak,
+        peak_at_ns: events.get(peak_index).map_or(0, |e| e.ts),
+        final_in_use: series.last().copied().unwrap_or(0),
+        peak_reserved: events.iter().filter_map(|e| e.total_reserved).max(),
+        from_allocator_totals: totals,
+        live_at_peak: live,
+        top_ops,
+        steps: Vec::new(),
+    }
+}
+
+fn step_growth(events: &[Event], found: &steps::SourceSteps) -> Vec<StepGrowth> {
+    let (series, _) = in_use_series(events);
+    // Before the first event: what its totals say was already in use.
+    let before = events
+        .first()
+        .and_then(|e| e.total_allocated.map(|t| t - e.bytes))
+        .unwrap_or(0);
+    // Bytes in use just before `t`: after the last event before it.
+    let at = |t: i64| -> i64 {
+        let k = events.partition_point(|e| e.ts < t);
+        if k == 0 {
+            before
+        } else {
+            series[k - 1]
+        }
+    };
+    found
+        .steps
+        .iter()
+        .map(|s| {
+            let (start, end) = (at(s.start_ns), at(s.start_ns + s.dur_ns));
+            StepGrowth {
+                step: s.name.clone(),
+                in_use_at_start: start,
+                in_use_at_end: end,
+                growth: end - start,
+            }
+        })
+        .collect()
+}
+
+/// Allocator counters: TensorFlow timelines put one per allocator in a process named
+/// `Allocators`.
+fn from_counters(trace: &Trace) -> Vec<AllocatorReport> {
+    let c = &trace.counters;
+    let mut reports = Vec::new();
+    for (t, track) in trace.tracks.iter().enumerate() {
+        let Some(p) = track.process else { continue };
+        let process = &trace.processes[p.index()];
+        let is_allocator = track.kind == TrackKind::Counter
+            && process.name.is_some_and(|n| trace.str(n) == "Allocators");
+        if !is_allocator {
+            continue;
+        }
+        let samples: Vec<usize> = (0..c.len()).filter(|&i| c.track[i] as usize == t).collect();
+        let Some(&peak) = samples
+            .iter()
+            .max_by(|&&a, &&b| c.value[a].total_cmp(&c.value[b]))
+        else {
+            continue;
+        };
+        let source = &trace.sources[process.source.index()];
+        reports.push(AllocatorReport {
+            file: source.path.clone(),
+            rank: source.rank,
+            allocator: trace.str(track.name).to_string(),
+            device_type: None,
+            device_id: None,
+            data: "counter",
+            events: samples.len(),
+            allocated_bytes: 0,
+            freed_bytes: 0,
+            peak_in_use: c.value[peak] as i64,
+            peak_at_ns: c.ts[peak],
+            final_in_use: samples.last().map_or(0, |&i| c.value[i] as i64),
+            peak_reserved: None,
+            from_allocator_totals: true,
+            live_at_peak: Vec::new(),
+            top_ops: Vec::new(),
+            steps: Vec::new(),
+        });
+    }
+    reports
+}
