@@ -16,7 +16,7 @@ use clap::{Parser, Subcommand};
     about = "Tracer and profiler for ML and dataflow programs",
     long_about = "opscope reads the traces ML tools already write (PyTorch/Kineto and other Chrome \
                   trace JSON, TensorFlow timelines, Perfetto) into one model, tells what is in \
-                  them, and converts them for the viewers.\n\n\
+                  them and where the time and memory go, and converts them for the viewers.\n\n\
                   TRACE is a file (.json, .json.gz, .pftrace) or a directory of them, e.g. one \
                   file per rank."
 )]
