@@ -1,7 +1,8 @@
 //! Links device work to the host: each kernel, copy or set on a GPU stream to the
 //! runtime or driver call that launched it, and through that call to the framework op
 //! around it. Uses what the trace offers: launch flows (Kineto `ac2g`) first, then
-//! equal `correlation` ids between host and device slices of one source.
+//! equal `correlation` ids between host and device slices of one source, then (for
+//! TensorFlow timelines) the graph node `name` the device work and its op share.
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -89,6 +90,33 @@ pub fn correlate(trace: &Trace) -> Correlation {
             if *slot == NONE && is_device_work(trace, i) {
                 if let Some(&call) = id_of(i).and_then(|id| calls.get(&(source_of(trace, i), id))) {
                     *slot = call;
+                }
+            }
+        }
+    }
+
+    // TensorFlow timelines: a kernel carries the graph node name of the op that ran it.
+    if let Some(key) = trace.strings.find("name") {
+        let node_of = |i: usize| match trace.args.find(s.args[i], key) {
+            Some(ArgValue::Str(n)) => Some(n),
+            _ => None,
+        };
+        let mut ops: HashMap<(Option<SourceId>, opscope_model::StrId), u32> = HashMap::new();
+        for i in 0..n {
+            if s.kind(i) == SliceKind::Op && !is_device_work(trace, i) {
+                if let Some(node) = node_of(i) {
+                    ops.entry((source_of(trace, i), node)).or_insert(i as u32);
+                }
+            }
+        }
+        if !ops.is_empty() {
+            for (i, slot) in launch.iter_mut().enumerate() {
+                if *slot == NONE && is_device_work(trace, i) {
+                    if let Some(&op) =
+                        node_of(i).and_then(|node| ops.get(&(source_of(trace, i), node)))
+                    {
+                        *slot = op;
+                    }
                 }
             }
         }

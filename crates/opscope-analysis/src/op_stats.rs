@@ -58,8 +58,13 @@ pub fn is_op_kind(kind: SliceKind) -> bool {
 pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptions) -> Vec<OpRow> {
     let s = &trace.slices;
     let selected = window::select(trace, correlation, options.window);
+    // Host threads hold the ops; TensorFlow also puts the ops it runs for a GPU on a
+    // lane of that GPU.
     let is_op = |i: usize| {
-        is_op_kind(s.kind(i)) && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
+        let kind = s.kind(i);
+        is_op_kind(kind)
+            && (kind == SliceKind::Op
+                || trace.tracks[s.track[i] as usize].kind == TrackKind::Thread)
     };
     let mut rows: HashMap<StrId, OpRow> = HashMap::new();
     fn row<'r>(rows: &'r mut HashMap<StrId, OpRow>, trace: &Trace, name: StrId) -> &'r mut OpRow {

@@ -809,7 +809,11 @@ impl<'t> Builder<'t> {
                 let kind = self.trace.slices.kind(i);
                 if kind == SliceKind::Op {
                     let name = self.trace.str(self.trace.slices.name[i]);
-                    let refined = if name.to_ascii_uppercase().contains("MEMCPY")
+                    // The merged lane repeats work the stream lanes hold: kept for
+                    // viewers, left out of device time so nothing counts twice.
+                    let refined = if *lane == TfLane::AllStreams {
+                        SliceKind::Other
+                    } else if name.to_ascii_uppercase().contains("MEMCPY")
                         || *lane == TfLane::Memcpy
                     {
                         SliceKind::Memcpy(kinds::memcpy_direction(name))

@@ -123,6 +123,8 @@ pub(crate) fn device_of(name: &str) -> Option<(DeviceKind, u32)> {
 pub(crate) enum TfLane {
     Stream,
     Memcpy,
+    /// `/gpu:0/stream:all`: TensorFlow's merged copy of every stream's work.
+    AllStreams,
 }
 
 pub(crate) fn tf_lane(process_name: &str) -> Option<TfLane> {
@@ -133,6 +135,8 @@ pub(crate) fn tf_lane(process_name: &str) -> Option<TfLane> {
     }
     if lower.contains("/memcpy") {
         Some(TfLane::Memcpy)
+    } else if lower.contains("/stream:all") {
+        Some(TfLane::AllStreams)
     } else if lower.contains("/stream:") {
         Some(TfLane::Stream)
     } else {
