@@ -10,5 +10,6 @@ pub mod kernel_stats;
 pub mod memory;
 pub mod op_stats;
 pub mod steps;
+pub mod tree;
 pub mod view;
 pub mod window;

@@ -171,3 +171,92 @@ fn op_view_agrees_with_torch_1_13_legacy() {
         ],
     );
 }
+
+/// The scope tree of a PyTorch trace: its root holds torch's self CPU total, and each
+/// `train_step_N` range (a root child) torch's CPU total for it.
+#[test]
+fn scope_tree_agrees_with_torch_totals() {
+    use opscope_analysis::tree::{self, TreeKind};
+    use opscope_analysis::window::{self, Window};
+    let Some(shared) = shared() else {
+        return;
+    };
+    let trace = load(
+        &shared.join("traces/kineto/generated-here/torch2.15-cpu-kineto/torch-cpu-trace.json"),
+    );
+    let correlation = correlate::correlate(&trace);
+    let selected = window::select(&trace, &correlation, Window::Whole);
+    let built = tree::build(&trace, &correlation, TreeKind::Scope, &selected);
+    let (torch, self_total) =
+        read_table(&shared.join("peer-outputs/torch/key_averages_table-torch2.15-pypi.txt"));
+    let root = &built.nodes[0];
+    assert!(
+        (root.total_cpu_ns as f64 / 1000.0 - self_total).abs() <= 0.5,
+        "root {} vs {self_total}",
+        root.total_cpu_ns
+    );
+    let mut steps = 0;
+    for &c in &root.children {
+        let node = &built.nodes[c];
+        if let Some(want) = torch
+            .iter()
+            .find(|r| r.name == node.name && node.name.starts_with("train_step_"))
+        {
+            let (theirs, precision) = want.cpu_total;
+            let ours = node.total_cpu_ns as f64 / 1000.0;
+            assert!(
+                (ours - theirs).abs() <= precision + 1e-6,
+                "{}: {ours} vs {theirs}",
+                node.name
+            );
+            steps += 1;
+        }
+    }
+    assert_eq!(steps, 3);
+    // The code tree charges the same self time, to call stacks instead.
+    let code = tree::build(&trace, &correlation, TreeKind::Code, &selected);
+    assert_eq!(code.nodes[0].total_cpu_ns, root.total_cpu_ns);
+}
+
+/// The scope tree of a TensorFlow timeline: TF node names split at "/"; each scope's
+/// total is the time of the ops named under it, summed here from the raw JSON.
+#[test]
+fn scope_tree_follows_tensorflow_node_names() {
+    use opscope_analysis::tree::{self, TreeKind};
+    use opscope_analysis::window::{self, Window};
+    let Some(shared) = shared() else {
+        return;
+    };
+    let path = shared.join("traces/tf-timeline/generated-here/tf2.21-cpu-mlp/timeline.json");
+    let raw: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let ops: Vec<(String, i64)> = raw["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|e| {
+            (
+                e["args"]["name"].as_str().unwrap().to_string(),
+                e["dur"].as_i64().unwrap() * 1000,
+            )
+        })
+        .collect();
+    let trace = load(&path);
+    let correlation = correlate::correlate(&trace);
+    let selected = window::select(&trace, &correlation, Window::Whole);
+    let built = tree::build(&trace, &correlation, TreeKind::Scope, &selected);
+    let total: i64 = ops.iter().map(|o| o.1).sum();
+    assert_eq!(built.nodes[0].total_cpu_ns, total);
+    let count: u64 = built.nodes.iter().map(|n| n.occurrence).sum();
+    assert_eq!(count as usize, ops.len());
+    for &c in &built.nodes[0].children {
+        let node = &built.nodes[c];
+        let prefix = format!("{}/", node.name);
+        let want: i64 = ops
+            .iter()
+            .filter(|(name, _)| *name == node.name || name.starts_with(&prefix))
+            .map(|o| o.1)
+            .sum();
+        assert_eq!(node.total_cpu_ns, want, "scope {}", node.name);
+    }
+}

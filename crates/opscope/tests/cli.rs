@@ -666,3 +666,44 @@ fn memory_matches_an_independent_reading_of_the_allocation_events() {
     }
     assert!(checked >= 4, "only {checked} devices compared");
 }
+
+/// The tree views take tfprof's one-dash options and write their trees as JSON.
+#[test]
+fn stats_scope_and_code_write_trees() {
+    let example = repo_root().join("examples/traces/mlp-train.json");
+    let dir = scratch_dir("trees");
+    for view in ["scope", "code"] {
+        let file = dir.join(format!("{view}.json"));
+        let out = opscope(&[
+            "stats",
+            view,
+            "-max_depth",
+            "2",
+            "-output",
+            &format!("json:outfile={}", file.display()),
+            "--quiet",
+            example.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let nodes: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(nodes[0]["name"], "_TFProfRoot");
+        assert!(
+            nodes.iter().all(|n| n["depth"].as_u64().unwrap() <= 2),
+            "{view}"
+        );
+        assert!(nodes.len() > 1, "{view}");
+        // Totals of the root's children add up to the root's.
+        let root_total = nodes[0]["total_cpu_ns"].as_i64().unwrap();
+        let children: i64 = nodes
+            .iter()
+            .filter(|n| n["parent"] == 0)
+            .map(|n| n["total_cpu_ns"].as_i64().unwrap())
+            .sum();
+        assert_eq!(children, root_total, "{view}");
+    }
+}

@@ -1,6 +1,7 @@
-//! `opscope stats VIEW`: tables of where time goes. `op` aggregates per op type with
-//! tfprof's option language (`-select`, `-order_by`, `-min_micros`, …); `kernel` gives
-//! per kernel name the columns of Nsight Systems' `cuda_gpu_kern_sum`.
+//! `opscope stats VIEW`: where time goes, with tfprof's option language. `op` aggregates
+//! per op type (`-select`, `-order_by`, `-min_micros`, …); `scope` and `code` are trees
+//! (name scopes, Python call stacks; `-max_depth`, `-start_name_regexes`, …); `kernel`
+//! gives per kernel name the columns of Nsight Systems' `cuda_gpu_kern_sum`.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -9,14 +10,17 @@ use anyhow::{bail, Context, Result};
 use opscope_analysis::correlate;
 use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
+use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
 use opscope_analysis::view::{self, Column, ViewOptions};
-use opscope_analysis::window::Window;
+use opscope_analysis::window::{self, Window};
 
 use crate::load::{self, LoadOptions};
 use crate::output::{duration_text, OutputFormat, Table};
 
 #[derive(clap::Args)]
-#[command(about = "Tables of where the time goes: per op type (tfprof options) or per kernel")]
+#[command(
+    about = "Where the time goes: per op type, scope tree, Python call tree (tfprof options), or per kernel"
+)]
 pub struct Args {
     #[command(subcommand)]
     view: View,
@@ -31,6 +35,19 @@ enum View {
         after_help = "Examples:\n  opscope stats op trace.json.gz\n  opscope stats op -order_by self_cpu_micros -min_micros 100 trace.json\n  opscope stats op -select occurrence,accelerator_micros -account_type_regexes 'aten::.*' trace.json\n  opscope stats op -output csv:outfile=ops.csv trace.json"
     )]
     Op(OpArgs),
+    /// The name-scope tree: TensorFlow node names split at "/", or the nesting of
+    /// PyTorch ops and record_function ranges; self and total CPU and accelerator time
+    /// per node (tfprof's scope view).
+    #[command(
+        after_help = "Examples:\n  opscope stats scope -max_depth 3 trace.json\n  opscope stats scope -start_name_regexes 'gradients' -min_micros 10 timeline.json\n  opscope stats scope -output json:outfile=scope.json trace.json.gz"
+    )]
+    Scope(TreeArgs),
+    /// The Python call tree: each op's time charged to the source lines of its call
+    /// stack (Kineto's "Call stack", or python_function ranges), tfprof's code view.
+    #[command(
+        after_help = "Examples:\n  opscope stats code -max_depth 6 -min_micros 1000 trace.json.gz\n  opscope stats code -trim_name_regexes '.*site-packages.*' trace.json.gz"
+    )]
+    Code(TreeArgs),
     /// Per GPU kernel name: share of kernel time, total, instances, mean, median, min,
     /// max and standard deviation (Nsight's cuda_gpu_kern_sum columns).
     #[command(
@@ -133,6 +150,58 @@ struct OpArgs {
     quiet: bool,
 }
 
+/// tfprof's options for the tree views.
+#[derive(clap::Args)]
+struct TreeArgs {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    traces: Vec<PathBuf>,
+    /// Deepest level shown (the root is 0).
+    #[arg(long = "max_depth", alias = "max-depth")]
+    max_depth: Option<usize>,
+    /// Hide nodes whose subtree has less CPU plus accelerator time (µs).
+    #[arg(long = "min_micros", alias = "min-micros", default_value_t = 0.0)]
+    min_micros: f64,
+    /// Show only subtrees under nodes whose whole name matches one of these
+    /// comma-separated regexes.
+    #[arg(
+        long = "start_name_regexes",
+        alias = "start-name-regexes",
+        default_value = ""
+    )]
+    start_name_regexes: String,
+    /// Show matching nodes but nothing under them.
+    #[arg(
+        long = "trim_name_regexes",
+        alias = "trim-name-regexes",
+        default_value = ""
+    )]
+    trim_name_regexes: String,
+    /// Show only nodes whose whole name matches (their children may still show).
+    #[arg(
+        long = "show_name_regexes",
+        alias = "show-name-regexes",
+        default_value = ""
+    )]
+    show_name_regexes: String,
+    /// Hide nodes whose whole name matches.
+    #[arg(
+        long = "hide_name_regexes",
+        alias = "hide-name-regexes",
+        default_value = ""
+    )]
+    hide_name_regexes: String,
+    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F.
+    #[arg(long = "output", default_value = "stdout")]
+    output: String,
+    /// Leave out the last profiler step and the work launched in it.
+    #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
+    exclude_last_step: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
 /// tfprof's long options, written with one dash (`-order_by`), that the command line
 /// accepts as if written with two.
 pub const TFPROF_OPTIONS: &[&str] = &[
@@ -192,6 +261,8 @@ fn destination(spec: &str) -> Result<Destination> {
 pub fn run(args: Args) -> Result<()> {
     match args.view {
         View::Op(args) => op(args),
+        View::Scope(args) => tree(args, TreeKind::Scope),
+        View::Code(args) => tree(args, TreeKind::Code),
         View::Kernel(args) => kernel(args),
     }
 }
@@ -375,4 +446,111 @@ fn kernel(args: KernelArgs) -> Result<()> {
         table.write_csv(&mut out)?;
     }
     Ok(out.flush()?)
+}
+
+fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
+    let regex_option = |name: &str, list: &str| {
+        view::regexes(list).with_context(|| format!("-{name}: not a valid regex list"))
+    };
+    let display = TreeDisplay {
+        max_depth: args.max_depth,
+        min_micros: args.min_micros,
+        start_name_regexes: regex_option("start_name_regexes", &args.start_name_regexes)?,
+        trim_name_regexes: regex_option("trim_name_regexes", &args.trim_name_regexes)?,
+        show_name_regexes: regex_option("show_name_regexes", &args.show_name_regexes)?,
+        hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
+    };
+    let destination = destination(&args.output)?;
+    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let correlation = correlate::correlate(&trace);
+    let win = if args.exclude_last_step {
+        Window::BeforeLastStep
+    } else {
+        Window::Whole
+    };
+    let selected = window::select(&trace, &correlation, win);
+    let built = tree::build(&trace, &correlation, kind, &selected);
+    let shown = tree::display(&built, &display);
+    let write = |out: &mut dyn Write| -> Result<()> {
+        match &destination {
+            Destination::Json(_) => {
+                let nodes: Vec<serde_json::Value> = shown
+                    .iter()
+                    .map(|&(i, depth)| {
+                        let mut v = serde_json::to_value(&built.nodes[i]).unwrap_or_default();
+                        v["shown_depth"] = depth.into();
+                        v["index"] = i.into();
+                        v
+                    })
+                    .collect();
+                serde_json::to_writer_pretty(&mut *out, &nodes)?;
+                writeln!(out)?;
+            }
+            Destination::Csv(_) => {
+                let mut table = Table::new(&[
+                    ("depth", true),
+                    ("name", false),
+                    ("occurrence", true),
+                    ("self_cpu_micros", true),
+                    ("total_cpu_micros", true),
+                    ("self_accelerator_micros", true),
+                    ("total_accelerator_micros", true),
+                ]);
+                let us = |ns: i64| format!("{:.3}", ns as f64 / 1000.0);
+                for &(i, depth) in &shown {
+                    let n = &built.nodes[i];
+                    table.rows.push(vec![
+                        depth.to_string(),
+                        n.name.clone(),
+                        n.occurrence.to_string(),
+                        us(n.self_cpu_ns),
+                        us(n.total_cpu_ns),
+                        us(n.self_accelerator_ns),
+                        us(n.total_accelerator_ns),
+                    ]);
+                }
+                table.write_csv(&mut *out)?;
+            }
+            _ => {
+                writeln!(
+                    out,
+                    "node name | cpu time (self/total) | accelerator time (self/total) | ops"
+                )?;
+                for &(i, depth) in &shown {
+                    let n = &built.nodes[i];
+                    let t = |ns: i64| duration_text(ns as f64);
+                    writeln!(
+                        out,
+                        "{:indent$}{} ({}/{}, {}/{}, {})",
+                        "",
+                        n.name,
+                        t(n.self_cpu_ns),
+                        t(n.total_cpu_ns),
+                        t(n.self_accelerator_ns),
+                        t(n.total_accelerator_ns),
+                        n.occurrence,
+                        indent = 2 * depth
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    };
+    match &destination {
+        Destination::Stdout => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            write(&mut out)?;
+            out.flush()?;
+        }
+        Destination::Text(path) | Destination::Csv(path) | Destination::Json(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            write(&mut out)?;
+            out.flush()?;
+            eprintln!("wrote {} nodes to {}", shown.len(), path.display());
+        }
+    }
+    Ok(())
 }

@@ -1,0 +1,315 @@
+//! tfprof's tree views. `scope`: the name-scope tree — TensorFlow node names split at
+//! `/`, or, for ops without one (PyTorch), the nesting of ops and `record_function`
+//! ranges. `code`: the Python call tree — the `Call stack` of each op, or the
+//! `python_function` ranges around it — with op time charged to the source lines.
+//! Each op's self CPU time and the accelerator time it launched land on its node;
+//! totals add up the subtree, so nothing counts twice.
+
+use hashbrown::HashMap;
+use opscope_model::args::ArgValue;
+use opscope_model::{SliceKind, Trace, NONE};
+use regex::Regex;
+use serde::Serialize;
+
+use crate::correlate::{self, Correlation};
+use crate::op_stats::is_op_kind;
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TreeKind {
+    Scope,
+    Code,
+}
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct TreeNode {
+    pub name: String,
+    pub depth: usize,
+    /// Index of the parent node; the root (0) has none.
+    pub parent: Option<usize>,
+    /// Ops whose own node this is.
+    pub occurrence: u64,
+    pub self_cpu_ns: i64,
+    pub self_accelerator_ns: i64,
+    pub total_cpu_ns: i64,
+    pub total_accelerator_ns: i64,
+    #[serde(skip)]
+    pub children: Vec<usize>,
+}
+
+/// Nodes in depth-first order of insertion; node 0 is the root.
+#[derive(Clone, Debug, Serialize)]
+pub struct Tree {
+    pub nodes: Vec<TreeNode>,
+}
+
+impl Tree {
+    fn new() -> Tree {
+        Tree {
+            nodes: vec![TreeNode {
+                name: "_TFProfRoot".into(),
+                ..TreeNode::default()
+            }],
+        }
+    }
+
+    fn child(
+        &mut self,
+        parent: usize,
+        name: &str,
+        index: &mut HashMap<(usize, String), usize>,
+    ) -> usize {
+        if let Some(&c) = index.get(&(parent, name.to_string())) {
+            return c;
+        }
+        let c = self.nodes.len();
+        self.nodes.push(TreeNode {
+            name: name.to_string(),
+            depth: self.nodes[parent].depth + 1,
+            parent: Some(parent),
+            ..TreeNode::default()
+        });
+        self.nodes[parent].children.push(c);
+        index.insert((parent, name.to_string()), c);
+        c
+    }
+}
+
+/// The path of names under which an op is charged.
+fn path(trace: &Trace, kind: TreeKind, op: usize, keys: &Keys) -> Vec<String> {
+    let s = &trace.slices;
+    let name = trace.str(s.name[op]).to_string();
+    let arg_str = |key: Option<opscope_model::StrId>| match key
+        .and_then(|k| trace.args.find(s.args[op], k))
+    {
+        Some(ArgValue::Str(v)) => Some(trace.str(v)),
+        _ => None,
+    };
+    // Enclosing slices of the wanted kinds, innermost first.
+    let ancestors = |wanted: &dyn Fn(SliceKind) -> bool| {
+        let mut names = Vec::new();
+        let mut p = s.parent[op];
+        while p != NONE {
+            if wanted(s.kind(p as usize)) {
+                names.push(trace.str(s.name[p as usize]).to_string());
+            }
+            p = s.parent[p as usize];
+        }
+        names
+    };
+    match kind {
+        TreeKind::Scope => match arg_str(keys.node_name) {
+            Some(node) if !node.is_empty() => node.split('/').map(str::to_string).collect(),
+            _ => {
+                let mut names = ancestors(&|k| is_op_kind(k));
+                names.reverse();
+                names.push(name);
+                names
+            }
+        },
+        TreeKind::Code => {
+            let mut frames: Vec<String> = match arg_str(keys.call_stack) {
+                // Kineto writes the innermost frame first.
+                Some(stack) if !stack.is_empty() => {
+                    stack.split(';').rev().map(str::to_string).collect()
+                }
+                _ => {
+                    let mut names = ancestors(&|k| k == SliceKind::PythonFunction);
+                    names.reverse();
+                    names
+                }
+            };
+            if frames.is_empty() {
+                frames.push("(no Python stack)".into());
+            }
+            frames.push(name);
+            frames
+        }
+    }
+}
+
+struct Keys {
+    node_name: Option<opscope_model::StrId>,
+    call_stack: Option<opscope_model::StrId>,
+}
+
+pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected: &[bool]) -> Tree {
+    let s = &trace.slices;
+    let keys = Keys {
+        node_name: trace.strings.find("name"),
+        call_stack: trace.strings.find("Call stack"),
+    };
+    let is_op = |i: usize| {
+        let k = s.kind(i);
+        is_op_kind(k)
+            && (k == SliceKind::Op
+                || trace.tracks[s.track[i] as usize].kind == opscope_model::TrackKind::Thread)
+    };
+    // Self CPU and accelerator time per op.
+    let mut self_cpu: HashMap<usize, i64> = HashMap::new();
+    let mut accelerator: HashMap<usize, i64> = HashMap::new();
+    for (i, _) in selected.iter().enumerate().filter(|(_, keep)| **keep) {
+        if is_op(i) {
+            *self_cpu.entry(i).or_default() += s.dur[i];
+            let p = s.parent[i];
+            if p != NONE && is_op(p as usize) {
+                *self_cpu.entry(p as usize).or_default() -= s.dur[i];
+            }
+        } else if correlate::is_device_work(trace, i) {
+            if let Some(op) = correlation.op_of(trace, i) {
+                *accelerator.entry(op).or_default() += s.dur[i];
+            }
+        }
+    }
+    let mut tree = Tree::new();
+    let mut index = HashMap::new();
+    let mut ops: Vec<usize> = self_cpu.keys().copied().collect();
+    ops.sort_unstable_by_key(|&i| (s.ts[i], i));
+    for op in ops {
+        let mut node = 0;
+        for part in path(trace, kind, op, &keys) {
+            node = tree.child(node, &part, &mut index);
+        }
+        let n = &mut tree.nodes[node];
+        n.occurrence += 1;
+        n.self_cpu_ns += self_cpu[&op];
+        n.self_accelerator_ns += accelerator.get(&op).copied().unwrap_or(0);
+    }
+    // Totals, children before parents (children always come later).
+    for i in (0..tree.nodes.len()).rev() {
+        let (cpu, accel) = {
+            let n = &tree.nodes[i];
+            let kids: (i64, i64) = n.children.iter().fold((0, 0), |acc, &c| {
+                (
+                    acc.0 + tree.nodes[c].total_cpu_ns,
+                    acc.1 + tree.nodes[c].total_accelerator_ns,
+                )
+            });
+            (n.self_cpu_ns + kids.0, n.self_accelerator_ns + kids.1)
+        };
+        tree.nodes[i].total_cpu_ns = cpu;
+        tree.nodes[i].total_accelerator_ns = accel;
+    }
+    tree
+}
+
+/// Which nodes a tree view shows (tfprof's options for the tree views).
+#[derive(Clone, Debug, Default)]
+pub struct TreeDisplay {
+    /// Deepest level shown (the root is level 0); `None` for all.
+    pub max_depth: Option<usize>,
+    /// Hide nodes whose subtree has less CPU plus accelerator time (µs).
+    pub min_micros: f64,
+    /// Show only the subtrees under nodes whose whole name matches (all when empty).
+    pub start_name_regexes: Vec<Regex>,
+    /// Show a matching node but nothing under it.
+    pub trim_name_regexes: Vec<Regex>,
+    /// Show only nodes whose whole name matches (all when empty); others are skipped
+    /// but their children can still show.
+    pub show_name_regexes: Vec<Regex>,
+    pub hide_name_regexes: Vec<Regex>,
+}
+
+fn matches(regexes: &[Regex], text: &str) -> bool {
+    regexes.iter().any(|r| r.is_match(text))
+}
+
+/// The nodes to print, in depth-first order, with the depth to print them at.
+pub fn display(tree: &Tree, options: &TreeDisplay) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    // (node, printed depth, inside a started subtree)
+    let mut stack = vec![(0usize, 0usize, options.start_name_regexes.is_empty())];
+    while let Some((i, depth, started)) = stack.pop() {
+        let node = &tree.nodes[i];
+        let started = started || matches(&options.start_name_regexes, &node.name);
+        let micros = (node.total_cpu_ns + node.total_accelerator_ns) as f64 / 1000.0;
+        if micros < options.min_micros && i != 0 {
+            continue;
+        }
+        let shown = started
+            && (options.show_name_regexes.is_empty()
+                || matches(&options.show_name_regexes, &node.name))
+            && !matches(&options.hide_name_regexes, &node.name);
+        if shown {
+            out.push((i, depth));
+        }
+        if options.max_depth.is_some_and(|m| node.depth >= m)
+            || (i != 0 && matches(&options.trim_name_regexes, &node.name))
+        {
+            continue;
+        }
+        let child_depth = if shown { depth + 1 } else { depth };
+        let mut kids = node.children.clone();
+        kids.sort_by(|&a, &b| {
+            let t = |n: &TreeNode| n.total_cpu_ns + n.total_accelerator_ns;
+            t(&tree.nodes[b])
+                .cmp(&t(&tree.nodes[a]))
+                .then_with(|| tree.nodes[a].name.cmp(&tree.nodes[b].name))
+        });
+        for &c in kids.iter().rev() {
+            stack.push((c, child_depth, started));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// root → a (30 µs) → a/x (20 µs), root → b (5 µs).
+    fn sample() -> Tree {
+        let mut tree = Tree::new();
+        let mut index = HashMap::new();
+        let a = tree.child(0, "a", &mut index);
+        let x = tree.child(a, "x", &mut index);
+        let b = tree.child(0, "b", &mut index);
+        for (node, self_us) in [(a, 10), (x, 20), (b, 5)] {
+            tree.nodes[node].self_cpu_ns = self_us * 1000;
+        }
+        let totals = [(0, 35), (a, 30), (x, 20), (b, 5)];
+        for (node, total_us) in totals {
+            tree.nodes[node].total_cpu_ns = total_us * 1000;
+        }
+        tree
+    }
+
+    fn names(tree: &Tree, options: &TreeDisplay) -> Vec<String> {
+        display(tree, options)
+            .into_iter()
+            .map(|(i, depth)| format!("{}{}", " ".repeat(depth), tree.nodes[i].name))
+            .collect()
+    }
+
+    #[test]
+    fn tree_display_follows_tfprof_options() {
+        let tree = sample();
+        let all = TreeDisplay::default();
+        assert_eq!(names(&tree, &all), ["_TFProfRoot", " a", "  x", " b"]);
+        let shallow = TreeDisplay {
+            max_depth: Some(1),
+            ..TreeDisplay::default()
+        };
+        assert_eq!(names(&tree, &shallow), ["_TFProfRoot", " a", " b"]);
+        let big = TreeDisplay {
+            min_micros: 10.0,
+            ..TreeDisplay::default()
+        };
+        assert_eq!(names(&tree, &big), ["_TFProfRoot", " a", "  x"]);
+        let trimmed = TreeDisplay {
+            trim_name_regexes: crate::view::regexes("a").unwrap(),
+            ..TreeDisplay::default()
+        };
+        assert_eq!(names(&tree, &trimmed), ["_TFProfRoot", " a", " b"]);
+        // Starting at "x" shows it alone, at the top.
+        let started = TreeDisplay {
+            start_name_regexes: crate::view::regexes("x").unwrap(),
+            ..TreeDisplay::default()
+        };
+        assert_eq!(names(&tree, &started), ["x"]);
+        let hidden = TreeDisplay {
+            hide_name_regexes: crate::view::regexes("a").unwrap(),
+            ..TreeDisplay::default()
+        };
+        assert_eq!(names(&tree, &hidden), ["_TFProfRoot", " x", " b"]);
+    }
+}
