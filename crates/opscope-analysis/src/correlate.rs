@@ -2,7 +2,10 @@
 //! runtime or driver call that launched it, and through that call to the framework op
 //! around it. Uses what the trace offers: launch flows (Kineto `ac2g`) first, then
 //! equal `correlation` ids between host and device slices of one source, then (for
-//! TensorFlow timelines) the graph node `name` the device work and its op share.
+//! TensorFlow timelines) the graph node `name` the device work and its op share. With
+//! no ids at all (HIP and SYCL traces of the original tracer), the in-order queue rule:
+//! on an in-order queue work runs in launch order, so the n-th launch is the n-th piece
+//! of work.
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -122,6 +125,8 @@ pub fn correlate(trace: &Trace) -> Correlation {
         }
     }
 
+    in_order_queue_rule(trace, &mut launch);
+
     let mut result = Correlation {
         launch,
         ..Correlation::default()
@@ -138,4 +143,135 @@ pub fn correlate(trace: &Trace) -> Correlation {
         }
     }
     result
+}
+
+/// Whether a host call launches device work, by its name: `hipLaunchKernel`,
+/// `cuLaunchKernel`, `cudaMemcpyAsync`, `clEnqueueNDRangeKernel`,
+/// `zeCommandListAppendLaunchKernel`, …
+fn is_launch_call(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["launch", "memcpy", "memset", "enqueue"]
+        .iter()
+        .any(|m| lower.contains(m))
+}
+
+/// Pairs device work that has no launch yet with launch calls that launched nothing,
+/// in order, for each source whose unpaired work runs on a single queue: the n-th
+/// launch with the n-th piece of work, as long as no work would start before its
+/// launch.
+fn in_order_queue_rule(trace: &Trace, launch: &mut [u32]) {
+    let s = &trace.slices;
+    let mut used = vec![false; s.len()];
+    for &l in launch.iter().filter(|&&l| l != NONE) {
+        used[l as usize] = true;
+    }
+    for src in 0..trace.sources.len() {
+        let src = Some(SourceId(src as u32));
+        let work: Vec<usize> = (0..s.len())
+            .filter(|&i| {
+                launch[i] == NONE && is_device_work(trace, i) && source_of(trace, i) == src
+            })
+            .collect();
+        let Some(&first) = work.first() else {
+            continue;
+        };
+        if work.iter().any(|&i| s.track[i] != s.track[first]) {
+            continue;
+        }
+        let mut calls: Vec<usize> = (0..s.len())
+            .filter(|&i| {
+                !used[i]
+                    && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver)
+                    && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
+                    && source_of(trace, i) == src
+                    && is_launch_call(trace.str(s.name[i]))
+            })
+            .collect();
+        calls.sort_by_key(|&i| (s.ts[i], i));
+        // `work` is in time order: one track, sorted by time.
+        if calls.len() != work.len() || calls.iter().zip(&work).any(|(&c, &w)| s.ts[c] > s.ts[w]) {
+            continue;
+        }
+        for (&c, &w) in calls.iter().zip(&work) {
+            launch[w] = c as u32;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn import(json: &str) -> Trace {
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace
+    }
+
+    fn launch_names(trace: &Trace, c: &Correlation) -> Vec<(String, Option<String>)> {
+        (0..trace.slices.len())
+            .filter(|&i| is_device_work(trace, i))
+            .map(|i| {
+                let op = c
+                    .op_of(trace, i)
+                    .map(|o| trace.str(trace.slices.name[o]).to_string());
+                (trace.str(trace.slices.name[i]).to_string(), op)
+            })
+            .collect()
+    }
+
+    /// HIP without correlation ids: the n-th launch on the only queue is the n-th kernel.
+    #[test]
+    fn in_order_queue_pairs_launches_and_kernels() {
+        let trace = import(
+            r#"[
+            {"ph":"M","name":"process_labels","pid":9,"args":{"labels":"GPU 0"}},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":10},
+            {"ph":"X","cat":"hip_runtime","name":"hipLaunchKernel","pid":1,"tid":1,"ts":1,"dur":2},
+            {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":20,"dur":10},
+            {"ph":"X","cat":"hip_runtime","name":"hipLaunchKernel","pid":1,"tid":1,"ts":21,"dur":2},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":9,"tid":1,"ts":15,"dur":5},
+            {"ph":"X","cat":"kernel","name":"add","pid":9,"tid":1,"ts":25,"dur":5}
+        ]"#,
+        );
+        let c = correlate(&trace);
+        assert_eq!(c.unattributed, 0);
+        assert_eq!(
+            launch_names(&trace, &c),
+            [
+                ("gemm".to_string(), Some("aten::mm".to_string())),
+                ("add".to_string(), Some("aten::add".to_string()))
+            ]
+        );
+        // A kernel that would start before its launch breaks the rule: nothing is paired.
+        let trace = import(
+            r#"[
+            {"ph":"M","name":"process_labels","pid":9,"args":{"labels":"GPU 0"}},
+            {"ph":"X","cat":"hip_runtime","name":"hipLaunchKernel","pid":1,"tid":1,"ts":30,"dur":2},
+            {"ph":"X","cat":"kernel","name":"k","pid":9,"tid":1,"ts":15,"dur":5}
+        ]"#,
+        );
+        assert_eq!(correlate(&trace).unattributed, 1);
+    }
+
+    /// Every kernel of a CUDA graph carries the correlation id of the graph launch: all
+    /// go to the op that launched the graph.
+    #[test]
+    fn graph_kernels_go_to_the_op_that_launched_the_graph() {
+        let trace = import(
+            r#"[
+            {"ph":"M","name":"process_labels","pid":0,"args":{"labels":"GPU 0"}},
+            {"ph":"X","cat":"cpu_op","name":"CUDAGraph::replay","pid":1,"tid":1,"ts":0,"dur":10},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaGraphLaunch","pid":1,"tid":1,"ts":1,"dur":5,"args":{"correlation":7}},
+            {"ph":"X","cat":"kernel","name":"k1","pid":0,"tid":7,"ts":12,"dur":2,"args":{"correlation":7}},
+            {"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":15,"dur":2,"args":{"correlation":7}},
+            {"ph":"X","cat":"kernel","name":"k3","pid":0,"tid":8,"ts":13,"dur":2,"args":{"correlation":7}}
+        ]"#,
+        );
+        let c = correlate(&trace);
+        assert_eq!(c.unattributed, 0);
+        for (kernel, op) in launch_names(&trace, &c) {
+            assert_eq!(op.as_deref(), Some("CUDAGraph::replay"), "{kernel}");
+        }
+    }
 }
