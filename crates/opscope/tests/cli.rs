@@ -707,3 +707,59 @@ fn stats_scope_and_code_write_trees() {
         assert_eq!(children, root_total, "{view}");
     }
 }
+
+/// `-step N` keeps the ops that start inside that profiler step, as an independent count
+/// on the raw events gives them; a step the trace does not have is a clear error.
+#[test]
+fn stats_op_step_selects_one_profiler_step() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let file = traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz");
+    let dir = scratch_dir("step");
+    for (step, op) in [("3", "aten::mm"), ("5", "record_param_comms")] {
+        let csv = dir.join(format!("step{step}.csv"));
+        let out = opscope(&[
+            "stats",
+            "op",
+            "-step",
+            step,
+            "-select",
+            "occurrence",
+            "-output",
+            &format!("csv:outfile={}", csv.display()),
+            "--quiet",
+            file.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = std::fs::read_to_string(&csv).unwrap();
+        let ours: u64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{op},")))
+            .unwrap_or_else(|| panic!("no {op} row"))
+            .parse()
+            .unwrap();
+        let oracle = Command::new(python())
+            .arg(repo_root().join("tests/oracle/ops_in_step.py"))
+            .args([file.to_str().unwrap(), step, op])
+            .output()
+            .unwrap();
+        let want: serde_json::Value = serde_json::from_slice(&oracle.stdout).unwrap();
+        assert_eq!(ours, want["calls"].as_u64().unwrap(), "{op} in step {step}");
+        assert!(ours > 0);
+    }
+    let out = opscope(&[
+        "stats",
+        "op",
+        "-step",
+        "99",
+        "--quiet",
+        file.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("its steps: 2, 3, 4, 5, 6"));
+}

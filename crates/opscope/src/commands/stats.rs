@@ -145,6 +145,9 @@ struct OpArgs {
     /// Leave out the last profiler step and the work launched in it.
     #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
     exclude_last_step: bool,
+    /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
+    #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
+    step: Option<u64>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -197,6 +200,9 @@ struct TreeArgs {
     /// Leave out the last profiler step and the work launched in it.
     #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
     exclude_last_step: bool,
+    /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
+    #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
+    step: Option<u64>,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -258,6 +264,33 @@ fn destination(spec: &str) -> Result<Destination> {
     })
 }
 
+/// The part of the trace `-step` and `--exclude-last-step` ask for.
+fn chosen_window(
+    trace: &opscope_model::Trace,
+    step: Option<u64>,
+    exclude_last: bool,
+) -> Result<Window> {
+    match step {
+        Some(n) => {
+            let known = window::step_numbers(trace);
+            if !known.contains(&n) {
+                let list: Vec<String> = known.iter().map(u64::to_string).collect();
+                bail!(
+                    "-step {n}: the trace has no such step marker (its steps: {})",
+                    if list.is_empty() {
+                        "none".to_string()
+                    } else {
+                        list.join(", ")
+                    }
+                );
+            }
+            Ok(Window::Step(n))
+        }
+        None if exclude_last => Ok(Window::BeforeLastStep),
+        None => Ok(Window::Whole),
+    }
+}
+
 pub fn run(args: Args) -> Result<()> {
     match args.view {
         View::Op(args) => op(args),
@@ -296,11 +329,7 @@ fn op(args: OpArgs) -> Result<()> {
     let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
     let correlation = correlate::correlate(&trace);
     let stats_options = OpStatsOptions {
-        window: if args.exclude_last_step {
-            Window::BeforeLastStep
-        } else {
-            Window::Whole
-        },
+        window: chosen_window(&trace, args.step, args.exclude_last_step)?,
     };
     let all = op_stats(&trace, &correlation, &stats_options);
     // Shares are of everything accounted, before display filters.
@@ -463,11 +492,7 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
     let destination = destination(&args.output)?;
     let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
     let correlation = correlate::correlate(&trace);
-    let win = if args.exclude_last_step {
-        Window::BeforeLastStep
-    } else {
-        Window::Whole
-    };
+    let win = chosen_window(&trace, args.step, args.exclude_last_step)?;
     let selected = window::select(&trace, &correlation, win);
     let built = tree::build(&trace, &correlation, kind, &selected);
     let shown = tree::display(&built, &display);
