@@ -5,6 +5,7 @@
 //! same name is one call, as torch counts it.
 
 use hashbrown::HashMap;
+use opscope_model::args::ArgValue;
 use opscope_model::{SliceKind, StrId, Trace, TrackId, TrackKind, NONE};
 use serde::Serialize;
 
@@ -31,6 +32,17 @@ pub struct OpRow {
     /// Bytes the op allocated itself (PyTorch `[memory]` events; tfprof's requested
     /// bytes).
     pub bytes: i64,
+    /// Of those, bytes still allocated when the call ended.
+    pub residual_bytes: i64,
+    /// The most bytes a call held at once of what it allocated, summed over calls.
+    pub peak_bytes: i64,
+    /// Floating-point operations (Kineto's `flops`, recorded with `with_flops=True`).
+    pub float_ops: i64,
+    /// Devices its device work ran on (`gpu 0`).
+    pub devices: Vec<String>,
+    /// Distinct input shapes (Kineto's `Input Dims`, recorded with `record_shapes=True`)
+    /// and how many calls had each, most frequent first.
+    pub input_shapes: Vec<(String, u64)>,
 }
 
 impl OpRow {
@@ -108,23 +120,150 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
             }
         }
     }
-    let bytes_key = trace.strings.find("Bytes");
-    let inst = &trace.instants;
-    for i in 0..inst.len() {
-        if inst.kind(i) != SliceKind::Alloc {
-            continue;
-        }
-        let bytes = match bytes_key.and_then(|k| trace.args.find(inst.args[i], k)) {
-            Some(opscope_model::args::ArgValue::Int(b)) if b > 0 => b,
-            _ => continue,
-        };
-        if let Some(op) = innermost_op(trace, TrackId(inst.track[i]), inst.ts[i]) {
-            if selected[op] {
-                row(&mut rows, trace, s.name[op]).bytes += bytes;
+    // Shapes, flops and devices.
+    let flops_key = trace.strings.find("flops");
+    let dims_key = trace.strings.find("Input Dims");
+    let mut shapes: HashMap<StrId, HashMap<String, u64>> = HashMap::new();
+    for (i, _) in selected.iter().enumerate().filter(|(_, keep)| **keep) {
+        if is_op(i) && !merged(i) {
+            if let Some(ArgValue::Int(f)) = flops_key.and_then(|k| trace.args.find(s.args[i], k)) {
+                row(&mut rows, trace, s.name[i]).float_ops += f;
+            }
+            if let Some(ArgValue::Json(d) | ArgValue::Str(d)) =
+                dims_key.and_then(|k| trace.args.find(s.args[i], k))
+            {
+                *shapes
+                    .entry(s.name[i])
+                    .or_default()
+                    .entry(trace.str(d).to_string())
+                    .or_default() += 1;
+            }
+        } else if correlate::is_device_work(trace, i) {
+            if let Some(op) = correlation.op_of(trace, i) {
+                let device = trace.tracks[s.track[i] as usize]
+                    .device
+                    .map(|d| &trace.devices[d.index()])
+                    .map(|d| format!("{} {}", d.kind.name(), d.index));
+                if let Some(device) = device {
+                    let r = row(&mut rows, trace, s.name[op]);
+                    if !r.devices.contains(&device) {
+                        r.devices.push(device);
+                        r.devices.sort();
+                    }
+                }
             }
         }
     }
+    for (name, counts) in shapes {
+        let mut list: Vec<(String, u64)> = counts.into_iter().collect();
+        list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        row(&mut rows, trace, name).input_shapes = list;
+    }
+    let allocs = allocations(trace);
+    for alloc in &allocs {
+        if !selected[alloc.op] {
+            continue;
+        }
+        let r = row(&mut rows, trace, s.name[alloc.op]);
+        r.bytes += alloc.bytes;
+        if alloc.freed_at.is_none_or(|t| t > s.end(alloc.op)) {
+            r.residual_bytes += alloc.bytes;
+        }
+    }
+    for (op, peak) in peaks_per_call(trace, &allocs) {
+        if selected[op] {
+            row(&mut rows, trace, s.name[op]).peak_bytes += peak;
+        }
+    }
     rows.into_values().collect()
+}
+
+/// One allocation made inside an op.
+struct Allocation {
+    op: usize,
+    bytes: i64,
+    ts: i64,
+    freed_at: Option<i64>,
+}
+
+/// The allocations of PyTorch `[memory]` events, each with the innermost op around it
+/// and, when its block is freed later in the trace, when.
+fn allocations(trace: &Trace) -> Vec<Allocation> {
+    let key = |k: &str| trace.strings.find(k);
+    let (k_bytes, k_addr, k_type, k_id) = (
+        key("Bytes"),
+        key("Addr"),
+        key("Device Type"),
+        key("Device Id"),
+    );
+    let int = |args, k: Option<StrId>| match k.and_then(|k| trace.args.find(args, k)) {
+        Some(ArgValue::Int(v)) => Some(v),
+        Some(ArgValue::UInt(v)) => i64::try_from(v).ok(),
+        _ => None,
+    };
+    let inst = &trace.instants;
+    let mut order: Vec<usize> = (0..inst.len())
+        .filter(|&i| inst.kind(i) == SliceKind::Alloc)
+        .collect();
+    order.sort_by_key(|&i| (inst.ts[i], i));
+    let mut result: Vec<Allocation> = Vec::new();
+    // Live blocks: (device type, device id, address) → allocation index.
+    let mut live: HashMap<(i64, i64, i64), usize> = HashMap::new();
+    for i in order {
+        let args = inst.args[i];
+        let Some(bytes) = int(args, k_bytes) else {
+            continue;
+        };
+        let block = int(args, k_addr).map(|a| {
+            (
+                int(args, k_type).unwrap_or(0),
+                int(args, k_id).unwrap_or(-1),
+                a,
+            )
+        });
+        if bytes > 0 {
+            let Some(op) = innermost_op(trace, TrackId(inst.track[i]), inst.ts[i]) else {
+                continue;
+            };
+            result.push(Allocation {
+                op,
+                bytes,
+                ts: inst.ts[i],
+                freed_at: None,
+            });
+            if let Some(block) = block {
+                live.insert(block, result.len() - 1);
+            }
+        } else if let Some(k) = block.and_then(|b| live.remove(&b)) {
+            result[k].freed_at = Some(inst.ts[i]);
+        }
+    }
+    result
+}
+
+/// Per op call, the most bytes it held at once of what it allocated itself.
+fn peaks_per_call(trace: &Trace, allocs: &[Allocation]) -> HashMap<usize, i64> {
+    let mut changes: HashMap<usize, Vec<(i64, i64)>> = HashMap::new();
+    for a in allocs {
+        let calls = changes.entry(a.op).or_default();
+        calls.push((a.ts, a.bytes));
+        if let Some(t) = a.freed_at.filter(|&t| t <= trace.slices.end(a.op)) {
+            calls.push((t, -a.bytes));
+        }
+    }
+    changes
+        .into_iter()
+        .map(|(op, mut c)| {
+            // Frees before allocations at one instant.
+            c.sort_by_key(|&(t, b)| (t, b));
+            let (mut held, mut peak) = (0i64, 0i64);
+            for (_, b) in c {
+                held += b;
+                peak = peak.max(held);
+            }
+            (op, peak)
+        })
+        .collect()
 }
 
 /// The innermost op running on `track` at `ts`.
@@ -138,5 +277,47 @@ pub fn innermost_op(trace: &Trace, track: TrackId, ts: i64) -> Option<usize> {
         if at == NONE {
             return None;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory, flops, shapes and devices per op on a small trace worked out by hand.
+    #[test]
+    fn memory_and_shape_columns() {
+        // aten::mm (0..100) allocates 100 B at 10 (its output, never freed) and 50 B at
+        // 20, freed at 30, then 70 B at 40, freed at 150 (after it ended). Peak held at
+        // once: 100 + 50 = 150, then 100 + 70 = 170. Residual: 100 + 70.
+        let json = r#"[
+            {"ph":"M","name":"process_labels","pid":0,"args":{"labels":"GPU 0"}},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":100,
+             "args":{"flops":1000,"Input Dims":[[2,3],[3,4]]}},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":50,"dur":5,"args":{"correlation":1}},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":60,"dur":5,"args":{"correlation":1}},
+            {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Device Type":1,"Device Id":0,"Addr":1,"Bytes":100}},
+            {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":20,"args":{"Device Type":1,"Device Id":0,"Addr":2,"Bytes":50}},
+            {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":30,"args":{"Device Type":1,"Device Id":0,"Addr":2,"Bytes":-50}},
+            {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":40,"args":{"Device Type":1,"Device Id":0,"Addr":3,"Bytes":70}},
+            {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":150,"args":{"Device Type":1,"Device Id":0,"Addr":3,"Bytes":-70}},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":200,"dur":10,
+             "args":{"flops":500,"Input Dims":[[2,3],[3,4]]}}
+        ]"#;
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        let correlation = correlate::correlate(&trace);
+        let rows = op_stats(&trace, &correlation, &OpStatsOptions::default());
+        let mm = rows.iter().find(|r| r.name == "aten::mm").unwrap();
+        assert_eq!(mm.occurrence, 2);
+        assert_eq!(
+            (mm.bytes, mm.residual_bytes, mm.peak_bytes),
+            (220, 170, 170)
+        );
+        assert_eq!(mm.float_ops, 1500);
+        assert_eq!(mm.devices, ["gpu 0"]);
+        assert_eq!(mm.input_shapes.len(), 1);
+        assert_eq!(mm.input_shapes[0].1, 2);
+        assert_eq!(mm.accelerator_ns, 5_000);
     }
 }

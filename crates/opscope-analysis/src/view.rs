@@ -16,10 +16,17 @@ pub enum Column {
     AcceleratorMicros,
     /// Bytes allocated.
     Bytes,
+    ResidualBytes,
+    PeakBytes,
+    FloatOps,
+    /// Devices the work ran on (shown, not ordered by).
+    Device,
+    /// Input shapes seen (shown, not ordered by).
+    InputShapes,
 }
 
 impl Column {
-    pub const ALL: [Column; 7] = [
+    pub const ALL: [Column; 12] = [
         Column::Name,
         Column::Occurrence,
         Column::Micros,
@@ -27,6 +34,11 @@ impl Column {
         Column::SelfCpuMicros,
         Column::AcceleratorMicros,
         Column::Bytes,
+        Column::ResidualBytes,
+        Column::PeakBytes,
+        Column::FloatOps,
+        Column::Device,
+        Column::InputShapes,
     ];
 
     /// tfprof's spelling.
@@ -39,6 +51,11 @@ impl Column {
             Column::SelfCpuMicros => "self_cpu_micros",
             Column::AcceleratorMicros => "accelerator_micros",
             Column::Bytes => "bytes",
+            Column::ResidualBytes => "residual_bytes",
+            Column::PeakBytes => "peak_bytes",
+            Column::FloatOps => "float_ops",
+            Column::Device => "device",
+            Column::InputShapes => "input_shapes",
         }
     }
 
@@ -48,15 +65,8 @@ impl Column {
             .find(|c| c.name() == text)
             .ok_or_else(|| {
                 let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
-                let later = [
-                    "peak_bytes",
-                    "residual_bytes",
-                    "output_bytes",
-                    "float_ops",
-                    "params",
-                    "device",
-                    "input_shapes",
-                ];
+                // These need a TensorFlow RunMetadata or GraphDef.
+                let later = ["output_bytes", "params"];
                 if later.contains(&text) {
                     format!(
                         "{text:?} is not available yet (known: {})",
@@ -114,6 +124,15 @@ pub trait ViewRow {
     fn self_cpu_ns(&self) -> i64;
     fn accelerator_ns(&self) -> i64;
     fn bytes(&self) -> i64;
+    fn residual_bytes(&self) -> i64 {
+        0
+    }
+    fn peak_bytes(&self) -> i64 {
+        0
+    }
+    fn float_ops(&self) -> i64 {
+        0
+    }
 }
 
 impl ViewRow for crate::op_stats::OpRow {
@@ -134,6 +153,15 @@ impl ViewRow for crate::op_stats::OpRow {
     }
     fn bytes(&self) -> i64 {
         self.bytes
+    }
+    fn residual_bytes(&self) -> i64 {
+        self.residual_bytes
+    }
+    fn peak_bytes(&self) -> i64 {
+        self.peak_bytes
+    }
+    fn float_ops(&self) -> i64 {
+        self.float_ops
     }
 }
 
@@ -171,13 +199,16 @@ pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
     });
     let key = |r: &R| -> i64 {
         match options.order_by {
-            Column::Name => 0,
             Column::Occurrence => r.occurrence() as i64,
             Column::Micros => r.cpu_ns() + r.accelerator_ns(),
             Column::CpuMicros => r.cpu_ns(),
             Column::SelfCpuMicros => r.self_cpu_ns(),
             Column::AcceleratorMicros => r.accelerator_ns(),
             Column::Bytes => r.bytes(),
+            Column::ResidualBytes => r.residual_bytes(),
+            Column::PeakBytes => r.peak_bytes(),
+            Column::FloatOps => r.float_ops(),
+            Column::Name | Column::Device | Column::InputShapes => 0,
         }
     };
     rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name().cmp(b.name())));
@@ -196,7 +227,7 @@ mod tests {
             cpu_ns: cpu_us * 1000,
             self_cpu_ns: cpu_us * 500,
             accelerator_ns: accel_us * 1000,
-            bytes: 0,
+            ..OpRow::default()
         }
     }
 
@@ -245,7 +276,7 @@ mod tests {
             ..ViewOptions::default()
         };
         assert_eq!(names(&o), ["MatMul"]);
-        assert!(Column::parse("float_ops")
+        assert!(Column::parse("params")
             .unwrap_err()
             .contains("not available yet"));
         assert!(Column::parse("nonsense")

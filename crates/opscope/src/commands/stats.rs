@@ -82,14 +82,15 @@ struct OpArgs {
     #[arg(required = true, value_name = "TRACE")]
     traces: Vec<PathBuf>,
     /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros, bytes.
+    /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes, float_ops,
+    /// device, input_shapes.
     #[arg(
         long = "select",
         default_value = "occurrence,micros,cpu_micros,self_cpu_micros,accelerator_micros"
     )]
     select: String,
     /// Column to order by (largest first): name, occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros, bytes.
+    /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes, float_ops.
     #[arg(long = "order_by", alias = "order-by", default_value = "micros")]
     order_by: String,
     /// Hide rows with less CPU plus accelerator time (µs).
@@ -380,6 +381,24 @@ fn op(args: OpArgs) -> Result<()> {
                 Column::SelfCpuMicros => time(r.self_cpu_ns, totals.2),
                 Column::AcceleratorMicros => time(r.accelerator_ns, totals.3),
                 Column::Bytes => r.bytes.to_string(),
+                Column::ResidualBytes => r.residual_bytes.to_string(),
+                Column::PeakBytes => r.peak_bytes.to_string(),
+                Column::FloatOps => r.float_ops.to_string(),
+                Column::Device => r.devices.join(" "),
+                Column::InputShapes => {
+                    let shown: Vec<String> = r
+                        .input_shapes
+                        .iter()
+                        .take(3)
+                        .map(|(shape, n)| format!("{shape} x{n}"))
+                        .collect();
+                    let more = r.input_shapes.len().saturating_sub(3);
+                    if more > 0 {
+                        format!("{}; {more} more", shown.join("; "))
+                    } else {
+                        shown.join("; ")
+                    }
+                }
                 Column::Name => unreachable!("filtered out above"),
             });
         }
