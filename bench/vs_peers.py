@@ -1,11 +1,18 @@
-"""Side-by-side benchmark of loading a Kineto trace: `opscope info` against Python peers.
+"""Side-by-side benchmarks of opscope against Python peers on Kineto traces.
 
-For each trace below, one run of this script measures, each in its own fresh
-subprocess, the wall time and the peak RSS (ru_maxrss of that child, from os.wait4) of:
-
+--task info (the default): loading a trace.
   opscope    `opscope info FILE --format json`
   json.load  Python's `json.load(gzip.open(FILE))` alone: what any Python reader pays
   HTA        HolisticTraceAnalysis `TraceAnalysis(trace_dir=DIR)`, DIR holding only FILE
+
+--task gpu: loading a trace and answering where the GPU time goes.
+  opscope    `opscope gpu --exclude-last-step FILE --format json`
+  HTA        the same load, then get_temporal_breakdown, get_gpu_kernel_breakdown,
+             get_idle_time_breakdown (all ranks) and get_comm_comp_overlap
+
+For each trace below, one run of this script measures, each in its own fresh
+subprocess, the wall time and the peak RSS (ru_maxrss of that child, from os.wait4) of
+each tool.
 
 The tools are interleaved round by round (after untimed warm-up rounds), and the medians
 are reported with their ratios to opscope, so that machine noise hits all tools alike.
@@ -20,7 +27,7 @@ the tool's own peak; a figure at the floor means "at most this".
 
 Run it from the repository root with the venv that bench/setup-venv.sh makes:
 
-    "$(bench/setup-venv.sh | tail -n 1)" bench/info_vs_peers.py [--repeat 3] [--json OUT]
+    "$(bench/setup-venv.sh | tail -n 1)" bench/vs_peers.py [--task info|gpu] [--repeat 3] [--json OUT]
 """
 
 import argparse
@@ -43,7 +50,7 @@ TRACES = [
     ("kineto/kineto-tb_plugin/resnet50_num_workers_0", "worker0.*.pt.trace.json.gz"),
 ]
 
-TOOLS = ("opscope", "json.load", "HTA")
+TASKS = {"info": ("opscope", "json.load", "HTA"), "gpu": ("opscope", "HTA")}
 WORKER_FLAG = "--worker"
 OPSCOPE_KEYS = ("slices", "instants", "counter_samples", "flows", "model_bytes")
 
@@ -60,8 +67,9 @@ class Run:
         return json.loads(self.stdout)
 
 
-def run_worker(tool: str, path: str) -> None:
-    """Child side of a Python tool: load PATH, then print one JSON line of counts."""
+def run_worker(tool: str, task: str, path: str) -> None:
+    """Child side of a Python tool: load PATH (and for the gpu task, analyse it), then
+    print one JSON line of counts."""
     report = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the tool's own output goes to stderr, which the parent keeps aside
     if tool == "json.load":
@@ -80,6 +88,14 @@ def run_worker(tool: str, path: str) -> None:
         if not rows or min(rows.values()) == 0:
             sys.exit(f"HTA parsed no events from {path}: rows per rank {rows}")
         counts = {"rows": sum(rows.values()), "ranks": sorted(rows)}
+        if task == "gpu":
+            start = time.perf_counter()
+            temporal = analysis.get_temporal_breakdown(visualize=False)
+            analysis.get_gpu_kernel_breakdown(visualize=False)
+            analysis.get_idle_time_breakdown(ranks=sorted(rows), visualize=False)
+            analysis.get_comm_comp_overlap(visualize=False)
+            counts["analysis_s"] = time.perf_counter() - start
+            counts["idle_us"] = [float(v) for v in temporal["idle_time(us)"]]
     else:
         sys.exit(f"unknown worker tool {tool!r}")
     json.dump({"load_s": load_s, **counts}, report)
@@ -125,10 +141,17 @@ def find_trace(shared: Path, directory: str, pattern: str) -> Path:
     return matches[0]
 
 
-def counts_of(tool: str, report: dict, trace: Path) -> dict:
+def counts_of(tool: str, task: str, report: dict, trace: Path) -> dict:
     """What a tool found in TRACE; for opscope also the model's bytes per slice."""
     if tool != "opscope":
         return {key: value for key, value in report.items() if key != "load_s"}
+    if task == "gpu":
+        ranks = report["ranks"]
+        return {
+            "ranks": len(ranks),
+            "streams": sum(len(r["streams"]) for r in ranks),
+            "idle_us": [r["temporal"]["idle_ns"] / 1000 for r in ranks],
+        }
     missing = [key for key in OPSCOPE_KEYS if key not in report]
     if missing:
         sys.exit(f"`opscope info --format json` lacks {missing} for {trace}")
@@ -138,15 +161,21 @@ def counts_of(tool: str, report: dict, trace: Path) -> dict:
     return counts
 
 
-def bench_trace(trace: Path, tools: list[str], opscope: Path, repeat: int, warmup: int) -> dict:
+def bench_trace(
+    trace: Path, task: str, tools: list[str], opscope: Path, repeat: int, warmup: int
+) -> dict:
     """Median wall time, peak RSS and counts of each tool on TRACE."""
     with tempfile.TemporaryDirectory(prefix="opscope-bench-") as hta_dir:
         # HTA reads a directory of per-rank traces: give it one holding only this file.
         (Path(hta_dir) / trace.name).symlink_to(trace)
+        opscope_args = {
+            "info": ["info", str(trace), "--format", "json"],
+            "gpu": ["gpu", "--exclude-last-step", str(trace), "--format", "json"],
+        }[task]
         commands = {
-            "opscope": [str(opscope), "info", str(trace), "--format", "json"],
-            "json.load": [sys.executable, __file__, WORKER_FLAG, "json.load", str(trace)],
-            "HTA": [sys.executable, __file__, WORKER_FLAG, "HTA", hta_dir],
+            "opscope": [str(opscope), *opscope_args],
+            "json.load": [sys.executable, __file__, WORKER_FLAG, "json.load", task, str(trace)],
+            "HTA": [sys.executable, __file__, WORKER_FLAG, "HTA", task, hta_dir],
         }
         runs: dict[str, list[Run]] = {tool: [] for tool in tools}
         for round_ in range(warmup + repeat):
@@ -164,7 +193,7 @@ def bench_trace(trace: Path, tools: list[str], opscope: Path, repeat: int, warmu
             "peak_rss_mib": statistics.median(r.max_rss_kib for r in tool_runs) / 1024,
             "load_s": load_s,
             "runs": [{"wall_s": r.wall_s, "peak_rss_mib": r.max_rss_kib / 1024} for r in tool_runs],
-            "counts": counts_of(tool, tool_runs[-1].report, trace),
+            "counts": counts_of(tool, task, tool_runs[-1].report, trace),
         }
     if "opscope" in results:
         base = results["opscope"]
@@ -211,21 +240,27 @@ def parse_args() -> argparse.Namespace:
         default=REPO / "target/release/opscope",
         help="opscope binary (default: target/release/opscope)",
     )
+    parser.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default="info",
+        help="info: load a trace; gpu: load it and break down GPU time (default: info)",
+    )
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds (default: 3)")
     parser.add_argument(
         "--warmup", type=int, default=1, help="untimed rounds before them (default: 1)"
     )
     parser.add_argument(
         "--tools",
-        default=",".join(TOOLS),
-        help=f"comma-separated subset of {', '.join(TOOLS)} (default: all)",
+        help="comma-separated subset of the task's tools (default: all of them)",
     )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
     args = parser.parse_args()
-    args.tools = args.tools.split(",")
-    unknown = set(args.tools) - set(TOOLS)
+    known = TASKS[args.task]
+    args.tools = args.tools.split(",") if args.tools else list(known)
+    unknown = set(args.tools) - set(known)
     if unknown:
-        parser.error(f"unknown tools {sorted(unknown)}; choose from {', '.join(TOOLS)}")
+        parser.error(f"unknown tools {sorted(unknown)} for --task {args.task}; choose from {', '.join(known)}")
     if args.repeat < 1 or args.warmup < 0:
         parser.error("--repeat must be at least 1 and --warmup at least 0")
     if "opscope" in args.tools and not os.access(args.opscope, os.X_OK):
@@ -244,6 +279,7 @@ def main() -> None:
     # A busy machine skews every figure: the load average tells the reader whether it was.
     output = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "task": args.task,
         "repeat": args.repeat,
         "warmup": args.warmup,
         "cores": os.cpu_count(),
@@ -251,14 +287,16 @@ def main() -> None:
         "traces": {},
     }
     print(
-        f"{output['date']}: {args.repeat} timed rounds after {args.warmup} warm-up, medians; "
+        f"{output['date']}: task {args.task}, {args.repeat} timed rounds after {args.warmup} warm-up, medians; "
         f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}; "
         f"Python {sys.version.split()[0]}"
     )
     for directory, pattern in TRACES:
         trace = find_trace(args.shared / "traces", directory, pattern).resolve()
         json_bytes = json_size(trace)
-        results = bench_trace(trace, args.tools, args.opscope.resolve(), args.repeat, args.warmup)
+        results = bench_trace(
+            trace, args.task, args.tools, args.opscope.resolve(), args.repeat, args.warmup
+        )
         floor = rss_floor_mib()
         name = f"{directory}/{trace.name}"
         print_table(name, trace, json_bytes, floor, results)
