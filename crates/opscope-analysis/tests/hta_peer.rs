@@ -14,33 +14,17 @@
 //! - HTA measures an idle gap from the end of the previous work, so overlapping work on
 //!   one stream makes "idle" time negative (MTIA); ours measures from the latest end.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
+use common::shared;
 use opscope_analysis::correlate::{self, Correlation};
 use opscope_analysis::gpu::{self, classify, idle::GapsFrom, GpuOptions, GpuReport};
 use opscope_analysis::kernel_stats::kernel_stats_of;
 use opscope_analysis::window::{self, Window};
 use opscope_model::args::ArgValue;
 use opscope_model::{SliceKind, Trace};
-
-fn shared() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    if shared.join("peer-outputs").is_dir() {
-        return Some(shared);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the shared data is missing at {}",
-        shared.display()
-    );
-    eprintln!(
-        "skipping: no shared data at {} (set OPSCOPE_SHARED)",
-        shared.display()
-    );
-    None
-}
 
 /// Every trace file directly in `dir`, as HTA reads a trace directory.
 fn load_dir(dir: &Path) -> Trace {
@@ -55,10 +39,7 @@ fn load_dir(dir: &Path) -> Trace {
     files.sort();
     let mut trace = Trace::new();
     for file in files {
-        let raw = std::fs::read(&file).unwrap();
-        let shown = file.display().to_string();
-        let bytes = opscope_formats::input::decompress_if_gzip(&raw, &shown).unwrap();
-        opscope_formats::import_bytes(&bytes, &shown, &mut trace).unwrap();
+        common::load_into(&file, &mut trace);
     }
     trace
 }

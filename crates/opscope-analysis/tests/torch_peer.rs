@@ -2,30 +2,14 @@
 //! the same runs whose traces are in `../shared/traces/kineto/generated-here/`: calls,
 //! self CPU and CPU total per op name, and the self CPU total.
 
-use std::path::{Path, PathBuf};
+mod common;
 
+use std::path::Path;
+
+use common::{load, shared};
 use opscope_analysis::correlate;
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
 use opscope_model::Trace;
-
-fn shared() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    if shared.join("peer-outputs").is_dir() {
-        return Some(shared);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the shared data is missing at {}",
-        shared.display()
-    );
-    eprintln!(
-        "skipping: no shared data at {} (set OPSCOPE_SHARED)",
-        shared.display()
-    );
-    None
-}
 
 /// One row of torch's table; times in µs, each with the precision it was printed to.
 #[derive(Debug)]
@@ -82,13 +66,6 @@ fn read_table(path: &Path) -> (Vec<TorchRow>, f64) {
 fn ours(trace: &Trace) -> Vec<OpRow> {
     let correlation = correlate::correlate(trace);
     op_stats(trace, &correlation, &OpStatsOptions::default())
-}
-
-fn load(path: &Path) -> Trace {
-    let bytes = std::fs::read(path).unwrap();
-    let mut trace = Trace::new();
-    opscope_formats::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
-    trace
 }
 
 /// torch cuts names to 52 characters and "...".

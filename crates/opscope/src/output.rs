@@ -3,8 +3,11 @@
 //! `| head`, is not an error).
 
 use std::io::Write;
+use std::path::Path;
 
+use anyhow::{Context, Result};
 use clap::ValueEnum;
+use serde::Serialize;
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -33,6 +36,48 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
             .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Prints `value` to stdout as JSON, or as text by `text`.
+pub fn print_report<T: Serialize>(
+    format: TextOrJson,
+    value: &T,
+    text: impl FnOnce(&T, &mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
+    write_to(None, |out| {
+        match format {
+            TextOrJson::Json => {
+                serde_json::to_writer_pretty(&mut *out, value)?;
+                writeln!(out)?;
+            }
+            TextOrJson::Text => text(value, out)?,
+        }
+        Ok(())
+    })
+}
+
+/// Runs `write` on a buffered stdout, or on a new file at `path`.
+pub fn write_to(
+    path: Option<&Path>,
+    write: impl FnOnce(&mut dyn Write) -> Result<()>,
+) -> Result<()> {
+    match path {
+        None => {
+            let stdout = std::io::stdout();
+            let mut out = std::io::BufWriter::new(stdout.lock());
+            write(&mut out)?;
+            out.flush()?;
+        }
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("cannot create {}", path.display()))?;
+            let mut out = std::io::BufWriter::new(file);
+            write(&mut out)?;
+            out.flush()
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+    }
+    Ok(())
 }
 
 /// A duration for people: `1.234 ms`.

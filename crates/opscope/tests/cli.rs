@@ -14,6 +14,18 @@ fn opscope(args: &[&str]) -> Output {
         .expect("the opscope binary runs")
 }
 
+/// Runs opscope and requires success, showing its stderr otherwise.
+fn opscope_ok(args: &[&str]) -> Output {
+    let out = opscope(args);
+    assert!(
+        out.status.success(),
+        "opscope {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
@@ -434,7 +446,7 @@ fn count_named(events: &[serde_json::Value], cats: &[&str], name: &str) -> usize
 fn stats_op_takes_tfprof_options_and_writes_csv() {
     let dir = scratch_dir("stats-op");
     let csv = dir.join("ops.csv");
-    let out = opscope(&[
+    opscope_ok(&[
         "stats",
         "op",
         "-order_by",
@@ -450,11 +462,6 @@ fn stats_op_takes_tfprof_options_and_writes_csv() {
             .to_str()
             .unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let text = std::fs::read_to_string(&csv).unwrap();
     let mut lines = text.lines();
     assert_eq!(lines.next(), Some("name,occurrence,cpu_micros"));
@@ -487,7 +494,7 @@ fn stats_op_takes_tfprof_options_and_writes_csv() {
 fn stats_kernel_and_gpu_count_the_device_work() {
     let example = repo_root().join("examples/traces/mlp-train.json");
     let events = example_events();
-    let out = opscope(&[
+    let out = opscope_ok(&[
         "stats",
         "kernel",
         "--format",
@@ -495,11 +502,6 @@ fn stats_kernel_and_gpu_count_the_device_work() {
         "--quiet",
         example.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let rows: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!rows.is_empty());
     for row in &rows {
@@ -510,18 +512,13 @@ fn stats_kernel_and_gpu_count_the_device_work() {
             "{name}"
         );
     }
-    let out = opscope(&[
+    let out = opscope_ok(&[
         "gpu",
         "--format",
         "json",
         "--quiet",
         example.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let device: Vec<&serde_json::Value> = events
         .iter()
@@ -638,12 +635,7 @@ fn memory_matches_an_independent_reading_of_the_allocation_events() {
         if devices.is_empty() {
             continue;
         }
-        let out = opscope(&["memory", "--format", "json", "--quiet", "--top", "5", key]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let out = opscope_ok(&["memory", "--format", "json", "--quiet", "--top", "5", key]);
         let reports: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
         for (device, want) in devices {
             let got = reports
@@ -674,7 +666,7 @@ fn stats_scope_and_code_write_trees() {
     let dir = scratch_dir("trees");
     for view in ["scope", "code"] {
         let file = dir.join(format!("{view}.json"));
-        let out = opscope(&[
+        opscope_ok(&[
             "stats",
             view,
             "-max_depth",
@@ -684,11 +676,6 @@ fn stats_scope_and_code_write_trees() {
             "--quiet",
             example.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let nodes: Vec<serde_json::Value> =
             serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
         assert_eq!(nodes[0]["name"], "_TFProfRoot");
@@ -719,7 +706,7 @@ fn stats_op_step_selects_one_profiler_step() {
     let dir = scratch_dir("step");
     for (step, op) in [("3", "aten::mm"), ("5", "record_param_comms")] {
         let csv = dir.join(format!("step{step}.csv"));
-        let out = opscope(&[
+        opscope_ok(&[
             "stats",
             "op",
             "-step",
@@ -731,11 +718,6 @@ fn stats_op_step_selects_one_profiler_step() {
             "--quiet",
             file.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
         let text = std::fs::read_to_string(&csv).unwrap();
         let ours: u64 = text
             .lines()

@@ -10,7 +10,7 @@ use opscope_analysis::gpu::{self, GpuOptions, GpuReport};
 use opscope_analysis::window::Window;
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, Table, TextOrJson};
+use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -58,23 +58,14 @@ pub fn run(args: Args) -> Result<()> {
         ..GpuOptions::default()
     };
     let report = gpu::analyze(&trace, &options);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match args.format {
-        TextOrJson::Json => {
-            serde_json::to_writer_pretty(&mut out, &report)?;
-            writeln!(out)?;
-        }
-        TextOrJson::Text => print_text(&report, &mut out)?,
-    }
-    Ok(out.flush()?)
+    output::print_report(args.format, &report, |v, out| print_text(v, out))
 }
 
 fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |v| format!("{v:.1}%"))
 }
 
-fn print_text(report: &GpuReport, out: &mut impl Write) -> std::io::Result<()> {
+fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     if report.ranks.is_empty() {
         return writeln!(
             out,

@@ -11,7 +11,7 @@ use opscope_model::{SliceKind, Trace, TrackKind};
 use serde::Serialize;
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, TextOrJson};
+use crate::output::{self, duration_text, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -197,20 +197,10 @@ pub fn summarize(trace: &Trace) -> Summary {
 pub fn run(args: Args) -> Result<()> {
     let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
     let summary = summarize(&trace);
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match args.format {
-        TextOrJson::Json => {
-            serde_json::to_writer_pretty(&mut out, &summary)?;
-            writeln!(out)?;
-        }
-        TextOrJson::Text => print_text(&summary, &mut out)?,
-    }
-    out.flush()?;
-    Ok(())
+    output::print_report(args.format, &summary, |v, out| print_text(v, out))
 }
 
-fn print_text(s: &Summary, out: &mut impl Write) -> std::io::Result<()> {
+fn print_text(s: &Summary, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     for f in &s.files {
         write!(out, "file        {} ({})", f.path, f.format)?;
         if let Some(rank) = f.rank {

@@ -8,7 +8,7 @@ use anyhow::Result;
 use opscope_analysis::memory::{self, AllocatorReport, MemoryOptions};
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, Table, TextOrJson};
+use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -34,16 +34,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
     let reports = memory::memory(&trace, &MemoryOptions { top: args.top });
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match args.format {
-        TextOrJson::Json => {
-            serde_json::to_writer_pretty(&mut out, &reports)?;
-            writeln!(out)?;
-        }
-        TextOrJson::Text => print_text(&reports, trace.time_span().map_or(0, |s| s.0), &mut out)?,
-    }
-    Ok(out.flush()?)
+    output::print_report(args.format, &reports, |v, out| {
+        print_text(v, trace.time_span().map_or(0, |s| s.0), out)
+    })
 }
 
 /// `1.5 GiB`.
@@ -61,7 +54,7 @@ fn bytes_text(bytes: i64) -> String {
 fn print_text(
     reports: &[AllocatorReport],
     origin: i64,
-    out: &mut impl Write,
+    out: &mut (impl Write + ?Sized),
 ) -> std::io::Result<()> {
     if reports.is_empty() {
         return writeln!(

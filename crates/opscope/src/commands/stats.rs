@@ -15,7 +15,7 @@ use opscope_analysis::view::{self, Column, ViewOptions};
 use opscope_analysis::window::{self, Window};
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, OutputFormat, Table};
+use crate::output::{self, duration_text, OutputFormat, Table};
 
 #[derive(clap::Args)]
 #[command(
@@ -239,6 +239,21 @@ enum Destination {
     Json(PathBuf),
 }
 
+impl Destination {
+    /// Runs `write` on stdout or the file, and says what was written where.
+    fn write(&self, write: impl FnOnce(&mut dyn Write) -> Result<()>, what: &str) -> Result<()> {
+        let path = match self {
+            Destination::Stdout => None,
+            Destination::Text(p) | Destination::Csv(p) | Destination::Json(p) => Some(p.as_path()),
+        };
+        output::write_to(path, write)?;
+        if let Some(path) = path {
+            eprintln!("wrote {what} to {}", path.display());
+        }
+        Ok(())
+    }
+}
+
 fn destination(spec: &str) -> Result<Destination> {
     if spec == "stdout" {
         return Ok(Destination::Stdout);
@@ -417,23 +432,7 @@ fn op(args: OpArgs) -> Result<()> {
         }
         Ok(())
     };
-    match &destination {
-        Destination::Stdout => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            write(&mut out)?;
-            out.flush()?;
-        }
-        Destination::Text(path) | Destination::Csv(path) | Destination::Json(path) => {
-            let file = std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            write(&mut out)?;
-            out.flush()?;
-            eprintln!("wrote {} rows to {}", rows.len(), path.display());
-        }
-    }
-    Ok(())
+    destination.write(write, &format!("{} rows", rows.len()))
 }
 
 fn kernel(args: KernelArgs) -> Result<()> {
@@ -580,21 +579,5 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
         }
         Ok(())
     };
-    match &destination {
-        Destination::Stdout => {
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            write(&mut out)?;
-            out.flush()?;
-        }
-        Destination::Text(path) | Destination::Csv(path) | Destination::Json(path) => {
-            let file = std::fs::File::create(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            let mut out = std::io::BufWriter::new(file);
-            write(&mut out)?;
-            out.flush()?;
-            eprintln!("wrote {} nodes to {}", shown.len(), path.display());
-        }
-    }
-    Ok(())
+    destination.write(write, &format!("{} nodes", shown.len()))
 }

@@ -9,7 +9,7 @@ use opscope_analysis::distribution::Distribution;
 use opscope_analysis::steps::{self, SourceSteps, StepOptions, StepSource};
 
 use crate::load::{self, LoadOptions};
-use crate::output::{duration_text, Table, TextOrJson};
+use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
 #[command(
@@ -41,19 +41,10 @@ pub fn run(args: Args) -> Result<()> {
             ignore_markers: args.ignore_markers,
         },
     );
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match args.format {
-        TextOrJson::Json => {
-            serde_json::to_writer_pretty(&mut out, &found)?;
-            writeln!(out)?;
-        }
-        TextOrJson::Text => print_text(&found, &mut out)?,
-    }
-    Ok(out.flush()?)
+    output::print_report(args.format, &found, |v, out| print_text(v, out))
 }
 
-fn print_text(found: &[SourceSteps], out: &mut impl Write) -> std::io::Result<()> {
+fn print_text(found: &[SourceSteps], out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
     if found.is_empty() {
         return writeln!(
             out,
