@@ -17,6 +17,23 @@ pub struct LoadOptions {
     pub quiet: bool,
 }
 
+/// The traces a command reads, as every analysis command takes them.
+#[derive(clap::Args, Debug)]
+pub struct Inputs {
+    /// Trace files or directories of trace files.
+    #[arg(required = true, value_name = "TRACE")]
+    pub traces: Vec<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl Inputs {
+    pub fn load(&self) -> Result<Trace> {
+        load(&self.traces, &LoadOptions { quiet: self.quiet })
+    }
+}
+
 /// File names opscope reads when it walks a directory.
 fn is_trace_file(path: &Path) -> bool {
     let name = path

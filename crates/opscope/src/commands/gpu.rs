@@ -3,13 +3,12 @@
 //! latency, queue depth and copy bandwidth.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use opscope_analysis::gpu::{self, GpuOptions, GpuReport};
 use opscope_analysis::window::Window;
 
-use crate::load::{self, LoadOptions};
+use crate::load;
 use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
@@ -28,9 +27,8 @@ use crate::output::{self, duration_text, Table, TextOrJson};
     after_help = "Examples:\n  opscope gpu trace.json.gz\n  opscope gpu runs/ranks/ --format json\n  opscope gpu --exclude-last-step trace.json   # as HTA does by default"
 )]
 pub struct Args {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Leave out the last profiler step (often cut short when profiling stops) and the
     /// work launched in it, as HTA does by default.
     #[arg(long)]
@@ -41,13 +39,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: TextOrJson,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let options = GpuOptions {
         window: if args.exclude_last_step {
             Window::BeforeLastStep

@@ -4,13 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use opscope_model::{SliceKind, Trace, TrackKind};
 use serde::Serialize;
 
-use crate::load::{self, LoadOptions};
+use crate::load;
 use crate::output::{self, duration_text, TextOrJson};
 
 #[derive(clap::Args)]
@@ -19,15 +18,11 @@ use crate::output::{self, duration_text, TextOrJson};
     after_help = "Examples:\n  opscope info trace.json.gz\n  opscope info runs/ranks/            # a directory of per-rank files\n  opscope info --format json trace.json | jq .slices"
 )]
 pub struct Args {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: TextOrJson,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 /// The summary `info` prints; its field names are the documented JSON keys.
@@ -195,7 +190,7 @@ pub fn summarize(trace: &Trace) -> Summary {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let summary = summarize(&trace);
     output::print_report(args.format, &summary, |v, out| print_text(v, out))
 }

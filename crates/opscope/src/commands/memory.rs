@@ -2,12 +2,11 @@
 //! was live at it, the ops that allocate most, and growth from step to step.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use opscope_analysis::memory::{self, AllocatorReport, MemoryOptions};
 
-use crate::load::{self, LoadOptions};
+use crate::load;
 use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
@@ -17,22 +16,18 @@ use crate::output::{self, duration_text, Table, TextOrJson};
                   timelines' allocator counters.\n\nExamples:\n  opscope memory trace.json.gz\n  opscope memory --top 20 --format json trace.json"
 )]
 pub struct Args {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Rows in the top-ops and live-at-peak lists.
     #[arg(long, default_value_t = 10)]
     top: usize,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: TextOrJson,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let reports = memory::memory(&trace, &MemoryOptions { top: args.top });
     output::print_report(args.format, &reports, |v, out| {
         print_text(v, trace.time_span().map_or(0, |s| s.0), out)

@@ -14,7 +14,7 @@ use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
 use opscope_analysis::view::{self, Column, ViewOptions};
 use opscope_analysis::window::{self, Window};
 
-use crate::load::{self, LoadOptions};
+use crate::load;
 use crate::output::{self, duration_text, OutputFormat, Table};
 
 #[derive(clap::Args)]
@@ -58,9 +58,8 @@ enum View {
 
 #[derive(clap::Args)]
 struct KernelArgs {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Also list memory copies and sets, each by name.
     #[arg(long)]
     memory: bool,
@@ -70,17 +69,13 @@ struct KernelArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 /// tfprof's options, as `stats op` understands them.
 #[derive(clap::Args)]
 struct OpArgs {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
     /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes, float_ops,
     /// device, input_shapes.
@@ -149,17 +144,13 @@ struct OpArgs {
     /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
     #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
     step: Option<u64>,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 /// tfprof's options for the tree views.
 #[derive(clap::Args)]
 struct TreeArgs {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Deepest level shown (the root is 0).
     #[arg(long = "max_depth", alias = "max-depth")]
     max_depth: Option<usize>,
@@ -204,9 +195,6 @@ struct TreeArgs {
     /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
     #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
     step: Option<u64>,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 /// tfprof's long options, written with one dash (`-order_by`), that the command line
@@ -342,7 +330,7 @@ fn op(args: OpArgs) -> Result<()> {
         account_type_regexes: regex_option("account_type_regexes", &args.account_type_regexes)?,
     };
     let destination = destination(&args.output)?;
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let correlation = correlate::correlate(&trace);
     let stats_options = OpStatsOptions {
         window: chosen_window(&trace, args.step, args.exclude_last_step)?,
@@ -436,7 +424,7 @@ fn op(args: OpArgs) -> Result<()> {
 }
 
 fn kernel(args: KernelArgs) -> Result<()> {
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let options = KernelStatsOptions {
         include_memory: args.memory,
     };
@@ -508,7 +496,7 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
         hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
     };
     let destination = destination(&args.output)?;
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let correlation = correlate::correlate(&trace);
     let win = chosen_window(&trace, args.step, args.exclude_last_step)?;
     let selected = window::select(&trace, &correlation, win);

@@ -2,13 +2,12 @@
 //! from markers, or from the repeating op sequence when a trace has none.
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use anyhow::Result;
 use opscope_analysis::distribution::Distribution;
 use opscope_analysis::steps::{self, SourceSteps, StepOptions, StepSource};
 
-use crate::load::{self, LoadOptions};
+use crate::load;
 use crate::output::{self, duration_text, Table, TextOrJson};
 
 #[derive(clap::Args)]
@@ -19,22 +18,18 @@ use crate::output::{self, duration_text, Table, TextOrJson};
                   Examples:\n  opscope steps trace.json.gz\n  opscope steps --ignore-markers trace.json   # check the period search against the markers\n  opscope steps --format json runs/ranks/"
 )]
 pub struct Args {
-    /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
-    traces: Vec<PathBuf>,
+    #[command(flatten)]
+    inputs: load::Inputs,
     /// Find steps from the repeating op sequence even where markers exist.
     #[arg(long)]
     ignore_markers: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: TextOrJson,
-    /// No progress bar.
-    #[arg(long, short)]
-    quiet: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let trace = load::load(&args.traces, &LoadOptions { quiet: args.quiet })?;
+    let trace = args.inputs.load()?;
     let found = steps::steps(
         &trace,
         &StepOptions {
