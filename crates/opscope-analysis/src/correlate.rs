@@ -14,11 +14,15 @@ use opscope_model::{SliceKind, SourceId, Trace, TrackKind, NONE};
 /// The result of the pass, indexed by slice row.
 #[derive(Clone, Debug, Default)]
 pub struct Correlation {
-    /// The host slice that launched each device slice, or [`NONE`].
+    /// The host call (runtime, driver) that launched each device slice, or [`NONE`].
     pub launch: Vec<u32>,
+    /// For device slices with no known launch call, the op that ran them when the trace
+    /// names it (TensorFlow's graph node name), or [`NONE`]. Not a launch: its start says
+    /// nothing about when the work was queued.
+    pub op_link: Vec<u32>,
     /// Device slices (kernels, copies, sets on GPU streams) seen.
     pub device_slices: usize,
-    /// Device slices with no launch found.
+    /// Device slices linked to neither a launch nor an op.
     pub unattributed: usize,
     /// Of those, kernels.
     pub unattributed_kernels: usize,
@@ -32,18 +36,31 @@ impl Correlation {
         }
     }
 
-    /// The framework op that made the launch: the innermost `Op` or `Collective`
-    /// around the launching call (or the call itself, when it is one).
+    /// The op the device work belongs to: the innermost `Op` or `Collective` around
+    /// the launching call; without one, the innermost annotation or step range around
+    /// it; without either, the call itself — so no device time is lost. For work linked
+    /// by op name, that op.
     pub fn op_of(&self, trace: &Trace, slice: usize) -> Option<usize> {
-        let mut at = self.launch_of(slice)? as u32;
+        let Some(call) = self.launch_of(slice) else {
+            return match self.op_link.get(slice) {
+                Some(&op) if op != NONE => Some(op as usize),
+                _ => None,
+            };
+        };
+        let s = &trace.slices;
+        let mut range = None;
+        let mut at = call as u32;
         while at != NONE {
-            let kind = trace.slices.kind(at as usize);
-            if matches!(kind, SliceKind::Op | SliceKind::Collective) {
-                return Some(at as usize);
+            match s.kind(at as usize) {
+                SliceKind::Op | SliceKind::Collective => return Some(at as usize),
+                SliceKind::Annotation | SliceKind::Step if range.is_none() => {
+                    range = Some(at as usize)
+                }
+                _ => {}
             }
-            at = trace.slices.parent[at as usize];
+            at = s.parent[at as usize];
         }
-        None
+        Some(range.unwrap_or(call))
     }
 }
 
@@ -63,6 +80,7 @@ pub fn correlate(trace: &Trace) -> Correlation {
     let s = &trace.slices;
     let n = s.len();
     let mut launch = vec![NONE; n];
+    let mut op_link = vec![NONE; n];
     let on_host = |i: usize| trace.tracks[s.track[i] as usize].kind == TrackKind::Thread;
 
     // Launch flows: host slice → device slice.
@@ -113,28 +131,29 @@ pub fn correlate(trace: &Trace) -> Correlation {
             }
         }
         if !ops.is_empty() {
-            for (i, slot) in launch.iter_mut().enumerate() {
-                if *slot == NONE && is_device_work(trace, i) {
+            for i in 0..n {
+                if launch[i] == NONE && is_device_work(trace, i) {
                     if let Some(&op) =
                         node_of(i).and_then(|node| ops.get(&(source_of(trace, i), node)))
                     {
-                        *slot = op;
+                        op_link[i] = op;
                     }
                 }
             }
         }
     }
 
-    in_order_queue_rule(trace, &mut launch);
+    in_order_queue_rule(trace, &mut launch, &op_link);
 
     let mut result = Correlation {
         launch,
+        op_link,
         ..Correlation::default()
     };
     for i in 0..n {
         if is_device_work(trace, i) {
             result.device_slices += 1;
-            if result.launch[i] == NONE {
+            if result.launch[i] == NONE && result.op_link[i] == NONE {
                 result.unattributed += 1;
                 if s.kind(i) == SliceKind::Kernel {
                     result.unattributed_kernels += 1;
@@ -159,37 +178,37 @@ fn is_launch_call(name: &str) -> bool {
 /// in order, for each source whose unpaired work runs on a single queue: the n-th
 /// launch with the n-th piece of work, as long as no work would start before its
 /// launch.
-fn in_order_queue_rule(trace: &Trace, launch: &mut [u32]) {
+fn in_order_queue_rule(trace: &Trace, launch: &mut [u32], op_link: &[u32]) {
     let s = &trace.slices;
     let mut used = vec![false; s.len()];
     for &l in launch.iter().filter(|&&l| l != NONE) {
         used[l as usize] = true;
     }
-    for src in 0..trace.sources.len() {
-        let src = Some(SourceId(src as u32));
-        let work: Vec<usize> = (0..s.len())
-            .filter(|&i| {
-                launch[i] == NONE && is_device_work(trace, i) && source_of(trace, i) == src
-            })
-            .collect();
-        let Some(&first) = work.first() else {
+    // One pass: unpaired work and unused launch calls, per source.
+    let mut work: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
+    let mut calls: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
+    for i in 0..s.len() {
+        if launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i) {
+            work.entry(source_of(trace, i)).or_default().push(i);
+        } else if !used[i]
+            && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver)
+            && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
+            && is_launch_call(trace.str(s.name[i]))
+        {
+            calls.entry(source_of(trace, i)).or_default().push(i);
+        }
+    }
+    for (src, work) in work {
+        // Work is in time order: slices are sorted by track, then time.
+        let single_queue = work.iter().all(|&i| s.track[i] == s.track[work[0]]);
+        let Some(calls) = calls
+            .get_mut(&src)
+            .filter(|c| single_queue && c.len() == work.len())
+        else {
             continue;
         };
-        if work.iter().any(|&i| s.track[i] != s.track[first]) {
-            continue;
-        }
-        let mut calls: Vec<usize> = (0..s.len())
-            .filter(|&i| {
-                !used[i]
-                    && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver)
-                    && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
-                    && source_of(trace, i) == src
-                    && is_launch_call(trace.str(s.name[i]))
-            })
-            .collect();
         calls.sort_by_key(|&i| (s.ts[i], i));
-        // `work` is in time order: one track, sorted by time.
-        if calls.len() != work.len() || calls.iter().zip(&work).any(|(&c, &w)| s.ts[c] > s.ts[w]) {
+        if calls.iter().zip(&work).any(|(&c, &w)| s.ts[c] > s.ts[w]) {
             continue;
         }
         for (&c, &w) in calls.iter().zip(&work) {

@@ -32,10 +32,14 @@ pub struct KernelRow {
 /// Rows by total time, largest first (ties by name).
 pub fn kernel_stats(trace: &Trace, options: &KernelStatsOptions) -> Vec<KernelRow> {
     let s = &trace.slices;
-    let counted = (0..s.len()).filter(|&i| match s.kind(i) {
-        SliceKind::Kernel => true,
-        SliceKind::Memcpy(_) | SliceKind::Memset => options.include_memory,
-        _ => false,
+    // Device work on GPU streams, as every other analysis counts it.
+    let counted = (0..s.len()).filter(|&i| {
+        crate::correlate::is_device_work(trace, i)
+            && match s.kind(i) {
+                SliceKind::Kernel => true,
+                SliceKind::Memcpy(_) | SliceKind::Memset => options.include_memory,
+                _ => false,
+            }
     });
     kernel_stats_of(trace, counted)
 }

@@ -295,10 +295,13 @@ fn from_events(
 
 fn step_growth(events: &[Event], found: &steps::SourceSteps) -> Vec<StepGrowth> {
     let (series, _) = in_use_series(events);
-    // Before the first event: what its totals say was already in use.
+    // Before the first event: what its totals say was already in use, when the series
+    // is counted from the totals at all.
+    let totals = events.iter().all(|e| e.total_allocated.is_some());
     let before = events
         .first()
         .and_then(|e| e.total_allocated.map(|t| t - e.bytes))
+        .filter(|_| totals)
         .unwrap_or(0);
     // Bytes in use just before `t`: after the last event before it.
     let at = |t: i64| -> i64 {

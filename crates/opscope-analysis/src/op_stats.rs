@@ -101,20 +101,23 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
             && op_children[parent as usize] == 1
             && s.name[parent as usize] == s.name[i]
     };
-    for (i, _) in selected.iter().enumerate().filter(|(_, keep)| **keep) {
-        if is_op(i) && merged(i) {
-            continue;
-        }
+    for i in 0..s.len() {
         if is_op(i) {
-            let r = row(&mut rows, trace, s.name[i]);
-            r.occurrence += 1;
-            r.cpu_ns += s.dur[i];
-            r.self_cpu_ns += s.dur[i];
+            if merged(i) {
+                continue;
+            }
+            if selected[i] {
+                let r = row(&mut rows, trace, s.name[i]);
+                r.occurrence += 1;
+                r.cpu_ns += s.dur[i];
+                r.self_cpu_ns += s.dur[i];
+            }
+            // A selected op's self time leaves out all its children, selected or not.
             let parent = s.parent[i];
-            if parent != NONE && is_op(parent as usize) {
+            if parent != NONE && is_op(parent as usize) && selected[parent as usize] {
                 row(&mut rows, trace, s.name[parent as usize]).self_cpu_ns -= s.dur[i];
             }
-        } else if correlate::is_device_work(trace, i) {
+        } else if selected[i] && correlate::is_device_work(trace, i) {
             if let Some(op) = correlation.op_of(trace, i) {
                 row(&mut rows, trace, s.name[op]).accelerator_ns += s.dur[i];
             }
@@ -207,15 +210,20 @@ fn allocations(trace: &Trace) -> Vec<Allocation> {
         .collect();
     order.sort_by_key(|&i| (inst.ts[i], i));
     let mut result: Vec<Allocation> = Vec::new();
-    // Live blocks: (device type, device id, address) → allocation index.
-    let mut live: HashMap<(i64, i64, i64), usize> = HashMap::new();
+    // Live blocks: (source, device type, device id, address) → allocation index. Ranks
+    // reuse addresses, so the source is part of a block's identity.
+    let mut live: HashMap<(Option<opscope_model::SourceId>, i64, i64, i64), usize> = HashMap::new();
     for i in order {
         let args = inst.args[i];
         let Some(bytes) = int(args, k_bytes) else {
             continue;
         };
+        let source = trace.tracks[inst.track[i] as usize]
+            .process
+            .map(|p| trace.processes[p.index()].source);
         let block = int(args, k_addr).map(|a| {
             (
+                source,
                 int(args, k_type).unwrap_or(0),
                 int(args, k_id).unwrap_or(-1),
                 a,
@@ -319,5 +327,63 @@ mod tests {
         assert_eq!(mm.input_shapes.len(), 1);
         assert_eq!(mm.input_shapes[0].1, 2);
         assert_eq!(mm.accelerator_ns, 5_000);
+    }
+
+    /// Two ranks reuse one address: a free in one never frees the other's block.
+    #[test]
+    fn blocks_of_different_ranks_are_apart() {
+        let rank = |op: &str, events: &str| {
+            format!(
+                r#"[{{"ph":"X","cat":"cpu_op","name":"{op}","pid":1,"tid":1,"ts":0,"dur":30}},{events}]"#
+            )
+        };
+        let a = rank(
+            "a",
+            r#"{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":10,"args":{"Addr":1,"Bytes":100}}"#,
+        );
+        let b = rank(
+            "b",
+            r#"{"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":5,"args":{"Addr":1,"Bytes":50}},
+               {"ph":"i","s":"t","name":"[memory]","pid":1,"tid":1,"ts":15,"args":{"Addr":1,"Bytes":-50}}"#,
+        );
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(a.as_bytes(), "rank0.json", &mut trace).unwrap();
+        opscope_formats::chrome::import(b.as_bytes(), "rank1.json", &mut trace).unwrap();
+        let correlation = correlate::correlate(&trace);
+        let rows = op_stats(&trace, &correlation, &OpStatsOptions::default());
+        let row = |n: &str| rows.iter().find(|r| r.name == n).unwrap();
+        assert_eq!((row("a").bytes, row("a").residual_bytes), (100, 100));
+        assert_eq!((row("b").bytes, row("b").residual_bytes), (50, 0));
+    }
+
+    /// With one step selected, the range around the steps (outside the window) gets no
+    /// row, and the ops in the step keep their whole self time.
+    #[test]
+    fn a_selected_step_leaves_enclosing_ranges_alone() {
+        let json = r#"[
+            {"ph":"X","cat":"user_annotation","name":"epoch","pid":1,"tid":1,"ts":0,"dur":100},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#1","pid":1,"tid":1,"ts":0,"dur":40},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":5,"dur":10},
+            {"ph":"X","cat":"user_annotation","name":"ProfilerStep#2","pid":1,"tid":1,"ts":50,"dur":40},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":55,"dur":20},
+            {"ph":"X","cat":"cpu_op","name":"aten::empty","pid":1,"tid":1,"ts":60,"dur":5}
+        ]"#;
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        let correlation = correlate::correlate(&trace);
+        let options = OpStatsOptions {
+            window: Window::Step(2),
+        };
+        let rows = op_stats(&trace, &correlation, &options);
+        assert!(
+            rows.iter().all(|r| r.self_cpu_ns >= 0 && r.occurrence > 0),
+            "{rows:?}"
+        );
+        assert!(rows.iter().all(|r| r.name != "epoch"));
+        let mm = rows.iter().find(|r| r.name == "aten::mm").unwrap();
+        assert_eq!(
+            (mm.occurrence, mm.cpu_ns, mm.self_cpu_ns),
+            (1, 20_000, 15_000)
+        );
     }
 }

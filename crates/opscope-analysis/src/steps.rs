@@ -69,27 +69,31 @@ fn is_step_name(name: &str) -> bool {
 pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
     let s = &trace.slices;
     let mut result = Vec::new();
+    // Device work per source, by start time, and the longest piece: a step's work is
+    // found by binary search, not by a pass over the whole trace per step.
+    let mut work: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
+    let mut host: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
+    for i in 0..s.len() {
+        let Some(src) = correlate::source_of(trace, i) else {
+            continue;
+        };
+        if correlate::is_device_work(trace, i) {
+            work[src.index()].push(i);
+        } else if trace.tracks[s.track[i] as usize].kind == TrackKind::Thread {
+            host[src.index()].push(i);
+        }
+    }
+    for list in &mut work {
+        list.sort_by_key(|&i| (s.ts[i], i));
+    }
     for (src_index, source) in trace.sources.iter().enumerate() {
         let src = SourceId(src_index as u32);
-        let on_host = |i: usize| {
-            trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
-                && correlate::source_of(trace, i) == Some(src)
-        };
         let mut found_by = StepSource::None;
         let mut bounds: Vec<Bounds> = Vec::new();
         if !options.ignore_markers {
-            for kinds_match in [
-                (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
-                |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
-            ] {
-                bounds = (0..s.len())
-                    .filter(|&i| on_host(i) && kinds_match(s.kind(i), trace.str(s.name[i])))
-                    .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
-                    .collect();
-                if !bounds.is_empty() {
-                    found_by = StepSource::Markers;
-                    break;
-                }
+            bounds = markers(trace, &host[src_index]);
+            if !bounds.is_empty() {
+                found_by = StepSource::Markers;
             }
         }
         if bounds.is_empty() {
@@ -102,15 +106,14 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
             }
         }
         bounds.sort_by_key(|b| b.1);
-        let has_device_work = (0..s.len()).any(|i| {
-            correlate::is_device_work(trace, i) && correlate::source_of(trace, i) == Some(src)
-        });
-        if bounds.is_empty() && !has_device_work && found_by == StepSource::None {
+        let source_work = &work[src_index];
+        if bounds.is_empty() && source_work.is_empty() && found_by == StepSource::None {
             continue;
         }
+        let longest = source_work.iter().map(|&i| s.dur[i]).max().unwrap_or(0);
         let steps = bounds
             .into_iter()
-            .map(|(name, start, end)| step_breakdown(trace, src, name, start, end))
+            .map(|(name, start, end)| step_breakdown(trace, source_work, longest, name, start, end))
             .collect();
         result.push(SourceSteps {
             file: source.path.clone(),
@@ -122,21 +125,65 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
     result
 }
 
-fn step_breakdown(trace: &Trace, src: SourceId, name: String, start: i64, end: i64) -> Step {
+/// The device time of one step: `work` is the source's device work by start time, none
+/// of it longer than `longest`.
+/// The step markers among `host` slices: `ProfilerStep#N` (kind `Step`), else user
+/// ranges named like steps; in time order.
+fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
+    let s = &trace.slices;
+    for kinds_match in [
+        (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
+        |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
+    ] {
+        let mut found: Vec<Bounds> = host
+            .iter()
+            .copied()
+            .filter(|&i| kinds_match(s.kind(i), trace.str(s.name[i])))
+            .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+            .collect();
+        if !found.is_empty() {
+            found.sort_by_key(|b| b.1);
+            return found;
+        }
+    }
+    Vec::new()
+}
+
+/// The step markers of each source (by source index): name, start and end.
+pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
+    let s = &trace.slices;
+    let mut host: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
+    for i in 0..s.len() {
+        if trace.tracks[s.track[i] as usize].kind == TrackKind::Thread {
+            if let Some(src) = correlate::source_of(trace, i) {
+                host[src.index()].push(i);
+            }
+        }
+    }
+    host.iter().map(|h| markers(trace, h)).collect()
+}
+
+fn step_breakdown(
+    trace: &Trace,
+    work: &[usize],
+    longest: i64,
+    name: String,
+    start: i64,
+    end: i64,
+) -> Step {
     let s = &trace.slices;
     let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
     let mut kernels = 0;
-    for i in 0..s.len() {
-        if !correlate::is_device_work(trace, i) || correlate::source_of(trace, i) != Some(src) {
-            continue;
-        }
+    // Only work starting after `start - longest` can reach into the step.
+    let from = work.partition_point(|&i| s.ts[i] < start.saturating_sub(longest));
+    for &i in work[from..].iter().take_while(|&&i| s.ts[i] < end) {
         let (a, b) = (s.ts[i].max(start), s.end(i).min(end));
         if a < b {
             let class = classify::classify(trace, i);
             let slot = WorkClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
             spans[slot].push((a, b));
         }
-        if (start..end).contains(&s.ts[i]) {
+        if s.ts[i] >= start {
             kernels += 1;
         }
     }
@@ -176,7 +223,7 @@ fn is_outer_op(trace: &Trace, i: usize) -> bool {
 }
 
 /// A step as found: name, start and end.
-type Bounds = (String, i64, i64);
+pub type Bounds = (String, i64, i64);
 
 /// Steps from the repeating sequence of outer ops on the source's busiest thread:
 /// `(period, match ratio, steps)`.
@@ -228,9 +275,14 @@ fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bound
         // The op of this count whose occurrences are most evenly spaced.
         let mut candidates: Vec<(&opscope_model::StrId, &Vec<usize>)> =
             positions.iter().filter(|(_, p)| p.len() == count).collect();
+        // Ties (every op of a step is as evenly spaced) go to the op that comes first,
+        // so that the result does not depend on hash order.
         candidates.sort_by_key(|(_, p)| {
             let gaps: Vec<usize> = p.windows(2).map(|w| w[1] - w[0]).collect();
-            gaps.iter().max().unwrap() - gaps.iter().min().unwrap()
+            (
+                gaps.iter().max().unwrap() - gaps.iter().min().unwrap(),
+                p[0],
+            )
         });
         let (_, marks) = candidates[0];
         let mut gaps: Vec<usize> = marks.windows(2).map(|w| w[1] - w[0]).collect();

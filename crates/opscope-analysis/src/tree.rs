@@ -144,17 +144,20 @@ pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected:
             && (k == SliceKind::Op
                 || trace.tracks[s.track[i] as usize].kind == opscope_model::TrackKind::Thread)
     };
-    // Self CPU and accelerator time per op.
+    // Self CPU time of the selected ops (all their children left out, selected or
+    // not), and the accelerator time of the selected device work, per op.
     let mut self_cpu: HashMap<usize, i64> = HashMap::new();
     let mut accelerator: HashMap<usize, i64> = HashMap::new();
-    for (i, _) in selected.iter().enumerate().filter(|(_, keep)| **keep) {
+    for i in 0..s.len() {
         if is_op(i) {
-            *self_cpu.entry(i).or_default() += s.dur[i];
+            if selected[i] {
+                *self_cpu.entry(i).or_default() += s.dur[i];
+            }
             let p = s.parent[i];
-            if p != NONE && is_op(p as usize) {
+            if p != NONE && is_op(p as usize) && selected[p as usize] {
                 *self_cpu.entry(p as usize).or_default() -= s.dur[i];
             }
-        } else if correlate::is_device_work(trace, i) {
+        } else if selected[i] && correlate::is_device_work(trace, i) {
             if let Some(op) = correlation.op_of(trace, i) {
                 *accelerator.entry(op).or_default() += s.dur[i];
             }
@@ -162,16 +165,19 @@ pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected:
     }
     let mut tree = Tree::new();
     let mut index = HashMap::new();
-    let mut ops: Vec<usize> = self_cpu.keys().copied().collect();
+    let mut ops: Vec<usize> = self_cpu.keys().chain(accelerator.keys()).copied().collect();
     ops.sort_unstable_by_key(|&i| (s.ts[i], i));
+    ops.dedup();
     for op in ops {
         let mut node = 0;
         for part in path(trace, kind, op, &keys) {
             node = tree.child(node, &part, &mut index);
         }
         let n = &mut tree.nodes[node];
-        n.occurrence += 1;
-        n.self_cpu_ns += self_cpu[&op];
+        if self_cpu.contains_key(&op) {
+            n.occurrence += 1;
+        }
+        n.self_cpu_ns += self_cpu.get(&op).copied().unwrap_or(0);
         n.self_accelerator_ns += accelerator.get(&op).copied().unwrap_or(0);
     }
     // Totals, children before parents (children always come later).

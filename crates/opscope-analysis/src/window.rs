@@ -2,7 +2,7 @@
 //! everything before the last profiler step, which is often cut short when the
 //! profiler stops. Device work belongs to the step its launch was made in.
 
-use opscope_model::{SliceKind, SourceId, Trace, TrackKind};
+use opscope_model::{SourceId, Trace};
 
 use crate::correlate::{self, Correlation};
 
@@ -35,10 +35,10 @@ pub fn step_number(name: &str) -> Option<u64> {
 
 /// The steps a trace marks, by number (sorted, unique).
 pub fn step_numbers(trace: &Trace) -> Vec<u64> {
-    let mut numbers: Vec<u64> = crate::steps::steps(trace, &crate::steps::StepOptions::default())
+    let mut numbers: Vec<u64> = crate::steps::step_markers(trace)
         .iter()
-        .filter(|s| s.found_by == crate::steps::StepSource::Markers)
-        .flat_map(|s| s.steps.iter().filter_map(|st| step_number(&st.name)))
+        .flatten()
+        .filter_map(|b| step_number(&b.0))
         .collect();
     numbers.sort_unstable();
     numbers.dedup();
@@ -55,23 +55,18 @@ pub fn select(trace: &Trace, correlation: &Correlation, window: Window) -> Vec<b
         Window::BeforeLastStep => {}
     }
     // Where the last step starts, per source with at least two distinct steps.
-    let mut steps: Vec<(Vec<opscope_model::StrId>, i64)> =
-        vec![(Vec::new(), i64::MIN); trace.sources.len()];
-    for i in 0..n {
-        let on_host = trace.tracks[s.track[i] as usize].kind == TrackKind::Thread;
-        if on_host && s.kind(i) == SliceKind::Step {
-            if let Some(src) = correlate::source_of(trace, i) {
-                let entry = &mut steps[src.index()];
-                if !entry.0.contains(&s.name[i]) {
-                    entry.0.push(s.name[i]);
-                }
-                entry.1 = entry.1.max(s.ts[i]);
-            }
-        }
-    }
+    let steps: Vec<(usize, i64)> = crate::steps::step_markers(trace)
+        .iter()
+        .map(|m| {
+            let mut names: Vec<&str> = m.iter().map(|b| b.0.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            (names.len(), m.iter().map(|b| b.1).max().unwrap_or(i64::MIN))
+        })
+        .collect();
     let cut = |src: Option<SourceId>| -> Option<i64> {
-        let (names, last) = &steps[src?.index()];
-        (names.len() >= 2).then_some(*last)
+        let (distinct, last) = steps[src?.index()];
+        (distinct >= 2).then_some(last)
     };
     (0..n)
         .map(|i| {
@@ -91,22 +86,14 @@ pub fn select(trace: &Trace, correlation: &Correlation, window: Window) -> Vec<b
 fn select_step(trace: &Trace, correlation: &Correlation, number: u64) -> Vec<bool> {
     let s = &trace.slices;
     // The step's span per source.
-    let mut spans: Vec<Option<(i64, i64)>> = vec![None; trace.sources.len()];
-    for found in crate::steps::steps(trace, &crate::steps::StepOptions::default()) {
-        if found.found_by != crate::steps::StepSource::Markers {
-            continue;
-        }
-        let Some(src) = trace.sources.iter().position(|x| x.path == found.file) else {
-            continue;
-        };
-        if let Some(step) = found
-            .steps
-            .iter()
-            .find(|st| step_number(&st.name) == Some(number))
-        {
-            spans[src] = Some((step.start_ns, step.start_ns + step.dur_ns));
-        }
-    }
+    let spans: Vec<Option<(i64, i64)>> = crate::steps::step_markers(trace)
+        .iter()
+        .map(|m| {
+            m.iter()
+                .find(|b| step_number(&b.0) == Some(number))
+                .map(|b| (b.1, b.2))
+        })
+        .collect();
     (0..s.len())
         .map(|i| {
             let Some((start, end)) =

@@ -1,7 +1,7 @@
 //! What a piece of device work is for: computation, communication or memory traffic.
-//! Communication is recognised by more than HTA's `^nccl.*Kernel`: RCCL/MSCCL, DeepEP,
-//! NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang, TensorRT-LLM), collective
-//! names, and any `Collective` slice.
+//! Communication is recognised by kernel name, by more than HTA's `^nccl.*Kernel`:
+//! RCCL/MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang,
+//! TensorRT-LLM) and collective names.
 
 use opscope_model::{SliceKind, Trace};
 use serde::Serialize;
@@ -33,7 +33,6 @@ impl WorkClass {
 pub fn classify(trace: &Trace, slice: usize) -> WorkClass {
     match trace.slices.kind(slice) {
         SliceKind::Memcpy(_) | SliceKind::Memset => WorkClass::Memory,
-        SliceKind::Collective => WorkClass::Communication,
         _ if is_communication_kernel(trace.str(trace.slices.name[slice])) => {
             WorkClass::Communication
         }

@@ -34,8 +34,11 @@ pub fn launch_stats(trace: &Trace, correlation: &Correlation, work: &[usize]) ->
         };
         latencies.push((s.ts[i] - s.ts[call]) as f64);
         let queued_at = s.ts[call].min(s.ts[i]);
-        changes.push((queued_at, 1));
-        changes.push((s.end(i), -1));
+        // Zero-length work is never queued for any time.
+        if s.end(i) > queued_at {
+            changes.push((queued_at, 1));
+            changes.push((s.end(i), -1));
+        }
     }
     // Ends before starts at one instant, so back-to-back work does not count twice.
     changes.sort_unstable();

@@ -42,11 +42,13 @@ pub struct GpuReport {
     pub unattributed: usize,
 }
 
-/// One source file: one rank of a job.
+/// One device of one source file (a rank of a job, usually one device).
 #[derive(Clone, Debug, Serialize)]
 pub struct RankReport {
     pub file: String,
     pub rank: Option<u32>,
+    /// `gpu 0`, or `None` for streams of no known device.
+    pub device: Option<String>,
     pub temporal: utilization::Temporal,
     pub combinations: Vec<utilization::Combination>,
     /// Percent of communication time overlapped by computation.
@@ -70,6 +72,9 @@ pub struct StreamReport {
     pub launches: launch::LaunchStats,
 }
 
+/// A source (by index) and one of its devices.
+type DeviceKey = (usize, Option<opscope_model::DeviceId>);
+
 pub fn analyze(trace: &Trace, options: &GpuOptions) -> GpuReport {
     let correlation = correlate::correlate(trace);
     analyze_with(trace, &correlation, options)
@@ -85,19 +90,26 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
             per_track[trace.slices.track[i] as usize].push(i);
         }
     }
-    let mut ranks = Vec::new();
-    for (src_index, source) in trace.sources.iter().enumerate() {
-        let tracks: Vec<usize> = (0..trace.tracks.len())
-            .filter(|&t| !per_track[t].is_empty())
-            .filter(|&t| {
-                trace.tracks[t]
-                    .process
-                    .is_some_and(|p| trace.processes[p.index()].source.index() == src_index)
-            })
-            .collect();
-        if tracks.is_empty() {
+    // Streams per source and device, in track order.
+    let mut groups: Vec<(DeviceKey, Vec<usize>)> = Vec::new();
+    for (t, work) in per_track.iter().enumerate() {
+        let track = &trace.tracks[t];
+        let Some(process) = track.process.filter(|_| !work.is_empty()) else {
             continue;
+        };
+        let key = (
+            trace.processes[process.index()].source.index(),
+            track.device,
+        );
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(group) => group.1.push(t),
+            None => groups.push((key, vec![t])),
         }
+    }
+    groups.sort_by_key(|g| (g.0 .0, g.0 .1.map(|d| d.0)));
+    let mut ranks = Vec::new();
+    for ((src_index, device), tracks) in groups {
+        let source = &trace.sources[src_index];
         let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
         for &t in &tracks {
             for &i in &per_track[t] {
@@ -114,6 +126,10 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
+            device: device.map(|d| {
+                let d = &trace.devices[d.index()];
+                format!("{} {}", d.kind.name(), d.index)
+            }),
             temporal: utilization::temporal(&sets),
             combinations: utilization::combinations(&sets),
             communication_overlap_pct: utilization::communication_overlap(&sets),

@@ -19,8 +19,8 @@ use crate::output::{self, duration_text, Table, TextOrJson};
         no stream runs anything (idle), the time some computation runs, and other busy time \
         (communication or memory only). Combinations: exclusive time of each mix of \
         computation, communication and memory work. Communication kernels are recognised by \
-        name (NCCL, RCCL, MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels) and by \
-        collective slices.\n\n\
+        name (NCCL, RCCL, MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels and \
+        collective names).\n\n\
         Idle breakdown per stream (HTA's definitions): a gap before work whose launch came \
         after the stream went idle is host wait; a shorter gap than --kernel-wait-us is \
         kernel wait; the rest is other.",
@@ -71,7 +71,10 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
         let who = rank
             .rank
             .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
-        writeln!(out, "== {who}: {}", rank.file)?;
+        match &rank.device {
+            Some(device) => writeln!(out, "== {who}, {device}: {}", rank.file)?,
+            None => writeln!(out, "== {who}: {}", rank.file)?,
+        }
         let t = &rank.temporal;
         writeln!(
             out,

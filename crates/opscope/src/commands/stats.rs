@@ -336,7 +336,9 @@ fn op(args: OpArgs) -> Result<()> {
         window: chosen_window(&trace, args.step, args.exclude_last_step)?,
     };
     let all = op_stats(&trace, &correlation, &stats_options);
-    // Shares are of everything accounted, before display filters.
+    // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
+    // total"), which counts each moment once and bounds every op's inclusive time.
+    let self_total = all.iter().map(|r| r.self_cpu_ns).sum::<i64>();
     let accounted: Vec<OpRow> = view::apply(
         all,
         &ViewOptions {
@@ -344,9 +346,6 @@ fn op(args: OpArgs) -> Result<()> {
             ..ViewOptions::default()
         },
     );
-    // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
-    // total"), which counts each moment once.
-    let self_total = accounted.iter().map(|r| r.self_cpu_ns).sum::<i64>();
     let accelerator_total = accounted.iter().map(|r| r.accelerator_ns).sum::<i64>();
     let totals = (
         self_total + accelerator_total,
