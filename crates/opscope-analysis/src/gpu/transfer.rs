@@ -1,5 +1,6 @@
 //! Memory copies and sets per direction: how many, how many bytes, how long, and the
-//! bandwidth they reached (bytes over busy time).
+//! bandwidth they reached (bytes over their summed durations: copies that overlap on
+//! different streams each count their whole time).
 
 use std::collections::BTreeMap;
 
