@@ -13,6 +13,8 @@ pub enum Format {
     ChromeJson,
     /// Perfetto protobuf (`Trace` of `TracePacket`s).
     Perfetto,
+    /// TensorFlow/JAX profiler XSpace protobuf (`*.xplane.pb`).
+    XPlane,
 }
 
 impl Format {
@@ -20,6 +22,7 @@ impl Format {
         match self {
             Format::ChromeJson => "chrome-json",
             Format::Perfetto => "perfetto",
+            Format::XPlane => "xplane",
         }
     }
 }
@@ -90,9 +93,15 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
 }
 
 fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    // XSpace and Perfetto files both open with a length-delimited field 1: the name
+    // tells them apart.
+    if crate::xplane::is_xplane_path(path) {
+        return crate::xplane::import(bytes, path, trace);
+    }
     match detect(bytes) {
         Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
         Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),
+        Some(Format::XPlane) => crate::xplane::import(bytes, path, trace),
         None if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "the file holds no data (byte 0 onwards is empty or blank)".into(),

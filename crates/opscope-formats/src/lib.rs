@@ -6,6 +6,7 @@ pub mod chrome;
 pub mod error;
 pub mod input;
 pub mod perfetto;
+pub mod xplane;
 
 #[cfg(test)]
 mod roundtrip_tests;

@@ -44,6 +44,7 @@ fn is_trace_file(path: &Path) -> bool {
         ".json",
         ".json.gz",
         ".pftrace",
+        ".xplane.pb",
         ".perfetto-trace",
         ".pftrace.gz",
         ".perfetto",

@@ -389,6 +389,12 @@ fn apply_metadata(trace: &mut Trace, source_id: SourceId, metadata: &[(String, V
     trace.sources[source].metadata = w.finish();
 }
 
+/// Exact µs → ns, for other formats' tests that read Chrome JSON.
+#[cfg(test)]
+pub(crate) fn micros_to_ns_for_tests(raw: &str) -> Option<i64> {
+    parse::micros_to_ns(raw)
+}
+
 #[cfg(test)]
 mod tests {
     use opscope_model::Trace;

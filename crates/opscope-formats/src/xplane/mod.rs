@@ -1,0 +1,569 @@
+//! XPlane (`*.xplane.pb`), the TensorFlow/JAX profiler's XSpace protobuf: each plane
+//! (`/host:CPU`, `/device:GPU:N`, …) becomes a process, each line a thread or GPU stream
+//! track, each event a slice with its stats as args. Times are absolute: a line's
+//! `timestamp_ns` plus the event's `offset_ps`, plus the profile's start time where the
+//! profiler normalised them.
+
+mod proto;
+
+use std::collections::HashMap;
+
+use opscope_model::args::ArgValue;
+use opscope_model::{
+    ArgsId, ClockDomain, CopyDirection, DeviceKind, LinearTransform, SliceKind, Source, SourceId,
+    Trace, TrackKind,
+};
+use prost::Message;
+
+use crate::error::ImportError;
+use proto::{XPlane, XSpaceRest, XStat};
+
+/// Whether `path` names an XPlane file.
+pub fn is_xplane_path(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    lower.ends_with(".xplane.pb") || lower.ends_with(".xplane.pb.gz")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The byte ranges of the planes (field 1) of an XSpace.
+fn plane_ranges(bytes: &[u8], path: &str) -> Result<Vec<(usize, usize)>, ImportError> {
+    let syntax = |offset: usize, message: &str| ImportError::Syntax {
+        path: path.to_string(),
+        offset: offset as u64,
+        message: message.to_string(),
+    };
+    let mut ranges = Vec::new();
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let start = pos;
+        let mut buf = &bytes[pos..];
+        let before = buf.len();
+        let key = prost::encoding::decode_varint(&mut buf).map_err(|_| {
+            syntax(
+                start,
+                "a field key that does not end: a corrupt XPlane file",
+            )
+        })?;
+        let (field, wire) = (key >> 3, key & 7);
+        let value_start = pos + (before - buf.len());
+        pos = match wire {
+            0 => {
+                prost::encoding::decode_varint(&mut buf)
+                    .map_err(|_| syntax(value_start, "a number that does not end"))?;
+                pos + (before - buf.len())
+            }
+            1 => value_start + 8,
+            5 => value_start + 4,
+            2 => {
+                let len = prost::encoding::decode_varint(&mut buf)
+                    .map_err(|_| syntax(value_start, "a length that does not end"))?;
+                let data = pos + (before - buf.len());
+                let end = usize::try_from(len)
+                    .ok()
+                    .and_then(|l| data.checked_add(l))
+                    .filter(|&e| e <= bytes.len())
+                    .ok_or_else(|| {
+                        syntax(
+                            start,
+                            "a field longer than the file: the file looks truncated",
+                        )
+                    })?;
+                if field == 1 {
+                    ranges.push((data, end));
+                }
+                end
+            }
+            _ => {
+                return Err(syntax(
+                    start,
+                    "an unknown wire type: this is not an XPlane file",
+                ))
+            }
+        };
+        if pos > bytes.len() {
+            return Err(syntax(start, "a field cut off by the end of the file"));
+        }
+    }
+    Ok(ranges)
+}
+
+/// Imports an XSpace as a new source. Planes that fail to decode are reported by their
+/// offset; the planes before them stay in `trace`.
+pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    let ranges = plane_ranges(bytes, path)?;
+    let rest = XSpaceRest::decode(bytes).map_err(|e| ImportError::Syntax {
+        path: path.to_string(),
+        offset: 0,
+        message: format!("not an XSpace protobuf ({e})"),
+    })?;
+    let mut planes = Vec::with_capacity(ranges.len());
+    let mut failure = None;
+    for &(start, end) in &ranges {
+        match XPlane::decode(&bytes[start..end]) {
+            Ok(plane) => planes.push(plane),
+            Err(e) => {
+                failure = Some(ImportError::Syntax {
+                    path: path.to_string(),
+                    offset: start as u64,
+                    message: format!("a plane that does not decode ({e})"),
+                });
+                break;
+            }
+        }
+    }
+    let start_ns = profile_start_ns(&planes);
+    let clock_name = trace.intern("xplane");
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        // XPlane times are Unix nanoseconds.
+        unix_offset_ns: Some(0),
+    });
+    let host = rest.hostnames.first().map(|h| trace.intern(&text(h)));
+    let source = trace.add_source(Source {
+        path: path.to_string(),
+        format: "xplane",
+        clock,
+        host,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    });
+    for (index, plane) in planes.iter().enumerate() {
+        import_plane(trace, source, index, plane, start_ns);
+    }
+    trace.finish();
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(source),
+    }
+}
+
+/// `profile_start_time` of the `Task Environment` plane, in Unix ns.
+fn profile_start_ns(planes: &[XPlane]) -> Option<i64> {
+    let plane = planes.iter().find(|p| p.name == b"Task Environment")?;
+    plane.stats.iter().find_map(|stat| {
+        let name = &plane.stat_metadata.get(&stat.metadata_id)?.name;
+        (name == b"profile_start_time").then(|| {
+            stat.uint64_value
+                .and_then(|v| i64::try_from(v).ok())
+                .or(stat.int64_value)
+        })?
+    })
+}
+
+/// `/device:GPU:3` → (GPU, 3).
+fn plane_device(name: &str) -> Option<(DeviceKind, u32)> {
+    let rest = name.strip_prefix("/device:")?;
+    let (kind, index) = rest.split_once(':')?;
+    let kind = match kind {
+        "GPU" => DeviceKind::Gpu,
+        "TPU" => DeviceKind::Tpu,
+        _ => DeviceKind::Other,
+    };
+    Some((kind, index.parse().ok()?))
+}
+
+/// A TensorFlow op's TraceMe name: `node/name:OpType`.
+fn tf_op(name: &str) -> Option<(&str, &str)> {
+    let (node, op) = name.rsplit_once(':')?;
+    let op_like = op
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
+        && op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    (op_like && !node.is_empty() && !node.contains("::")).then_some((node, op))
+}
+
+fn event_kind(on_device: bool, line: &str, name: &str) -> SliceKind {
+    let lower_line = line.to_ascii_lowercase();
+    if on_device {
+        if lower_line.starts_with("stream") {
+            let lower = format!("{lower_line} {}", name.to_ascii_lowercase());
+            return if lower.contains("memcpy") {
+                SliceKind::Memcpy(if lower.contains("h2d") || lower.contains("htod") {
+                    CopyDirection::H2D
+                } else if lower.contains("d2h") || lower.contains("dtoh") {
+                    CopyDirection::D2H
+                } else if lower.contains("d2d") || lower.contains("dtod") {
+                    CopyDirection::D2D
+                } else if lower.contains("p2p") || lower.contains("ptop") {
+                    CopyDirection::P2P
+                } else {
+                    CopyDirection::Unknown
+                })
+            } else if lower.contains("memset") {
+                SliceKind::Memset
+            } else {
+                SliceKind::Kernel
+            };
+        }
+        return if lower_line == "steps" {
+            SliceKind::Step
+        } else {
+            SliceKind::Annotation
+        };
+    }
+    if lower_line.starts_with("python") {
+        SliceKind::PythonFunction
+    } else if tf_op(name).is_some() {
+        SliceKind::Op
+    } else {
+        SliceKind::Annotation
+    }
+}
+
+fn import_plane(
+    trace: &mut Trace,
+    source: SourceId,
+    index: usize,
+    plane: &XPlane,
+    start_ns: Option<i64>,
+) {
+    if plane.lines.iter().all(|l| l.events.is_empty()) {
+        return;
+    }
+    let plane_name = text(&plane.name);
+    let process = trace.process(source, index as i64 + 1);
+    let name = trace.intern(&plane_name);
+    trace.processes[process.index()].name = Some(name);
+    let device = plane_device(&plane_name).map(|(kind, i)| trace.device(source, kind, i));
+    trace.processes[process.index()].device = device;
+    let stat_names: HashMap<i64, String> = plane
+        .stat_metadata
+        .iter()
+        .map(|(id, m)| (*id, text(&m.name)))
+        .collect();
+    let event_names: HashMap<i64, String> = plane
+        .event_metadata
+        .iter()
+        .map(|(id, m)| {
+            let shown = if m.display_name.is_empty() {
+                &m.name
+            } else {
+                &m.display_name
+            };
+            (*id, text(shown))
+        })
+        .collect();
+    let category = trace.intern(if device.is_some() {
+        "xplane_device"
+    } else {
+        "xplane_host"
+    });
+    for line in &plane.lines {
+        if line.events.is_empty() {
+            continue;
+        }
+        let line_name = text(if line.display_name.is_empty() {
+            &line.name
+        } else {
+            &line.display_name
+        });
+        let thread = trace.thread(process, line.id);
+        let line_str = trace.intern(&line_name);
+        trace.threads[thread.index()].name = Some(line_str);
+        let on_device = device.is_some();
+        let track = trace.thread_track(
+            thread,
+            if on_device {
+                TrackKind::GpuStream
+            } else {
+                TrackKind::Thread
+            },
+        );
+        trace.tracks[track.index()].device = device;
+        // Normalised planes count from the profile's start.
+        let base = match start_ns {
+            Some(start) if line.timestamp_ns < start / 2 => start.saturating_add(line.timestamp_ns),
+            _ => line.timestamp_ns,
+        };
+        for event in &line.events {
+            let Some(offset_ps) = event.offset_ps else {
+                // Aggregated events (`num_occurrences`) have no time.
+                trace.repairs.unsupported_events += 1;
+                continue;
+            };
+            let name_text = event_names
+                .get(&event.metadata_id)
+                .cloned()
+                .unwrap_or_default();
+            let kind = event_kind(on_device, &line_name, &name_text);
+            let name = trace.intern(&name_text);
+            let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
+            if let Some((node, op)) = tf_op(&name_text).filter(|_| kind == SliceKind::Op) {
+                let (k1, v1) = (trace.intern("name"), trace.intern(node));
+                let (k2, v2) = (trace.intern("op"), trace.intern(op));
+                entries.push((k1, ArgValue::Str(v1)));
+                entries.push((k2, ArgValue::Str(v2)));
+            }
+            for stat in &event.stats {
+                if let Some(entry) = stat_arg(trace, &stat_names, stat) {
+                    entries.push(entry);
+                }
+            }
+            let args = if entries.is_empty() {
+                ArgsId::NONE
+            } else {
+                let mut w = trace.args.writer();
+                for (k, v) in entries {
+                    w.push(k, v);
+                }
+                w.finish()
+            };
+            trace.slices.push(opscope_model::events::SliceRow {
+                track,
+                ts: base.saturating_add(offset_ps.div_euclid(1000)),
+                dur: event.duration_ps.max(0) / 1000,
+                name,
+                category,
+                kind,
+                args,
+            });
+        }
+    }
+}
+
+/// One stat as an arg: its metadata's name and its value; `ref_value`s name a stat
+/// metadata whose name is the value.
+fn stat_arg(
+    trace: &mut Trace,
+    names: &HashMap<i64, String>,
+    stat: &XStat,
+) -> Option<(opscope_model::StrId, ArgValue)> {
+    let key = names.get(&stat.metadata_id)?;
+    let value = if let Some(v) = stat.int64_value {
+        ArgValue::Int(v)
+    } else if let Some(v) = stat.uint64_value {
+        match i64::try_from(v) {
+            Ok(i) => ArgValue::Int(i),
+            Err(_) => ArgValue::UInt(v),
+        }
+    } else if let Some(v) = stat.double_value {
+        ArgValue::Float(v)
+    } else if let Some(v) = &stat.str_value {
+        ArgValue::Str(trace.intern(&text(v)))
+    } else if let Some(r) = stat.ref_value {
+        let referenced = names.get(&(r as i64)).cloned().unwrap_or_default();
+        ArgValue::Str(trace.intern(&referenced))
+    } else {
+        // Bytes values (serialised protos) are left out.
+        return None;
+    };
+    let key = trace.intern(key);
+    Some((key, value))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::io::Read;
+    use std::path::PathBuf;
+
+    use opscope_model::{Trace, TrackId};
+
+    fn shared() -> Option<PathBuf> {
+        let shared = std::env::var_os("OPSCOPE_SHARED")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
+            });
+        if shared.join("traces/xplane").is_dir() {
+            return Some(shared);
+        }
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but the shared traces are missing"
+        );
+        eprintln!(
+            "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
+            shared.display()
+        );
+        None
+    }
+
+    /// ns from a JSON number of µs, exactly.
+    fn ns(value: &serde_json::Value) -> i64 {
+        crate::chrome::micros_to_ns_for_tests(&value.to_string()).unwrap()
+    }
+
+    /// (plane, line) → (name, start, duration) of each event, as xprof's trace viewer
+    /// wrote them (times relative to its origin).
+    type Lines = HashMap<(String, String), Vec<(String, i64, i64)>>;
+
+    fn golden(path: &std::path::Path) -> Lines {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+            .read_to_string(&mut text)
+            .unwrap();
+        let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let meta = |kind: &str| -> HashMap<(i64, i64), String> {
+            events
+                .iter()
+                .filter(|e| e["ph"] == "M" && e["name"] == kind)
+                .map(|e| {
+                    let tid = e["tid"].as_i64().unwrap_or(0);
+                    (
+                        (e["pid"].as_i64().unwrap(), tid),
+                        e["args"]["name"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect()
+        };
+        let (processes, threads) = (meta("process_name"), meta("thread_name"));
+        let mut lines = Lines::new();
+        for e in events.iter().filter(|e| e["ph"] == "X") {
+            let (pid, tid) = (e["pid"].as_i64().unwrap(), e["tid"].as_i64().unwrap());
+            let key = (processes[&(pid, 0)].clone(), threads[&(pid, tid)].clone());
+            lines.entry(key).or_default().push((
+                e["name"].as_str().unwrap().to_string(),
+                ns(&e["ts"]),
+                ns(&e["dur"]),
+            ));
+        }
+        lines
+    }
+
+    /// Ours: slices with a duration (xprof shows zero-length events as instants).
+    fn ours(trace: &Trace) -> Lines {
+        let mut lines = Lines::new();
+        for (t, track) in trace.tracks.iter().enumerate() {
+            let (Some(p), Some(th)) = (track.process, track.thread) else {
+                continue;
+            };
+            let plane = trace
+                .str(trace.processes[p.index()].name.unwrap())
+                .to_string();
+            let line = trace
+                .str(trace.threads[th.index()].name.unwrap())
+                .to_string();
+            for i in trace.track_slices(TrackId(t as u32)) {
+                if trace.slices.dur[i] > 0 {
+                    lines
+                        .entry((plane.clone(), line.clone()))
+                        .or_default()
+                        .push((
+                            trace.str(trace.slices.name[i]).to_string(),
+                            trace.slices.ts[i],
+                            trace.slices.dur[i],
+                        ));
+                }
+            }
+        }
+        lines
+    }
+
+    /// Every event of xprof's own conversion (its `trace_viewer` output, 2.24.2) is in
+    /// ours, at the same nanosecond, except the spans xprof makes from
+    /// `ThreadpoolListener::StartRegion`/`StopRegion` instant pairs (one per pair).
+    #[test]
+    fn events_match_xprof_trace_viewer() {
+        let Some(shared) = shared() else {
+            return;
+        };
+        let cases = [
+            (
+                "generated-here/keras-cpu-tf2.21/vm.xplane.pb",
+                "keras-cpu-tf2.21",
+            ),
+            (
+                "GPU-multi-worker/34.83.195.179_6003.xplane.pb",
+                "GPU-multi-worker",
+            ),
+        ];
+        for (file, golden_dir) in cases {
+            let path = shared.join("traces/xplane").join(file);
+            let bytes = std::fs::read(&path).unwrap();
+            let mut trace = Trace::new();
+            crate::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
+            let want = golden(
+                &shared
+                    .join("traces/xplane/xprof-golden")
+                    .join(golden_dir)
+                    .join("trace_viewer.json.gz"),
+            );
+            let got = ours(&trace);
+            // xprof counts from its own origin: find it from the python line.
+            let (key, gl) = want
+                .iter()
+                .find(|(k, _)| k.1.starts_with("python"))
+                .unwrap();
+            let first_ours = got[key].iter().min_by_key(|e| e.1).unwrap();
+            let first_gold = gl
+                .iter()
+                .filter(|e| e.0 == first_ours.0)
+                .min_by_key(|e| e.1)
+                .unwrap();
+            let origin = first_ours.1 - first_gold.1;
+            let (mut total, mut matched) = (0, 0);
+            for (key, events) in &want {
+                let mine = got
+                    .get(key)
+                    .unwrap_or_else(|| panic!("{file}: no line {key:?}"));
+                let mut index: HashMap<(&str, i64, i64), usize> = HashMap::new();
+                for e in mine {
+                    *index.entry((e.0.as_str(), e.1, e.2)).or_default() += 1;
+                }
+                let mut missing = 0;
+                for e in events {
+                    total += 1;
+                    match index.get_mut(&(e.0.as_str(), e.1 + origin, e.2)) {
+                        Some(n) if *n > 0 => {
+                            *n -= 1;
+                            matched += 1;
+                        }
+                        _ => missing += 1,
+                    }
+                }
+                let regions = trace
+                    .slices
+                    .name
+                    .iter()
+                    .zip(&trace.slices.track)
+                    .filter(|(n, t)| {
+                        trace.str(**n) == "ThreadpoolListener::StartRegion" && {
+                            let track = &trace.tracks[**t as usize];
+                            let th = track
+                                .thread
+                                .map(|th| trace.str(trace.threads[th.index()].name.unwrap()));
+                            th == Some(key.1.as_str())
+                        }
+                    })
+                    .count();
+                assert_eq!(
+                    missing, regions,
+                    "{file} {key:?}: events of xprof's not in ours"
+                );
+            }
+            assert!(matched > 20_000, "{file}: {matched} of {total}");
+        }
+    }
+
+    /// A cut file is refused at the offset of the cut plane, without a panic; garbage is
+    /// refused at byte 0.
+    #[test]
+    fn broken_files_fail_with_an_offset() {
+        let Some(shared) = shared() else {
+            return;
+        };
+        let path = shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+        let bytes = std::fs::read(&path).unwrap();
+        for cut in [bytes.len() / 2, bytes.len() - 1, 3] {
+            let mut trace = Trace::new();
+            let err = super::import(&bytes[..cut], "x.xplane.pb", &mut trace).unwrap_err();
+            let text = err.to_string();
+            assert!(
+                text.contains("x.xplane.pb") && text.contains("byte"),
+                "{text}"
+            );
+        }
+        let mut trace = Trace::new();
+        let err =
+            super::import(b"\xff\xff\xff\xff garbage", "g.xplane.pb", &mut trace).unwrap_err();
+        assert!(err.to_string().contains("byte 0"), "{err}");
+    }
+}
