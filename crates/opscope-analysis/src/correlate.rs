@@ -1,7 +1,8 @@
 //! Links device work to the host: each kernel, copy or set on a GPU stream to the
 //! runtime or driver call that launched it, and through that call to the framework op
 //! around it. Uses what the trace offers: launch flows (Kineto `ac2g`) first, then
-//! equal `correlation` ids between host and device slices of one source, then (for
+//! equal `correlation` ids (XPlane: `correlation_id`) between host and device slices of
+//! one source, then (for
 //! TensorFlow timelines) the graph node `name` the device work and its op share. With
 //! no ids at all (HIP and SYCL traces of the original tracer), the in-order queue rule:
 //! on an in-order queue work runs in launch order, so the n-th launch is the n-th piece
@@ -92,8 +93,12 @@ pub fn correlate(trace: &Trace) -> Correlation {
     }
 
     // Correlation ids, for device slices no flow reached.
-    let key = trace.strings.find("correlation");
-    if let Some(key) = key {
+    // Correlation ids: Kineto's `correlation` on runtime and driver calls; XPlane's
+    // `correlation_id` on the host event of each launch (named after the kernel).
+    for (key_name, host_kinds_only) in [("correlation", true), ("correlation_id", false)] {
+        let Some(key) = trace.strings.find(key_name) else {
+            continue;
+        };
         let id_of = |i: usize| match trace.args.find(s.args[i], key) {
             Some(ArgValue::Int(v)) => Some(v),
             Some(ArgValue::UInt(v)) => i64::try_from(v).ok(),
@@ -101,7 +106,8 @@ pub fn correlate(trace: &Trace) -> Correlation {
         };
         let mut calls: HashMap<(Option<SourceId>, i64), u32> = HashMap::new();
         for i in 0..n {
-            if on_host(i) && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver) {
+            let launch_kind = matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver);
+            if on_host(i) && (launch_kind || !host_kinds_only) {
                 if let Some(id) = id_of(i) {
                     calls.entry((source_of(trace, i), id)).or_insert(i as u32);
                 }
