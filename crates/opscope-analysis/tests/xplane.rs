@@ -30,3 +30,66 @@ fn xplane_gpu_work_is_linked_to_its_launch() {
         );
     }
 }
+
+/// Per kernel name, instances, total, minimum and maximum time equal xprof's
+/// `kernel_stats` (2.24.2) summed over its rows of that name (xprof splits a kernel by
+/// launch shape). Our times are whole ns (XPlane has ps), so totals may differ by up to
+/// 1 ns per instance.
+#[test]
+fn kernel_stats_agree_with_xprof() {
+    use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
+    use std::collections::HashMap;
+    let Some(shared) = shared() else {
+        return;
+    };
+    let trace = load(&shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"));
+    let ours = kernel_stats(&trace, &KernelStatsOptions::default());
+    let doc: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(shared.join("peer-outputs/xprof/GPU-multi-worker/kernel_stats.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let cols: Vec<&str> = doc["cols"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    let col = |name: &str| cols.iter().position(|c| *c == name).unwrap();
+    // name → (occurrences, total µs, min µs, max µs)
+    let mut xprof: HashMap<String, (u64, f64, f64, f64)> = HashMap::new();
+    for row in doc["rows"].as_array().unwrap() {
+        let cell = |name: &str| &row["c"][col(name)]["v"];
+        let entry = xprof
+            .entry(cell("kernel_name").as_str().unwrap().to_string())
+            .or_insert((0, 0.0, f64::INFINITY, 0.0));
+        entry.0 += cell("occurrences").as_f64().unwrap() as u64;
+        entry.1 += cell("total_duration_us").as_f64().unwrap();
+        entry.2 = entry.2.min(cell("min_duration_us").as_f64().unwrap());
+        entry.3 = entry.3.max(cell("max_duration_us").as_f64().unwrap());
+    }
+    assert_eq!(ours.len(), xprof.len(), "kernel names");
+    for row in &ours {
+        let (n, total, min, max) = xprof[&row.name];
+        assert_eq!(row.instances, n, "{}", row.name);
+        let close = |a: f64, b: f64, slack_us: f64| (a - b).abs() <= slack_us + 1e-6;
+        assert!(
+            close(row.total_ns as f64 / 1000.0, total, n as f64 * 0.001),
+            "{}: total {} vs {total}",
+            row.name,
+            row.total_ns
+        );
+        assert!(
+            close(row.min_ns as f64 / 1000.0, min, 0.001),
+            "{}: min {} vs {min}",
+            row.name,
+            row.min_ns
+        );
+        assert!(
+            close(row.max_ns as f64 / 1000.0, max, 0.001),
+            "{}: max {} vs {max}",
+            row.name,
+            row.max_ns
+        );
+    }
+}
