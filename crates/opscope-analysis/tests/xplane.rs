@@ -93,3 +93,48 @@ fn kernel_stats_agree_with_xprof() {
         );
     }
 }
+
+/// Copy bytes per GPU and direction come from XPlane's `memcpy_details` (`size:N`): the
+/// transfer table adds up to the sizes those strings give.
+#[test]
+fn xplane_copy_bytes_come_from_memcpy_details() {
+    use opscope_analysis::gpu::{self, GpuOptions};
+    use std::collections::HashMap;
+    let Some(shared) = shared() else {
+        return;
+    };
+    let trace = load(&shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"));
+    let key = trace.strings.find("memcpy_details").unwrap();
+    let mut want: HashMap<(String, String), u64> = HashMap::new();
+    for i in (0..trace.slices.len()).filter(|&i| correlate::is_device_work(&trace, i)) {
+        if let Some(ArgValue::Str(d)) = trace.args.find(trace.slices.args[i], key) {
+            let size: u64 = trace
+                .str(d)
+                .split("size:")
+                .nth(1)
+                .unwrap()
+                .split(' ')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let device = trace.tracks[trace.slices.track[i] as usize].device.unwrap();
+            let device = format!("gpu {}", trace.devices[device.index()].index);
+            *want
+                .entry((device, trace.slices.kind(i).name().to_string()))
+                .or_default() += size;
+        }
+    }
+    let report = gpu::analyze(&trace, &GpuOptions::default());
+    let mut got: HashMap<(String, String), u64> = HashMap::new();
+    for rank in &report.ranks {
+        for t in &rank.transfers {
+            got.insert((rank.device.clone().unwrap(), t.direction.clone()), t.bytes);
+        }
+    }
+    assert_eq!(got, want);
+    assert_eq!(
+        got[&("gpu 4".to_string(), "memcpy_h2d".to_string())],
+        37_447
+    );
+}

@@ -302,6 +302,16 @@ fn import_plane(
             }
             for stat in &event.stats {
                 if let Some(entry) = stat_arg(trace, &stat_names, stat) {
+                    // `memcpy_details: "size:112 dest:4 async:0"`: the size is the
+                    // copy's bytes, under the key other formats use.
+                    if let ArgValue::Str(details) = entry.1 {
+                        if trace.str(entry.0) == "memcpy_details" {
+                            if let Some(bytes) = detail_number(trace.str(details), "size") {
+                                let key = trace.intern("bytes");
+                                entries.push((key, ArgValue::Int(bytes)));
+                            }
+                        }
+                    }
                     entries.push(entry);
                 }
             }
@@ -325,6 +335,13 @@ fn import_plane(
             });
         }
     }
+}
+
+/// The number after `key:` in a `key:value key:value` details string.
+fn detail_number(details: &str, key: &str) -> Option<i64> {
+    details
+        .split_whitespace()
+        .find_map(|part| part.strip_prefix(key)?.strip_prefix(':')?.parse().ok())
 }
 
 /// One stat as an arg: its metadata's name and its value; `ref_value`s name a stat
@@ -541,6 +558,16 @@ mod tests {
             }
             assert!(matched > 20_000, "{file}: {matched} of {total}");
         }
+    }
+
+    #[test]
+    fn details_numbers() {
+        assert_eq!(
+            super::detail_number("size:112 dest:4 async:0", "size"),
+            Some(112)
+        );
+        assert_eq!(super::detail_number("dest:4 async:0", "size"), None);
+        assert_eq!(super::detail_number("sizes:3", "size"), None);
     }
 
     /// A cut file is refused at the offset of the cut plane, without a panic; garbage is
