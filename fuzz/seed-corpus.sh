@@ -18,7 +18,9 @@ $root/examples/traces/mlp-train.json"
 gz="$shared/kineto/hta/trace_compare/base/base.json.gz
 $shared/kineto/hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
 
-mkdir -p "$fuzz/corpus/chrome_json" "$fuzz/corpus/perfetto" "$fuzz/corpus/detect_and_gzip"
+mkdir -p "$fuzz/corpus/chrome_json" "$fuzz/corpus/perfetto" "$fuzz/corpus/detect_and_gzip" "$fuzz/corpus/xplane"
+cp "$shared"/xplane/generated-here/keras-cpu-tf2.21/vm.xplane.pb "$fuzz/corpus/xplane/keras.xplane.pb"
+cp "$shared"/xplane/GPU-multi-worker/*.xplane.pb "$fuzz/corpus/xplane/gpu-multi-worker.xplane.pb"
 for f in $json; do
     name=$(echo "${f#"$shared"/}" | sed "s|^$root/||" | tr / _)
     cp "$f" "$fuzz/corpus/chrome_json/$name"
