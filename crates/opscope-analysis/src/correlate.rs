@@ -95,10 +95,18 @@ pub fn correlate(trace: &Trace) -> Correlation {
     // Correlation ids, for device slices no flow reached.
     // Correlation ids: Kineto's `correlation` on runtime and driver calls; XPlane's
     // `correlation_id` on the host event of each launch (named after the kernel).
+    // Each later rule only runs while some device work is still unlinked: reading
+    // every slice's args is the costly part, and flows usually link everything.
+    let unlinked = |launch: &[u32], op_link: &[u32]| {
+        (0..n).any(|i| launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i))
+    };
     for (key_name, host_kinds_only) in [("correlation", true), ("correlation_id", false)] {
         let Some(key) = trace.strings.find(key_name) else {
             continue;
         };
+        if !unlinked(&launch, &op_link) {
+            break;
+        }
         let id_of = |i: usize| match trace.args.find(s.args[i], key) {
             Some(ArgValue::Int(v)) => Some(v),
             Some(ArgValue::UInt(v)) => i64::try_from(v).ok(),
@@ -123,7 +131,11 @@ pub fn correlate(trace: &Trace) -> Correlation {
     }
 
     // TensorFlow timelines: a kernel carries the graph node name of the op that ran it.
-    if let Some(key) = trace.strings.find("name") {
+    if let Some(key) = trace
+        .strings
+        .find("name")
+        .filter(|_| unlinked(&launch, &op_link))
+    {
         let node_of = |i: usize| match trace.args.find(s.args[i], key) {
             Some(ArgValue::Str(n)) => Some(n),
             _ => None,
@@ -149,7 +161,9 @@ pub fn correlate(trace: &Trace) -> Correlation {
         }
     }
 
-    in_order_queue_rule(trace, &mut launch, &op_link);
+    if unlinked(&launch, &op_link) {
+        in_order_queue_rule(trace, &mut launch, &op_link);
+    }
 
     let mut result = Correlation {
         launch,
