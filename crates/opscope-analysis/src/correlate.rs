@@ -107,11 +107,7 @@ pub fn correlate(trace: &Trace) -> Correlation {
         if !unlinked(&launch, &op_link) {
             break;
         }
-        let id_of = |i: usize| match trace.args.find(s.args[i], key) {
-            Some(ArgValue::Int(v)) => Some(v),
-            Some(ArgValue::UInt(v)) => i64::try_from(v).ok(),
-            _ => None,
-        };
+        let id_of = |i: usize| trace.args.find(s.args[i], key).and_then(ArgValue::as_i64);
         let mut calls: HashMap<(Option<SourceId>, i64), u32> = HashMap::new();
         for i in 0..n {
             let launch_kind = matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver);

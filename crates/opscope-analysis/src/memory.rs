@@ -103,26 +103,29 @@ fn device_type_name(code: i64) -> String {
         .map_or_else(|| format!("device type {code}"), |n| n.to_string())
 }
 
-/// One allocation or free.
-struct Event {
-    ts: i64,
-    bytes: i64,
-    addr: Option<i64>,
-    total_allocated: Option<i64>,
-    total_reserved: Option<i64>,
-    op: Option<StrId>,
+/// One allocation (positive `bytes`) or free.
+pub(crate) struct Event {
+    pub ts: i64,
+    pub bytes: i64,
+    pub addr: Option<i64>,
+    pub total_allocated: Option<i64>,
+    pub total_reserved: Option<i64>,
+    /// The innermost op around it (a slice row).
+    pub op: Option<usize>,
 }
+
+/// An allocator: a source, and Kineto's `Device Type` and `Device Id`.
+pub(crate) type AllocatorKey = (Option<SourceId>, i64, i64);
 
 fn int_arg(trace: &Trace, args: opscope_model::ArgsId, key: Option<StrId>) -> Option<i64> {
     match trace.args.find(args, key?)? {
-        ArgValue::Int(v) => Some(v),
-        ArgValue::UInt(v) => i64::try_from(v).ok(),
         ArgValue::Float(v) if v.is_finite() => Some(v as i64),
-        _ => None,
+        v => v.as_i64(),
     }
 }
 
-pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
+/// The allocation events of every allocator, each in time order, allocators sorted.
+pub(crate) fn allocation_events(trace: &Trace) -> Vec<(AllocatorKey, Vec<Event>)> {
     let key = |k: &str| trace.strings.find(k);
     let (k_type, k_id, k_addr, k_bytes, k_total, k_reserved) = (
         key("Device Type"),
@@ -137,8 +140,7 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
             .process
             .map(|p| trace.processes[p.index()].source)
     };
-    // Allocation events per (source, device type, device id), in time order.
-    let mut groups: HashMap<(Option<SourceId>, i64, i64), Vec<Event>> = HashMap::new();
+    let mut groups: HashMap<AllocatorKey, Vec<Event>> = HashMap::new();
     let inst = &trace.instants;
     for i in 0..inst.len() {
         if inst.kind(i) != SliceKind::Alloc {
@@ -161,17 +163,21 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
                 addr: int_arg(trace, args, k_addr),
                 total_allocated: int_arg(trace, args, k_total),
                 total_reserved: int_arg(trace, args, k_reserved),
-                op: innermost_op(trace, TrackId(inst.track[i]), inst.ts[i])
-                    .map(|op| trace.slices.name[op]),
+                op: innermost_op(trace, TrackId(inst.track[i]), inst.ts[i]),
             });
     }
+    let mut groups: Vec<(AllocatorKey, Vec<Event>)> = groups.into_iter().collect();
+    groups.sort_by_key(|g| g.0);
+    for (_, events) in &mut groups {
+        events.sort_by_key(|e| e.ts);
+    }
+    groups
+}
+
+pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
     let all_steps = steps::steps(trace, &StepOptions::default());
     let mut reports = Vec::new();
-    let mut keys: Vec<_> = groups.keys().copied().collect();
-    keys.sort();
-    for group in keys {
-        let mut events = groups.remove(&group).unwrap_or_default();
-        events.sort_by_key(|e| e.ts);
+    for (group, events) in allocation_events(trace) {
         let (source, device_type, device_id) = group;
         let name = if device_id >= 0 {
             format!("{} {device_id}", device_type_name(device_type))
@@ -235,7 +241,7 @@ fn from_events(
                 LiveBlock {
                     bytes: e.bytes,
                     allocated_at_ns: e.ts,
-                    op: e.op.map(|o| trace.str(o).to_string()),
+                    op: e.op.map(|o| trace.str(trace.slices.name[o]).to_string()),
                 },
             );
         } else {
@@ -251,7 +257,7 @@ fn from_events(
     live.truncate(options.top);
     let mut by_op: HashMap<Option<StrId>, (i64, u64)> = HashMap::new();
     for e in events.iter().filter(|e| e.bytes > 0) {
-        let entry = by_op.entry(e.op).or_default();
+        let entry = by_op.entry(e.op.map(|o| trace.slices.name[o])).or_default();
         entry.0 += e.bytes;
         entry.1 += 1;
     }

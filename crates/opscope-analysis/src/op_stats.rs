@@ -66,18 +66,20 @@ pub fn is_op_kind(kind: SliceKind) -> bool {
     )
 }
 
+/// Whether slice `i` is an op of the views: an op kind on a host thread, or an `Op`
+/// anywhere (TensorFlow puts the ops it runs for a GPU on a lane of that GPU).
+pub fn is_op_slice(trace: &Trace, i: usize) -> bool {
+    let kind = trace.slices.kind(i);
+    is_op_kind(kind)
+        && (kind == SliceKind::Op
+            || trace.tracks[trace.slices.track[i] as usize].kind == TrackKind::Thread)
+}
+
 /// Rows in no particular order.
 pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptions) -> Vec<OpRow> {
     let s = &trace.slices;
     let selected = window::select(trace, correlation, options.window);
-    // Host threads hold the ops; TensorFlow also puts the ops it runs for a GPU on a
-    // lane of that GPU.
-    let is_op = |i: usize| {
-        let kind = s.kind(i);
-        is_op_kind(kind)
-            && (kind == SliceKind::Op
-                || trace.tracks[s.track[i] as usize].kind == TrackKind::Thread)
-    };
+    let is_op = |i: usize| is_op_slice(trace, i);
     let mut rows: HashMap<StrId, OpRow> = HashMap::new();
     fn row<'r>(rows: &'r mut HashMap<StrId, OpRow>, trace: &Trace, name: StrId) -> &'r mut OpRow {
         rows.entry(name).or_insert_with(|| OpRow {
@@ -189,61 +191,29 @@ struct Allocation {
     freed_at: Option<i64>,
 }
 
-/// The allocations of PyTorch `[memory]` events, each with the innermost op around it
+/// The allocations of PyTorch `[memory]` events made inside an op, each with that op
 /// and, when its block is freed later in the trace, when.
 fn allocations(trace: &Trace) -> Vec<Allocation> {
-    let key = |k: &str| trace.strings.find(k);
-    let (k_bytes, k_addr, k_type, k_id) = (
-        key("Bytes"),
-        key("Addr"),
-        key("Device Type"),
-        key("Device Id"),
-    );
-    let int = |args, k: Option<StrId>| match k.and_then(|k| trace.args.find(args, k)) {
-        Some(ArgValue::Int(v)) => Some(v),
-        Some(ArgValue::UInt(v)) => i64::try_from(v).ok(),
-        _ => None,
-    };
-    let inst = &trace.instants;
-    let mut order: Vec<usize> = (0..inst.len())
-        .filter(|&i| inst.kind(i) == SliceKind::Alloc)
-        .collect();
-    order.sort_by_key(|&i| (inst.ts[i], i));
     let mut result: Vec<Allocation> = Vec::new();
-    // Live blocks: (source, device type, device id, address) → allocation index. Ranks
-    // reuse addresses, so the source is part of a block's identity.
-    let mut live: HashMap<(Option<opscope_model::SourceId>, i64, i64, i64), usize> = HashMap::new();
-    for i in order {
-        let args = inst.args[i];
-        let Some(bytes) = int(args, k_bytes) else {
-            continue;
-        };
-        let source = trace.tracks[inst.track[i] as usize]
-            .process
-            .map(|p| trace.processes[p.index()].source);
-        let block = int(args, k_addr).map(|a| {
-            (
-                source,
-                int(args, k_type).unwrap_or(0),
-                int(args, k_id).unwrap_or(-1),
-                a,
-            )
-        });
-        if bytes > 0 {
-            let Some(op) = innermost_op(trace, TrackId(inst.track[i]), inst.ts[i]) else {
-                continue;
-            };
-            result.push(Allocation {
-                op,
-                bytes,
-                ts: inst.ts[i],
-                freed_at: None,
-            });
-            if let Some(block) = block {
-                live.insert(block, result.len() - 1);
+    // Each allocator's blocks by address. Ranks reuse addresses, so blocks never meet
+    // across allocators.
+    for (_, events) in crate::memory::allocation_events(trace) {
+        let mut live: HashMap<i64, usize> = HashMap::new();
+        for e in events {
+            if e.bytes > 0 {
+                let Some(op) = e.op else { continue };
+                result.push(Allocation {
+                    op,
+                    bytes: e.bytes,
+                    ts: e.ts,
+                    freed_at: None,
+                });
+                if let Some(addr) = e.addr {
+                    live.insert(addr, result.len() - 1);
+                }
+            } else if let Some(k) = e.addr.and_then(|a| live.remove(&a)) {
+                result[k].freed_at = Some(e.ts);
             }
-        } else if let Some(k) = block.and_then(|b| live.remove(&b)) {
-            result[k].freed_at = Some(inst.ts[i]);
         }
     }
     result

@@ -12,7 +12,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::correlate::{self, Correlation};
-use crate::op_stats::is_op_kind;
+use crate::op_stats::{is_op_kind, is_op_slice};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TreeKind {
@@ -138,12 +138,7 @@ pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected:
         node_name: trace.strings.find("name"),
         call_stack: trace.strings.find("Call stack"),
     };
-    let is_op = |i: usize| {
-        let k = s.kind(i);
-        is_op_kind(k)
-            && (k == SliceKind::Op
-                || trace.tracks[s.track[i] as usize].kind == opscope_model::TrackKind::Thread)
-    };
+    let is_op = |i: usize| is_op_slice(trace, i);
     // Self CPU time of the selected ops (all their children left out, selected or
     // not), and the accelerator time of the selected device work, per op.
     let mut self_cpu: HashMap<usize, i64> = HashMap::new();

@@ -33,6 +33,17 @@ pub enum ArgValue {
     Json(StrId),
 }
 
+impl ArgValue {
+    /// The value as an integer, when it is one that fits.
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            ArgValue::Int(v) => Some(v),
+            ArgValue::UInt(v) => i64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+}
+
 const TAG_NULL: u8 = 0;
 const TAG_FALSE: u8 = 1;
 const TAG_TRUE: u8 = 2;
