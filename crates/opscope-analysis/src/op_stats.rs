@@ -15,6 +15,83 @@ use crate::window::{self, Window};
 #[derive(Clone, Debug, Default)]
 pub struct OpStatsOptions {
     pub window: Window,
+    pub timing: Timing,
+}
+
+/// How a slice's time is counted.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Timing {
+    /// To the nanosecond.
+    #[default]
+    Exact,
+    /// In whole microseconds of the clock, at least one per run, as tfprof counts
+    /// (TensorFlow's µs fields truncate each end; tfprof rounds a 0 µs run up to 1).
+    WholeMicros,
+}
+
+/// The time charged for slice `i`.
+pub fn charged_ns(trace: &Trace, i: usize, timing: Timing) -> i64 {
+    let s = &trace.slices;
+    match timing {
+        Timing::Exact => s.dur[i],
+        Timing::WholeMicros => {
+            let micros = (s.ts[i] + s.dur[i]).div_euclid(1000) - s.ts[i].div_euclid(1000);
+            micros.max(1) * 1000
+        }
+    }
+}
+
+/// The memory an op reported for itself (TensorFlow RunMetadata: the arg keys of
+/// `opscope_formats::run_metadata::memory_keys`), instead of allocation events.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ReportedMemory {
+    pub requested: i64,
+    pub peak: i64,
+    pub residual: i64,
+    pub output: i64,
+}
+
+impl std::ops::AddAssign for ReportedMemory {
+    fn add_assign(&mut self, o: ReportedMemory) {
+        self.requested += o.requested;
+        self.peak += o.peak;
+        self.residual += o.residual;
+        self.output += o.output;
+    }
+}
+
+/// The arg keys of [`ReportedMemory`], looked up once.
+pub struct MemoryKeys([Option<StrId>; 4]);
+
+impl MemoryKeys {
+    pub fn new(trace: &Trace) -> MemoryKeys {
+        let k = |name: &str| trace.strings.find(name);
+        MemoryKeys([
+            k("requested_bytes"),
+            k("peak_bytes"),
+            k("residual_bytes"),
+            k("output_bytes"),
+        ])
+    }
+
+    /// Slice `i`'s reported memory, if it has any.
+    pub fn of(&self, trace: &Trace, i: usize) -> Option<ReportedMemory> {
+        if self.0.iter().all(Option::is_none) {
+            return None;
+        }
+        let args = trace.slices.args[i];
+        let get = |k: Option<StrId>| {
+            k.and_then(|k| trace.args.find(args, k))
+                .and_then(ArgValue::as_i64)
+        };
+        let values = self.0.map(get);
+        values.iter().any(Option::is_some).then(|| ReportedMemory {
+            requested: values[0].unwrap_or(0),
+            peak: values[1].unwrap_or(0),
+            residual: values[2].unwrap_or(0),
+            output: values[3].unwrap_or(0),
+        })
+    }
 }
 
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -30,12 +107,14 @@ pub struct OpRow {
     /// ops it called).
     pub accelerator_ns: i64,
     /// Bytes the op allocated itself (PyTorch `[memory]` events; tfprof's requested
-    /// bytes).
+    /// bytes, from TensorFlow's per-node memory stats).
     pub bytes: i64,
     /// Of those, bytes still allocated when the call ended.
     pub residual_bytes: i64,
     /// The most bytes a call held at once of what it allocated, summed over calls.
     pub peak_bytes: i64,
+    /// Bytes of the tensors the op output (TensorFlow's per-node stats).
+    pub output_bytes: i64,
     /// Floating-point operations (Kineto's `flops`, recorded with `with_flops=True`).
     pub float_ops: i64,
     /// Devices its device work ran on (`gpu 0`).
@@ -80,6 +159,7 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
     let s = &trace.slices;
     let selected = window::select(trace, correlation, options.window);
     let is_op = |i: usize| is_op_slice(trace, i);
+    let memory_keys = MemoryKeys::new(trace);
     let mut rows: HashMap<StrId, OpRow> = HashMap::new();
     fn row<'r>(rows: &'r mut HashMap<StrId, OpRow>, trace: &Trace, name: StrId) -> &'r mut OpRow {
         rows.entry(name).or_insert_with(|| OpRow {
@@ -108,20 +188,28 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
             if merged(i) {
                 continue;
             }
+            let dur = charged_ns(trace, i, options.timing);
             if selected[i] {
                 let r = row(&mut rows, trace, s.name[i]);
                 r.occurrence += 1;
-                r.cpu_ns += s.dur[i];
-                r.self_cpu_ns += s.dur[i];
+                r.cpu_ns += dur;
+                r.self_cpu_ns += dur;
+                if let Some(m) = memory_keys.of(trace, i) {
+                    r.bytes += m.requested;
+                    r.peak_bytes += m.peak;
+                    r.residual_bytes += m.residual;
+                    r.output_bytes += m.output;
+                }
             }
             // A selected op's self time leaves out all its children, selected or not.
             let parent = s.parent[i];
             if parent != NONE && is_op(parent as usize) && selected[parent as usize] {
-                row(&mut rows, trace, s.name[parent as usize]).self_cpu_ns -= s.dur[i];
+                row(&mut rows, trace, s.name[parent as usize]).self_cpu_ns -= dur;
             }
         } else if selected[i] && correlate::is_device_work(trace, i) {
             if let Some(op) = correlation.op_of(trace, i) {
-                row(&mut rows, trace, s.name[op]).accelerator_ns += s.dur[i];
+                row(&mut rows, trace, s.name[op]).accelerator_ns +=
+                    charged_ns(trace, i, options.timing);
             }
         }
     }
@@ -164,7 +252,11 @@ pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptio
         list.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         row(&mut rows, trace, name).input_shapes = list;
     }
-    let allocs = allocations(trace);
+    // Ops that report their own memory are charged that, not the events inside them.
+    let allocs: Vec<Allocation> = allocations(trace)
+        .into_iter()
+        .filter(|a| memory_keys.of(trace, a.op).is_none())
+        .collect();
     for alloc in &allocs {
         if !selected[alloc.op] {
             continue;
@@ -343,6 +435,7 @@ mod tests {
         let correlation = correlate::correlate(&trace);
         let options = OpStatsOptions {
             window: Window::Step(2),
+            ..OpStatsOptions::default()
         };
         let rows = op_stats(&trace, &correlation, &options);
         assert!(

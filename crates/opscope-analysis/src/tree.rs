@@ -2,8 +2,8 @@
 //! `/`, or, for ops without one (PyTorch), the nesting of ops and `record_function`
 //! ranges. `code`: the Python call tree — the `Call stack` of each op, or the
 //! `python_function` ranges around it — with op time charged to the source lines.
-//! Each op's self CPU time and the accelerator time it launched land on its node;
-//! totals add up the subtree, so nothing counts twice.
+//! Each op's self CPU time, the accelerator time it launched and the memory it reported
+//! land on its node; totals add up the subtree, so nothing counts twice.
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -12,7 +12,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::correlate::{self, Correlation};
-use crate::op_stats::{is_op_kind, is_op_slice};
+use crate::op_stats::{charged_ns, is_op_kind, is_op_slice, MemoryKeys, ReportedMemory, Timing};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TreeKind {
@@ -32,8 +32,45 @@ pub struct TreeNode {
     pub self_accelerator_ns: i64,
     pub total_cpu_ns: i64,
     pub total_accelerator_ns: i64,
+    /// Memory the node's ops reported (TensorFlow RunMetadata), tfprof's columns.
+    pub self_memory: ReportedMemory,
+    pub total_memory: ReportedMemory,
     #[serde(skip)]
     pub children: Vec<usize>,
+}
+
+/// What a node counts, self or total.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Amounts {
+    pub cpu_ns: i64,
+    pub accelerator_ns: i64,
+    pub memory: ReportedMemory,
+}
+
+impl std::ops::AddAssign for Amounts {
+    fn add_assign(&mut self, o: Amounts) {
+        self.cpu_ns += o.cpu_ns;
+        self.accelerator_ns += o.accelerator_ns;
+        self.memory += o.memory;
+    }
+}
+
+impl TreeNode {
+    pub fn self_amounts(&self) -> Amounts {
+        Amounts {
+            cpu_ns: self.self_cpu_ns,
+            accelerator_ns: self.self_accelerator_ns,
+            memory: self.self_memory,
+        }
+    }
+
+    pub fn total_amounts(&self) -> Amounts {
+        Amounts {
+            cpu_ns: self.total_cpu_ns,
+            accelerator_ns: self.total_accelerator_ns,
+            memory: self.total_memory,
+        }
+    }
 }
 
 /// Nodes in depth-first order of insertion; node 0 is the root.
@@ -132,12 +169,19 @@ struct Keys {
     call_stack: Option<opscope_model::StrId>,
 }
 
-pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected: &[bool]) -> Tree {
+pub fn build(
+    trace: &Trace,
+    correlation: &Correlation,
+    kind: TreeKind,
+    selected: &[bool],
+    timing: Timing,
+) -> Tree {
     let s = &trace.slices;
     let keys = Keys {
         node_name: trace.strings.find("name"),
         call_stack: trace.strings.find("Call stack"),
     };
+    let memory_keys = MemoryKeys::new(trace);
     let is_op = |i: usize| is_op_slice(trace, i);
     // Self CPU time of the selected ops (all their children left out, selected or
     // not), and the accelerator time of the selected device work, per op.
@@ -145,16 +189,17 @@ pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected:
     let mut accelerator: HashMap<usize, i64> = HashMap::new();
     for i in 0..s.len() {
         if is_op(i) {
+            let dur = charged_ns(trace, i, timing);
             if selected[i] {
-                *self_cpu.entry(i).or_default() += s.dur[i];
+                *self_cpu.entry(i).or_default() += dur;
             }
             let p = s.parent[i];
             if p != NONE && is_op(p as usize) && selected[p as usize] {
-                *self_cpu.entry(p as usize).or_default() -= s.dur[i];
+                *self_cpu.entry(p as usize).or_default() -= dur;
             }
         } else if selected[i] && correlate::is_device_work(trace, i) {
             if let Some(op) = correlation.op_of(trace, i) {
-                *accelerator.entry(op).or_default() += s.dur[i];
+                *accelerator.entry(op).or_default() += charged_ns(trace, i, timing);
             }
         }
     }
@@ -168,27 +213,29 @@ pub fn build(trace: &Trace, correlation: &Correlation, kind: TreeKind, selected:
         for part in path(trace, kind, op, &keys) {
             node = tree.child(node, &part, &mut index);
         }
+        let memory = if self_cpu.contains_key(&op) {
+            memory_keys.of(trace, op).unwrap_or_default()
+        } else {
+            ReportedMemory::default()
+        };
         let n = &mut tree.nodes[node];
         if self_cpu.contains_key(&op) {
             n.occurrence += 1;
         }
         n.self_cpu_ns += self_cpu.get(&op).copied().unwrap_or(0);
         n.self_accelerator_ns += accelerator.get(&op).copied().unwrap_or(0);
+        n.self_memory += memory;
     }
     // Totals, children before parents (children always come later).
     for i in (0..tree.nodes.len()).rev() {
-        let (cpu, accel) = {
-            let n = &tree.nodes[i];
-            let kids: (i64, i64) = n.children.iter().fold((0, 0), |acc, &c| {
-                (
-                    acc.0 + tree.nodes[c].total_cpu_ns,
-                    acc.1 + tree.nodes[c].total_accelerator_ns,
-                )
-            });
-            (n.self_cpu_ns + kids.0, n.self_accelerator_ns + kids.1)
-        };
-        tree.nodes[i].total_cpu_ns = cpu;
-        tree.nodes[i].total_accelerator_ns = accel;
+        let mut total = tree.nodes[i].self_amounts();
+        for &c in &tree.nodes[i].children {
+            total += tree.nodes[c].total_amounts();
+        }
+        let n = &mut tree.nodes[i];
+        n.total_cpu_ns = total.cpu_ns;
+        n.total_accelerator_ns = total.accelerator_ns;
+        n.total_memory = total.memory;
     }
     tree
 }
@@ -200,6 +247,10 @@ pub struct TreeDisplay {
     pub max_depth: Option<usize>,
     /// Hide nodes whose subtree has less CPU plus accelerator time (µs).
     pub min_micros: f64,
+    /// Hide nodes whose subtree requested fewer bytes.
+    pub min_bytes: i64,
+    /// Totals count only the nodes shown (tfprof's `-account_displayed_op_only`).
+    pub account_displayed_only: bool,
     /// Show only the subtrees under nodes whose whole name matches (all when empty).
     pub start_name_regexes: Vec<Regex>,
     /// Show a matching node but nothing under it.
@@ -214,40 +265,103 @@ fn matches(regexes: &[Regex], text: &str) -> bool {
     regexes.iter().any(|r| r.is_match(text))
 }
 
-/// The nodes to print, in depth-first order, with the depth to print them at.
-pub fn display(tree: &Tree, options: &TreeDisplay) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    // (node, printed depth, inside a started subtree)
-    let mut stack = vec![(0usize, 0usize, options.start_name_regexes.is_empty())];
-    while let Some((i, depth, started)) = stack.pop() {
+/// One node as a view prints it.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Shown {
+    pub node: usize,
+    /// Depth to print it at (hidden ancestors do not count).
+    pub depth: usize,
+    /// Its subtree's totals: all of it, or with `account_displayed_only` only the
+    /// nodes shown.
+    pub total: Amounts,
+}
+
+/// The nodes to print, in depth-first order. A hidden node's shown descendants move up
+/// to its nearest shown ancestor; siblings are ordered by the totals printed (as tfprof
+/// orders them), largest first.
+pub fn display(tree: &Tree, options: &TreeDisplay) -> Vec<Shown> {
+    struct Entry {
+        node: usize,
+        parent: Option<usize>,
+        children: Vec<usize>,
+        total: Amounts,
+    }
+    let mut entries: Vec<Entry> = Vec::new();
+    // (node, nearest shown ancestor's entry, inside a started subtree)
+    let mut stack = vec![(0usize, None::<usize>, options.start_name_regexes.is_empty())];
+    while let Some((i, above, started)) = stack.pop() {
         let node = &tree.nodes[i];
         let started = started || matches(&options.start_name_regexes, &node.name);
         let micros = (node.total_cpu_ns + node.total_accelerator_ns) as f64 / 1000.0;
-        if micros < options.min_micros && i != 0 {
+        if i != 0 && (micros < options.min_micros || node.total_memory.requested < options.min_bytes)
+        {
             continue;
         }
         let shown = started
             && (options.show_name_regexes.is_empty()
                 || matches(&options.show_name_regexes, &node.name))
             && !matches(&options.hide_name_regexes, &node.name);
+        let mut below = above;
         if shown {
-            out.push((i, depth));
+            let e = entries.len();
+            entries.push(Entry {
+                node: i,
+                parent: above,
+                children: Vec::new(),
+                total: node.self_amounts(),
+            });
+            if let Some(a) = above {
+                entries[a].children.push(e);
+            }
+            below = Some(e);
         }
         if options.max_depth.is_some_and(|m| node.depth >= m)
             || (i != 0 && matches(&options.trim_name_regexes, &node.name))
         {
             continue;
         }
-        let child_depth = if shown { depth + 1 } else { depth };
-        let mut kids = node.children.clone();
-        kids.sort_by(|&a, &b| {
-            let t = |n: &TreeNode| n.total_cpu_ns + n.total_accelerator_ns;
-            t(&tree.nodes[b])
-                .cmp(&t(&tree.nodes[a]))
-                .then_with(|| tree.nodes[a].name.cmp(&tree.nodes[b].name))
+        for &c in node.children.iter().rev() {
+            stack.push((c, below, started));
+        }
+    }
+    // Entries come after their parents: add up the shown totals bottom-up.
+    for e in (0..entries.len()).rev() {
+        if !options.account_displayed_only {
+            entries[e].total = tree.nodes[entries[e].node].total_amounts();
+        } else if let Some(p) = entries[e].parent {
+            let t = entries[e].total;
+            entries[p].total += t;
+        }
+    }
+    let time = |e: &Entry| e.total.cpu_ns + e.total.accelerator_ns;
+    let order = |list: &mut Vec<usize>, entries: &[Entry]| {
+        list.sort_by(|&a, &b| {
+            time(&entries[b]).cmp(&time(&entries[a])).then_with(|| {
+                tree.nodes[entries[a].node]
+                    .name
+                    .cmp(&tree.nodes[entries[b].node].name)
+            })
         });
-        for &c in kids.iter().rev() {
-            stack.push((c, child_depth, started));
+    };
+    let mut roots: Vec<usize> = (0..entries.len())
+        .filter(|&e| entries[e].parent.is_none())
+        .collect();
+    order(&mut roots, &entries);
+    for e in 0..entries.len() {
+        let mut kids = std::mem::take(&mut entries[e].children);
+        order(&mut kids, &entries);
+        entries[e].children = kids;
+    }
+    let mut out = Vec::with_capacity(entries.len());
+    let mut stack: Vec<(usize, usize)> = roots.iter().rev().map(|&r| (r, 0)).collect();
+    while let Some((e, depth)) = stack.pop() {
+        out.push(Shown {
+            node: entries[e].node,
+            depth,
+            total: entries[e].total,
+        });
+        for &c in entries[e].children.iter().rev() {
+            stack.push((c, depth + 1));
         }
     }
     out
@@ -277,7 +391,7 @@ mod tests {
     fn names(tree: &Tree, options: &TreeDisplay) -> Vec<String> {
         display(tree, options)
             .into_iter()
-            .map(|(i, depth)| format!("{}{}", " ".repeat(depth), tree.nodes[i].name))
+            .map(|s| format!("{}{}", " ".repeat(s.depth), tree.nodes[s.node].name))
             .collect()
     }
 
@@ -312,5 +426,20 @@ mod tests {
             ..TreeDisplay::default()
         };
         assert_eq!(names(&tree, &hidden), ["_TFProfRoot", " x", " b"]);
+        // Totals of what is shown: without "a", the root holds x and b.
+        let shown_only = TreeDisplay {
+            account_displayed_only: true,
+            ..hidden.clone()
+        };
+        let totals: Vec<i64> = display(&tree, &shown_only)
+            .iter()
+            .map(|s| s.total.cpu_ns / 1000)
+            .collect();
+        assert_eq!(totals, [25, 20, 5]);
+        let all_totals: Vec<i64> = display(&tree, &hidden)
+            .iter()
+            .map(|s| s.total.cpu_ns / 1000)
+            .collect();
+        assert_eq!(all_totals, [35, 20, 5]);
     }
 }

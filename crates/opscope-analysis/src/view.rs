@@ -18,6 +18,7 @@ pub enum Column {
     Bytes,
     ResidualBytes,
     PeakBytes,
+    OutputBytes,
     FloatOps,
     /// Devices the work ran on (shown, not ordered by).
     Device,
@@ -26,7 +27,7 @@ pub enum Column {
 }
 
 impl Column {
-    pub const ALL: [Column; 12] = [
+    pub const ALL: [Column; 13] = [
         Column::Name,
         Column::Occurrence,
         Column::Micros,
@@ -36,6 +37,7 @@ impl Column {
         Column::Bytes,
         Column::ResidualBytes,
         Column::PeakBytes,
+        Column::OutputBytes,
         Column::FloatOps,
         Column::Device,
         Column::InputShapes,
@@ -53,6 +55,7 @@ impl Column {
             Column::Bytes => "bytes",
             Column::ResidualBytes => "residual_bytes",
             Column::PeakBytes => "peak_bytes",
+            Column::OutputBytes => "output_bytes",
             Column::FloatOps => "float_ops",
             Column::Device => "device",
             Column::InputShapes => "input_shapes",
@@ -65,8 +68,8 @@ impl Column {
             .find(|c| c.name() == text)
             .ok_or_else(|| {
                 let known: Vec<&str> = Column::ALL.iter().map(|c| c.name()).collect();
-                // These need a TensorFlow RunMetadata or GraphDef.
-                let later = ["output_bytes", "params"];
+                // Parameter counts need a checkpoint or variable shapes.
+                let later = ["params"];
                 if later.contains(&text) {
                     format!(
                         "{text:?} is not available yet (known: {})",
@@ -130,6 +133,9 @@ pub trait ViewRow {
     fn peak_bytes(&self) -> i64 {
         0
     }
+    fn output_bytes(&self) -> i64 {
+        0
+    }
     fn float_ops(&self) -> i64 {
         0
     }
@@ -160,6 +166,9 @@ impl ViewRow for crate::op_stats::OpRow {
     fn peak_bytes(&self) -> i64 {
         self.peak_bytes
     }
+    fn output_bytes(&self) -> i64 {
+        self.output_bytes
+    }
     fn float_ops(&self) -> i64 {
         self.float_ops
     }
@@ -182,20 +191,13 @@ pub fn regexes(list: &str) -> Result<Vec<Regex>, regex::Error> {
 }
 
 /// Keeps the rows the options let through, in their order (largest first, names
-/// ascending for `name`).
+/// ascending for `name`). As in tfprof's op view, the `-min_*` limits on time and
+/// bytes apply to a row's running total: the row plus every accounted row after it,
+/// so a row is hidden when it and all smaller rows together stay under the limit.
 pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
-    let micros = |ns: i64| ns as f64 / 1000.0;
     rows.retain(|r| {
-        (options.account_type_regexes.is_empty()
-            || full_match(&options.account_type_regexes, r.op_type()))
-            && (options.show_name_regexes.is_empty()
-                || full_match(&options.show_name_regexes, r.name()))
-            && !full_match(&options.hide_name_regexes, r.name())
-            && micros(r.cpu_ns() + r.accelerator_ns()) >= options.min_micros
-            && micros(r.cpu_ns()) >= options.min_cpu_micros
-            && micros(r.accelerator_ns()) >= options.min_accelerator_micros
-            && r.occurrence() >= options.min_occurrence
-            && r.bytes() >= options.min_bytes
+        options.account_type_regexes.is_empty()
+            || full_match(&options.account_type_regexes, r.op_type())
     });
     let key = |r: &R| -> i64 {
         match options.order_by {
@@ -207,11 +209,30 @@ pub fn apply<R: ViewRow>(mut rows: Vec<R>, options: &ViewOptions) -> Vec<R> {
             Column::Bytes => r.bytes(),
             Column::ResidualBytes => r.residual_bytes(),
             Column::PeakBytes => r.peak_bytes(),
+            Column::OutputBytes => r.output_bytes(),
             Column::FloatOps => r.float_ops(),
             Column::Name | Column::Device | Column::InputShapes => 0,
         }
     };
     rows.sort_by(|a, b| key(b).cmp(&key(a)).then_with(|| a.name().cmp(b.name())));
+    let micros = |ns: i64| ns as f64 / 1000.0;
+    let (mut cpu, mut accelerator, mut bytes) = (0i64, 0i64, 0i64);
+    let mut keep = vec![false; rows.len()];
+    for (i, r) in rows.iter().enumerate().rev() {
+        cpu += r.cpu_ns();
+        accelerator += r.accelerator_ns();
+        bytes += r.bytes();
+        keep[i] = micros(cpu + accelerator) >= options.min_micros
+            && micros(cpu) >= options.min_cpu_micros
+            && micros(accelerator) >= options.min_accelerator_micros
+            && bytes >= options.min_bytes
+            && r.occurrence() >= options.min_occurrence
+            && (options.show_name_regexes.is_empty()
+                || full_match(&options.show_name_regexes, r.name()))
+            && !full_match(&options.hide_name_regexes, r.name());
+    }
+    let mut keep = keep.into_iter();
+    rows.retain(|_| keep.next().unwrap_or(false));
     rows
 }
 
@@ -258,12 +279,27 @@ mod tests {
             names(&by(Column::CpuMicros)),
             ["Relu", "MatMul", "aten::mm"]
         );
+        // Running totals, largest first: aten::mm 405 + Relu 300 + MatMul 150 µs.
         let o = ViewOptions {
             min_micros: 150.0,
             hide_name_regexes: regexes("Re.*").unwrap(),
             ..ViewOptions::default()
         };
         assert_eq!(names(&o), ["aten::mm", "MatMul"]);
+        let o = ViewOptions {
+            min_micros: 151.0,
+            ..ViewOptions::default()
+        };
+        assert_eq!(
+            names(&o),
+            ["aten::mm", "Relu"],
+            "MatMul's running total is its own 150 µs"
+        );
+        let o = ViewOptions {
+            min_micros: 451.0,
+            ..ViewOptions::default()
+        };
+        assert_eq!(names(&o), ["aten::mm"], "Relu's running total is 450 µs");
         // Whole-name matches: "Mat" alone matches nothing.
         let o = ViewOptions {
             show_name_regexes: regexes("Mat,aten::.*").unwrap(),
@@ -275,7 +311,8 @@ mod tests {
             min_occurrence: 2,
             ..ViewOptions::default()
         };
-        assert_eq!(names(&o), ["MatMul"]);
+        // Relu has no accelerator time of its own, but MatMul's 50 µs below it count.
+        assert_eq!(names(&o), ["Relu", "MatMul"]);
         assert!(Column::parse("params")
             .unwrap_err()
             .contains("not available yet"));

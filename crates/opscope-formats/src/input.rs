@@ -1,4 +1,6 @@
 //! Format detection and the one entry point that imports any supported bytes.
+//! Protobuf formats that share a first byte (Perfetto, XSpace, RunMetadata) are told
+//! apart by their file names.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -15,6 +17,8 @@ pub enum Format {
     Perfetto,
     /// TensorFlow/JAX profiler XSpace protobuf (`*.xplane.pb`).
     XPlane,
+    /// TensorFlow `RunMetadata` step stats (`run_meta`), tfprof's input.
+    RunMetadata,
 }
 
 impl Format {
@@ -23,6 +27,7 @@ impl Format {
             Format::ChromeJson => "chrome-json",
             Format::Perfetto => "perfetto",
             Format::XPlane => "xplane",
+            Format::RunMetadata => "tf-run-metadata",
         }
     }
 }
@@ -98,10 +103,14 @@ fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId,
     if crate::xplane::is_xplane_path(path) {
         return crate::xplane::import(bytes, path, trace);
     }
+    if crate::run_metadata::is_run_metadata_path(path) {
+        return crate::run_metadata::import(bytes, path, None, trace);
+    }
     match detect(bytes) {
         Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
         Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),
         Some(Format::XPlane) => crate::xplane::import(bytes, path, trace),
+        Some(Format::RunMetadata) => crate::run_metadata::import(bytes, path, None, trace),
         None if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "the file holds no data (byte 0 onwards is empty or blank)".into(),

@@ -6,10 +6,14 @@ pub mod chrome;
 pub mod error;
 pub mod input;
 pub mod perfetto;
+pub mod run_metadata;
+pub mod tf_graph;
 pub mod xplane;
 
 #[cfg(test)]
 mod roundtrip_tests;
+#[cfg(test)]
+mod shared_data;
 
 pub use error::{ExportError, ImportError};
 pub use input::{detect, import_bytes, Format};

@@ -8,27 +8,6 @@ use std::path::{Path, PathBuf};
 use opscope_model::args::ArgValue;
 use opscope_model::{ArgsId, Trace, TrackKind};
 
-fn shared_traces() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let traces = shared.join("traces");
-    if traces.is_dir() {
-        return Some(traces);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "CI is set but the shared traces are missing at {}",
-            traces.display()
-        );
-    }
-    eprintln!(
-        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
-        traces.display()
-    );
-    None
-}
-
 fn chrome_traces(traces: &Path) -> Vec<PathBuf> {
     fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         for entry in std::fs::read_dir(dir).unwrap() {
@@ -195,7 +174,7 @@ fn reimport(bytes: &[u8], name: &str) -> Trace {
 
 #[test]
 fn every_real_trace_survives_chrome_and_perfetto_round_trips() {
-    let Some(traces) = shared_traces() else {
+    let Some(traces) = crate::shared_data::shared().map(|s| s.join("traces")) else {
         return;
     };
     let files = chrome_traces(&traces);

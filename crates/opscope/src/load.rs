@@ -40,6 +40,9 @@ fn is_trace_file(path: &Path) -> bool {
         .file_name()
         .map(|n| n.to_string_lossy().to_ascii_lowercase())
         .unwrap_or_default();
+    if opscope_formats::run_metadata::is_run_metadata_path(&name) {
+        return true;
+    }
     [
         ".json",
         ".json.gz",
@@ -64,7 +67,7 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             walk(input, &mut found)?;
             if found.is_empty() {
                 bail!(
-                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace)",
+                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta)",
                     input.display()
                 );
             }
@@ -125,8 +128,39 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
+    if opscope_formats::run_metadata::is_run_metadata_path(shown) {
+        let graph = companion_graph(file)?;
+        opscope_formats::run_metadata::import(&map, shown, graph.as_ref(), trace)?;
+        return Ok(());
+    }
     opscope_formats::import_bytes(&map, shown, trace)?;
     Ok(())
+}
+
+/// The GraphDef saved beside a RunMetadata (`graph.pbtxt`, `graph.pb`, or the one
+/// `*.pbtxt`), which types its nodes as tfprof's `--graph_path` does.
+fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::Graph>> {
+    let dir = run_meta.parent().unwrap_or(Path::new("."));
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| opscope_formats::tf_graph::is_graph_path(&p.to_string_lossy()))
+        .collect();
+    candidates.sort();
+    let chosen = candidates
+        .iter()
+        .find(|p| p.file_name().is_some_and(|n| n == "graph.pbtxt" || n == "graph.pb"))
+        .or(if candidates.len() == 1 {
+            candidates.first()
+        } else {
+            None
+        });
+    let Some(path) = chosen else {
+        return Ok(None);
+    };
+    let shown = path.display().to_string();
+    let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
+    Ok(Some(opscope_formats::tf_graph::parse(&bytes, &shown)?))
 }
 
 fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {

@@ -378,29 +378,8 @@ fn stat_arg(
 mod tests {
     use std::collections::HashMap;
     use std::io::Read;
-    use std::path::PathBuf;
 
     use opscope_model::{Trace, TrackId};
-
-    fn shared() -> Option<PathBuf> {
-        let shared = std::env::var_os("OPSCOPE_SHARED")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared"))
-            });
-        if shared.join("traces/xplane").is_dir() {
-            return Some(shared);
-        }
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but the shared traces are missing"
-        );
-        eprintln!(
-            "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
-            shared.display()
-        );
-        None
-    }
 
     /// ns from a JSON number of µs, exactly.
     fn ns(value: &serde_json::Value) -> i64 {
@@ -479,7 +458,7 @@ mod tests {
     /// `ThreadpoolListener::StartRegion`/`StopRegion` instant pairs (one per pair).
     #[test]
     fn events_match_xprof_trace_viewer() {
-        let Some(shared) = shared() else {
+        let Some(shared) = crate::shared_data::shared() else {
             return;
         };
         let cases = [
@@ -574,7 +553,7 @@ mod tests {
     /// refused at byte 0.
     #[test]
     fn broken_files_fail_with_an_offset() {
-        let Some(shared) = shared() else {
+        let Some(shared) = crate::shared_data::shared() else {
             return;
         };
         let path = shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb");

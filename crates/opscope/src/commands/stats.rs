@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use opscope_analysis::correlate;
 use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
-use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
+use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions, Timing};
 use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
 use opscope_analysis::view::{self, Column, ViewOptions};
 use opscope_analysis::window::{self, Window};
@@ -71,24 +71,60 @@ struct KernelArgs {
     format: OutputFormat,
 }
 
+/// How times are counted and totals made, for every tfprof view.
+#[derive(clap::Args)]
+struct Accounting {
+    /// Count each op run and kernel in whole microseconds, at least 1, as tfprof does
+    /// (its figures come from TensorFlow's µs fields); default: to the nanosecond.
+    #[arg(long = "tfprof_micros", alias = "tfprof-micros")]
+    tfprof_micros: bool,
+    /// Totals and shares count only the rows shown (tfprof's option; `true` or
+    /// `false`, no value means true).
+    #[arg(
+        long = "account_displayed_op_only",
+        alias = "account-displayed-op-only",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_name = "BOOL"
+    )]
+    account_displayed_op_only: bool,
+}
+
+impl Accounting {
+    fn timing(&self) -> Timing {
+        if self.tfprof_micros {
+            Timing::WholeMicros
+        } else {
+            Timing::Exact
+        }
+    }
+}
+
 /// tfprof's options, as `stats op` understands them.
 #[derive(clap::Args)]
 struct OpArgs {
     #[command(flatten)]
     inputs: load::Inputs,
+    #[command(flatten)]
+    accounting: Accounting,
     /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes, float_ops,
-    /// device, input_shapes.
+    /// self_cpu_micros, accelerator_micros, bytes (requested), residual_bytes,
+    /// peak_bytes, output_bytes, float_ops, device, input_shapes.
     #[arg(
         long = "select",
         default_value = "occurrence,micros,cpu_micros,self_cpu_micros,accelerator_micros"
     )]
     select: String,
     /// Column to order by (largest first): name, occurrence, micros, cpu_micros,
-    /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes, float_ops.
+    /// self_cpu_micros, accelerator_micros, bytes, residual_bytes, peak_bytes,
+    /// output_bytes, float_ops.
     #[arg(long = "order_by", alias = "order-by", default_value = "micros")]
     order_by: String,
-    /// Hide rows with less CPU plus accelerator time (µs).
+    /// Hide rows with less CPU plus accelerator time (µs). As in tfprof, the `-min_*`
+    /// limits on time and bytes apply to a row's running total: a row is hidden when
+    /// it and all rows after it in the order together stay under the limit.
     #[arg(long = "min_micros", alias = "min-micros", default_value_t = 0.0)]
     min_micros: f64,
     /// Hide rows with less accelerator time (µs).
@@ -151,6 +187,16 @@ struct OpArgs {
 struct TreeArgs {
     #[command(flatten)]
     inputs: load::Inputs,
+    #[command(flatten)]
+    accounting: Accounting,
+    /// Columns to show, comma-separated, each as self/total: micros (CPU and
+    /// accelerator time), bytes (requested), peak_bytes, residual_bytes, output_bytes,
+    /// occurrence.
+    #[arg(long = "select", default_value = "micros,occurrence")]
+    select: String,
+    /// Hide nodes whose subtree requested fewer bytes.
+    #[arg(long = "min_bytes", alias = "min-bytes", default_value_t = 0)]
+    min_bytes: i64,
     /// Deepest level shown (the root is 0).
     #[arg(long = "max_depth", alias = "max-depth")]
     max_depth: Option<usize>,
@@ -217,6 +263,7 @@ pub const TFPROF_OPTIONS: &[&str] = &[
     "trim_name_regexes",
     "account_displayed_op_only",
     "step",
+    "tfprof_micros",
 ];
 
 /// Where `-output` sends a table.
@@ -334,6 +381,7 @@ fn op(args: OpArgs) -> Result<()> {
     let correlation = correlate::correlate(&trace);
     let stats_options = OpStatsOptions {
         window: chosen_window(&trace, args.step, args.exclude_last_step)?,
+        timing: args.accounting.timing(),
     };
     let all = op_stats(&trace, &correlation, &stats_options);
     // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
@@ -347,13 +395,19 @@ fn op(args: OpArgs) -> Result<()> {
         },
     );
     let accelerator_total = accounted.iter().map(|r| r.accelerator_ns).sum::<i64>();
-    let totals = (
-        self_total + accelerator_total,
-        self_total,
-        self_total,
-        accelerator_total,
-    );
     let mut rows = view::apply(accounted, &options);
+    let totals = if args.accounting.account_displayed_op_only {
+        let cpu = rows.iter().map(|r| r.self_cpu_ns).sum::<i64>();
+        let accelerator = rows.iter().map(|r| r.accelerator_ns).sum::<i64>();
+        (cpu + accelerator, cpu, cpu, accelerator)
+    } else {
+        (
+            self_total + accelerator_total,
+            self_total,
+            self_total,
+            accelerator_total,
+        )
+    };
     if args.limit > 0 {
         rows.truncate(args.limit);
     }
@@ -385,6 +439,7 @@ fn op(args: OpArgs) -> Result<()> {
                 Column::Bytes => r.bytes.to_string(),
                 Column::ResidualBytes => r.residual_bytes.to_string(),
                 Column::PeakBytes => r.peak_bytes.to_string(),
+                Column::OutputBytes => r.output_bytes.to_string(),
                 Column::FloatOps => r.float_ops.to_string(),
                 Column::Device => r.devices.join(" "),
                 Column::InputShapes => {
@@ -482,13 +537,82 @@ fn kernel(args: KernelArgs) -> Result<()> {
     Ok(out.flush()?)
 }
 
+/// A column of the tree views, printed as self/total.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum TreeColumn {
+    Micros,
+    Bytes,
+    PeakBytes,
+    ResidualBytes,
+    OutputBytes,
+    Occurrence,
+}
+
+impl TreeColumn {
+    const ALL: [(&'static str, TreeColumn); 6] = [
+        ("micros", TreeColumn::Micros),
+        ("bytes", TreeColumn::Bytes),
+        ("peak_bytes", TreeColumn::PeakBytes),
+        ("residual_bytes", TreeColumn::ResidualBytes),
+        ("output_bytes", TreeColumn::OutputBytes),
+        ("occurrence", TreeColumn::Occurrence),
+    ];
+
+    fn parse_list(list: &str) -> Result<Vec<TreeColumn>> {
+        list.split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                Self::ALL
+                    .iter()
+                    .find(|(name, _)| *name == c)
+                    .map(|&(_, col)| col)
+                    .with_context(|| {
+                        let known: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+                        format!(
+                            "-select: unknown column {c:?} for a tree view (known: {})",
+                            known.join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    fn legend(self) -> &'static str {
+        match self {
+            TreeColumn::Micros => "cpu time | accelerator time",
+            TreeColumn::Bytes => "requested bytes",
+            TreeColumn::PeakBytes => "peak bytes",
+            TreeColumn::ResidualBytes => "residual bytes",
+            TreeColumn::OutputBytes => "output bytes",
+            TreeColumn::Occurrence => "ops",
+        }
+    }
+}
+
+/// `512B`, `1.34MB`: tfprof's byte units (decimal).
+fn bytes_text(bytes: i64) -> String {
+    let b = bytes as f64;
+    if bytes.abs() >= 1_000_000_000 {
+        format!("{:.2}GB", b / 1e9)
+    } else if bytes.abs() >= 1_000_000 {
+        format!("{:.2}MB", b / 1e6)
+    } else if bytes.abs() >= 1_000 {
+        format!("{:.2}KB", b / 1e3)
+    } else {
+        format!("{bytes}B")
+    }
+}
+
 fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
+    let columns = TreeColumn::parse_list(&args.select)?;
     let regex_option = |name: &str, list: &str| {
         view::regexes(list).with_context(|| format!("-{name}: not a valid regex list"))
     };
     let display = TreeDisplay {
         max_depth: args.max_depth,
         min_micros: args.min_micros,
+        min_bytes: args.min_bytes,
+        account_displayed_only: args.accounting.account_displayed_op_only,
         start_name_regexes: regex_option("start_name_regexes", &args.start_name_regexes)?,
         trim_name_regexes: regex_option("trim_name_regexes", &args.trim_name_regexes)?,
         show_name_regexes: regex_option("show_name_regexes", &args.show_name_regexes)?,
@@ -499,17 +623,28 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
     let correlation = correlate::correlate(&trace);
     let win = chosen_window(&trace, args.step, args.exclude_last_step)?;
     let selected = window::select(&trace, &correlation, win);
-    let built = tree::build(&trace, &correlation, kind, &selected);
+    let built = tree::build(
+        &trace,
+        &correlation,
+        kind,
+        &selected,
+        args.accounting.timing(),
+    );
     let shown = tree::display(&built, &display);
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
             Destination::Json(_) => {
                 let nodes: Vec<serde_json::Value> = shown
                     .iter()
-                    .map(|&(i, depth)| {
-                        let mut v = serde_json::to_value(&built.nodes[i]).unwrap_or_default();
-                        v["shown_depth"] = depth.into();
-                        v["index"] = i.into();
+                    .map(|s| {
+                        let mut v =
+                            serde_json::to_value(&built.nodes[s.node]).unwrap_or_default();
+                        v["shown_depth"] = s.depth.into();
+                        v["index"] = s.node.into();
+                        v["shown_total_cpu_ns"] = s.total.cpu_ns.into();
+                        v["shown_total_accelerator_ns"] = s.total.accelerator_ns.into();
+                        v["shown_total_memory"] =
+                            serde_json::to_value(s.total.memory).unwrap_or_default();
                         v
                     })
                     .collect();
@@ -525,41 +660,77 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
                     ("total_cpu_micros", true),
                     ("self_accelerator_micros", true),
                     ("total_accelerator_micros", true),
+                    ("self_requested_bytes", true),
+                    ("total_requested_bytes", true),
+                    ("self_peak_bytes", true),
+                    ("total_peak_bytes", true),
+                    ("self_residual_bytes", true),
+                    ("total_residual_bytes", true),
+                    ("self_output_bytes", true),
+                    ("total_output_bytes", true),
                 ]);
                 let us = |ns: i64| format!("{:.3}", ns as f64 / 1000.0);
-                for &(i, depth) in &shown {
-                    let n = &built.nodes[i];
+                for s in &shown {
+                    let n = &built.nodes[s.node];
+                    let (own, total) = (n.self_amounts(), s.total);
                     table.rows.push(vec![
-                        depth.to_string(),
+                        s.depth.to_string(),
                         n.name.clone(),
                         n.occurrence.to_string(),
-                        us(n.self_cpu_ns),
-                        us(n.total_cpu_ns),
-                        us(n.self_accelerator_ns),
-                        us(n.total_accelerator_ns),
+                        us(own.cpu_ns),
+                        us(total.cpu_ns),
+                        us(own.accelerator_ns),
+                        us(total.accelerator_ns),
+                        own.memory.requested.to_string(),
+                        total.memory.requested.to_string(),
+                        own.memory.peak.to_string(),
+                        total.memory.peak.to_string(),
+                        own.memory.residual.to_string(),
+                        total.memory.residual.to_string(),
+                        own.memory.output.to_string(),
+                        total.memory.output.to_string(),
                     ]);
                 }
                 table.write_csv(&mut *out)?;
             }
             _ => {
-                writeln!(
-                    out,
-                    "node name | cpu time (self/total) | accelerator time (self/total) | ops"
-                )?;
-                for &(i, depth) in &shown {
-                    let n = &built.nodes[i];
+                let legend: Vec<&str> = columns.iter().map(|c| c.legend()).collect();
+                writeln!(out, "node name | {} (self/total)", legend.join(" | "))?;
+                for s in &shown {
+                    let n = &built.nodes[s.node];
+                    let (own, total) = (n.self_amounts(), s.total);
                     let t = |ns: i64| duration_text(ns as f64);
+                    let pair = |a: i64, b: i64| format!("{}/{}", bytes_text(a), bytes_text(b));
+                    let cells: Vec<String> = columns
+                        .iter()
+                        .map(|c| match c {
+                            TreeColumn::Micros => format!(
+                                "{}/{}, {}/{}",
+                                t(own.cpu_ns),
+                                t(total.cpu_ns),
+                                t(own.accelerator_ns),
+                                t(total.accelerator_ns)
+                            ),
+                            TreeColumn::Bytes => {
+                                pair(own.memory.requested, total.memory.requested)
+                            }
+                            TreeColumn::PeakBytes => pair(own.memory.peak, total.memory.peak),
+                            TreeColumn::ResidualBytes => {
+                                pair(own.memory.residual, total.memory.residual)
+                            }
+                            TreeColumn::OutputBytes => {
+                                pair(own.memory.output, total.memory.output)
+                            }
+                            TreeColumn::Occurrence => n.occurrence.to_string(),
+                        })
+                        .collect();
                     writeln!(
                         out,
-                        "{:indent$}{} ({}/{}, {}/{}, {})",
+                        "{:indent$}{} ({})",
                         "",
                         n.name,
-                        t(n.self_cpu_ns),
-                        t(n.total_cpu_ns),
-                        t(n.self_accelerator_ns),
-                        t(n.total_accelerator_ns),
-                        n.occurrence,
-                        indent = 2 * depth
+                        cells.join(", "),
+                        indent = 2 * s.depth
                     )?;
                 }
             }

@@ -1,0 +1,393 @@
+//! TensorFlow `RunMetadata` (`run_meta`, the step stats a `Session.run` with
+//! `FULL_TRACE` returns, and tfprof's input): each device of the step stats becomes a
+//! process; host devices get a thread track per executor thread, GPU streams and the
+//! memcpy lane get stream tracks. Each `node_stats` entry is one slice, typed by the
+//! GraphDef when one is given, and carries TensorFlow's own memory figures for the node.
+//!
+//! A slice runs from `all_start` to `all_start + op_end_rel`: the span tfprof counts as
+//! the node's execution time (`all_end_rel` adds the executor's post-processing and is
+//! kept as an arg). Nanosecond fields are used when the file has them (TF ≥ 2.3).
+
+mod proto;
+
+use std::collections::HashMap;
+
+use opscope_model::args::ArgValue;
+use opscope_model::{
+    ArgsId, ClockDomain, CopyDirection, DeviceKind, LinearTransform, SliceKind, Source, SourceId,
+    StrId, Trace, TrackKind,
+};
+use prost::Message;
+
+use crate::error::ImportError;
+use crate::tf_graph::Graph;
+
+/// Arg keys of an op's memory, in TensorFlow's own accounting (tfprof's columns); any
+/// importer whose source measures per-op memory this way may set them.
+pub mod memory_keys {
+    pub const REQUESTED: &str = "requested_bytes";
+    pub const PEAK: &str = "peak_bytes";
+    pub const RESIDUAL: &str = "residual_bytes";
+    pub const OUTPUT: &str = "output_bytes";
+}
+
+/// Whether `path` names a RunMetadata file (`run_meta`, `*.run_meta`,
+/// `run_metadata*.pb`).
+pub fn is_run_metadata_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path).to_ascii_lowercase();
+    let name = name.strip_suffix(".gz").unwrap_or(&name);
+    name == "run_meta"
+        || name.ends_with(".run_meta")
+        || name.starts_with("run_meta")
+        || name.ends_with(".runmeta")
+        || name.ends_with(".run_metadata.pb")
+}
+
+/// Where a step-stats device string runs: the device, and which lane of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Placement {
+    /// The device without its lane suffix (`/job:…/device:GPU:0`).
+    base: String,
+    device: Option<(DeviceKind, u32)>,
+    lane: Lane,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Lane {
+    /// Ops run by executor threads.
+    Host,
+    /// Kernels of one GPU stream.
+    Stream(u32),
+    /// TensorFlow's merged copy of all streams (what tfprof counts as accelerator time).
+    AllStreams,
+    Memcpy,
+}
+
+fn placement(device: &str) -> Placement {
+    let lower = device.to_ascii_lowercase();
+    let (base, lane) = if let Some(at) = lower.find("/stream:") {
+        let rest = &lower[at + "/stream:".len()..];
+        let lane = if rest == "all" {
+            Lane::AllStreams
+        } else {
+            rest.parse().map_or(Lane::AllStreams, Lane::Stream)
+        };
+        (&device[..at], lane)
+    } else if let Some(at) = lower.find("/memcpy") {
+        (&device[..at], Lane::Memcpy)
+    } else {
+        (device, Lane::Host)
+    };
+    // `/device:GPU:0`, `/gpu:0`, `/job:…/device:CPU:0`.
+    let last = base.rsplit('/').next().unwrap_or(base);
+    let last = last.strip_prefix("device:").unwrap_or(last);
+    let device = last.split_once(':').and_then(|(kind, index)| {
+        let kind = match kind.to_ascii_lowercase().as_str() {
+            "gpu" => DeviceKind::Gpu,
+            "tpu" => DeviceKind::Tpu,
+            "cpu" => return None,
+            _ => DeviceKind::Other,
+        };
+        Some((kind, index.parse().ok()?))
+    });
+    Placement {
+        base: base.to_string(),
+        device,
+        lane,
+    }
+}
+
+/// `name = Op(inputs)` → `Op`.
+fn label_op(label: &str) -> Option<&str> {
+    let (_, rest) = label.split_once(" = ")?;
+    let op = rest.split('(').next()?.trim();
+    (!op.is_empty()).then_some(op)
+}
+
+fn copy_direction(text: &str) -> CopyDirection {
+    let t = text.to_ascii_lowercase();
+    if t.contains("htod") || t.contains("h2d") {
+        CopyDirection::H2D
+    } else if t.contains("dtoh") || t.contains("d2h") {
+        CopyDirection::D2H
+    } else if t.contains("dtod") || t.contains("d2d") {
+        CopyDirection::D2D
+    } else if t.contains("ptop") || t.contains("p2p") {
+        CopyDirection::P2P
+    } else {
+        CopyDirection::Unknown
+    }
+}
+
+/// Tracks of lanes that are not executor threads are told apart from thread ids by
+/// living above this.
+const LANE_TID_BASE: i64 = 1 << 40;
+
+/// Imports a RunMetadata as a new source. `graph` types the nodes: those it lacks
+/// (the executor's `_SOURCE`, `_arg_*` feeds) are typed by their node name, as tfprof
+/// does; with no graph, the op in the node's timeline label is used.
+pub fn import(
+    bytes: &[u8],
+    path: &str,
+    graph: Option<&Graph>,
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    let meta = proto::RunMetadata::decode(bytes).map_err(|e| ImportError::Syntax {
+        path: path.to_string(),
+        offset: 0,
+        message: format!("not a TensorFlow RunMetadata protobuf ({e})"),
+    })?;
+    let Some(step_stats) = meta.step_stats else {
+        return Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "a RunMetadata without step stats (was it run with FULL_TRACE?)".into(),
+        });
+    };
+    let mut partition_graph = Graph::default();
+    for g in &meta.partition_graphs {
+        partition_graph.add_binary(g);
+    }
+    let types = graph.unwrap_or(&partition_graph);
+    let graph_given = graph.is_some() || !meta.partition_graphs.is_empty();
+
+    let clock_name = trace.intern("tensorflow");
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        // Step stats are Unix time.
+        unix_offset_ns: Some(0),
+    });
+    let source = trace.add_source(Source {
+        path: path.to_string(),
+        format: "tf-run-metadata",
+        clock,
+        host: None,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    });
+    let keys = Keys::new(trace);
+    let mut processes: HashMap<String, opscope_model::ProcessId> = HashMap::new();
+    let mut in_use_tracks: HashMap<String, opscope_model::TrackId> = HashMap::new();
+    let allocators = trace.process(source, -1);
+    let allocators_name = trace.intern("Allocators");
+    trace.processes[allocators.index()].name = Some(allocators_name);
+
+    for dev in &step_stats.dev_stats {
+        let device_name = String::from_utf8_lossy(&dev.device).into_owned();
+        let place = placement(&device_name);
+        let next_pid = processes.len() as i64;
+        let process = *processes.entry(place.base.clone()).or_insert_with(|| {
+            let p = trace.process(source, next_pid);
+            let name = trace.intern(&place.base);
+            trace.processes[p.index()].name = Some(name);
+            if let Some((kind, index)) = place.device {
+                let d = trace.device(source, kind, index);
+                trace.processes[p.index()].device = Some(d);
+            }
+            p
+        });
+        let category = trace.intern(match place.lane {
+            Lane::Host => "Op",
+            Lane::Stream(_) | Lane::AllStreams => "stream",
+            Lane::Memcpy => "memcpy",
+        });
+        for node in &dev.node_stats {
+            if node.all_start_micros <= 0 && node.all_start_nanos <= 0 {
+                // tfprof skips these too: a node with no start never ran.
+                trace.repairs.unsupported_events += 1;
+                continue;
+            }
+            let node_name = String::from_utf8_lossy(&node.node_name).into_owned();
+            let label = String::from_utf8_lossy(&node.timeline_label).into_owned();
+            // Stream entries are named `node:Op`.
+            let (node_part, op_suffix) = match node_name.split_once(':') {
+                Some((n, op)) => (n, Some(op)),
+                None => (node_name.as_str(), None),
+            };
+            let op_type = if graph_given {
+                types.op_type(node_part).unwrap_or(node_part).to_string()
+            } else {
+                label_op(&label)
+                    .or(op_suffix)
+                    .unwrap_or(node_part)
+                    .to_string()
+            };
+            let (tid, kind) = match place.lane {
+                Lane::Host => (i64::from(node.thread_id), SliceKind::Op),
+                Lane::Stream(n) => {
+                    let text = format!("{label} {node_name}").to_ascii_lowercase();
+                    let kind = if text.contains("memcpy") {
+                        SliceKind::Memcpy(copy_direction(&text))
+                    } else if text.contains("memset") {
+                        SliceKind::Memset
+                    } else {
+                        SliceKind::Kernel
+                    };
+                    (LANE_TID_BASE + i64::from(n), kind)
+                }
+                Lane::AllStreams => (LANE_TID_BASE * 2, SliceKind::Other),
+                Lane::Memcpy => (
+                    LANE_TID_BASE * 3,
+                    SliceKind::Memcpy(copy_direction(&format!("{label} {node_name}"))),
+                ),
+            };
+            let thread = trace.thread(process, tid);
+            if trace.threads[thread.index()].name.is_none() {
+                let name = match place.lane {
+                    Lane::Host => dev
+                        .thread_names
+                        .get(&node.thread_id)
+                        .map(|n| String::from_utf8_lossy(n).into_owned()),
+                    Lane::Stream(n) => Some(format!("stream:{n}")),
+                    Lane::AllStreams => Some("stream:all".into()),
+                    Lane::Memcpy => Some("memcpy".into()),
+                };
+                if let Some(name) = name {
+                    let name = trace.intern(&name);
+                    trace.threads[thread.index()].name = Some(name);
+                }
+            }
+            let track = trace.thread_track(
+                thread,
+                if place.lane == Lane::Host {
+                    TrackKind::Thread
+                } else {
+                    TrackKind::GpuStream
+                },
+            );
+            let nanos = node.all_start_nanos > 0;
+            let ts = if nanos {
+                node.all_start_nanos
+            } else {
+                node.all_start_micros.saturating_mul(1000)
+            };
+            let rel = |ns: i64, us: i64| if nanos { ns } else { us.saturating_mul(1000) };
+            let dur = rel(node.op_end_rel_nanos, node.op_end_rel_micros).max(0);
+
+            let mut entries: Vec<(StrId, ArgValue)> = Vec::with_capacity(10);
+            let node_str = trace.intern(node_part);
+            let op_str = trace.intern(&op_type);
+            entries.push((keys.name, ArgValue::Str(node_str)));
+            entries.push((keys.op, ArgValue::Str(op_str)));
+            if !label.is_empty() {
+                entries.push((keys.label, ArgValue::Str(trace.intern(&label))));
+            }
+            entries.push((
+                keys.op_start_rel,
+                ArgValue::Int(rel(node.op_start_rel_nanos, node.op_start_rel_micros)),
+            ));
+            entries.push((
+                keys.all_end_rel,
+                ArgValue::Int(rel(node.all_end_rel_nanos, node.all_end_rel_micros)),
+            ));
+            if place.lane == Lane::Host {
+                entries.extend(node_memory(&keys, node));
+                for mem in &node.memory {
+                    if mem.allocator_bytes_in_use <= 0 {
+                        continue;
+                    }
+                    let allocator = String::from_utf8_lossy(&mem.allocator_name).into_owned();
+                    let counter = *in_use_tracks.entry(allocator.clone()).or_insert_with(|| {
+                        let name = trace.intern(&allocator);
+                        trace.named_track(Some(allocators), TrackKind::Counter, name, 0)
+                    });
+                    trace
+                        .counters
+                        .push(counter, ts + dur, mem.allocator_bytes_in_use as f64);
+                }
+            }
+            let mut w = trace.args.writer();
+            for (k, v) in entries {
+                w.push(k, v);
+            }
+            let args = w.finish();
+            let name = if place.lane == Lane::Host {
+                op_str
+            } else {
+                // Kernels and copies are named by what the stream ran.
+                trace.intern(op_suffix.unwrap_or(if label.is_empty() {
+                    op_type.as_str()
+                } else {
+                    label.as_str()
+                }))
+            };
+            trace.slices.push(opscope_model::events::SliceRow {
+                track,
+                ts,
+                dur,
+                name,
+                category,
+                kind,
+                args,
+            });
+        }
+    }
+    trace.finish();
+    Ok(source)
+}
+
+struct Keys {
+    name: StrId,
+    op: StrId,
+    label: StrId,
+    op_start_rel: StrId,
+    all_end_rel: StrId,
+    requested: StrId,
+    peak: StrId,
+    residual: StrId,
+    output: StrId,
+}
+
+impl Keys {
+    fn new(trace: &mut Trace) -> Keys {
+        Keys {
+            name: trace.intern("name"),
+            op: trace.intern("op"),
+            label: trace.intern("label"),
+            op_start_rel: trace.intern("op_start_rel_ns"),
+            all_end_rel: trace.intern("all_end_rel_ns"),
+            requested: trace.intern(memory_keys::REQUESTED),
+            peak: trace.intern(memory_keys::PEAK),
+            residual: trace.intern(memory_keys::RESIDUAL),
+            output: trace.intern(memory_keys::OUTPUT),
+        }
+    }
+}
+
+/// A node's memory in TensorFlow's accounting: what its allocators report for it,
+/// plus the temporary and persistent memory the kernel declared, and its outputs.
+fn node_memory(keys: &Keys, node: &proto::NodeExecStats) -> Vec<(StrId, ArgValue)> {
+    let (mut requested, mut peak, mut residual) = (0i64, 0i64, 0i64);
+    for mem in &node.memory {
+        requested += mem.total_bytes;
+        peak += mem.peak_bytes;
+        residual += mem.live_bytes;
+    }
+    if let Some(stats) = &node.memory_stats {
+        let declared = stats.temp_memory_size + stats.persistent_memory_size;
+        requested += declared;
+        peak += declared;
+        residual += stats.persistent_memory_size;
+    }
+    let output: i64 = node
+        .output
+        .iter()
+        .filter_map(|o| o.tensor_description.as_ref()?.allocation_description.as_ref())
+        .map(|a| a.allocated_bytes.max(a.requested_bytes))
+        .sum();
+    let has_memory = !node.memory.is_empty() || node.memory_stats.is_some();
+    let mut out = Vec::new();
+    if has_memory {
+        out.push((keys.requested, ArgValue::Int(requested)));
+        out.push((keys.peak, ArgValue::Int(peak)));
+        out.push((keys.residual, ArgValue::Int(residual)));
+    }
+    if !node.output.is_empty() {
+        out.push((keys.output, ArgValue::Int(output)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
