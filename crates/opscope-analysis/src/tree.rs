@@ -80,6 +80,19 @@ pub struct Tree {
 }
 
 impl Tree {
+    /// Node `i`'s names from the root down, joined by `/` (the root left out): a
+    /// TensorFlow node's full name in the scope view.
+    pub fn path(&self, i: usize) -> String {
+        let mut parts = Vec::new();
+        let mut at = Some(i);
+        while let Some(n) = at.filter(|&n| n != 0) {
+            parts.push(self.nodes[n].name.as_str());
+            at = self.nodes[n].parent;
+        }
+        parts.reverse();
+        parts.join("/")
+    }
+
     fn new() -> Tree {
         Tree {
             nodes: vec![TreeNode {
@@ -293,7 +306,8 @@ pub fn display(tree: &Tree, options: &TreeDisplay) -> Vec<Shown> {
         let node = &tree.nodes[i];
         let started = started || matches(&options.start_name_regexes, &node.name);
         let micros = (node.total_cpu_ns + node.total_accelerator_ns) as f64 / 1000.0;
-        if i != 0 && (micros < options.min_micros || node.total_memory.requested < options.min_bytes)
+        if i != 0
+            && (micros < options.min_micros || node.total_memory.requested < options.min_bytes)
         {
             continue;
         }

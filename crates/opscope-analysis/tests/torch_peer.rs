@@ -163,7 +163,13 @@ fn scope_tree_agrees_with_torch_totals() {
     );
     let correlation = correlate::correlate(&trace);
     let selected = window::select(&trace, &correlation, Window::Whole);
-    let built = tree::build(&trace, &correlation, TreeKind::Scope, &selected, Default::default());
+    let built = tree::build(
+        &trace,
+        &correlation,
+        TreeKind::Scope,
+        &selected,
+        Default::default(),
+    );
     let (torch, self_total) =
         read_table(&shared.join("peer-outputs/torch/key_averages_table-torch2.15-pypi.txt"));
     let root = &built.nodes[0];
@@ -191,7 +197,13 @@ fn scope_tree_agrees_with_torch_totals() {
     }
     assert_eq!(steps, 3);
     // The code tree charges the same self time, to call stacks instead.
-    let code = tree::build(&trace, &correlation, TreeKind::Code, &selected, Default::default());
+    let code = tree::build(
+        &trace,
+        &correlation,
+        TreeKind::Code,
+        &selected,
+        Default::default(),
+    );
     assert_eq!(code.nodes[0].total_cpu_ns, root.total_cpu_ns);
 }
 
@@ -221,7 +233,13 @@ fn scope_tree_follows_tensorflow_node_names() {
     let trace = load(&path);
     let correlation = correlate::correlate(&trace);
     let selected = window::select(&trace, &correlation, Window::Whole);
-    let built = tree::build(&trace, &correlation, TreeKind::Scope, &selected, Default::default());
+    let built = tree::build(
+        &trace,
+        &correlation,
+        TreeKind::Scope,
+        &selected,
+        Default::default(),
+    );
     let total: i64 = ops.iter().map(|o| o.1).sum();
     assert_eq!(built.nodes[0].total_cpu_ns, total);
     let count: u64 = built.nodes.iter().map(|n| n.occurrence).sum();

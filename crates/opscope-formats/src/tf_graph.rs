@@ -109,8 +109,7 @@ pub fn parse_text(bytes: &[u8], path: &str) -> Result<Graph, ImportError> {
         path,
     };
     let mut graph = Graph::default();
-    loop {
-        let Some(token) = lexer.next()? else { break };
+    while let Some(token) = lexer.next()? {
         match token {
             Token::Ident(field) => {
                 let at = lexer.pos;
@@ -166,8 +165,7 @@ impl Lexer<'_> {
     fn next(&mut self) -> Result<Option<Token>, ImportError> {
         let b = self.bytes;
         loop {
-            while self.pos < b.len() && (b[self.pos].is_ascii_whitespace() || b[self.pos] == b',')
-            {
+            while self.pos < b.len() && (b[self.pos].is_ascii_whitespace() || b[self.pos] == b',') {
                 self.pos += 1;
             }
             if self.pos < b.len() && b[self.pos] == b'#' {
@@ -236,7 +234,8 @@ impl Lexer<'_> {
                         }
                         b'x' => {
                             let mut v = 0u32;
-                            while let Some(d) = b.get(self.pos).and_then(|d| (*d as char).to_digit(16))
+                            while let Some(d) =
+                                b.get(self.pos).and_then(|d| (*d as char).to_digit(16))
                             {
                                 v = v * 16 + d;
                                 self.pos += 1;

@@ -149,7 +149,10 @@ fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::
     candidates.sort();
     let chosen = candidates
         .iter()
-        .find(|p| p.file_name().is_some_and(|n| n == "graph.pbtxt" || n == "graph.pb"))
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n == "graph.pbtxt" || n == "graph.pb")
+        })
         .or(if candidates.len() == 1 {
             candidates.first()
         } else {

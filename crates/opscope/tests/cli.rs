@@ -5,63 +5,10 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn opscope(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(args)
-        .output()
-        .expect("the opscope binary runs")
-}
-
-/// Runs opscope and requires success, showing its stderr otherwise.
-fn opscope_ok(args: &[&str]) -> Output {
-    let out = opscope(args);
-    assert!(
-        out.status.success(),
-        "opscope {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The shared trace corpus, beside the repository. Missing data fails under CI and
-/// skips (saying so) elsewhere.
-fn shared_traces() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared"));
-    let traces = shared.join("traces");
-    if traces.is_dir() {
-        return Some(traces);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "CI is set but the shared traces are missing at {}",
-            traces.display()
-        );
-    }
-    eprintln!(
-        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
-        traces.display()
-    );
-    None
-}
-
-fn python() -> String {
-    std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
-}
-
-fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("opscope-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+mod common;
+use common::*;
 
 /// Every Chrome-trace file under `kineto/` and `tf-timeline/`, except PyTorch's
 /// execution traces, which are another format.
@@ -146,30 +93,6 @@ fn every_real_chrome_trace_matches_an_independent_python_count() {
         checked += 1;
     }
     assert_eq!(checked, files.len());
-}
-
-/// Runs one of the Python oracles in `tests/oracle` on `files`: one JSON line per file,
-/// by path.
-fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json::Value> {
-    let oracle = repo_root().join("tests/oracle").join(script);
-    let out = Command::new(python())
-        .arg(&oracle)
-        .args(files)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout)
-        .unwrap()
-        .lines()
-        .map(|line| {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            (v["path"].as_str().unwrap().to_string(), v)
-        })
-        .collect()
 }
 
 /// `info` says how much GPU work has no known launch; an independent count (by

@@ -373,7 +373,12 @@ fn node_memory(keys: &Keys, node: &proto::NodeExecStats) -> Vec<(StrId, ArgValue
     let output: i64 = node
         .output
         .iter()
-        .filter_map(|o| o.tensor_description.as_ref()?.allocation_description.as_ref())
+        .filter_map(|o| {
+            o.tensor_description
+                .as_ref()?
+                .allocation_description
+                .as_ref()
+        })
         .map(|a| a.allocated_bytes.max(a.requested_bytes))
         .sum();
     let has_memory = !node.memory.is_empty() || node.memory_stats.is_some();

@@ -101,7 +101,11 @@ fn gpu_run() -> Vec<u8> {
 fn gpu_devices_become_stream_tracks_and_host_ops() {
     let mut trace = Trace::new();
     import(&gpu_run(), "run_meta", None, &mut trace).unwrap();
-    assert_eq!(trace.slices.len(), 4, "the node that never started is left out");
+    assert_eq!(
+        trace.slices.len(),
+        4,
+        "the node that never started is left out"
+    );
     assert_eq!(trace.repairs.unsupported_events, 1);
     let by_kind = |kind: SliceKind| {
         (0..trace.slices.len())
@@ -112,15 +116,24 @@ fn gpu_devices_become_stream_tracks_and_host_ops() {
     assert_eq!(trace.str(trace.slices.name[op]), "MatMul");
     assert_eq!(arg_str(&trace, op, "name").as_deref(), Some("mm"));
     assert_eq!(trace.slices.dur[op], 3_000);
-    assert_eq!(arg(&trace, op, "all_end_rel_ns"), Some(ArgValue::Int(3_500)));
+    assert_eq!(
+        arg(&trace, op, "all_end_rel_ns"),
+        Some(ArgValue::Int(3_500))
+    );
     // tfprof's accounting: allocator totals plus declared temp and persistent memory.
-    assert_eq!(arg(&trace, op, "requested_bytes"), Some(ArgValue::Int(4204)));
+    assert_eq!(
+        arg(&trace, op, "requested_bytes"),
+        Some(ArgValue::Int(4204))
+    );
     assert_eq!(arg(&trace, op, "peak_bytes"), Some(ArgValue::Int(4204)));
     assert_eq!(arg(&trace, op, "residual_bytes"), Some(ArgValue::Int(1032)));
     assert_eq!(arg(&trace, op, "output_bytes"), Some(ArgValue::Int(1024)));
     let op_track = &trace.tracks[trace.slices.track[op] as usize];
     assert_eq!(op_track.kind, TrackKind::Thread);
-    assert!(op_track.device.is_some(), "ops placed on the GPU belong to it");
+    assert!(
+        op_track.device.is_some(),
+        "ops placed on the GPU belong to it"
+    );
 
     let kernel = by_kind(SliceKind::Kernel);
     assert_eq!(trace.str(trace.slices.name[kernel]), "MatMul");
@@ -153,7 +166,13 @@ fn op_types_come_from_the_graph_and_else_from_the_label() {
             dev_stats: vec![device(
                 "/job:localhost/replica:0/task:0/device:CPU:0",
                 vec![
-                    node("dense/MatMul", 1_000_000, 10, 1, "dense/MatMul = _MklMatMul(x, w)"),
+                    node(
+                        "dense/MatMul",
+                        1_000_000,
+                        10,
+                        1,
+                        "dense/MatMul = _MklMatMul(x, w)",
+                    ),
                     node("_SOURCE", 1_000_100, 10, 1, "_SOURCE = NoOp()"),
                 ],
             )],

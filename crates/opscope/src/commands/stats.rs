@@ -637,8 +637,8 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
                 let nodes: Vec<serde_json::Value> = shown
                     .iter()
                     .map(|s| {
-                        let mut v =
-                            serde_json::to_value(&built.nodes[s.node]).unwrap_or_default();
+                        let mut v = serde_json::to_value(&built.nodes[s.node]).unwrap_or_default();
+                        v["path"] = built.path(s.node).into();
                         v["shown_depth"] = s.depth.into();
                         v["index"] = s.node.into();
                         v["shown_total_cpu_ns"] = s.total.cpu_ns.into();
@@ -711,16 +711,12 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
                                 t(own.accelerator_ns),
                                 t(total.accelerator_ns)
                             ),
-                            TreeColumn::Bytes => {
-                                pair(own.memory.requested, total.memory.requested)
-                            }
+                            TreeColumn::Bytes => pair(own.memory.requested, total.memory.requested),
                             TreeColumn::PeakBytes => pair(own.memory.peak, total.memory.peak),
                             TreeColumn::ResidualBytes => {
                                 pair(own.memory.residual, total.memory.residual)
                             }
-                            TreeColumn::OutputBytes => {
-                                pair(own.memory.output, total.memory.output)
-                            }
+                            TreeColumn::OutputBytes => pair(own.memory.output, total.memory.output),
                             TreeColumn::Occurrence => n.occurrence.to_string(),
                         })
                         .collect();

@@ -1,0 +1,87 @@
+//! Helpers of the end-to-end tests: running the binary, finding the shared corpus of
+//! real traces, and running the Python oracles in `tests/oracle`.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub fn opscope(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(args)
+        .output()
+        .expect("the opscope binary runs")
+}
+
+/// Runs opscope and requires success, showing its stderr otherwise.
+pub fn opscope_ok(args: &[&str]) -> Output {
+    let out = opscope(args);
+    assert!(
+        out.status.success(),
+        "opscope {} failed: {}",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The shared trace corpus, beside the repository. Missing data fails under CI and
+/// skips (saying so) elsewhere.
+pub fn shared_traces() -> Option<PathBuf> {
+    let shared = std::env::var_os("OPSCOPE_SHARED")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("../shared"));
+    let traces = shared.join("traces");
+    if traces.is_dir() {
+        return Some(traces);
+    }
+    if std::env::var_os("CI").is_some() {
+        panic!(
+            "CI is set but the shared traces are missing at {}",
+            traces.display()
+        );
+    }
+    eprintln!(
+        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
+        traces.display()
+    );
+    None
+}
+
+pub fn python() -> String {
+    std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("opscope-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs one of the Python oracles in `tests/oracle` on `files`: one JSON line per file,
+/// by path.
+pub fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json::Value> {
+    let oracle = repo_root().join("tests/oracle").join(script);
+    let out = Command::new(python())
+        .arg(&oracle)
+        .args(files)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            (v["path"].as_str().unwrap().to_string(), v)
+        })
+        .collect()
+}
