@@ -19,6 +19,8 @@ pub enum Format {
     XPlane,
     /// TensorFlow `RunMetadata` step stats (`run_meta`), tfprof's input.
     RunMetadata,
+    /// Nsight Systems SQLite export.
+    NsysSqlite,
 }
 
 impl Format {
@@ -28,6 +30,7 @@ impl Format {
             Format::Perfetto => "perfetto",
             Format::XPlane => "xplane",
             Format::RunMetadata => "tf-run-metadata",
+            Format::NsysSqlite => "nsys-sqlite",
         }
     }
 }
@@ -64,6 +67,9 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
         .iter()
         .all(|&b| b >= 0x20 || matches!(b, b'\n' | b'\r' | b'\t'));
     let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
+    if bytes.starts_with(b"SQLite format 3\0") {
+        return Some(Format::NsysSqlite);
+    }
     match (is_text, first) {
         (true, Some(b'{' | b'[')) => Some(Format::ChromeJson),
         _ if bytes.first() == Some(&0x0a) => Some(Format::Perfetto),
@@ -107,6 +113,13 @@ fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId,
         return crate::run_metadata::import(bytes, path, None, trace);
     }
     match detect(bytes) {
+        #[cfg(feature = "nsys")]
+        Some(Format::NsysSqlite) => crate::nsys::import_bytes(bytes, path, trace),
+        #[cfg(not(feature = "nsys"))]
+        Some(Format::NsysSqlite) => Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "an Nsight Systems export, but opscope was built without `nsys`".into(),
+        }),
         Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
         Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),
         Some(Format::XPlane) => crate::xplane::import(bytes, path, trace),

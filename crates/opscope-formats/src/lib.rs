@@ -5,6 +5,8 @@
 pub mod chrome;
 pub mod error;
 pub mod input;
+#[cfg(feature = "nsys")]
+pub mod nsys;
 pub mod perfetto;
 pub mod run_metadata;
 pub mod tf_graph;

@@ -51,6 +51,7 @@ fn is_trace_file(path: &Path) -> bool {
         ".perfetto-trace",
         ".pftrace.gz",
         ".perfetto",
+        ".sqlite",
     ]
     .iter()
     .any(|ext| name.ends_with(ext))
@@ -67,7 +68,7 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             walk(input, &mut found)?;
             if found.is_empty() {
                 bail!(
-                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta)",
+                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta, .sqlite)",
                     input.display()
                 );
             }
@@ -128,6 +129,12 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
+    // SQLite reads the file itself, without a copy in memory.
+    if opscope_formats::detect(&map) == Some(opscope_formats::Format::NsysSqlite) {
+        drop(map);
+        opscope_formats::nsys::import_path(file, shown, trace)?;
+        return Ok(());
+    }
     if opscope_formats::run_metadata::is_run_metadata_path(shown) {
         let graph = companion_graph(file)?;
         opscope_formats::run_metadata::import(&map, shown, graph.as_ref(), trace)?;

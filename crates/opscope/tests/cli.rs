@@ -668,3 +668,65 @@ fn stats_op_step_selects_one_profiler_step() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("its steps: 2, 3, 4, 5, 6"));
 }
+
+/// Nsight Systems exports: per table, the number of rows and their summed durations
+/// (Python's sqlite3 on the tables themselves) equal the slices of each kind; the
+/// kernel view's total equals the kernel table's; every kernel and copy is linked to
+/// its launch by correlation id.
+#[test]
+fn nsys_exports_match_their_own_tables() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let files = [
+        traces.join("nsys-sqlite/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+        traces.join("nsys-sqlite/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite"),
+    ];
+    let oracle = run_oracle("nsys_sums.py", &files);
+    for file in &files {
+        let want = &oracle[file.to_str().unwrap()];
+        let info = info_json(file);
+        let pairs = [
+            ("kernel", "kernel"),
+            ("memcpy_h2d", "memcpy_h2d"),
+            ("memcpy_d2h", "memcpy_d2h"),
+            ("runtime", "runtime"),
+            ("driver", "driver"),
+            ("sync", "sync"),
+            ("osrt", "other"),
+            ("nvtx_range", "annotation"),
+        ];
+        for (table, kind) in pairs {
+            let count = info["slices_by_kind"][kind].as_u64().unwrap_or(0);
+            let ns = info["slice_ns_by_kind"][kind].as_i64().unwrap_or(0);
+            assert_eq!(
+                [count as i64, ns],
+                [
+                    want[table][0].as_i64().unwrap(),
+                    want[table][1].as_i64().unwrap()
+                ],
+                "{}: {table} rows and summed ns",
+                file.display()
+            );
+        }
+        assert_eq!(info["instants"], want["nvtx_mark"][0]);
+        assert_eq!(info["unattributed_device_work"], 0, "{}", file.display());
+        let kernels = opscope_ok(&[
+            "stats",
+            "kernel",
+            "--format",
+            "json",
+            file.to_str().unwrap(),
+        ]);
+        let rows: Vec<serde_json::Value> = serde_json::from_slice(&kernels.stdout).unwrap();
+        let total: i64 = rows.iter().map(|r| r["total_ns"].as_i64().unwrap()).sum();
+        let instances: i64 = rows.iter().map(|r| r["instances"].as_i64().unwrap()).sum();
+        assert_eq!(
+            [instances, total],
+            [
+                want["kernel"][0].as_i64().unwrap(),
+                want["kernel"][1].as_i64().unwrap()
+            ]
+        );
+    }
+}

@@ -40,6 +40,8 @@ pub struct Summary {
     pub duration_ns: Option<i64>,
     pub slices: usize,
     pub slices_by_kind: BTreeMap<&'static str, usize>,
+    /// Summed durations of the slices of each kind.
+    pub slice_ns_by_kind: BTreeMap<&'static str, i64>,
     pub instants: usize,
     pub counter_samples: usize,
     pub flows: usize,
@@ -125,14 +127,23 @@ pub fn summarize(trace: &Trace) -> Summary {
         );
     }
     let mut by_code = [0usize; SliceKind::ALL.len()];
+    let mut ns_by_code = [0i64; SliceKind::ALL.len()];
     for i in 0..trace.slices.len() {
-        by_code[trace.slices.kind(i).code() as usize] += 1;
+        let code = trace.slices.kind(i).code() as usize;
+        by_code[code] += 1;
+        ns_by_code[code] += trace.slices.dur[i];
     }
     let slices_by_kind = SliceKind::ALL
         .iter()
         .zip(by_code)
         .filter(|(_, n)| *n > 0)
         .map(|(k, n)| (k.name(), n))
+        .collect();
+    let slice_ns_by_kind = SliceKind::ALL
+        .iter()
+        .zip(by_code.iter().zip(ns_by_code))
+        .filter(|(_, (n, _))| **n > 0)
+        .map(|(k, (_, ns))| (k.name(), ns))
         .collect();
     let r = &trace.repairs;
     let repairs = BTreeMap::from([
@@ -166,6 +177,7 @@ pub fn summarize(trace: &Trace) -> Summary {
         duration_ns: span.map(|s| s.1 - s.0),
         slices: trace.slices.len(),
         slices_by_kind,
+        slice_ns_by_kind,
         instants: trace.instants.len(),
         counter_samples: trace.counters.len(),
         flows: trace.flows.len(),

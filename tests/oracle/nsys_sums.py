@@ -1,0 +1,48 @@
+"""Counts and summed durations of an Nsight Systems SQLite export, straight from its
+tables with Python's sqlite3: one JSON line per file.
+
+    python nsys_sums.py FILE.sqlite…
+
+Keys: kernel, memcpy_h2d, memcpy_d2h, memcpy_other, memset, runtime, driver, sync,
+osrt, nvtx_range, nvtx_mark; each [count, total ns].
+"""
+
+import json
+import sqlite3
+import sys
+
+
+def sums(conn, table, where="1"):
+    exists = conn.execute(
+        "SELECT count(*) FROM sqlite_master WHERE type='table' AND name=?", (table,)
+    ).fetchone()[0]
+    if not exists:
+        return [0, 0]
+    n, total = conn.execute(
+        f'SELECT count(*), coalesce(sum("end" - start), 0) FROM "{table}" WHERE {where}'
+    ).fetchone()
+    return [n, total]
+
+
+def main():
+    for path in sys.argv[1:]:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        out = {
+            "path": path,
+            "kernel": sums(conn, "CUPTI_ACTIVITY_KIND_KERNEL"),
+            "memcpy_h2d": sums(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", "copyKind = 1"),
+            "memcpy_d2h": sums(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", "copyKind = 2"),
+            "memcpy_other": sums(conn, "CUPTI_ACTIVITY_KIND_MEMCPY", "copyKind NOT IN (1, 2)"),
+            "memset": sums(conn, "CUPTI_ACTIVITY_KIND_MEMSET"),
+            "runtime": sums(conn, "CUPTI_ACTIVITY_KIND_RUNTIME"),
+            "driver": sums(conn, "CUPTI_ACTIVITY_KIND_DRIVER"),
+            "sync": sums(conn, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"),
+            "osrt": sums(conn, "OSRT_API"),
+            "nvtx_range": sums(conn, "NVTX_EVENTS", 'eventType IN (59, 60) AND "end" IS NOT NULL'),
+            "nvtx_mark": sums(conn, "NVTX_EVENTS", "eventType = 34"),
+        }
+        print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
