@@ -5,8 +5,11 @@
   json.load  Python's `json.load(gzip.open(FILE))` alone: what any Python reader pays
   HTA        HolisticTraceAnalysis `TraceAnalysis(trace_dir=DIR)`, DIR holding only FILE
 
---task gpu: loading a trace and answering where the GPU time goes.
-  opscope    `opscope gpu --exclude-last-step FILE --format json`
+--task gpu: loading a trace (one file, or a folder of per-rank files) and answering
+where the GPU time goes and which ops take it.
+  opscope    `opscope gpu --exclude-last-step DIR --format json`, then
+             `opscope stats op DIR --format json`: two processes, wall times added,
+             the larger peak RSS
   HTA        the same load, then get_temporal_breakdown, get_gpu_kernel_breakdown,
              get_idle_time_breakdown (all ranks) and get_comm_comp_overlap
 
@@ -43,12 +46,21 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Traces under the shared data folder (--shared), each a directory holding one rank's file.
-TRACES = [
-    ("kineto/hta/mtia_trace_single_rank", "mtia_rank_0.json.gz"),
-    ("kineto/hta/df_index_resolver", "df_index_resolver.json.gz"),
-    ("kineto/kineto-tb_plugin/resnet50_num_workers_0", "worker0.*.pt.trace.json.gz"),
-]
+# Traces under the shared data folder (--shared): a directory and the pattern of its
+# per-rank files (each task lists the traces it runs on).
+TRACES = {
+    "info": [
+        ("kineto/hta/mtia_trace_single_rank", "mtia_rank_0.json.gz"),
+        ("kineto/hta/df_index_resolver", "df_index_resolver.json.gz"),
+        ("kineto/kineto-tb_plugin/resnet50_num_workers_0", "worker0.*.pt.trace.json.gz"),
+    ],
+    "gpu": [
+        ("kineto/hta/trace_filter", "sampled_rank-*.json.gz"),
+        ("kineto/kineto-tb_plugin/resnet50_num_workers_0", "worker0.*.pt.trace.json.gz"),
+        ("kineto/hta/mtia_trace_single_rank", "mtia_rank_0.json.gz"),
+        ("kineto/hta/df_index_resolver", "df_index_resolver.json.gz"),
+    ],
+}
 
 TASKS = {"info": ("opscope", "json.load", "HTA"), "gpu": ("opscope", "HTA")}
 WORKER_FLAG = "--worker"
@@ -102,6 +114,15 @@ def run_worker(tool: str, task: str, path: str) -> None:
     report.close()
 
 
+def measure_all(commands: list[list[str]]) -> Run:
+    """Run COMMANDS one after another: wall times add up, the peak RSS is the larger,
+    and the report is the first command's."""
+    runs = [measure(argv) for argv in commands]
+    return Run(
+        sum(r.wall_s for r in runs), max(r.max_rss_kib for r in runs), runs[0].stdout
+    )
+
+
 def measure(argv: list[str]) -> Run:
     """Run ARGV as a fresh process, with its stderr kept aside and shown if it fails."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -128,20 +149,23 @@ def rss_floor_mib() -> float:
     return measure(["true"]).max_rss_kib / 1024
 
 
-def json_size(trace: Path) -> int:
-    """Decompressed size of TRACE, read in chunks so as not to raise the RSS floor."""
-    with gzip.open(trace) as f:
-        return sum(len(chunk) for chunk in iter(lambda: f.read(1 << 16), b""))
+def json_size(files: list[Path]) -> int:
+    """Decompressed size of FILES, read in chunks so as not to raise the RSS floor."""
+    total = 0
+    for file in files:
+        with gzip.open(file) as f:
+            total += sum(len(chunk) for chunk in iter(lambda: f.read(1 << 16), b""))
+    return total
 
 
-def find_trace(shared: Path, directory: str, pattern: str) -> Path:
+def find_traces(shared: Path, directory: str, pattern: str) -> list[Path]:
     matches = sorted((shared / directory).glob(pattern))
-    if len(matches) != 1:
-        sys.exit(f"expected one {pattern} in {shared / directory}, found {len(matches)}")
-    return matches[0]
+    if not matches:
+        sys.exit(f"no {pattern} in {shared / directory}")
+    return [m.resolve() for m in matches]
 
 
-def counts_of(tool: str, task: str, report: dict, trace: Path) -> dict:
+def counts_of(tool: str, task: str, report: dict, trace: str) -> dict:
     """What a tool found in TRACE; for opscope also the model's bytes per slice."""
     if tool != "opscope":
         return {key: value for key, value in report.items() if key != "load_s"}
@@ -162,25 +186,31 @@ def counts_of(tool: str, task: str, report: dict, trace: Path) -> dict:
 
 
 def bench_trace(
-    trace: Path, task: str, tools: list[str], opscope: Path, repeat: int, warmup: int
+    files: list[Path], task: str, tools: list[str], opscope: Path, repeat: int, warmup: int
 ) -> dict:
-    """Median wall time, peak RSS and counts of each tool on TRACE."""
-    with tempfile.TemporaryDirectory(prefix="opscope-bench-") as hta_dir:
-        # HTA reads a directory of per-rank traces: give it one holding only this file.
-        (Path(hta_dir) / trace.name).symlink_to(trace)
-        opscope_args = {
-            "info": ["info", str(trace), "--format", "json"],
-            "gpu": ["gpu", "--exclude-last-step", str(trace), "--format", "json"],
+    """Median wall time, peak RSS and counts of each tool on the trace FILES (ranks)."""
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-") as trace_dir:
+        # HTA reads a directory of per-rank traces: give it one holding only these
+        # files; opscope reads the same directory.
+        for file in files:
+            (Path(trace_dir) / file.name).symlink_to(file)
+        one = str(files[0]) if len(files) == 1 else trace_dir
+        opscope_runs = {
+            "info": [["info", one, "--format", "json"]],
+            "gpu": [
+                ["gpu", "--exclude-last-step", one, "--format", "json"],
+                ["stats", "op", one],
+            ],
         }[task]
         commands = {
-            "opscope": [str(opscope), *opscope_args],
-            "json.load": [sys.executable, __file__, WORKER_FLAG, "json.load", task, str(trace)],
-            "HTA": [sys.executable, __file__, WORKER_FLAG, "HTA", task, hta_dir],
+            "opscope": [[str(opscope), *args] for args in opscope_runs],
+            "json.load": [[sys.executable, __file__, WORKER_FLAG, "json.load", task, one]],
+            "HTA": [[sys.executable, __file__, WORKER_FLAG, "HTA", task, trace_dir]],
         }
         runs: dict[str, list[Run]] = {tool: [] for tool in tools}
         for round_ in range(warmup + repeat):
             for tool in tools:
-                run = measure(commands[tool])
+                run = measure_all(commands[tool])
                 if round_ >= warmup:
                     runs[tool].append(run)
 
@@ -193,7 +223,7 @@ def bench_trace(
             "peak_rss_mib": statistics.median(r.max_rss_kib for r in tool_runs) / 1024,
             "load_s": load_s,
             "runs": [{"wall_s": r.wall_s, "peak_rss_mib": r.max_rss_kib / 1024} for r in tool_runs],
-            "counts": counts_of(tool, task, tool_runs[-1].report, trace),
+            "counts": counts_of(tool, task, tool_runs[-1].report, one),
         }
     if "opscope" in results:
         base = results["opscope"]
@@ -203,9 +233,11 @@ def bench_trace(
     return results
 
 
-def print_table(name: str, trace: Path, json_bytes: int, floor: float, results: dict) -> None:
+def print_table(
+    name: str, gzip_bytes: int, json_bytes: int, floor: float, results: dict
+) -> None:
     mib = 1024 * 1024
-    sizes = f"{trace.stat().st_size / mib:.1f} MiB gzip, {json_bytes / mib:.1f} MiB JSON"
+    sizes = f"{gzip_bytes / mib:.1f} MiB gzip, {json_bytes / mib:.1f} MiB JSON"
     print(f"\n== {name}  ({sizes}; peak RSS floor {floor:.1f} MiB)")
     with_ratios = "opscope" in results
     header = f"{'tool':<10} {'wall s':>8} {'load s':>8} {'peak RSS MiB':>13}"
@@ -291,17 +323,20 @@ def main() -> None:
         f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}; "
         f"Python {sys.version.split()[0]}"
     )
-    for directory, pattern in TRACES:
-        trace = find_trace(args.shared / "traces", directory, pattern).resolve()
-        json_bytes = json_size(trace)
+    for directory, pattern in TRACES[args.task]:
+        files = find_traces(args.shared / "traces", directory, pattern)
+        if len(files) > 1 and args.task != "gpu":
+            sys.exit(f"--task {args.task} reads one file; {directory} has {len(files)}")
+        json_bytes = json_size(files)
+        gzip_bytes = sum(f.stat().st_size for f in files)
         results = bench_trace(
-            trace, args.task, args.tools, args.opscope.resolve(), args.repeat, args.warmup
+            files, args.task, args.tools, args.opscope.resolve(), args.repeat, args.warmup
         )
         floor = rss_floor_mib()
-        name = f"{directory}/{trace.name}"
-        print_table(name, trace, json_bytes, floor, results)
+        name = f"{directory}/{files[0].name}" if len(files) == 1 else f"{directory} ({len(files)} ranks)"
+        print_table(name, gzip_bytes, json_bytes, floor, results)
         output["traces"][name] = {
-            "gzip_bytes": trace.stat().st_size,
+            "gzip_bytes": gzip_bytes,
             "json_bytes": json_bytes,
             "rss_floor_mib": floor,
             "tools": results,

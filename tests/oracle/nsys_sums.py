@@ -4,12 +4,37 @@ tables with Python's sqlite3: one JSON line per file.
     python nsys_sums.py FILE.sqlite…
 
 Keys: kernel, memcpy_h2d, memcpy_d2h, memcpy_other, memset, runtime, driver, sync,
-osrt, nvtx_range, nvtx_mark; each [count, total ns].
+osrt, nvtx_range, nvtx_mark; each [count, total ns]. And kernel_sum: per demangled
+kernel name, the columns of Nsight's cuda_gpu_kern_sum report (instances, total, mean,
+median, min, max, sample standard deviation, in ns), computed with `statistics`.
 """
 
 import json
 import sqlite3
+import statistics
 import sys
+
+
+def kernel_sum(conn):
+    rows = conn.execute(
+        "SELECT s.value, k.\"end\" - k.start FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+        "JOIN StringIds s ON s.id = k.demangledName"
+    ).fetchall()
+    by_name = {}
+    for name, dur in rows:
+        by_name.setdefault(name, []).append(dur)
+    return {
+        name: {
+            "instances": len(d),
+            "total": sum(d),
+            "mean": statistics.fmean(d),
+            "median": statistics.median(d),
+            "min": min(d),
+            "max": max(d),
+            "stddev": statistics.stdev(d) if len(d) > 1 else 0.0,
+        }
+        for name, d in by_name.items()
+    }
 
 
 def sums(conn, table, where="1"):
@@ -40,6 +65,7 @@ def main():
             "osrt": sums(conn, "OSRT_API"),
             "nvtx_range": sums(conn, "NVTX_EVENTS", 'eventType IN (59, 60) AND "end" IS NOT NULL'),
             "nvtx_mark": sums(conn, "NVTX_EVENTS", "eventType = 34"),
+            "kernel_sum": kernel_sum(conn),
         }
         print(json.dumps(out))
 

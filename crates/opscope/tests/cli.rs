@@ -670,9 +670,9 @@ fn stats_op_step_selects_one_profiler_step() {
 }
 
 /// Nsight Systems exports: per table, the number of rows and their summed durations
-/// (Python's sqlite3 on the tables themselves) equal the slices of each kind; the
-/// kernel view's total equals the kernel table's; every kernel and copy is linked to
-/// its launch by correlation id.
+/// (Python's sqlite3 on the tables themselves) equal the slices of each kind; `stats
+/// kernel` equals Nsight's cuda_gpu_kern_sum computed from the kernel table; every
+/// kernel and copy is linked to its launch by correlation id.
 #[test]
 fn nsys_exports_match_their_own_tables() {
     let Some(traces) = shared_traces() else {
@@ -719,6 +719,31 @@ fn nsys_exports_match_their_own_tables() {
             file.to_str().unwrap(),
         ]);
         let rows: Vec<serde_json::Value> = serde_json::from_slice(&kernels.stdout).unwrap();
+        // Nsight's cuda_gpu_kern_sum, row by row.
+        let sums = want["kernel_sum"].as_object().unwrap();
+        assert_eq!(rows.len(), sums.len());
+        for row in &rows {
+            let theirs = &sums[row["name"].as_str().unwrap()];
+            for (ours, key) in [
+                ("instances", "instances"),
+                ("total_ns", "total"),
+                ("min_ns", "min"),
+                ("max_ns", "max"),
+            ] {
+                assert_eq!(row[ours].as_i64(), theirs[key].as_i64(), "{ours}: {row}");
+            }
+            for (ours, key) in [
+                ("mean_ns", "mean"),
+                ("median_ns", "median"),
+                ("stddev_ns", "stddev"),
+            ] {
+                let (a, b) = (row[ours].as_f64().unwrap(), theirs[key].as_f64().unwrap());
+                assert!(
+                    (a - b).abs() <= 1e-6 * b.abs().max(1.0),
+                    "{ours}: {a} vs {b}"
+                );
+            }
+        }
         let total: i64 = rows.iter().map(|r| r["total_ns"].as_i64().unwrap()).sum();
         let instances: i64 = rows.iter().map(|r| r["instances"].as_i64().unwrap()).sum();
         assert_eq!(
