@@ -111,6 +111,7 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
         bar.inc(std::fs::metadata(file).map(|m| m.len()).unwrap_or(0));
     }
     bar.finish_and_clear();
+    number_hosts_of_runs(&mut trace);
     for (_, warning) in &trace.warnings {
         eprintln!("opscope: warning: {warning}");
     }
@@ -130,6 +131,7 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
     // SQLite reads the file itself, without a copy in memory.
+    #[cfg(feature = "nsys")]
     if opscope_formats::detect(&map) == Some(opscope_formats::Format::NsysSqlite) {
         drop(map);
         opscope_formats::nsys::import_path(file, shown, trace)?;
@@ -142,6 +144,27 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     }
     opscope_formats::import_bytes(&map, shown, trace)?;
     Ok(())
+}
+
+/// A TensorBoard profile run (`plugins/profile/<run>/<host>.xplane.pb`) with several
+/// hosts is one multi-host job: its hosts become ranks 0…n-1, in the order of their
+/// file names, so that per-rank views and summaries cover them.
+fn number_hosts_of_runs(trace: &mut Trace) {
+    let mut runs: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
+    for (i, source) in trace.sources.iter().enumerate() {
+        if source.format == "xplane" && source.rank.is_none() {
+            let dir = Path::new(&source.path).parent().unwrap_or(Path::new(""));
+            runs.entry(dir.to_path_buf()).or_default().push(i);
+        }
+    }
+    for (_, mut sources) in runs.into_iter().filter(|(_, s)| s.len() > 1) {
+        sources.sort_by(|&a, &b| trace.sources[a].path.cmp(&trace.sources[b].path));
+        let world = sources.len() as u32;
+        for (rank, &i) in sources.iter().enumerate() {
+            trace.sources[i].rank = Some(rank as u32);
+            trace.sources[i].world_size = Some(world);
+        }
+    }
 }
 
 /// The GraphDef saved beside a RunMetadata (`graph.pbtxt`, `graph.pb`, or the one

@@ -755,3 +755,57 @@ fn nsys_exports_match_their_own_tables() {
         );
     }
 }
+
+/// A TensorBoard log directory whose profile run has several hosts reads as one job with
+/// a rank per host, in file-name order; `gpu` then reports each rank.
+#[test]
+fn multi_host_profile_runs_become_ranks() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let xplane = traces
+        .join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb")
+        .canonicalize()
+        .unwrap();
+    let logdir = scratch_dir("logdir");
+    let run = logdir.join("plugins/profile/2026_11_22_03_00_00");
+    std::fs::create_dir_all(&run).unwrap();
+    for host in ["worker-b", "worker-a"] {
+        let link = run.join(format!("{host}.xplane.pb"));
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink(&xplane, &link).unwrap();
+    }
+    let info = info_json(&logdir);
+    assert_eq!(info["ranks"], serde_json::json!([0, 1]));
+    let files = info["files"].as_array().unwrap();
+    for file in files {
+        let rank = file["rank"].as_u64().unwrap();
+        let expected = if rank == 0 { "worker-a" } else { "worker-b" };
+        assert!(file["path"].as_str().unwrap().contains(expected), "{file}");
+    }
+    let gpu = opscope_ok(&["gpu", "--format", "json", logdir.to_str().unwrap()]);
+    let report: serde_json::Value = serde_json::from_slice(&gpu.stdout).unwrap();
+    let ranks: Vec<u64> = report["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["rank"].as_u64())
+        .collect();
+    assert!(ranks.contains(&0) && ranks.contains(&1), "{ranks:?}");
+    // The two hosts are the same file: every figure's spread is nil between them, and
+    // the straggler is the device that computes most on either.
+    let across = &report["across"];
+    assert_eq!(across["devices"].as_u64(), Some(ranks.len() as u64));
+    let most = report["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["temporal"]["compute_ns"].as_i64().unwrap())
+        .max()
+        .unwrap();
+    assert_eq!(across["straggler"]["compute_ns"].as_i64(), Some(most));
+    assert!(across["straggler"]["at"]
+        .as_str()
+        .unwrap()
+        .starts_with("rank 0"));
+}

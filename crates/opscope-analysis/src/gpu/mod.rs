@@ -5,6 +5,7 @@
 pub mod classify;
 pub mod idle;
 pub mod launch;
+pub mod summary;
 pub mod transfer;
 pub mod utilization;
 
@@ -38,6 +39,8 @@ impl Default for GpuOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct GpuReport {
     pub ranks: Vec<RankReport>,
+    /// With two or more devices: spreads across them and the straggler.
+    pub across: Option<summary::CrossRank>,
     /// Device work with no launch found (all ranks).
     pub unattributed: usize,
 }
@@ -141,6 +144,7 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
         });
     }
     GpuReport {
+        across: summary::cross_rank(&ranks),
         ranks,
         unattributed: correlation.unattributed,
     }

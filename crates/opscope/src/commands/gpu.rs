@@ -168,6 +168,47 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
         table.write_text(out)?;
         writeln!(out)?;
     }
+    if let Some(across) = &report.across {
+        writeln!(out, "== across {} devices", across.devices)?;
+        let mut table = Table::new(&[
+            ("", false),
+            ("min", true),
+            ("median", true),
+            ("max", true),
+            ("least", false),
+            ("most", false),
+        ]);
+        for s in &across.spreads {
+            let (label, value): (&str, Box<dyn Fn(f64) -> String>) = match s.metric {
+                "busy_ns" => ("busy", Box::new(duration_text)),
+                "compute_ns" => ("computation", Box::new(duration_text)),
+                "non_compute_ns" => ("other busy", Box::new(duration_text)),
+                "idle_ns" => ("idle", Box::new(duration_text)),
+                "idle_pct" => ("idle share", Box::new(|v| format!("{v:.1}%"))),
+                other => (other, Box::new(|v| format!("{v}"))),
+            };
+            table.rows.push(vec![
+                label.to_string(),
+                value(s.min),
+                value(s.median),
+                value(s.max),
+                s.min_at.clone(),
+                s.max_at.clone(),
+            ]);
+        }
+        table.write_text(out)?;
+        if let Some(st) = &across.straggler {
+            writeln!(
+                out,
+                "straggler: {} computes {}, {:.1}% above the median {}",
+                st.at,
+                duration_text(st.compute_ns as f64),
+                st.above_median_pct,
+                duration_text(st.median_compute_ns)
+            )?;
+        }
+        writeln!(out)?;
+    }
     if report.unattributed > 0 {
         writeln!(
             out,
