@@ -656,6 +656,33 @@ fn stats_op_step_selects_one_profiler_step() {
         let want: serde_json::Value = serde_json::from_slice(&oracle.stdout).unwrap();
         assert_eq!(ours, want["calls"].as_u64().unwrap(), "{op} in step {step}");
         assert!(ours > 0);
+        // `-output timeline` writes those calls (and nothing else of the op view) as a
+        // trace, which reads back with the same count.
+        let timeline = dir.join(format!("step{step}.json"));
+        opscope_ok(&[
+            "stats",
+            "op",
+            "-step",
+            step,
+            "-show_name_regexes",
+            op,
+            "-output",
+            &format!("timeline:outfile={}", timeline.display()),
+            "--quiet",
+            file.to_str().unwrap(),
+        ]);
+        opscope_ok(&[
+            "stats",
+            "op",
+            "-output",
+            &format!("json:outfile={}", dir.join("again.json").display()),
+            timeline.to_str().unwrap(),
+        ]);
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_slice(&std::fs::read(dir.join("again.json")).unwrap()).unwrap();
+        let names: Vec<&str> = rows.iter().map(|r| r["name"].as_str().unwrap()).collect();
+        assert_eq!(names, [op], "only the op shown is in the timeline");
+        assert_eq!(rows[0]["occurrence"].as_u64(), Some(ours));
     }
     let out = opscope(&[
         "stats",

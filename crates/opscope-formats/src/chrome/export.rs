@@ -13,10 +13,39 @@ use crate::error::ExportError;
 /// file-level metadata (schemaVersion, deviceProperties, distributedInfo, …) is written
 /// back at the top level so tools that read it still find it.
 pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
+    export_part(trace, None, out)
+}
+
+/// Writes the slices `keep` marks (one flag per slice), the flows between them, and the
+/// instants and counter samples within their time span: one step or one view of a trace
+/// (tfprof's `-output timeline`), with every process and thread named.
+pub fn export_selected(
+    trace: &Trace,
+    keep: &[bool],
+    out: &mut impl Write,
+) -> Result<(), ExportError> {
+    export_part(trace, Some(keep), out)
+}
+
+fn export_part(
+    trace: &Trace,
+    keep: Option<&[bool]>,
+    out: &mut impl Write,
+) -> Result<(), ExportError> {
+    let span = keep.map(|keep| {
+        let s = &trace.slices;
+        (0..s.len())
+            .filter(|&i| keep.get(i) == Some(&true))
+            .fold((i64::MAX, i64::MIN), |(lo, hi), i| {
+                (lo.min(s.ts[i]), hi.max(s.end(i)))
+            })
+    });
     let mut w = JsonWriter {
         trace,
         out,
         first: true,
+        keep,
+        span,
     };
     w.out.write_all(b"{\"traceEvents\":[\n")?;
     w.metadata_events()?;
@@ -45,6 +74,10 @@ struct JsonWriter<'a, W: Write> {
     trace: &'a Trace,
     out: &'a mut W,
     first: bool,
+    /// Which slices to write (all when `None`).
+    keep: Option<&'a [bool]>,
+    /// The time span of the kept slices: instants and counters outside it are left out.
+    span: Option<(i64, i64)>,
 }
 
 /// Microseconds with exactly three decimals: nanoseconds survive the round trip.
@@ -66,6 +99,14 @@ fn write_f64(out: &mut impl Write, f: f64) -> io::Result<()> {
     } else {
         out.write_all(b"null")
     }
+}
+
+fn kept(keep: Option<&[bool]>, slice: usize) -> bool {
+    keep.is_none_or(|k| k.get(slice) == Some(&true))
+}
+
+fn in_span(span: Option<(i64, i64)>, ts: i64) -> bool {
+    span.is_none_or(|(lo, hi)| lo <= ts && ts <= hi)
 }
 
 impl<W: Write> JsonWriter<'_, W> {
@@ -170,7 +211,8 @@ impl<W: Write> JsonWriter<'_, W> {
     fn slices(&mut self) -> io::Result<()> {
         let trace = self.trace;
         let s = &trace.slices;
-        for i in 0..s.len() {
+        let keep = self.keep;
+        for i in (0..s.len()).filter(|&i| kept(keep, i)) {
             let track = TrackId(s.track[i]);
             let name = trace.str(s.name[i]);
             let category = trace.str(s.category[i]);
@@ -195,7 +237,8 @@ impl<W: Write> JsonWriter<'_, W> {
     fn instants(&mut self) -> io::Result<()> {
         let trace = self.trace;
         let inst = &trace.instants;
-        for i in 0..inst.len() {
+        let span = self.span;
+        for i in (0..inst.len()).filter(|&i| in_span(span, inst.ts[i])) {
             let track = TrackId(inst.track[i]);
             let name = trace.str(inst.name[i]);
             let category = trace.str(inst.category[i]);
@@ -220,7 +263,8 @@ impl<W: Write> JsonWriter<'_, W> {
     fn counters(&mut self) -> io::Result<()> {
         let trace = self.trace;
         let c = &trace.counters;
-        for i in 0..c.len() {
+        let span = self.span;
+        for i in (0..c.len()).filter(|&i| in_span(span, c.ts[i])) {
             let track = &trace.tracks[c.track[i] as usize];
             let pid = track.process.map_or(0, |p| trace.processes[p.index()].pid);
             let name = trace.str(track.name);
@@ -244,6 +288,9 @@ impl<W: Write> JsonWriter<'_, W> {
         let f = &trace.flows;
         for i in 0..f.len() {
             let (from, to) = (f.from[i] as usize, f.to[i] as usize);
+            if !kept(self.keep, from) || !kept(self.keep, to) {
+                continue;
+            }
             let name = trace.str(f.name[i]);
             let category = trace.str(f.category[i]);
             let id = i + 1;

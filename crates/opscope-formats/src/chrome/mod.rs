@@ -20,7 +20,7 @@ use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
 use crate::error::ImportError;
 use builder::Builder;
 use chunk::{Batch, Chunk, Spare};
-pub use export::export;
+pub use export::{export, export_selected};
 use split::Splitter;
 
 /// Imports one Chrome trace JSON document, already in memory (decompressed), as a new

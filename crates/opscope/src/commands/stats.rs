@@ -171,7 +171,8 @@ struct OpArgs {
     /// Show at most this many rows (0: all).
     #[arg(long, default_value_t = 0)]
     limit: usize,
-    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F.
+    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F, or
+    /// timeline:outfile=F (the ops shown and their device work, as a Chrome trace).
     #[arg(long = "output", default_value = "stdout")]
     output: String,
     /// Leave out the last profiler step and the work launched in it.
@@ -232,7 +233,9 @@ struct TreeArgs {
         default_value = ""
     )]
     hide_name_regexes: String,
-    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F.
+    /// Where to write: stdout, file:outfile=F (text), csv:outfile=F, json:outfile=F, or
+    /// timeline:outfile=F (the ops of the chosen step and their device work, as a
+    /// Chrome trace).
     #[arg(long = "output", default_value = "stdout")]
     output: String,
     /// Leave out the last profiler step and the work launched in it.
@@ -272,6 +275,8 @@ enum Destination {
     Text(PathBuf),
     Csv(PathBuf),
     Json(PathBuf),
+    /// The ops shown and their device work, as a Chrome trace.
+    Timeline(PathBuf),
 }
 
 impl Destination {
@@ -279,7 +284,10 @@ impl Destination {
     fn write(&self, write: impl FnOnce(&mut dyn Write) -> Result<()>, what: &str) -> Result<()> {
         let path = match self {
             Destination::Stdout => None,
-            Destination::Text(p) | Destination::Csv(p) | Destination::Json(p) => Some(p.as_path()),
+            Destination::Text(p)
+            | Destination::Csv(p)
+            | Destination::Json(p)
+            | Destination::Timeline(p) => Some(p.as_path()),
         };
         output::write_to(path, write)?;
         if let Some(path) = path {
@@ -306,13 +314,36 @@ fn destination(spec: &str) -> Result<Destination> {
         "file" => Destination::Text(need()?),
         "csv" => Destination::Csv(need()?),
         "json" => Destination::Json(need()?),
-        "timeline" | "pprof" => {
-            bail!("-output {kind} is not supported yet (use stdout, file, csv or json)")
-        }
+        "timeline" => Destination::Timeline(need()?),
+        "pprof" => bail!("-output pprof is not supported (use stdout, file, csv, json or timeline)"),
         _ => bail!(
-            "-output {spec}: expected stdout, file:outfile=F, csv:outfile=F or json:outfile=F"
+            "-output {spec}: expected stdout, file:outfile=F, csv:outfile=F, json:outfile=F or timeline:outfile=F"
         ),
     })
+}
+
+/// For `-output timeline`: the selected ops `wanted` accepts, and the device work and
+/// runtime calls that belong to them.
+fn timeline_selection(
+    trace: &opscope_model::Trace,
+    correlation: &correlate::Correlation,
+    selected: &[bool],
+    wanted: impl Fn(usize) -> bool,
+) -> Vec<bool> {
+    let s = &trace.slices;
+    let is_op = |i: usize| opscope_analysis::op_stats::is_op_slice(trace, i);
+    (0..s.len())
+        .map(|i| {
+            selected[i]
+                && if is_op(i) {
+                    wanted(i)
+                } else {
+                    correlation
+                        .op_of(trace, i)
+                        .is_some_and(|op| is_op(op) && wanted(op))
+                }
+        })
+        .collect()
 }
 
 /// The part of the trace `-step` and `--exclude-last-step` ask for.
@@ -461,9 +492,19 @@ fn op(args: OpArgs) -> Result<()> {
         }
         table.rows.push(cells);
     }
+    let shown: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
+    let timeline_keep = || {
+        let selected = window::select(&trace, &correlation, stats_options.window);
+        timeline_selection(&trace, &correlation, &selected, |i| {
+            shown.contains(trace.str(trace.slices.name[i]))
+        })
+    };
     // In CSV, times are µs, as tfprof's columns are named.
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
+            Destination::Timeline(_) => {
+                opscope_formats::chrome::export_selected(&trace, &timeline_keep(), &mut &mut *out)?
+            }
             Destination::Json(_) => {
                 serde_json::to_writer_pretty(&mut *out, &rows)?;
                 writeln!(out)?;
@@ -633,6 +674,10 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
     let shown = tree::display(&built, &display);
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
+            Destination::Timeline(_) => {
+                let keep = timeline_selection(&trace, &correlation, &selected, |_| true);
+                opscope_formats::chrome::export_selected(&trace, &keep, &mut &mut *out)?
+            }
             Destination::Json(_) => {
                 let nodes: Vec<serde_json::Value> = shown
                     .iter()
