@@ -18,7 +18,12 @@ $root/examples/traces/mlp-train.json"
 gz="$shared/kineto/hta/trace_compare/base/base.json.gz
 $shared/kineto/hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
 
-mkdir -p "$fuzz/corpus/chrome_json" "$fuzz/corpus/perfetto" "$fuzz/corpus/detect_and_gzip" "$fuzz/corpus/xplane"
+mkdir -p "$fuzz/corpus/chrome_json" "$fuzz/corpus/perfetto" "$fuzz/corpus/detect_and_gzip" "$fuzz/corpus/xplane" \
+    "$fuzz/corpus/tensorflow" "$fuzz/corpus/nsys"
+mlp="$shared/tf-timeline/generated-here/tf2.21-cpu-mlp"
+{ cat "$mlp/graph.pbtxt"; printf '\377'; cat "$mlp/run_meta"; } >"$fuzz/corpus/tensorflow/mlp"
+cp "$mlp/run_meta" "$fuzz/corpus/tensorflow/run_meta_alone"
+cp "$shared/nsys-sqlite/saxpy-mpi-cuda_nsys_perlmutter0.sqlite" "$fuzz/corpus/nsys/saxpy.sqlite"
 cp "$shared"/xplane/generated-here/keras-cpu-tf2.21/vm.xplane.pb "$fuzz/corpus/xplane/keras.xplane.pb"
 cp "$shared"/xplane/GPU-multi-worker/*.xplane.pb "$fuzz/corpus/xplane/gpu-multi-worker.xplane.pb"
 for f in $json; do
