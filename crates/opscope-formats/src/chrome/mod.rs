@@ -182,13 +182,16 @@ fn read_events<'a>(
         message: "stopped".into(),
     };
     let mut splitter = Splitter::new(MAX_VALUE_BYTES);
-    // Buffers of chunks the builder is done with.
-    let spare = || recycled.try_recv().unwrap_or_default();
+    let mut pool = Pool {
+        recycled,
+        parts: Vec::new(),
+        texts: Vec::new(),
+    };
     let mut batch = Batch::default();
     // Sends the events of `batch`, whose text is `text` (starting at `base` in the
-    // document); the batch is left empty, with fresh buffers.
-    let send = |batch: &mut Batch, text: Cow<'a, str>, base: u64| {
-        let Spare { events, side, .. } = spare();
+    // document); the batch is left empty, with buffers from the pool.
+    let send = |batch: &mut Batch, pool: &mut Pool, text: Cow<'a, str>, base: u64| {
+        let (events, side) = pool.part();
         let events = std::mem::replace(&mut batch.events, events);
         let side = std::mem::replace(&mut batch.side, side);
         batch.events.clear();
@@ -210,7 +213,12 @@ fn read_events<'a>(
                     let text = std::str::from_utf8(&rest[origin..batch.end]).map_err(|e| {
                         syntax((offset + origin + e.valid_up_to()) as u64, NOT_UTF8.into())
                     })?;
-                    send(&mut batch, Cow::Borrowed(text), (offset + origin) as u64)?;
+                    send(
+                        &mut batch,
+                        &mut pool,
+                        Cow::Borrowed(text),
+                        (offset + origin) as u64,
+                    )?;
                 }
                 let consumed =
                     scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
@@ -221,21 +229,25 @@ fn read_events<'a>(
             }
         }
         Input::Reader(mut reader) => {
-            let mut window: Vec<u8> = Vec::with_capacity(2 * chunk_bytes);
+            // `window[..filled]` is the text not yet consumed. The bytes after it are
+            // initialised too (buffers come back from the builder with old text in
+            // them): reading into them needs no zeroing, and reused buffers no fresh
+            // pages from the kernel.
+            let mut window: Vec<u8> = Vec::new();
+            let mut filled = 0usize;
             let mut base = 0u64;
             let mut want = chunk_bytes;
             let mut at_eof = false;
             let mut read_error = None;
             loop {
-                while !at_eof && window.len() < want {
-                    window.reserve(chunk_bytes);
-                    match reader
-                        .by_ref()
-                        .take(chunk_bytes as u64)
-                        .read_to_end(&mut window)
-                    {
+                while !at_eof && filled < want {
+                    if window.len() < filled + chunk_bytes {
+                        window.resize(filled + chunk_bytes, 0);
+                    }
+                    match reader.read(&mut window[filled..filled + chunk_bytes]) {
                         Ok(0) => at_eof = true,
-                        Ok(_) => {}
+                        Ok(n) => filled += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
                             // What was read is still scanned and delivered below.
                             read_error = Some(e);
@@ -245,30 +257,35 @@ fn read_events<'a>(
                 }
                 // The chunk's text is the window from its start, so spans need no shift.
                 batch.origin = Some(0);
-                let scanned = splitter.scan(&window, at_eof, usize::MAX, &mut batch);
+                let scanned = splitter.scan(&window[..filled], at_eof, usize::MAX, &mut batch);
                 let handed_over = !batch.events.is_empty();
                 if handed_over {
-                    // Hand the window itself over, and go on in a fresh buffer with what
+                    // Hand the window itself over, and go on in another buffer with what
                     // was not consumed (after an error, nothing more is read).
                     let rest = *scanned.as_ref().unwrap_or(&batch.end);
-                    let mut next = spare().text.unwrap_or_default();
-                    next.clear();
-                    next.extend_from_slice(&window[rest..]);
+                    let tail = filled - rest;
+                    let mut next = pool.text();
+                    if next.len() < tail {
+                        next.resize(tail, 0);
+                    }
+                    next[..tail].copy_from_slice(&window[rest..filled]);
                     let mut text = std::mem::replace(&mut window, next);
+                    filled = tail;
                     text.truncate(batch.end);
                     let text = String::from_utf8(text).map_err(|e| {
                         syntax(base + e.utf8_error().valid_up_to() as u64, NOT_UTF8.into())
                     })?;
-                    send(&mut batch, Cow::Owned(text), base)?;
+                    send(&mut batch, &mut pool, Cow::Owned(text), base)?;
                 }
                 let consumed = scanned.map_err(|e| syntax(base + e.offset as u64, e.message))?;
                 if !handed_over {
-                    window.drain(..consumed);
+                    window.copy_within(consumed..filled, 0);
+                    filled -= consumed;
                 }
                 base += consumed as u64;
                 if let Some(e) = read_error {
                     return Err(syntax(
-                        base + window.len() as u64,
+                        base + filled as u64,
                         format!("the data cannot be read further ({e}): a corrupt or truncated compressed file"),
                     ));
                 }
@@ -277,11 +294,11 @@ fn read_events<'a>(
                 }
                 // A value longer than the window: read more before scanning again.
                 want = if consumed == 0 {
-                    window.len() * 2
+                    filled * 2
                 } else {
                     chunk_bytes
                 };
-                if window.len() > MAX_VALUE_BYTES {
+                if filled > MAX_VALUE_BYTES {
                     return Err(syntax(
                         base,
                         format!("a value of over {MAX_VALUE_BYTES} bytes, over the limit"),
@@ -302,6 +319,35 @@ fn read_events<'a>(
         metadata: splitter.metadata,
         saw_events: splitter.saw_events,
     })
+}
+
+/// Buffers the builder gave back, kept apart by use so that none is dropped: the event
+/// lists and side text of a batch, and window texts.
+struct Pool<'r> {
+    recycled: &'r Receiver<Spare>,
+    parts: Vec<(Vec<chunk::Rec>, String)>,
+    texts: Vec<Vec<u8>>,
+}
+
+impl Pool<'_> {
+    fn take_returned(&mut self) {
+        while let Ok(spare) = self.recycled.try_recv() {
+            self.parts.push((spare.events, spare.side));
+            if let Some(text) = spare.text {
+                self.texts.push(text);
+            }
+        }
+    }
+
+    fn part(&mut self) -> (Vec<chunk::Rec>, String) {
+        self.take_returned();
+        self.parts.pop().unwrap_or_default()
+    }
+
+    fn text(&mut self) -> Vec<u8> {
+        self.take_returned();
+        self.texts.pop().unwrap_or_default()
+    }
 }
 
 const NOT_UTF8: &str = "not UTF-8 text: this is not a JSON trace, or it is corrupt";
