@@ -1,5 +1,6 @@
 //! `opscope convert`: reads any supported trace and writes it as Perfetto protobuf (for
-//! ui.perfetto.dev) or Chrome trace JSON (chrome://tracing, TensorBoard, HTA).
+//! ui.perfetto.dev), Chrome trace JSON (chrome://tracing, TensorBoard, HTA) or a CTF
+//! trace directory (babeltrace2, Trace Compass).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -18,15 +19,18 @@ pub enum Target {
     Perfetto,
     /// Chrome trace JSON (.json, or .json.gz to compress).
     Json,
+    /// A CTF 1.8 trace: OUT is a directory (metadata and one stream file per track).
+    Ctf,
 }
 
 #[derive(clap::Args)]
 #[command(
-    about = "Convert a trace to Perfetto protobuf or Chrome trace JSON",
+    about = "Convert a trace to Perfetto protobuf, Chrome trace JSON or CTF",
     after_help = "The output format comes from --to, or else from OUT's extension \
-                  (.pftrace/.perfetto-trace → perfetto, .json/.json.gz → json).\n\n\
+                  (.pftrace/.perfetto-trace → perfetto, .json/.json.gz → json, .ctf → ctf).\n\n\
                   Examples:\n  opscope convert rank0.json.gz -o rank0.pftrace\n  \
-                  opscope convert ranks/ -o all.json --to json"
+                  opscope convert ranks/ -o all.json --to json\n  \
+                  opscope convert run_meta -o run.ctf --to ctf     # then: babeltrace2 run.ctf"
 )]
 pub struct Args {
     /// Trace files or directories to read.
@@ -47,6 +51,8 @@ fn target_from_extension(path: &Path) -> Option<Target> {
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
     if name.ends_with(".json") || name.ends_with(".json.gz") {
         Some(Target::Json)
+    } else if name.ends_with(".ctf") {
+        Some(Target::Ctf)
     } else if name.ends_with(".pftrace")
         || name.ends_with(".perfetto-trace")
         || name.ends_with(".pb")
@@ -60,12 +66,22 @@ fn target_from_extension(path: &Path) -> Option<Target> {
 pub fn run(args: Args) -> Result<()> {
     let Some(target) = args.to.or_else(|| target_from_extension(&args.output)) else {
         bail!(
-            "{}: cannot tell the output format from the extension; pass --to perfetto or --to json",
+            "{}: cannot tell the output format from the extension; pass --to perfetto, json or ctf",
             args.output.display()
         );
     };
     let trace = load::load(&args.inputs, &LoadOptions { quiet: args.quiet })?;
     let shown = args.output.display().to_string();
+    if target == Target::Ctf {
+        write_ctf(&trace, &args.output)?;
+        eprintln!(
+            "wrote {shown}/: {} slices (a begin and an end event each), {} instants, {} counter samples",
+            trace.slices.len(),
+            trace.instants.len(),
+            trace.counters.len()
+        );
+        return Ok(());
+    }
     // Write next to the destination and rename at the end, so a failed conversion never
     // leaves a half-written file under the requested name.
     let partial = args.output.with_extension("partial");
@@ -104,6 +120,27 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
     match target {
         Target::Perfetto => opscope_formats::perfetto::export(trace, out)?,
         Target::Json => opscope_formats::chrome::export(trace, out)?,
+        Target::Ctf => unreachable!("CTF is a directory, written by write_ctf"),
     }
     Ok(())
+}
+
+/// Writes a CTF trace directory: into `DIR.partial` first, renamed into place at the
+/// end, so a failure never leaves half a trace under the requested name.
+fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
+    let shown = dir.display().to_string();
+    if dir.exists() {
+        bail!("{shown}: already exists; CTF output is a new directory");
+    }
+    let partial = dir.with_extension("partial");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).with_context(|| format!("{shown}: cannot create"))?;
+    let written = opscope_formats::ctf_export::export(trace, &mut |name, bytes| {
+        std::fs::write(partial.join(name), bytes)
+    });
+    if let Err(e) = written {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(anyhow::Error::new(e).context(format!("{shown}: writing failed")));
+    }
+    std::fs::rename(&partial, dir).with_context(|| format!("{shown}: cannot rename into place"))
 }

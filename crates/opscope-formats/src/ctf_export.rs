@@ -1,0 +1,438 @@
+//! Writes the model as a CTF 1.8 trace (a `metadata` file in TSDL and one binary stream
+//! file per track) that babeltrace2 and Trace Compass read: slices as
+//! `opscope:slice_begin`/`opscope:slice_end` pairs (tied by the slice's `id`), instants
+//! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories, kinds
+//! and args (as JSON text) are event fields; the process and thread are the event
+//! context (`vpid`, `vtid`), as LTTng writes them.
+//!
+//! Everything is byte-aligned little-endian, so no field needs padding; timestamps are
+//! 64-bit nanoseconds from the trace's first event, on a clock whose offset places them
+//! in Unix time when the sources say where that is.
+
+use std::fmt::Write as _;
+use std::io;
+
+use opscope_model::args::ArgValue;
+use opscope_model::{ArgsId, Trace, TrackId, TrackKind, NONE};
+
+use crate::error::ExportError;
+
+const MAGIC: u32 = 0xC1FC_1FC1;
+/// Events per packet: packets stay well under a megabyte.
+const PACKET_EVENTS: usize = 4096;
+
+const SLICE_BEGIN: u32 = 0;
+const SLICE_END: u32 = 1;
+const INSTANT: u32 = 2;
+const COUNTER: u32 = 3;
+
+/// Writes `trace`: `write(file_name, bytes)` is called once for `metadata` and once per
+/// stream file, each with the whole file.
+pub fn export(
+    trace: &Trace,
+    write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,
+) -> Result<(), ExportError> {
+    let base = first_time(trace).unwrap_or(0);
+    let uuid = trace_uuid(trace);
+    write("metadata", metadata(trace, base, &uuid).as_bytes())?;
+    let mut per_track: Vec<Vec<Event>> = (0..trace.tracks.len()).map(|_| Vec::new()).collect();
+    slice_events(trace, &mut per_track);
+    let inst = &trace.instants;
+    for i in 0..inst.len() {
+        per_track[inst.track[i] as usize].push(Event {
+            ts: inst.ts[i],
+            order: 1,
+            what: What::Instant(i),
+        });
+    }
+    let c = &trace.counters;
+    for i in 0..c.len() {
+        per_track[c.track[i] as usize].push(Event {
+            ts: c.ts[i],
+            order: 1,
+            what: What::Counter(i),
+        });
+    }
+    let mut stream = Vec::new();
+    for (t, mut events) in per_track.into_iter().enumerate() {
+        if events.is_empty() {
+            continue;
+        }
+        // Stable sorts. On a thread track the slice events are in order already (the
+        // walk closed each slice before the next began): instants and samples join them
+        // by time. Elsewhere ends and begins at one time are put in order here.
+        if trace.tracks[t].kind == TrackKind::Thread {
+            events.sort_by_key(|e| e.ts);
+        } else {
+            events.sort_by_key(|e| (e.ts, e.order));
+        }
+        stream.clear();
+        write_stream(trace, TrackId(t as u32), &events, base, &uuid, &mut stream);
+        write(&format!("track_{t}"), &stream)?;
+    }
+    Ok(())
+}
+
+#[derive(Copy, Clone)]
+enum What {
+    Begin(usize),
+    End(usize),
+    Instant(usize),
+    Counter(usize),
+}
+
+#[derive(Copy, Clone)]
+struct Event {
+    ts: i64,
+    /// Among events at one time off thread tracks: 0 closes, 1 opens or marks, 2 closes
+    /// a zero-length slice after it opened.
+    order: u8,
+    what: What,
+}
+
+/// Begin and end events of every slice, per track. On thread tracks slices nest: a walk
+/// with a stack closes each slice before its next sibling opens. Elsewhere (GPU
+/// streams, async lanes) slices may overlap, and ends are only ordered by time.
+fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
+    let s = &trace.slices;
+    let mut stack: Vec<usize> = Vec::new();
+    let mut current_track = u32::MAX;
+    let mut nested = false;
+    let close = |i: usize, out: &mut Vec<Event>| {
+        out.push(Event {
+            ts: s.end(i),
+            order: if s.dur[i] == 0 { 2 } else { 0 },
+            what: What::End(i),
+        })
+    };
+    for i in 0..s.len() {
+        let track = s.track[i];
+        if track != current_track {
+            if current_track != u32::MAX {
+                let out = &mut per_track[current_track as usize];
+                while let Some(open) = stack.pop() {
+                    close(open, out);
+                }
+            }
+            current_track = track;
+            nested = trace.tracks[track as usize].kind == TrackKind::Thread;
+        }
+        let out = &mut per_track[track as usize];
+        if nested {
+            while let Some(&open) = stack.last() {
+                if s.parent[i] != NONE && s.parent[i] as usize == open {
+                    break;
+                }
+                stack.pop();
+                close(open, out);
+            }
+            stack.push(i);
+        } else {
+            close(i, out);
+        }
+        out.push(Event {
+            ts: s.ts[i],
+            order: 1,
+            what: What::Begin(i),
+        });
+    }
+    if current_track != u32::MAX {
+        let out = &mut per_track[current_track as usize];
+        while let Some(open) = stack.pop() {
+            close(open, out);
+        }
+    }
+}
+
+fn first_time(trace: &Trace) -> Option<i64> {
+    let slices = trace.slices.ts.iter();
+    let instants = trace.instants.ts.iter();
+    let counters = trace.counters.ts.iter();
+    slices.chain(instants).chain(counters).copied().min()
+}
+
+/// A UUID derived from the trace's sources, so that one trace always gets the same.
+fn trace_uuid(trace: &Trace) -> [u8; 16] {
+    // FNV-1a over the source paths and sizes, spread over 16 bytes.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for source in &trace.sources {
+        for b in source.path.bytes() {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h ^= trace.slices.len() as u64;
+    let g = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    let mut uuid = [0u8; 16];
+    uuid[..8].copy_from_slice(&h.to_le_bytes());
+    uuid[8..].copy_from_slice(&g.to_le_bytes());
+    // Version 4 and variant bits, as any RFC 4122 reader expects.
+    uuid[6] = (uuid[6] & 0x0f) | 0x40;
+    uuid[8] = (uuid[8] & 0x3f) | 0x80;
+    uuid
+}
+
+fn uuid_text(uuid: &[u8; 16]) -> String {
+    let hex: Vec<String> = uuid.iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        hex[0..4].concat(),
+        hex[4..6].concat(),
+        hex[6..8].concat(),
+        hex[8..10].concat(),
+        hex[10..16].concat()
+    )
+}
+
+/// Where the trace's time 0 is in Unix time, when every source agrees.
+fn unix_offset(trace: &Trace) -> Option<i64> {
+    let mut offsets = trace.sources.iter().map(|s| {
+        let clock = &trace.clocks[s.clock.0 as usize];
+        // A clock's global time is its local time moved by `to_global`; its Unix
+        // offset is of local time.
+        clock.unix_offset_ns.map(|u| u - clock.to_global.apply(0))
+    });
+    let first = offsets.next()??;
+    offsets.all(|o| o == Some(first)).then_some(first)
+}
+
+fn tsdl_string(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16]) -> String {
+    let mut m = String::new();
+    let uuid = uuid_text(uuid);
+    // The clock counts ns from the first event; its offset says when that was.
+    let offset = unix_offset(trace).map_or(base, |u| u + base);
+    let (offset_s, offset_ns) = (
+        offset.div_euclid(1_000_000_000),
+        offset.rem_euclid(1_000_000_000),
+    );
+    let sources: Vec<&str> = trace.sources.iter().map(|s| s.path.as_str()).collect();
+    let _ = write!(
+        m,
+        r#"/* CTF 1.8 */
+
+typealias integer {{ size = 8; align = 8; signed = false; }} := uint8_t;
+typealias integer {{ size = 32; align = 8; signed = false; }} := uint32_t;
+typealias integer {{ size = 64; align = 8; signed = false; }} := uint64_t;
+typealias integer {{ size = 64; align = 8; signed = true; }} := int64_t;
+typealias floating_point {{ exp_dig = 11; mant_dig = 53; align = 8; }} := double;
+
+trace {{
+    major = 1;
+    minor = 8;
+    uuid = "{uuid}";
+    byte_order = le;
+    packet.header := struct {{
+        uint32_t magic;
+        uint8_t uuid[16];
+        uint32_t stream_id;
+        uint64_t stream_instance_id;
+    }};
+}};
+
+env {{
+    tracer_name = "opscope";
+    tracer_major = 0;
+    tracer_minor = 1;
+    source = "{sources}";
+}};
+
+clock {{
+    name = "opscope";
+    uuid = "{uuid}";
+    description = "opscope's global time: ns since the trace's first event";
+    freq = 1000000000;
+    precision = 1;
+    offset_s = {offset_s};
+    offset = {offset_ns};
+    absolute = {absolute};
+}};
+
+typealias integer {{ size = 64; align = 8; signed = false; map = clock.opscope.value; }} := uint64_clock_t;
+
+stream {{
+    id = 0;
+    packet.context := struct {{
+        uint64_clock_t timestamp_begin;
+        uint64_clock_t timestamp_end;
+        uint64_t content_size;
+        uint64_t packet_size;
+        uint64_t packet_seq_num;
+        uint64_t events_discarded;
+        uint32_t cpu_id;
+    }};
+    event.header := struct {{
+        uint32_t id;
+        uint64_clock_t timestamp;
+    }};
+    event.context := struct {{
+        int64_t vpid;
+        int64_t vtid;
+    }};
+}};
+
+event {{
+    name = "opscope:slice_begin";
+    id = {SLICE_BEGIN};
+    stream_id = 0;
+    fields := struct {{
+        uint64_t id;
+        string name;
+        string category;
+        string kind;
+        string args;
+    }};
+}};
+
+event {{
+    name = "opscope:slice_end";
+    id = {SLICE_END};
+    stream_id = 0;
+    fields := struct {{
+        uint64_t id;
+        string name;
+    }};
+}};
+
+event {{
+    name = "opscope:instant";
+    id = {INSTANT};
+    stream_id = 0;
+    fields := struct {{
+        string name;
+        string category;
+        string args;
+    }};
+}};
+
+event {{
+    name = "opscope:counter";
+    id = {COUNTER};
+    stream_id = 0;
+    fields := struct {{
+        string name;
+        double value;
+    }};
+}};
+"#,
+        sources = tsdl_string(&sources.join(", ")),
+        absolute = if unix_offset(trace).is_some() {
+            "TRUE"
+        } else {
+            "FALSE"
+        },
+    );
+    m
+}
+
+/// The args as one JSON object.
+fn args_json(trace: &Trace, args: ArgsId) -> String {
+    if args.is_none() {
+        return String::new();
+    }
+    let mut map = serde_json::Map::new();
+    for (key, value) in trace.args.get(args) {
+        let v = match value {
+            ArgValue::Null => serde_json::Value::Null,
+            ArgValue::Bool(b) => b.into(),
+            ArgValue::Int(i) => i.into(),
+            ArgValue::UInt(u) => u.into(),
+            ArgValue::Float(f) => {
+                serde_json::Number::from_f64(f).map_or(serde_json::Value::Null, Into::into)
+            }
+            ArgValue::Str(s) => trace.str(s).into(),
+            ArgValue::Json(s) => {
+                serde_json::from_str(trace.str(s)).unwrap_or_else(|_| trace.str(s).into())
+            }
+        };
+        map.insert(trace.str(key).to_string(), v);
+    }
+    serde_json::Value::Object(map).to_string()
+}
+
+fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A CTF string: its UTF-8 bytes, with any NUL (which would end it early) replaced.
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend(s.bytes().map(|b| if b == 0 { b'?' } else { b }));
+    out.push(0);
+}
+
+fn write_stream(
+    trace: &Trace,
+    track: TrackId,
+    events: &[Event],
+    base: i64,
+    uuid: &[u8; 16],
+    out: &mut Vec<u8>,
+) {
+    let t = &trace.tracks[track.index()];
+    let pid = t.process.map_or(0, |p| trace.processes[p.index()].pid);
+    let tid = t.thread.map_or(-1, |th| trace.threads[th.index()].tid);
+    let s = &trace.slices;
+    let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
+    for (seq, packet) in events.chunks(PACKET_EVENTS).enumerate() {
+        let start = out.len();
+        put_u32(out, MAGIC);
+        out.extend_from_slice(uuid);
+        put_u32(out, 0);
+        put_u64(out, u64::from(track.0));
+        put_u64(out, time(packet[0].ts));
+        put_u64(out, time(packet[packet.len() - 1].ts));
+        let sizes_at = out.len();
+        put_u64(out, 0); // content_size, filled in below
+        put_u64(out, 0); // packet_size
+        put_u64(out, seq as u64);
+        put_u64(out, 0);
+        put_u32(out, 0);
+        for e in packet {
+            let id = match e.what {
+                What::Begin(_) => SLICE_BEGIN,
+                What::End(_) => SLICE_END,
+                What::Instant(_) => INSTANT,
+                What::Counter(_) => COUNTER,
+            };
+            put_u32(out, id);
+            put_u64(out, time(e.ts));
+            put_u64(out, pid as u64);
+            put_u64(out, tid as u64);
+            match e.what {
+                What::Begin(i) => {
+                    put_u64(out, i as u64);
+                    put_str(out, trace.str(s.name[i]));
+                    put_str(out, trace.str(s.category[i]));
+                    put_str(out, s.kind(i).name());
+                    put_str(out, &args_json(trace, s.args[i]));
+                }
+                What::End(i) => {
+                    put_u64(out, i as u64);
+                    put_str(out, trace.str(s.name[i]));
+                }
+                What::Instant(i) => {
+                    let inst = &trace.instants;
+                    put_str(out, trace.str(inst.name[i]));
+                    put_str(out, trace.str(inst.category[i]));
+                    put_str(out, &args_json(trace, inst.args[i]));
+                }
+                What::Counter(i) => {
+                    put_str(out, trace.str(t.name));
+                    out.extend_from_slice(&trace.counters.value[i].to_le_bytes());
+                }
+            }
+        }
+        let bits = ((out.len() - start) * 8) as u64;
+        out[sizes_at..sizes_at + 8].copy_from_slice(&bits.to_le_bytes());
+        out[sizes_at + 8..sizes_at + 16].copy_from_slice(&bits.to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests;

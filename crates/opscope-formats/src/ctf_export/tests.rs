@@ -1,0 +1,223 @@
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::*;
+
+/// Nested slices (with zero-length ones at a parent's edges), overlapping GPU work, an
+/// async lane, instants, a counter, and args that need escaping.
+const SAMPLE: &str = r#"{"traceEvents":[
+  {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
+  {"ph":"X","cat":"cpu_op","name":"outer","pid":1,"tid":2,"ts":10,"dur":10,"args":{"note":"say \"hi\"","n":3}},
+  {"ph":"X","cat":"cpu_op","name":"first","pid":1,"tid":2,"ts":10,"dur":0},
+  {"ph":"X","cat":"cpu_op","name":"inner","pid":1,"tid":2,"ts":12,"dur":5},
+  {"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":2,"ts":20,"dur":0},
+  {"ph":"X","cat":"cpu_op","name":"next","pid":1,"tid":2,"ts":20,"dur":3},
+  {"ph":"i","cat":"mark","name":"here","pid":1,"tid":2,"ts":13,"s":"t"},
+  {"ph":"X","cat":"kernel","name":"k1","pid":0,"tid":7,"ts":11,"dur":6},
+  {"ph":"X","cat":"kernel","name":"k2","pid":0,"tid":7,"ts":17,"dur":2},
+  {"ph":"b","cat":"io","name":"read","id":5,"pid":1,"tid":2,"ts":9},
+  {"ph":"e","cat":"io","name":"read","id":5,"pid":1,"tid":2,"ts":30},
+  {"ph":"C","name":"queue","pid":1,"ts":15,"args":{"queue":4}},
+  {"ph":"C","name":"queue","pid":1,"ts":25,"args":{"queue":1.5}}
+]}"#;
+
+fn sample() -> Trace {
+    let mut trace = Trace::new();
+    crate::chrome::import(SAMPLE.as_bytes(), "sample.json", &mut trace).unwrap();
+    trace
+}
+
+fn write_dir(trace: &Trace, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("opscope-ctf-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    export(trace, &mut |file, bytes| {
+        std::fs::write(dir.join(file), bytes)
+    })
+    .unwrap();
+    dir
+}
+
+/// One event as babeltrace2 prints it: clock cycles, name, and its payload fields.
+#[derive(Debug, Clone, PartialEq)]
+struct Printed {
+    cycles: u64,
+    event: String,
+    fields: Vec<(String, String)>,
+}
+
+/// Reads `babeltrace2 --clock-cycles` text: `[N] (+D) EVENT: { cpu_id = 0 }, { vpid = …,
+/// vtid = … }, { name = "…", … }`.
+fn parse_line(line: &str) -> Printed {
+    let cycles = line[1..line.find(']').unwrap()].trim().parse().unwrap();
+    let after = &line[line.find(") ").unwrap() + 2..];
+    let (event, rest) = after.split_once(": ").unwrap();
+    let payload_at = rest.rfind("}, {").map_or(0, |i| i + 3);
+    let payload = rest[payload_at..].trim();
+    let inner = payload
+        .strip_prefix("{ ")
+        .and_then(|p| p.strip_suffix(" }"))
+        .unwrap_or("");
+    let mut fields = Vec::new();
+    let bytes = inner.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let eq = inner[i..].find(" = ").unwrap() + i;
+        let key = inner[i..eq].trim_start_matches(", ").to_string();
+        let mut j = eq + 3;
+        let value;
+        if bytes[j] == b'"' {
+            let mut text = String::new();
+            j += 1;
+            while bytes[j] != b'"' {
+                if bytes[j] == b'\\' {
+                    j += 1;
+                }
+                text.push(bytes[j] as char);
+                j += 1;
+            }
+            j += 1;
+            value = text;
+        } else {
+            let end = inner[j..].find(", ").map_or(inner.len(), |e| e + j);
+            value = inner[j..end].to_string();
+            j = end;
+        }
+        fields.push((key, value));
+        i = j;
+    }
+    Printed {
+        cycles,
+        event: event.to_string(),
+        fields,
+    }
+}
+
+/// babeltrace2's reading of DIR, or `None` (saying why) off CI without babeltrace2.
+fn babeltrace(dir: &Path) -> Option<Vec<Printed>> {
+    let out = match Command::new("babeltrace2")
+        .arg("--clock-cycles")
+        .arg(dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but babeltrace2 cannot run ({e})"
+            );
+            eprintln!("skipping: babeltrace2 is not installed ({e})");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "babeltrace2 refused {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(parse_line)
+            .collect(),
+    )
+}
+
+fn field<'p>(p: &'p Printed, key: &str) -> &'p str {
+    &p.fields.iter().find(|f| f.0 == key).unwrap().1
+}
+
+#[test]
+fn babeltrace2_reads_every_event_with_its_time_and_fields() {
+    let trace = sample();
+    let dir = write_dir(&trace, "sample");
+    let Some(printed) = babeltrace(&dir) else {
+        return;
+    };
+    let s = &trace.slices;
+    let base = first_time(&trace).unwrap();
+    assert_eq!(
+        printed.len(),
+        2 * s.len() + trace.instants.len() + trace.counters.len()
+    );
+    let mut begins = 0;
+    let mut ends = 0;
+    for p in &printed {
+        match p.event.as_str() {
+            "opscope:slice_begin" | "opscope:slice_end" => {
+                let i: usize = field(p, "id").parse().unwrap();
+                assert_eq!(field(p, "name"), trace.str(s.name[i]));
+                if p.event.ends_with("begin") {
+                    begins += 1;
+                    assert_eq!(p.cycles as i64, s.ts[i] - base, "{p:?}");
+                    assert_eq!(field(p, "category"), trace.str(s.category[i]));
+                    assert_eq!(field(p, "kind"), s.kind(i).name());
+                    assert_eq!(field(p, "args"), args_json(&trace, s.args[i]));
+                } else {
+                    ends += 1;
+                    assert_eq!(p.cycles as i64, s.end(i) - base, "{p:?}");
+                }
+            }
+            "opscope:instant" => assert_eq!(field(p, "name"), "here"),
+            "opscope:counter" => {
+                assert_eq!(field(p, "name"), "queue");
+                let v: f64 = field(p, "value").parse().unwrap();
+                assert!(v == 4.0 || v == 1.5, "{v}");
+            }
+            other => panic!("unexpected event {other}"),
+        }
+    }
+    assert_eq!((begins, ends), (s.len(), s.len()));
+    assert!(printed.iter().any(|p| field(p, "name") == "outer"
+        && p.event.ends_with("begin")
+        && field(p, "args").contains(r#"say \"hi\""#)));
+}
+
+/// On a thread track, each slice's begin and end enclose exactly its children's, even
+/// where zero-length slices sit at a parent's first and last instant.
+#[test]
+fn thread_tracks_keep_their_nesting() {
+    let trace = sample();
+    let s = &trace.slices;
+    let mut per_track: Vec<Vec<Event>> = (0..trace.tracks.len()).map(|_| Vec::new()).collect();
+    slice_events(&trace, &mut per_track);
+    for (t, events) in per_track.iter().enumerate() {
+        if trace.tracks[t].kind != TrackKind::Thread || events.is_empty() {
+            continue;
+        }
+        let mut stack: Vec<usize> = Vec::new();
+        let mut last = i64::MIN;
+        for e in events {
+            assert!(e.ts >= last, "time goes back on track {t}");
+            last = e.ts;
+            match e.what {
+                What::Begin(i) => {
+                    let parent = (s.parent[i] != NONE).then_some(s.parent[i] as usize);
+                    assert_eq!(stack.last().copied(), parent, "{}", trace.str(s.name[i]));
+                    stack.push(i);
+                }
+                What::End(i) => assert_eq!(stack.pop(), Some(i)),
+                _ => {}
+            }
+        }
+        assert!(stack.is_empty());
+    }
+}
+
+#[test]
+fn metadata_declares_a_unix_clock_when_sources_know_it() {
+    let mut trace = sample();
+    let m = metadata(&trace, 10_000, &[0; 16]);
+    assert!(m.starts_with("/* CTF 1.8 */"));
+    assert!(
+        m.contains("absolute = FALSE"),
+        "Chrome traces of µs have no epoch"
+    );
+    trace.clocks[0].unix_offset_ns = Some(1_700_000_000_500_000_000);
+    let m = metadata(&trace, 10_000, &[0; 16]);
+    assert!(m.contains("offset_s = 1700000000;"), "{m}");
+    assert!(m.contains("offset = 500010000;"), "{m}");
+    assert!(m.contains("absolute = TRUE"));
+}
