@@ -56,6 +56,19 @@ pub fn run(args: Args) -> Result<()> {
     output::print_report(args.format, &report, |v, out| print_text(v, out))
 }
 
+/// The deepest queue per bucket, `width` characters wide, scaled to the deepest of all.
+fn sparkline(max: &[u32], width: usize) -> String {
+    const BARS: [char; 9] = [' ', '▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let per = max.len().div_ceil(width.max(1)).max(1);
+    let top = max.iter().copied().max().unwrap_or(0).max(1);
+    max.chunks(per)
+        .map(|c| {
+            let m = c.iter().copied().max().unwrap_or(0);
+            BARS[((m as usize * 8).div_ceil(top as usize)).min(8)]
+        })
+        .collect()
+}
+
 fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |v| format!("{v:.1}%"))
 }
@@ -136,6 +149,7 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
             ("launch p99", true),
             ("queue max", true),
             ("queue mean", true),
+            ("queue over time", false),
         ]);
         for s in &rank.streams {
             let idle = |c: &gpu::idle::IdleCategory| {
@@ -163,6 +177,10 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
                 latency(|d| d.p99),
                 s.launches.max_queue_depth.to_string(),
                 format!("{:.1}", s.launches.mean_queue_depth),
+                s.launches
+                    .queue_over_time
+                    .as_ref()
+                    .map_or_else(String::new, |q| sparkline(&q.max, 24)),
             ]);
         }
         table.write_text(out)?;
