@@ -2,6 +2,7 @@
 //! kinds, tracks and flows, never a source format, so that every analysis works on
 //! every trace opscope can read.
 
+pub mod across;
 pub mod correlate;
 pub mod distribution;
 pub mod gpu;

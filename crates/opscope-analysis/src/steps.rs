@@ -53,6 +53,52 @@ pub struct SourceSteps {
     pub steps: Vec<Step>,
 }
 
+/// Steps of every source, and with two or more sources (ranks) their spread.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepsReport {
+    pub sources: Vec<SourceSteps>,
+    /// Per-rank medians across ranks; the straggler is the rank that computes most per
+    /// step (in synchronous training the others wait for it, so step times agree).
+    pub across: Option<crate::across::Across>,
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// [`steps`] and the summary across ranks.
+pub fn report(trace: &Trace, options: &StepOptions) -> StepsReport {
+    let sources = steps(trace, options);
+    let figures: Vec<(String, Vec<(&'static str, f64)>)> = sources
+        .iter()
+        .filter(|s| !s.steps.is_empty())
+        .map(|s| {
+            let of = |f: fn(&Step) -> i64| median(s.steps.iter().map(|x| f(x) as f64).collect());
+            (
+                crate::across::label(&s.file, s.rank, None),
+                vec![
+                    ("median_step_ns", of(|x| x.dur_ns)),
+                    ("median_computation_ns", of(|x| x.computation_ns)),
+                    ("median_communication_ns", of(|x| x.communication_ns)),
+                    ("median_device_idle_ns", of(|x| x.device_idle_ns)),
+                ],
+            )
+        })
+        .collect();
+    StepsReport {
+        across: crate::across::summarize(&figures, "median_computation_ns"),
+        sources,
+    }
+}
+
 /// User ranges that name a step: `train_step_3`, `TrainStep 3`, `step#3`.
 fn is_step_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();

@@ -502,6 +502,7 @@ fn steps_follow_the_markers_and_the_period_search_finds_them() {
         let want = expected[key]["steps"].as_array().unwrap();
         assert!(want.len() >= 3, "{key}");
         let marked = steps_json(file, &[]);
+        let marked = &marked["sources"];
         assert_eq!(marked[0]["found_by"]["kind"], "markers", "{key}");
         let got = marked[0]["steps"].as_array().unwrap();
         assert_eq!(got.len(), want.len(), "{key}");
@@ -511,6 +512,7 @@ fn steps_follow_the_markers_and_the_period_search_finds_them() {
             assert_eq!(g["dur_ns"], w["dur_ns"], "{key}");
         }
         let found = steps_json(file, &["--ignore-markers"]);
+        let found = &found["sources"];
         assert_eq!(found[0]["found_by"]["kind"], "period", "{key}");
         let found = found[0]["steps"].as_array().unwrap();
         assert_eq!(
@@ -822,7 +824,7 @@ fn multi_host_profile_runs_become_ranks() {
     // The two hosts are the same file: every figure's spread is nil between them, and
     // the straggler is the device that computes most on either.
     let across = &report["across"];
-    assert_eq!(across["devices"].as_u64(), Some(ranks.len() as u64));
+    assert_eq!(across["compared"].as_u64(), Some(ranks.len() as u64));
     let most = report["ranks"]
         .as_array()
         .unwrap()
@@ -830,7 +832,7 @@ fn multi_host_profile_runs_become_ranks() {
         .map(|r| r["temporal"]["compute_ns"].as_i64().unwrap())
         .max()
         .unwrap();
-    assert_eq!(across["straggler"]["compute_ns"].as_i64(), Some(most));
+    assert_eq!(across["straggler"]["value"].as_f64(), Some(most as f64));
     assert!(across["straggler"]["at"]
         .as_str()
         .unwrap()
@@ -902,4 +904,59 @@ fn ctf_output_reads_in_babeltrace2() {
             + info["counter_samples"].as_u64().unwrap();
         assert_eq!(events, want, "{}", input.display());
     }
+}
+
+/// A folder of ranks: `steps` summarises them, with each rank's median step time equal
+/// to the median of the marked steps an independent listing gives for its file.
+#[test]
+fn steps_summarise_ranks() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = traces.join("kineto/hta/trace_filter");
+    let files = [
+        dir.join("sampled_rank-0.json.gz"),
+        dir.join("sampled_rank-1.json.gz"),
+    ];
+    let expected = run_oracle("list_steps.py", &files);
+    let medians: Vec<f64> = files
+        .iter()
+        .map(|f| {
+            let mut d: Vec<f64> = expected[f.to_str().unwrap()]["steps"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s["dur_ns"].as_f64().unwrap())
+                .collect();
+            d.sort_by(f64::total_cmp);
+            let n = d.len();
+            if n % 2 == 1 {
+                d[n / 2]
+            } else {
+                (d[n / 2 - 1] + d[n / 2]) / 2.0
+            }
+        })
+        .collect();
+    let report = steps_json(&dir, &[]);
+    let across = &report["across"];
+    assert_eq!(across["compared"], 2);
+    let step = across["spreads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["metric"] == "median_step_ns")
+        .unwrap();
+    let (lo, hi) = (medians[0].min(medians[1]), medians[0].max(medians[1]));
+    assert_eq!(step["min"].as_f64(), Some(lo));
+    assert_eq!(step["max"].as_f64(), Some(hi));
+    let slowest = if medians[1] > medians[0] {
+        "rank 1"
+    } else {
+        "rank 0"
+    };
+    assert_eq!(step["max_at"], slowest);
+    assert!(across["straggler"]["at"]
+        .as_str()
+        .unwrap()
+        .starts_with("rank "));
 }

@@ -5,7 +5,6 @@
 pub mod classify;
 pub mod idle;
 pub mod launch;
-pub mod summary;
 pub mod transfer;
 pub mod utilization;
 
@@ -39,8 +38,9 @@ impl Default for GpuOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct GpuReport {
     pub ranks: Vec<RankReport>,
-    /// With two or more devices: spreads across them and the straggler.
-    pub across: Option<summary::CrossRank>,
+    /// With two or more devices: spreads across them and the straggler (the device
+    /// that computes most).
+    pub across: Option<crate::across::Across>,
     /// Device work with no launch found (all ranks).
     pub unattributed: usize,
 }
@@ -143,8 +143,24 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
             streams,
         });
     }
+    let figures: Vec<(String, Vec<(&'static str, f64)>)> = ranks
+        .iter()
+        .map(|r| {
+            let t = &r.temporal;
+            (
+                crate::across::label(&r.file, r.rank, r.device.as_deref()),
+                vec![
+                    ("busy_ns", t.busy_ns as f64),
+                    ("compute_ns", t.compute_ns as f64),
+                    ("non_compute_ns", t.non_compute_ns as f64),
+                    ("idle_ns", t.idle_ns as f64),
+                    ("idle_pct", t.idle_pct),
+                ],
+            )
+        })
+        .collect();
     GpuReport {
-        across: summary::cross_rank(&ranks),
+        across: crate::across::summarize(&figures, "compute_ns"),
         ranks,
         unattributed: correlation.unattributed,
     }

@@ -187,7 +187,7 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
         writeln!(out)?;
     }
     if let Some(across) = &report.across {
-        writeln!(out, "== across {} devices", across.devices)?;
+        writeln!(out, "== across {} devices", across.compared)?;
         let mut table = Table::new(&[
             ("", false),
             ("min", true),
@@ -220,9 +220,9 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
                 out,
                 "straggler: {} computes {}, {:.1}% above the median {}",
                 st.at,
-                duration_text(st.compute_ns as f64),
+                duration_text(st.value),
                 st.above_median_pct,
-                duration_text(st.median_compute_ns)
+                duration_text(st.median)
             )?;
         }
         writeln!(out)?;

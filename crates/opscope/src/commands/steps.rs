@@ -5,7 +5,7 @@ use std::io::Write;
 
 use anyhow::Result;
 use opscope_analysis::distribution::Distribution;
-use opscope_analysis::steps::{self, SourceSteps, StepOptions, StepSource};
+use opscope_analysis::steps::{self, SourceSteps, StepOptions, StepSource, StepsReport};
 
 use crate::load;
 use crate::output::{self, duration_text, Table, TextOrJson};
@@ -30,16 +30,17 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let trace = args.inputs.load()?;
-    let found = steps::steps(
+    let report = steps::report(
         &trace,
         &StepOptions {
             ignore_markers: args.ignore_markers,
         },
     );
-    output::print_report(args.format, &found, |v, out| print_text(v, out))
+    output::print_report(args.format, &report, |v, out| print_text(v, out))
 }
 
-fn print_text(found: &[SourceSteps], out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    let found: &[SourceSteps] = &report.sources;
     if found.is_empty() {
         return writeln!(
             out,
@@ -109,6 +110,49 @@ fn print_text(found: &[SourceSteps], out: &mut (impl Write + ?Sized)) -> std::io
         }
         table.write_text(out)?;
         writeln!(out)?;
+    }
+    if let Some(across) = &report.across {
+        writeln!(
+            out,
+            "== across {} ranks (medians per step)",
+            across.compared
+        )?;
+        let mut table = Table::new(&[
+            ("", false),
+            ("min", true),
+            ("median", true),
+            ("max", true),
+            ("least", false),
+            ("most", false),
+        ]);
+        for s in &across.spreads {
+            let label = match s.metric {
+                "median_step_ns" => "step time",
+                "median_computation_ns" => "computation",
+                "median_communication_ns" => "communication",
+                "median_device_idle_ns" => "device idle",
+                other => other,
+            };
+            table.rows.push(vec![
+                label.to_string(),
+                duration_text(s.min),
+                duration_text(s.median),
+                duration_text(s.max),
+                s.min_at.clone(),
+                s.max_at.clone(),
+            ]);
+        }
+        table.write_text(out)?;
+        if let Some(st) = &across.straggler {
+            writeln!(
+                out,
+                "straggler: {} computes {} per step, {:.1}% above the median {}",
+                st.at,
+                duration_text(st.value),
+                st.above_median_pct,
+                duration_text(st.median)
+            )?;
+        }
     }
     Ok(())
 }

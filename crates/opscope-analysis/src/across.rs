@@ -1,0 +1,159 @@
+//! Across ranks and devices: the spread (min, median, max) of each figure, and the
+//! straggler — the one with the most of the figure the others wait for (computation
+//! per device, step time per rank) — and by how much it exceeds the median.
+
+use serde::Serialize;
+
+/// One figure across ranks or devices.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Spread {
+    pub metric: &'static str,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+    /// Which has the least and the most (`rank 3 gpu 0`).
+    pub min_at: String,
+    pub max_at: String,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Straggler {
+    pub at: String,
+    /// The figure that names it (`compute_ns`, `median_step_ns`).
+    pub metric: &'static str,
+    pub value: f64,
+    pub median: f64,
+    /// How far it is above the median, in percent of the median.
+    pub above_median_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Across {
+    /// Ranks or devices compared.
+    pub compared: usize,
+    pub spreads: Vec<Spread>,
+    pub straggler: Option<Straggler>,
+}
+
+/// How a rank (and device) is named: `rank 3 gpu 0`, or the file without a rank.
+pub fn label(file: &str, rank: Option<u32>, device: Option<&str>) -> String {
+    let who = rank.map_or_else(|| file.to_string(), |rank| format!("rank {rank}"));
+    match device {
+        Some(device) => format!("{who} {device}"),
+        None => who,
+    }
+}
+
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// The spread of `values` (one per device, with its label); `None` when empty.
+pub fn spread(metric: &'static str, values: &[(String, f64)]) -> Option<Spread> {
+    let mut sorted: Vec<f64> = values.iter().map(|v| v.1).collect();
+    sorted.sort_by(f64::total_cmp);
+    // Ties go to the first device in report order.
+    let min_at = values.iter().min_by(|a, b| a.1.total_cmp(&b.1))?;
+    let max_at = values.iter().rev().max_by(|a, b| a.1.total_cmp(&b.1))?;
+    Some(Spread {
+        metric,
+        min: sorted[0],
+        median: median(&sorted),
+        max: sorted[sorted.len() - 1],
+        min_at: min_at.0.clone(),
+        max_at: max_at.0.clone(),
+    })
+}
+
+/// The summary of two or more `items` (a label and its figures, the same figures in
+/// the same order for each); the straggler is the one with the most `straggler_metric`.
+/// `None` for fewer than two.
+pub fn summarize(
+    items: &[(String, Vec<(&'static str, f64)>)],
+    straggler_metric: &'static str,
+) -> Option<Across> {
+    if items.len() < 2 {
+        return None;
+    }
+    let metrics: Vec<&'static str> = items[0].1.iter().map(|m| m.0).collect();
+    let spreads: Vec<Spread> = metrics
+        .iter()
+        .filter_map(|&metric| {
+            let values: Vec<(String, f64)> = items
+                .iter()
+                .filter_map(|(label, figures)| {
+                    let v = figures.iter().find(|f| f.0 == metric)?.1;
+                    Some((label.clone(), v))
+                })
+                .collect();
+            spread(metric, &values)
+        })
+        .collect();
+    let straggler = spreads
+        .iter()
+        .find(|s| s.metric == straggler_metric)
+        .filter(|s| s.max > 0.0)
+        .map(|s| Straggler {
+            at: s.max_at.clone(),
+            metric: s.metric,
+            value: s.max,
+            median: s.median,
+            above_median_pct: if s.median > 0.0 {
+                100.0 * (s.max - s.median) / s.median
+            } else {
+                0.0
+            },
+        });
+    Some(Across {
+        compared: items.len(),
+        spreads,
+        straggler,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_names_the_extremes() {
+        let values = vec![
+            ("rank 0".to_string(), 10.0),
+            ("rank 1".to_string(), 40.0),
+            ("rank 2".to_string(), 20.0),
+            ("rank 3".to_string(), 12.0),
+        ];
+        let s = spread("compute_ns", &values).unwrap();
+        assert_eq!((s.min, s.median, s.max), (10.0, 16.0, 40.0));
+        assert_eq!((s.min_at.as_str(), s.max_at.as_str()), ("rank 0", "rank 1"));
+        assert!(spread("x", &[]).is_none());
+        let tie = spread("x", &[("a".into(), 1.0), ("b".into(), 1.0)]).unwrap();
+        assert_eq!((tie.min_at.as_str(), tie.max_at.as_str()), ("a", "a"));
+    }
+
+    #[test]
+    fn the_straggler_and_by_how_much() {
+        let items: Vec<(String, Vec<(&'static str, f64)>)> = [10.0, 12.0, 11.0]
+            .iter()
+            .enumerate()
+            .map(|(r, &t)| {
+                (
+                    format!("rank {r}"),
+                    vec![("step_ns", t), ("idle_ns", 20.0 - t)],
+                )
+            })
+            .collect();
+        let a = summarize(&items, "step_ns").unwrap();
+        assert_eq!(a.compared, 3);
+        let s = a.straggler.unwrap();
+        assert_eq!((s.at.as_str(), s.value, s.median), ("rank 1", 12.0, 11.0));
+        assert!((s.above_median_pct - 100.0 / 11.0).abs() < 1e-9);
+        assert_eq!(a.spreads[1].min_at, "rank 1");
+        assert!(summarize(&items[..1], "step_ns").is_none());
+    }
+}
