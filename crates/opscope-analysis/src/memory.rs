@@ -197,7 +197,7 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
         }
         reports.push(report);
     }
-    reports.extend(from_counters(trace));
+    reports.extend(from_counters(trace, options));
     reports
 }
 
@@ -335,9 +335,46 @@ fn step_growth(events: &[Event], found: &steps::SourceSteps) -> Vec<StepGrowth> 
 
 /// Allocator counters: TensorFlow timelines put one per allocator in a process named
 /// `Allocators`.
-fn from_counters(trace: &Trace) -> Vec<AllocatorReport> {
+fn from_counters(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
     let c = &trace.counters;
     let mut reports = Vec::new();
+    // Allocator counter tracks per source: ops' own memory reports (TensorFlow
+    // RunMetadata) name the ops that allocate most when a source has one allocator.
+    let mut allocators_per_source: HashMap<SourceId, usize> = HashMap::new();
+    for track in &trace.tracks {
+        if let Some(p) = track.process {
+            let process = &trace.processes[p.index()];
+            if track.kind == TrackKind::Counter
+                && process.name.is_some_and(|n| trace.str(n) == "Allocators")
+            {
+                *allocators_per_source.entry(process.source).or_default() += 1;
+            }
+        }
+    }
+    let reported_top = |source: SourceId| -> Vec<OpAllocations> {
+        let keys = crate::op_stats::MemoryKeys::new(trace);
+        let mut by_op: HashMap<StrId, (i64, u64)> = HashMap::new();
+        for i in 0..trace.slices.len() {
+            let Some(m) = keys.of(trace, i) else { continue };
+            if m.requested <= 0 || crate::correlate::source_of(trace, i) != Some(source) {
+                continue;
+            }
+            let e = by_op.entry(trace.slices.name[i]).or_default();
+            e.0 += m.requested;
+            e.1 += 1;
+        }
+        let mut top: Vec<OpAllocations> = by_op
+            .into_iter()
+            .map(|(op, (bytes, allocations))| OpAllocations {
+                op: trace.str(op).to_string(),
+                bytes,
+                allocations,
+            })
+            .collect();
+        top.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.op.cmp(&b.op)));
+        top.truncate(options.top);
+        top
+    };
     for (t, track) in trace.tracks.iter().enumerate() {
         let Some(p) = track.process else { continue };
         let process = &trace.processes[p.index()];
@@ -370,7 +407,11 @@ fn from_counters(trace: &Trace) -> Vec<AllocatorReport> {
             peak_reserved: None,
             from_allocator_totals: true,
             live_at_peak: Vec::new(),
-            top_ops: Vec::new(),
+            top_ops: if allocators_per_source.get(&process.source) == Some(&1) {
+                reported_top(process.source)
+            } else {
+                Vec::new()
+            },
             steps: Vec::new(),
         });
     }
