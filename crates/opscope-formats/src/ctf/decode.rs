@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use super::types::{ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
+use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
 pub const REG_MAGIC: u32 = 0;
@@ -25,9 +25,13 @@ pub const REG_SEQ_NUM: u32 = 9;
 const FIRST_DYNAMIC_REG: u32 = 10;
 
 const PACKET_MAGIC: u64 = 0xC1FC_1FC1;
-/// Longest sequence or array the reader accepts (elements), so that a corrupt length
-/// cannot make it spin.
-const MAX_ELEMENTS: u64 = 1 << 26;
+/// Longest array or sequence of empty (zero-bit) elements the reader accepts.
+const MAX_EMPTY_ELEMENTS: u64 = 1 << 16;
+/// Deepest type and most compiled fields the reader accepts: aliases can nest types
+/// beyond what the text nests, and a type used twice in each of its parents grows
+/// exponentially.
+const MAX_TYPE_DEPTH: usize = 100;
+const MAX_COMPILED_FIELDS: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 pub struct IntNode {
@@ -230,6 +234,8 @@ struct Compiler<'m> {
     /// tag's enum.
     refs: HashMap<String, (u32, Option<Rc<EnumTy>>)>,
     next_reg: u32,
+    /// Fields visited so far (bounded by [`MAX_COMPILED_FIELDS`]).
+    fields: usize,
 }
 
 /// The root type of a scope key.
@@ -332,6 +338,12 @@ impl<'m> Compiler<'m> {
         stream: usize,
         event: Option<usize>,
     ) -> Result<(), LayoutError> {
+        self.fields += 1;
+        if self.fields > MAX_COMPILED_FIELDS {
+            return Err(format!(
+                "the metadata's types unfold into more than {MAX_COMPILED_FIELDS} fields"
+            ));
+        }
         match ty {
             Ty::Struct(s) => {
                 lexical.push((loc.to_string(), s.clone()));
@@ -601,6 +613,7 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
         regs_at: HashMap::new(),
         refs: HashMap::new(),
         next_reg: FIRST_DYNAMIC_REG,
+        fields: 0,
     };
     let mut lexical = Vec::new();
     let mut scopes: Vec<(String, usize, Option<usize>)> = vec![("T.ph".into(), 0, None)];
@@ -615,6 +628,12 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
     }
     for (key, s, e) in &scopes {
         if let Some(root) = scope_root(&meta, key) {
+            if too_deep(root, MAX_TYPE_DEPTH) {
+                return Err(format!(
+                    "{} nests types more than {MAX_TYPE_DEPTH} deep",
+                    display_loc(key)
+                ));
+            }
             c.collect(root, key, &mut lexical, *s, *e)?;
         }
     }
@@ -932,17 +951,17 @@ impl Cursor<'_, '_> {
             self.bit += bytes;
             return Ok(());
         }
-        if len > MAX_ELEMENTS {
-            return Err(self.fail(&format!("an array or sequence of {len} elements")));
+        // Every element but an empty one takes at least a bit: a length beyond the bits
+        // left is corrupt (and cannot make the reader spin or allocate without end).
+        if len > (self.end - self.bit).max(MAX_EMPTY_ELEMENTS) {
+            return Err(self.fail(&format!(
+                "an array or sequence of {len} elements, more than the packet can hold"
+            )));
         }
         self.align(elem.align())?;
         out.push(Val::Compound(len as u32));
         for _ in 0..len {
-            let before = self.bit;
             self.read(elem, out)?;
-            if self.bit == before && out.len() > (MAX_ELEMENTS as usize) {
-                return Err(self.fail("too many empty elements"));
-            }
         }
         Ok(())
     }
@@ -1222,7 +1241,13 @@ impl<'a> StreamReader<'a> {
             Err(e) => {
                 self.in_packet = false;
                 self.next_packet = self.file.len() as u64;
-                Err(e)
+                Err(DecodeError {
+                    offset: self.event_offset,
+                    message: format!(
+                        "event {} of the stream: {} (at byte {})",
+                        self.events, e.message, e.offset
+                    ),
+                })
             }
         }
     }

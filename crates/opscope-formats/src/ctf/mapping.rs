@@ -169,7 +169,6 @@ struct AllocState {
 struct Mapper<'t> {
     trace: &'t mut Trace,
     source: SourceId,
-    domain_kernel: bool,
     plans: Vec<Option<Plan>>,
     /// Per stream class: ids in the stream event context.
     stream_ids: Vec<Ids>,
@@ -205,7 +204,8 @@ fn split_name(full: &str) -> (Option<&str>, &str) {
     }
 }
 
-/// The pair rule: `X_entry`/`X_begin`/`X_start` open, `X_exit`/`X_end` close.
+/// The pair rule: `X_entry`/`X_begin`/`X_start` (and DPDK's `X.begin`) open,
+/// `X_exit`/`X_end` (`X.end`) close; kernel `syscall_entry_X`/`syscall_exit_X` too.
 fn pair_of(name: &str) -> Option<(bool, &str)> {
     for (suffix, begin) in [
         ("_entry", true),
@@ -213,6 +213,9 @@ fn pair_of(name: &str) -> Option<(bool, &str)> {
         ("_start", true),
         ("_exit", false),
         ("_end", false),
+        // DPDK names its pairs `lib.eal.service.run.begin`/`.end`.
+        (".begin", true),
+        (".end", false),
     ] {
         if let Some(x) = name.strip_suffix(suffix) {
             if !x.is_empty() {
@@ -556,6 +559,7 @@ impl<'t> Mapper<'t> {
             tid = Self::int_at(&r.vals, at(payload_ids.tid));
         }
         let cpu = r.cpu_id.unwrap_or(stream_index as u64);
+        let cpu_lane = pid.is_none() && tid.is_none();
         let (process, track) = match (pid, tid) {
             (None, None) => self.lane(-1, cpu as i64, true),
             (p, t) => {
@@ -577,6 +581,14 @@ impl<'t> Mapper<'t> {
         }
         let plan = self.plans[ev].take();
         let Some(plan) = plan else { return };
+        // Kernel pairs (syscalls, irq handlers) belong to the thread running on the CPU.
+        let (process, track) = match (&plan.rule, cpu_lane) {
+            (Rule::Begin { .. } | Rule::End { .. }, true) => match self.running.get(&cpu) {
+                Some(&(tid, _, _)) => self.thread_lane(tid),
+                None => (process, track),
+            },
+            _ => (process, track),
+        };
         self.apply(&plan, layout, r, ts, process, track, cpu, &to_ns);
         self.plans[ev] = Some(plan);
     }
@@ -613,6 +625,7 @@ impl<'t> Mapper<'t> {
         w.finish()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn instant(
         &mut self,
         plan: &Plan,
@@ -857,6 +870,13 @@ impl<'t> Mapper<'t> {
         }
     }
 
+    /// The thread track of a kernel thread (its process from the statedump, else its
+    /// own).
+    fn thread_lane(&mut self, tid: i64) -> (ProcessId, TrackId) {
+        let pid = self.tid_pid.get(&tid).copied().unwrap_or(tid);
+        self.lane(pid, tid, false)
+    }
+
     fn running_slice(&mut self, tid: i64, since: i64, ts: i64, name: StrId, cpu: u64) {
         let pid = self.tid_pid.get(&tid).copied().unwrap_or(tid);
         let process = self.trace.process(self.source, pid);
@@ -1089,7 +1109,6 @@ pub(super) fn import_layout(
         s_cpus: trace.intern("CPUs"),
         trace,
         source,
-        domain_kernel: domain == "kernel",
         plans: (0..layout.events.len()).map(|_| None).collect(),
         stream_ids: layout
             .streams
@@ -1118,7 +1137,6 @@ pub(super) fn import_layout(
         last_ts: i64::MIN,
         default_category,
     };
-    let _ = m.domain_kernel;
     let (readers, error) = super::read_merged(layout, streams, |i, r| m.event(layout, i, r));
     // Close what is still open at the last timestamp.
     let end = m.last_ts;

@@ -308,6 +308,12 @@ struct Parser {
     depth: usize,
 }
 
+/// Most array dimensions of one declarator (`x[1][2]…`).
+const MAX_DIMS: usize = 16;
+/// Deepest type an alias or named type may hold: aliases nest types without the
+/// parser recursing.
+const MAX_ALIAS_DEPTH: usize = 200;
+
 const MAX_DEPTH: usize = 64;
 
 fn strip_underscore(name: &str) -> String {
@@ -591,6 +597,7 @@ impl Parser {
         }
         let ty = self.dims(ty)?;
         self.expect(";")?;
+        self.check_depth(&ty)?;
         self.aliases.insert(names.join(" "), ty);
         Ok(())
     }
@@ -601,17 +608,34 @@ impl Parser {
         let (ty, names) = self.type_and_declarators()?;
         for (name, dims) in names {
             let t = self.apply_dims(ty.clone(), dims);
+            self.check_depth(&t)?;
             self.aliases.insert(name, t);
         }
         self.expect(";")?;
         Ok(())
     }
 
-    fn dims(&mut self, mut ty: Ty) -> Result<Ty, MetaError> {
+    fn dim_list(&mut self) -> Result<Vec<Dim>, MetaError> {
         let mut dims = Vec::new();
         while self.is_punct("[") {
+            if dims.len() == MAX_DIMS {
+                return err(self.offset(), "too many array dimensions");
+            }
             dims.push(self.dim()?);
         }
+        Ok(dims)
+    }
+
+    /// Records a named type or alias, refusing types nested too deeply.
+    fn check_depth(&self, ty: &Ty) -> Result<(), MetaError> {
+        if super::types::too_deep(ty, MAX_ALIAS_DEPTH) {
+            return err(self.offset(), "types nested too deeply (through aliases)");
+        }
+        Ok(())
+    }
+
+    fn dims(&mut self, mut ty: Ty) -> Result<Ty, MetaError> {
+        let dims = self.dim_list()?;
         if !dims.is_empty() {
             ty = self.apply_dims(ty, dims);
         }
@@ -680,10 +704,7 @@ impl Parser {
         loop {
             while self.eat("*") {}
             let name = self.ident()?;
-            let mut dims = Vec::new();
-            while self.is_punct("[") {
-                dims.push(self.dim()?);
-            }
+            let dims = self.dim_list()?;
             decls.push((name, dims));
             if !self.eat(",") {
                 break;
@@ -781,10 +802,12 @@ impl Parser {
                         align = self.align_attr()?;
                     }
                     let t = Ty::Struct(std::rc::Rc::new(StructTy {
+                        depth: super::types::depth_of(&fields),
                         fields,
                         min_align: align,
                     }));
                     if let Some(n) = &name {
+                        self.check_depth(&t)?;
                         self.structs.insert(n.clone(), t.clone());
                     }
                     t
@@ -886,8 +909,13 @@ impl Parser {
                 };
                 if self.is_punct("{") {
                     let options = self.fields()?;
-                    let t = Ty::Variant(std::rc::Rc::new(VariantTy { tag, options }));
+                    let t = Ty::Variant(std::rc::Rc::new(VariantTy {
+                        depth: super::types::depth_of(&options),
+                        tag,
+                        options,
+                    }));
                     if let Some(n) = name {
+                        self.check_depth(&t)?;
                         self.variants.insert(n, t.clone());
                     }
                     Ok(t)
@@ -964,10 +992,7 @@ impl Parser {
                 let mut decls = Vec::new();
                 loop {
                     let name = self.ident()?;
-                    let mut dims = Vec::new();
-                    while self.is_punct("[") {
-                        dims.push(self.dim()?);
-                    }
+                    let dims = self.dim_list()?;
                     decls.push((name, dims));
                     if !self.eat(",") {
                         break;

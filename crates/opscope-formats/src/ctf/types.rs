@@ -46,6 +46,8 @@ pub struct StructTy {
     pub fields: Vec<(String, Ty)>,
     /// `align(n)` in bits (1 when not given).
     pub min_align: u32,
+    /// Nesting depth (1 + the deepest field), computed once when built.
+    pub depth: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -53,6 +55,8 @@ pub struct VariantTy {
     /// The tag's path as written (`id`, `event.fields.kind`).
     pub tag: Option<Vec<String>>,
     pub options: Vec<(String, Ty)>,
+    /// Nesting depth (1 + the deepest option).
+    pub depth: usize,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -158,4 +162,27 @@ impl Metadata {
                 EnvValue::Int(_) => None,
             })
     }
+}
+
+impl Ty {
+    /// Nesting depth: 0 for a scalar. Structs and variants store theirs, so this only
+    /// walks chains of arrays.
+    pub fn depth(&self) -> usize {
+        match self {
+            Ty::Struct(s) => s.depth,
+            Ty::Variant(v) => v.depth,
+            Ty::Array(e, _) | Ty::Sequence(e, _) => 1 + e.depth(),
+            _ => 0,
+        }
+    }
+}
+
+/// Depth of the deepest of some fields, plus one.
+pub fn depth_of(fields: &[(String, Ty)]) -> usize {
+    1 + fields.iter().map(|f| f.1.depth()).max().unwrap_or(0)
+}
+
+/// Whether `ty` nests deeper than `budget`.
+pub fn too_deep(ty: &Ty, budget: usize) -> bool {
+    ty.depth() > budget
 }
