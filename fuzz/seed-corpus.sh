@@ -37,5 +37,14 @@ for f in $gz; do
     cp "$f" "$fuzz/corpus/detect_and_gzip/$name"
 done
 cp "$fuzz/corpus/perfetto/"*.pftrace "$fuzz/corpus/detect_and_gzip/"
+# CTF: metadata files (text and packetized) for the TSDL parser; for the stream
+# decoder, the first 16 KiB of real stream files behind a byte that picks the byte order.
+mkdir -p "$fuzz/corpus/ctf_metadata" "$fuzz/corpus/ctf_stream"
+for t in perf-taskset2 dpdk_service_cores debuginfo-test-app3 cyg-profile/glxgears-cyg-profile memory; do
+    cp "$shared/ctf/tracecompass/$t/metadata" "$fuzz/corpus/ctf_metadata/$(echo "$t" | tr / _)"
+done
+for f in memory/channel0_0 many-threads/channel0_0 cyg-profile/glxgears-cyg-profile/channel0_0; do
+    { printf '\000'; head -c 16384 "$shared/ctf/tracecompass/$f"; } > "$fuzz/corpus/ctf_stream/$(echo "$f" | tr / _)"
+done
 chmod -R u+w "$fuzz/corpus"
 ls -l "$fuzz/corpus"/*

@@ -3,6 +3,7 @@
 //! files). Importers add one source to a [`opscope_model::Trace`]; exporters read one.
 
 pub mod chrome;
+pub mod ctf;
 pub mod ctf_export;
 pub mod error;
 pub mod input;

@@ -1,6 +1,8 @@
 //! Finding and loading trace files: a TRACE argument is a file or a directory (searched
 //! recursively for trace files); files are memory-mapped, gzip is inflated, and each
-//! is imported into one shared model, with a progress bar on long loads.
+//! is imported into one shared model, with a progress bar on long loads. A directory
+//! holding a `metadata` file is a CTF trace: its stream files are read together (an
+//! LTTng session directory holds several such traces).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -57,7 +59,13 @@ fn is_trace_file(path: &Path) -> bool {
     .any(|ext| name.ends_with(ext))
 }
 
-/// Expands the TRACE arguments into the files to load, in a stable order.
+/// Whether `dir` is a CTF trace (it holds a `metadata` file).
+fn is_ctf_dir(dir: &Path) -> bool {
+    dir.join("metadata").is_file()
+}
+
+/// Expands the TRACE arguments into the files to load, in a stable order. A CTF trace
+/// is listed as its directory.
 pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for input in inputs {
@@ -68,12 +76,15 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
             walk(input, &mut found)?;
             if found.is_empty() {
                 bail!(
-                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta, .sqlite)",
+                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta, .sqlite, and CTF directories with a `metadata` file)",
                     input.display()
                 );
             }
             found.sort();
             files.extend(found);
+        } else if input.file_name().is_some_and(|n| n == "metadata") {
+            // `TRACE/metadata` stands for the CTF trace `TRACE`.
+            files.push(input.parent().unwrap_or(Path::new(".")).to_path_buf());
         } else {
             files.push(input.clone());
         }
@@ -82,6 +93,10 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
 }
 
 fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
+    if is_ctf_dir(dir) {
+        found.push(dir.to_path_buf());
+        return Ok(());
+    }
     for entry in
         std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?
     {
@@ -98,17 +113,14 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
 /// Loads every file of `inputs` into one trace.
 pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     let files = expand(inputs)?;
-    let total: u64 = files
-        .iter()
-        .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-        .sum();
+    let total: u64 = files.iter().map(|f| input_bytes(f)).sum();
     let bar = progress_bar(total, options);
     let mut trace = Trace::new();
     for file in &files {
         let shown = file.display().to_string();
         bar.set_message(shown.clone());
         load_file(file, &shown, &mut trace)?;
-        bar.inc(std::fs::metadata(file).map(|m| m.len()).unwrap_or(0));
+        bar.inc(input_bytes(file));
     }
     bar.finish_and_clear();
     number_hosts_of_runs(&mut trace);
@@ -119,7 +131,77 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     Ok(trace)
 }
 
+/// Bytes of a trace file, or of a CTF directory's files.
+fn input_bytes(path: &Path) -> u64 {
+    if path.is_dir() {
+        ctf_stream_files(path)
+            .map(|files| {
+                files
+                    .iter()
+                    .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
+                    .sum()
+            })
+            .unwrap_or(0)
+    } else {
+        std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+/// The stream files of a CTF trace directory: every regular file but `metadata` and
+/// hidden files, in name order (`index/` and other directories are skipped).
+fn ctf_stream_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for entry in
+        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?
+    {
+        let path = entry?.path();
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path.is_file() && name != "metadata" && !name.starts_with('.') {
+            files.push(path);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+fn map_file(file: &Path, shown: &str) -> Result<Option<memmap2::Mmap>> {
+    let handle = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    if handle.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
+        return Ok(None);
+    }
+    // SAFETY: as in `load_file`: read-only, alive only while the trace is imported.
+    let map =
+        unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
+    Ok(Some(map))
+}
+
+/// Loads a CTF trace directory (its `metadata` and stream files) as one source.
+fn load_ctf(dir: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
+    let metadata_path = dir.join("metadata");
+    let metadata_shown = metadata_path.display().to_string();
+    let metadata =
+        std::fs::read(&metadata_path).with_context(|| format!("{metadata_shown}: cannot read"))?;
+    let files = ctf_stream_files(dir)?;
+    let mut maps = Vec::with_capacity(files.len());
+    for f in &files {
+        let shown = f.display().to_string();
+        maps.push((shown.clone(), map_file(f, &shown)?));
+    }
+    let streams: Vec<(String, &[u8])> = maps
+        .iter()
+        .map(|(name, map)| (name.clone(), map.as_deref().unwrap_or(&[])))
+        .collect();
+    opscope_formats::ctf::import(shown, &metadata, &metadata_shown, &streams, trace)?;
+    Ok(())
+}
+
 fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
+    if file.is_dir() {
+        return load_ctf(file, shown, trace);
+    }
     let handle = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
     let len = handle.metadata().map(|m| m.len()).unwrap_or(0);
     if len == 0 {

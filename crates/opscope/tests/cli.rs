@@ -960,3 +960,63 @@ fn steps_summarise_ranks() {
         .unwrap()
         .starts_with("rank "));
 }
+
+/// CTF directories (a `metadata` file and streams) load as traces, alone or found while
+/// walking a session directory, and convert; discarded events are shown.
+#[test]
+fn ctf_traces_load_walk_and_convert() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let ctf = traces.join("ctf");
+    let memory = info_json(&ctf.join("tracecompass/memory"));
+    assert_eq!(memory["files"][0]["format"], "ctf");
+    // Every malloc/free is an Alloc instant (realloc may add one more).
+    assert!(memory["instants"].as_u64().unwrap() >= 328_056, "{memory}");
+    assert!(memory["counter_samples"].as_u64().unwrap() > 300_000);
+    // A trace named by its metadata file, and an LTTng session walked to its traces.
+    let by_metadata = info_json(&ctf.join("tracecompass/memory/metadata"));
+    assert_eq!(by_metadata["instants"], memory["instants"]);
+    let rotation = info_json(&ctf.join("babeltrace/ctf-traces/succeed/session-rotation"));
+    assert_eq!(rotation["files"].as_array().unwrap().len(), 6);
+    let session = info_json(&ctf.join("generated-here/lttng-ust-libc-python"));
+    assert!(session["files"][0]["path"]
+        .as_str()
+        .unwrap()
+        .ends_with("ust/uid/0/64-bit"));
+    // Discarded events, in JSON and text.
+    let lost = info_json(&ctf.join("tracecompass/hello-lost"));
+    assert_eq!(lost["files"][0]["events_discarded"], 967_700);
+    let out = opscope_ok(&[
+        "info",
+        "--quiet",
+        ctf.join("tracecompass/hello-lost").to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("967700 events discarded by the tracer"),
+        "{text}"
+    );
+    // Conversion to Perfetto and Chrome JSON keeps the instants.
+    let dir = scratch_dir("ctf");
+    for name in ["memory.pftrace", "memory.json"] {
+        let out = dir.join(name);
+        convert(&ctf.join("tracecompass/memory"), &out, None);
+        let back = info_json(&out);
+        assert_eq!(back["instants"], memory["instants"], "{name}");
+    }
+    // CTF 2 is refused with one clear line naming the metadata file.
+    let out = opscope(&[
+        "info",
+        "--quiet",
+        ctf.join("tracecompass/CTF2-7.0-smalltrace")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("CTF2-7.0-smalltrace/metadata") && err.contains("CTF 2"),
+        "{err}"
+    );
+}

@@ -66,6 +66,9 @@ pub struct FileSummary {
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub host: Option<String>,
+    /// Events the tracer said it dropped (CTF packets' `events_discarded`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_discarded: Option<u64>,
 }
 
 #[derive(Serialize, Debug)]
@@ -88,6 +91,12 @@ pub fn summarize(trace: &Trace) -> Summary {
             rank: s.rank,
             world_size: s.world_size,
             host: s.host.map(|h| trace.str(h).to_string()),
+            events_discarded: trace
+                .strings
+                .find("events_discarded")
+                .and_then(|k| trace.args.find(s.metadata, k))
+                .and_then(|v| v.as_i64())
+                .map(|n| n as u64),
         })
         .collect::<Vec<_>>();
     let mut hosts: Vec<String> = files.iter().filter_map(|f| f.host.clone()).collect();
@@ -218,6 +227,9 @@ fn print_text(s: &Summary, out: &mut (impl Write + ?Sized)) -> std::io::Result<(
         }
         if let Some(host) = &f.host {
             write!(out, ", host {host}")?;
+        }
+        if let Some(n) = f.events_discarded.filter(|&n| n > 0) {
+            write!(out, ", {n} events discarded by the tracer")?;
         }
         writeln!(out)?;
     }

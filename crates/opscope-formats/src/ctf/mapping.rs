@@ -1,0 +1,1206 @@
+//! CTF events → the opscope model.
+//!
+//! Lanes: one process per `vpid` (or per trace when the events carry no pid), one
+//! thread track per `vtid`/`tid` context; kernel-style traces without a tid context use
+//! the packet's `cpu_id` as the lane (a thread `CPU n` of a `CPUs` process). perf
+//! traces carry `perf_tid`/`perf_pid` in each event.
+//!
+//! Rules, by event name (`provider:event` for LTTng-UST):
+//! - `lttng_ust_cyg_profile[_fast]:func_entry/func_exit` → slices named by `addr` (hex);
+//! - `lttng_ust_libc:*` → `Alloc` instants (`Bytes`, `Addr` and the event's fields) and
+//!   a per-process `bytes in use` counter;
+//! - `lttng_ust_statedump:procname` names the process; other statedump events are
+//!   process-scoped instants (build ids as args);
+//! - kernel `sched_switch` → `running` slices per thread (from its switch-in to its
+//!   switch-out), `syscall_entry_X`/`syscall_exit_X` → slices `X` on the thread;
+//! - the research tracer's families (`tensorflowTracer`, `cuptiTracer`, `hcTracer`,
+//!   `hsaTracer`, `hipTracer`, `streamTracer`, `grpcTracer`): their pairs become slices
+//!   of the matching kind; `cuptiTracer` events are placed at their `timestamp` field;
+//!   `*_stats` events become counters;
+//! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
+//!   `X` (matched per lane as a stack); everything else → an instant with its fields as
+//!   args. The category is the provider (the part before `:`), or the trace's domain.
+
+use hashbrown::HashMap;
+
+use opscope_model::args::ArgValue;
+use opscope_model::events::{InstantRow, SliceRow};
+use opscope_model::{
+    ArgsId, ClockDomain, CopyDirection, DeviceKind, InstantScope, LinearTransform, ProcessId,
+    SliceKind, Source, SourceId, StrId, Trace, TrackId, TrackKind,
+};
+
+use super::decode::{skip, Layout, Node, StreamReader, Val};
+use super::types::EnvValue;
+use crate::error::ImportError;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Lane {
+    /// The emitting thread (or CPU lane).
+    Thread,
+    /// An async track of the process (overlapping operations).
+    Async,
+    /// A GPU track of the process.
+    Gpu,
+}
+
+#[derive(Clone, Debug)]
+enum Libc {
+    Malloc {
+        size: usize,
+        ptr: usize,
+    },
+    Calloc {
+        nmemb: usize,
+        size: usize,
+        ptr: usize,
+    },
+    Realloc {
+        in_ptr: usize,
+        size: usize,
+        ptr: usize,
+    },
+    Free {
+        ptr: usize,
+    },
+    Memalign {
+        size: usize,
+        ptr: usize,
+    },
+    PosixMemalign {
+        out_ptr: usize,
+        size: usize,
+        result: Option<usize>,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum Rule {
+    Instant,
+    /// Opens a slice. `name_field`: a string field naming it; `time_field`: an integer
+    /// field holding the real time (clock value).
+    Begin {
+        key: StrId,
+        kind: SliceKind,
+        lane: Lane,
+        name_field: Option<usize>,
+        time_field: Option<usize>,
+    },
+    End {
+        key: StrId,
+        lane: Lane,
+        name_field: Option<usize>,
+        time_field: Option<usize>,
+    },
+    CygEntry {
+        addr: Option<usize>,
+    },
+    CygExit,
+    Libc(Libc),
+    /// Every numeric field is a counter `event.field` of the process.
+    Counters,
+    SchedSwitch {
+        prev_tid: usize,
+        next_tid: usize,
+        prev_comm: Option<usize>,
+        next_comm: Option<usize>,
+    },
+    Procname {
+        field: usize,
+    },
+    /// `lttng_statedump_process_state`: tid → pid and name.
+    ProcessState {
+        tid: usize,
+        pid: usize,
+        name: Option<usize>,
+    },
+}
+
+struct Plan {
+    name: StrId,
+    category: StrId,
+    rule: Rule,
+    /// Interned payload field names.
+    keys: Vec<StrId>,
+    /// Instants of this event are process-scoped (statedump).
+    process_scope: bool,
+}
+
+/// Where the pid/tid/procname of an event are, per scope.
+#[derive(Default, Clone, Copy)]
+struct Ids {
+    pid: Option<usize>,
+    tid: Option<usize>,
+    procname: Option<usize>,
+}
+
+fn ids_of(node: Option<&Node>, pid: &[&str], tid: &[&str]) -> Ids {
+    let mut ids = Ids::default();
+    if let Some(Node::Struct { names, fields, .. }) = node {
+        for (i, (n, f)) in names.iter().zip(fields.iter()).enumerate() {
+            let int = matches!(f, Node::Int(_));
+            if int && pid.contains(&n.as_str()) && ids.pid.is_none() {
+                ids.pid = Some(i);
+            } else if int && tid.contains(&n.as_str()) && ids.tid.is_none() {
+                ids.tid = Some(i);
+            } else if n == "procname" {
+                ids.procname = Some(i);
+            }
+        }
+    }
+    ids
+}
+
+struct Open {
+    key: StrId,
+    name: StrId,
+    ts: i64,
+    kind: SliceKind,
+    category: StrId,
+    args: Vec<(StrId, ArgValue)>,
+}
+
+struct AllocState {
+    live: HashMap<u64, u64>,
+    in_use: i64,
+    track: TrackId,
+}
+
+struct Mapper<'t> {
+    trace: &'t mut Trace,
+    source: SourceId,
+    plans: Vec<Option<Plan>>,
+    /// Per stream class: ids in the stream event context.
+    stream_ids: Vec<Ids>,
+    /// Per event class: ids in the event context and payload (perf).
+    event_ids: Vec<(Ids, Ids)>,
+    lanes: HashMap<(i64, i64, bool), (ProcessId, TrackId)>,
+    stacks: HashMap<TrackId, Vec<Open>>,
+    allocs: HashMap<ProcessId, AllocState>,
+    counters: HashMap<(ProcessId, StrId), TrackId>,
+    /// Per CPU: the thread running there, since when, and its name.
+    running: HashMap<u64, (i64, i64, StrId)>,
+    tid_pid: HashMap<i64, i64>,
+    named_processes: hashbrown::HashSet<ProcessId>,
+    positions: Vec<u32>,
+    ctx_positions: Vec<u32>,
+    last_ts: i64,
+    default_category: StrId,
+    k_bytes: StrId,
+    k_addr: StrId,
+    s_running: StrId,
+    s_cpus: StrId,
+}
+
+fn hex(v: u64) -> String {
+    format!("0x{v:x}")
+}
+
+/// `a:b` → (`a`, `b`); names without a provider keep the whole name.
+fn split_name(full: &str) -> (Option<&str>, &str) {
+    match full.split_once(':') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, full),
+    }
+}
+
+/// The pair rule: `X_entry`/`X_begin`/`X_start` (and DPDK's `X.begin`) open,
+/// `X_exit`/`X_end` (`X.end`) close; kernel `syscall_entry_X`/`syscall_exit_X` too.
+fn pair_of(name: &str) -> Option<(bool, &str)> {
+    for (suffix, begin) in [
+        ("_entry", true),
+        ("_begin", true),
+        ("_start", true),
+        ("_exit", false),
+        ("_end", false),
+        // DPDK names its pairs `lib.eal.service.run.begin`/`.end`.
+        (".begin", true),
+        (".end", false),
+    ] {
+        if let Some(x) = name.strip_suffix(suffix) {
+            if !x.is_empty() {
+                return Some((begin, x));
+            }
+        }
+    }
+    for (prefix, begin) in [
+        ("syscall_entry_", true),
+        ("syscall_exit_", false),
+        ("compat_syscall_entry_", true),
+        ("compat_syscall_exit_", false),
+    ] {
+        if let Some(x) = name.strip_prefix(prefix) {
+            if !x.is_empty() {
+                return Some((begin, x));
+            }
+        }
+    }
+    None
+}
+
+fn family_kind(provider: &str, x: &str) -> (SliceKind, Lane) {
+    let lower = x.to_ascii_lowercase();
+    match provider {
+        "tensorflowTracer" => match x {
+            "operation" => (SliceKind::Op, Lane::Thread),
+            "async_operation" => (SliceKind::Op, Lane::Async),
+            "session" => (SliceKind::Step, Lane::Thread),
+            _ => (SliceKind::Other, Lane::Thread),
+        },
+        "cuptiTracer" | "hcTracer" | "hsaTracer" | "hipTracer" | "streamTracer" => {
+            if lower.contains("kernel") {
+                (SliceKind::Kernel, Lane::Gpu)
+            } else if lower.contains("memcpy") || lower.contains("copy") {
+                (SliceKind::Memcpy(CopyDirection::Unknown), Lane::Gpu)
+            } else if lower.contains("memset") {
+                (SliceKind::Memset, Lane::Gpu)
+            } else if lower.contains("driver") {
+                (SliceKind::Driver, Lane::Thread)
+            } else {
+                (SliceKind::Runtime, Lane::Thread)
+            }
+        }
+        "grpcTracer" => (SliceKind::Collective, Lane::Thread),
+        _ => (SliceKind::Other, Lane::Thread),
+    }
+}
+
+impl<'t> Mapper<'t> {
+    fn plan(&mut self, layout: &Layout, event: usize) -> Plan {
+        let el = &layout.events[event];
+        let (provider, short) = split_name(&el.name);
+        let names: Vec<String> = match &el.fields {
+            Some(Node::Struct { names, .. }) => names.to_vec(),
+            _ => Vec::new(),
+        };
+        let field = |n: &str| names.iter().position(|f| f == n);
+        let int_field = |n: &str| -> Option<usize> {
+            let i = field(n)?;
+            match &el.fields {
+                Some(Node::Struct { fields, .. }) => matches!(fields[i], Node::Int(_)).then_some(i),
+                _ => None,
+            }
+        };
+        let str_field = |n: &str| -> Option<usize> {
+            let i = field(n)?;
+            match &el.fields {
+                Some(Node::Struct { fields, .. }) => matches!(
+                    fields[i],
+                    Node::Str | Node::Array { text: true, .. } | Node::Seq { text: true, .. }
+                )
+                .then_some(i),
+                _ => None,
+            }
+        };
+        let keys = names.iter().map(|n| self.trace.intern(n)).collect();
+        let category = match provider {
+            Some(p) => self.trace.intern(p),
+            None => self.default_category,
+        };
+        let name = self.trace.intern(short);
+        let provider = provider.unwrap_or("");
+        let mut process_scope = false;
+        let rule = match (provider, short) {
+            ("lttng_ust_cyg_profile" | "lttng_ust_cyg_profile_fast", "func_entry") => {
+                Rule::CygEntry {
+                    addr: int_field("addr"),
+                }
+            }
+            ("lttng_ust_cyg_profile" | "lttng_ust_cyg_profile_fast", "func_exit") => Rule::CygExit,
+            ("lttng_ust_libc", ev) => {
+                let libc = match ev {
+                    "malloc" => int_field("size")
+                        .zip(int_field("ptr"))
+                        .map(|(size, ptr)| Libc::Malloc { size, ptr }),
+                    "calloc" => match (int_field("nmemb"), int_field("size"), int_field("ptr")) {
+                        (Some(nmemb), Some(size), Some(ptr)) => {
+                            Some(Libc::Calloc { nmemb, size, ptr })
+                        }
+                        _ => None,
+                    },
+                    "realloc" => match (int_field("in_ptr"), int_field("size"), int_field("ptr")) {
+                        (Some(in_ptr), Some(size), Some(ptr)) => {
+                            Some(Libc::Realloc { in_ptr, size, ptr })
+                        }
+                        _ => None,
+                    },
+                    "free" => int_field("ptr").map(|ptr| Libc::Free { ptr }),
+                    "memalign" => int_field("size")
+                        .zip(int_field("ptr"))
+                        .map(|(size, ptr)| Libc::Memalign { size, ptr }),
+                    "posix_memalign" => {
+                        int_field("out_ptr")
+                            .zip(int_field("size"))
+                            .map(|(out_ptr, size)| Libc::PosixMemalign {
+                                out_ptr,
+                                size,
+                                result: int_field("result"),
+                            })
+                    }
+                    _ => None,
+                };
+                libc.map_or(Rule::Instant, Rule::Libc)
+            }
+            ("lttng_ust_statedump", ev) => {
+                process_scope = true;
+                match (ev, str_field("procname")) {
+                    ("procname", Some(field)) => Rule::Procname { field },
+                    _ => Rule::Instant,
+                }
+            }
+            ("tensorflowTracer", ev) if ev.ends_with("_stats") => Rule::Counters,
+            ("tensorflowTracer", "memory_allocate" | "memory_deallocate") => Rule::Counters,
+            (_, "sched_switch") => {
+                let tid = |a: &str, b: &str| int_field(a).or_else(|| int_field(b));
+                match (tid("prev_tid", "prev_pid"), tid("next_tid", "next_pid")) {
+                    (Some(prev_tid), Some(next_tid)) => Rule::SchedSwitch {
+                        prev_tid,
+                        next_tid,
+                        prev_comm: str_field("prev_comm"),
+                        next_comm: str_field("next_comm"),
+                    },
+                    _ => Rule::Instant,
+                }
+            }
+            (_, "lttng_statedump_process_state") => match (int_field("tid"), int_field("pid")) {
+                (Some(tid), Some(pid)) => Rule::ProcessState {
+                    tid,
+                    pid,
+                    name: str_field("name"),
+                },
+                _ => Rule::Instant,
+            },
+            (p, ev) => match pair_of(ev) {
+                Some((begin, x)) => {
+                    let key = self.trace.intern(x);
+                    let (kind, lane) = family_kind(p, x);
+                    let time_field = if p == "cuptiTracer" {
+                        int_field("timestamp")
+                    } else {
+                        None
+                    };
+                    let name_field = if p.ends_with("Tracer") {
+                        str_field("name")
+                    } else {
+                        None
+                    };
+                    if begin {
+                        Rule::Begin {
+                            key,
+                            kind,
+                            lane,
+                            name_field,
+                            time_field,
+                        }
+                    } else {
+                        Rule::End {
+                            key,
+                            lane,
+                            name_field,
+                            time_field,
+                        }
+                    }
+                }
+                None => Rule::Instant,
+            },
+        };
+        Plan {
+            name,
+            category,
+            rule,
+            keys,
+            process_scope,
+        }
+    }
+
+    fn text(&mut self, r: &StreamReader, v: Val) -> StrId {
+        match v {
+            Val::Str { start, len } => {
+                let bytes = r.text(start, len);
+                match std::str::from_utf8(bytes) {
+                    Ok(s) => self.trace.intern(s),
+                    Err(_) => self.trace.intern(&String::from_utf8_lossy(bytes)),
+                }
+            }
+            Val::U(u) => self.trace.intern(&u.to_string()),
+            Val::I(i) => self.trace.intern(&i.to_string()),
+            _ => StrId::EMPTY,
+        }
+    }
+
+    /// A value as an arg: numbers as numbers, text interned, compound values as JSON.
+    fn arg(&mut self, r: &StreamReader, node: &Node, pos: usize) -> ArgValue {
+        let vals = &r.vals;
+        match (node, vals.get(pos).copied()) {
+            (Node::Int(i), Some(v)) => {
+                if let Some(labels) = &i.labels {
+                    let x = match v {
+                        Val::I(x) => x as i128,
+                        Val::U(x) => x as i128,
+                        _ => 0,
+                    };
+                    if let Some(l) = labels.entries.iter().find(|e| e.1 <= x && x <= e.2) {
+                        return ArgValue::Str(self.trace.intern(&l.0));
+                    }
+                }
+                match v {
+                    Val::I(x) => ArgValue::Int(x),
+                    Val::U(x) => match i64::try_from(x) {
+                        Ok(x) => ArgValue::Int(x),
+                        Err(_) => ArgValue::UInt(x),
+                    },
+                    _ => ArgValue::Null,
+                }
+            }
+            (Node::Float { .. }, Some(Val::F(f))) => ArgValue::Float(f),
+            (_, Some(v @ Val::Str { .. })) => ArgValue::Str(self.text(r, v)),
+            (Node::Variant { options, .. }, Some(Val::Variant(o))) => match options.get(o as usize)
+            {
+                Some(opt) => self.arg(r, opt, pos + 1),
+                None => ArgValue::Null,
+            },
+            (_, Some(_)) => {
+                let mut s = String::new();
+                json(r, node, vals, pos, &mut s);
+                ArgValue::Json(self.trace.intern(&s))
+            }
+            _ => ArgValue::Null,
+        }
+    }
+
+    fn lane(&mut self, pid: i64, tid: i64, cpu_lane: bool) -> (ProcessId, TrackId) {
+        if let Some(&l) = self.lanes.get(&(pid, tid, cpu_lane)) {
+            return l;
+        }
+        let process = self.trace.process(self.source, pid);
+        let thread = self.trace.thread(process, tid);
+        if cpu_lane {
+            let name = self.trace.intern(&format!("CPU {tid}"));
+            self.trace.threads[thread.index()].name = Some(name);
+            if self.trace.processes[process.index()].name.is_none() {
+                self.trace.processes[process.index()].name = Some(self.s_cpus);
+            }
+        }
+        let track = self.trace.thread_track(thread, TrackKind::Thread);
+        self.lanes.insert((pid, tid, cpu_lane), (process, track));
+        (process, track)
+    }
+
+    fn int_at(vals: &[Val], pos: Option<u32>) -> Option<i64> {
+        match vals.get(pos? as usize)? {
+            Val::I(v) => Some(*v),
+            Val::U(v) => Some(*v as i64),
+            _ => None,
+        }
+    }
+
+    fn event(&mut self, layout: &Layout, stream_index: usize, r: &StreamReader) {
+        let ev = r.event;
+        if self.plans[ev].is_none() {
+            let p = self.plan(layout, ev);
+            self.plans[ev] = Some(p);
+        }
+        let clock = layout.clock.as_ref();
+        let to_ns = |cycles: u64| match clock {
+            Some(c) => c.ns_from_origin(cycles),
+            None => cycles as i64,
+        };
+        let ts = to_ns(r.timestamp);
+        self.last_ts = self.last_ts.max(ts);
+        let el = &layout.events[ev];
+        let sl = &layout.streams[r.stream];
+        // Payload positions.
+        self.positions.clear();
+        if let (Some(Node::Struct { fields, .. }), s) = (&el.fields, r.scopes[3]) {
+            if s != u32::MAX {
+                let mut p = s as usize + 1;
+                for f in fields.iter() {
+                    self.positions.push(p as u32);
+                    p = skip(f, &r.vals, p);
+                }
+            }
+        }
+        // Who: stream event context, event context, payload (perf).
+        let mut pid = None;
+        let mut tid = None;
+        let mut procname = None;
+        let scoped = [
+            (
+                sl.event_context.as_ref(),
+                r.scopes[1],
+                self.stream_ids[r.stream],
+            ),
+            (el.context.as_ref(), r.scopes[2], self.event_ids[ev].0),
+        ];
+        for (node, start, ids) in scoped {
+            let (Some(Node::Struct { fields, .. }), true) = (node, start != u32::MAX) else {
+                continue;
+            };
+            if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
+                continue;
+            }
+            self.ctx_positions.clear();
+            let mut p = start as usize + 1;
+            for f in fields.iter() {
+                self.ctx_positions.push(p as u32);
+                p = skip(f, &r.vals, p);
+            }
+            let at = |i: Option<usize>| i.and_then(|i| self.ctx_positions.get(i).copied());
+            pid = pid.or(Self::int_at(&r.vals, at(ids.pid)));
+            tid = tid.or(Self::int_at(&r.vals, at(ids.tid)));
+            if procname.is_none() {
+                procname = at(ids.procname).and_then(|p| r.vals.get(p as usize).copied());
+            }
+        }
+        let payload_ids = self.event_ids[ev].1;
+        if pid.is_none() && tid.is_none() {
+            let at = |i: Option<usize>| i.and_then(|i| self.positions.get(i).copied());
+            pid = Self::int_at(&r.vals, at(payload_ids.pid));
+            tid = Self::int_at(&r.vals, at(payload_ids.tid));
+        }
+        let cpu = r.cpu_id.unwrap_or(stream_index as u64);
+        let cpu_lane = pid.is_none() && tid.is_none();
+        let (process, track) = match (pid, tid) {
+            (None, None) => self.lane(-1, cpu as i64, true),
+            (p, t) => {
+                let p = p.unwrap_or(0);
+                self.lane(p, t.unwrap_or(p), false)
+            }
+        };
+        if let Some(v) = procname {
+            let thread = self.trace.tracks[track.index()].thread;
+            if let Some(th) = thread {
+                if self.trace.threads[th.index()].name.is_none() {
+                    let n = self.text(r, v);
+                    self.trace.threads[th.index()].name = Some(n);
+                    if self.trace.processes[process.index()].name.is_none() {
+                        self.trace.processes[process.index()].name = Some(n);
+                    }
+                }
+            }
+        }
+        let plan = self.plans[ev].take();
+        let Some(plan) = plan else { return };
+        // Kernel pairs (syscalls, irq handlers) belong to the thread running on the CPU.
+        let (process, track) = match (&plan.rule, cpu_lane) {
+            (Rule::Begin { .. } | Rule::End { .. }, true) => match self.running.get(&cpu) {
+                Some(&(tid, _, _)) => self.thread_lane(tid),
+                None => (process, track),
+            },
+            _ => (process, track),
+        };
+        self.apply(&plan, layout, r, ts, process, track, cpu, &to_ns);
+        self.plans[ev] = Some(plan);
+    }
+
+    fn payload_args(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+    ) -> Vec<(StrId, ArgValue)> {
+        let el = &layout.events[r.event];
+        let Some(Node::Struct { fields, .. }) = &el.fields else {
+            return Vec::new();
+        };
+        let mut out = Vec::with_capacity(fields.len());
+        for (i, f) in fields.iter().enumerate() {
+            let Some(&pos) = self.positions.get(i) else {
+                break;
+            };
+            let v = self.arg(r, f, pos as usize);
+            out.push((plan.keys[i], v));
+        }
+        out
+    }
+
+    fn write_args(&mut self, entries: &[(StrId, ArgValue)]) -> ArgsId {
+        if entries.is_empty() {
+            return ArgsId::NONE;
+        }
+        let mut w = self.trace.args.writer();
+        for (k, v) in entries {
+            w.push(*k, *v);
+        }
+        w.finish()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn instant(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+        ts: i64,
+        track: TrackId,
+        kind: SliceKind,
+        extra: &[(StrId, ArgValue)],
+    ) {
+        let mut entries = extra.to_vec();
+        entries.extend(self.payload_args(plan, layout, r));
+        let args = self.write_args(&entries);
+        self.trace.instants.push(InstantRow {
+            track,
+            ts,
+            name: plan.name,
+            category: plan.category,
+            kind,
+            scope: if plan.process_scope {
+                InstantScope::Process
+            } else {
+                InstantScope::Thread
+            },
+            args,
+        });
+    }
+
+    fn field_int(&self, r: &StreamReader, i: usize) -> Option<i64> {
+        Self::int_at(&r.vals, self.positions.get(i).copied())
+    }
+
+    fn field_u(&self, r: &StreamReader, i: usize) -> u64 {
+        match self.positions.get(i).and_then(|&p| r.vals.get(p as usize)) {
+            Some(Val::U(v)) => *v,
+            Some(Val::I(v)) => *v as u64,
+            _ => 0,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn apply(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+        ts: i64,
+        process: ProcessId,
+        track: TrackId,
+        cpu: u64,
+        to_ns: &dyn Fn(u64) -> i64,
+    ) {
+        match &plan.rule {
+            Rule::Instant => self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]),
+            Rule::CygEntry { addr } => {
+                let a = addr.map_or(0, |i| self.field_u(r, i));
+                let name = self.trace.intern(&hex(a));
+                let args = self.payload_args(plan, layout, r);
+                self.stacks.entry(track).or_default().push(Open {
+                    key: plan.name,
+                    name,
+                    ts,
+                    kind: SliceKind::Other,
+                    category: plan.category,
+                    args,
+                });
+            }
+            Rule::CygExit => {
+                let stack = self.stacks.entry(track).or_default();
+                match stack.pop() {
+                    Some(open) => self.close(open, track, ts, &[]),
+                    None => {
+                        self.trace.repairs.unmatched_ends += 1;
+                        self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                    }
+                }
+            }
+            Rule::Begin {
+                key,
+                kind,
+                lane,
+                name_field,
+                time_field,
+            } => {
+                let ts = time_field.map_or(ts, |i| to_ns(self.field_u(r, i)));
+                let name = match name_field.and_then(|i| self.positions.get(i).copied()) {
+                    Some(p) => self.text(r, r.vals[p as usize]),
+                    None => *key,
+                };
+                let track = self.lane_track(*lane, process, track);
+                let args = self.payload_args(plan, layout, r);
+                self.stacks.entry(track).or_default().push(Open {
+                    key: *key,
+                    name,
+                    ts,
+                    kind: *kind,
+                    category: plan.category,
+                    args,
+                });
+            }
+            Rule::End {
+                key,
+                lane,
+                name_field,
+                time_field,
+            } => {
+                let ts = time_field.map_or(ts, |i| to_ns(self.field_u(r, i)));
+                let name = name_field
+                    .and_then(|i| self.positions.get(i).copied())
+                    .map(|p| self.text(r, r.vals[p as usize]));
+                let lane_track = self.lane_track(*lane, process, track);
+                let stack = self.stacks.entry(lane_track).or_default();
+                let found = stack
+                    .iter()
+                    .rposition(|o| o.key == *key && name.is_none_or(|n| n == o.name));
+                match found {
+                    Some(i) => {
+                        let open = stack.remove(i);
+                        let extra = self.payload_args(plan, layout, r);
+                        self.close(open, lane_track, ts, &extra);
+                    }
+                    None => {
+                        self.trace.repairs.unmatched_ends += 1;
+                        self.instant(plan, layout, r, ts, lane_track, SliceKind::Other, &[]);
+                    }
+                }
+            }
+            Rule::Libc(libc) => self.libc(plan, layout, r, ts, process, track, libc),
+            Rule::Counters => {
+                let el = &layout.events[r.event];
+                if let Some(Node::Struct { fields, .. }) = &el.fields {
+                    for (i, f) in fields.iter().enumerate() {
+                        let Some(&pos) = self.positions.get(i) else {
+                            break;
+                        };
+                        let v = match (f, r.vals.get(pos as usize)) {
+                            (Node::Int(_), Some(Val::U(v))) => *v as f64,
+                            (Node::Int(_), Some(Val::I(v))) => *v as f64,
+                            (Node::Float { .. }, Some(Val::F(v))) => *v,
+                            _ => continue,
+                        };
+                        let key = (process, plan.keys[i]);
+                        let counter = match self.counters.get(&(process, plan.keys[i])) {
+                            Some(&t) => t,
+                            None => {
+                                let name = format!(
+                                    "{}.{}",
+                                    self.trace.str(plan.name),
+                                    self.trace.str(plan.keys[i])
+                                );
+                                let name = self.trace.intern(&name);
+                                let t = self.trace.named_track(
+                                    Some(process),
+                                    TrackKind::Counter,
+                                    name,
+                                    0,
+                                );
+                                self.counters.insert(key, t);
+                                t
+                            }
+                        };
+                        self.trace.counters.push(counter, ts, v);
+                    }
+                }
+                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+            }
+            Rule::SchedSwitch {
+                prev_tid,
+                next_tid,
+                prev_comm,
+                next_comm,
+            } => {
+                let prev = self.field_int(r, *prev_tid).unwrap_or(-1);
+                let next = self.field_int(r, *next_tid).unwrap_or(-1);
+                let comm = |m: &mut Self, f: &Option<usize>| {
+                    f.and_then(|i| m.positions.get(i).copied())
+                        .map(|p| m.text(r, r.vals[p as usize]))
+                        .unwrap_or(m.s_running)
+                };
+                let prev_name = comm(self, prev_comm);
+                let next_name = comm(self, next_comm);
+                if let Some((tid, since, name)) = self.running.remove(&cpu) {
+                    if tid == prev && tid > 0 {
+                        let name = if name == self.s_running {
+                            prev_name
+                        } else {
+                            name
+                        };
+                        self.running_slice(tid, since, ts, name, cpu);
+                    }
+                }
+                if next > 0 {
+                    self.running.insert(cpu, (next, ts, next_name));
+                }
+                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+            }
+            Rule::Procname { field } => {
+                if let Some(&p) = self.positions.get(*field) {
+                    let n = self.text(r, r.vals[p as usize]);
+                    self.trace.processes[process.index()].name = Some(n);
+                    self.named_processes.insert(process);
+                }
+                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+            }
+            Rule::ProcessState { tid, pid, name } => {
+                if let (Some(t), Some(p)) = (self.field_int(r, *tid), self.field_int(r, *pid)) {
+                    self.tid_pid.insert(t, p);
+                    if let Some(n) = name.and_then(|i| self.positions.get(i).copied()) {
+                        let n = self.text(r, r.vals[n as usize]);
+                        let proc_ = self.trace.process(self.source, p);
+                        let th = self.trace.thread(proc_, t);
+                        self.trace.threads[th.index()].name.get_or_insert(n);
+                        if t == p {
+                            self.trace.processes[proc_.index()].name.get_or_insert(n);
+                        }
+                    }
+                }
+                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+            }
+        }
+    }
+
+    fn lane_track(&mut self, lane: Lane, process: ProcessId, track: TrackId) -> TrackId {
+        match lane {
+            Lane::Thread => track,
+            Lane::Async => {
+                let name = self.trace.intern("async operations");
+                self.trace
+                    .named_track(Some(process), TrackKind::Async, name, 0)
+            }
+            Lane::Gpu => {
+                let name = self.trace.intern("GPU");
+                let t = self
+                    .trace
+                    .named_track(Some(process), TrackKind::GpuStream, name, 0);
+                if self.trace.tracks[t.index()].device.is_none() {
+                    let d = self.trace.device(self.source, DeviceKind::Gpu, 0);
+                    self.trace.tracks[t.index()].device = Some(d);
+                }
+                t
+            }
+        }
+    }
+
+    /// The thread track of a kernel thread (its process from the statedump, else its
+    /// own).
+    fn thread_lane(&mut self, tid: i64) -> (ProcessId, TrackId) {
+        let pid = self.tid_pid.get(&tid).copied().unwrap_or(tid);
+        self.lane(pid, tid, false)
+    }
+
+    fn running_slice(&mut self, tid: i64, since: i64, ts: i64, name: StrId, cpu: u64) {
+        let pid = self.tid_pid.get(&tid).copied().unwrap_or(tid);
+        let process = self.trace.process(self.source, pid);
+        let thread = self.trace.thread(process, tid);
+        self.trace.threads[thread.index()].name.get_or_insert(name);
+        if pid == tid {
+            self.trace.processes[process.index()]
+                .name
+                .get_or_insert(name);
+        }
+        let track =
+            self.trace
+                .named_track(Some(process), TrackKind::Async, self.s_running, tid as u64);
+        let key = self.trace.intern("cpu");
+        let args = self.write_args(&[(key, ArgValue::Int(cpu as i64))]);
+        let category = self.trace.intern("sched");
+        self.trace.slices.push(SliceRow {
+            track,
+            ts: since,
+            dur: ts - since,
+            name,
+            category,
+            kind: SliceKind::Other,
+            args,
+        });
+    }
+
+    fn close(&mut self, open: Open, track: TrackId, ts: i64, extra: &[(StrId, ArgValue)]) {
+        let mut entries = open.args;
+        for e in extra {
+            if !entries.iter().any(|x| x.0 == e.0) {
+                entries.push(*e);
+            }
+        }
+        let args = self.write_args(&entries);
+        self.trace.slices.push(SliceRow {
+            track,
+            ts: open.ts,
+            dur: ts - open.ts,
+            name: open.name,
+            category: open.category,
+            kind: open.kind,
+            args,
+        });
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn libc(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+        ts: i64,
+        process: ProcessId,
+        track: TrackId,
+        libc: &Libc,
+    ) {
+        let u = |m: &Self, i: usize| m.field_u(r, i);
+        // (freed pointer, allocated pointer and size)
+        let (freed, alloc) = match libc {
+            Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr } => {
+                (None, Some((u(self, *ptr), u(self, *size))))
+            }
+            Libc::Calloc { nmemb, size, ptr } => (
+                None,
+                Some((
+                    u(self, *ptr),
+                    u(self, *nmemb).saturating_mul(u(self, *size)),
+                )),
+            ),
+            Libc::Realloc { in_ptr, size, ptr } => {
+                let (inp, sz, p) = (u(self, *in_ptr), u(self, *size), u(self, *ptr));
+                // A failed realloc (null result for a non-zero size) keeps the block.
+                if p == 0 && sz != 0 {
+                    (None, None)
+                } else {
+                    ((inp != 0).then_some(inp), (p != 0).then_some((p, sz)))
+                }
+            }
+            Libc::Free { ptr } => ((u(self, *ptr) != 0).then(|| u(self, *ptr)), None),
+            Libc::PosixMemalign {
+                out_ptr,
+                size,
+                result,
+            } => {
+                let ok = result.is_none_or(|i| self.field_int(r, i) == Some(0));
+                (None, ok.then(|| (u(self, *out_ptr), u(self, *size))))
+            }
+        };
+        let name = self.trace.intern("bytes in use (lttng_ust_libc)");
+        let state = self.allocs.entry(process).or_insert_with(|| AllocState {
+            live: HashMap::new(),
+            in_use: 0,
+            track: TrackId(u32::MAX),
+        });
+        if state.track.0 == u32::MAX {
+            state.track = self
+                .trace
+                .named_track(Some(process), TrackKind::Counter, name, 0);
+        }
+        let mut changes: Vec<(i64, u64)> = Vec::with_capacity(2);
+        if let Some(p) = freed {
+            let size = state.live.remove(&p).unwrap_or(0);
+            state.in_use -= size as i64;
+            changes.push((-(size as i64), p));
+        }
+        if let Some((p, size)) = alloc {
+            if p != 0 {
+                if let Some(old) = state.live.insert(p, size) {
+                    state.in_use -= old as i64;
+                }
+                state.in_use += size as i64;
+                changes.push((size as i64, p));
+            }
+        }
+        if changes.is_empty() {
+            changes.push((0, 0));
+        }
+        let (counter, in_use) = (state.track, state.in_use);
+        self.trace.counters.push(counter, ts, in_use as f64);
+        for (bytes, addr) in changes {
+            let extra = [
+                (self.k_bytes, ArgValue::Int(bytes)),
+                (self.k_addr, ArgValue::Int(addr as i64)),
+            ];
+            self.instant(plan, layout, r, ts, track, SliceKind::Alloc, &extra);
+        }
+    }
+}
+
+/// A compound value as JSON text (arrays of small integers: `[1, 2]`).
+fn json(r: &StreamReader, node: &Node, vals: &[Val], pos: usize, out: &mut String) -> usize {
+    use std::fmt::Write;
+    match (node, vals.get(pos)) {
+        (_, Some(Val::U(v))) => {
+            let _ = write!(out, "{v}");
+            pos + 1
+        }
+        (_, Some(Val::I(v))) => {
+            let _ = write!(out, "{v}");
+            pos + 1
+        }
+        (_, Some(Val::F(v))) => {
+            if v.is_finite() {
+                let _ = write!(out, "{v}");
+            } else {
+                out.push_str("null");
+            }
+            pos + 1
+        }
+        (_, Some(Val::Str { start, len })) => {
+            let s = String::from_utf8_lossy(r.text(*start, *len));
+            out.push_str(&serde_json::Value::String(s.into_owned()).to_string());
+            pos + 1
+        }
+        (Node::Struct { names, fields, .. }, Some(Val::Compound(_))) => {
+            out.push('{');
+            let mut p = pos + 1;
+            for (i, (n, f)) in names.iter().zip(fields.iter()).enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&serde_json::Value::String(n.clone()).to_string());
+                out.push_str(": ");
+                p = json(r, f, vals, p, out);
+            }
+            out.push('}');
+            p
+        }
+        (Node::Array { elem, .. } | Node::Seq { elem, .. }, Some(Val::Compound(n))) => {
+            out.push('[');
+            let mut p = pos + 1;
+            for i in 0..*n {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                p = json(r, elem, vals, p, out);
+            }
+            out.push(']');
+            p
+        }
+        (Node::Variant { options, .. }, Some(Val::Variant(o))) => match options.get(*o as usize) {
+            Some(opt) => json(r, opt, vals, pos + 1, out),
+            None => pos + 1,
+        },
+        _ => {
+            out.push_str("null");
+            pos + 1
+        }
+    }
+}
+
+/// Imports one trace into a new source; returns it and the first stream error.
+pub(super) fn import_layout(
+    trace_name: &str,
+    layout: &Layout,
+    streams: &[(String, &[u8])],
+    trace: &mut Trace,
+) -> (SourceId, Option<ImportError>) {
+    let meta = &layout.meta;
+    let clock_name = trace.intern(layout.clock.as_ref().map_or("ctf", |c| c.name.as_str()));
+    let absolute = layout
+        .clock
+        .as_ref()
+        .is_some_and(|c| c.offset_s != 0 || c.offset != 0);
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        unix_offset_ns: absolute.then_some(0),
+    });
+    let host = meta
+        .env_str("hostname")
+        .or(meta.env_str("host"))
+        .map(|h| trace.intern(h));
+    let domain = meta.env_str("domain").unwrap_or("").to_string();
+    let source = trace.add_source(Source {
+        path: trace_name.to_string(),
+        format: "ctf",
+        clock,
+        host,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    });
+    let default_category = trace.intern(if domain.is_empty() { "ctf" } else { &domain });
+    let mut m = Mapper {
+        k_bytes: trace.intern("Bytes"),
+        k_addr: trace.intern("Addr"),
+        s_running: trace.intern("running"),
+        s_cpus: trace.intern("CPUs"),
+        trace,
+        source,
+        plans: (0..layout.events.len()).map(|_| None).collect(),
+        stream_ids: layout
+            .streams
+            .iter()
+            .map(|s| ids_of(s.event_context.as_ref(), &["vpid", "pid"], &["vtid", "tid"]))
+            .collect(),
+        event_ids: layout
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    ids_of(e.context.as_ref(), &["vpid", "pid"], &["vtid", "tid"]),
+                    ids_of(e.fields.as_ref(), &["perf_pid"], &["perf_tid"]),
+                )
+            })
+            .collect(),
+        lanes: HashMap::new(),
+        stacks: HashMap::new(),
+        allocs: HashMap::new(),
+        counters: HashMap::new(),
+        running: HashMap::new(),
+        tid_pid: HashMap::new(),
+        named_processes: hashbrown::HashSet::new(),
+        positions: Vec::new(),
+        ctx_positions: Vec::new(),
+        last_ts: i64::MIN,
+        default_category,
+    };
+    let (readers, error) = super::read_merged(layout, streams, |i, r| m.event(layout, i, r));
+    // Close what is still open at the last timestamp.
+    let end = m.last_ts;
+    let mut open: Vec<(TrackId, Open)> = m
+        .stacks
+        .drain()
+        .flat_map(|(t, v)| v.into_iter().map(move |o| (t, o)))
+        .collect();
+    open.sort_by_key(|(t, o)| (t.0, o.ts));
+    for (track, o) in open {
+        m.trace.repairs.unmatched_begins += 1;
+        let at = end.max(o.ts);
+        m.close(o, track, at, &[]);
+    }
+    let running: Vec<(u64, (i64, i64, StrId))> = m.running.drain().collect();
+    for (cpu, (tid, since, name)) in running {
+        m.running_slice(tid, since, end.max(since), name, cpu);
+    }
+    // Source metadata: environment, clock, streams, discarded events.
+    let trace = m.trace;
+    let mut entries: Vec<(StrId, ArgValue)> = Vec::new();
+    for (k, v) in &meta.env {
+        let key = trace.intern(&format!("env.{k}"));
+        let value = match v {
+            EnvValue::Int(i) => ArgValue::Int(*i),
+            EnvValue::Str(s) => ArgValue::Str(trace.intern(s)),
+        };
+        entries.push((key, value));
+    }
+    if let Some(c) = &layout.clock {
+        let k = trace.intern("clock.freq");
+        entries.push((k, ArgValue::Int(c.freq as i64)));
+    }
+    let total_events: u64 = readers.iter().map(|r| r.events).sum();
+    let total_discarded: u64 = readers.iter().map(|r| r.events_discarded).sum();
+    let k = trace.intern("streams");
+    entries.push((k, ArgValue::Int(readers.len() as i64)));
+    let k = trace.intern("events");
+    entries.push((k, ArgValue::Int(total_events as i64)));
+    let k = trace.intern("events_discarded");
+    entries.push((k, ArgValue::Int(total_discarded as i64)));
+    let mut per_stream = Vec::new();
+    for (r, (path, _)) in readers.iter().zip(streams) {
+        if r.events_discarded > 0 {
+            let file = path.rsplit(['/', '\\']).next().unwrap_or(path);
+            per_stream.push(format!("{file}: {}", r.events_discarded));
+            let k = trace.intern(&format!("events_discarded.{file}"));
+            entries.push((k, ArgValue::Int(r.events_discarded as i64)));
+        }
+    }
+    let mut w = trace.args.writer();
+    for (k, v) in entries {
+        w.push(k, v);
+    }
+    let metadata = w.finish();
+    trace.sources[source.index()].metadata = metadata;
+    if total_discarded > 0 {
+        trace.warnings.push((
+            source,
+            format!(
+                "{trace_name}: the tracer discarded {total_discarded} events ({})",
+                per_stream.join(", ")
+            ),
+        ));
+    }
+    (source, error)
+}

@@ -1,0 +1,127 @@
+//! CTF 1.8 (Common Trace Format) reader: LTTng user-space and kernel traces, DPDK and
+//! `perf data convert --to-ctf` traces.
+//!
+//! - [`metadata`]: TSDL text (plain or packetized) → [`types::Metadata`];
+//! - [`decode`]: metadata → compiled layouts; the bit-level reader of a stream's packets
+//!   and events;
+//! - [`mapping`]: CTF events → the opscope model (slices, instants, counters).
+//!
+//! One trace is a metadata file and its stream files; the caller (the CLI) finds them
+//! and maps them. Streams are merged by time. CTF 2 (JSON metadata) is refused with a
+//! clear error.
+
+pub mod decode;
+mod mapping;
+pub mod metadata;
+pub mod types;
+
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use opscope_model::{SourceId, Trace};
+
+use crate::error::ImportError;
+pub use decode::{Layout, Node, StreamReader, Val};
+
+/// Whether a metadata file is CTF 2 (JSON text sequence), which this reader refuses.
+pub fn is_ctf2(metadata: &[u8]) -> bool {
+    metadata::metadata_kind(metadata) == metadata::MetadataKind::Ctf2
+}
+
+/// Parses and compiles a metadata file (`path` is used in errors).
+pub fn layout(metadata_bytes: &[u8], path: &str) -> Result<Layout, ImportError> {
+    if is_ctf2(metadata_bytes) {
+        return Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "CTF 2 metadata (JSON, byte 0 is 0x1E) is not supported yet; only CTF 1.8 is"
+                .into(),
+        });
+    }
+    let syntax = |e: metadata::MetaError, what: &str| ImportError::Syntax {
+        path: path.to_string(),
+        offset: e.offset,
+        message: format!("{what}{}", e.message),
+    };
+    let text = metadata::metadata_text(metadata_bytes).map_err(|e| syntax(e, ""))?;
+    let packetized = metadata::metadata_kind(metadata_bytes) == metadata::MetadataKind::Packetized;
+    let meta = metadata::parse(&text).map_err(|e| {
+        syntax(
+            e,
+            if packetized {
+                "(offset in the unpacked TSDL text) "
+            } else {
+                ""
+            },
+        )
+    })?;
+    decode::compile(meta).map_err(|message| ImportError::Syntax {
+        path: path.to_string(),
+        offset: 0,
+        message,
+    })
+}
+
+/// Reads the events of several streams of one trace in time order (ties in stream
+/// order), calling `f(stream index, reader)` for each; the reader holds the decoded
+/// event. Streams that fail stop at their error; the others are read to the end and
+/// the first error is returned.
+pub fn read_merged<'a>(
+    layout: &'a Layout,
+    streams: &[(String, &'a [u8])],
+    mut f: impl FnMut(usize, &StreamReader<'a>),
+) -> (Vec<StreamReader<'a>>, Option<ImportError>) {
+    let mut readers: Vec<StreamReader<'a>> = streams
+        .iter()
+        .map(|(_, bytes)| StreamReader::new(layout, bytes))
+        .collect();
+    let mut first_error = None;
+    let mut heap = BinaryHeap::with_capacity(readers.len());
+    let note = |i: usize, e: decode::DecodeError, first: &mut Option<ImportError>| {
+        if first.is_none() {
+            *first = Some(ImportError::Syntax {
+                path: streams[i].0.clone(),
+                offset: e.offset,
+                message: e.message,
+            });
+        }
+    };
+    for (i, r) in readers.iter_mut().enumerate() {
+        match r.next_event() {
+            Ok(true) => heap.push(Reverse((r.timestamp, i))),
+            Ok(false) => {}
+            Err(e) => note(i, e, &mut first_error),
+        }
+    }
+    while let Some(Reverse((_, i))) = heap.pop() {
+        f(i, &readers[i]);
+        match readers[i].next_event() {
+            Ok(true) => heap.push(Reverse((readers[i].timestamp, i))),
+            Ok(false) => {}
+            Err(e) => note(i, e, &mut first_error),
+        }
+    }
+    (readers, first_error)
+}
+
+/// Imports one CTF trace: its metadata and stream files (path for errors, bytes), as
+/// one source named `trace_name`. Events read before an error stay in `trace`; the
+/// first error (naming the stream file and byte offset) is returned after the rest of
+/// the trace was read.
+pub fn import(
+    trace_name: &str,
+    metadata: &[u8],
+    metadata_path: &str,
+    streams: &[(String, &[u8])],
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    let layout = layout(metadata, metadata_path)?;
+    let (source, error) = mapping::import_layout(trace_name, &layout, streams, trace);
+    trace.finish();
+    match error {
+        Some(e) => Err(e),
+        None => Ok(source),
+    }
+}
