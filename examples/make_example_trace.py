@@ -12,7 +12,7 @@ import json
 import os
 
 PID, MAIN, BWD, DEVICE, STREAM = 4242, 4242, 4250, 0, 7
-BASE_US = 1_700_000_000_000_000  # a Unix-epoch microsecond timestamp
+BASE_US = 3_605_057_436  # monotonic µs, as Kineto writes them; baseTimeNanoseconds gives Unix time
 
 events = []
 correlation = [1000]
