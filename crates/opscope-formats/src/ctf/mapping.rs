@@ -896,7 +896,7 @@ impl<'t> Mapper<'t> {
         self.trace.slices.push(SliceRow {
             track,
             ts: since,
-            dur: ts - since,
+            dur: ts.saturating_sub(since),
             name,
             category,
             kind: SliceKind::Other,
@@ -915,7 +915,7 @@ impl<'t> Mapper<'t> {
         self.trace.slices.push(SliceRow {
             track,
             ts: open.ts,
-            dur: ts - open.ts,
+            dur: ts.saturating_sub(open.ts),
             name: open.name,
             category: open.category,
             kind: open.kind,
@@ -978,18 +978,20 @@ impl<'t> Mapper<'t> {
                 .named_track(Some(process), TrackKind::Counter, name, 0);
         }
         let mut changes: Vec<(i64, u64)> = Vec::with_capacity(2);
+        // Sizes come from the trace: saturate rather than overflow on corrupt ones.
+        let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(p) = freed {
-            let size = state.live.remove(&p).unwrap_or(0);
-            state.in_use -= size as i64;
-            changes.push((-(size as i64), p));
+            let size = signed(state.live.remove(&p).unwrap_or(0));
+            state.in_use = state.in_use.saturating_sub(size);
+            changes.push((size.saturating_neg(), p));
         }
         if let Some((p, size)) = alloc {
             if p != 0 {
                 if let Some(old) = state.live.insert(p, size) {
-                    state.in_use -= old as i64;
+                    state.in_use = state.in_use.saturating_sub(signed(old));
                 }
-                state.in_use += size as i64;
-                changes.push((size as i64, p));
+                state.in_use = state.in_use.saturating_add(signed(size));
+                changes.push((signed(size), p));
             }
         }
         if changes.is_empty() {

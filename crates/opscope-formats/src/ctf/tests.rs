@@ -1160,3 +1160,37 @@ fn hostile_metadata_is_refused() {
     );
     assert!(super::metadata::parse(&dims).is_err());
 }
+
+/// Regression (fuzz, ctf_stream): allocation sizes near `u64::MAX` saturate the
+/// bytes-in-use counter instead of overflowing.
+#[test]
+fn huge_allocation_sizes_saturate() {
+    let events = r#"
+event { name = "lttng_ust_libc:malloc"; id = 0; stream_id = 0; fields := struct { u64 size; x64 ptr; }; };
+event { name = "lttng_ust_libc:free"; id = 1; stream_id = 0; fields := struct { x64 ptr; }; };
+"#;
+    let meta = fixture_metadata(false, 64, false, events);
+    let ev = |vals: &[u64]| {
+        let mut b = ctx(false, 1, 1);
+        for v in vals {
+            b.u(*v, 8);
+        }
+        b.out
+    };
+    let p = fixture_packet(
+        false,
+        64,
+        0,
+        0,
+        0,
+        &[
+            (0, 1, ev(&[u64::MAX, 0x10])),
+            (0, 2, ev(&[u64::MAX - 1, 0x20])),
+            (1, 3, ev(&[0x10])),
+            (1, 4, ev(&[0x20])),
+        ],
+    );
+    let (trace, r) = import_fixture(&meta, &[p]);
+    r.unwrap();
+    assert_eq!(trace.counters.value.len(), 4);
+}
