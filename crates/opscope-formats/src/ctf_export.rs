@@ -303,6 +303,7 @@ event {{
     fields := struct {{
         string name;
         string category;
+        string kind;
         string args;
     }};
 }};
@@ -420,6 +421,7 @@ fn write_stream(
                     let inst = &trace.instants;
                     put_str(out, trace.str(inst.name[i]));
                     put_str(out, trace.str(inst.category[i]));
+                    put_str(out, inst.kind(i).name());
                     put_str(out, &args_json(trace, inst.args[i]));
                 }
                 What::Counter(i) => {

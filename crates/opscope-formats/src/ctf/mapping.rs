@@ -114,6 +114,28 @@ enum Rule {
         pid: usize,
         name: Option<usize>,
     },
+    /// opscope's own events (`ctf_export`): back to the slices, instants and counter
+    /// samples they were written from. Field indexes in the payload.
+    OwnBegin {
+        id: usize,
+        name: usize,
+        category: usize,
+        kind: usize,
+        args: usize,
+    },
+    OwnEnd {
+        id: usize,
+    },
+    OwnInstant {
+        name: usize,
+        category: usize,
+        kind: Option<usize>,
+        args: usize,
+    },
+    OwnCounter {
+        name: usize,
+        value: usize,
+    },
 }
 
 struct Plan {
@@ -176,6 +198,8 @@ struct Mapper<'t> {
     event_ids: Vec<(Ids, Ids)>,
     lanes: HashMap<(i64, i64, bool), (ProcessId, TrackId)>,
     stacks: HashMap<TrackId, Vec<Open>>,
+    /// opscope's own slices still open, by the id the writer gave them.
+    own_open: HashMap<u64, Open>,
     allocs: HashMap<ProcessId, AllocState>,
     counters: HashMap<(ProcessId, StrId), TrackId>,
     /// Per CPU: the thread running there, since when, and its name.
@@ -300,7 +324,33 @@ impl<'t> Mapper<'t> {
         let name = self.trace.intern(short);
         let provider = provider.unwrap_or("");
         let mut process_scope = false;
+        let own = (|| {
+            Some(match short {
+                "slice_begin" => Rule::OwnBegin {
+                    id: int_field("id")?,
+                    name: str_field("name")?,
+                    category: str_field("category")?,
+                    kind: str_field("kind")?,
+                    args: str_field("args")?,
+                },
+                "slice_end" => Rule::OwnEnd {
+                    id: int_field("id")?,
+                },
+                "instant" => Rule::OwnInstant {
+                    name: str_field("name")?,
+                    category: str_field("category")?,
+                    kind: str_field("kind"),
+                    args: str_field("args")?,
+                },
+                "counter" => Rule::OwnCounter {
+                    name: str_field("name")?,
+                    value: field("value")?,
+                },
+                _ => return None,
+            })
+        })();
         let rule = match (provider, short) {
+            ("opscope", _) if own.is_some() => own.unwrap_or(Rule::Instant),
             ("lttng_ust_cyg_profile" | "lttng_ust_cyg_profile_fast", "func_entry") => {
                 Rule::CygEntry {
                     addr: int_field("addr"),
@@ -654,6 +704,49 @@ impl<'t> Mapper<'t> {
         });
     }
 
+    fn field_text(&mut self, r: &StreamReader, i: usize) -> StrId {
+        match self.positions.get(i).and_then(|&p| r.vals.get(p as usize)) {
+            Some(&v) => self.text(r, v),
+            None => StrId::EMPTY,
+        }
+    }
+
+    fn field_kind(&mut self, r: &StreamReader, i: usize) -> SliceKind {
+        let name = self.field_text(r, i);
+        let name = self.trace.str(name);
+        SliceKind::ALL
+            .into_iter()
+            .find(|k| k.name() == name)
+            .unwrap_or(SliceKind::Other)
+    }
+
+    /// A field holding the args as a JSON object (`ctf_export` writes them so).
+    fn field_json_args(&mut self, r: &StreamReader, i: usize) -> Vec<(StrId, ArgValue)> {
+        let text = self.field_text(r, i);
+        let Ok(serde_json::Value::Object(map)) =
+            serde_json::from_str::<serde_json::Value>(self.trace.str(text))
+        else {
+            return Vec::new();
+        };
+        map.into_iter()
+            .map(|(k, v)| {
+                let value = match v {
+                    serde_json::Value::Null => ArgValue::Null,
+                    serde_json::Value::Bool(b) => ArgValue::Bool(b),
+                    serde_json::Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+                        (Some(i), _, _) => ArgValue::Int(i),
+                        (_, Some(u), _) => ArgValue::UInt(u),
+                        (_, _, Some(f)) => ArgValue::Float(f),
+                        _ => ArgValue::Null,
+                    },
+                    serde_json::Value::String(s) => ArgValue::Str(self.trace.intern(&s)),
+                    other => ArgValue::Json(self.trace.intern(&other.to_string())),
+                };
+                (self.trace.intern(&k), value)
+            })
+            .collect()
+    }
+
     fn field_int(&self, r: &StreamReader, i: usize) -> Option<i64> {
         Self::int_at(&r.vals, self.positions.get(i).copied())
     }
@@ -754,6 +847,77 @@ impl<'t> Mapper<'t> {
                 }
             }
             Rule::Libc(libc) => self.libc(plan, layout, r, ts, process, track, libc),
+            Rule::OwnBegin {
+                id,
+                name,
+                category,
+                kind,
+                args,
+            } => {
+                let open = Open {
+                    key: plan.name,
+                    name: self.field_text(r, *name),
+                    ts,
+                    kind: self.field_kind(r, *kind),
+                    category: self.field_text(r, *category),
+                    args: self.field_json_args(r, *args),
+                };
+                let id = self.field_u(r, *id);
+                self.own_open.insert(id, open);
+            }
+            Rule::OwnEnd { id } => {
+                let id = self.field_u(r, *id);
+                match self.own_open.remove(&id) {
+                    Some(open) => self.close(open, track, ts, &[]),
+                    None => {
+                        self.trace.repairs.unmatched_ends += 1;
+                        self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                    }
+                }
+            }
+            Rule::OwnInstant {
+                name,
+                category,
+                kind,
+                args,
+            } => {
+                let entries = self.field_json_args(r, *args);
+                let args = self.write_args(&entries);
+                let row = InstantRow {
+                    track,
+                    ts,
+                    name: self.field_text(r, *name),
+                    category: self.field_text(r, *category),
+                    kind: kind.map_or(SliceKind::Other, |k| self.field_kind(r, k)),
+                    scope: InstantScope::Thread,
+                    args,
+                };
+                self.trace.instants.push(row);
+            }
+            Rule::OwnCounter { name, value } => {
+                let name = self.field_text(r, *name);
+                let counter = match self.counters.get(&(process, name)) {
+                    Some(&t) => t,
+                    None => {
+                        let t = self
+                            .trace
+                            .named_track(Some(process), TrackKind::Counter, name, 0);
+                        self.counters.insert((process, name), t);
+                        t
+                    }
+                };
+                let v = match self
+                    .positions
+                    .get(*value)
+                    .and_then(|&p| r.vals.get(p as usize))
+                {
+                    Some(Val::F(v)) => *v,
+                    Some(Val::I(v)) => *v as f64,
+                    Some(Val::U(v)) => *v as f64,
+                    _ => f64::NAN,
+                };
+                self.trace.counters.push(counter, ts, v);
+            }
             Rule::Counters => {
                 let el = &layout.events[r.event];
                 if let Some(Node::Struct { fields, .. }) = &el.fields {
@@ -1129,6 +1293,7 @@ pub(super) fn import_layout(
             .collect(),
         lanes: HashMap::new(),
         stacks: HashMap::new(),
+        own_open: HashMap::new(),
         allocs: HashMap::new(),
         counters: HashMap::new(),
         running: HashMap::new(),

@@ -221,3 +221,77 @@ fn metadata_declares_a_unix_clock_when_sources_know_it() {
     assert!(m.contains("offset = 500010000;"), "{m}");
     assert!(m.contains("absolute = TRUE"));
 }
+
+/// opscope's CTF reader turns opscope's own events back into the slices, instants and
+/// counter samples they came from: names, categories, kinds, args, times and durations.
+#[test]
+fn our_reader_reads_our_output_back() {
+    let trace = sample();
+    let dir = write_dir(&trace, "roundtrip");
+    let metadata = std::fs::read(dir.join("metadata")).unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "metadata")
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+    let mut back = Trace::new();
+    crate::ctf::import(
+        "roundtrip",
+        &metadata,
+        "roundtrip/metadata",
+        &streams,
+        &mut back,
+    )
+    .unwrap();
+
+    type SliceKey = (String, String, &'static str, i64, i64, String);
+    let slices = |t: &Trace| -> Vec<SliceKey> {
+        let s = &t.slices;
+        let mut v: Vec<SliceKey> = (0..s.len())
+            .map(|i| {
+                (
+                    t.str(s.name[i]).to_string(),
+                    t.str(s.category[i]).to_string(),
+                    s.kind(i).name(),
+                    s.ts[i],
+                    s.dur[i],
+                    args_json(t, s.args[i]),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(slices(&back), slices(&trace));
+    let instants = |t: &Trace| -> Vec<(String, &'static str, i64, String)> {
+        let inst = &t.instants;
+        let mut v: Vec<_> = (0..inst.len())
+            .map(|i| {
+                (
+                    t.str(inst.name[i]).to_string(),
+                    inst.kind(i).name(),
+                    inst.ts[i],
+                    args_json(t, inst.args[i]),
+                )
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(instants(&back), instants(&trace));
+    let counters = |t: &Trace| -> Vec<(String, i64, u64)> {
+        let c = &t.counters;
+        let mut v: Vec<_> = (0..c.len())
+            .map(|i| {
+                let name = t.str(t.tracks[c.track[i] as usize].name).to_string();
+                (name, c.ts[i], c.value[i].to_bits())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(counters(&back), counters(&trace));
+}
