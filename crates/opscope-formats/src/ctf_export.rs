@@ -1,5 +1,6 @@
-//! Writes the model as a CTF 1.8 trace (a `metadata` file in TSDL and one binary stream
-//! file per track) that babeltrace2 and Trace Compass read: slices as
+//! Writes the model as a CTF 1.8 trace (a `metadata` file in TSDL and binary stream
+//! files: the tracks of a process share one, and there are at most [`MAX_STREAMS`], as
+//! readers merge streams at a cost per stream) that babeltrace2 and Trace Compass read: slices as
 //! `opscope:slice_begin`/`opscope:slice_end` pairs (tied by the slice's `id`), instants
 //! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories, kinds
 //! and args (as JSON text) are event fields; the process and thread are the event
@@ -13,13 +14,16 @@ use std::fmt::Write as _;
 use std::io;
 
 use opscope_model::args::ArgValue;
-use opscope_model::{ArgsId, Trace, TrackId, TrackKind, NONE};
+use opscope_model::{ArgsId, Trace, TrackKind, NONE};
 
 use crate::error::ExportError;
 
 const MAGIC: u32 = 0xC1FC_1FC1;
 /// Events per packet: packets stay well under a megabyte.
 const PACKET_EVENTS: usize = 4096;
+/// At most this many stream files: babeltrace2's muxer slows down with every stream it
+/// merges (a kernel trace with 16k thread tracks took minutes as one stream each).
+pub const MAX_STREAMS: usize = 64;
 
 const SLICE_BEGIN: u32 = 0;
 const SLICE_END: u32 = 1;
@@ -40,6 +44,7 @@ pub fn export(
     let inst = &trace.instants;
     for i in 0..inst.len() {
         per_track[inst.track[i] as usize].push(Event {
+            track: 0,
             ts: inst.ts[i],
             order: 1,
             what: What::Instant(i),
@@ -48,12 +53,15 @@ pub fn export(
     let c = &trace.counters;
     for i in 0..c.len() {
         per_track[c.track[i] as usize].push(Event {
+            track: 0,
             ts: c.ts[i],
             order: 1,
             what: What::Counter(i),
         });
     }
-    let mut stream = Vec::new();
+    // The tracks of a process go to one stream (processes share streams beyond
+    // MAX_STREAMS); each event names its process and thread in its context.
+    let mut per_stream: Vec<Vec<Event>> = (0..MAX_STREAMS).map(|_| Vec::new()).collect();
     for (t, mut events) in per_track.into_iter().enumerate() {
         if events.is_empty() {
             continue;
@@ -66,9 +74,25 @@ pub fn export(
         } else {
             events.sort_by_key(|e| (e.ts, e.order));
         }
+        let bucket = trace.tracks[t]
+            .process
+            .map_or(0, |p| p.index() % MAX_STREAMS);
+        per_stream[bucket].extend(events.into_iter().map(|e| Event {
+            track: t as u32,
+            ..e
+        }));
+    }
+    let mut stream = Vec::new();
+    for (n, mut events) in per_stream.into_iter().enumerate() {
+        if events.is_empty() {
+            continue;
+        }
+        // Each track's events are in order: a stable sort by time merges them and keeps
+        // that order among equal times.
+        events.sort_by_key(|e| e.ts);
         stream.clear();
-        write_stream(trace, TrackId(t as u32), &events, base, &uuid, &mut stream);
-        write(&format!("track_{t}"), &stream)?;
+        write_stream(trace, n as u64, &events, base, &uuid, &mut stream);
+        write(&format!("stream_{n}"), &stream)?;
     }
     Ok(())
 }
@@ -83,6 +107,8 @@ enum What {
 
 #[derive(Copy, Clone)]
 struct Event {
+    /// Set when the tracks are gathered into streams.
+    track: u32,
     ts: i64,
     /// Among events at one time off thread tracks: 0 closes, 1 opens or marks, 2 closes
     /// a zero-length slice after it opened.
@@ -100,6 +126,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
     let mut nested = false;
     let close = |i: usize, out: &mut Vec<Event>| {
         out.push(Event {
+            track: 0,
             ts: s.end(i),
             order: if s.dur[i] == 0 { 2 } else { 0 },
             what: What::End(i),
@@ -131,6 +158,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
             close(i, out);
         }
         out.push(Event {
+            track: 0,
             ts: s.ts[i],
             order: 1,
             what: What::Begin(i),
@@ -369,15 +397,12 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 fn write_stream(
     trace: &Trace,
-    track: TrackId,
+    instance: u64,
     events: &[Event],
     base: i64,
     uuid: &[u8; 16],
     out: &mut Vec<u8>,
 ) {
-    let t = &trace.tracks[track.index()];
-    let pid = t.process.map_or(0, |p| trace.processes[p.index()].pid);
-    let tid = t.thread.map_or(-1, |th| trace.threads[th.index()].tid);
     let s = &trace.slices;
     let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
     for (seq, packet) in events.chunks(PACKET_EVENTS).enumerate() {
@@ -385,7 +410,7 @@ fn write_stream(
         put_u32(out, MAGIC);
         out.extend_from_slice(uuid);
         put_u32(out, 0);
-        put_u64(out, u64::from(track.0));
+        put_u64(out, instance);
         put_u64(out, time(packet[0].ts));
         put_u64(out, time(packet[packet.len() - 1].ts));
         let sizes_at = out.len();
@@ -401,6 +426,9 @@ fn write_stream(
                 What::Instant(_) => INSTANT,
                 What::Counter(_) => COUNTER,
             };
+            let t = &trace.tracks[e.track as usize];
+            let pid = t.process.map_or(0, |p| trace.processes[p.index()].pid);
+            let tid = t.thread.map_or(-1, |th| trace.threads[th.index()].tid);
             put_u32(out, id);
             put_u64(out, time(e.ts));
             put_u64(out, pid as u64);

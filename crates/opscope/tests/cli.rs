@@ -839,10 +839,10 @@ fn multi_host_profile_runs_become_ranks() {
         .starts_with("rank 0"));
 }
 
-/// `convert --to ctf` on real traces of every kind of source (Kineto with GPU streams
-/// and flows, a TensorFlow RunMetadata, an XPlane, an Nsight export with NVTX and sync
-/// lanes): babeltrace2 reads each whole — every stream in time order, or its muxer
-/// would stop — with a begin and an end per slice, and every instant and sample.
+/// `convert --to ctf` on every shared Kineto, TF timeline, XPlane and CTF 1.8 trace, and
+/// on a RunMetadata and an Nsight export: babeltrace2 reads each whole — every stream
+/// in time order, or its muxer would stop — with a begin and an end per slice, and
+/// every instant and counter sample.
 #[test]
 fn ctf_output_reads_in_babeltrace2() {
     let Some(traces) = shared_traces() else {
@@ -861,12 +861,36 @@ fn ctf_output_reads_in_babeltrace2() {
         return;
     }
     let dir = scratch_dir("ctf");
-    let inputs = [
-        traces.join("kineto/kineto-tb_plugin/resnet50_num_workers_0"),
+    let mut inputs = chrome_traces(&traces);
+    inputs.extend([
         traces.join("tf-timeline/generated-here/tf2.21-cpu-mlp/run_meta"),
         traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"),
+        traces.join("xplane/generated-here/keras-cpu-tf2.21/vm.xplane.pb"),
         traces.join("nsys-sqlite/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite"),
-    ];
+    ]);
+    // Every CTF 1.8 trace directory (CTF 2 is refused on input).
+    fn ctf_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+        if dir.join("metadata").is_file() {
+            let head = std::fs::read(dir.join("metadata")).unwrap_or_default();
+            if head.first() != Some(&0x1e) {
+                out.push(dir.to_path_buf());
+            }
+            return;
+        }
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.is_dir())
+            .collect();
+        entries.sort();
+        for e in entries {
+            ctf_dirs(&e, out);
+        }
+    }
+    let mut ctf = Vec::new();
+    ctf_dirs(&traces.join("ctf"), &mut ctf);
+    assert!(ctf.len() >= 20, "{ctf:?}");
+    inputs.extend(ctf);
     for (n, input) in inputs.iter().enumerate() {
         let info = info_json(input);
         let out = dir.join(format!("t{n}.ctf"));
