@@ -189,3 +189,32 @@ mod tests {
         assert_eq!(duration_text(12.0), "12 ns");
     }
 }
+
+/// The spread table of a cross-rank summary: one row per figure, with min, median, max
+/// and who has the least and the most; `label` names a figure and `value` formats it.
+pub fn write_across(
+    out: &mut (impl std::io::Write + ?Sized),
+    across: &opscope_analysis::across::Across,
+    label: impl Fn(&'static str) -> &'static str,
+    value: impl Fn(&'static str, f64) -> String,
+) -> std::io::Result<()> {
+    let mut table = Table::new(&[
+        ("", false),
+        ("min", true),
+        ("median", true),
+        ("max", true),
+        ("least", false),
+        ("most", false),
+    ]);
+    for s in &across.spreads {
+        table.rows.push(vec![
+            label(s.metric).to_string(),
+            value(s.metric, s.min),
+            value(s.metric, s.median),
+            value(s.metric, s.max),
+            s.min_at.clone(),
+            s.max_at.clone(),
+        ]);
+    }
+    table.write_text(out)
+}

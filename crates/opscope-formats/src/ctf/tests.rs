@@ -7,24 +7,7 @@ use std::process::Command;
 
 use super::decode::{Layout, Node, StreamReader, Val};
 
-fn shared() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared")));
-    if shared.join("traces/ctf").is_dir() {
-        return Some(shared);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the shared traces are missing at {}",
-        shared.display()
-    );
-    eprintln!(
-        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
-        shared.display()
-    );
-    None
-}
+use crate::shared_data::shared;
 
 /// Whether `tool` runs; under CI it must. (babeltrace 1.5 has no `--version`: its help
 /// exits 0.)

@@ -188,33 +188,25 @@ fn print_text(report: &GpuReport, out: &mut (impl Write + ?Sized)) -> std::io::R
     }
     if let Some(across) = &report.across {
         writeln!(out, "== across {} devices", across.compared)?;
-        let mut table = Table::new(&[
-            ("", false),
-            ("min", true),
-            ("median", true),
-            ("max", true),
-            ("least", false),
-            ("most", false),
-        ]);
-        for s in &across.spreads {
-            let (label, value): (&str, Box<dyn Fn(f64) -> String>) = match s.metric {
-                "busy_ns" => ("busy", Box::new(duration_text)),
-                "compute_ns" => ("computation", Box::new(duration_text)),
-                "non_compute_ns" => ("other busy", Box::new(duration_text)),
-                "idle_ns" => ("idle", Box::new(duration_text)),
-                "idle_pct" => ("idle share", Box::new(|v| format!("{v:.1}%"))),
-                other => (other, Box::new(|v| format!("{v}"))),
-            };
-            table.rows.push(vec![
-                label.to_string(),
-                value(s.min),
-                value(s.median),
-                value(s.max),
-                s.min_at.clone(),
-                s.max_at.clone(),
-            ]);
-        }
-        table.write_text(out)?;
+        output::write_across(
+            out,
+            across,
+            |metric| match metric {
+                "busy_ns" => "busy",
+                "compute_ns" => "computation",
+                "non_compute_ns" => "other busy",
+                "idle_ns" => "idle",
+                "idle_pct" => "idle share",
+                other => other,
+            },
+            |metric, v| {
+                if metric == "idle_pct" {
+                    format!("{v:.1}%")
+                } else {
+                    duration_text(v)
+                }
+            },
+        )?;
         if let Some(st) = &across.straggler {
             writeln!(
                 out,

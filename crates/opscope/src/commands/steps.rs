@@ -117,32 +117,18 @@ fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io:
             "== across {} ranks (medians per step)",
             across.compared
         )?;
-        let mut table = Table::new(&[
-            ("", false),
-            ("min", true),
-            ("median", true),
-            ("max", true),
-            ("least", false),
-            ("most", false),
-        ]);
-        for s in &across.spreads {
-            let label = match s.metric {
+        output::write_across(
+            out,
+            across,
+            |metric| match metric {
                 "median_step_ns" => "step time",
                 "median_computation_ns" => "computation",
                 "median_communication_ns" => "communication",
                 "median_device_idle_ns" => "device idle",
                 other => other,
-            };
-            table.rows.push(vec![
-                label.to_string(),
-                duration_text(s.min),
-                duration_text(s.median),
-                duration_text(s.max),
-                s.min_at.clone(),
-                s.max_at.clone(),
-            ]);
-        }
-        table.write_text(out)?;
+            },
+            |_, v| duration_text(v),
+        )?;
         if let Some(st) = &across.straggler {
             writeln!(
                 out,
