@@ -164,32 +164,6 @@ impl Table {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tables_align_and_quote() {
-        let mut t = Table::new(&[("n", true), ("name", false)]);
-        t.rows.push(vec!["12".into(), "a, \"b\"".into()]);
-        t.rows.push(vec!["3".into(), "c".into()]);
-        let mut text = Vec::new();
-        t.write_text(&mut text).unwrap();
-        assert_eq!(
-            String::from_utf8(text).unwrap(),
-            " n  name\n12  a, \"b\"\n 3  c\n"
-        );
-        let mut csv = Vec::new();
-        t.write_csv(&mut csv).unwrap();
-        assert_eq!(
-            String::from_utf8(csv).unwrap(),
-            "n,name\n12,\"a, \"\"b\"\"\"\n3,c\n"
-        );
-        assert_eq!(duration_text(1_500_000.0), "1.500 ms");
-        assert_eq!(duration_text(12.0), "12 ns");
-    }
-}
-
 /// The spread table of a cross-rank summary: one row per figure, with min, median, max
 /// and who has the least and the most; `label` names a figure and `value` formats it.
 pub fn write_across(
@@ -217,4 +191,30 @@ pub fn write_across(
         ]);
     }
     table.write_text(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_and_quote() {
+        let mut t = Table::new(&[("n", true), ("name", false)]);
+        t.rows.push(vec!["12".into(), "a, \"b\"".into()]);
+        t.rows.push(vec!["3".into(), "c".into()]);
+        let mut text = Vec::new();
+        t.write_text(&mut text).unwrap();
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            " n  name\n12  a, \"b\"\n 3  c\n"
+        );
+        let mut csv = Vec::new();
+        t.write_csv(&mut csv).unwrap();
+        assert_eq!(
+            String::from_utf8(csv).unwrap(),
+            "n,name\n12,\"a, \"\"b\"\"\"\n3,c\n"
+        );
+        assert_eq!(duration_text(1_500_000.0), "1.500 ms");
+        assert_eq!(duration_text(12.0), "12 ns");
+    }
 }
