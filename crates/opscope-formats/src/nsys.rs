@@ -17,7 +17,7 @@ use opscope_model::{
     ArgsId, ClockDomain, CopyDirection, DeviceKind, InstantScope, LinearTransform, SliceKind,
     Source, SourceId, StrId, Trace, TrackId, TrackKind,
 };
-use rusqlite::types::Value;
+use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
 use crate::error::ImportError;
@@ -92,7 +92,9 @@ impl Table {
         let width = columns.len();
         let rows = stmt
             .query_map([], |row| {
-                (0..width).map(|i| row.get::<_, Value>(i)).collect()
+                (0..width)
+                    .map(|i| row.get_ref(i).map(owned_value))
+                    .collect()
             })
             .map_err(error)?
             .collect::<Result<Vec<Vec<Value>>, _>>()
@@ -113,6 +115,18 @@ impl Table {
             Value::Text(t) => Some(t.as_str()),
             _ => None,
         }
+    }
+}
+
+/// A column value, owned; text that is not UTF-8 (a corrupt database) is replaced
+/// rather than refused, which rusqlite's own conversion does by panicking.
+fn owned_value(v: ValueRef<'_>) -> Value {
+    match v {
+        ValueRef::Null => Value::Null,
+        ValueRef::Integer(i) => Value::Integer(i),
+        ValueRef::Real(f) => Value::Real(f),
+        ValueRef::Text(t) => Value::Text(String::from_utf8_lossy(t).into_owned()),
+        ValueRef::Blob(b) => Value::Blob(b.to_vec()),
     }
 }
 
@@ -640,6 +654,23 @@ mod tests {
             trace.clocks[trace.sources[0].clock.0 as usize].unix_offset_ns,
             Some(1_700_000_000_000_000_000)
         );
+    }
+
+    /// Found by fuzzing: text that is not UTF-8 made rusqlite panic.
+    #[test]
+    fn text_that_is_not_utf8_is_replaced() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE StringIds (id INTEGER, value TEXT);
+             INSERT INTO StringIds VALUES (1, CAST(X'66FF6F' AS TEXT));
+             CREATE TABLE OSRT_API (start INTEGER, end INTEGER, globalTid INTEGER, nameId INTEGER);
+             INSERT INTO OSRT_API VALUES (1, 2, 16777217, 1);",
+        )
+        .unwrap();
+        let bytes = conn.serialize("main").unwrap().to_vec();
+        let mut trace = Trace::new();
+        import_bytes(&bytes, "t.sqlite", &mut trace).unwrap();
+        assert_eq!(trace.str(trace.slices.name[0]), "f\u{fffd}o");
     }
 
     #[test]
