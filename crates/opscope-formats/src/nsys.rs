@@ -261,11 +261,19 @@ impl Importer<'_> {
     }
 }
 
+/// Imports what the database holds; after an error (a table that cannot be read), what
+/// was read before it stays in `trace`, finished like a whole import.
 fn import_connection(
     conn: &Connection,
     shown: &str,
     trace: &mut Trace,
 ) -> Result<SourceId, ImportError> {
+    let result = read_tables(conn, shown, trace);
+    trace.finish();
+    result
+}
+
+fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     let table = |name: &str| Table::read(conn, shown, name);
     let strings_table = table("StringIds")?;
     let strings: HashMap<i64, String> = strings_table
@@ -368,7 +376,6 @@ fn import_connection(
     );
     api_calls(&mut im, &table("OSRT_API")?, "os_runtime", SliceKind::Other);
     nvtx(&mut im, &table("NVTX_EVENTS")?);
-    im.trace.finish();
     Ok(source)
 }
 
@@ -671,6 +678,27 @@ mod tests {
         let mut trace = Trace::new();
         import_bytes(&bytes, "t.sqlite", &mut trace).unwrap();
         assert_eq!(trace.str(trace.slices.name[0]), "f\u{fffd}o");
+    }
+
+    /// Found by fuzzing: a table that fails to read (here a view over a missing table)
+    /// ended the import before the trace was finished, leaving slices unsorted.
+    #[test]
+    fn what_was_read_before_an_error_is_finished() {
+        let conn = Connection::open_in_memory().unwrap();
+        conn.execute_batch(
+            "CREATE TABLE StringIds (id INTEGER, value TEXT);
+             CREATE TABLE CUPTI_ACTIVITY_KIND_KERNEL (start INTEGER, end INTEGER, deviceId INTEGER, streamId INTEGER);
+             INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (50, 60, 0, 7), (10, 20, 0, 7);
+             CREATE TABLE gone (a INTEGER);
+             CREATE VIEW NVTX_EVENTS AS SELECT a FROM gone;
+             DROP TABLE gone;",
+        )
+        .unwrap();
+        let bytes = conn.serialize("main").unwrap().to_vec();
+        let mut trace = Trace::new();
+        let err = import_bytes(&bytes, "t.sqlite", &mut trace).unwrap_err();
+        assert!(err.to_string().contains("NVTX_EVENTS"), "{err}");
+        assert_eq!(trace.slices.ts, [10, 50], "kept, and sorted");
     }
 
     #[test]
