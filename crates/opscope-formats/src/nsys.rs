@@ -80,16 +80,27 @@ impl Table {
             });
         }
         let error = |e: rusqlite::Error| sql_error(shown, &format!("table {name}"), &e);
+        // Column names from the schema, read as bytes: rusqlite's own accessors panic
+        // on a name that is not UTF-8 (a corrupt file).
+        let mut names = conn
+            .prepare("SELECT cid, name FROM pragma_table_info(?1)")
+            .map_err(error)?;
+        let columns: HashMap<String, usize> = names
+            .query_map([name], |row| {
+                let cid: i64 = row.get(0)?;
+                let text = match row.get_ref(1)? {
+                    ValueRef::Text(t) => String::from_utf8_lossy(t).into_owned(),
+                    _ => String::new(),
+                };
+                Ok((text, cid as usize))
+            })
+            .map_err(error)?
+            .collect::<Result<_, _>>()
+            .map_err(error)?;
         let mut stmt = conn
             .prepare(&format!("SELECT * FROM \"{name}\""))
             .map_err(error)?;
-        let columns: HashMap<String, usize> = stmt
-            .column_names()
-            .iter()
-            .enumerate()
-            .map(|(i, c)| (c.to_string(), i))
-            .collect();
-        let width = columns.len();
+        let width = stmt.column_count();
         let rows = stmt
             .query_map([], |row| {
                 (0..width)
