@@ -787,14 +787,8 @@ impl<'t> Mapper<'t> {
                 });
             }
             Rule::CygExit => {
-                let stack = self.stacks.entry(track).or_default();
-                match stack.pop() {
-                    Some(open) => self.close(open, track, ts, &[]),
-                    None => {
-                        self.trace.repairs.unmatched_ends += 1;
-                        self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
-                    }
-                }
+                let open = self.stacks.entry(track).or_default().pop();
+                self.end_or_unmatched(open, plan, layout, r, ts, track);
             }
             Rule::Begin {
                 key,
@@ -866,14 +860,8 @@ impl<'t> Mapper<'t> {
                 self.own_open.insert(id, open);
             }
             Rule::OwnEnd { id } => {
-                let id = self.field_u(r, *id);
-                match self.own_open.remove(&id) {
-                    Some(open) => self.close(open, track, ts, &[]),
-                    None => {
-                        self.trace.repairs.unmatched_ends += 1;
-                        self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
-                    }
-                }
+                let open = self.own_open.remove(&self.field_u(r, *id));
+                self.end_or_unmatched(open, plan, layout, r, ts, track);
             }
             Rule::OwnInstant {
                 name,
@@ -1066,6 +1054,25 @@ impl<'t> Mapper<'t> {
             kind: SliceKind::Other,
             args,
         });
+    }
+
+    /// Closes `open` at `ts`; an end with nothing open is counted and kept as an instant.
+    fn end_or_unmatched(
+        &mut self,
+        open: Option<Open>,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+        ts: i64,
+        track: TrackId,
+    ) {
+        match open {
+            Some(open) => self.close(open, track, ts, &[]),
+            None => {
+                self.trace.repairs.unmatched_ends += 1;
+                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+            }
+        }
     }
 
     fn close(&mut self, open: Open, track: TrackId, ts: i64, extra: &[(StrId, ArgValue)]) {
