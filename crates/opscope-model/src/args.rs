@@ -63,7 +63,12 @@ pub struct Args {
     shape_index: HashMap<Shape, u32>,
     /// The shape of the bag being written; kept to reuse its allocation.
     pending: Vec<(StrId, u8)>,
+    /// The shapes used last, most recent first: bags of one importer repeat a few
+    /// shapes, and comparing is cheaper than hashing.
+    recent: [u32; RECENT_SHAPES],
 }
+
+const RECENT_SHAPES: usize = 4; // `finish` shifts them by hand
 
 impl Args {
     /// Starts a new bag; entries are added with the writer and sealed by
@@ -163,13 +168,29 @@ impl ArgsWriter<'_> {
             args.bytes.truncate(self.start);
             return ArgsId::NONE;
         }
-        let shape = match args.shape_index.get(args.pending.as_slice()) {
-            Some(&n) => n,
+        let pending = args.pending.as_slice();
+        let recent = args
+            .recent
+            .iter()
+            .position(|&n| args.shapes.get(n as usize).is_some_and(|s| **s == *pending));
+        let shape = match recent {
+            Some(i) => {
+                args.recent.swap(0, i);
+                args.recent[0]
+            }
             None => {
-                let n = args.shapes.len() as u32;
-                let shape: Shape = args.pending.as_slice().into();
-                args.shapes.push(shape.clone());
-                args.shape_index.insert(shape, n);
+                let n = match args.shape_index.get(pending) {
+                    Some(&n) => n,
+                    None => {
+                        let n = args.shapes.len() as u32;
+                        let shape: Shape = pending.into();
+                        args.shapes.push(shape.clone());
+                        args.shape_index.insert(shape, n);
+                        n
+                    }
+                };
+                let r = &mut args.recent;
+                (r[3], r[2], r[1], r[0]) = (r[2], r[1], r[0], n);
                 n
             }
         };

@@ -90,12 +90,9 @@ impl Slices {
         }
     }
 
-    /// Reorders every column by `order` (`new[i] = old[order[i]]`).
+    /// Reorders every column by `order` (`new[i] = old[order[i]]`); rows not in
+    /// `order` are dropped.
     pub(crate) fn permute(&mut self, order: &[u32]) {
-        fn apply<T: Copy>(col: &mut Vec<T>, order: &[u32]) {
-            let new: Vec<T> = order.iter().map(|&i| col[i as usize]).collect();
-            *col = new;
-        }
         apply(&mut self.ts, order);
         apply(&mut self.dur, order);
         apply(&mut self.track, order);
@@ -127,6 +124,12 @@ impl Slices {
         self.parent.shrink_to_fit();
         self.args.shrink_to_fit();
     }
+}
+
+/// Replaces a column by its rows `order` (`new[i] = old[order[i]]`).
+fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
+    let new: Vec<T> = order.iter().map(|&i| column[i as usize]).collect();
+    *column = new;
 }
 
 /// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
@@ -192,6 +195,17 @@ impl Instants {
         self.ts.is_empty()
     }
 
+    /// Reorders every column by `order`; rows not in `order` are dropped.
+    pub(crate) fn permute(&mut self, order: &[u32]) {
+        apply(&mut self.ts, order);
+        apply(&mut self.track, order);
+        apply(&mut self.name, order);
+        apply(&mut self.category, order);
+        apply(&mut self.kind, order);
+        apply(&mut self.scope, order);
+        apply(&mut self.args, order);
+    }
+
     pub fn kind(&self, i: usize) -> SliceKind {
         SliceKind::from_code(self.kind[i])
     }
@@ -238,6 +252,13 @@ impl CounterSamples {
         self.track.push(track.0);
         self.ts.push(ts);
         self.value.push(value);
+    }
+
+    /// Reorders every column by `order`; rows not in `order` are dropped.
+    pub(crate) fn permute(&mut self, order: &[u32]) {
+        apply(&mut self.track, order);
+        apply(&mut self.ts, order);
+        apply(&mut self.value, order);
     }
 
     pub fn len(&self) -> usize {

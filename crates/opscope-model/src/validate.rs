@@ -24,10 +24,7 @@ pub(crate) fn finish(trace: &mut Trace) {
         nest(trace, range.clone(), nest_strictly);
     }
     trace.set_track_slices(ranges);
-    sort_by_track_and_time(&mut trace.counters.track, &mut trace.counters.ts, |order| {
-        let v = &trace.counters.value;
-        trace.counters.value = order.iter().map(|&i| v[i as usize]).collect();
-    });
+    sort_counters(trace);
     sort_instants(trace);
 }
 
@@ -57,10 +54,10 @@ fn drop_dangling(trace: &mut Trace) {
     let c = &mut trace.counters;
     let bad = c.track.iter().filter(|&&t| t >= tracks).count();
     if bad > 0 {
-        let keep: Vec<usize> = (0..c.len()).filter(|&i| c.track[i] < tracks).collect();
-        c.ts = keep.iter().map(|&i| c.ts[i]).collect();
-        c.value = keep.iter().map(|&i| c.value[i]).collect();
-        c.track = keep.iter().map(|&i| c.track[i]).collect();
+        let keep: Vec<u32> = (0..c.len() as u32)
+            .filter(|&i| c.track[i as usize] < tracks)
+            .collect();
+        c.permute(&keep);
         trace.repairs.dangling_references += bad as u64;
     }
     let bad = trace
@@ -74,7 +71,7 @@ fn drop_dangling(trace: &mut Trace) {
         let keep: Vec<u32> = (0..inst.len() as u32)
             .filter(|&i| inst.track[i as usize] < tracks)
             .collect();
-        permute_instants(trace, &keep);
+        trace.instants.permute(&keep);
         trace.repairs.dangling_references += bad as u64;
     }
 }
@@ -100,13 +97,51 @@ fn reorder_slices(trace: &mut Trace, order: &[u32]) {
 
 fn sort_slices(trace: &mut Trace) {
     let s = &trace.slices;
-    let key = |i: usize| (s.track[i], s.ts[i], std::cmp::Reverse(s.dur[i]));
-    if (1..s.len()).all(|i| key(i - 1) <= key(i)) {
-        return;
+    let order = track_time_order(&s.track, trace.tracks.len(), |i| {
+        (s.ts[i], std::cmp::Reverse(s.dur[i]))
+    });
+    if let Some(order) = order {
+        reorder_slices(trace, &order);
     }
-    let mut order: Vec<u32> = (0..s.len() as u32).collect();
-    order.sort_by_key(|&i| key(i as usize));
-    reorder_slices(trace, &order);
+}
+
+/// The order that sorts rows by track, then by `key` within a track, keeping equal rows
+/// in their order; `None` when they are sorted already. Importers emit each track's
+/// rows nearly in time order, interleaved with other tracks: a stable bucketing by
+/// track (linear) leaves only the few unsorted tracks to sort. Every track must be
+/// below `tracks` (dangling rows are dropped before).
+fn track_time_order<K: Ord>(
+    track: &[u32],
+    tracks: usize,
+    key: impl Fn(usize) -> K,
+) -> Option<Vec<u32>> {
+    let n = track.len();
+    if (1..n).all(|i| (track[i - 1], key(i - 1)) <= (track[i], key(i))) {
+        return None;
+    }
+    let mut starts = vec![0u32; tracks + 1];
+    for &t in track {
+        starts[t as usize + 1] += 1;
+    }
+    for t in 0..tracks {
+        starts[t + 1] += starts[t];
+    }
+    let mut order = vec![0u32; n];
+    let mut next = starts.clone();
+    for (i, &t) in track.iter().enumerate() {
+        order[next[t as usize] as usize] = i as u32;
+        next[t as usize] += 1;
+    }
+    for t in 0..tracks {
+        let rows = &mut order[starts[t] as usize..starts[t + 1] as usize];
+        if !rows
+            .windows(2)
+            .all(|w| key(w[0] as usize) <= key(w[1] as usize))
+        {
+            rows.sort_by_key(|&i| key(i as usize));
+        }
+    }
+    Some(order)
 }
 
 fn track_ranges(track_column: &[u32], tracks: usize) -> Vec<Range<u32>> {
@@ -163,39 +198,18 @@ fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
     }
 }
 
-fn sort_by_track_and_time(
-    track: &mut Vec<u32>,
-    ts: &mut Vec<i64>,
-    mut apply_rest: impl FnMut(&[u32]),
-) {
-    if (1..ts.len()).all(|i| (track[i - 1], ts[i - 1]) <= (track[i], ts[i])) {
-        return;
+fn sort_counters(trace: &mut Trace) {
+    let c = &mut trace.counters;
+    if let Some(order) = track_time_order(&c.track, trace.tracks.len(), |i| c.ts[i]) {
+        c.permute(&order);
     }
-    let mut order: Vec<u32> = (0..ts.len() as u32).collect();
-    order.sort_by_key(|&i| (track[i as usize], ts[i as usize]));
-    *track = order.iter().map(|&i| track[i as usize]).collect();
-    *ts = order.iter().map(|&i| ts[i as usize]).collect();
-    apply_rest(&order);
 }
 
 fn sort_instants(trace: &mut Trace) {
     let inst = &trace.instants;
-    if (1..inst.len()).all(|i| (inst.track[i - 1], inst.ts[i - 1]) <= (inst.track[i], inst.ts[i])) {
-        return;
+    if let Some(order) = track_time_order(&inst.track, trace.tracks.len(), |i| inst.ts[i]) {
+        trace.instants.permute(&order);
     }
-    let mut order: Vec<u32> = (0..inst.len() as u32).collect();
-    order.sort_by_key(|&i| (inst.track[i as usize], inst.ts[i as usize]));
-    permute_instants(trace, &order);
-}
-
-fn permute_instants(trace: &mut Trace, order: &[u32]) {
-    let inst = &trace.instants;
-    let rows: Vec<_> = order.iter().map(|&i| inst.row(i as usize)).collect();
-    let mut new = crate::events::Instants::default();
-    for row in rows {
-        new.push(row);
-    }
-    trace.instants = new;
 }
 
 #[cfg(test)]

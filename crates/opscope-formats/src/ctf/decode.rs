@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::program::{program, IntOp, Op, Program};
 use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
@@ -176,6 +177,10 @@ pub struct StreamLayout {
     pub packet_context: Option<Node>,
     pub event_header: Option<Node>,
     pub event_context: Option<Node>,
+    /// The three scopes' decoding programs.
+    pub packet_context_program: Option<Program>,
+    pub event_header_program: Option<Program>,
+    pub event_context_program: Option<Program>,
     pub has_content_size: bool,
     pub has_packet_size: bool,
     pub has_ts_begin: bool,
@@ -205,6 +210,8 @@ pub struct EventLayout {
     pub stream: usize,
     pub context: Option<Node>,
     pub fields: Option<Node>,
+    pub context_program: Option<Program>,
+    pub fields_program: Option<Program>,
 }
 
 /// A trace's metadata compiled for reading.
@@ -212,6 +219,7 @@ pub struct EventLayout {
 pub struct Layout {
     pub meta: Metadata,
     pub packet_header: Option<Node>,
+    pub packet_header_program: Option<Program>,
     pub streams: Vec<StreamLayout>,
     pub events: Vec<EventLayout>,
     pub registers: usize,
@@ -656,11 +664,16 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
                 }
             }
         }
+        let event_header = node_of(&c, &format!("S{s}.eh"));
+        let event_context = node_of(&c, &format!("S{s}.ec"));
         streams.push(StreamLayout {
             id: sc.id,
+            packet_context_program: packet_context.as_ref().map(program),
+            event_header_program: event_header.as_ref().map(program),
+            event_context_program: event_context.as_ref().map(program),
             packet_context,
-            event_header: node_of(&c, &format!("S{s}.eh")),
-            event_context: node_of(&c, &format!("S{s}.ec")),
+            event_header,
+            event_context,
             has_content_size: flags[REG_CONTENT_SIZE as usize],
             has_packet_size: flags[REG_PACKET_SIZE as usize],
             has_ts_begin: flags[REG_TS_BEGIN as usize],
@@ -684,12 +697,16 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
             }
             stream.event_dense[id as usize] = e as u32;
         }
+        let context = node_of(&c, &format!("E{e}.ctx"));
+        let fields = node_of(&c, &format!("E{e}.f"));
         events.push(EventLayout {
             name: ec.name.clone(),
             id,
             stream: s,
-            context: node_of(&c, &format!("E{e}.ctx")),
-            fields: node_of(&c, &format!("E{e}.f")),
+            context_program: context.as_ref().map(program),
+            fields_program: fields.as_ref().map(program),
+            context,
+            fields,
         });
     }
     let registers = c.next_reg as usize;
@@ -700,6 +717,7 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
         .cloned();
     Ok(Layout {
         meta,
+        packet_header_program: packet_header.as_ref().map(program),
         packet_header,
         streams,
         events,
@@ -746,16 +764,26 @@ struct Cursor<'a, 'r> {
     clock: &'r mut u64,
 }
 
+/// A cursor's error, boxed: the per-field `Result`s stay one word wide on the hot path.
+type Fail = Box<DecodeError>;
+
+impl From<Fail> for DecodeError {
+    fn from(boxed: Fail) -> Self {
+        *boxed
+    }
+}
+
 impl Cursor<'_, '_> {
-    fn fail(&self, what: &str) -> DecodeError {
-        DecodeError {
+    #[cold]
+    fn fail(&self, what: &str) -> Fail {
+        Box::new(DecodeError {
             offset: self.base + self.bit / 8,
             message: what.to_string(),
-        }
+        })
     }
 
     #[inline]
-    fn align(&mut self, align: u32) -> Result<(), DecodeError> {
+    fn align(&mut self, align: u32) -> Result<(), Fail> {
         if align > 1 {
             let a = align as u64;
             let aligned = (self.bit + a - 1) & !(a - 1);
@@ -768,7 +796,7 @@ impl Cursor<'_, '_> {
     }
 
     #[inline]
-    fn bits(&mut self, bits: u32, le: bool) -> Result<u64, DecodeError> {
+    fn bits(&mut self, bits: u32, le: bool) -> Result<u64, Fail> {
         let pos = self.bit;
         if pos + bits as u64 > self.end {
             return Err(self.fail(
@@ -809,6 +837,16 @@ impl Cursor<'_, '_> {
                 _ => {}
             }
         }
+        // Any field of up to 57 bits lies in the 8 bytes from its first one: one load.
+        if shift + bits <= 64 && byte + 8 <= d.len() {
+            let w: [u8; 8] = d[byte..byte + 8].try_into().unwrap_or([0; 8]);
+            let mask = u64::MAX >> (64 - bits);
+            return Ok(if le {
+                (u64::from_le_bytes(w) >> shift) & mask
+            } else {
+                (u64::from_be_bytes(w) >> (64 - shift - bits)) & mask
+            });
+        }
         let n = (shift + bits).div_ceil(8) as usize;
         let bytes = &d[byte..byte + n];
         let mask: u128 = (1u128 << bits) - 1;
@@ -828,140 +866,141 @@ impl Cursor<'_, '_> {
         Ok(v as u64)
     }
 
-    fn read(&mut self, node: &Node, out: &mut Vec<Val>) -> Result<(), DecodeError> {
-        match node {
-            Node::Int(i) => {
-                self.align(i.align)?;
-                let raw = self.bits(i.bits, i.le)?;
-                let v = if i.signed && i.bits < 64 {
-                    let s = 64 - i.bits;
-                    ((raw << s) as i64 >> s) as u64
-                } else {
-                    raw
-                };
-                if i.reg != NO_REG {
-                    self.regs[i.reg as usize] = v;
-                }
-                if i.special != NO_REG {
-                    self.regs[i.special as usize] = v;
-                }
-                if i.clock {
-                    update_clock(self.clock, raw, i.bits);
-                }
-                out.push(if i.signed {
-                    Val::I(v as i64)
-                } else {
-                    Val::U(v)
-                });
-            }
-            Node::Float { bits, align, le } => {
-                self.align(*align)?;
-                let raw = self.bits(*bits, *le)?;
-                out.push(Val::F(if *bits == 32 {
-                    f32::from_bits(raw as u32) as f64
-                } else {
-                    f64::from_bits(raw)
-                }));
-            }
-            Node::Str => {
-                self.align(8)?;
-                let start = (self.bit / 8) as usize;
-                let limit = ((self.end / 8) as usize).min(self.data.len());
-                let Some(len) = self
-                    .data
-                    .get(start..limit)
-                    .and_then(|s| memchr::memchr(0, s))
-                else {
-                    return Err(self.fail(
-                        "a string without its terminating NUL before the end of the packet",
-                    ));
-                };
-                self.bit += (len as u64 + 1) * 8;
-                out.push(Val::Str {
-                    start: self.base + start as u64,
-                    len: len as u32,
-                });
-            }
-            Node::Struct { align, fields, .. } => {
-                self.align(*align)?;
-                out.push(Val::Compound(fields.len() as u32));
-                for f in fields.iter() {
-                    self.read(f, out)?;
-                }
-            }
-            Node::Array { len, elem, text } => self.elements(*len, elem, *text, out)?,
-            Node::Seq {
-                len_reg,
-                elem,
-                text,
-            } => {
-                let len = if *len_reg == NO_REG {
-                    0
-                } else {
-                    self.regs[*len_reg as usize]
-                };
-                self.elements(len, elem, *text, out)?;
-            }
-            Node::Variant {
-                tag_reg,
-                map,
-                options,
-                ..
-            } => {
-                let tag = if *tag_reg == NO_REG {
-                    0
-                } else {
-                    self.regs[*tag_reg as usize]
-                };
-                // The tag's register holds the value sign-extended to 64 bits.
-                let (st, ut) = (tag as i64 as i128, tag as i128);
-                let Some(&(_, _, option)) = map
-                    .iter()
-                    .find(|(lo, hi, _)| (*lo <= st && st <= *hi) || (*lo <= ut && ut <= *hi))
-                else {
-                    return Err(self.fail(&format!("variant tag value {tag} selects no option")));
-                };
-                out.push(Val::Variant(option));
-                self.read(&options[option as usize], out)?;
-            }
+    #[inline(always)]
+    fn int(&mut self, i: &IntOp, out: &mut Vec<Val>) -> Result<(), Fail> {
+        self.align(i.align)?;
+        let raw = self.bits(i.bits, i.le)?;
+        let v = if i.signed && i.bits < 64 {
+            let s = 64 - i.bits;
+            ((raw << s) as i64 >> s) as u64
+        } else {
+            raw
+        };
+        if i.reg != NO_REG {
+            self.regs[i.reg as usize] = v;
         }
+        if i.special != NO_REG {
+            self.regs[i.special as usize] = v;
+        }
+        if i.clock {
+            update_clock(self.clock, raw, i.bits);
+        }
+        out.push(if i.signed {
+            Val::I(v as i64)
+        } else {
+            Val::U(v)
+        });
         Ok(())
     }
 
-    fn elements(
-        &mut self,
-        len: u64,
-        elem: &Node,
-        text: bool,
-        out: &mut Vec<Val>,
-    ) -> Result<(), DecodeError> {
-        if text {
-            self.align(elem.align())?;
-            let bytes = len.saturating_mul(8);
-            if self.bit.saturating_add(bytes) > self.end {
-                return Err(self.fail("a text array runs past the end of the packet's content"));
+    fn length(&self, len: u64, len_reg: u32) -> u64 {
+        if len_reg == NO_REG {
+            len
+        } else {
+            self.regs[len_reg as usize]
+        }
+    }
+
+    /// Runs a decoding program, appending its values to `out`.
+    fn run(&mut self, program: &[Op], out: &mut Vec<Val>) -> Result<(), Fail> {
+        for op in program {
+            match op {
+                Op::Int(i) => self.int(i, out)?,
+                Op::Struct { align, fields } => {
+                    self.align(*align)?;
+                    out.push(Val::Compound(*fields));
+                }
+                Op::Float { bits, align, le } => {
+                    self.align(*align)?;
+                    let raw = self.bits(*bits, *le)?;
+                    out.push(Val::F(if *bits == 32 {
+                        f32::from_bits(raw as u32) as f64
+                    } else {
+                        f64::from_bits(raw)
+                    }));
+                }
+                Op::Str => {
+                    self.align(8)?;
+                    let start = (self.bit / 8) as usize;
+                    let limit = ((self.end / 8) as usize).min(self.data.len());
+                    let Some(len) = self
+                        .data
+                        .get(start..limit)
+                        .and_then(|s| memchr::memchr(0, s))
+                    else {
+                        return Err(self.fail(
+                            "a string without its terminating NUL before the end of the packet",
+                        ));
+                    };
+                    self.bit += (len as u64 + 1) * 8;
+                    out.push(Val::Str {
+                        start: self.base + start as u64,
+                        len: len as u32,
+                    });
+                }
+                Op::Text {
+                    len,
+                    len_reg,
+                    align,
+                } => {
+                    let len = self.length(*len, *len_reg);
+                    self.align(*align)?;
+                    let bytes = len.saturating_mul(8);
+                    if self.bit.saturating_add(bytes) > self.end {
+                        return Err(
+                            self.fail("a text array runs past the end of the packet's content")
+                        );
+                    }
+                    let start = (self.bit / 8) as usize;
+                    let slice = &self.data[start..start + len as usize];
+                    let shown = memchr::memchr(0, slice).unwrap_or(slice.len());
+                    out.push(Val::Str {
+                        start: self.base + start as u64,
+                        len: shown as u32,
+                    });
+                    self.bit += bytes;
+                }
+                Op::Elements {
+                    len,
+                    len_reg,
+                    align,
+                    body,
+                } => {
+                    let len = self.length(*len, *len_reg);
+                    // Every element but an empty one takes at least a bit: a length
+                    // beyond the bits left is corrupt (and cannot make the reader spin
+                    // or allocate without end).
+                    if len > (self.end - self.bit).max(MAX_EMPTY_ELEMENTS) {
+                        return Err(self.fail(&format!(
+                            "an array or sequence of {len} elements, more than the packet can hold"
+                        )));
+                    }
+                    self.align(*align)?;
+                    out.push(Val::Compound(len as u32));
+                    for _ in 0..len {
+                        self.run(body, out)?;
+                    }
+                }
+                Op::Variant {
+                    tag_reg,
+                    map,
+                    options,
+                } => {
+                    let tag = self.length(0, *tag_reg);
+                    // The tag's register holds the value sign-extended to 64 bits.
+                    let (st, ut) = (tag as i64 as i128, tag as i128);
+                    let Some(&(_, _, option)) = map
+                        .iter()
+                        .find(|(lo, hi, _)| (*lo <= st && st <= *hi) || (*lo <= ut && ut <= *hi))
+                    else {
+                        return Err(
+                            self.fail(&format!("variant tag value {tag} selects no option"))
+                        );
+                    };
+                    out.push(Val::Variant(option));
+                    self.run(&options[option as usize], out)?;
+                }
             }
-            let start = (self.bit / 8) as usize;
-            let slice = &self.data[start..start + len as usize];
-            let shown = memchr::memchr(0, slice).unwrap_or(slice.len());
-            out.push(Val::Str {
-                start: self.base + start as u64,
-                len: shown as u32,
-            });
-            self.bit += bytes;
-            return Ok(());
-        }
-        // Every element but an empty one takes at least a bit: a length beyond the bits
-        // left is corrupt (and cannot make the reader spin or allocate without end).
-        if len > (self.end - self.bit).max(MAX_EMPTY_ELEMENTS) {
-            return Err(self.fail(&format!(
-                "an array or sequence of {len} elements, more than the packet can hold"
-            )));
-        }
-        self.align(elem.align())?;
-        out.push(Val::Compound(len as u32));
-        for _ in 0..len {
-            self.read(elem, out)?;
         }
         Ok(())
     }
@@ -1071,8 +1110,8 @@ impl<'a> StreamReader<'a> {
         }
         let mut vals = std::mem::take(&mut self.packet_vals);
         let mut cur = self.cursor();
-        if let Some(h) = &layout.packet_header {
-            cur.read(h, &mut vals)?;
+        if let Some(h) = &layout.packet_header_program {
+            cur.run(h, &mut vals)?;
         }
         let has_magic = matches!(&layout.packet_header, Some(Node::Struct { names, .. }) if names.iter().any(|n| n == "magic"));
         if has_magic && cur.regs[REG_MAGIC as usize] != PACKET_MAGIC {
@@ -1101,9 +1140,9 @@ impl<'a> StreamReader<'a> {
         };
         let sl = &layout.streams[stream];
         let mut ctx_at = None;
-        if let Some(pc) = &sl.packet_context {
+        if let Some(pc) = &sl.packet_context_program {
             ctx_at = Some(vals.len());
-            cur.read(pc, &mut vals)?;
+            cur.run(pc, &mut vals)?;
         }
         let header_bits = cur.bit;
         let regs = &*cur.regs;
@@ -1195,9 +1234,9 @@ impl<'a> StreamReader<'a> {
         let mut scopes = [u32::MAX; 4];
         let mut cur = self.cursor();
         let result = (|| {
-            if let Some(h) = &sl.event_header {
+            if let Some(h) = &sl.event_header_program {
                 scopes[0] = vals.len() as u32;
-                cur.read(h, &mut vals)?;
+                cur.run(h, &mut vals)?;
             }
             let id = cur.regs[REG_EVENT_ID as usize];
             let Some(event) = sl.event_index(id) else {
@@ -1206,18 +1245,18 @@ impl<'a> StreamReader<'a> {
                     sl.id
                 )));
             };
-            if let Some(c) = &sl.event_context {
+            if let Some(c) = &sl.event_context_program {
                 scopes[1] = vals.len() as u32;
-                cur.read(c, &mut vals)?;
+                cur.run(c, &mut vals)?;
             }
             let el = &layout.events[event];
-            if let Some(c) = &el.context {
+            if let Some(c) = &el.context_program {
                 scopes[2] = vals.len() as u32;
-                cur.read(c, &mut vals)?;
+                cur.run(c, &mut vals)?;
             }
-            if let Some(f) = &el.fields {
+            if let Some(f) = &el.fields_program {
                 scopes[3] = vals.len() as u32;
-                cur.read(f, &mut vals)?;
+                cur.run(f, &mut vals)?;
             }
             Ok((event, cur.bit))
         })();

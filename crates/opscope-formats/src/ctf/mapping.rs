@@ -197,6 +197,8 @@ struct Mapper<'t> {
     /// Per event class: ids in the event context and payload (perf).
     event_ids: Vec<(Ids, Ids)>,
     lanes: HashMap<(i64, i64, bool), (ProcessId, TrackId)>,
+    /// The lane of the previous event: runs of events come from one thread.
+    last_lane: Option<((i64, i64, bool), (ProcessId, TrackId))>,
     stacks: HashMap<TrackId, Vec<Open>>,
     /// opscope's own slices still open, by the id the writer gave them.
     own_open: HashMap<u64, Open>,
@@ -206,14 +208,20 @@ struct Mapper<'t> {
     running: HashMap<u64, (i64, i64, StrId)>,
     tid_pid: HashMap<i64, i64>,
     named_processes: hashbrown::HashSet<ProcessId>,
+    /// Per stream class: field offsets of the stream event context, when fixed.
+    stream_offsets: Vec<Option<Box<[u32]>>>,
+    /// Per event class: field offsets of the event context and payload, when fixed.
+    offsets: Vec<(Option<Box<[u32]>>, Option<Box<[u32]>>)>,
     positions: Vec<u32>,
     ctx_positions: Vec<u32>,
+    scratch: Vec<(StrId, ArgValue)>,
     last_ts: i64,
     default_category: StrId,
     k_bytes: StrId,
     k_addr: StrId,
     s_running: StrId,
     s_cpus: StrId,
+    s_libc_in_use: StrId,
 }
 
 fn hex(v: u64) -> String {
@@ -519,7 +527,14 @@ impl<'t> Mapper<'t> {
     }
 
     fn lane(&mut self, pid: i64, tid: i64, cpu_lane: bool) -> (ProcessId, TrackId) {
-        if let Some(&l) = self.lanes.get(&(pid, tid, cpu_lane)) {
+        let key = (pid, tid, cpu_lane);
+        if let Some((k, l)) = self.last_lane {
+            if k == key {
+                return l;
+            }
+        }
+        if let Some(&l) = self.lanes.get(&key) {
+            self.last_lane = Some((key, l));
             return l;
         }
         let process = self.trace.process(self.source, pid);
@@ -559,17 +574,13 @@ impl<'t> Mapper<'t> {
         self.last_ts = self.last_ts.max(ts);
         let el = &layout.events[ev];
         let sl = &layout.streams[r.stream];
-        // Payload positions.
-        self.positions.clear();
-        if let (Some(Node::Struct { fields, .. }), s) = (&el.fields, r.scopes[3]) {
-            if s != u32::MAX {
-                let mut p = s as usize + 1;
-                for f in fields.iter() {
-                    self.positions.push(p as u32);
-                    p = skip(f, &r.vals, p);
-                }
-            }
-        }
+        field_positions(
+            el.fields.as_ref(),
+            &self.offsets[ev].1,
+            &r.vals,
+            r.scopes[3],
+            &mut self.positions,
+        );
         // Who: stream event context, event context, payload (perf).
         let mut pid = None;
         let mut tid = None;
@@ -577,24 +588,22 @@ impl<'t> Mapper<'t> {
         let scoped = [
             (
                 sl.event_context.as_ref(),
+                &self.stream_offsets[r.stream],
                 r.scopes[1],
                 self.stream_ids[r.stream],
             ),
-            (el.context.as_ref(), r.scopes[2], self.event_ids[ev].0),
+            (
+                el.context.as_ref(),
+                &self.offsets[ev].0,
+                r.scopes[2],
+                self.event_ids[ev].0,
+            ),
         ];
-        for (node, start, ids) in scoped {
-            let (Some(Node::Struct { fields, .. }), true) = (node, start != u32::MAX) else {
-                continue;
-            };
+        for (node, offsets, start, ids) in scoped {
             if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
                 continue;
             }
-            self.ctx_positions.clear();
-            let mut p = start as usize + 1;
-            for f in fields.iter() {
-                self.ctx_positions.push(p as u32);
-                p = skip(f, &r.vals, p);
-            }
+            field_positions(node, offsets, &r.vals, start, &mut self.ctx_positions);
             let at = |i: Option<usize>| i.and_then(|i| self.ctx_positions.get(i).copied());
             pid = pid.or(Self::int_at(&r.vals, at(ids.pid)));
             tid = tid.or(Self::int_at(&r.vals, at(ids.tid)));
@@ -649,11 +658,22 @@ impl<'t> Mapper<'t> {
         layout: &Layout,
         r: &StreamReader,
     ) -> Vec<(StrId, ArgValue)> {
+        let mut out = Vec::new();
+        self.push_payload_args(plan, layout, r, &mut out);
+        out
+    }
+
+    fn push_payload_args(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &StreamReader,
+        out: &mut Vec<(StrId, ArgValue)>,
+    ) {
         let el = &layout.events[r.event];
         let Some(Node::Struct { fields, .. }) = &el.fields else {
-            return Vec::new();
+            return;
         };
-        let mut out = Vec::with_capacity(fields.len());
         for (i, f) in fields.iter().enumerate() {
             let Some(&pos) = self.positions.get(i) else {
                 break;
@@ -661,7 +681,6 @@ impl<'t> Mapper<'t> {
             let v = self.arg(r, f, pos as usize);
             out.push((plan.keys[i], v));
         }
-        out
     }
 
     fn write_args(&mut self, entries: &[(StrId, ArgValue)]) -> ArgsId {
@@ -686,9 +705,13 @@ impl<'t> Mapper<'t> {
         kind: SliceKind,
         extra: &[(StrId, ArgValue)],
     ) {
-        let mut entries = extra.to_vec();
-        entries.extend(self.payload_args(plan, layout, r));
+        // One buffer for every instant: millions of libc events must not allocate.
+        let mut entries = std::mem::take(&mut self.scratch);
+        entries.clear();
+        entries.extend_from_slice(extra);
+        self.push_payload_args(plan, layout, r, &mut entries);
         let args = self.write_args(&entries);
+        self.scratch = entries;
         self.trace.instants.push(InstantRow {
             track,
             ts,
@@ -1137,7 +1160,7 @@ impl<'t> Mapper<'t> {
                 (None, ok.then(|| (u(self, *out_ptr), u(self, *size))))
             }
         };
-        let name = self.trace.intern("bytes in use (lttng_ust_libc)");
+        let name = self.s_libc_in_use;
         let state = self.allocs.entry(process).or_insert_with(|| AllocState {
             live: HashMap::new(),
             in_use: 0,
@@ -1148,13 +1171,15 @@ impl<'t> Mapper<'t> {
                 .trace
                 .named_track(Some(process), TrackKind::Counter, name, 0);
         }
-        let mut changes: Vec<(i64, u64)> = Vec::with_capacity(2);
+        let mut changes = [(0i64, 0u64); 2];
+        let mut n_changes = 0;
         // Sizes come from the trace: saturate rather than overflow on corrupt ones.
         let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
         if let Some(p) = freed {
             let size = signed(state.live.remove(&p).unwrap_or(0));
             state.in_use = state.in_use.saturating_sub(size);
-            changes.push((size.saturating_neg(), p));
+            changes[n_changes] = (size.saturating_neg(), p);
+            n_changes += 1;
         }
         if let Some((p, size)) = alloc {
             if p != 0 {
@@ -1162,20 +1187,59 @@ impl<'t> Mapper<'t> {
                     state.in_use = state.in_use.saturating_sub(signed(old));
                 }
                 state.in_use = state.in_use.saturating_add(signed(size));
-                changes.push((signed(size), p));
+                changes[n_changes] = (signed(size), p);
+                n_changes += 1;
             }
         }
-        if changes.is_empty() {
-            changes.push((0, 0));
-        }
+        // An event that changed nothing still shows, with zero bytes.
+        n_changes = n_changes.max(1);
         let (counter, in_use) = (state.track, state.in_use);
         self.trace.counters.push(counter, ts, in_use as f64);
-        for (bytes, addr) in changes {
+        for &(bytes, addr) in &changes[..n_changes] {
             let extra = [
                 (self.k_bytes, ArgValue::Int(bytes)),
                 (self.k_addr, ArgValue::Int(addr as i64)),
             ];
             self.instant(plan, layout, r, ts, track, SliceKind::Alloc, &extra);
+        }
+    }
+}
+
+/// Where each field of a struct scope's values is: offsets from the struct's value
+/// when every field adds a fixed number of values (most events), else `None`.
+fn fixed_offsets(node: Option<&Node>) -> Option<Box<[u32]>> {
+    let Some(Node::Struct { fields, .. }) = node else {
+        return None;
+    };
+    let mut offsets = Vec::with_capacity(fields.len());
+    let mut at = 1;
+    for f in fields.iter() {
+        offsets.push(at as u32);
+        at += f.fixed_width()?;
+    }
+    Some(offsets.into())
+}
+
+/// The value index of each field of the struct scope starting at `start`
+/// (`u32::MAX`: the event has no such scope) into `out`.
+fn field_positions(
+    node: Option<&Node>,
+    offsets: &Option<Box<[u32]>>,
+    vals: &[Val],
+    start: u32,
+    out: &mut Vec<u32>,
+) {
+    out.clear();
+    if start == u32::MAX {
+        return;
+    }
+    if let Some(offsets) = offsets {
+        out.extend(offsets.iter().map(|o| start + o));
+    } else if let Some(Node::Struct { fields, .. }) = node {
+        let mut p = start as usize + 1;
+        for f in fields.iter() {
+            out.push(p as u32);
+            p = skip(f, vals, p);
         }
     }
 }
@@ -1280,6 +1344,7 @@ pub(super) fn import_layout(
         k_addr: trace.intern("Addr"),
         s_running: trace.intern("running"),
         s_cpus: trace.intern("CPUs"),
+        s_libc_in_use: trace.intern("bytes in use (lttng_ust_libc)"),
         trace,
         source,
         plans: (0..layout.events.len()).map(|_| None).collect(),
@@ -1299,6 +1364,7 @@ pub(super) fn import_layout(
             })
             .collect(),
         lanes: HashMap::new(),
+        last_lane: None,
         stacks: HashMap::new(),
         own_open: HashMap::new(),
         allocs: HashMap::new(),
@@ -1306,8 +1372,24 @@ pub(super) fn import_layout(
         running: HashMap::new(),
         tid_pid: HashMap::new(),
         named_processes: hashbrown::HashSet::new(),
+        stream_offsets: layout
+            .streams
+            .iter()
+            .map(|s| fixed_offsets(s.event_context.as_ref()))
+            .collect(),
+        offsets: layout
+            .events
+            .iter()
+            .map(|e| {
+                (
+                    fixed_offsets(e.context.as_ref()),
+                    fixed_offsets(e.fields.as_ref()),
+                )
+            })
+            .collect(),
         positions: Vec::new(),
         ctx_positions: Vec::new(),
+        scratch: Vec::new(),
         last_ts: i64::MIN,
         default_category,
     };

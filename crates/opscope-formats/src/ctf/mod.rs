@@ -13,6 +13,7 @@
 pub mod decode;
 mod mapping;
 pub mod metadata;
+mod program;
 pub mod types;
 
 #[cfg(test)]
