@@ -7,7 +7,7 @@
 //! allocation and no name look-up per field.
 
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::program::{program, IntOp, Op, Program};
 use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
@@ -48,7 +48,7 @@ pub struct IntNode {
     pub clock: bool,
     pub base: u32,
     pub encoded: bool,
-    pub labels: Option<Rc<EnumTy>>,
+    pub labels: Option<Arc<EnumTy>>,
 }
 
 #[derive(Clone, Debug)]
@@ -240,7 +240,7 @@ struct Compiler<'m> {
     regs_at: HashMap<String, u32>,
     /// Location of a sequence or variant → the register of its length or tag, and the
     /// tag's enum.
-    refs: HashMap<String, (u32, Option<Rc<EnumTy>>)>,
+    refs: HashMap<String, (u32, Option<Arc<EnumTy>>)>,
     next_reg: u32,
     /// Fields visited so far (bounded by [`MAX_COMPILED_FIELDS`]).
     fields: usize,
@@ -299,7 +299,7 @@ impl<'m> Compiler<'m> {
     fn resolve(
         &self,
         path: &[String],
-        lexical: &[(String, Rc<StructTy>)],
+        lexical: &[(String, Arc<StructTy>)],
         stream: usize,
         event: Option<usize>,
     ) -> Option<(String, &'m Ty)> {
@@ -342,7 +342,7 @@ impl<'m> Compiler<'m> {
         &mut self,
         ty: &'m Ty,
         loc: &str,
-        lexical: &mut Vec<(String, Rc<StructTy>)>,
+        lexical: &mut Vec<(String, Arc<StructTy>)>,
         stream: usize,
         event: Option<usize>,
     ) -> Result<(), LayoutError> {
@@ -429,7 +429,7 @@ impl<'m> Compiler<'m> {
         }
     }
 
-    fn int(&self, i: &IntTy, loc: &str, labels: Option<Rc<EnumTy>>) -> IntNode {
+    fn int(&self, i: &IntTy, loc: &str, labels: Option<Arc<EnumTy>>) -> IntNode {
         let (scope, rest) = split_loc(loc);
         let name = loc.rsplit('/').next().unwrap_or("");
         let top = rest.matches('/').count() == 1;
@@ -1020,6 +1020,30 @@ pub fn update_clock(clock: &mut u64, value: u64, bits: u32) {
     *clock = new;
 }
 
+/// One decoded event, detached from the reader that decoded it.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a, 'v> {
+    /// The stream file (string values point into it).
+    pub file: &'a [u8],
+    /// Stream class and event class (indexes in the layout).
+    pub stream: usize,
+    pub event: usize,
+    pub timestamp: u64,
+    pub cpu_id: Option<u64>,
+    /// Where event header, stream event context, event context and payload start in
+    /// `vals` (`u32::MAX`: absent).
+    pub scopes: [u32; 4],
+    pub vals: &'v [Val],
+}
+
+impl<'a> Event<'a, '_> {
+    /// The text of a string value.
+    pub fn text(&self, start: u64, len: u32) -> &'a [u8] {
+        let s = start as usize;
+        self.file.get(s..s + len as usize).unwrap_or(&[])
+    }
+}
+
 /// Reads the packets and events of one stream file in order.
 pub struct StreamReader<'a> {
     pub layout: &'a Layout,
@@ -1288,6 +1312,19 @@ impl<'a> StreamReader<'a> {
                     ),
                 })
             }
+        }
+    }
+
+    /// The event just read, as the mapping sees it.
+    pub fn current(&self) -> Event<'a, '_> {
+        Event {
+            file: self.file,
+            stream: self.stream,
+            event: self.event,
+            timestamp: self.timestamp,
+            cpu_id: self.cpu_id,
+            scopes: self.scopes,
+            vals: &self.vals,
         }
     }
 

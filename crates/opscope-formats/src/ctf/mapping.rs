@@ -7,8 +7,9 @@
 //!
 //! Rules, by event name (`provider:event` for LTTng-UST):
 //! - `lttng_ust_cyg_profile[_fast]:func_entry/func_exit` → slices named by `addr` (hex);
-//! - `lttng_ust_libc:*` → `Alloc` instants (`Bytes`, `Addr` and the event's fields) and
-//!   a per-process `bytes in use` counter;
+//! - `lttng_ust_libc:*` → `Alloc` instants (`Bytes`, `Addr` and the event's other
+//!   fields: `size` and `ptr` of malloc, memalign and free are `Bytes` and `Addr`) and a
+//!   per-process `bytes in use` counter;
 //! - `lttng_ust_statedump:procname` names the process; other statedump events are
 //!   process-scoped instants (build ids as args);
 //! - kernel `sched_switch` → `running` slices per thread (from its switch-in to its
@@ -30,7 +31,7 @@ use opscope_model::{
     SliceKind, Source, SourceId, StrId, Trace, TrackId, TrackKind,
 };
 
-use super::decode::{skip, Layout, Node, StreamReader, Val};
+use super::decode::{skip, Event, Layout, Node, Val};
 use super::types::EnvValue;
 use crate::error::ImportError;
 
@@ -144,6 +145,9 @@ struct Plan {
     rule: Rule,
     /// Interned payload field names.
     keys: Vec<StrId>,
+    /// Payload fields (bits by index, the first 64) left out of the args because the
+    /// rule's own args hold their values.
+    covered: u64,
     /// Instants of this event are process-scoped (statedump).
     process_scope: bool,
 }
@@ -462,16 +466,27 @@ impl<'t> Mapper<'t> {
                 None => Rule::Instant,
             },
         };
+        // The `Bytes` and `Addr` of an allocation or a free say what its `size` and
+        // `ptr` fields say: those are not repeated in its args.
+        let bit = |i: &usize| 1u64.checked_shl(*i as u32).unwrap_or(0);
+        let covered = match &rule {
+            Rule::Libc(Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr }) => {
+                bit(size) | bit(ptr)
+            }
+            Rule::Libc(Libc::Free { ptr }) => bit(ptr),
+            _ => 0,
+        };
         Plan {
             name,
             category,
             rule,
             keys,
+            covered,
             process_scope,
         }
     }
 
-    fn text(&mut self, r: &StreamReader, v: Val) -> StrId {
+    fn text(&mut self, r: &Event, v: Val) -> StrId {
         match v {
             Val::Str { start, len } => {
                 let bytes = r.text(start, len);
@@ -487,7 +502,7 @@ impl<'t> Mapper<'t> {
     }
 
     /// A value as an arg: numbers as numbers, text interned, compound values as JSON.
-    fn arg(&mut self, r: &StreamReader, node: &Node, pos: usize) -> ArgValue {
+    fn arg(&mut self, r: &Event, node: &Node, pos: usize) -> ArgValue {
         let vals = &r.vals;
         match (node, vals.get(pos).copied()) {
             (Node::Int(i), Some(v)) => {
@@ -559,7 +574,7 @@ impl<'t> Mapper<'t> {
         }
     }
 
-    fn event(&mut self, layout: &Layout, stream_index: usize, r: &StreamReader) {
+    fn event(&mut self, layout: &Layout, stream_index: usize, r: &Event) {
         let ev = r.event;
         if self.plans[ev].is_none() {
             let p = self.plan(layout, ev);
@@ -652,12 +667,7 @@ impl<'t> Mapper<'t> {
         self.plans[ev] = Some(plan);
     }
 
-    fn payload_args(
-        &mut self,
-        plan: &Plan,
-        layout: &Layout,
-        r: &StreamReader,
-    ) -> Vec<(StrId, ArgValue)> {
+    fn payload_args(&mut self, plan: &Plan, layout: &Layout, r: &Event) -> Vec<(StrId, ArgValue)> {
         let mut out = Vec::new();
         self.push_payload_args(plan, layout, r, &mut out);
         out
@@ -667,7 +677,7 @@ impl<'t> Mapper<'t> {
         &mut self,
         plan: &Plan,
         layout: &Layout,
-        r: &StreamReader,
+        r: &Event,
         out: &mut Vec<(StrId, ArgValue)>,
     ) {
         let el = &layout.events[r.event];
@@ -678,6 +688,9 @@ impl<'t> Mapper<'t> {
             let Some(&pos) = self.positions.get(i) else {
                 break;
             };
+            if plan.covered & 1u64.checked_shl(i as u32).unwrap_or(0) != 0 {
+                continue;
+            }
             let v = self.arg(r, f, pos as usize);
             out.push((plan.keys[i], v));
         }
@@ -699,7 +712,7 @@ impl<'t> Mapper<'t> {
         &mut self,
         plan: &Plan,
         layout: &Layout,
-        r: &StreamReader,
+        r: &Event,
         ts: i64,
         track: TrackId,
         kind: SliceKind,
@@ -727,14 +740,14 @@ impl<'t> Mapper<'t> {
         });
     }
 
-    fn field_text(&mut self, r: &StreamReader, i: usize) -> StrId {
+    fn field_text(&mut self, r: &Event, i: usize) -> StrId {
         match self.positions.get(i).and_then(|&p| r.vals.get(p as usize)) {
             Some(&v) => self.text(r, v),
             None => StrId::EMPTY,
         }
     }
 
-    fn field_kind(&mut self, r: &StreamReader, i: usize) -> SliceKind {
+    fn field_kind(&mut self, r: &Event, i: usize) -> SliceKind {
         let name = self.field_text(r, i);
         let name = self.trace.str(name);
         SliceKind::ALL
@@ -744,7 +757,7 @@ impl<'t> Mapper<'t> {
     }
 
     /// A field holding the args as a JSON object (`ctf_export` writes them so).
-    fn field_json_args(&mut self, r: &StreamReader, i: usize) -> Vec<(StrId, ArgValue)> {
+    fn field_json_args(&mut self, r: &Event, i: usize) -> Vec<(StrId, ArgValue)> {
         let text = self.field_text(r, i);
         let Ok(serde_json::Value::Object(map)) =
             serde_json::from_str::<serde_json::Value>(self.trace.str(text))
@@ -770,11 +783,11 @@ impl<'t> Mapper<'t> {
             .collect()
     }
 
-    fn field_int(&self, r: &StreamReader, i: usize) -> Option<i64> {
+    fn field_int(&self, r: &Event, i: usize) -> Option<i64> {
         Self::int_at(&r.vals, self.positions.get(i).copied())
     }
 
-    fn field_u(&self, r: &StreamReader, i: usize) -> u64 {
+    fn field_u(&self, r: &Event, i: usize) -> u64 {
         match self.positions.get(i).and_then(|&p| r.vals.get(p as usize)) {
             Some(Val::U(v)) => *v,
             Some(Val::I(v)) => *v as u64,
@@ -787,7 +800,7 @@ impl<'t> Mapper<'t> {
         &mut self,
         plan: &Plan,
         layout: &Layout,
-        r: &StreamReader,
+        r: &Event,
         ts: i64,
         process: ProcessId,
         track: TrackId,
@@ -1085,7 +1098,7 @@ impl<'t> Mapper<'t> {
         open: Option<Open>,
         plan: &Plan,
         layout: &Layout,
-        r: &StreamReader,
+        r: &Event,
         ts: i64,
         track: TrackId,
     ) {
@@ -1122,7 +1135,7 @@ impl<'t> Mapper<'t> {
         &mut self,
         plan: &Plan,
         layout: &Layout,
-        r: &StreamReader,
+        r: &Event,
         ts: i64,
         process: ProcessId,
         track: TrackId,
@@ -1245,7 +1258,7 @@ fn field_positions(
 }
 
 /// A compound value as JSON text (arrays of small integers: `[1, 2]`).
-fn json(r: &StreamReader, node: &Node, vals: &[Val], pos: usize, out: &mut String) -> usize {
+fn json(r: &Event, node: &Node, vals: &[Val], pos: usize, out: &mut String) -> usize {
     use std::fmt::Write;
     match (node, vals.get(pos)) {
         (_, Some(Val::U(v))) => {
@@ -1393,7 +1406,8 @@ pub(super) fn import_layout(
         last_ts: i64::MIN,
         default_category,
     };
-    let (readers, error) = super::read_merged(layout, streams, |i, r| m.event(layout, i, r));
+    let (readers, error) =
+        super::pipeline::read_merged_batched(layout, streams, |i, r| m.event(layout, i, r));
     // Close what is still open at the last timestamp.
     let end = m.last_ts;
     let mut open: Vec<(TrackId, Open)> = m

@@ -801,7 +801,7 @@ impl Parser {
                     if self.is_ident("align") {
                         align = self.align_attr()?;
                     }
-                    let t = Ty::Struct(std::rc::Rc::new(StructTy {
+                    let t = Ty::Struct(std::sync::Arc::new(StructTy {
                         depth: super::types::depth_of(&fields),
                         fields,
                         min_align: align,
@@ -825,7 +825,7 @@ impl Parser {
                     if let Ty::Struct(s) = &ty {
                         let mut s2 = (**s).clone();
                         s2.min_align = s2.min_align.max(a);
-                        return Ok(Ty::Struct(std::rc::Rc::new(s2)));
+                        return Ok(Ty::Struct(std::sync::Arc::new(s2)));
                     }
                 }
                 Ok(ty)
@@ -882,7 +882,7 @@ impl Parser {
                     },
                 };
                 let entries = self.enumerators()?;
-                let t = Ty::Enum(std::rc::Rc::new(EnumTy { int, entries }));
+                let t = Ty::Enum(std::sync::Arc::new(EnumTy { int, entries }));
                 if let Some(n) = name {
                     self.enums.insert(n, t.clone());
                 }
@@ -909,7 +909,7 @@ impl Parser {
                 };
                 if self.is_punct("{") {
                     let options = self.fields()?;
-                    let t = Ty::Variant(std::rc::Rc::new(VariantTy {
+                    let t = Ty::Variant(std::sync::Arc::new(VariantTy {
                         depth: super::types::depth_of(&options),
                         tag,
                         options,
@@ -929,7 +929,7 @@ impl Parser {
                             if tag.is_some() {
                                 v2.tag = tag;
                             }
-                            Ok(Ty::Variant(std::rc::Rc::new(v2)))
+                            Ok(Ty::Variant(std::sync::Arc::new(v2)))
                         }
                         _ => err(at, format!("unknown variant `{n}`")),
                     }

@@ -13,6 +13,7 @@
 pub mod decode;
 mod mapping;
 pub mod metadata;
+mod pipeline;
 mod program;
 pub mod types;
 
@@ -25,7 +26,7 @@ use std::collections::BinaryHeap;
 use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
-pub use decode::{Layout, Node, StreamReader, Val};
+pub use decode::{Event, Layout, Node, StreamReader, Val};
 
 /// Whether a metadata file is CTF 2 (JSON text sequence), which this reader refuses.
 pub fn is_ctf2(metadata: &[u8]) -> bool {

@@ -799,8 +799,10 @@ event { name = "lttng_ust_libc:posix_memalign"; id = 4; stream_id = 0; fields :=
         .collect();
     assert_eq!(bytes, vec![100, 100, -100, 300, -100, 1000, -300, 0]);
     let first = trace.instants.args[0];
-    assert_eq!(arg(&trace, first, "size"), Some(ArgValue::Int(100)));
+    assert_eq!(arg(&trace, first, "Bytes"), Some(ArgValue::Int(100)));
     assert_eq!(arg(&trace, first, "Addr"), Some(ArgValue::Int(0x1000)));
+    // A malloc's `size` and `ptr` are its Bytes and Addr, not repeated.
+    assert_eq!(arg(&trace, first, "size"), None);
     assert_eq!(trace.str(trace.instants.category[0]), "lttng_ust_libc");
 }
 

@@ -1,6 +1,6 @@
 //! The CTF 1.8 type tree and trace description as the TSDL parser produces them.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 pub enum ByteOrder {
@@ -64,12 +64,12 @@ pub enum Ty {
     Int(IntTy),
     Float(FloatTy),
     Str,
-    Enum(Rc<EnumTy>),
-    Struct(Rc<StructTy>),
+    Enum(Arc<EnumTy>),
+    Struct(Arc<StructTy>),
     Array(Box<Ty>, u64),
     /// Element type and the path of the length field as written.
     Sequence(Box<Ty>, Vec<String>),
-    Variant(Rc<VariantTy>),
+    Variant(Arc<VariantTy>),
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -1,0 +1,121 @@
+//! Decoding on a second thread: the streams are read and merged by time there, and
+//! their events reach the caller in batches, so that decoding overlaps with mapping.
+//!
+//! Values are copied into the batch (a dozen per event), string values keep pointing
+//! into the stream files.
+
+use std::sync::mpsc;
+
+use super::decode::{Event, Layout, Val};
+use crate::error::ImportError;
+
+/// Events per batch: large enough that hand-overs are rare, small enough to stay in
+/// cache.
+const BATCH_EVENTS: usize = 2048;
+/// Batches in flight: the decoder stays this far ahead at most.
+const BATCHES_AHEAD: usize = 4;
+
+/// What one stream file held, once read.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct StreamCounts {
+    pub events: u64,
+    pub events_discarded: u64,
+}
+
+struct Head {
+    stream_index: u32,
+    stream: u32,
+    event: u32,
+    timestamp: u64,
+    cpu_id: Option<u64>,
+    scopes: [u32; 4],
+    /// The event's values are `vals[start..]` up to the next event's start.
+    start: u32,
+}
+
+#[derive(Default)]
+struct Batch {
+    heads: Vec<Head>,
+    vals: Vec<Val>,
+}
+
+impl Batch {
+    fn clear(&mut self) {
+        self.heads.clear();
+        self.vals.clear();
+    }
+}
+
+/// Like [`super::read_merged`], with the decoding on a thread of its own: `f(stream
+/// index, event)` is called on the caller's thread, in time order. Returns what each
+/// stream held and the first error.
+pub fn read_merged_batched<'a>(
+    layout: &'a Layout,
+    streams: &[(String, &'a [u8])],
+    mut f: impl FnMut(usize, &Event<'a, '_>),
+) -> (Vec<StreamCounts>, Option<ImportError>) {
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(BATCHES_AHEAD);
+        let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
+        let decoder = scope.spawn(move || {
+            let mut batch = Batch::default();
+            let mut receiver_gone = false;
+            let (readers, error) = super::read_merged(layout, streams, |i, r| {
+                if receiver_gone {
+                    return;
+                }
+                batch.heads.push(Head {
+                    stream_index: i as u32,
+                    stream: r.stream as u32,
+                    event: r.event as u32,
+                    timestamp: r.timestamp,
+                    cpu_id: r.cpu_id,
+                    scopes: r.scopes,
+                    start: batch.vals.len() as u32,
+                });
+                batch.vals.extend_from_slice(&r.vals);
+                if batch.heads.len() >= BATCH_EVENTS {
+                    let mut next = empty_rx.try_recv().unwrap_or_default();
+                    next.clear();
+                    let full = std::mem::replace(&mut batch, next);
+                    receiver_gone = full_tx.send(full).is_err();
+                }
+            });
+            if !batch.heads.is_empty() && !receiver_gone {
+                let _ = full_tx.send(batch);
+            }
+            let counts: Vec<StreamCounts> = readers
+                .iter()
+                .map(|r| StreamCounts {
+                    events: r.events,
+                    events_discarded: r.events_discarded,
+                })
+                .collect();
+            (counts, error)
+        });
+        for batch in full_rx {
+            for (n, h) in batch.heads.iter().enumerate() {
+                let end = batch
+                    .heads
+                    .get(n + 1)
+                    .map_or(batch.vals.len(), |next| next.start as usize);
+                let i = h.stream_index as usize;
+                let event = Event {
+                    file: streams[i].1,
+                    stream: h.stream as usize,
+                    event: h.event as usize,
+                    timestamp: h.timestamp,
+                    cpu_id: h.cpu_id,
+                    scopes: h.scopes,
+                    vals: &batch.vals[h.start as usize..end],
+                };
+                f(i, &event);
+            }
+            // The decoder may have finished: then nobody reuses the batch.
+            let _ = empty_tx.send(batch);
+        }
+        decoder
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
