@@ -192,6 +192,12 @@ struct AllocState {
     track: TrackId,
 }
 
+/// A lane: pid, tid, and whether the tid is a CPU number.
+type LaneKey = (i64, i64, bool);
+
+/// Where each field of a struct scope is among its values, when that is fixed.
+type FieldOffsets = Option<Box<[u32]>>;
+
 struct Mapper<'t> {
     trace: &'t mut Trace,
     source: SourceId,
@@ -200,9 +206,9 @@ struct Mapper<'t> {
     stream_ids: Vec<Ids>,
     /// Per event class: ids in the event context and payload (perf).
     event_ids: Vec<(Ids, Ids)>,
-    lanes: HashMap<(i64, i64, bool), (ProcessId, TrackId)>,
+    lanes: HashMap<LaneKey, (ProcessId, TrackId)>,
     /// The lane of the previous event: runs of events come from one thread.
-    last_lane: Option<((i64, i64, bool), (ProcessId, TrackId))>,
+    last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
     stacks: HashMap<TrackId, Vec<Open>>,
     /// opscope's own slices still open, by the id the writer gave them.
     own_open: HashMap<u64, Open>,
@@ -213,9 +219,9 @@ struct Mapper<'t> {
     tid_pid: HashMap<i64, i64>,
     named_processes: hashbrown::HashSet<ProcessId>,
     /// Per stream class: field offsets of the stream event context, when fixed.
-    stream_offsets: Vec<Option<Box<[u32]>>>,
+    stream_offsets: Vec<FieldOffsets>,
     /// Per event class: field offsets of the event context and payload, when fixed.
-    offsets: Vec<(Option<Box<[u32]>>, Option<Box<[u32]>>)>,
+    offsets: Vec<(FieldOffsets, FieldOffsets)>,
     positions: Vec<u32>,
     ctx_positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
@@ -592,7 +598,7 @@ impl<'t> Mapper<'t> {
         field_positions(
             el.fields.as_ref(),
             &self.offsets[ev].1,
-            &r.vals,
+            r.vals,
             r.scopes[3],
             &mut self.positions,
         );
@@ -618,10 +624,10 @@ impl<'t> Mapper<'t> {
             if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
                 continue;
             }
-            field_positions(node, offsets, &r.vals, start, &mut self.ctx_positions);
+            field_positions(node, offsets, r.vals, start, &mut self.ctx_positions);
             let at = |i: Option<usize>| i.and_then(|i| self.ctx_positions.get(i).copied());
-            pid = pid.or(Self::int_at(&r.vals, at(ids.pid)));
-            tid = tid.or(Self::int_at(&r.vals, at(ids.tid)));
+            pid = pid.or(Self::int_at(r.vals, at(ids.pid)));
+            tid = tid.or(Self::int_at(r.vals, at(ids.tid)));
             if procname.is_none() {
                 procname = at(ids.procname).and_then(|p| r.vals.get(p as usize).copied());
             }
@@ -629,8 +635,8 @@ impl<'t> Mapper<'t> {
         let payload_ids = self.event_ids[ev].1;
         if pid.is_none() && tid.is_none() {
             let at = |i: Option<usize>| i.and_then(|i| self.positions.get(i).copied());
-            pid = Self::int_at(&r.vals, at(payload_ids.pid));
-            tid = Self::int_at(&r.vals, at(payload_ids.tid));
+            pid = Self::int_at(r.vals, at(payload_ids.pid));
+            tid = Self::int_at(r.vals, at(payload_ids.tid));
         }
         let cpu = r.cpu_id.unwrap_or(stream_index as u64);
         let cpu_lane = pid.is_none() && tid.is_none();
@@ -784,7 +790,7 @@ impl<'t> Mapper<'t> {
     }
 
     fn field_int(&self, r: &Event, i: usize) -> Option<i64> {
-        Self::int_at(&r.vals, self.positions.get(i).copied())
+        Self::int_at(r.vals, self.positions.get(i).copied())
     }
 
     fn field_u(&self, r: &Event, i: usize) -> u64 {
@@ -1220,7 +1226,7 @@ impl<'t> Mapper<'t> {
 
 /// Where each field of a struct scope's values is: offsets from the struct's value
 /// when every field adds a fixed number of values (most events), else `None`.
-fn fixed_offsets(node: Option<&Node>) -> Option<Box<[u32]>> {
+fn fixed_offsets(node: Option<&Node>) -> FieldOffsets {
     let Some(Node::Struct { fields, .. }) = node else {
         return None;
     };
@@ -1237,7 +1243,7 @@ fn fixed_offsets(node: Option<&Node>) -> Option<Box<[u32]>> {
 /// (`u32::MAX`: the event has no such scope) into `out`.
 fn field_positions(
     node: Option<&Node>,
-    offsets: &Option<Box<[u32]>>,
+    offsets: &FieldOffsets,
     vals: &[Val],
     start: u32,
     out: &mut Vec<u32>,
