@@ -309,6 +309,45 @@ mod tests {
         assert_eq!(args.get(ArgsId::NONE).count(), 0);
     }
 
+    /// Bags cycling through more shapes than the recent-shape cache holds, with the
+    /// same keys in other value types: every bag reads back as written.
+    #[test]
+    fn recent_shapes_never_confuse_bags() {
+        let mut args = Args::default();
+        let mut written = Vec::new();
+        for round in 0..50i64 {
+            for shape in 0..(RECENT_SHAPES as u32 + 3) {
+                let mut entries = vec![(StrId(1), ArgValue::Int(round))];
+                for k in 0..shape {
+                    let v = if (round + k as i64) % 2 == 0 {
+                        ArgValue::Int(round * 1000 + k as i64)
+                    } else {
+                        ArgValue::Str(StrId(k))
+                    };
+                    entries.push((StrId(10 + k), v));
+                }
+                let mut w = args.writer();
+                for (k, v) in &entries {
+                    w.push(*k, *v);
+                }
+                written.push((w.finish(), entries));
+            }
+        }
+        for (id, entries) in &written {
+            assert_eq!(&args.get(*id).collect::<Vec<_>>(), entries);
+        }
+        // Each distinct key/type list is one shape.
+        let distinct: std::collections::HashSet<Vec<(StrId, u8)>> = written
+            .iter()
+            .map(|(_, e)| {
+                e.iter()
+                    .map(|(k, v)| (*k, matches!(v, ArgValue::Str(_)) as u8))
+                    .collect()
+            })
+            .collect();
+        assert_eq!(args.shapes.len(), distinct.len());
+    }
+
     #[test]
     fn shapes_are_shared_and_many_shapes_still_decode() {
         let mut args = Args::default();

@@ -222,6 +222,42 @@ mod tests {
     use crate::trace::Trace;
     use crate::NONE;
 
+    /// The linear track-then-time order equals a plain stable sort, on sorted,
+    /// interleaved and shuffled rows, ties included.
+    #[test]
+    fn track_time_order_is_a_stable_sort() {
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for case in 0..200 {
+            let tracks = 1 + next(6) as usize;
+            let n = next(300) as usize;
+            let track: Vec<u32> = (0..n).map(|_| next(tracks as u64) as u32).collect();
+            // Interleaved in time (as importers emit), then some rows out of order.
+            let mut ts: Vec<i64> = (0..n as i64).map(|i| i / 3).collect();
+            if case % 2 == 1 {
+                for _ in 0..next(5) {
+                    let (a, b) = (
+                        next(n.max(1) as u64) as usize,
+                        next(n.max(1) as u64) as usize,
+                    );
+                    if a < n && b < n {
+                        ts.swap(a, b);
+                    }
+                }
+            }
+            let mut expected: Vec<u32> = (0..n as u32).collect();
+            expected.sort_by_key(|&i| (track[i as usize], ts[i as usize]));
+            let identity: Vec<u32> = (0..n as u32).collect();
+            let got = super::track_time_order(&track, tracks, |i| ts[i]).unwrap_or(identity);
+            assert_eq!(got, expected, "case {case}");
+        }
+    }
+
     fn slice(track: crate::TrackId, ts: i64, dur: i64) -> SliceRow {
         SliceRow {
             track,
