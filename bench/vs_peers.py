@@ -1,42 +1,84 @@
-"""Side-by-side benchmarks of opscope against Python peers on Kineto traces.
+"""Side-by-side benchmarks of opscope against peer tools on real traces.
 
---task info (the default): loading a trace.
+--task info (the default): loading a Kineto trace.
   opscope    `opscope info FILE --format json`
   json.load  Python's `json.load(gzip.open(FILE))` alone: what any Python reader pays
   HTA        HolisticTraceAnalysis `TraceAnalysis(trace_dir=DIR)`, DIR holding only FILE
 
---task gpu: loading a trace (one file, or a folder of per-rank files) and answering
-where the GPU time goes and which ops take it.
+--task gpu: loading a Kineto trace (one file, or a folder of per-rank files) and
+answering where the GPU time goes and which ops take it.
   opscope    `opscope gpu --exclude-last-step DIR --format json`, then
              `opscope stats op DIR --format json`: two processes, wall times added,
              the larger peak RSS
   HTA        the same load, then get_temporal_breakdown, get_gpu_kernel_breakdown,
              get_idle_time_breakdown (all ranks) and get_comm_comp_overlap
 
-For each trace below, one run of this script measures, each in its own fresh
-subprocess, the wall time and the peak RSS (ru_maxrss of that child, from os.wait4) of
-each tool.
+--task ctf: reading a CTF (LTTng) trace, every event of it.
+  opscope      `opscope info DIR --format json`
+  babeltrace2  `babeltrace2 DIR -c sink.utils.counter --params=step=+0`: decodes every
+               event and prints how many messages of each kind it saw
+  on the largest shared CTF trace (ctf/tracecompass/memory) and on a trace of a few
+  million events that this script records itself with LTTng (below). The event count is
+  babeltrace2's "Event messages"; each tool's events/s is that count over its wall time.
+  opscope's JSON has no count of the events it read, only what it made of them
+  (instants, slices, counter samples), so both are printed; should it report one (an
+  `events` field, at the top or per file), the script checks that it is babeltrace2's.
+
+  The recorded trace follows the "large trace without loss: blocking channel" recipe of
+  shared/peer-outputs/lttng-session.txt: a user-space session (a session daemon is
+  started with `lttng-sessiond --daemonize --no-kernel` if none answers, and left
+  running), one blocking channel `bigch` (4 MiB x 8 sub-buffers, so no event is lost)
+  with the `lttng_ust_libc:*` events and the vpid, vtid and procname contexts, and this
+  Python running `json.dumps` --lttng-iterations times (default 2,000,000: about 2.4
+  million malloc/free/realloc/calloc events, 108 MiB with those contexts) under
+  LD_PRELOAD=liblttng-ust-libc-wrapper.so.1. It is recorded into
+  ${OPSCOPE_CACHE:-~/.cache/opscope-ci}/bench-lttng/libc-python-N, with a stamp file
+  holding the recipe, and reused while the stamp matches. Both tools read its stream
+  folder <out>/ust/uid/<uid>/64-bit. Without `lttng` (Debian packages lttng-tools and
+  liblttng-ust-dev) that trace is skipped with a message.
+
+--task xplane: importing an XSpace protobuf (*.xplane.pb), as TensorFlow, JAX and
+PyTorch/XLA profilers write them.
+  opscope  `opscope info FILE --format json`
+  xprof    xprof's trace_viewer conversion, the one that made the golden files in
+           traces/xplane/xprof-golden/ (it reproduces them but for the `flow` ids in args):
+           `xprof.convert.raw_to_tool_data.xspace_to_tool_data([FILE], "trace_viewer",
+           {"use_saved_result": False})`, which returns the Chrome-trace JSON as a
+           string; FILE is a link in a fresh temporary folder, xprof's session folder
+  on every *.xplane.pb under traces/xplane/, largest first. How many trace events
+  xprof's JSON holds is counted in one more, untimed, run: parsing that JSON is not part
+  of the conversion.
+
+For each trace, one run of this script measures, each in its own fresh subprocess, the
+wall time and the peak RSS (ru_maxrss of that child, from os.wait4) of each tool.
 
 The tools are interleaved round by round (after untimed warm-up rounds), and the medians
 are reported with their ratios to opscope, so that machine noise hits all tools alike.
 Wall time is the whole process, interpreter start and imports included; "load s" is the
-time the Python tools spend in the load call itself.
+time the Python tools spend in the load (or conversion) call itself.
 
 Linux counts in a child's ru_maxrss the memory of the process it was spawned from, up to
 the exec, so a child shows max(this script's peak RSS, its own peak). This script never
-holds a trace in memory, to keep that floor low (about 15 MiB), and prints it (the
+holds a trace in memory, to keep that floor low (about 16 MiB), and prints it (the
 ru_maxrss of `true` spawned the same way) beside each table: a figure above the floor is
 the tool's own peak; a figure at the floor means "at most this".
 
-Run it from the repository root with the venv that bench/setup-venv.sh makes:
+Run it from the repository root with the venv that bench/setup-venv.sh makes (it holds
+HTA and xprof; babeltrace2 is the Debian package):
 
-    "$(bench/setup-venv.sh | tail -n 1)" bench/vs_peers.py [--task info|gpu] [--repeat 3] [--json OUT]
+    "$(bench/setup-venv.sh | tail -n 1)" bench/vs_peers.py [--task info|gpu|ctf|xplane]
+        [--repeat 3] [--lttng-iterations 2000000] [--json OUT]
 """
 
 import argparse
+import collections.abc
 import gzip
+import importlib.util
 import json
 import os
+import re
+import shlex
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,8 +88,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Traces under the shared data folder (--shared): a directory and the pattern of its
-# per-rank files (each task lists the traces it runs on).
+# Kineto traces under the shared data folder (--shared): a directory and the pattern of
+# its per-rank files (each task lists the traces it runs on).
 TRACES = {
     "info": [
         ("kineto/hta/mtia_trace_single_rank", "mtia_rank_0.json.gz"),
@@ -61,10 +103,30 @@ TRACES = {
         ("kineto/hta/df_index_resolver", "df_index_resolver.json.gz"),
     ],
 }
+# The largest shared CTF trace (328k events, 12 MB); the recorded one comes after it.
+CTF_SHARED = ["ctf/tracecompass/memory"]
+XPLANE_PATTERN = "xplane/**/*.xplane.pb"
 
-TASKS = {"info": ("opscope", "json.load", "HTA"), "gpu": ("opscope", "HTA")}
+TASKS = {
+    "info": ("opscope", "json.load", "HTA"),
+    "gpu": ("opscope", "HTA"),
+    "ctf": ("opscope", "babeltrace2"),
+    "xplane": ("opscope", "xprof"),
+}
 WORKER_FLAG = "--worker"
 OPSCOPE_KEYS = ("slices", "instants", "counter_samples", "flows", "model_bytes")
+
+# The LTTng recipe of shared/peer-outputs/lttng-session.txt (blocking channel, no loss).
+LTTNG_CHANNEL = "bigch"
+LTTNG_APP = (
+    "import json; x=[json.dumps({{'a':list(range(i%50))}}) for i in range({iterations})]; "
+    "print(len(x))"
+)
+LTTNG_APP_ENV = {
+    "LTTNG_UST_ALLOW_BLOCKING": "1",
+    "LD_PRELOAD": "liblttng-ust-libc-wrapper.so.1",
+}
+LTTNG_PACKAGES = "lttng-tools liblttng-ust-dev"
 
 
 @dataclass
@@ -79,9 +141,10 @@ class Run:
         return json.loads(self.stdout)
 
 
-def run_worker(tool: str, task: str, path: str) -> None:
+def run_worker(tool: str, task: str, path: str, *flags: str) -> None:
     """Child side of a Python tool: load PATH (and for the gpu task, analyse it), then
-    print one JSON line of counts."""
+    print one JSON line of counts. With the flag `count`, xprof also parses its output
+    to count the trace events."""
     report = os.fdopen(os.dup(1), "w")
     os.dup2(2, 1)  # the tool's own output goes to stderr, which the parent keeps aside
     if tool == "json.load":
@@ -108,6 +171,19 @@ def run_worker(tool: str, task: str, path: str) -> None:
             analysis.get_comm_comp_overlap(visualize=False)
             counts["analysis_s"] = time.perf_counter() - start
             counts["idle_us"] = [float(v) for v in temporal["idle_time(us)"]]
+    elif tool == "xprof":
+        from xprof.convert import raw_to_tool_data
+
+        start = time.perf_counter()
+        data, _ = raw_to_tool_data.xspace_to_tool_data(
+            [path], "trace_viewer", {"use_saved_result": False}
+        )
+        load_s = time.perf_counter() - start
+        if not data:
+            sys.exit(f"xprof made no trace_viewer data from {path}")
+        counts = {"json_chars": len(data)}
+        if "count" in flags:
+            counts["events"] = len(json.loads(data)["traceEvents"])
     else:
         sys.exit(f"unknown worker tool {tool!r}")
     json.dump({"load_s": load_s, **counts}, report)
@@ -125,6 +201,16 @@ def measure_all(commands: list[list[str]]) -> Run:
 
 def measure(argv: list[str]) -> Run:
     """Run ARGV as a fresh process, with its stderr kept aside and shown if it fails."""
+    code, wall_s, max_rss_kib, stdout, stderr_tail = spawn(argv)
+    if code != 0:
+        sys.exit(f"exit code {code} from: {' '.join(argv)}\n--- stderr (tail) ---\n{stderr_tail}")
+    return Run(wall_s, max_rss_kib, stdout)
+
+
+def spawn(argv: list[str], env: dict | None = None) -> tuple[int, float, int, bytes, str]:
+    """Run ARGV as a fresh process (stdin /dev/null; ENV added to this one's): its exit
+    code, wall time, peak RSS (KiB), stdout, and the tail of its stderr if it failed.
+    The stderr is read only then, so as not to raise this process's peak RSS."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         actions = [
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -132,21 +218,93 @@ def measure(argv: list[str]) -> Run:
             (os.POSIX_SPAWN_DUP2, err.fileno(), 2),
         ]
         start = time.perf_counter()
-        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions)
+        pid = os.posix_spawnp(argv[0], argv, {**os.environ, **(env or {})}, file_actions=actions)
         _, status, usage = os.wait4(pid, 0)
         wall_s = time.perf_counter() - start
         code = os.waitstatus_to_exitcode(status)
+        tail = ""
         if code != 0:
-            err.seek(0)
-            tail = err.read()[-4000:].decode(errors="replace")
-            sys.exit(f"exit code {code} from: {' '.join(argv)}\n--- stderr (tail) ---\n{tail}")
+            err.seek(max(0, err.seek(0, os.SEEK_END) - 4000))
+            tail = err.read().decode(errors="replace")
         out.seek(0)
-        return Run(wall_s, usage.ru_maxrss, out.read())
+        return code, wall_s, usage.ru_maxrss, out.read(), tail
+
+
+def run_rounds(
+    commands: dict[str, list[list[str]]], repeat: int, warmup: int
+) -> dict[str, list[Run]]:
+    """Run each tool's COMMANDS once per round, the tools one after the other in every
+    round, and keep the runs of the REPEAT rounds after the WARMUP ones."""
+    runs: dict[str, list[Run]] = {tool: [] for tool in commands}
+    for round_ in range(warmup + repeat):
+        for tool, argvs in commands.items():
+            run = measure_all(argvs)
+            if round_ >= warmup:
+                runs[tool].append(run)
+    return runs
+
+
+def timing(runs: list[Run]) -> dict:
+    """Median wall time and peak RSS of RUNS, and each run's."""
+    return {
+        "wall_s": statistics.median(r.wall_s for r in runs),
+        "peak_rss_mib": statistics.median(r.max_rss_kib for r in runs) / 1024,
+        "runs": [{"wall_s": r.wall_s, "peak_rss_mib": r.max_rss_kib / 1024} for r in runs],
+    }
+
+
+def add_ratios(results: dict) -> None:
+    """Each tool's median wall time and peak RSS over opscope's, when opscope ran."""
+    if "opscope" not in results:
+        return
+    base = results["opscope"]
+    for result in results.values():
+        result["time_vs_opscope"] = result["wall_s"] / base["wall_s"]
+        result["rss_vs_opscope"] = result["peak_rss_mib"] / base["peak_rss_mib"]
 
 
 def rss_floor_mib() -> float:
     """The least peak RSS a child spawned by this process can show now."""
     return measure(["true"]).max_rss_kib / 1024
+
+
+def print_results(
+    heading: str,
+    results: dict,
+    column: tuple[str, collections.abc.Callable[[dict], str]] = ("load s", lambda r: fmt(r.get("load_s"), ".3f")),
+) -> None:
+    """A table of RESULTS under HEADING: one line per tool with its median wall time,
+    COLUMN (a header and how to fill it), peak RSS and ratios to opscope; then the
+    counts each tool reported."""
+    mib_width = 13
+    name_width = max(10, *(len(tool) for tool in results))
+    print(f"\n== {heading}")
+    with_ratios = "opscope" in results
+    header = f"{'tool':<{name_width}} {'wall s':>8} {column[0]:>11} {'peak RSS MiB':>{mib_width}}"
+    if with_ratios:
+        header += f" {'time/opscope':>13} {'RSS/opscope':>12}"
+    print(header)
+    for tool, r in results.items():
+        line = (
+            f"{tool:<{name_width}} {r['wall_s']:>8.3f} {column[1](r):>11} "
+            f"{r['peak_rss_mib']:>{mib_width}.1f}"
+        )
+        if with_ratios:
+            line += f" {r['time_vs_opscope']:>12.2f}x {r['rss_vs_opscope']:>11.2f}x"
+        print(line)
+    for tool, r in results.items():
+        counts = ", ".join(f"{key} {fmt(value, '.1f')}" for key, value in r["counts"].items())
+        print(f"  {tool}: {counts}")
+
+
+def fmt(value, spec: str) -> str:
+    """VALUE formatted with SPEC if it is a float, as it is otherwise, "-" if None."""
+    if value is None:
+        return "-"
+    return format(value, spec) if isinstance(value, float) else str(value)
+
+
+# --- Kineto tasks: info and gpu -----------------------------------------------------
 
 
 def json_size(files: list[Path]) -> int:
@@ -185,7 +343,7 @@ def counts_of(tool: str, task: str, report: dict, trace: str) -> dict:
     return counts
 
 
-def bench_trace(
+def bench_kineto_trace(
     files: list[Path], task: str, tools: list[str], opscope: Path, repeat: int, warmup: int
 ) -> dict:
     """Median wall time, peak RSS and counts of each tool on the trace FILES (ranks)."""
@@ -207,55 +365,275 @@ def bench_trace(
             "json.load": [[sys.executable, __file__, WORKER_FLAG, "json.load", task, one]],
             "HTA": [[sys.executable, __file__, WORKER_FLAG, "HTA", task, trace_dir]],
         }
-        runs: dict[str, list[Run]] = {tool: [] for tool in tools}
-        for round_ in range(warmup + repeat):
-            for tool in tools:
-                run = measure_all(commands[tool])
-                if round_ >= warmup:
-                    runs[tool].append(run)
+        runs = run_rounds({tool: commands[tool] for tool in tools}, repeat, warmup)
 
     results = {}
     for tool, tool_runs in runs.items():
         in_python = tool != "opscope"
         load_s = statistics.median(r.report["load_s"] for r in tool_runs) if in_python else None
         results[tool] = {
-            "wall_s": statistics.median(r.wall_s for r in tool_runs),
-            "peak_rss_mib": statistics.median(r.max_rss_kib for r in tool_runs) / 1024,
+            **timing(tool_runs),
             "load_s": load_s,
-            "runs": [{"wall_s": r.wall_s, "peak_rss_mib": r.max_rss_kib / 1024} for r in tool_runs],
             "counts": counts_of(tool, task, tool_runs[-1].report, one),
         }
-    if "opscope" in results:
-        base = results["opscope"]
-        for result in results.values():
-            result["time_vs_opscope"] = result["wall_s"] / base["wall_s"]
-            result["rss_vs_opscope"] = result["peak_rss_mib"] / base["peak_rss_mib"]
+    add_ratios(results)
     return results
 
 
-def print_table(
-    name: str, gzip_bytes: int, json_bytes: int, floor: float, results: dict
-) -> None:
-    mib = 1024 * 1024
-    sizes = f"{gzip_bytes / mib:.1f} MiB gzip, {json_bytes / mib:.1f} MiB JSON"
-    print(f"\n== {name}  ({sizes}; peak RSS floor {floor:.1f} MiB)")
-    with_ratios = "opscope" in results
-    header = f"{'tool':<10} {'wall s':>8} {'load s':>8} {'peak RSS MiB':>13}"
-    if with_ratios:
-        header += f" {'time/opscope':>13} {'RSS/opscope':>12}"
-    print(header)
-    for tool, r in results.items():
-        load = f"{r['load_s']:.3f}" if r["load_s"] is not None else "-"
-        line = f"{tool:<10} {r['wall_s']:>8.3f} {load:>8} {r['peak_rss_mib']:>13.1f}"
-        if with_ratios:
-            line += f" {r['time_vs_opscope']:>12.2f}x {r['rss_vs_opscope']:>11.2f}x"
-        print(line)
-    for tool, r in results.items():
-        counts = ", ".join(
-            f"{key} {value:.1f}" if isinstance(value, float) else f"{key} {value}"
-            for key, value in r["counts"].items()
+def bench_kineto(args: argparse.Namespace) -> dict:
+    """--task info or gpu on the Kineto traces of TRACES; prints a table per trace."""
+    output = {}
+    for directory, pattern in TRACES[args.task]:
+        files = find_traces(args.shared / "traces", directory, pattern)
+        if len(files) > 1 and args.task != "gpu":
+            sys.exit(f"--task {args.task} reads one file; {directory} has {len(files)}")
+        json_bytes = json_size(files)
+        gzip_bytes = sum(f.stat().st_size for f in files)
+        results = bench_kineto_trace(
+            files, args.task, args.tools, args.opscope, args.repeat, args.warmup
         )
-        print(f"  {tool}: {counts}")
+        floor = rss_floor_mib()
+        name = f"{directory}/{files[0].name}" if len(files) == 1 else f"{directory} ({len(files)} ranks)"
+        mib = 1024 * 1024
+        sizes = f"{gzip_bytes / mib:.1f} MiB gzip, {json_bytes / mib:.1f} MiB JSON"
+        print_results(f"{name}  ({sizes}; peak RSS floor {floor:.1f} MiB)", results)
+        output[name] = {
+            "gzip_bytes": gzip_bytes,
+            "json_bytes": json_bytes,
+            "rss_floor_mib": floor,
+            "tools": results,
+        }
+    return output
+
+
+# --- CTF task -------------------------------------------------------------------------
+
+
+def lttng_steps(session: str, out: str, python: str, iterations: int) -> list[tuple[dict, list[str]]]:
+    """The recording, as (extra environment, argv) per step."""
+    lttng_u = ["-s", session, "-u"]
+    app = LTTNG_APP.format(iterations=iterations)
+    return [
+        ({}, ["lttng", "create", session, f"--output={out}"]),
+        ({}, ["lttng", "enable-channel", *lttng_u, "--subbuf-size=4M", "--num-subbuf=8",
+              "--blocking-timeout=inf", LTTNG_CHANNEL]),
+        ({}, ["lttng", "enable-event", *lttng_u, "-c", LTTNG_CHANNEL, "lttng_ust_libc:*"]),
+        ({}, ["lttng", "add-context", *lttng_u, "-c", LTTNG_CHANNEL,
+              "-t", "vpid", "-t", "vtid", "-t", "procname"]),
+        ({}, ["lttng", "start", session]),
+        (LTTNG_APP_ENV, [python, "-c", app]),
+        ({}, ["lttng", "stop", session]),
+        ({}, ["lttng", "destroy", session]),
+    ]
+
+
+def lttng_recipe(iterations: int) -> str:
+    """What the stamp file of a recorded trace holds: the steps, with placeholders for
+    what changes from one recording to the next, and the versions that shape the trace."""
+    version = measure(["lttng", "--version"]).stdout.decode().strip()
+    lines = [
+        " ".join([*(f"{k}={v}" for k, v in env.items()), shlex.join(argv)])
+        for env, argv in lttng_steps("SESSION", "OUT", "PYTHON", iterations)
+    ]
+    return "\n".join([*lines, f"# {version}", f"# PYTHON: Python {sys.version.split()[0]}"]) + "\n"
+
+
+def lttng_stream_dir(out: Path) -> Path | None:
+    """The stream folder <out>/ust/uid/<uid>/64-bit of a recorded trace, if there is one."""
+    found = sorted(out.glob("ust/uid/*/64-bit"))
+    return found[0] if len(found) == 1 and (found[0] / "metadata").is_file() else None
+
+
+def recorded_lttng_trace(cache: Path, iterations: int) -> Path | None:
+    """The stream folder of the LTTng trace of ITERATIONS, recorded into CACHE the first
+    time and reused while its stamp matches the recipe; None without LTTng."""
+    missing = [tool for tool in ("lttng", "lttng-sessiond") if shutil.which(tool) is None]
+    if missing:
+        print(
+            f"\n== recorded LTTng trace: skipped, {' and '.join(missing)} not found; "
+            f"install the Debian packages {LTTNG_PACKAGES} (apt-get install {LTTNG_PACKAGES})"
+        )
+        return None
+    out = cache / "bench-lttng" / f"libc-python-{iterations}"
+    stamp = out / "opscope-bench-recipe.txt"
+    recipe = lttng_recipe(iterations)
+    stream_dir = lttng_stream_dir(out)
+    if stream_dir and stamp.is_file() and stamp.read_text() == recipe:
+        return stream_dir
+
+    if spawn(["lttng", "list"])[0] != 0:
+        print("starting an LTTng session daemon: lttng-sessiond --daemonize --no-kernel")
+        measure(["lttng-sessiond", "--daemonize", "--no-kernel"])
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.parent.mkdir(parents=True, exist_ok=True)
+    session = f"opscope-bench-{os.getpid()}"
+    print(f"recording {out} ({iterations} iterations; reused on later runs)", flush=True)
+    start = time.perf_counter()
+    created = False
+    try:
+        for env, argv in lttng_steps(session, str(partial), sys.executable, iterations):
+            code, _, _, stdout, stderr_tail = spawn(argv, env)
+            if code != 0:
+                sys.exit(
+                    f"LTTng recording failed (exit code {code}) at: {shlex.join(argv)}\n"
+                    f"{stdout.decode(errors='replace')}{stderr_tail}"
+                )
+            if argv[:2] == ["lttng", "create"]:
+                created = True
+            elif argv[:2] == ["lttng", "destroy"]:
+                created = False
+    finally:
+        if created:
+            spawn(["lttng", "destroy", session])
+    if lttng_stream_dir(partial) is None:
+        sys.exit(f"the LTTng recording left no ust/uid/*/64-bit stream folder in {partial}")
+    (partial / stamp.name).write_text(recipe)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    print(f"recorded in {time.perf_counter() - start:.1f} s", flush=True)
+    return lttng_stream_dir(out)
+
+
+def babeltrace2_counts(stdout: bytes) -> dict:
+    """The "N Event messages" and "N Discarded event messages" lines of sink.utils.counter."""
+    lines = dict(
+        (what, int(n))
+        for n, what in re.findall(r"^\s*(\d+) (.+?)\s*$", stdout.decode(), re.MULTILINE)
+    )
+    if "Event messages" not in lines:
+        sys.exit(f"no 'Event messages' line in babeltrace2's output:\n{stdout.decode()}")
+    return {
+        "events": lines["Event messages"],
+        "discarded_event_messages": lines.get("Discarded event messages", 0),
+    }
+
+
+def opscope_ctf_counts(report: dict) -> dict:
+    """What opscope made of the events, and the count of events read if it gives one."""
+    files = report["files"]
+    counts = {key: report[key] for key in ("slices", "instants", "counter_samples")}
+    counts["events_discarded"] = sum(f.get("events_discarded") or 0 for f in files)
+    if "events" in report:
+        counts["events"] = report["events"]
+    elif files and all("events" in f for f in files):
+        counts["events"] = sum(f["events"] for f in files)
+    return counts
+
+
+def bench_ctf_trace(trace_dir: Path, tools: list[str], opscope: Path, repeat: int, warmup: int) -> dict:
+    """Median wall time, event rate, peak RSS and counts of each tool on TRACE_DIR."""
+    commands = {
+        "opscope": [[str(opscope), "info", str(trace_dir), "--format", "json"]],
+        "babeltrace2": [
+            ["babeltrace2", str(trace_dir), "-c", "sink.utils.counter", "--params=step=+0"]
+        ],
+    }
+    runs = run_rounds({tool: commands[tool] for tool in tools}, repeat, warmup)
+    results = {}
+    for tool, tool_runs in runs.items():
+        last = tool_runs[-1]
+        counts = babeltrace2_counts(last.stdout) if tool == "babeltrace2" else opscope_ctf_counts(last.report)
+        results[tool] = {**timing(tool_runs), "counts": counts}
+    add_ratios(results)
+    return results
+
+
+def ctf_events(results: dict) -> tuple[int | None, str]:
+    """The trace's event count (babeltrace2's, else opscope's if it gives one) and where
+    it comes from; sets each tool's events_per_s from it."""
+    counted = {tool: r["counts"]["events"] for tool, r in results.items() if "events" in r["counts"]}
+    events = counted.get("babeltrace2", counted.get("opscope"))
+    for r in results.values():
+        r["events_per_s"] = events / r["wall_s"] if events else None
+    if len(set(counted.values())) > 1:
+        source = "!! the tools count differently: " + ", ".join(
+            f"{tool} {n:,}" for tool, n in counted.items()
+        )
+    elif "babeltrace2" in counted and "opscope" not in counted:
+        source = "babeltrace2's 'Event messages'; opscope's JSON gives no count of events read"
+    else:
+        source = " and ".join(counted) or "opscope's JSON gives no count of events read, and babeltrace2 did not run"
+    return events, source
+
+
+def bench_ctf(args: argparse.Namespace) -> dict:
+    """--task ctf on the shared CTF traces and the recorded one; a table per trace."""
+    traces = [(name, args.shared / "traces" / name) for name in CTF_SHARED]
+    if args.lttng_iterations > 0:
+        recorded = recorded_lttng_trace(args.cache, args.lttng_iterations)
+        if recorded:
+            name = f"recorded here: lttng-ust libc, python json.dumps x {args.lttng_iterations}"
+            traces.append((name, recorded))
+    output = {}
+    for name, trace_dir in traces:
+        if not (trace_dir / "metadata").is_file():
+            sys.exit(f"no CTF metadata file in {trace_dir}")
+        size = sum(f.stat().st_size for f in trace_dir.rglob("*") if f.is_file())
+        results = bench_ctf_trace(trace_dir.resolve(), args.tools, args.opscope, args.repeat, args.warmup)
+        floor = rss_floor_mib()
+        heading = f"{name}  ({size / 2**20:.1f} MiB on disk; peak RSS floor {floor:.1f} MiB)"
+        events, source = ctf_events(results)
+        print_results(heading, results, ("events/s", lambda r: fmt(r["events_per_s"], ",.0f")))
+        print(f"  events: {events:,} ({source})" if events else f"  events: - ({source})")
+        if {"opscope", "babeltrace2"} <= results.keys():
+            # Both read the same events: the ratio of rates is that of wall times.
+            ratio = results["babeltrace2"]["wall_s"] / results["opscope"]["wall_s"]
+            print(f"opscope {ratio:.2f}x babeltrace2's event rate")
+        output[name] = {"bytes": size, "events": events, "rss_floor_mib": floor, "tools": results}
+    return output
+
+
+# --- XPlane task ----------------------------------------------------------------------
+
+
+def bench_xplane_file(file: Path, tools: list[str], opscope: Path, repeat: int, warmup: int) -> dict:
+    """Median wall time, peak RSS and counts of each tool on the xplane.pb FILE."""
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-") as folder:
+        # xprof takes the file's folder as its session: give it one of its own.
+        link = Path(folder) / file.name
+        link.symlink_to(file)
+        worker = [sys.executable, __file__, WORKER_FLAG, "xprof", "xplane", str(link)]
+        commands = {
+            "opscope": [[str(opscope), "info", str(link), "--format", "json"]],
+            "xprof": [worker],
+        }
+        xprof_events = measure([*worker, "count"]).report["events"] if "xprof" in tools else None
+        runs = run_rounds({tool: commands[tool] for tool in tools}, repeat, warmup)
+    results = {}
+    for tool, tool_runs in runs.items():
+        report = tool_runs[-1].report
+        if tool == "opscope":
+            counts = {key: report[key] for key in OPSCOPE_KEYS}
+            load_s = None
+        else:
+            counts = {"trace_events": xprof_events, "json_chars": report["json_chars"]}
+            load_s = statistics.median(r.report["load_s"] for r in tool_runs)
+        results[tool] = {**timing(tool_runs), "load_s": load_s, "counts": counts}
+    add_ratios(results)
+    return results
+
+
+def bench_xplane(args: argparse.Namespace) -> dict:
+    """--task xplane on every shared *.xplane.pb, largest first; a table per file."""
+    traces = args.shared / "traces"
+    files = sorted(traces.glob(XPLANE_PATTERN), key=lambda f: (-f.stat().st_size, f))
+    if not files:
+        sys.exit(f"no {XPLANE_PATTERN} in {traces}")
+    output = {}
+    for file in files:
+        name = str(file.relative_to(traces))
+        size = file.stat().st_size
+        results = bench_xplane_file(file.resolve(), args.tools, args.opscope, args.repeat, args.warmup)
+        floor = rss_floor_mib()
+        print_results(f"{name}  ({size / 2**20:.1f} MiB; peak RSS floor {floor:.1f} MiB)", results)
+        if {"opscope", "xprof"} <= results.keys():
+            print(f"opscope {results['xprof']['time_vs_opscope']:.2f}x faster than xprof")
+        output[name] = {"bytes": size, "rss_floor_mib": floor, "tools": results}
+    return output
+
+
+# --- command line ---------------------------------------------------------------------
 
 
 def parse_args() -> argparse.Namespace:
@@ -276,7 +654,8 @@ def parse_args() -> argparse.Namespace:
         "--task",
         choices=sorted(TASKS),
         default="info",
-        help="info: load a trace; gpu: load it and break down GPU time (default: info)",
+        help="info: load a Kineto trace; gpu: load it and break down GPU time; "
+        "ctf: read CTF (LTTng) traces; xplane: import XSpace protobufs (default: info)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds (default: 3)")
     parser.add_argument(
@@ -286,6 +665,14 @@ def parse_args() -> argparse.Namespace:
         "--tools",
         help="comma-separated subset of the task's tools (default: all of them)",
     )
+    parser.add_argument(
+        "--lttng-iterations",
+        type=int,
+        default=2_000_000,
+        metavar="N",
+        help="--task ctf: size of the recorded LTTng trace, in iterations of the traced "
+        "Python loop (default: 2000000, about 2.4 million events; 0: no recorded trace)",
+    )
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
     args = parser.parse_args()
     known = TASKS[args.task]
@@ -293,13 +680,25 @@ def parse_args() -> argparse.Namespace:
     unknown = set(args.tools) - set(known)
     if unknown:
         parser.error(f"unknown tools {sorted(unknown)} for --task {args.task}; choose from {', '.join(known)}")
-    if args.repeat < 1 or args.warmup < 0:
-        parser.error("--repeat must be at least 1 and --warmup at least 0")
+    if args.repeat < 1 or args.warmup < 0 or args.lttng_iterations < 0:
+        parser.error("--repeat must be at least 1, --warmup and --lttng-iterations at least 0")
     if "opscope" in args.tools and not os.access(args.opscope, os.X_OK):
         parser.error(
             f"no opscope binary at {args.opscope}: build it with "
             "`cargo build --release -p opscope`, or leave it out with --tools"
         )
+    if "babeltrace2" in args.tools and shutil.which("babeltrace2") is None:
+        parser.error("no babeltrace2: install the Debian package babeltrace2, or leave it out with --tools")
+    python_peers = {"HTA": "hta", "xprof": "xprof"}
+    for tool in args.tools:
+        if tool in python_peers and importlib.util.find_spec(python_peers[tool]) is None:
+            parser.error(
+                f"{tool} is not installed in {sys.executable}: run this script with the "
+                "python that bench/setup-venv.sh prints"
+            )
+    args.opscope = args.opscope.resolve()
+    args.shared = args.shared.resolve()
+    args.cache = Path(os.environ.get("OPSCOPE_CACHE") or Path.home() / ".cache/opscope-ci")
     return args
 
 
@@ -323,24 +722,8 @@ def main() -> None:
         f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}; "
         f"Python {sys.version.split()[0]}"
     )
-    for directory, pattern in TRACES[args.task]:
-        files = find_traces(args.shared / "traces", directory, pattern)
-        if len(files) > 1 and args.task != "gpu":
-            sys.exit(f"--task {args.task} reads one file; {directory} has {len(files)}")
-        json_bytes = json_size(files)
-        gzip_bytes = sum(f.stat().st_size for f in files)
-        results = bench_trace(
-            files, args.task, args.tools, args.opscope.resolve(), args.repeat, args.warmup
-        )
-        floor = rss_floor_mib()
-        name = f"{directory}/{files[0].name}" if len(files) == 1 else f"{directory} ({len(files)} ranks)"
-        print_table(name, gzip_bytes, json_bytes, floor, results)
-        output["traces"][name] = {
-            "gzip_bytes": gzip_bytes,
-            "json_bytes": json_bytes,
-            "rss_floor_mib": floor,
-            "tools": results,
-        }
+    bench = {"info": bench_kineto, "gpu": bench_kineto, "ctf": bench_ctf, "xplane": bench_xplane}
+    output["traces"] = bench[args.task](args)
     if args.json:
         args.json.write_text(json.dumps(output, indent=2) + "\n")
         print(f"\nwrote {args.json}")
