@@ -32,7 +32,7 @@ use opscope_model::{
 };
 
 use super::decode::{skip, Event, Layout, Node, Val};
-use super::types::EnvValue;
+use super::types::{ClockOrigin, EnvValue};
 use crate::error::ImportError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -226,6 +226,7 @@ struct Mapper<'t> {
     ctx_positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
     last_ts: i64,
+    origin: Option<ClockOrigin>,
     default_category: StrId,
     k_bytes: StrId,
     k_addr: StrId,
@@ -586,9 +587,9 @@ impl<'t> Mapper<'t> {
             let p = self.plan(layout, ev);
             self.plans[ev] = Some(p);
         }
-        let clock = layout.clock.as_ref();
-        let to_ns = |cycles: u64| match clock {
-            Some(c) => c.ns_from_origin(cycles),
+        let origin = self.origin;
+        let to_ns = |cycles: u64| match origin {
+            Some(o) => o.ns(cycles),
             None => cycles as i64,
         };
         let ts = to_ns(r.timestamp);
@@ -1410,6 +1411,7 @@ pub(super) fn import_layout(
         ctx_positions: Vec::new(),
         scratch: Vec::new(),
         last_ts: i64::MIN,
+        origin: layout.clock.as_ref().map(|c| c.origin()),
         default_category,
     };
     let (readers, error) =

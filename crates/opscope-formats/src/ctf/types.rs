@@ -93,6 +93,11 @@ impl ClockClass {
     /// Nanoseconds since the clock's origin (the Unix epoch for LTTng) of a clock
     /// value, the way babeltrace2 computes it: exact at 1 GHz, in `f64` otherwise.
     pub fn ns_from_origin(&self, cycles: u64) -> i64 {
+        self.origin().ns(cycles)
+    }
+
+    /// The clock's offset resolved once, for converting many values.
+    pub fn origin(&self) -> ClockOrigin {
         // Normalise the offset so that its cycles are below one second.
         let freq = self.freq as i128;
         let mut offset_s = self.offset_s as i128;
@@ -101,8 +106,25 @@ impl ClockClass {
             offset_s += offset_cycles.div_euclid(freq);
             offset_cycles = offset_cycles.rem_euclid(freq);
         }
-        let base = offset_s * 1_000_000_000 + cycles_to_ns(self.freq, offset_cycles as u64) as i128;
-        let total = base + cycles_to_ns(self.freq, cycles) as i128;
+        ClockOrigin {
+            freq: self.freq,
+            base_ns: offset_s * 1_000_000_000
+                + cycles_to_ns(self.freq, offset_cycles as u64) as i128,
+        }
+    }
+}
+
+/// A clock's frequency and its offset in nanoseconds: [`ClockClass::ns_from_origin`]
+/// without resolving the offset per value.
+#[derive(Clone, Copy, Debug)]
+pub struct ClockOrigin {
+    freq: u64,
+    base_ns: i128,
+}
+
+impl ClockOrigin {
+    pub fn ns(&self, cycles: u64) -> i64 {
+        let total = self.base_ns + cycles_to_ns(self.freq, cycles) as i128;
         total.clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 }
