@@ -202,10 +202,6 @@ struct Mapper<'t> {
     trace: &'t mut Trace,
     source: SourceId,
     plans: Vec<Option<Plan>>,
-    /// Per stream class: ids in the stream event context.
-    stream_ids: Vec<Ids>,
-    /// Per event class: ids in the event context and payload (perf).
-    event_ids: Vec<(Ids, Ids)>,
     lanes: HashMap<LaneKey, (ProcessId, TrackId)>,
     /// The lane of the previous event: runs of events come from one thread.
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
@@ -218,15 +214,9 @@ struct Mapper<'t> {
     running: HashMap<u64, (i64, i64, StrId)>,
     tid_pid: HashMap<i64, i64>,
     named_processes: hashbrown::HashSet<ProcessId>,
-    /// Per stream class: field offsets of the stream event context, when fixed.
-    stream_offsets: Vec<FieldOffsets>,
-    /// Per event class: field offsets of the event context and payload, when fixed.
-    offsets: Vec<(FieldOffsets, FieldOffsets)>,
     positions: Vec<u32>,
-    ctx_positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
     last_ts: i64,
-    origin: Option<ClockOrigin>,
     default_category: StrId,
     k_bytes: StrId,
     k_addr: StrId,
@@ -573,72 +563,39 @@ impl<'t> Mapper<'t> {
         (process, track)
     }
 
-    fn int_at(vals: &[Val], pos: Option<u32>) -> Option<i64> {
-        match vals.get(pos? as usize)? {
-            Val::I(v) => Some(*v),
-            Val::U(v) => Some(*v as i64),
-            _ => None,
-        }
-    }
-
-    fn event(&mut self, layout: &Layout, stream_index: usize, r: &Event) {
+    fn event(
+        &mut self,
+        layout: &Layout,
+        ident: &Identify,
+        stream_index: usize,
+        r: &Event,
+        who: Who,
+    ) {
         let ev = r.event;
         if self.plans[ev].is_none() {
             let p = self.plan(layout, ev);
             self.plans[ev] = Some(p);
         }
-        let origin = self.origin;
+        let origin = ident.origin;
         let to_ns = |cycles: u64| match origin {
             Some(o) => o.ns(cycles),
             None => cycles as i64,
         };
-        let ts = to_ns(r.timestamp);
+        let Who {
+            ts,
+            pid,
+            tid,
+            procname,
+        } = who;
         self.last_ts = self.last_ts.max(ts);
         let el = &layout.events[ev];
-        let sl = &layout.streams[r.stream];
         field_positions(
             el.fields.as_ref(),
-            &self.offsets[ev].1,
+            &ident.offsets[ev].1,
             r.vals,
             r.scopes[3],
             &mut self.positions,
         );
-        // Who: stream event context, event context, payload (perf).
-        let mut pid = None;
-        let mut tid = None;
-        let mut procname = None;
-        let scoped = [
-            (
-                sl.event_context.as_ref(),
-                &self.stream_offsets[r.stream],
-                r.scopes[1],
-                self.stream_ids[r.stream],
-            ),
-            (
-                el.context.as_ref(),
-                &self.offsets[ev].0,
-                r.scopes[2],
-                self.event_ids[ev].0,
-            ),
-        ];
-        for (node, offsets, start, ids) in scoped {
-            if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
-                continue;
-            }
-            field_positions(node, offsets, r.vals, start, &mut self.ctx_positions);
-            let at = |i: Option<usize>| i.and_then(|i| self.ctx_positions.get(i).copied());
-            pid = pid.or(Self::int_at(r.vals, at(ids.pid)));
-            tid = tid.or(Self::int_at(r.vals, at(ids.tid)));
-            if procname.is_none() {
-                procname = at(ids.procname).and_then(|p| r.vals.get(p as usize).copied());
-            }
-        }
-        let payload_ids = self.event_ids[ev].1;
-        if pid.is_none() && tid.is_none() {
-            let at = |i: Option<usize>| i.and_then(|i| self.positions.get(i).copied());
-            pid = Self::int_at(r.vals, at(payload_ids.pid));
-            tid = Self::int_at(r.vals, at(payload_ids.tid));
-        }
         let cpu = r.cpu_id.unwrap_or(stream_index as u64);
         let cpu_lane = pid.is_none() && tid.is_none();
         let (process, track) = match (pid, tid) {
@@ -791,7 +748,7 @@ impl<'t> Mapper<'t> {
     }
 
     fn field_int(&self, r: &Event, i: usize) -> Option<i64> {
-        Self::int_at(r.vals, self.positions.get(i).copied())
+        int_at(r.vals, self.positions.get(i).copied())
     }
 
     fn field_u(&self, r: &Event, i: usize) -> u64 {
@@ -1225,6 +1182,135 @@ impl<'t> Mapper<'t> {
     }
 }
 
+/// Who emitted an event and when, worked out on the decoding thread.
+#[derive(Clone, Copy, Debug)]
+struct Who {
+    ts: i64,
+    pid: Option<i64>,
+    tid: Option<i64>,
+    procname: Option<Val>,
+}
+
+/// What finding an event's time and emitter needs from the layout, computed once and
+/// shared with the decoding thread.
+struct Identify {
+    origin: Option<ClockOrigin>,
+    /// Per stream class: ids in the stream event context, and its field offsets.
+    stream_ids: Vec<(Ids, FieldOffsets)>,
+    /// Per event class: ids in the event context and payload (perf).
+    event_ids: Vec<(Ids, Ids)>,
+    /// Per event class: field offsets of the event context and payload, when fixed.
+    offsets: Vec<(FieldOffsets, FieldOffsets)>,
+}
+
+impl Identify {
+    fn new(layout: &Layout) -> Self {
+        let pid = ["vpid", "pid"];
+        let tid = ["vtid", "tid"];
+        Identify {
+            origin: layout.clock.as_ref().map(|c| c.origin()),
+            stream_ids: layout
+                .streams
+                .iter()
+                .map(|s| {
+                    let node = s.event_context.as_ref();
+                    (ids_of(node, &pid, &tid), fixed_offsets(node))
+                })
+                .collect(),
+            event_ids: layout
+                .events
+                .iter()
+                .map(|e| {
+                    (
+                        ids_of(e.context.as_ref(), &pid, &tid),
+                        ids_of(e.fields.as_ref(), &["perf_pid"], &["perf_tid"]),
+                    )
+                })
+                .collect(),
+            offsets: layout
+                .events
+                .iter()
+                .map(|e| {
+                    (
+                        fixed_offsets(e.context.as_ref()),
+                        fixed_offsets(e.fields.as_ref()),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    /// The event's time in ns and its pid, tid and process name, from the stream event
+    /// context, the event context, or (perf) the payload.
+    fn who(&self, layout: &Layout, r: &Event, positions: &mut Vec<u32>) -> Who {
+        let ts = match self.origin {
+            Some(o) => o.ns(r.timestamp),
+            None => r.timestamp as i64,
+        };
+        let ev = r.event;
+        let el = &layout.events[ev];
+        let sl = &layout.streams[r.stream];
+        let (mut pid, mut tid, mut procname) = (None, None, None);
+        let (stream_ids, stream_offsets) = &self.stream_ids[r.stream];
+        let scoped = [
+            (
+                sl.event_context.as_ref(),
+                stream_offsets,
+                r.scopes[1],
+                *stream_ids,
+            ),
+            (
+                el.context.as_ref(),
+                &self.offsets[ev].0,
+                r.scopes[2],
+                self.event_ids[ev].0,
+            ),
+        ];
+        for (node, offsets, start, ids) in scoped {
+            if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
+                continue;
+            }
+            field_positions(node, offsets, r.vals, start, positions);
+            let at = |i: Option<usize>| i.and_then(|i| positions.get(i).copied());
+            pid = pid.or(int_at(r.vals, at(ids.pid)));
+            tid = tid.or(int_at(r.vals, at(ids.tid)));
+            if procname.is_none() {
+                procname = at(ids.procname).and_then(|p| r.vals.get(p as usize).copied());
+            }
+        }
+        let payload_ids = self.event_ids[ev].1;
+        if pid.is_none()
+            && tid.is_none()
+            && (payload_ids.pid.is_some() || payload_ids.tid.is_some())
+        {
+            field_positions(
+                el.fields.as_ref(),
+                &self.offsets[ev].1,
+                r.vals,
+                r.scopes[3],
+                positions,
+            );
+            let at = |i: Option<usize>| i.and_then(|i| positions.get(i).copied());
+            pid = int_at(r.vals, at(payload_ids.pid));
+            tid = int_at(r.vals, at(payload_ids.tid));
+        }
+        Who {
+            ts,
+            pid,
+            tid,
+            procname,
+        }
+    }
+}
+
+fn int_at(vals: &[Val], pos: Option<u32>) -> Option<i64> {
+    match vals.get(pos? as usize)? {
+        Val::I(v) => Some(*v),
+        Val::U(v) => Some(*v as i64),
+        _ => None,
+    }
+}
+
 /// Where each field of a struct scope's values is: offsets from the struct's value
 /// when every field adds a fixed number of values (most events), else `None`.
 fn fixed_offsets(node: Option<&Node>) -> FieldOffsets {
@@ -1368,21 +1454,6 @@ pub(super) fn import_layout(
         trace,
         source,
         plans: (0..layout.events.len()).map(|_| None).collect(),
-        stream_ids: layout
-            .streams
-            .iter()
-            .map(|s| ids_of(s.event_context.as_ref(), &["vpid", "pid"], &["vtid", "tid"]))
-            .collect(),
-        event_ids: layout
-            .events
-            .iter()
-            .map(|e| {
-                (
-                    ids_of(e.context.as_ref(), &["vpid", "pid"], &["vtid", "tid"]),
-                    ids_of(e.fields.as_ref(), &["perf_pid"], &["perf_tid"]),
-                )
-            })
-            .collect(),
         lanes: HashMap::new(),
         last_lane: None,
         stacks: HashMap::new(),
@@ -1392,30 +1463,19 @@ pub(super) fn import_layout(
         running: HashMap::new(),
         tid_pid: HashMap::new(),
         named_processes: hashbrown::HashSet::new(),
-        stream_offsets: layout
-            .streams
-            .iter()
-            .map(|s| fixed_offsets(s.event_context.as_ref()))
-            .collect(),
-        offsets: layout
-            .events
-            .iter()
-            .map(|e| {
-                (
-                    fixed_offsets(e.context.as_ref()),
-                    fixed_offsets(e.fields.as_ref()),
-                )
-            })
-            .collect(),
         positions: Vec::new(),
-        ctx_positions: Vec::new(),
         scratch: Vec::new(),
         last_ts: i64::MIN,
-        origin: layout.clock.as_ref().map(|c| c.origin()),
         default_category,
     };
-    let (readers, error) =
-        super::pipeline::read_merged_batched(layout, streams, |i, r| m.event(layout, i, r));
+    let ident = Identify::new(layout);
+    let mut positions = Vec::new();
+    let (readers, error) = super::pipeline::read_merged_batched(
+        layout,
+        streams,
+        |r| ident.who(layout, r, &mut positions),
+        |i, r, who| m.event(layout, &ident, i, r, who),
+    );
     // Close what is still open at the last timestamp.
     let end = m.last_ts;
     let mut open: Vec<(TrackId, Open)> = m

@@ -22,7 +22,7 @@ pub struct StreamCounts {
     pub events_discarded: u64,
 }
 
-struct Head {
+struct Head<P> {
     stream_index: u32,
     stream: u32,
     event: u32,
@@ -31,15 +31,24 @@ struct Head {
     scopes: [u32; 4],
     /// The event's values are `vals[start..]` up to the next event's start.
     start: u32,
+    prepared: P,
 }
 
-#[derive(Default)]
-struct Batch {
-    heads: Vec<Head>,
+struct Batch<P> {
+    heads: Vec<Head<P>>,
     vals: Vec<Val>,
 }
 
-impl Batch {
+impl<P> Default for Batch<P> {
+    fn default() -> Self {
+        Batch {
+            heads: Vec::new(),
+            vals: Vec::new(),
+        }
+    }
+}
+
+impl<P> Batch<P> {
     fn clear(&mut self) {
         self.heads.clear();
         self.vals.clear();
@@ -47,24 +56,28 @@ impl Batch {
 }
 
 /// Like [`super::read_merged`], with the decoding on a thread of its own: `f(stream
-/// index, event)` is called on the caller's thread, in time order. Returns what each
-/// stream held and the first error.
-pub fn read_merged_batched<'a>(
+/// index, event, prepare(event))` is called on the caller's thread, in time order;
+/// `prepare` runs on the decoding thread (work that needs only the event). Returns
+/// what each stream held and the first error.
+pub fn read_merged_batched<'a, P: Copy + Send>(
     layout: &'a Layout,
     streams: &[(String, &'a [u8])],
-    mut f: impl FnMut(usize, &Event<'a, '_>),
+    mut prepare: impl FnMut(&Event<'a, '_>) -> P + Send,
+    mut f: impl FnMut(usize, &Event<'a, '_>, P),
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
     std::thread::scope(|scope| {
-        let (full_tx, full_rx) = mpsc::sync_channel::<Batch>(BATCHES_AHEAD);
-        let (empty_tx, empty_rx) = mpsc::channel::<Batch>();
+        let (full_tx, full_rx) = mpsc::sync_channel::<Batch<P>>(BATCHES_AHEAD);
+        let (empty_tx, empty_rx) = mpsc::channel::<Batch<P>>();
         let decoder = scope.spawn(move || {
-            let mut batch = Batch::default();
+            let mut batch = Batch::<P>::default();
             let mut receiver_gone = false;
             let (readers, error) = super::read_merged(layout, streams, |i, r| {
                 if receiver_gone {
                     return;
                 }
+                let prepared = prepare(&r.current());
                 batch.heads.push(Head {
+                    prepared,
                     stream_index: i as u32,
                     stream: r.stream as u32,
                     event: r.event as u32,
@@ -109,7 +122,7 @@ pub fn read_merged_batched<'a>(
                     scopes: h.scopes,
                     vals: &batch.vals[h.start as usize..end],
                 };
-                f(i, &event);
+                f(i, &event, h.prepared);
             }
             // The decoder may have finished: then nobody reuses the batch.
             let _ = empty_tx.send(batch);
