@@ -995,6 +995,8 @@ fn ctf_traces_load_walk_and_convert() {
     let ctf = traces.join("ctf");
     let memory = info_json(&ctf.join("tracecompass/memory"));
     assert_eq!(memory["files"][0]["format"], "ctf");
+    // Every event record read: babeltrace2's count (peer-outputs/babeltrace2-bench.txt).
+    assert_eq!(memory["files"][0]["events"], 328_056);
     // Every malloc/free is an Alloc instant (realloc may add one more).
     assert!(memory["instants"].as_u64().unwrap() >= 328_056, "{memory}");
     assert!(memory["counter_samples"].as_u64().unwrap() > 300_000);

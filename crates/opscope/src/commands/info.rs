@@ -66,6 +66,10 @@ pub struct FileSummary {
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub host: Option<String>,
+    /// Events read from the file, where the format counts them itself (CTF: every
+    /// event record of every stream, whatever it became in the model).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events: Option<u64>,
     /// Events the tracer said it dropped (CTF packets' `events_discarded`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_discarded: Option<u64>,
@@ -81,6 +85,13 @@ pub struct DeviceSummary {
     pub slices: usize,
 }
 
+/// A count the importer put in a source's metadata.
+fn source_count(trace: &Trace, source: &opscope_model::Source, key: &str) -> Option<u64> {
+    let key = trace.strings.find(key)?;
+    let n = trace.args.find(source.metadata, key)?.as_i64()?;
+    u64::try_from(n).ok()
+}
+
 pub fn summarize(trace: &Trace) -> Summary {
     let files = trace
         .sources
@@ -91,12 +102,8 @@ pub fn summarize(trace: &Trace) -> Summary {
             rank: s.rank,
             world_size: s.world_size,
             host: s.host.map(|h| trace.str(h).to_string()),
-            events_discarded: trace
-                .strings
-                .find("events_discarded")
-                .and_then(|k| trace.args.find(s.metadata, k))
-                .and_then(|v| v.as_i64())
-                .map(|n| n as u64),
+            events: source_count(trace, s, "events"),
+            events_discarded: source_count(trace, s, "events_discarded"),
         })
         .collect::<Vec<_>>();
     let mut hosts: Vec<String> = files.iter().filter_map(|f| f.host.clone()).collect();
@@ -227,6 +234,9 @@ fn print_text(s: &Summary, out: &mut (impl Write + ?Sized)) -> std::io::Result<(
         }
         if let Some(host) = &f.host {
             write!(out, ", host {host}")?;
+        }
+        if let Some(n) = f.events {
+            write!(out, ", {n} events")?;
         }
         if let Some(n) = f.events_discarded.filter(|&n| n > 0) {
             write!(out, ", {n} events discarded by the tracer")?;
