@@ -11,6 +11,7 @@ use opscope_model::{
     TrackId, TrackKind,
 };
 
+use super::chunk::ArgEntries;
 use super::kinds::{self, TfLane};
 use super::parse::{micros_to_ns, Id, RawEvent};
 use crate::error::ImportError;
@@ -194,8 +195,11 @@ impl<'t> Builder<'t> {
         Some(ts)
     }
 
-    fn args(&mut self, raw: Option<&str>) -> Result<ArgsId, ImportError> {
-        let Some(raw) = raw else {
+    fn args(&mut self, ev: &RawEvent) -> Result<ArgsId, ImportError> {
+        if let Some(split) = ev.arg_entries {
+            return self.split_args(split);
+        }
+        let Some(raw) = ev.args else {
             return Ok(ArgsId::NONE);
         };
         let mut entries = std::mem::take(&mut self.arg_entries);
@@ -220,12 +224,34 @@ impl<'t> Builder<'t> {
             let value = self.string(raw.trim())?;
             entries.push((key, ArgValue::Json(value)));
         }
+        Ok(self.seal_args(entries))
+    }
+
+    /// Writes one bag of entries; the list goes back for reuse.
+    fn seal_args(&mut self, entries: Vec<(StrId, ArgValue)>) -> ArgsId {
         let mut w = self.trace.args.writer();
         for &(k, v) in &entries {
             w.push(k, v);
         }
         self.arg_entries = entries;
-        Ok(w.finish())
+        w.finish()
+    }
+
+    /// Args the reading thread split into entries (string values already decoded).
+    fn split_args(&mut self, split: ArgEntries) -> Result<ArgsId, ImportError> {
+        let mut entries = std::mem::take(&mut self.arg_entries);
+        entries.clear();
+        for e in split.entries {
+            let key = self.string(split.texts.of(e.key))?;
+            let text = split.texts.of(e.value);
+            let value = if e.is_string {
+                ArgValue::Str(self.string(text)?)
+            } else {
+                self.arg_value(text)?
+            };
+            entries.push((key, value));
+        }
+        Ok(self.seal_args(entries))
     }
 
     fn arg_value(&mut self, raw: &str) -> Result<ArgValue, ImportError> {
@@ -331,7 +357,7 @@ impl<'t> Builder<'t> {
         self.max_ts = self.max_ts.max(ts.saturating_add(dur));
         let (_, track) = self.thread_track(&ev)?;
         let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(ev.args)?;
+        let args = self.args(&ev)?;
         let open = OpenSlice {
             ts,
             name,
@@ -349,7 +375,7 @@ impl<'t> Builder<'t> {
         };
         let (_, track) = self.thread_track(&ev)?;
         let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(ev.args)?;
+        let args = self.args(&ev)?;
         self.open.entry(track).or_default().push(OpenSlice {
             ts,
             name,
@@ -370,7 +396,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         // Args on the `E` event are merged into the slice's, as Chrome does.
-        let end_args = self.args(ev.args)?;
+        let end_args = self.args(&ev)?;
         open.args = self.merge_args(open.args, end_args);
         self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
@@ -418,7 +444,7 @@ impl<'t> Builder<'t> {
         ev: &RawEvent,
     ) -> Result<(), ImportError> {
         let (name, category) = self.name_and_category(ev)?;
-        let args = self.args(ev.args)?;
+        let args = self.args(&ev)?;
         // Allocator events: Kineto's `[memory]` instants and TF tensor snapshots.
         let is_alloc = self.trace.str(name) == "[memory]"
             || kinds::kind_of(self.trace.str(category), "") == Some(SliceKind::Alloc);
@@ -604,7 +630,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let name = self.string(ev.name.as_deref().unwrap_or(""))?;
-        let args = self.args(ev.args)?;
+        let args = self.args(&ev)?;
         self.open_async
             .entry((track, category))
             .or_default()
@@ -640,7 +666,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let mut open = stack.remove(at);
-        let end_args = self.args(ev.args)?;
+        let end_args = self.args(&ev)?;
         open.args = self.merge_args(open.args, end_args);
         self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
@@ -677,7 +703,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(ev.args)?;
+        let args = self.args(&ev)?;
         let track = self
             .trace
             .named_track(Some(key.0), TrackKind::Async, name, key.2.lane());

@@ -22,6 +22,15 @@ pub(crate) enum IdSpan {
     Str(Span),
 }
 
+/// One entry of an event's `args` object, split on the reading thread: its key and its
+/// value, a string (decoded, without quotes) or any other value as raw JSON text.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ArgRec {
+    pub key: Span,
+    pub value: Span,
+    pub is_string: bool,
+}
+
 /// One element of the event array, as spans.
 #[derive(Default, Debug)]
 pub(crate) struct Rec {
@@ -36,6 +45,8 @@ pub(crate) struct Rec {
     pub ts: Option<Span>,
     pub dur: Option<Span>,
     pub args: Option<Span>,
+    /// When `args` is an object: its entries, a range of the chunk's [`ArgRec`]s.
+    pub arg_entries: Option<(u32, u32)>,
     pub pid: Option<IdSpan>,
     pub tid: Option<IdSpan>,
     pub id: Option<IdSpan>,
@@ -49,6 +60,8 @@ pub(crate) struct Batch {
     pub events: Vec<Rec>,
     /// Decoded strings (those that had escapes).
     pub side: String,
+    /// The entries of the events' args objects.
+    pub args: Vec<ArgRec>,
     /// Where the chunk's text starts in the scanned bytes: set by the caller, or else at
     /// the first event found.
     pub origin: Option<usize>,
@@ -60,9 +73,44 @@ pub(crate) struct Batch {
 pub(crate) struct Chunk<'a> {
     pub text: Cow<'a, str>,
     side: String,
+    args: Vec<ArgRec>,
     pub events: Vec<Rec>,
     /// Offset of the text's first byte in the (decompressed) document.
     pub base: u64,
+}
+
+/// The buffers a batch of events fills: handed over in a chunk, given back to be
+/// refilled.
+#[derive(Default)]
+pub(crate) struct Part {
+    pub events: Vec<Rec>,
+    pub side: String,
+    pub args: Vec<ArgRec>,
+}
+
+/// The texts spans point into: the chunk's text and its side buffer.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Texts<'a> {
+    text: &'a str,
+    side: &'a str,
+}
+
+impl<'a> Texts<'a> {
+    pub fn of(&self, span: Span) -> &'a str {
+        let (start, end) = (span.start as usize, (span.start + span.len) as usize);
+        if span.side {
+            &self.side[start..end]
+        } else {
+            &self.text[start..end]
+        }
+    }
+}
+
+/// An event's args entries, as split by the reading thread.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ArgEntries<'a> {
+    pub entries: &'a [ArgRec],
+    pub texts: Texts<'a>,
 }
 
 /// Buffers of a used chunk, for the next ones.
@@ -70,25 +118,29 @@ pub(crate) struct Chunk<'a> {
 pub(crate) struct Spare {
     pub events: Vec<Rec>,
     pub side: String,
+    pub args: Vec<ArgRec>,
     pub text: Option<Vec<u8>>,
 }
 
 impl<'a> Chunk<'a> {
-    pub fn new(text: Cow<'a, str>, base: u64, events: Vec<Rec>, side: String) -> Chunk<'a> {
+    pub fn new(text: Cow<'a, str>, base: u64, part: Part) -> Chunk<'a> {
         Chunk {
             text,
-            side,
-            events,
+            side: part.side,
+            args: part.args,
+            events: part.events,
             base,
         }
     }
 
     fn text_of(&self, span: Span) -> &str {
-        let (start, end) = (span.start as usize, (span.start + span.len) as usize);
-        if span.side {
-            &self.side[start..end]
-        } else {
-            &self.text[start..end]
+        self.texts().of(span)
+    }
+
+    fn texts(&self) -> Texts<'_> {
+        Texts {
+            text: &self.text,
+            side: &self.side,
         }
     }
 
@@ -124,6 +176,10 @@ impl<'a> Chunk<'a> {
             bp: cow(rec.bp),
             s: cow(rec.s),
             args: text(rec.args),
+            arg_entries: rec.arg_entries.map(|(start, len)| ArgEntries {
+                entries: &self.args[start as usize..(start + len) as usize],
+                texts: self.texts(),
+            }),
         })
     }
 
@@ -132,6 +188,7 @@ impl<'a> Chunk<'a> {
         Spare {
             events: self.events,
             side: self.side,
+            args: self.args,
             text: match self.text {
                 Cow::Owned(text) => Some(text.into_bytes()),
                 Cow::Borrowed(_) => None,

@@ -19,7 +19,7 @@ use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
 
 use crate::error::ImportError;
 use builder::Builder;
-use chunk::{Batch, Chunk, Spare};
+use chunk::{Batch, Chunk, Part, Spare};
 pub use export::{export, export_selected};
 use split::Splitter;
 
@@ -191,15 +191,19 @@ fn read_events<'a>(
     // Sends the events of `batch`, whose text is `text` (starting at `base` in the
     // document); the batch is left empty, with buffers from the pool.
     let send = |batch: &mut Batch, pool: &mut Pool, text: Cow<'a, str>, base: u64| {
-        let (events, side) = pool.part();
-        let events = std::mem::replace(&mut batch.events, events);
-        let side = std::mem::replace(&mut batch.side, side);
-        batch.events.clear();
-        batch.side.clear();
+        let mut next = pool.part();
+        next.events.clear();
+        next.side.clear();
+        next.args.clear();
+        let full = Part {
+            events: std::mem::replace(&mut batch.events, next.events),
+            side: std::mem::replace(&mut batch.side, next.side),
+            args: std::mem::replace(&mut batch.args, next.args),
+        };
         batch.origin = None;
         batch.end = 0;
         sender
-            .send(Chunk::new(text, base, events, side))
+            .send(Chunk::new(text, base, full))
             .map_err(|_| stopped())
     };
     match input {
@@ -325,21 +329,25 @@ fn read_events<'a>(
 /// lists and side text of a batch, and window texts.
 struct Pool<'r> {
     recycled: &'r Receiver<Spare>,
-    parts: Vec<(Vec<chunk::Rec>, String)>,
+    parts: Vec<Part>,
     texts: Vec<Vec<u8>>,
 }
 
 impl Pool<'_> {
     fn take_returned(&mut self) {
         while let Ok(spare) = self.recycled.try_recv() {
-            self.parts.push((spare.events, spare.side));
+            self.parts.push(Part {
+                events: spare.events,
+                side: spare.side,
+                args: spare.args,
+            });
             if let Some(text) = spare.text {
                 self.texts.push(text);
             }
         }
     }
 
-    fn part(&mut self) -> (Vec<chunk::Rec>, String) {
+    fn part(&mut self) -> Part {
         self.take_returned();
         self.parts.pop().unwrap_or_default()
     }

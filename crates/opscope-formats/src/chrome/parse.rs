@@ -27,6 +27,8 @@ pub(crate) struct RawEvent<'a> {
     pub s: Option<Cow<'a, str>>,
     /// Raw JSON text of the args value.
     pub args: Option<&'a str>,
+    /// The entries of `args` when it is an object, split by the reading thread.
+    pub arg_entries: Option<super::chunk::ArgEntries<'a>>,
 }
 
 /// An element of the event array, as the reference reader sees it: an event object, or

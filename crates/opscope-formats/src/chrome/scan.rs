@@ -5,7 +5,7 @@
 
 use memchr::memchr2;
 
-use super::chunk::{IdSpan, Rec, Span};
+use super::chunk::{ArgRec, IdSpan, Rec, Span};
 
 /// A syntax error at `offset` in the text scanned.
 #[derive(Debug, PartialEq)]
@@ -255,6 +255,7 @@ impl<'a> Cursor<'a> {
 struct Spans<'s> {
     origin: usize,
     side: &'s mut String,
+    args: &'s mut Vec<ArgRec>,
 }
 
 impl Spans<'_> {
@@ -314,6 +315,36 @@ impl Spans<'_> {
         }
     }
 
+    /// An event's `args`: its raw text, and when it is an object, its entries split
+    /// into the args list (string values decoded): work taken off the thread that
+    /// builds the model.
+    fn args(&mut self, c: &mut Cursor, rec: &mut Rec) -> Result<()> {
+        if c.peek() != Some(b'{') {
+            rec.args = Some(self.raw(c)?);
+            return Ok(());
+        }
+        let start = c.pos;
+        let first = self.args.len();
+        c.members(|c, key| {
+            let key = self.string(key);
+            let (value, is_string) = if c.peek() == Some(b'"') {
+                let s = c.string()?;
+                (self.string(s), true)
+            } else {
+                (self.raw(c)?, false)
+            };
+            self.args.push(ArgRec {
+                key,
+                value,
+                is_string,
+            });
+            Ok(true)
+        })?;
+        rec.args = Some(self.text(start, c.pos));
+        rec.arg_entries = Some((first as u32, (self.args.len() - first) as u32));
+        Ok(())
+    }
+
     /// A raw value's text.
     fn raw(&mut self, c: &mut Cursor) -> Result<Span> {
         let start = c.value()?;
@@ -359,6 +390,7 @@ pub(crate) fn scan_event(
     pos: usize,
     origin: usize,
     side: &mut String,
+    args: &mut Vec<ArgRec>,
 ) -> Result<(Rec, usize)> {
     let mut c = Cursor { bytes, pos };
     let mut rec = Rec {
@@ -370,7 +402,7 @@ pub(crate) fn scan_event(
         rec.not_an_object = true;
         return Ok((rec, c.pos));
     }
-    let mut spans = Spans { origin, side };
+    let mut spans = Spans { origin, side, args };
     c.members(|c, key| {
         match c.key_bytes(&key) {
             b"ph" => rec.ph = spans.lenient_string(c)?,
@@ -383,7 +415,7 @@ pub(crate) fn scan_event(
             b"id" => rec.id = spans.lenient_id(c)?,
             b"ts" => rec.ts = Some(spans.raw(c)?),
             b"dur" => rec.dur = Some(spans.raw(c)?),
-            b"args" => rec.args = Some(spans.raw(c)?),
+            b"args" => spans.args(c, &mut rec)?,
             b"id2" => {
                 (rec.id2_local, rec.id2_global) = spans.id2(c)?.unwrap_or((None, None));
             }
@@ -510,7 +542,7 @@ mod tests {
     use std::borrow::Cow;
 
     use super::*;
-    use crate::chrome::chunk::Chunk;
+    use crate::chrome::chunk::{Chunk, Part};
     use crate::chrome::parse::{Element, RawEvent};
 
     fn summary(ev: &RawEvent) -> String {
@@ -532,14 +564,48 @@ mod tests {
         let mut c = Cursor { bytes, pos: 0 };
         c.skip_ws();
         let mut side = String::new();
-        let (rec, end) = scan_event(bytes, c.pos, 0, &mut side)?;
+        let mut args = Vec::new();
+        let (rec, end) = scan_event(bytes, c.pos, 0, &mut side, &mut args)?;
         let mut c = Cursor { bytes, pos: end };
         c.skip_ws();
         if c.pos != bytes.len() {
             return c.fail("data after the end of an event");
         }
-        let chunk = Chunk::new(Cow::Borrowed(text), 0, vec![rec], side);
-        Ok(chunk.event(&chunk.events[0]).map(|ev| summary(&ev)))
+        let part = Part {
+            events: vec![rec],
+            side,
+            args,
+        };
+        let chunk = Chunk::new(Cow::Borrowed(text), 0, part);
+        let event = chunk.event(&chunk.events[0]);
+        if let Some(ev) = &event {
+            check_split_args(ev);
+        }
+        Ok(event.map(|ev| summary(&ev)))
+    }
+
+    /// The args entries split while scanning are the object's entries as serde reads
+    /// them: same keys in order, string values decoded, other values as their text.
+    fn check_split_args(ev: &RawEvent) {
+        let Some(split) = ev.arg_entries else {
+            return;
+        };
+        let raw = ev.args.expect("split args keep their text");
+        let mut reference = Vec::new();
+        assert!(object_entries(raw, |k, v| {
+            reference.push((k.to_string(), v.to_string()));
+            true
+        }));
+        assert_eq!(split.entries.len(), reference.len(), "{raw}");
+        for (e, (key, value)) in split.entries.iter().zip(&reference) {
+            assert_eq!(split.texts.of(e.key), key);
+            let got = split.texts.of(e.value);
+            if e.is_string {
+                assert_eq!(got, serde_json::from_str::<String>(value).unwrap());
+            } else {
+                assert_eq!(got, value);
+            }
+        }
     }
 
     /// The scanner reads what serde (the reference reader) reads, and fails where it fails.
@@ -557,6 +623,10 @@ mod tests {
             r#"{"id2": {"local": 1, "local": 2}}"#,
             // (serde would also read an id2 array as its fields in order; traces never write one.)
             r#"{"id2": "x", "n\u0061me": "escaped key"}"#,
+            r#"{"args": { "k\u0031" : "v\n" , "n": -1.5e3 , "t": true, "o": {}, "k1": null }}"#,
+            r#"{"args": {}}"#,
+            r#"{"args": [1, "a"]}"#,
+            r#"{"args": {"a": 1,}}"#,
             r#"{}"#,
             r#"  { "ph" : "i" , "ts" : 1e3 }  "#,
             r#"[1, 2]"#,

@@ -226,14 +226,17 @@ impl Splitter {
                     } else if c == b']' || c == b',' {
                         return error(pos, "expected an event");
                     } else {
-                        let (side_len, origin) = (batch.side.len(), batch.origin);
+                        let (side_len, args_len, origin) =
+                            (batch.side.len(), batch.args.len(), batch.origin);
                         let start = *batch.origin.get_or_insert(pos);
-                        match scan::scan_event(bytes, pos, start, &mut batch.side) {
+                        match scan::scan_event(bytes, pos, start, &mut batch.side, &mut batch.args)
+                        {
                             // A number may go on in the data not read yet.
                             Ok((rec, end))
                                 if rec.not_an_object && end == bytes.len() && !at_eof =>
                             {
                                 batch.side.truncate(side_len);
+                                batch.args.truncate(args_len);
                                 batch.origin = origin;
                                 return self.cut(state, pos, at_eof, bytes.len());
                             }
@@ -257,6 +260,7 @@ impl Splitter {
                             }
                             Err(e) => {
                                 batch.side.truncate(side_len);
+                                batch.args.truncate(args_len);
                                 batch.origin = origin;
                                 // Tell a broken event from one that is only cut off
                                 // by the end of the data read so far.
