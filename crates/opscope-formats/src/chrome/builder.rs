@@ -444,7 +444,7 @@ impl<'t> Builder<'t> {
         ev: &RawEvent,
     ) -> Result<(), ImportError> {
         let (name, category) = self.name_and_category(ev)?;
-        let args = self.args(&ev)?;
+        let args = self.args(ev)?;
         // Allocator events: Kineto's `[memory]` instants and TF tensor snapshots.
         let is_alloc = self.trace.str(name) == "[memory]"
             || kinds::kind_of(self.trace.str(category), "") == Some(SliceKind::Alloc);
