@@ -11,7 +11,7 @@ use opscope_model::{
     TrackId, TrackKind,
 };
 
-use super::chunk::ArgEntries;
+use super::chunk::{ArgEntries, ArgKind};
 use super::kinds::{self, TfLane};
 use super::parse::{micros_to_ns, Id, RawEvent};
 use crate::error::ImportError;
@@ -243,11 +243,10 @@ impl<'t> Builder<'t> {
         entries.clear();
         for e in split.entries {
             let key = self.string(split.texts.of(e.key))?;
-            let text = split.texts.of(e.value);
-            let value = if e.is_string {
-                ArgValue::Str(self.string(text)?)
-            } else {
-                self.arg_value(text)?
+            let value = match e.kind {
+                ArgKind::String => ArgValue::Str(self.string(split.texts.of(e.value))?),
+                ArgKind::Int(i) => ArgValue::Int(i),
+                ArgKind::Other => self.arg_value(split.texts.of(e.value))?,
             };
             entries.push((key, value));
         }

@@ -23,12 +23,21 @@ pub(crate) enum IdSpan {
 }
 
 /// One entry of an event's `args` object, split on the reading thread: its key and its
-/// value, a string (decoded, without quotes) or any other value as raw JSON text.
+/// value's text (a string's decoded, without quotes; anything else's raw JSON).
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct ArgRec {
     pub key: Span,
     pub value: Span,
-    pub is_string: bool,
+    pub kind: ArgKind,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) enum ArgKind {
+    String,
+    /// A number that is an `i64`, already parsed.
+    Int(i64),
+    /// Any other JSON value.
+    Other,
 }
 
 /// One element of the event array, as spans.

@@ -5,7 +5,7 @@
 
 use memchr::memchr2;
 
-use super::chunk::{ArgRec, IdSpan, Rec, Span};
+use super::chunk::{ArgKind, ArgRec, IdSpan, Rec, Span};
 
 /// A syntax error at `offset` in the text scanned.
 #[derive(Debug, PartialEq)]
@@ -327,17 +327,22 @@ impl Spans<'_> {
         let first = self.args.len();
         c.members(|c, key| {
             let key = self.string(key);
-            let (value, is_string) = if c.peek() == Some(b'"') {
-                let s = c.string()?;
-                (self.string(s), true)
-            } else {
-                (self.raw(c)?, false)
+            let (value, kind) = match c.peek() {
+                Some(b'"') => {
+                    let s = c.string()?;
+                    (self.string(s), ArgKind::String)
+                }
+                Some(b'-' | b'0'..=b'9') => {
+                    let start = c.pos;
+                    let end = c.scalar()?;
+                    // The grammar check leaves only ASCII.
+                    let text = std::str::from_utf8(&c.bytes[start..end]).unwrap_or("");
+                    let kind = text.parse().map_or(ArgKind::Other, ArgKind::Int);
+                    (self.text(start, end), kind)
+                }
+                _ => (self.raw(c)?, ArgKind::Other),
             };
-            self.args.push(ArgRec {
-                key,
-                value,
-                is_string,
-            });
+            self.args.push(ArgRec { key, value, kind });
             Ok(true)
         })?;
         rec.args = Some(self.text(start, c.pos));
@@ -600,10 +605,18 @@ mod tests {
         for (e, (key, value)) in split.entries.iter().zip(&reference) {
             assert_eq!(split.texts.of(e.key), key);
             let got = split.texts.of(e.value);
-            if e.is_string {
-                assert_eq!(got, serde_json::from_str::<String>(value).unwrap());
-            } else {
-                assert_eq!(got, value);
+            match e.kind {
+                ArgKind::String => {
+                    assert_eq!(got, serde_json::from_str::<String>(value).unwrap())
+                }
+                ArgKind::Int(i) => {
+                    assert_eq!(got, value);
+                    assert_eq!(Some(i), serde_json::from_str::<i64>(value).ok());
+                }
+                ArgKind::Other => {
+                    assert_eq!(got, value);
+                    assert!(serde_json::from_str::<i64>(value).is_err());
+                }
             }
         }
     }
@@ -624,6 +637,7 @@ mod tests {
             // (serde would also read an id2 array as its fields in order; traces never write one.)
             r#"{"id2": "x", "n\u0061me": "escaped key"}"#,
             r#"{"args": { "k\u0031" : "v\n" , "n": -1.5e3 , "t": true, "o": {}, "k1": null }}"#,
+            r#"{"args": {"i": -42, "big": 18446744073709551615, "z": 0, "f": 2.0, "e": 1e2}}"#,
             r#"{"args": {}}"#,
             r#"{"args": [1, "a"]}"#,
             r#"{"args": {"a": 1,}}"#,
