@@ -98,11 +98,22 @@ pub fn read_merged<'a>(
         }
     }
     while let Some(Reverse((_, i))) = heap.pop() {
-        f(i, &readers[i]);
-        match readers[i].next_event() {
-            Ok(true) => heap.push(Reverse((readers[i].timestamp, i))),
-            Ok(false) => {}
-            Err(e) => note(i, e, &mut first_error),
+        // Stay on this stream while it stays first: streams come in long runs (a
+        // thread keeps its CPU), and the heap is then left alone.
+        loop {
+            f(i, &readers[i]);
+            match readers[i].next_event() {
+                Ok(true) => {
+                    let next = (readers[i].timestamp, i);
+                    if heap.peek().is_none_or(|Reverse(top)| next <= *top) {
+                        continue;
+                    }
+                    heap.push(Reverse(next));
+                }
+                Ok(false) => {}
+                Err(e) => note(i, e, &mut first_error),
+            }
+            break;
         }
     }
     (readers, first_error)
