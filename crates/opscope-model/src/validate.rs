@@ -6,6 +6,7 @@
 use std::ops::Range;
 
 use crate::dims::TrackKind;
+use crate::events::CounterSamples;
 use crate::trace::Trace;
 use crate::NONE;
 
@@ -17,16 +18,30 @@ pub(crate) fn finish(trace: &mut Trace) {
             trace.repairs.negative_durations += 1;
         }
     }
-    sort_slices(trace);
-    let ranges = track_ranges(&trace.slices.track, trace.tracks.len());
-    for (t, range) in ranges.iter().enumerate() {
-        let nest_strictly = trace.tracks[t].kind == TrackKind::Thread;
-        nest(trace, range.clone(), nest_strictly);
-    }
-    trace.set_track_slices(ranges);
-    sort_counters(trace);
-    sort_instants(trace);
+    // Counter samples are sorted beside the rest when there are many: a large trace
+    // spends a good part of its finishing in these permutations.
+    let tracks = trace.tracks.len();
+    let mut counters = std::mem::take(&mut trace.counters);
+    std::thread::scope(|scope| {
+        if counters.len() >= PARALLEL_ROWS {
+            scope.spawn(|| sort_counters(&mut counters, tracks));
+        } else {
+            sort_counters(&mut counters, tracks);
+        }
+        sort_slices(trace);
+        let ranges = track_ranges(&trace.slices.track, tracks);
+        for (t, range) in ranges.iter().enumerate() {
+            let nest_strictly = trace.tracks[t].kind == TrackKind::Thread;
+            nest(trace, range.clone(), nest_strictly);
+        }
+        trace.set_track_slices(ranges);
+        sort_instants(trace);
+    });
+    trace.counters = counters;
 }
+
+/// Counter samples from which sorting them gets a thread of its own.
+const PARALLEL_ROWS: usize = 100_000;
 
 fn drop_dangling(trace: &mut Trace) {
     let tracks = trace.tracks.len() as u32;
@@ -198,9 +213,8 @@ fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
     }
 }
 
-fn sort_counters(trace: &mut Trace) {
-    let c = &mut trace.counters;
-    if let Some(order) = track_time_order(&c.track, trace.tracks.len(), |i| c.ts[i]) {
+fn sort_counters(c: &mut CounterSamples, tracks: usize) {
+    if let Some(order) = track_time_order(&c.track, tracks, |i| c.ts[i]) {
         c.permute(&order);
     }
 }
