@@ -20,9 +20,9 @@ answering where the GPU time goes and which ops take it.
   on the largest shared CTF trace (ctf/tracecompass/memory) and on a trace of a few
   million events that this script records itself with LTTng (below). The event count is
   babeltrace2's "Event messages"; each tool's events/s is that count over its wall time.
-  opscope's JSON has no count of the events it read, only what it made of them
-  (instants, slices, counter samples), so both are printed; should it report one (an
-  `events` field, at the top or per file), the script checks that it is babeltrace2's.
+  opscope's JSON gives the events it read per file (`files[].events`) beside what it
+  made of them (instants, slices, counter samples); the script checks that count is
+  babeltrace2's.
 
   The recorded trace follows the "large trace without loss: blocking channel" recipe of
   shared/peer-outputs/lttng-session.txt: a user-space session (a session daemon is

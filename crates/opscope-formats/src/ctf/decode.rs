@@ -36,16 +36,8 @@ const MAX_COMPILED_FIELDS: usize = 1 << 20;
 
 #[derive(Clone, Debug)]
 pub struct IntNode {
-    pub bits: u32,
-    pub align: u32,
-    pub signed: bool,
-    pub le: bool,
-    /// Register the value is saved in, for sequences and variants that refer to it.
-    pub reg: u32,
-    /// One of the `REG_*` registers the reader uses, or `NO_REG`.
-    pub special: u32,
-    /// Mapped to the stream's clock: updates it (with wrap-around when narrower than 64).
-    pub clock: bool,
+    /// What reading it takes.
+    pub op: IntOp,
     pub base: u32,
     pub encoded: bool,
     pub labels: Option<Arc<EnumTy>>,
@@ -88,7 +80,7 @@ pub enum Node {
 impl Node {
     pub fn align(&self) -> u32 {
         match self {
-            Node::Int(i) => i.align,
+            Node::Int(i) => i.op.align,
             Node::Float { align, .. } => *align,
             Node::Str => 8,
             Node::Struct { align, .. } => *align,
@@ -453,13 +445,15 @@ impl<'m> Compiler<'m> {
         let clock =
             i.map_clock.is_some() && !scope.ends_with(".pc") || (header && name == "timestamp");
         IntNode {
-            bits: i.size,
-            align: i.align.max(1),
-            signed: i.signed,
-            le: self.le(i.byte_order),
-            reg: self.regs_at.get(loc).copied().unwrap_or(NO_REG),
-            special,
-            clock,
+            op: IntOp {
+                bits: i.size,
+                align: i.align.max(1),
+                signed: i.signed,
+                le: self.le(i.byte_order),
+                reg: self.regs_at.get(loc).copied().unwrap_or(NO_REG),
+                special,
+                clock,
+            },
             base: i.base,
             encoded: i.encoded,
             labels,
@@ -537,7 +531,7 @@ impl<'m> Compiler<'m> {
 }
 
 fn is_text(e: &Node) -> bool {
-    matches!(e, Node::Int(i) if i.encoded && i.bits == 8 && i.align % 8 == 0)
+    matches!(e, Node::Int(i) if i.encoded && i.op.bits == 8 && i.op.align % 8 == 0)
 }
 
 fn split_loc(loc: &str) -> (&str, &str) {
@@ -654,7 +648,7 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
         let mut discarded_bits = None;
         if let Some(Node::Struct { fields, .. }) = &packet_context {
             for f in fields.iter() {
-                if let Node::Int(i) = f {
+                if let Node::Int(IntNode { op: i, .. }) = f {
                     if i.special != NO_REG {
                         flags[i.special as usize] = true;
                         if i.special == REG_DISCARDED {

@@ -14,7 +14,7 @@ pub mod decode;
 mod mapping;
 pub mod metadata;
 mod pipeline;
-mod program;
+pub mod program;
 pub mod types;
 
 #[cfg(test)]

@@ -5,32 +5,22 @@
 //! program. Running a program appends the same pre-order [`super::decode::Val`]s that
 //! the node tree describes, so the mapping walks values with the tree.
 
-use super::decode::{IntNode, Node, NO_REG};
+use super::decode::{Node, NO_REG};
 
-/// One integer field, as the reader needs it (no enum labels: those are for mapping).
+/// One integer field, as the reader needs it (its display base and enum labels are for
+/// the mapping).
 #[derive(Clone, Copy, Debug)]
 pub struct IntOp {
     pub bits: u32,
     pub align: u32,
     pub signed: bool,
     pub le: bool,
+    /// Register the value is saved in, for sequences and variants that refer to it.
     pub reg: u32,
+    /// One of the `REG_*` registers the reader uses, or `NO_REG`.
     pub special: u32,
+    /// Mapped to the stream's clock: updates it (with wrap-around when narrower than 64).
     pub clock: bool,
-}
-
-impl From<&IntNode> for IntOp {
-    fn from(i: &IntNode) -> Self {
-        IntOp {
-            bits: i.bits,
-            align: i.align,
-            signed: i.signed,
-            le: i.le,
-            reg: i.reg,
-            special: i.special,
-            clock: i.clock,
-        }
-    }
 }
 
 #[derive(Clone, Debug)]
@@ -80,7 +70,7 @@ pub fn program(node: &Node) -> Program {
 
 fn flatten(node: &Node, ops: &mut Vec<Op>) {
     match node {
-        Node::Int(i) => ops.push(Op::Int(i.into())),
+        Node::Int(i) => ops.push(Op::Int(i.op)),
         Node::Float { bits, align, le } => ops.push(Op::Float {
             bits: *bits,
             align: *align,

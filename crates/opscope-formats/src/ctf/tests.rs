@@ -124,7 +124,7 @@ fn pretty(r: &StreamReader, node: &Node, vals: &[Val], pos: usize, out: &mut Str
                 _ => unreachable!(),
             };
             if let Some(labels) = &i.labels {
-                let x = if i.signed { s as i128 } else { u as i128 };
+                let x = if i.op.signed { s as i128 } else { u as i128 };
                 let hits: Vec<&str> = labels
                     .entries
                     .iter()
@@ -152,7 +152,7 @@ fn pretty(r: &StreamReader, node: &Node, vals: &[Val], pos: usize, out: &mut Str
                 let _ = write!(
                     out,
                     " : container = {} )",
-                    if i.signed { x } else { u as i128 }
+                    if i.op.signed { x } else { u as i128 }
                 );
                 return pos + 1;
             }
@@ -160,7 +160,7 @@ fn pretty(r: &StreamReader, node: &Node, vals: &[Val], pos: usize, out: &mut Str
                 16 => write!(out, "0x{u:X}"),
                 8 => write!(out, "0{u:o}"),
                 2 => write!(out, "0b{u:b}"),
-                _ if i.signed => write!(out, "{s}"),
+                _ if i.op.signed => write!(out, "{s}"),
                 _ => write!(out, "{u}"),
             };
             pos + 1
