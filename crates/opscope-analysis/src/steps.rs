@@ -132,6 +132,7 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
     for list in &mut work {
         list.sort_by_key(|&i| (s.ts[i], i));
     }
+    let mut classifier = classify::Classifier::new(trace);
     for (src_index, source) in trace.sources.iter().enumerate() {
         let src = SourceId(src_index as u32);
         let mut found_by = StepSource::None;
@@ -159,7 +160,17 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
         let longest = source_work.iter().map(|&i| s.dur[i]).max().unwrap_or(0);
         let steps = bounds
             .into_iter()
-            .map(|(name, start, end)| step_breakdown(trace, source_work, longest, name, start, end))
+            .map(|(name, start, end)| {
+                step_breakdown(
+                    trace,
+                    &mut classifier,
+                    source_work,
+                    longest,
+                    name,
+                    start,
+                    end,
+                )
+            })
             .collect();
         result.push(SourceSteps {
             file: source.path.clone(),
@@ -211,6 +222,7 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
 
 fn step_breakdown(
     trace: &Trace,
+    classifier: &mut classify::Classifier,
     work: &[usize],
     longest: i64,
     name: String,
@@ -225,7 +237,7 @@ fn step_breakdown(
     for &i in work[from..].iter().take_while(|&&i| s.ts[i] < end) {
         let (a, b) = (s.ts[i].max(start), s.end(i).min(end));
         if a < b {
-            let class = classify::classify(trace, i);
+            let class = classifier.class(i);
             let slot = WorkClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
             spans[slot].push((a, b));
         }

@@ -31,12 +31,45 @@ impl WorkClass {
 }
 
 pub fn classify(trace: &Trace, slice: usize) -> WorkClass {
-    match trace.slices.kind(slice) {
-        SliceKind::Memcpy(_) | SliceKind::Memset => WorkClass::Memory,
-        _ if is_communication_kernel(trace.str(trace.slices.name[slice])) => {
-            WorkClass::Communication
+    Classifier::new(trace).class(slice)
+}
+
+/// Classifies many slices of one trace, looking at each distinct name once: a trace
+/// runs thousands of kernels under a few hundred names.
+pub struct Classifier<'t> {
+    trace: &'t Trace,
+    /// By name id: 0 not looked at yet, 1 communication, 2 not.
+    communication: Vec<u8>,
+}
+
+impl<'t> Classifier<'t> {
+    pub fn new(trace: &'t Trace) -> Self {
+        Classifier {
+            trace,
+            communication: Vec::new(),
         }
-        _ => WorkClass::Computation,
+    }
+
+    pub fn class(&mut self, slice: usize) -> WorkClass {
+        let s = &self.trace.slices;
+        if matches!(s.kind(slice), SliceKind::Memcpy(_) | SliceKind::Memset) {
+            return WorkClass::Memory;
+        }
+        let name = s.name[slice];
+        let at = name.0 as usize;
+        if at >= self.communication.len() {
+            self.communication
+                .resize(self.trace.strings.len().max(at + 1), 0);
+        }
+        if self.communication[at] == 0 {
+            let comm = is_communication_kernel(self.trace.str(name));
+            self.communication[at] = if comm { 1 } else { 2 };
+        }
+        if self.communication[at] == 1 {
+            WorkClass::Communication
+        } else {
+            WorkClass::Computation
+        }
     }
 }
 

@@ -111,12 +111,13 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
     }
     groups.sort_by_key(|g| (g.0 .0, g.0 .1.map(|d| d.0)));
     let mut ranks = Vec::new();
+    let mut classifier = classify::Classifier::new(trace);
     for ((src_index, device), tracks) in groups {
         let source = &trace.sources[src_index];
         let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
         for &t in &tracks {
             for &i in &per_track[t] {
-                let class = classify::classify(trace, i);
+                let class = classifier.class(i);
                 let slot = WorkClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
                 spans[slot].push((trace.slices.ts[i], trace.slices.end(i)));
             }
