@@ -3,7 +3,7 @@
 //! RCCL/MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang,
 //! TensorRT-LLM) and collective names.
 
-use opscope_model::{SliceKind, Trace};
+use opscope_model::{SliceKind, StrId, Trace};
 use serde::Serialize;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -31,7 +31,18 @@ impl WorkClass {
 }
 
 pub fn classify(trace: &Trace, slice: usize) -> WorkClass {
-    Classifier::new(trace).class(slice)
+    class_with(trace, slice, |name| {
+        is_communication_kernel(trace.str(name))
+    })
+}
+
+/// The class of a slice, with `communication` telling whether a kernel name is one.
+fn class_with(trace: &Trace, slice: usize, communication: impl FnOnce(StrId) -> bool) -> WorkClass {
+    match trace.slices.kind(slice) {
+        SliceKind::Memcpy(_) | SliceKind::Memset => WorkClass::Memory,
+        _ if communication(trace.slices.name[slice]) => WorkClass::Communication,
+        _ => WorkClass::Computation,
+    }
 }
 
 /// Classifies many slices of one trace, looking at each distinct name once: a trace
@@ -51,25 +62,22 @@ impl<'t> Classifier<'t> {
     }
 
     pub fn class(&mut self, slice: usize) -> WorkClass {
-        let s = &self.trace.slices;
-        if matches!(s.kind(slice), SliceKind::Memcpy(_) | SliceKind::Memset) {
-            return WorkClass::Memory;
-        }
-        let name = s.name[slice];
-        let at = name.0 as usize;
-        if at >= self.communication.len() {
-            self.communication
-                .resize(self.trace.strings.len().max(at + 1), 0);
-        }
-        if self.communication[at] == 0 {
-            let comm = is_communication_kernel(self.trace.str(name));
-            self.communication[at] = if comm { 1 } else { 2 };
-        }
-        if self.communication[at] == 1 {
-            WorkClass::Communication
-        } else {
-            WorkClass::Computation
-        }
+        let trace = self.trace;
+        let seen = &mut self.communication;
+        class_with(trace, slice, |name| {
+            let at = name.0 as usize;
+            if at >= seen.len() {
+                seen.resize(trace.strings.len().max(at + 1), 0);
+            }
+            if seen[at] == 0 {
+                seen[at] = if is_communication_kernel(trace.str(name)) {
+                    1
+                } else {
+                    2
+                };
+            }
+            seen[at] == 1
+        })
     }
 }
 

@@ -196,34 +196,19 @@ impl<'t> Builder<'t> {
     }
 
     fn args(&mut self, ev: &RawEvent) -> Result<ArgsId, ImportError> {
+        // The scanner splits every args object into entries.
         if let Some(split) = ev.arg_entries {
             return self.split_args(split);
         }
         let Some(raw) = ev.args else {
             return Ok(ArgsId::NONE);
         };
+        // Args that are not an object are kept whole under one key.
+        let key = self.trace.intern("args");
+        let value = self.string(raw.trim())?;
         let mut entries = std::mem::take(&mut self.arg_entries);
         entries.clear();
-        let mut failure = None;
-        let is_object = for_each_entry(raw, |key, value| {
-            let entry = self
-                .string(key)
-                .and_then(|k| Ok((k, self.arg_value(value)?)));
-            match entry {
-                Ok(entry) => entries.push(entry),
-                Err(e) => failure = Some(e),
-            }
-            failure.is_none()
-        });
-        if let Some(e) = failure {
-            return Err(e);
-        }
-        if !is_object {
-            // Args that are not an object are kept whole under one key.
-            let key = self.trace.intern("args");
-            let value = self.string(raw.trim())?;
-            entries.push((key, ArgValue::Json(value)));
-        }
+        entries.push((key, ArgValue::Json(value)));
         Ok(self.seal_args(entries))
     }
 

@@ -887,11 +887,13 @@ impl Cursor<'_, '_> {
         Ok(())
     }
 
-    fn length(&self, len: u64, len_reg: u32) -> u64 {
-        if len_reg == NO_REG {
-            len
+    /// The value saved in register `reg` (a sequence's length, a variant's tag), or
+    /// `fixed` when there is none.
+    fn reg_or(&self, reg: u32, fixed: u64) -> u64 {
+        if reg == NO_REG {
+            fixed
         } else {
-            self.regs[len_reg as usize]
+            self.regs[reg as usize]
         }
     }
 
@@ -937,7 +939,7 @@ impl Cursor<'_, '_> {
                     len_reg,
                     align,
                 } => {
-                    let len = self.length(*len, *len_reg);
+                    let len = self.reg_or(*len_reg, *len);
                     self.align(*align)?;
                     let bytes = len.saturating_mul(8);
                     if self.bit.saturating_add(bytes) > self.end {
@@ -960,7 +962,7 @@ impl Cursor<'_, '_> {
                     align,
                     body,
                 } => {
-                    let len = self.length(*len, *len_reg);
+                    let len = self.reg_or(*len_reg, *len);
                     // Every element but an empty one takes at least a bit: a length
                     // beyond the bits left is corrupt (and cannot make the reader spin
                     // or allocate without end).
@@ -980,7 +982,7 @@ impl Cursor<'_, '_> {
                     map,
                     options,
                 } => {
-                    let tag = self.length(0, *tag_reg);
+                    let tag = self.reg_or(*tag_reg, 0);
                     // The tag's register holds the value sign-extended to 64 bits.
                     let (st, ut) = (tag as i64 as i128, tag as i128);
                     let Some(&(_, _, option)) = map
@@ -1324,7 +1326,6 @@ impl<'a> StreamReader<'a> {
 
     /// The text of a string value.
     pub fn text(&self, start: u64, len: u32) -> &'a [u8] {
-        let s = start as usize;
-        self.file.get(s..s + len as usize).unwrap_or(&[])
+        self.current().text(start, len)
     }
 }

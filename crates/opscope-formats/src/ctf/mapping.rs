@@ -465,12 +465,11 @@ impl<'t> Mapper<'t> {
         };
         // The `Bytes` and `Addr` of an allocation or a free say what its `size` and
         // `ptr` fields say: those are not repeated in its args.
-        let bit = |i: &usize| 1u64.checked_shl(*i as u32).unwrap_or(0);
         let covered = match &rule {
             Rule::Libc(Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr }) => {
-                bit(size) | bit(ptr)
+                field_bit(*size) | field_bit(*ptr)
             }
-            Rule::Libc(Libc::Free { ptr }) => bit(ptr),
+            Rule::Libc(Libc::Free { ptr }) => field_bit(*ptr),
             _ => 0,
         };
         Plan {
@@ -652,7 +651,7 @@ impl<'t> Mapper<'t> {
             let Some(&pos) = self.positions.get(i) else {
                 break;
             };
-            if plan.covered & 1u64.checked_shl(i as u32).unwrap_or(0) != 0 {
+            if plan.covered & field_bit(i) != 0 {
                 continue;
             }
             let v = self.arg(r, f, pos as usize);
@@ -1180,6 +1179,11 @@ impl<'t> Mapper<'t> {
             self.instant(plan, layout, r, ts, track, SliceKind::Alloc, &extra);
         }
     }
+}
+
+/// A payload field's bit in [`Plan::covered`] (none past the 64th field).
+fn field_bit(field: usize) -> u64 {
+    1u64.checked_shl(field as u32).unwrap_or(0)
 }
 
 /// Who emitted an event and when, worked out on the decoding thread.
