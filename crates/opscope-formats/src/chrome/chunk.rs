@@ -66,11 +66,7 @@ pub(crate) struct Rec {
 /// Events being gathered by the splitter, before their text is handed over.
 #[derive(Default)]
 pub(crate) struct Batch {
-    pub events: Vec<Rec>,
-    /// Decoded strings (those that had escapes).
-    pub side: String,
-    /// The entries of the events' args objects.
-    pub args: Vec<ArgRec>,
+    pub part: Part,
     /// Where the chunk's text starts in the scanned bytes: set by the caller, or else at
     /// the first event found.
     pub origin: Option<usize>,
@@ -81,9 +77,7 @@ pub(crate) struct Batch {
 /// Consecutive events and the text they are spans of.
 pub(crate) struct Chunk<'a> {
     pub text: Cow<'a, str>,
-    side: String,
-    args: Vec<ArgRec>,
-    pub events: Vec<Rec>,
+    part: Part,
     /// Offset of the text's first byte in the (decompressed) document.
     pub base: u64,
 }
@@ -93,8 +87,28 @@ pub(crate) struct Chunk<'a> {
 #[derive(Default)]
 pub(crate) struct Part {
     pub events: Vec<Rec>,
+    /// Decoded strings (those that had escapes).
     pub side: String,
+    /// The entries of the events' args objects.
     pub args: Vec<ArgRec>,
+}
+
+impl Part {
+    pub fn clear(&mut self) {
+        self.events.clear();
+        self.side.clear();
+        self.args.clear();
+    }
+
+    /// How far the side buffers are filled, to take back what a failed scan added.
+    pub fn mark(&self) -> (usize, usize) {
+        (self.side.len(), self.args.len())
+    }
+
+    pub fn roll_back(&mut self, (side, args): (usize, usize)) {
+        self.side.truncate(side);
+        self.args.truncate(args);
+    }
 }
 
 /// The texts spans point into: the chunk's text and its side buffer.
@@ -125,21 +139,13 @@ pub(crate) struct ArgEntries<'a> {
 /// Buffers of a used chunk, for the next ones.
 #[derive(Default)]
 pub(crate) struct Spare {
-    pub events: Vec<Rec>,
-    pub side: String,
-    pub args: Vec<ArgRec>,
+    pub part: Part,
     pub text: Option<Vec<u8>>,
 }
 
 impl<'a> Chunk<'a> {
     pub fn new(text: Cow<'a, str>, base: u64, part: Part) -> Chunk<'a> {
-        Chunk {
-            text,
-            side: part.side,
-            args: part.args,
-            events: part.events,
-            base,
-        }
+        Chunk { text, part, base }
     }
 
     fn text_of(&self, span: Span) -> &str {
@@ -149,8 +155,12 @@ impl<'a> Chunk<'a> {
     fn texts(&self) -> Texts<'_> {
         Texts {
             text: &self.text,
-            side: &self.side,
+            side: &self.part.side,
         }
+    }
+
+    pub fn events(&self) -> &[Rec] {
+        &self.part.events
     }
 
     fn id(&self, id: Option<IdSpan>) -> Option<Id<'_>> {
@@ -186,7 +196,7 @@ impl<'a> Chunk<'a> {
             s: cow(rec.s),
             args: text(rec.args),
             arg_entries: rec.arg_entries.map(|(start, len)| ArgEntries {
-                entries: &self.args[start as usize..(start + len) as usize],
+                entries: &self.part.args[start as usize..(start + len) as usize],
                 texts: self.texts(),
             }),
         })
@@ -195,9 +205,7 @@ impl<'a> Chunk<'a> {
     /// Gives the buffers back for reuse.
     pub fn into_spare(self) -> Spare {
         Spare {
-            events: self.events,
-            side: self.side,
-            args: self.args,
+            part: self.part,
             text: match self.text {
                 Cow::Owned(text) => Some(text.into_bytes()),
                 Cow::Borrowed(_) => None,

@@ -106,7 +106,7 @@ fn run(
         let reader = scope.spawn(move || read_events(input, path, chunk_bytes, &sender, &recycled));
         let mut build_error = None;
         'chunks: for chunk in chunks.iter() {
-            for rec in &chunk.events {
+            for rec in chunk.events() {
                 builder.event_offset = Some(chunk.base + rec.offset as u64);
                 let added = match chunk.event(rec) {
                     Some(ev) => builder.add(ev),
@@ -192,14 +192,8 @@ fn read_events<'a>(
     // document); the batch is left empty, with buffers from the pool.
     let send = |batch: &mut Batch, pool: &mut Pool, text: Cow<'a, str>, base: u64| {
         let mut next = pool.part();
-        next.events.clear();
-        next.side.clear();
-        next.args.clear();
-        let full = Part {
-            events: std::mem::replace(&mut batch.events, next.events),
-            side: std::mem::replace(&mut batch.side, next.side),
-            args: std::mem::replace(&mut batch.args, next.args),
-        };
+        next.clear();
+        let full = std::mem::replace(&mut batch.part, next);
         batch.origin = None;
         batch.end = 0;
         sender
@@ -212,7 +206,7 @@ fn read_events<'a>(
             while offset < bytes.len() || !splitter.is_done() {
                 let rest = &bytes[offset..];
                 let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
-                if let Some(origin) = batch.origin.filter(|_| !batch.events.is_empty()) {
+                if let Some(origin) = batch.origin.filter(|_| !batch.part.events.is_empty()) {
                     // Events before an error are still delivered.
                     let text = std::str::from_utf8(&rest[origin..batch.end]).map_err(|e| {
                         syntax((offset + origin + e.valid_up_to()) as u64, NOT_UTF8.into())
@@ -262,7 +256,7 @@ fn read_events<'a>(
                 // The chunk's text is the window from its start, so spans need no shift.
                 batch.origin = Some(0);
                 let scanned = splitter.scan(&window[..filled], at_eof, usize::MAX, &mut batch);
-                let handed_over = !batch.events.is_empty();
+                let handed_over = !batch.part.events.is_empty();
                 if handed_over {
                     // Hand the window itself over, and go on in another buffer with what
                     // was not consumed (after an error, nothing more is read).
@@ -336,11 +330,7 @@ struct Pool<'r> {
 impl Pool<'_> {
     fn take_returned(&mut self) {
         while let Ok(spare) = self.recycled.try_recv() {
-            self.parts.push(Part {
-                events: spare.events,
-                side: spare.side,
-                args: spare.args,
-            });
+            self.parts.push(spare.part);
             if let Some(text) = spare.text {
                 self.texts.push(text);
             }

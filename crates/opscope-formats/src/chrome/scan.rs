@@ -582,7 +582,7 @@ mod tests {
             args,
         };
         let chunk = Chunk::new(Cow::Borrowed(text), 0, part);
-        let event = chunk.event(&chunk.events[0]);
+        let event = chunk.event(&chunk.events()[0]);
         if let Some(ev) = &event {
             check_split_args(ev);
         }

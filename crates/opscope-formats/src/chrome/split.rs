@@ -226,17 +226,20 @@ impl Splitter {
                     } else if c == b']' || c == b',' {
                         return error(pos, "expected an event");
                     } else {
-                        let (side_len, args_len, origin) =
-                            (batch.side.len(), batch.args.len(), batch.origin);
+                        let (mark, origin) = (batch.part.mark(), batch.origin);
                         let start = *batch.origin.get_or_insert(pos);
-                        match scan::scan_event(bytes, pos, start, &mut batch.side, &mut batch.args)
-                        {
+                        match scan::scan_event(
+                            bytes,
+                            pos,
+                            start,
+                            &mut batch.part.side,
+                            &mut batch.part.args,
+                        ) {
                             // A number may go on in the data not read yet.
                             Ok((rec, end))
                                 if rec.not_an_object && end == bytes.len() && !at_eof =>
                             {
-                                batch.side.truncate(side_len);
-                                batch.args.truncate(args_len);
+                                batch.part.roll_back(mark);
                                 batch.origin = origin;
                                 return self.cut(state, pos, at_eof, bytes.len());
                             }
@@ -251,7 +254,7 @@ impl Splitter {
                                         ),
                                     );
                                 }
-                                batch.events.push(rec);
+                                batch.part.events.push(rec);
                                 batch.end = end;
                                 found += end - pos;
                                 pos = end;
@@ -259,8 +262,7 @@ impl Splitter {
                                 continue;
                             }
                             Err(e) => {
-                                batch.side.truncate(side_len);
-                                batch.args.truncate(args_len);
+                                batch.part.roll_back(mark);
                                 batch.origin = origin;
                                 // Tell a broken event from one that is only cut off
                                 // by the end of the data read so far.
@@ -319,7 +321,7 @@ mod tests {
             let at_eof = fed == doc.len();
             let mut batch = Batch::default();
             let consumed = splitter.scan(&window, at_eof, usize::MAX, &mut batch)?;
-            for rec in &batch.events {
+            for rec in &batch.part.events {
                 let start = batch.origin.unwrap() + rec.offset as usize;
                 let end = value_end(&window, start, true).unwrap();
                 found.push(String::from_utf8(window[start..end].to_vec()).unwrap());
