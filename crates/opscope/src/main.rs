@@ -4,6 +4,7 @@
 mod commands;
 mod load;
 mod output;
+mod record;
 
 use std::process::ExitCode;
 
@@ -33,12 +34,19 @@ enum Command {
     Gpu(commands::gpu::Args),
     Steps(commands::steps::Args),
     Memory(commands::memory::Args),
+    Record(commands::record::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
 /// if written with two.
 fn tfprof_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    // Arguments after `--` belong to a recorded program: never rewrite them.
+    let mut after_separator = false;
     args.map(|arg| {
+        if after_separator || arg == "--" {
+            after_separator = true;
+            return arg;
+        }
         let text = arg.to_string_lossy();
         let name = text
             .strip_prefix('-')
@@ -63,6 +71,10 @@ fn main() -> ExitCode {
         Command::Gpu(args) => commands::gpu::run(args),
         Command::Steps(args) => commands::steps::run(args),
         Command::Memory(args) => commands::memory::run(args),
+        Command::Record(args) => match commands::record::run(args) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

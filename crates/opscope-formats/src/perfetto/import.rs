@@ -20,10 +20,12 @@ use prost::Message;
 
 use super::proto::{
     self, DebugAnnotation, NestedValue, TracePacket, TracePacketGlobals, TrackDescriptor,
-    TrackEvent, CLOCK_BOOTTIME, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED,
+    TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED,
     SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
-use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
+use super::{
+    recorded_kind, Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION,
+};
 use crate::error::ImportError;
 
 /// Compressed packets inflate to at most this much each (Perfetto writes chunks of
@@ -56,6 +58,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     let clock_name = match primary {
         CLOCK_BOOTTIME => "perfetto:BOOTTIME".to_string(),
         CLOCK_REALTIME => "perfetto:REALTIME".to_string(),
+        CLOCK_MONOTONIC => "perfetto:MONOTONIC".to_string(),
         id => format!("perfetto:clock{id}"),
     };
     let unix_offset_ns = scan.global_clocks.as_ref().and_then(|c| {
@@ -308,18 +311,22 @@ impl Scan {
             self.descriptors.push(desc);
             return;
         };
-        // Writers re-emit descriptors; a later copy may name what the first did not.
+        // Writers re-emit descriptors: a later copy may name what the first did not,
+        // or rename it (a thread that set its name), as Perfetto reads them.
+        fn named(name: &Option<Vec<u8>>) -> bool {
+            name.as_ref().is_some_and(|n| !n.is_empty())
+        }
         let old = &mut self.descriptors[i];
-        if old.name.is_none() {
+        if named(&desc.name) {
             old.name = desc.name;
         }
         if let (Some(o), Some(n)) = (&mut old.process, desc.process) {
-            if o.process_name.is_none() {
+            if named(&n.process_name) {
                 o.process_name = n.process_name;
             }
         }
         if let (Some(o), Some(n)) = (&mut old.thread, desc.thread) {
-            if o.thread_name.is_none() {
+            if named(&n.thread_name) {
                 o.thread_name = n.thread_name;
             }
         }
@@ -1087,6 +1094,7 @@ impl<'t> Importer<'t> {
         let name = self.name(te);
         let category = self.category(te);
         let (kind, _) = self.annotations(te);
+        let kind = kind.or_else(|| recorded_kind(self.trace.str(category)));
         if kind.is_none() {
             self.trace.note_unknown_category(category);
         }
@@ -1155,6 +1163,7 @@ impl<'t> Importer<'t> {
             w.push(k, v);
         }
         let args = w.finish();
+        let kind = kind.or_else(|| recorded_kind(trace.str(category)));
         if kind.is_none() {
             trace.note_unknown_category(category);
         }

@@ -32,6 +32,22 @@ mod tests;
 pub use export::export;
 pub use import::import;
 
+/// The kind of an event written by `opscope record`'s injected library, from its
+/// category: ITT tasks (`itt/<domain>`) are ops (oneDNN primitives, PyTorch's
+/// `emit_itt` ops), ITT frames (`itt.frame/<domain>`) steps, NVTX ranges and marks
+/// (`nvtx`, `nvtx/<domain>`) annotations. The category is the only place the library
+/// can say it without spending bytes on every event.
+fn recorded_kind(category: &str) -> Option<opscope_model::SliceKind> {
+    use opscope_model::SliceKind;
+    let source = category.split_once('/').map_or(category, |(s, _)| s);
+    match source {
+        "itt" => Some(SliceKind::Op),
+        "itt.frame" => Some(SliceKind::Step),
+        "nvtx" => Some(SliceKind::Annotation),
+        _ => None,
+    }
+}
+
 /// Debug annotation carrying a slice's or instant's kind name.
 const KIND_ANNOTATION: &str = "opscope.kind";
 /// Debug annotation carrying an instant's scope when it is not `thread`.

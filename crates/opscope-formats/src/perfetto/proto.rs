@@ -134,6 +134,7 @@ pub struct Clock {
 
 /// `ClockSnapshot.Clock.BuiltinClocks` values used here.
 pub const CLOCK_REALTIME: u32 = 1;
+pub const CLOCK_MONOTONIC: u32 = 3;
 pub const CLOCK_BOOTTIME: u32 = 6;
 
 /// `InternedData`.

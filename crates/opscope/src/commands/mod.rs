@@ -4,5 +4,6 @@ pub mod convert;
 pub mod gpu;
 pub mod info;
 pub mod memory;
+pub mod record;
 pub mod stats;
 pub mod steps;

@@ -1,0 +1,325 @@
+//! The records the hot path writes into a thread's buffer and the writer reads back:
+//! a kind, a timestamp and a few inline fields (strings are copied, since the program
+//! may free them as soon as the call returns). Encoding happens on a stack buffer, so
+//! building a record never allocates.
+
+/// Longest string kept in a record; longer ones are cut (at a UTF-8 boundary).
+pub const MAX_STRING: usize = 1024;
+/// Most args one record carries.
+pub const MAX_ARGS: usize = 8;
+/// Room for the largest record: header, time, id, two strings and the args.
+pub const MAX_RECORD: usize = 32 + 2 * (2 + MAX_STRING) + MAX_ARGS * (2 + 64 + 1 + 8 + 2 + 64) + 8;
+
+/// What a record stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Kind {
+    /// Filler at the end of the ring: the next record starts at offset 0.
+    Wrap = 0,
+    /// A slice opens on the writing thread: category, name, args.
+    Begin = 1,
+    /// The innermost open slice of the writing thread closes.
+    End = 2,
+    /// A point in time: category, name, args; `id` is the scope (0 thread, 1 process).
+    Instant = 3,
+    /// A counter sample: category (the counter's domain), name, one f64 arg `value`.
+    Counter = 4,
+    /// The writing thread's name.
+    ThreadName = 5,
+    /// An asynchronous range (may end on another thread) opens: `id`, category, name.
+    AsyncBegin = 6,
+    /// The asynchronous range `id` of the category closes.
+    AsyncEnd = 7,
+    /// Args for the innermost open slice of the writing thread.
+    Args = 8,
+    /// The name of another thread: `id` is its tid.
+    OtherThreadName = 9,
+    /// A complete slice with its own begin (`id`) and end (the record's time), as ITT
+    /// frame submissions give.
+    Complete = 10,
+}
+
+impl Kind {
+    fn from_u8(v: u8) -> Option<Kind> {
+        Some(match v {
+            0 => Kind::Wrap,
+            1 => Kind::Begin,
+            2 => Kind::End,
+            3 => Kind::Instant,
+            4 => Kind::Counter,
+            5 => Kind::ThreadName,
+            6 => Kind::AsyncBegin,
+            7 => Kind::AsyncEnd,
+            8 => Kind::Args,
+            9 => Kind::OtherThreadName,
+            10 => Kind::Complete,
+            _ => return None,
+        })
+    }
+}
+
+/// An arg value as the emitting APIs give them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Str(&'a [u8]),
+}
+
+const TAG_U64: u8 = 0;
+const TAG_I64: u8 = 1;
+const TAG_F64: u8 = 2;
+const TAG_STR: u8 = 3;
+
+/// Builds one record on the stack. Layout (little-endian): `u32 len | u8 kind | 3 pad |
+/// u64 ts | u64 id | str category | str name | u8 nargs | (str key, u8 tag, value)*`,
+/// padded to a multiple of 8; a string is `u16 len` and its bytes.
+pub struct Builder {
+    bytes: [u8; MAX_RECORD],
+    len: usize,
+    nargs_at: usize,
+}
+
+impl Builder {
+    /// A record whose category is `category` (given in parts, joined without a
+    /// separator, so callers need not allocate to prefix it).
+    pub fn new(kind: Kind, ts: u64, id: u64, category: &[&[u8]], name: &[u8]) -> Builder {
+        let mut b = Builder {
+            bytes: [0; MAX_RECORD],
+            len: 24,
+            nargs_at: 0,
+        };
+        b.bytes[4] = kind as u8;
+        b.bytes[8..16].copy_from_slice(&ts.to_le_bytes());
+        b.bytes[16..24].copy_from_slice(&id.to_le_bytes());
+        b.string_parts(category);
+        b.string(name);
+        b.nargs_at = b.len;
+        b.len += 1;
+        b
+    }
+
+    fn string_parts(&mut self, parts: &[&[u8]]) {
+        let at = self.len;
+        self.len += 2;
+        let mut room = MAX_STRING;
+        for part in parts {
+            let part = cut(part, room);
+            self.bytes[self.len..self.len + part.len()].copy_from_slice(part);
+            self.len += part.len();
+            room -= part.len();
+        }
+        let len = (self.len - at - 2) as u16;
+        self.bytes[at..at + 2].copy_from_slice(&len.to_le_bytes());
+    }
+
+    fn string(&mut self, s: &[u8]) {
+        let s = cut(s, MAX_STRING);
+        self.bytes[self.len..self.len + 2].copy_from_slice(&(s.len() as u16).to_le_bytes());
+        self.bytes[self.len + 2..self.len + 2 + s.len()].copy_from_slice(s);
+        self.len += 2 + s.len();
+    }
+
+    /// Adds an arg; past [`MAX_ARGS`] args are ignored. Keys and string values are
+    /// cut to 64 bytes.
+    pub fn arg(&mut self, key: &[u8], value: Value<'_>) -> &mut Builder {
+        if self.bytes[self.nargs_at] as usize >= MAX_ARGS {
+            return self;
+        }
+        self.bytes[self.nargs_at] += 1;
+        self.string(cut(key, 64));
+        let (tag, raw) = match value {
+            Value::U64(v) => (TAG_U64, v),
+            Value::I64(v) => (TAG_I64, v as u64),
+            Value::F64(v) => (TAG_F64, v.to_bits()),
+            Value::Str(s) => {
+                self.bytes[self.len] = TAG_STR;
+                self.len += 1;
+                self.string(cut(s, 64));
+                return self;
+            }
+        };
+        self.bytes[self.len] = tag;
+        self.bytes[self.len + 1..self.len + 9].copy_from_slice(&raw.to_le_bytes());
+        self.len += 9;
+        self
+    }
+
+    /// The finished record, padded to a multiple of 8 bytes.
+    pub fn finish(&mut self) -> &[u8] {
+        let padded = self.len.div_ceil(8) * 8;
+        self.bytes[self.len..padded].fill(0);
+        self.bytes[0..4].copy_from_slice(&(padded as u32).to_le_bytes());
+        &self.bytes[..padded]
+    }
+}
+
+/// `s` cut to at most `max` bytes, at a UTF-8 character boundary when `s` is UTF-8.
+fn cut(s: &[u8], max: usize) -> &[u8] {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    // Back off continuation bytes (10xxxxxx) so a multi-byte character is not split.
+    while end > 0 && (s[end] & 0xC0) == 0x80 {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The total length of the record starting at `bytes` (from its header word).
+pub fn record_len(header: u64) -> usize {
+    (header & 0xFFFF_FFFF) as usize
+}
+
+/// The kind byte of a header word.
+pub fn header_kind(header: u64) -> u8 {
+    ((header >> 32) & 0xFF) as u8
+}
+
+/// A header word for the filler record that sends the reader back to offset 0.
+pub fn wrap_header(len: usize) -> u64 {
+    len as u64 | ((Kind::Wrap as u64) << 32)
+}
+
+/// A record read back.
+#[derive(Debug)]
+pub struct Record<'a> {
+    pub kind: Kind,
+    pub ts: u64,
+    pub id: u64,
+    pub category: &'a [u8],
+    pub name: &'a [u8],
+    args: &'a [u8],
+    nargs: u8,
+}
+
+impl<'a> Record<'a> {
+    /// Reads a record written by [`Builder`]; `None` for bytes that are not one.
+    pub fn parse(bytes: &'a [u8]) -> Option<Record<'a>> {
+        let kind = Kind::from_u8(*bytes.get(4)?)?;
+        let ts = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+        let id = u64::from_le_bytes(bytes.get(16..24)?.try_into().ok()?);
+        let mut pos = 24;
+        let category = read_str(bytes, &mut pos)?;
+        let name = read_str(bytes, &mut pos)?;
+        let nargs = *bytes.get(pos)?;
+        Some(Record {
+            kind,
+            ts,
+            id,
+            category,
+            name,
+            args: &bytes[pos + 1..],
+            nargs,
+        })
+    }
+
+    /// The record's args, in the order they were added.
+    pub fn args(&self) -> Args<'a> {
+        Args {
+            bytes: self.args,
+            pos: 0,
+            left: self.nargs,
+        }
+    }
+}
+
+fn read_str<'a>(bytes: &'a [u8], pos: &mut usize) -> Option<&'a [u8]> {
+    let len = u16::from_le_bytes(bytes.get(*pos..*pos + 2)?.try_into().ok()?) as usize;
+    let s = bytes.get(*pos + 2..*pos + 2 + len)?;
+    *pos += 2 + len;
+    Some(s)
+}
+
+/// Iterates a record's args.
+pub struct Args<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+    left: u8,
+}
+
+impl<'a> Iterator for Args<'a> {
+    type Item = (&'a [u8], Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let key = read_str(self.bytes, &mut self.pos)?;
+        let tag = *self.bytes.get(self.pos)?;
+        self.pos += 1;
+        if tag == TAG_STR {
+            return Some((key, Value::Str(read_str(self.bytes, &mut self.pos)?)));
+        }
+        let raw = u64::from_le_bytes(self.bytes.get(self.pos..self.pos + 8)?.try_into().ok()?);
+        self.pos += 8;
+        let value = match tag {
+            TAG_U64 => Value::U64(raw),
+            TAG_I64 => Value::I64(raw as i64),
+            TAG_F64 => Value::F64(f64::from_bits(raw)),
+            _ => return None,
+        };
+        Some((key, value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_read_back_as_built() {
+        let mut b = Builder::new(Kind::Begin, 123, 7, &[b"itt/", b"PyTorch"], b"aten::mm");
+        b.arg(b"payload", Value::I64(-5))
+            .arg(b"color", Value::Str(b"#ff0000"))
+            .arg(b"x", Value::F64(1.5))
+            .arg(b"n", Value::U64(u64::MAX));
+        let bytes = b.finish().to_vec();
+        assert_eq!(bytes.len() % 8, 0);
+        assert_eq!(
+            record_len(u64::from_le_bytes(bytes[..8].try_into().unwrap())),
+            bytes.len()
+        );
+        let r = Record::parse(&bytes).unwrap();
+        assert_eq!((r.kind, r.ts, r.id), (Kind::Begin, 123, 7));
+        assert_eq!(
+            (r.category, r.name),
+            (&b"itt/PyTorch"[..], &b"aten::mm"[..])
+        );
+        let args: Vec<_> = r.args().collect();
+        assert_eq!(
+            args,
+            vec![
+                (&b"payload"[..], Value::I64(-5)),
+                (&b"color"[..], Value::Str(b"#ff0000")),
+                (&b"x"[..], Value::F64(1.5)),
+                (&b"n"[..], Value::U64(u64::MAX)),
+            ]
+        );
+    }
+
+    #[test]
+    fn long_strings_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_STRING); // 2 bytes per character
+        let mut b = Builder::new(Kind::Instant, 0, 0, &[], long.as_bytes());
+        let bytes = b.finish().to_vec();
+        let r = Record::parse(&bytes).unwrap();
+        assert!(r.name.len() <= MAX_STRING);
+        assert!(std::str::from_utf8(r.name).is_ok());
+    }
+
+    #[test]
+    fn args_beyond_the_limit_are_dropped_and_the_largest_record_fits() {
+        let s = [b'a'; 200];
+        let mut b = Builder::new(Kind::Begin, 0, 0, &[&[b'c'; 5000], b"more"], &[b'n'; 5000]);
+        for _ in 0..MAX_ARGS + 3 {
+            b.arg(&s, Value::Str(&s));
+        }
+        let bytes = b.finish().to_vec();
+        assert!(bytes.len() <= MAX_RECORD);
+        assert_eq!(Record::parse(&bytes).unwrap().args().count(), MAX_ARGS);
+    }
+}

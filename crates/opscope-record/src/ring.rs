@@ -1,0 +1,363 @@
+//! Per-thread event buffers: each thread that emits owns a single-producer ring of
+//! bytes that only the writer thread drains. Writing a record is a few loads, one copy
+//! and one release store: no lock, no allocation (after the thread's first event), no
+//! system call; a full ring drops the record and counts it, never waits.
+//!
+//! Buffers are never freed: a thread that exits retires its buffer, the writer drains
+//! it and marks it free, and the next new thread takes it over.
+
+use std::cell::Cell;
+use std::ptr;
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
+
+use crate::event::{header_kind, record_len, wrap_header, Kind};
+
+/// A thread owns the buffer and writes to it.
+const ACTIVE: u8 = 0;
+/// Its thread exited; the writer drains what is left, then frees it.
+const RETIRED: u8 = 1;
+/// Drained and free for the next new thread.
+const FREE: u8 = 2;
+
+/// Default size of a thread's ring (see `OPSCOPE_BUFFER_KB`).
+pub const DEFAULT_CAPACITY: usize = 4 << 20;
+
+pub struct ThreadBuffer {
+    data: *mut u8,
+    /// A power of two, at least 64 KiB.
+    capacity: usize,
+    /// Bytes consumed by the writer (wraps around the ring; only grows).
+    head: AtomicU64,
+    /// Bytes published by the owner (only grows).
+    tail: AtomicU64,
+    dropped: AtomicU64,
+    state: AtomicU8,
+    tid: AtomicI32,
+    /// Bumped each time a thread takes the buffer over, so the writer starts a new
+    /// packet sequence for it.
+    claim: AtomicU64,
+    next: AtomicPtr<ThreadBuffer>,
+}
+
+// SAFETY: the ring bytes are shared by exactly one producer (the owning thread) and one
+// consumer (the writer, which holds the writer lock); each only touches the part of the
+// ring that `head`/`tail` (with acquire/release ordering) give it.
+unsafe impl Sync for ThreadBuffer {}
+// SAFETY: as above; the buffer is never freed, so the pointer stays valid on any thread.
+unsafe impl Send for ThreadBuffer {}
+
+/// All buffers ever made, newest first (a lock-free list that only grows).
+static REGISTRY: AtomicPtr<ThreadBuffer> = AtomicPtr::new(ptr::null_mut());
+
+fn capacity_from_env() -> usize {
+    std::env::var("OPSCOPE_BUFFER_KB")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .map(|kb| (kb.clamp(64, 1 << 20) * 1024).next_power_of_two())
+        .unwrap_or(DEFAULT_CAPACITY)
+}
+
+impl ThreadBuffer {
+    fn allocate(capacity: usize) -> &'static ThreadBuffer {
+        let data = Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
+        Box::leak(Box::new(ThreadBuffer {
+            data,
+            capacity,
+            head: AtomicU64::new(0),
+            tail: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            state: AtomicU8::new(ACTIVE),
+            tid: AtomicI32::new(0),
+            claim: AtomicU64::new(0),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }))
+    }
+
+    /// Takes a free buffer over, or makes a new one, for the calling thread.
+    fn claim() -> &'static ThreadBuffer {
+        let tid = current_tid();
+        let buffer = registry()
+            .find(|b| {
+                b.state
+                    .compare_exchange(FREE, ACTIVE, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+            })
+            .unwrap_or_else(|| {
+                let b = ThreadBuffer::allocate(capacity_from_env());
+                let mut head = REGISTRY.load(Ordering::Acquire);
+                loop {
+                    b.next.store(head, Ordering::Relaxed);
+                    match REGISTRY.compare_exchange_weak(
+                        head,
+                        b as *const _ as *mut _,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => break,
+                        Err(now) => head = now,
+                    }
+                }
+                b
+            });
+        buffer.tid.store(tid, Ordering::Relaxed);
+        buffer.dropped.store(0, Ordering::Relaxed);
+        buffer.claim.fetch_add(1, Ordering::Release);
+        buffer
+    }
+
+    /// Appends one record (`bytes.len()` a multiple of 8); false when it does not fit.
+    fn push(&self, bytes: &[u8]) -> bool {
+        let len = bytes.len() as u64;
+        let cap = self.capacity as u64;
+        let tail = self.tail.load(Ordering::Relaxed);
+        let head = self.head.load(Ordering::Acquire);
+        let at = tail & (cap - 1);
+        let to_end = cap - at;
+        let need = if len <= to_end { len } else { to_end + len };
+        if tail.wrapping_sub(head) + need > cap {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        let (mut at, mut tail) = (at, tail);
+        if len > to_end {
+            // SAFETY: `at` is 8-aligned and at least 8 bytes remain before the end
+            // (capacity and all records are multiples of 8); the region is free.
+            unsafe {
+                ptr::write_unaligned(
+                    self.data.add(at as usize) as *mut u64,
+                    wrap_header(to_end as usize),
+                );
+            }
+            tail += to_end;
+            at = 0;
+        }
+        // SAFETY: the `len` bytes from `at` lie inside the ring and are free (checked
+        // above); only this thread writes there until `tail` is published.
+        unsafe {
+            ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.add(at as usize), bytes.len())
+        };
+        self.tail.store(tail + len, Ordering::Release);
+        true
+    }
+
+    /// Calls `f` on each published record, then frees their space. Only the writer
+    /// (holding the writer lock) calls this.
+    pub fn drain(&self, f: &mut dyn FnMut(&[u8])) {
+        let tail = self.tail.load(Ordering::Acquire);
+        let mut head = self.head.load(Ordering::Relaxed);
+        let cap = self.capacity as u64;
+        while head < tail {
+            let at = (head & (cap - 1)) as usize;
+            // SAFETY: `head < tail`, so a whole record (at least its 8-byte header) was
+            // published at `at` with release ordering, acquired above.
+            let header = unsafe { ptr::read_unaligned(self.data.add(at) as *const u64) };
+            let len = record_len(header);
+            if len < 8 || len as u64 > tail - head || at + len > self.capacity {
+                // Cannot happen with records from `push`; stop rather than read junk.
+                head = tail;
+                break;
+            }
+            if header_kind(header) != Kind::Wrap as u8 {
+                // SAFETY: the record's `len` bytes were published (checked above).
+                f(unsafe { std::slice::from_raw_parts(self.data.add(at), len) });
+            }
+            head += len as u64;
+        }
+        self.head.store(head, Ordering::Release);
+    }
+
+    pub fn tid(&self) -> i32 {
+        self.tid.load(Ordering::Relaxed)
+    }
+
+    pub fn claim_count(&self) -> u64 {
+        self.claim.load(Ordering::Acquire)
+    }
+
+    /// Records dropped since the last call (the ring was full).
+    pub fn take_dropped(&self) -> u64 {
+        self.dropped.swap(0, Ordering::Relaxed)
+    }
+
+    pub fn is_retired(&self) -> bool {
+        self.state.load(Ordering::Acquire) == RETIRED
+    }
+
+    pub fn is_free(&self) -> bool {
+        self.state.load(Ordering::Acquire) == FREE
+    }
+
+    /// Hands a drained, retired buffer back for reuse.
+    pub fn release(&self) {
+        let _ = self
+            .state
+            .compare_exchange(RETIRED, FREE, Ordering::AcqRel, Ordering::Relaxed);
+    }
+}
+
+/// Every buffer, newest first.
+pub fn registry() -> impl Iterator<Item = &'static ThreadBuffer> {
+    let mut at = REGISTRY.load(Ordering::Acquire);
+    std::iter::from_fn(move || {
+        // SAFETY: registry entries are leaked `ThreadBuffer`s, never freed.
+        let b = unsafe { at.as_ref()? };
+        at = b.next.load(Ordering::Acquire);
+        Some(b)
+    })
+}
+
+fn current_tid() -> i32 {
+    // SAFETY: gettid has no preconditions; called once per thread (and after fork).
+    unsafe { libc::gettid() }
+}
+
+/// The calling thread's hold on its buffer; dropping it (at thread exit) retires it.
+struct Slot {
+    buffer: Cell<Option<&'static ThreadBuffer>>,
+    /// One bit per open-slice depth (up to 64): whether that begin was dropped, so its
+    /// end is dropped too and slices stay balanced.
+    dropped_depths: Cell<u64>,
+    depth: Cell<u32>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(b) = self.buffer.get() {
+            b.state.store(RETIRED, Ordering::Release);
+        }
+    }
+}
+
+thread_local! {
+    static SLOT: Slot = const {
+        Slot { buffer: Cell::new(None), dropped_depths: Cell::new(0), depth: Cell::new(0) }
+    };
+}
+
+/// Writes `bytes` (one record of kind `kind`) into the calling thread's buffer. Quietly
+/// does nothing on a thread that is being torn down.
+pub fn emit(kind: Kind, bytes: &[u8]) {
+    let _ = SLOT.try_with(|slot| {
+        let buffer = match slot.buffer.get() {
+            Some(b) => b,
+            None => {
+                let b = ThreadBuffer::claim();
+                slot.buffer.set(Some(b));
+                b
+            }
+        };
+        match kind {
+            Kind::Begin => {
+                let depth = slot.depth.get();
+                slot.depth.set(depth.saturating_add(1));
+                let kept = buffer.push(bytes);
+                if depth < 64 {
+                    let bit = 1u64 << depth;
+                    let flags = slot.dropped_depths.get();
+                    slot.dropped_depths
+                        .set(if kept { flags & !bit } else { flags | bit });
+                }
+            }
+            Kind::End => {
+                let Some(depth) = slot.depth.get().checked_sub(1) else {
+                    // An end without a begin we saw: keep it, the reader reports it.
+                    buffer.push(bytes);
+                    return;
+                };
+                slot.depth.set(depth);
+                let begin_dropped = depth < 64 && slot.dropped_depths.get() & (1 << depth) != 0;
+                if !begin_dropped {
+                    buffer.push(bytes);
+                }
+            }
+            _ => {
+                buffer.push(bytes);
+            }
+        }
+    });
+}
+
+/// After `fork`, in the child: only the forking thread exists. Its buffer is emptied
+/// (what it holds is the parent's to write) and becomes the only one registered; the
+/// parent's other buffers are abandoned.
+pub fn reset_after_fork() {
+    let mine = SLOT.try_with(|slot| slot.buffer.get()).ok().flatten();
+    match mine {
+        Some(b) => {
+            let tail = b.tail.load(Ordering::Relaxed);
+            b.head.store(tail, Ordering::Relaxed);
+            b.tid.store(current_tid(), Ordering::Relaxed);
+            b.dropped.store(0, Ordering::Relaxed);
+            b.claim.fetch_add(1, Ordering::Release);
+            b.next.store(ptr::null_mut(), Ordering::Relaxed);
+            REGISTRY.store(b as *const _ as *mut _, Ordering::Release);
+        }
+        None => REGISTRY.store(ptr::null_mut(), Ordering::Release),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{Builder, Record};
+
+    fn record(i: u64, name_len: usize) -> Vec<u8> {
+        let name = vec![b'x'; name_len];
+        Builder::new(Kind::Instant, i, 0, &[b"c"], &name)
+            .finish()
+            .to_vec()
+    }
+
+    #[test]
+    fn records_come_out_in_order_across_wrap_arounds_and_full_rings_drop() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let mut next_in = 0u64;
+        let mut next_out = 0u64;
+        let mut dropped = 0;
+        for round in 0..200 {
+            // Fill past capacity now and then, with records of varying size.
+            let n = if round % 10 == 0 { 2000 } else { 300 };
+            for _ in 0..n {
+                if b.push(&record(next_in, (next_in % 97) as usize)) {
+                    next_in += 1;
+                } else {
+                    dropped += 1;
+                }
+            }
+            b.drain(&mut |bytes| {
+                let r = Record::parse(bytes).unwrap();
+                assert_eq!(r.ts, next_out);
+                assert_eq!(r.name.len(), (next_out % 97) as usize);
+                next_out += 1;
+            });
+        }
+        assert_eq!(next_in, next_out);
+        assert!(dropped > 0, "the big rounds overflow a 64 KiB ring");
+        assert_eq!(b.take_dropped(), dropped);
+    }
+
+    #[test]
+    fn a_reader_thread_sees_every_record_a_writer_thread_pushed() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let total = 200_000u64;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0;
+                while i < total {
+                    if b.push(&record(i, (i % 13) as usize)) {
+                        i += 1;
+                    } else {
+                        std::thread::yield_now();
+                    }
+                }
+            });
+            let mut seen = 0u64;
+            while seen < total {
+                b.drain(&mut |bytes| {
+                    assert_eq!(Record::parse(bytes).unwrap().ts, seen);
+                    seen += 1;
+                });
+            }
+        });
+    }
+}

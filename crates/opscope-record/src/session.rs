@@ -1,0 +1,263 @@
+//! The recording's life in one process: the first ITT or NVTX initialisation opens the
+//! process's file in the session directory and starts the writer thread; an `atexit`
+//! handler writes what is left; after `fork` the child starts over with its own file
+//! and writer. Nothing here may block the program for long or panic into it.
+
+use std::cell::UnsafeCell;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::Once;
+use std::time::Duration;
+
+use crate::event::{Builder, Kind};
+use crate::ring;
+use crate::writer::Writer;
+
+/// Where the files go (set by `opscope record`).
+pub const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
+/// Milliseconds between two drains of the threads' buffers (and file writes).
+pub const FLUSH_MS_ENV: &str = "OPSCOPE_FLUSH_MS";
+const DEFAULT_FLUSH_MS: u64 = 10;
+
+const IDLE: u8 = 0;
+const STARTING: u8 = 1;
+const RUNNING: u8 = 2;
+/// Recording ended (at exit) or could not start: events are ignored.
+const OFF: u8 = 3;
+
+static STATE: AtomicU8 = AtomicU8::new(IDLE);
+/// ITT `pause`/`resume`.
+static PAUSED: AtomicBool = AtomicBool::new(false);
+/// The writer's file descriptor, so a forked child can close its copy.
+static WRITER_FD: AtomicI32 = AtomicI32::new(-1);
+static WRITER: WriterLock = WriterLock {
+    locked: AtomicBool::new(false),
+    writer: UnsafeCell::new(None),
+};
+static HOOKS: Once = Once::new();
+
+/// A lock that a forked child can take back from a thread that no longer exists
+/// (a `std::sync::Mutex` held by the parent's writer thread at `fork` would stay
+/// locked in the child forever).
+struct WriterLock {
+    locked: AtomicBool,
+    writer: UnsafeCell<Option<Writer>>,
+}
+
+// SAFETY: `writer` is only touched while `locked` is held (see `with`), or in the
+// child right after fork, when no other thread exists.
+unsafe impl Sync for WriterLock {}
+
+impl WriterLock {
+    fn with<R>(&self, f: impl FnOnce(&mut Option<Writer>) -> R) -> R {
+        while self
+            .locked
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        // SAFETY: the lock is held.
+        let r = f(unsafe { &mut *self.writer.get() });
+        self.locked.store(false, Ordering::Release);
+        r
+    }
+
+    /// In a forked child: forget the parent's writer (its state may be half-updated,
+    /// so it is leaked rather than dropped) and unlock.
+    fn reset_in_child(&self) {
+        // SAFETY: after fork only the calling thread exists, so nothing else holds or
+        // takes the lock.
+        unsafe { std::mem::forget((*self.writer.get()).take()) };
+        self.locked.store(false, Ordering::Release);
+    }
+}
+
+/// Whether events should be recorded now; starts the recording on first use (and
+/// again in a forked child). The common case is one relaxed load.
+#[inline]
+pub fn enabled() -> bool {
+    match STATE.load(Ordering::Relaxed) {
+        RUNNING => !PAUSED.load(Ordering::Relaxed),
+        IDLE => {
+            start();
+            STATE.load(Ordering::Relaxed) == RUNNING
+        }
+        _ => false,
+    }
+}
+
+pub fn set_paused(paused: bool) {
+    PAUSED.store(paused, Ordering::Relaxed);
+}
+
+/// Builds and records one event on the calling thread, if recording.
+#[inline]
+pub fn record(
+    kind: Kind,
+    id: u64,
+    category: &[&[u8]],
+    name: &[u8],
+    args: impl FnOnce(&mut Builder),
+) {
+    if !enabled() {
+        return;
+    }
+    let mut b = Builder::new(kind, crate::clock::monotonic_ns(), id, category, name);
+    args(&mut b);
+    ring::emit(kind, b.finish());
+}
+
+/// Opens this process's file and starts the writer thread, once per process.
+pub fn start() {
+    if STATE
+        .compare_exchange(IDLE, STARTING, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return;
+    }
+    HOOKS.call_once(|| {
+        // SAFETY: registering plain `extern "C"` functions without arguments.
+        unsafe {
+            libc::pthread_atfork(None, None, Some(after_fork_in_child));
+            libc::atexit(at_exit);
+        }
+    });
+    match open_writer() {
+        Ok(writer) => {
+            WRITER.with(|w| *w = Some(writer));
+            let spawned = std::thread::Builder::new()
+                .name("opscope-writer".into())
+                .spawn(writer_loop);
+            STATE.store(
+                if spawned.is_ok() { RUNNING } else { OFF },
+                Ordering::Release,
+            );
+        }
+        Err(e) => {
+            eprintln!(
+                "opscope-record: {e}; recording is off in process {}",
+                std::process::id()
+            );
+            STATE.store(OFF, Ordering::Release);
+        }
+    }
+}
+
+fn session_dir() -> PathBuf {
+    std::env::var_os(SESSION_DIR_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("opscope-session"))
+}
+
+fn open_writer() -> Result<Writer, String> {
+    let dir = session_dir();
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let pid = std::process::id() as i32;
+    // A pid can come back in a long session: never overwrite another process's file.
+    for n in 0..1000 {
+        let name = match n {
+            0 => format!("opscope-{pid}.pftrace"),
+            n => format!("opscope-{pid}-{n}.pftrace"),
+        };
+        let path = dir.join(name);
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(file) => {
+                WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
+                return Ok(Writer::new(file, pid, &process_name()));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("cannot write {}: {e}", path.display())),
+        }
+    }
+    Err(format!("too many files for pid {pid} in {}", dir.display()))
+}
+
+/// The command line, arguments joined by spaces (cut to 256 bytes).
+fn process_name() -> Vec<u8> {
+    let mut cmdline = std::fs::read("/proc/self/cmdline").unwrap_or_default();
+    while cmdline.last() == Some(&0) {
+        cmdline.pop();
+    }
+    for b in cmdline.iter_mut() {
+        if *b == 0 {
+            *b = b' ';
+        }
+    }
+    cmdline.truncate(256);
+    cmdline
+}
+
+fn flush_interval() -> Duration {
+    let ms = std::env::var(FLUSH_MS_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(DEFAULT_FLUSH_MS)
+        .clamp(1, 10_000);
+    Duration::from_millis(ms)
+}
+
+fn writer_loop() {
+    let interval = flush_interval();
+    let pid = std::process::id();
+    loop {
+        std::thread::sleep(interval);
+        if STATE.load(Ordering::Acquire) != RUNNING || std::process::id() != pid {
+            return;
+        }
+        let failed = WRITER.with(|w| match w {
+            Some(writer) => writer.drain().err(),
+            None => None,
+        });
+        if let Some(e) = failed {
+            eprintln!(
+                "opscope-record: writing the trace failed ({e}); recording is off in process {pid}"
+            );
+            STATE.store(OFF, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Writes what is left and stops recording. Runs at exit (and at `dlclose`).
+pub fn finish() {
+    let was = STATE.swap(OFF, Ordering::AcqRel);
+    if was != RUNNING {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        WRITER.with(|w| {
+            if let Some(writer) = w.as_mut() {
+                let _ = writer.finish();
+            }
+        })
+    });
+}
+
+extern "C" fn at_exit() {
+    finish();
+}
+
+extern "C" fn after_fork_in_child() {
+    // Only async-signal-safe work here: forget state, close our copy of the parent's
+    // file, and let the first event in the child start a new recording.
+    let fd = WRITER_FD.swap(-1, Ordering::Relaxed);
+    if fd >= 0 {
+        // SAFETY: `fd` is the writer's file, which the child inherited and never uses.
+        unsafe { libc::close(fd) };
+    }
+    WRITER.reset_in_child();
+    ring::reset_after_fork();
+    let was = STATE.load(Ordering::Relaxed);
+    if was == RUNNING || was == STARTING {
+        STATE.store(IDLE, Ordering::Release);
+    }
+}

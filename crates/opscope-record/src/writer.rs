@@ -1,0 +1,614 @@
+//! Turns drained records into a Perfetto trace file, one per process: each thread's
+//! records are a packet sequence of their own (interned names and categories,
+//! timestamps as deltas of an incremental clock), ranges that may end on another thread
+//! go to per-category lane tracks, and every flush appends one zlib-compressed chunk, so
+//! a file cut off by a kill holds every chunk written before it.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+
+use crate::clock;
+use crate::event::{Kind, Record, Value};
+use crate::proto::{self as pb, message, uint};
+use crate::ring::{self, ThreadBuffer};
+
+/// Chunks smaller than this are written as they are: compressing them gains nothing.
+const COMPRESS_FROM: usize = 256;
+/// The packet sequence of descriptors and of packets with absolute timestamps.
+const GLOBAL_SEQUENCE: u64 = 1;
+
+/// What the writer counted, for the end-of-process summary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub records: u64,
+    pub dropped: u64,
+    pub bytes_written: u64,
+}
+
+/// One thread's packet sequence.
+struct Sequence {
+    claim: u64,
+    id: u64,
+    track: u64,
+    /// Time of the last packet on the sequence's incremental clock.
+    last_ts: Option<u64>,
+    names: HashMap<Vec<u8>, u64>,
+    categories: HashMap<Vec<u8>, u64>,
+    next_iid: u64,
+    /// Debug annotations for each open slice, added to its end event.
+    open_args: Vec<Vec<u8>>,
+}
+
+/// Tracks for ranges that may overlap without nesting: a range goes to the first lane
+/// free for its whole span.
+#[derive(Default)]
+struct Lanes {
+    lanes: Vec<(u64, Vec<(u64, u64)>)>,
+}
+
+struct OpenRange {
+    ts: u64,
+    name: Vec<u8>,
+    annotations: Vec<u8>,
+}
+
+pub struct Writer {
+    file: File,
+    pid: i32,
+    packets: Vec<u8>,
+    sequences: HashMap<usize, Sequence>,
+    next_sequence: u64,
+    next_uuid: u64,
+    process_uuid: u64,
+    thread_tracks: HashMap<i32, u64>,
+    counters: HashMap<(Vec<u8>, Vec<u8>), u64>,
+    lanes: HashMap<Vec<u8>, Lanes>,
+    open_ranges: HashMap<(Vec<u8>, u64), OpenRange>,
+    /// Ends of ranges whose begin was not seen yet (it is on a thread drained later).
+    early_ends: HashMap<(Vec<u8>, u64), u64>,
+    totals: Totals,
+}
+
+impl Writer {
+    /// Starts the trace in `file` for process `pid`: the clock snapshot and the
+    /// process's track.
+    pub fn new(file: File, pid: i32, process_name: &[u8]) -> Writer {
+        let mut w = Writer {
+            file,
+            pid,
+            packets: Vec::with_capacity(1 << 16),
+            sequences: HashMap::new(),
+            next_sequence: GLOBAL_SEQUENCE + 1,
+            next_uuid: 1,
+            process_uuid: 0,
+            thread_tracks: HashMap::new(),
+            counters: HashMap::new(),
+            lanes: HashMap::new(),
+            open_ranges: HashMap::new(),
+            early_ends: HashMap::new(),
+            totals: Totals::default(),
+        };
+        let snapshot = clock::Snapshot::now();
+        message(&mut w.packets, pb::PACKET, |p| {
+            uint(p, pb::PACKET_SEQUENCE_ID, GLOBAL_SEQUENCE);
+            message(p, pb::PACKET_CLOCK_SNAPSHOT, |s| {
+                for (id, ts) in [
+                    (pb::CLOCK_MONOTONIC, snapshot.monotonic),
+                    (pb::CLOCK_REALTIME, snapshot.realtime),
+                    (pb::CLOCK_BOOTTIME, snapshot.boottime),
+                ] {
+                    message(s, pb::SNAPSHOT_CLOCK, |c| {
+                        uint(c, pb::CLOCK_ID, id);
+                        uint(c, pb::CLOCK_TIMESTAMP, ts);
+                    });
+                }
+                uint(s, pb::SNAPSHOT_PRIMARY_CLOCK, pb::CLOCK_MONOTONIC);
+            });
+        });
+        w.process_uuid = w.uuid();
+        let (uuid, pid) = (w.process_uuid, pid as u64);
+        w.descriptor(|d| {
+            uint(d, pb::TRACK_UUID, uuid);
+            message(d, pb::TRACK_PROCESS, |p| {
+                uint(p, pb::PROCESS_PID, pid);
+                pb::bytes(p, pb::PROCESS_NAME, process_name);
+            });
+        });
+        w
+    }
+
+    pub fn totals(&self) -> Totals {
+        self.totals
+    }
+
+    fn uuid(&mut self) -> u64 {
+        // Unique per process file; the pid in the high bits keeps the uuids of several
+        // processes' files apart when they are loaded together.
+        self.next_uuid += 1;
+        ((self.pid as u64) << 32) | self.next_uuid
+    }
+
+    fn descriptor(&mut self, body: impl FnOnce(&mut Vec<u8>)) {
+        message(&mut self.packets, pb::PACKET, |p| {
+            uint(p, pb::PACKET_SEQUENCE_ID, GLOBAL_SEQUENCE);
+            message(p, pb::PACKET_TRACK_DESCRIPTOR, body);
+        });
+    }
+
+    fn thread_track(&mut self, tid: i32, name: Option<&[u8]>) -> u64 {
+        let known = self.thread_tracks.get(&tid).copied();
+        if let (Some(uuid), None) = (known, name) {
+            return uuid;
+        }
+        let uuid = match known {
+            Some(uuid) => uuid,
+            None => {
+                let uuid = self.uuid();
+                self.thread_tracks.insert(tid, uuid);
+                uuid
+            }
+        };
+        let comm = match name {
+            Some(n) => n.to_vec(),
+            None => std::fs::read(format!("/proc/self/task/{tid}/comm"))
+                .map(|mut c| {
+                    c.truncate(c.trim_ascii_end().len());
+                    c
+                })
+                .unwrap_or_default(),
+        };
+        let pid = self.pid as u64;
+        self.descriptor(|d| {
+            uint(d, pb::TRACK_UUID, uuid);
+            message(d, pb::TRACK_THREAD, |t| {
+                uint(t, pb::THREAD_PID, pid);
+                uint(t, pb::THREAD_TID, tid as u64);
+                if !comm.is_empty() {
+                    pb::bytes(t, pb::THREAD_NAME, &comm);
+                }
+            });
+        });
+        uuid
+    }
+
+    /// Drains every thread's ring and appends what it held to the file.
+    pub fn drain(&mut self) -> std::io::Result<()> {
+        for buffer in ring::registry() {
+            if buffer.is_free() {
+                continue;
+            }
+            // Read before draining: a buffer retired by then holds its last records.
+            let retired = buffer.is_retired();
+            self.drain_buffer(buffer);
+            if retired {
+                self.sequences
+                    .remove(&(buffer as *const ThreadBuffer as usize));
+                buffer.release();
+            }
+        }
+        self.write_chunk()
+    }
+
+    fn drain_buffer(&mut self, buffer: &'static ThreadBuffer) {
+        let key = buffer as *const ThreadBuffer as usize;
+        let claim = buffer.claim_count();
+        let mut seq = match self.sequences.remove(&key) {
+            Some(s) if s.claim == claim => s,
+            _ => {
+                let track = self.thread_track(buffer.tid(), None);
+                let id = self.next_sequence;
+                self.next_sequence += 1;
+                Sequence {
+                    claim,
+                    id,
+                    track,
+                    last_ts: None,
+                    names: HashMap::new(),
+                    categories: HashMap::new(),
+                    next_iid: 1,
+                    open_args: Vec::new(),
+                }
+            }
+        };
+        buffer.drain(&mut |bytes| {
+            if let Some(r) = Record::parse(bytes) {
+                self.totals.records += 1;
+                self.record(&mut seq, buffer.tid(), &r);
+            }
+        });
+        let dropped = buffer.take_dropped();
+        if dropped > 0 {
+            self.totals.dropped += dropped;
+            let mut annotations = Vec::new();
+            annotation(&mut annotations, b"count", Value::U64(dropped));
+            let ts = clock::monotonic_ns();
+            self.absolute_event(
+                ts,
+                seq.track,
+                pb::TYPE_INSTANT,
+                b"opscope",
+                b"opscope: events dropped (buffer full)",
+                &annotations,
+            );
+        }
+        self.sequences.insert(key, seq);
+    }
+
+    fn record(&mut self, seq: &mut Sequence, tid: i32, r: &Record<'_>) {
+        match r.kind {
+            Kind::Begin => {
+                seq.open_args.push(Vec::new());
+                let mut annotations = Vec::new();
+                for (k, v) in r.args() {
+                    annotation(&mut annotations, k, v);
+                }
+                self.sequence_event(
+                    seq,
+                    r.ts,
+                    None,
+                    pb::TYPE_SLICE_BEGIN,
+                    r.category,
+                    r.name,
+                    &annotations,
+                    None,
+                );
+            }
+            Kind::End => {
+                let annotations = seq.open_args.pop().unwrap_or_default();
+                self.sequence_event(
+                    seq,
+                    r.ts,
+                    None,
+                    pb::TYPE_SLICE_END,
+                    b"",
+                    b"",
+                    &annotations,
+                    None,
+                );
+            }
+            Kind::Args => {
+                if let Some(open) = seq.open_args.last_mut() {
+                    for (k, v) in r.args() {
+                        annotation(open, k, v);
+                    }
+                }
+            }
+            Kind::Instant => {
+                let mut annotations = Vec::new();
+                for (k, v) in r.args() {
+                    annotation(&mut annotations, k, v);
+                }
+                let track = (r.id == 1).then_some(self.process_uuid);
+                self.sequence_event(
+                    seq,
+                    r.ts,
+                    track,
+                    pb::TYPE_INSTANT,
+                    r.category,
+                    r.name,
+                    &annotations,
+                    None,
+                );
+            }
+            Kind::Counter => {
+                let value = r
+                    .args()
+                    .find_map(|(_, v)| match v {
+                        Value::F64(f) => Some(f),
+                        Value::U64(u) => Some(u as f64),
+                        Value::I64(i) => Some(i as f64),
+                        Value::Str(_) => None,
+                    })
+                    .unwrap_or(0.0);
+                let track = self.counter_track(r.category, r.name);
+                self.sequence_event(
+                    seq,
+                    r.ts,
+                    Some(track),
+                    pb::TYPE_COUNTER,
+                    b"",
+                    b"",
+                    &[],
+                    Some(value),
+                );
+            }
+            Kind::ThreadName => {
+                seq.track = self.thread_track(tid, Some(r.name));
+            }
+            Kind::OtherThreadName => {
+                self.thread_track(r.id as i32, Some(r.name));
+            }
+            Kind::AsyncBegin => {
+                let key = (r.category.to_vec(), r.id);
+                let mut annotations = Vec::new();
+                for (k, v) in r.args() {
+                    annotation(&mut annotations, k, v);
+                }
+                match self.early_ends.remove(&key) {
+                    Some(end) => self.range(&key.0, r.ts, end, r.name, &annotations),
+                    None => {
+                        self.open_ranges.insert(
+                            key,
+                            OpenRange {
+                                ts: r.ts,
+                                name: r.name.to_vec(),
+                                annotations,
+                            },
+                        );
+                    }
+                }
+            }
+            Kind::AsyncEnd => {
+                let key = (r.category.to_vec(), r.id);
+                match self.open_ranges.remove(&key) {
+                    Some(open) => self.range(&key.0, open.ts, r.ts, &open.name, &open.annotations),
+                    None => {
+                        self.early_ends.insert(key, r.ts);
+                    }
+                }
+            }
+            Kind::Complete => {
+                let mut annotations = Vec::new();
+                for (k, v) in r.args() {
+                    annotation(&mut annotations, k, v);
+                }
+                self.range(r.category, r.id, r.ts.max(r.id), r.name, &annotations);
+            }
+            Kind::Wrap => {}
+        }
+    }
+
+    fn counter_track(&mut self, domain: &[u8], name: &[u8]) -> u64 {
+        if let Some(&uuid) = self.counters.get(&(domain.to_vec(), name.to_vec())) {
+            return uuid;
+        }
+        let uuid = self.uuid();
+        self.counters.insert((domain.to_vec(), name.to_vec()), uuid);
+        let parent = self.process_uuid;
+        self.descriptor(|d| {
+            uint(d, pb::TRACK_UUID, uuid);
+            uint(d, pb::TRACK_PARENT_UUID, parent);
+            pb::bytes(d, pb::TRACK_NAME, name);
+            message(d, pb::TRACK_COUNTER, |_| {});
+        });
+        uuid
+    }
+
+    /// Writes the range `[begin, end]` on the first lane of `category` it fits.
+    fn range(&mut self, category: &[u8], begin: u64, end: u64, name: &[u8], annotations: &[u8]) {
+        let end = end.max(begin);
+        let lanes = self.lanes.entry(category.to_vec()).or_default();
+        let free = lanes
+            .lanes
+            .iter()
+            .position(|(_, spans)| spans.iter().all(|&(b, e)| end <= b || begin >= e));
+        let track = match free {
+            Some(i) => {
+                lanes.lanes[i].1.push((begin, end));
+                lanes.lanes[i].0
+            }
+            None => {
+                let n = lanes.lanes.len();
+                let uuid = self.uuid();
+                let parent = self.process_uuid;
+                let mut title = category.to_vec();
+                if n > 0 {
+                    title.extend_from_slice(format!(" ({})", n + 1).as_bytes());
+                }
+                self.descriptor(|d| {
+                    uint(d, pb::TRACK_UUID, uuid);
+                    uint(d, pb::TRACK_PARENT_UUID, parent);
+                    pb::bytes(d, pb::TRACK_NAME, &title);
+                });
+                let lanes = self.lanes.entry(category.to_vec()).or_default();
+                lanes.lanes.push((uuid, vec![(begin, end)]));
+                uuid
+            }
+        };
+        self.absolute_event(
+            begin,
+            track,
+            pb::TYPE_SLICE_BEGIN,
+            category,
+            name,
+            annotations,
+        );
+        self.absolute_event(end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
+    }
+
+    /// A packet on the global sequence, at an absolute `CLOCK_MONOTONIC` time.
+    fn absolute_event(
+        &mut self,
+        ts: u64,
+        track: u64,
+        kind: u64,
+        category: &[u8],
+        name: &[u8],
+        annotations: &[u8],
+    ) {
+        message(&mut self.packets, pb::PACKET, |p| {
+            uint(p, pb::PACKET_TIMESTAMP, ts);
+            uint(p, pb::PACKET_TIMESTAMP_CLOCK_ID, pb::CLOCK_MONOTONIC);
+            uint(p, pb::PACKET_SEQUENCE_ID, GLOBAL_SEQUENCE);
+            message(p, pb::PACKET_TRACK_EVENT, |e| {
+                uint(e, pb::EVENT_TYPE, kind);
+                uint(e, pb::EVENT_TRACK_UUID, track);
+                if !category.is_empty() {
+                    pb::bytes(e, pb::EVENT_CATEGORIES, category);
+                }
+                if !name.is_empty() {
+                    pb::bytes(e, pb::EVENT_NAME, name);
+                }
+                e.extend_from_slice(annotations);
+            });
+        });
+    }
+
+    /// A packet on a thread's sequence: its time as a delta, its name and category
+    /// interned.
+    #[allow(clippy::too_many_arguments)]
+    fn sequence_event(
+        &mut self,
+        seq: &mut Sequence,
+        ts: u64,
+        track: Option<u64>,
+        kind: u64,
+        category: &[u8],
+        name: &[u8],
+        annotations: &[u8],
+        counter: Option<f64>,
+    ) {
+        let Some(last) = seq.last_ts.filter(|&last| ts >= last) else {
+            if seq.last_ts.is_none() {
+                self.start_sequence(seq, ts);
+            } else {
+                // Earlier than the sequence's clock (an explicit timestamp): absolute.
+                let track = track.unwrap_or(seq.track);
+                self.absolute_event(ts, track, kind, category, name, annotations);
+                return;
+            }
+            return self.sequence_event(seq, ts, track, kind, category, name, annotations, counter);
+        };
+        seq.last_ts = Some(ts);
+        let mut interned_category = None;
+        let category_iid = (!category.is_empty()).then(|| match seq.categories.get(category) {
+            Some(&iid) => iid,
+            None => {
+                let iid = seq.next_iid;
+                seq.next_iid += 1;
+                seq.categories.insert(category.to_vec(), iid);
+                interned_category = Some(iid);
+                iid
+            }
+        });
+        let mut interned_name = None;
+        let name_iid = (!name.is_empty()).then(|| match seq.names.get(name) {
+            Some(&iid) => iid,
+            None => {
+                let iid = seq.next_iid;
+                seq.next_iid += 1;
+                seq.names.insert(name.to_vec(), iid);
+                interned_name = Some(iid);
+                iid
+            }
+        });
+        message(&mut self.packets, pb::PACKET, |p| {
+            uint(p, pb::PACKET_TIMESTAMP, ts - last);
+            uint(p, pb::PACKET_SEQUENCE_ID, seq.id);
+            uint(
+                p,
+                pb::PACKET_SEQUENCE_FLAGS,
+                pb::SEQ_NEEDS_INCREMENTAL_STATE,
+            );
+            if interned_category.is_some() || interned_name.is_some() {
+                message(p, pb::PACKET_INTERNED_DATA, |d| {
+                    if let Some(iid) = interned_category {
+                        message(d, pb::INTERNED_CATEGORIES, |c| {
+                            uint(c, pb::INTERNED_IID, iid);
+                            pb::bytes(c, pb::INTERNED_NAME, category);
+                        });
+                    }
+                    if let Some(iid) = interned_name {
+                        message(d, pb::INTERNED_NAMES, |c| {
+                            uint(c, pb::INTERNED_IID, iid);
+                            pb::bytes(c, pb::INTERNED_NAME, name);
+                        });
+                    }
+                });
+            }
+            message(p, pb::PACKET_TRACK_EVENT, |e| {
+                uint(e, pb::EVENT_TYPE, kind);
+                if let Some(track) = track {
+                    uint(e, pb::EVENT_TRACK_UUID, track);
+                }
+                if let Some(iid) = category_iid {
+                    uint(e, pb::EVENT_CATEGORY_IIDS, iid);
+                }
+                if let Some(iid) = name_iid {
+                    uint(e, pb::EVENT_NAME_IID, iid);
+                }
+                if let Some(v) = counter {
+                    pb::double(e, pb::EVENT_DOUBLE_COUNTER_VALUE, v);
+                }
+                e.extend_from_slice(annotations);
+            });
+        });
+    }
+
+    /// The first packet of a thread's sequence: clears its state, defines its
+    /// incremental clock at `ts` and makes the thread's track the default.
+    fn start_sequence(&mut self, seq: &mut Sequence, ts: u64) {
+        message(&mut self.packets, pb::PACKET, |p| {
+            uint(p, pb::PACKET_SEQUENCE_ID, seq.id);
+            uint(
+                p,
+                pb::PACKET_SEQUENCE_FLAGS,
+                pb::SEQ_INCREMENTAL_STATE_CLEARED,
+            );
+            message(p, pb::PACKET_DEFAULTS, |d| {
+                uint(d, pb::DEFAULTS_CLOCK_ID, pb::SEQUENCE_CLOCK);
+                message(d, pb::DEFAULTS_TRACK_EVENT, |t| {
+                    uint(t, pb::TRACK_EVENT_DEFAULTS_TRACK_UUID, seq.track);
+                });
+            });
+            message(p, pb::PACKET_CLOCK_SNAPSHOT, |s| {
+                message(s, pb::SNAPSHOT_CLOCK, |c| {
+                    uint(c, pb::CLOCK_ID, pb::SEQUENCE_CLOCK);
+                    uint(c, pb::CLOCK_TIMESTAMP, ts);
+                    uint(c, pb::CLOCK_IS_INCREMENTAL, 1);
+                });
+                message(s, pb::SNAPSHOT_CLOCK, |c| {
+                    uint(c, pb::CLOCK_ID, pb::CLOCK_MONOTONIC);
+                    uint(c, pb::CLOCK_TIMESTAMP, ts);
+                });
+            });
+        });
+        seq.last_ts = Some(ts);
+    }
+
+    /// Ranges still open at the end are written as begun and never ended.
+    pub fn finish(&mut self) -> std::io::Result<()> {
+        self.drain()?;
+        let open: Vec<_> = self.open_ranges.drain().collect();
+        for ((category, _), range) in open {
+            let now = clock::monotonic_ns().max(range.ts);
+            let mut annotations = range.annotations;
+            annotation(&mut annotations, b"unfinished", Value::U64(1));
+            self.range(&category, range.ts, now, &range.name, &annotations);
+        }
+        self.write_chunk()
+    }
+
+    fn write_chunk(&mut self) -> std::io::Result<()> {
+        if self.packets.is_empty() {
+            return Ok(());
+        }
+        let chunk = if self.packets.len() < COMPRESS_FROM {
+            std::mem::take(&mut self.packets)
+        } else {
+            let compressed = miniz_oxide::deflate::compress_to_vec_zlib(&self.packets, 1);
+            self.packets.clear();
+            let mut out = Vec::with_capacity(compressed.len() + 16);
+            message(&mut out, pb::PACKET, |p| {
+                pb::bytes(p, pb::PACKET_COMPRESSED, &compressed)
+            });
+            out
+        };
+        self.totals.bytes_written += chunk.len() as u64;
+        self.file.write_all(&chunk)
+    }
+}
+
+/// Appends one debug annotation (`TrackEvent.debug_annotations`) for an arg.
+fn annotation(out: &mut Vec<u8>, key: &[u8], value: Value<'_>) {
+    message(out, pb::EVENT_DEBUG_ANNOTATIONS, |a| {
+        pb::bytes(a, pb::ANNOTATION_NAME, key);
+        match value {
+            Value::U64(v) => uint(a, pb::ANNOTATION_UINT, v),
+            Value::I64(v) => uint(a, pb::ANNOTATION_INT, v as u64),
+            Value::F64(v) => pb::double(a, pb::ANNOTATION_DOUBLE, v),
+            Value::Str(s) => pb::bytes(a, pb::ANNOTATION_STRING, s),
+        }
+    });
+}

@@ -1,0 +1,56 @@
+//! `opscope record -- CMD ARGS…`: runs a program with the injection environment, follows
+//! its process tree, and prints where the session went and its top ops.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::record::{self, Options};
+
+#[derive(clap::Args)]
+#[command(
+    about = "Record a program with no change to its code: ITT tasks (oneDNN, PyTorch ops), NVTX ranges, and every process it starts",
+    long_about = "Record a program with no change to its code.\n\n\
+                  The program runs with opscope's library named as its ITT collector \
+                  (INTEL_LIBITTNOTIFY64) and NVTX injection (NVTX_INJECTION64_PATH), so oneDNN \
+                  primitives, PyTorch ops, NVTX ranges and any other ITT/NVTX annotations are \
+                  recorded, each process into its own Perfetto file in the session directory. \
+                  For Python programs, a bootstrap turns on PyTorch's ITT ops and TensorFlow's \
+                  or JAX's profiler when they are imported. Every process of the tree is \
+                  sampled (CPU, memory, threads).\n\n\
+                  The session directory is a TRACE: opscope info, stats, gpu and convert read it.",
+    after_help = "Examples:\n  opscope record -- python train.py --epochs 1\n  opscope record -o runs/resnet -- torchrun --nproc-per-node 2 train.py\n  opscope stats op runs/resnet"
+)]
+pub struct Args {
+    /// Session directory [default: ./opscope-session, or -2, -3… if taken].
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
+    /// Turn on the frameworks' own hooks in Python programs (the default).
+    #[arg(long, overrides_with = "no_python")]
+    python: bool,
+    /// Leave Python programs alone (no bootstrap on PYTHONPATH).
+    #[arg(long)]
+    no_python: bool,
+    /// Sample CPU, memory and threads of every process every N ms (0: off).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    sample_ms: u64,
+    /// Print nothing but errors when the program ends.
+    #[arg(long, short)]
+    quiet: bool,
+    /// The program to record and its arguments, after `--`.
+    #[arg(required = true, last = true, value_name = "CMD")]
+    command: Vec<OsString>,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let options = Options {
+        output: args.output,
+        python: args.python || !args.no_python,
+        sample_ms: args.sample_ms,
+        quiet: args.quiet,
+        command: args.command,
+    };
+    record::run(&options)
+}

@@ -1,0 +1,217 @@
+//! Recording sessions: start the program with the injection environment (the injected
+//! library as ITT collector and NVTX injection, a Python bootstrap), forward signals,
+//! sample its process tree, pass its exit status through, and summarise the session.
+
+mod bootstrap;
+mod sampler;
+mod signals;
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use anyhow::{bail, Context, Result};
+use opscope_model::{SliceKind, Trace};
+
+use crate::output::{duration_text, Table};
+
+/// The injected library's file name.
+pub const LIBRARY: &str = "libopscope_record.so";
+/// Names the injected library explicitly (tests, installed layouts).
+pub const LIBRARY_ENV: &str = "OPSCOPE_RECORD_LIB";
+/// Where the injected library writes (see `opscope_record::session`).
+const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
+
+pub struct Options {
+    pub output: Option<PathBuf>,
+    pub python: bool,
+    pub sample_ms: u64,
+    pub quiet: bool,
+    pub command: Vec<OsString>,
+}
+
+pub fn run(options: &Options) -> Result<ExitCode> {
+    let library = find_library()?;
+    let dir = session_dir(options.output.as_deref())?;
+    let dir = dir
+        .canonicalize()
+        .with_context(|| format!("{}: cannot resolve", dir.display()))?;
+
+    let (program, args) = options
+        .command
+        .split_first()
+        .context("no command to record (give it after `--`)")?;
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        .env("INTEL_LIBITTNOTIFY64", &library)
+        .env("NVTX_INJECTION64_PATH", &library)
+        .env(SESSION_DIR_ENV, &dir);
+    if options.python {
+        let site = bootstrap::install(&dir)?;
+        let mut path = OsString::from(site.as_os_str());
+        if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+            path.push(":");
+            path.push(existing);
+        }
+        command.env("PYTHONPATH", path);
+    }
+
+    signals::become_subreaper();
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    let forwarding = signals::forward_to(child.id() as i32);
+    let sampler =
+        (options.sample_ms > 0).then(|| sampler::start(child.id() as i32, options.sample_ms));
+    let status = child.wait().context("waiting for the program")?;
+    drop(forwarding);
+    if let Some(sampler) = sampler {
+        let path = dir.join(format!("opscope-processes-{}.pftrace", std::process::id()));
+        sampler
+            .finish(&path)
+            .with_context(|| format!("{}: cannot write the process samples", path.display()))?;
+    }
+
+    if !options.quiet {
+        summarise(&dir);
+    }
+    Ok(exit_code(status))
+}
+
+/// The program's status as ours: its exit code, or 128 + the signal that ended it (as
+/// shells report it).
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => ExitCode::from(code as u8),
+        (None, Some(signal)) => ExitCode::from((128 + signal) as u8),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// The injected library: named by `OPSCOPE_RECORD_LIB`, or beside the `opscope`
+/// executable (where cargo builds it), or in `../lib` of it (an installed layout).
+fn find_library() -> Result<PathBuf> {
+    if let Some(path) = std::env::var_os(LIBRARY_ENV) {
+        let path = PathBuf::from(path);
+        if !path.is_file() {
+            bail!("{LIBRARY_ENV}={}: no such file", path.display());
+        }
+        return Ok(path.canonicalize()?);
+    }
+    let exe = std::env::current_exe().context("cannot locate the opscope executable")?;
+    let dir = exe
+        .parent()
+        .context("the opscope executable has no directory")?;
+    let candidates = [
+        dir.join(LIBRARY),
+        dir.join("..").join(LIBRARY),
+        dir.join("../lib").join(LIBRARY),
+    ];
+    for c in &candidates {
+        if c.is_file() {
+            return Ok(c.canonicalize()?);
+        }
+    }
+    bail!(
+        "cannot find {LIBRARY}, the library opscope injects into the program (looked in {}); \
+         build it with `cargo build --release` in the opscope workspace, or name it with {LIBRARY_ENV}",
+        dir.display()
+    )
+}
+
+/// The session directory: `output` (created; refused if it already holds a recording),
+/// or the first free `opscope-session[-N]` here.
+fn session_dir(output: Option<&Path>) -> Result<PathBuf> {
+    if let Some(dir) = output {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+        let taken = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok())
+            .any(|e| e.file_name().to_string_lossy().starts_with("opscope-"));
+        if taken {
+            bail!(
+                "{}: already holds a recording; give another -o DIR (sessions are never overwritten)",
+                dir.display()
+            );
+        }
+        return Ok(dir.to_path_buf());
+    }
+    for n in 1..10_000 {
+        let dir = match n {
+            1 => PathBuf::from("opscope-session"),
+            n => PathBuf::from(format!("opscope-session-{n}")),
+        };
+        match std::fs::create_dir(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot create", dir.display())),
+        }
+    }
+    bail!("too many opscope-session directories here; give -o DIR")
+}
+
+/// Prints where the session is, what it holds and its top ops (to stderr: stdout is
+/// the program's).
+fn summarise(dir: &Path) {
+    let trace = match crate::load::load(
+        &[dir.to_path_buf()],
+        &crate::load::LoadOptions { quiet: true },
+    ) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!(
+                "opscope: session in {} (could not read it back: {e:#})",
+                dir.display()
+            );
+            return;
+        }
+    };
+    let processes = trace.processes.len();
+    eprintln!(
+        "opscope: session in {} — {} files, {} processes, {} slices, {} counter samples",
+        dir.display(),
+        trace.sources.len(),
+        processes,
+        trace.slices.len(),
+        trace.counters.value.len()
+    );
+    let table = top_ops(&trace, 10);
+    if !table.rows.is_empty() {
+        eprintln!("top ops by total time:");
+        let _ = table.write_text(&mut std::io::stderr());
+        eprintln!("more: opscope stats op {}", dir.display());
+    }
+}
+
+/// The `n` ops (ITT tasks, framework ops) with the most total time.
+fn top_ops(trace: &Trace, n: usize) -> Table {
+    let mut by_name: HashMap<&str, (u64, i64)> = HashMap::new();
+    let s = &trace.slices;
+    for i in 0..s.len() {
+        if s.kind(i) == SliceKind::Op {
+            let e = by_name.entry(trace.str(s.name[i])).or_default();
+            e.0 += 1;
+            e.1 += s.dur[i];
+        }
+    }
+    let mut ops: Vec<_> = by_name.into_iter().collect();
+    ops.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+    let mut table = Table::new(&[
+        ("op", false),
+        ("calls", true),
+        ("total", true),
+        ("mean", true),
+    ]);
+    for (name, (calls, total)) in ops.into_iter().take(n) {
+        table.rows.push(vec![
+            name.to_string(),
+            calls.to_string(),
+            duration_text(total as f64),
+            duration_text(total as f64 / calls as f64),
+        ]);
+    }
+    table
+}

@@ -1,0 +1,206 @@
+//! Samples every process of the recorded tree from `/proc` (CPU use, resident memory,
+//! threads), so that every process appears in the session, even those that never
+//! loaded the injected library, and writes the samples as counter tracks of a Perfetto
+//! file on the recording clock (`CLOCK_MONOTONIC`).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Result;
+use opscope_model::{ArgsId, ClockDomain, LinearTransform, Source, Trace, TrackKind};
+
+/// One process as the sampler saw it.
+#[derive(Default)]
+struct Seen {
+    name: String,
+    /// (time ns, CPU % of one core, resident bytes, threads)
+    samples: Vec<(i64, f64, f64, f64)>,
+    last_ticks: Option<(i64, u64)>,
+}
+
+pub struct Sampler {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<BTreeMap<i32, Seen>>,
+}
+
+/// Starts sampling the processes descended from opscope (the program `child` and any
+/// orphans it left to opscope as subreaper) every `interval_ms`.
+pub fn start(child: i32, interval_ms: u64) -> Sampler {
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&stop);
+    let thread = std::thread::spawn(move || {
+        let mut seen = BTreeMap::new();
+        let interval = Duration::from_millis(interval_ms.max(1));
+        loop {
+            sample(&mut seen, child);
+            if flag.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::sleep(interval);
+        }
+        seen
+    });
+    Sampler { stop, thread }
+}
+
+impl Sampler {
+    /// Stops sampling and writes the samples to `path`.
+    pub fn finish(self, path: &Path) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        let seen = self.thread.join().unwrap_or_default();
+        let trace = to_trace(&seen, path);
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+        opscope_formats::perfetto::export(&trace, &mut file)?;
+        use std::io::Write;
+        file.flush()?;
+        Ok(())
+    }
+}
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// The fields of `/proc/PID/stat` the sampler uses.
+struct Stat {
+    ppid: i32,
+    ticks: u64,
+    threads: u64,
+    rss_pages: u64,
+}
+
+fn read_stat(pid: i32) -> Option<Stat> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: fields resume after
+    // the last ')'.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // `rest` starts at field 3 (state); field n is f[n - 3].
+    let num = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
+    Some(Stat {
+        ppid: num(4)? as i32,
+        ticks: num(14)? + num(15)?,
+        threads: num(20)?,
+        rss_pages: num(24)?,
+    })
+}
+
+fn command_line(pid: i32) -> String {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+    let parts: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|p| !p.is_empty())
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .collect();
+    let mut line = parts.join(" ");
+    line.truncate(line.floor_char_boundary(256));
+    line
+}
+
+fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
+    let me = std::process::id() as i32;
+    let mut stats = HashMap::new();
+    let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if let Some(stat) = read_stat(pid) {
+            children.entry(stat.ppid).or_default().push(pid);
+            stats.insert(pid, stat);
+        }
+    }
+    let mut tree = HashSet::new();
+    let mut stack = vec![me];
+    while let Some(p) = stack.pop() {
+        for &c in children.get(&p).into_iter().flatten() {
+            if tree.insert(c) {
+                stack.push(c);
+            }
+        }
+    }
+    // SAFETY: sysconf has no preconditions.
+    let (hz, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK).max(1) as f64,
+            libc::sysconf(libc::_SC_PAGESIZE).max(1) as f64,
+        )
+    };
+    let now = monotonic_ns();
+    for pid in tree {
+        let stat = &stats[&pid];
+        if stat.ppid == me && pid != child {
+            // An orphan handed to us: reap it if it exited (never the program itself,
+            // whose status `Child::wait` collects).
+            // SAFETY: waitpid on our own child with WNOHANG does not block.
+            unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        }
+        let entry = seen.entry(pid).or_default();
+        if entry.name.is_empty() {
+            entry.name = command_line(pid);
+        }
+        let cpu = match entry.last_ticks {
+            Some((t0, ticks0)) if now > t0 => {
+                (stat.ticks.saturating_sub(ticks0) as f64 / hz) / ((now - t0) as f64 / 1e9) * 100.0
+            }
+            _ => 0.0,
+        };
+        entry.last_ticks = Some((now, stat.ticks));
+        entry
+            .samples
+            .push((now, cpu, stat.rss_pages as f64 * page, stat.threads as f64));
+    }
+}
+
+fn to_trace(seen: &BTreeMap<i32, Seen>, path: &Path) -> Trace {
+    let mut trace = Trace::new();
+    let clock_name = trace.intern("CLOCK_MONOTONIC");
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        unix_offset_ns: None,
+    });
+    let source = trace.add_source(Source {
+        path: path.to_string_lossy().into_owned(),
+        format: "opscope-sampler",
+        clock,
+        host: None,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    });
+    let names = [
+        trace.intern("CPU %"),
+        trace.intern("resident bytes"),
+        trace.intern("threads"),
+    ];
+    for (&pid, s) in seen {
+        let process = trace.process(source, pid as i64);
+        if !s.name.is_empty() {
+            let name = trace.intern(&s.name);
+            trace.processes[process.index()].name = Some(name);
+        }
+        let tracks = names.map(|n| trace.named_track(Some(process), TrackKind::Counter, n, 0));
+        for &(ts, cpu, rss, threads) in &s.samples {
+            for (track, value) in tracks.iter().zip([cpu, rss, threads]) {
+                trace.counters.push(*track, ts, value);
+            }
+        }
+    }
+    trace.finish();
+    trace
+}
