@@ -77,14 +77,16 @@ impl WriterLock {
 }
 
 /// Whether events should be recorded now; starts the recording on first use (and
-/// again in a forked child). The common case is one relaxed load.
+/// again in a forked child). The common case is one relaxed load. Events of threads
+/// that race the start go into their rings all the same: the writer drains them once
+/// it runs.
 #[inline]
 pub fn enabled() -> bool {
     match STATE.load(Ordering::Relaxed) {
-        RUNNING => !PAUSED.load(Ordering::Relaxed),
+        RUNNING | STARTING => !PAUSED.load(Ordering::Relaxed),
         IDLE => {
             start();
-            STATE.load(Ordering::Relaxed) == RUNNING
+            STATE.load(Ordering::Relaxed) != OFF && !PAUSED.load(Ordering::Relaxed)
         }
         _ => false,
     }
