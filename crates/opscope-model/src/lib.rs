@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod clock;
+pub mod clock_sync;
 pub mod dims;
 pub mod events;
 pub mod kind;

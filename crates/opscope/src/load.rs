@@ -124,6 +124,9 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     }
     bar.finish_and_clear();
     number_hosts_of_runs(&mut trace);
+    // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
+    // Unix-time ones (XPlane): one time line for all.
+    opscope_model::clock_sync::align_to_unix(&mut trace);
     for (_, warning) in &trace.warnings {
         eprintln!("opscope: warning: {warning}");
     }

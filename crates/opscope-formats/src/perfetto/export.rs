@@ -13,9 +13,10 @@ use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, StrId, Trace, Tra
 use prost::Message;
 
 use super::proto::{
-    CounterDescriptor, DebugAnnotation, Interned, InternedData, ProcessDescriptor,
-    ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, SEQ_INCREMENTAL_STATE_CLEARED,
-    SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    Clock, ClockSnapshot, CounterDescriptor, DebugAnnotation, Interned, InternedData,
+    ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, CLOCK_BOOTTIME,
+    CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER,
+    TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
 use crate::error::ExportError;
@@ -40,9 +41,44 @@ pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
         first_packet_on_sequence: Some(true),
         ..Default::default()
     })?;
+    if let Some(snapshot) = unix_snapshot(trace) {
+        writer.write(&TracePacket {
+            trusted_packet_sequence_id: Some(SEQUENCE_ID),
+            clock_snapshot: Some(Box::new(snapshot)),
+            ..Default::default()
+        })?;
+    }
     write_descriptors(trace, &plan, &mut writer)?;
     write_events(trace, &plan, &mut writer)?;
     writer.finish()
+}
+
+/// Where the trace's time line sits on Unix time, as a snapshot of the boot clock (the
+/// clock the events are written on) and the wall clock; `None` unless every source
+/// whose clock knows its Unix offset agrees on it.
+fn unix_snapshot(trace: &Trace) -> Option<ClockSnapshot> {
+    let mut offsets = trace
+        .clocks
+        .iter()
+        .filter_map(|c| Some(c.unix_offset_ns? - c.to_global.offset_ns));
+    let offset = offsets.next()?;
+    if offsets.any(|o| o != offset) {
+        return None;
+    }
+    // Snapshot values are unsigned: start the boot clock where both stay positive.
+    let boot = offset.min(0).unsigned_abs();
+    let clock = |id, timestamp| Clock {
+        clock_id: Some(id),
+        timestamp: Some(timestamp),
+        ..Default::default()
+    };
+    Some(ClockSnapshot {
+        clocks: vec![
+            clock(CLOCK_BOOTTIME, boot),
+            clock(CLOCK_REALTIME, boot.wrapping_add_signed(offset)),
+        ],
+        primary_trace_clock: Some(CLOCK_BOOTTIME as i32),
+    })
 }
 
 #[derive(Copy, Clone, PartialEq, Eq)]

@@ -61,14 +61,18 @@ impl Sampler {
     }
 }
 
-fn monotonic_ns() -> i64 {
+fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+fn monotonic_ns() -> i64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 /// The fields of `/proc/PID/stat` the sampler uses.
@@ -172,7 +176,9 @@ fn to_trace(seen: &BTreeMap<i32, Seen>, path: &Path) -> Trace {
     let clock = trace.add_clock(ClockDomain {
         name: clock_name,
         to_global: LinearTransform::IDENTITY,
-        unix_offset_ns: None,
+        // The samples sit on CLOCK_MONOTONIC, as the injected library's files do; the
+        // offset lets a session put them beside Unix-time sources (XPlane).
+        unix_offset_ns: Some(clock_ns(libc::CLOCK_REALTIME) - monotonic_ns()),
     });
     let source = trace.add_source(Source {
         path: path.to_string_lossy().into_owned(),
