@@ -16,3 +16,10 @@ mod proto;
 pub mod ring;
 pub mod session;
 pub mod writer;
+
+/// Writes what the program's threads recorded so far; for exits that skip `atexit`
+/// (the Python bootstrap calls it from `os._exit`).
+#[no_mangle]
+pub extern "C" fn opscope_record_flush() {
+    session::flush();
+}

@@ -8,7 +8,7 @@ use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
@@ -127,6 +127,7 @@ pub fn start() {
             libc::pthread_atfork(None, None, Some(after_fork_in_child));
             libc::atexit(at_exit);
         }
+        flush_on_terminate();
     });
     match open_writer() {
         Ok(writer) => {
@@ -210,8 +211,20 @@ fn flush_interval() -> Duration {
 fn writer_loop() {
     let interval = flush_interval();
     let pid = std::process::id();
+    // SIGTERM's handler waits for this thread: it must never run here.
+    // SAFETY: a signal set on the stack, changed and installed for this thread only.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
     loop {
-        std::thread::sleep(interval);
+        let requested = FLUSH_REQUESTS.load(Ordering::Acquire);
+        if requested == FLUSHES_DONE.load(Ordering::Acquire) {
+            std::thread::sleep(interval);
+        }
+        let requested = FLUSH_REQUESTS.load(Ordering::Acquire).max(requested);
         if STATE.load(Ordering::Acquire) != RUNNING || std::process::id() != pid {
             return;
         }
@@ -219,6 +232,7 @@ fn writer_loop() {
             Some(writer) => writer.drain().err(),
             None => None,
         });
+        FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         if let Some(e) = failed {
             eprintln!(
                 "opscope-record: writing the trace failed ({e}); recording is off in process {pid}"
@@ -227,6 +241,22 @@ fn writer_loop() {
             return;
         }
     }
+}
+
+/// Writes what the threads' buffers hold now, for exits that skip `atexit` (Python's
+/// `os._exit`, which multiprocessing's forked workers end with). Exported to C as
+/// `opscope_record_flush`.
+pub fn flush() {
+    if STATE.load(Ordering::Acquire) != RUNNING {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        WRITER.with(|w| {
+            if let Some(writer) = w.as_mut() {
+                let _ = writer.drain();
+            }
+        })
+    });
 }
 
 /// Writes what is left and stops recording. Runs at exit (and at `dlclose`).
@@ -242,6 +272,55 @@ pub fn finish() {
             }
         })
     });
+}
+
+/// Flushes asked for by the SIGTERM handler, and flushes done by the writer since.
+static FLUSH_REQUESTS: AtomicU32 = AtomicU32::new(0);
+static FLUSHES_DONE: AtomicU32 = AtomicU32::new(0);
+/// How long SIGTERM waits for the writer before the program dies as it would have.
+const TERMINATE_WAIT: Duration = Duration::from_millis(200);
+
+/// `SIGTERM` (multiprocessing's `terminate()`, `kill`, job schedulers) ends a program
+/// without `atexit`: when the program left it at its default, a handler has the writer
+/// drain once more (bounded wait), then lets the signal kill the process as before.
+fn flush_on_terminate() {
+    // SAFETY: reading the current disposition into a zeroed sigaction, and installing
+    // ours only where it was the default; the handler is async-signal-safe.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        if libc::sigaction(libc::SIGTERM, std::ptr::null(), &mut old) != 0
+            || old.sa_sigaction != libc::SIG_DFL
+        {
+            return;
+        }
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_terminate as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
+
+/// Only async-signal-safe calls: atomics, `nanosleep`, `raise`. The writer thread has
+/// SIGTERM blocked, so it is never the one waiting here.
+extern "C" fn on_terminate(signal: libc::c_int) {
+    if STATE.load(Ordering::Acquire) == RUNNING {
+        let wanted = FLUSH_REQUESTS.fetch_add(1, Ordering::AcqRel) + 1;
+        let step = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 1_000_000,
+        };
+        let mut waited = Duration::ZERO;
+        while FLUSHES_DONE.load(Ordering::Acquire) < wanted && waited < TERMINATE_WAIT {
+            // SAFETY: nanosleep is async-signal-safe; `step` is valid.
+            unsafe { libc::nanosleep(&step, std::ptr::null_mut()) };
+            waited += Duration::from_millis(1);
+        }
+    }
+    // SA_RESETHAND restored the default: the signal now ends the process as it would
+    // have without us.
+    // SAFETY: raise is async-signal-safe.
+    unsafe { libc::raise(signal) };
 }
 
 extern "C" fn at_exit() {

@@ -105,6 +105,29 @@ class _Finder(object):
         return spec
 
 
+def _flush_before_exit():
+    """`os._exit` skips atexit, and with it the injected library's last write:
+    multiprocessing's forked workers end that way. Flush first, when the library is
+    loaded in this process (RTLD_NOLOAD: never load it just for this)."""
+    library = os.environ.get("INTEL_LIBITTNOTIFY64")
+    real_exit = os._exit
+    if not library or getattr(real_exit, "_opscope", False):
+        return
+
+    def _exit(status):
+        try:
+            import ctypes
+
+            ctypes.CDLL(library, mode=os.RTLD_NOLOAD).opscope_record_flush()
+        except Exception:
+            pass
+        real_exit(status)
+
+    _exit._opscope = True
+    os._exit = _exit
+
+
 _chain()
 if _SESSION and os.environ.get("OPSCOPE_PYTHON_HOOKS", "1") != "0":
     sys.meta_path.insert(0, _Finder())
+    _flush_before_exit()

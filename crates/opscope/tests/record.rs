@@ -1,0 +1,720 @@
+//! `opscope record` end to end: real programs (the dataflow example, Python scripts
+//! using the `nvtx`, `ittapi`, `torch` and `tensorflow` packages) are recorded, and what
+//! the session holds, read back by an independent decoder built on Perfetto's own protos
+//! (`tests/oracle/recorded_events.py`), is compared with each program's own account of
+//! what it emitted, or with torch.profiler's count of the same script's ops.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use common::{python, repo_root, scratch_dir};
+use serde_json::Value;
+
+/// A binary built beside opscope by the workspace (the example, the injected library).
+fn built(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_opscope"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: build the workspace (`cargo build`, or `cargo test --workspace`) first",
+        path.display()
+    );
+    path
+}
+
+/// Runs `opscope record -o DIR -- program args` with extra environment.
+fn record(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    command
+        .args(["record", "-o"])
+        .arg(dir)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"));
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("opscope runs")
+}
+
+fn assert_ok(out: &Output, what: &str) {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The injected library's files of a session, decoded independently, by pid.
+fn recorded(dir: &Path) -> BTreeMap<i64, Value> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("opscope-")
+                && !name.starts_with("opscope-processes")
+                && name.ends_with(".pftrace")
+        })
+        .collect();
+    files.sort();
+    let decoded = run_oracle_json("recorded_events.py", &files);
+    decoded
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|f| (f["pid"].as_i64().unwrap(), f.clone()))
+        .collect()
+}
+
+fn run_oracle_json(script: &str, files: &[PathBuf]) -> Value {
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle").join(script))
+        .args(files)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The test Python has `modules`; off CI a missing one skips the test (saying so).
+fn python_with(modules: &[&str]) -> bool {
+    let check = format!("import {}", modules.join(", "));
+    let ok = Command::new(python())
+        .args(["-c", &check])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+                python()
+            );
+        }
+        eprintln!(
+            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+            python()
+        );
+    }
+    ok
+}
+
+fn script(name: &str) -> String {
+    repo_root()
+        .join("tests/record")
+        .join(name)
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// Slices of a decoded file as (category, name) → count.
+fn slice_counts(file: &Value) -> HashMap<(String, String), u64> {
+    let mut counts = HashMap::new();
+    for s in file["slices"].as_array().unwrap() {
+        let key = (
+            s[1].as_str().unwrap().to_string(),
+            s[2].as_str().unwrap().to_string(),
+        );
+        *counts.entry(key).or_default() += 1;
+    }
+    counts
+}
+
+/// The pids the process sampler saw (every process of the recorded tree).
+fn sampled_pids(dir: &Path) -> Vec<i64> {
+    let sampler = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("opscope-processes")
+        })
+        .expect("the sampler's file");
+    let decoded = run_oracle_json("recorded_events.py", &[sampler]);
+    let file = decoded.as_object().unwrap().values().next().unwrap();
+    file["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_i64().unwrap())
+        .collect()
+}
+
+#[test]
+fn the_example_workload_is_recorded_as_it_accounts_for_itself() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-example");
+    let session = dir.join("session");
+    let out = record(&session, &built("dataflow"), &["--steps", "5"], &[]);
+    assert_ok(&out, "recording the example");
+    let own: Value = serde_json::from_slice(&out.stdout).expect("the example's JSON line");
+
+    let files = recorded(&session);
+    assert_eq!(files.len(), 1, "one process, one file");
+    let file = files.values().next().unwrap();
+    let counts = slice_counts(file);
+    for (op, n) in own["ops"].as_object().unwrap() {
+        let key = ("itt/opscope.example".to_string(), op.clone());
+        assert_eq!(
+            counts.get(&key).copied().unwrap_or(0),
+            n.as_u64().unwrap(),
+            "{op}"
+        );
+    }
+    let ops: u64 = own["ops"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    let steps = own["steps"].as_u64().unwrap();
+    let step_ranges = (0..steps)
+        .filter(|i| counts.get(&("nvtx".into(), format!("step {i}"))) == Some(&1))
+        .count() as u64;
+    assert_eq!(step_ranges, own["nvtx_ranges"].as_u64().unwrap());
+    let marks: Vec<&Value> = file["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i[2] == "graph built")
+        .collect();
+    assert_eq!(marks.len() as u64, own["nvtx_marks"].as_u64().unwrap());
+
+    // Ops ran on the worker threads, each named; the steps on the main thread, and
+    // every op lies inside a step.
+    let threads = file["threads"].as_object().unwrap();
+    let pid = file["pid"].as_i64().unwrap();
+    let mut ops_seen = 0;
+    let slices = file["slices"].as_array().unwrap();
+    let steps_spans: Vec<(i64, i64)> = slices
+        .iter()
+        .filter(|s| s[1] == "nvtx")
+        .map(|s| {
+            assert_eq!(s[0].as_i64(), Some(pid), "steps on the main thread");
+            (
+                s[3].as_i64().unwrap(),
+                s[3].as_i64().unwrap() + s[4].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    for s in slices.iter().filter(|s| s[1] == "itt/opscope.example") {
+        let tid = s[0].as_i64().unwrap().to_string();
+        assert!(
+            threads[&tid].as_str().unwrap().starts_with("worker-"),
+            "{s}"
+        );
+        let (b, e) = (
+            s[3].as_i64().unwrap(),
+            s[3].as_i64().unwrap() + s[4].as_i64().unwrap(),
+        );
+        assert!(
+            steps_spans.iter().any(|&(sb, se)| sb <= b && e <= se),
+            "op outside every step: {s}"
+        );
+        ops_seen += 1;
+    }
+    assert_eq!(ops_seen, ops);
+
+    // The session is a TRACE for the other commands.
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["slices_by_kind"]["op"].as_u64(), Some(ops));
+    assert_eq!(info["slices_by_kind"]["annotation"].as_u64(), Some(steps));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("top ops by total time"));
+}
+
+#[test]
+fn the_programs_exit_status_and_output_pass_through() {
+    let dir = scratch_dir("record-status");
+    let out = record(
+        &dir.join("a"),
+        &built("dataflow"),
+        &["--steps", "1", "--quiet", "--exit-code", "3"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(3));
+    assert!(out.stdout.is_empty());
+
+    // A program that uses no framework: untouched, same status, same output.
+    let program = "import sys; print('plain'); sys.stderr.write('err\\n'); sys.exit(7)";
+    let plain = Command::new(python())
+        .args(["-c", program])
+        .output()
+        .unwrap();
+    let out = record(&dir.join("b"), Path::new(&python()), &["-c", program], &[]);
+    assert_eq!(out.status.code(), Some(7));
+    assert_eq!(out.status.code(), plain.status.code());
+    assert_eq!(out.stdout, plain.stdout);
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("err\n"));
+    assert!(
+        recorded_files(&dir.join("b")).is_empty(),
+        "nothing loaded the library"
+    );
+
+    // A signal that ends the program is reported as shells do.
+    let out = record(
+        &dir.join("c"),
+        Path::new("/bin/sh"),
+        &["-c", "kill -TERM $$"],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(128 + 15));
+
+    // A missing program is a clear error, not a panic.
+    let out = record(&dir.join("d"), Path::new("/no/such/program"), &[], &[]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /no/such/program"));
+}
+
+fn recorded_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("opscope-") && !name.starts_with("opscope-processes")
+        })
+        .collect()
+}
+
+#[test]
+fn a_users_sitecustomize_still_runs_under_the_bootstrap() {
+    let dir = scratch_dir("record-sitecustomize");
+    let site = dir.join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    std::fs::write(
+        site.join("sitecustomize.py"),
+        "import os\nos.environ['USER_SITE_RAN'] = 'yes'\n",
+    )
+    .unwrap();
+    let out = record(
+        &dir.join("session"),
+        Path::new(&python()),
+        &["-c", "import os; print(os.environ.get('USER_SITE_RAN'))"],
+        &[("PYTHONPATH", site.to_str().unwrap())],
+    );
+    assert_ok(&out, "python with a sitecustomize");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "yes");
+}
+
+#[test]
+fn nvtx_ranges_marks_domains_and_payloads_arrive_as_pushed() {
+    if !python_with(&["nvtx", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-nvtx");
+    let own_path = dir.join("pushed.json");
+    let out = record(
+        &dir.join("session"),
+        Path::new(&python()),
+        &[&script("nvtx_ranges.py"), own_path.to_str().unwrap()],
+        &[],
+    );
+    assert_ok(&out, "nvtx_ranges.py");
+    let pushed: Value = serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+    let files = recorded(&dir.join("session"));
+    assert_eq!(files.len(), 1);
+    let file = files.values().next().unwrap();
+
+    // Each list as sorted (where, category, name, args) tuples, times aside.
+    let shape = |items: &Value, args_at: usize| -> Vec<String> {
+        let mut v: Vec<String> = items
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| format!("{} {} {} {}", i[0], i[1], i[2], i[args_at]))
+            .collect();
+        v.sort();
+        v
+    };
+    let mut got_slices: Vec<Value> = Vec::new();
+    let mut got_ranges: Vec<Value> = Vec::new();
+    for s in file["slices"].as_array().unwrap() {
+        let entry = Value::Array(vec![s[0].clone(), s[1].clone(), s[2].clone(), s[5].clone()]);
+        if s[0].is_string() {
+            got_ranges.push(entry);
+        } else {
+            got_slices.push(entry);
+        }
+    }
+    assert_eq!(
+        shape(&Value::Array(got_slices), 3),
+        shape(&pushed["slices"], 3)
+    );
+    assert_eq!(
+        shape(&Value::Array(got_ranges), 3),
+        shape(&pushed["ranges"], 3)
+    );
+    assert_eq!(shape(&file["instants"], 4), shape(&pushed["instants"], 3));
+}
+
+#[test]
+fn itt_tasks_from_python_arrive_per_domain() {
+    if !python_with(&["ittapi", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-ittapi");
+    let own_path = dir.join("counts.json");
+    let out = record(
+        &dir.join("session"),
+        Path::new(&python()),
+        &[&script("itt_tasks.py"), own_path.to_str().unwrap()],
+        &[],
+    );
+    assert_ok(&out, "itt_tasks.py");
+    let own: BTreeMap<String, u64> =
+        serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+    let files = recorded(&dir.join("session"));
+    let counts = slice_counts(files.values().next().unwrap());
+    let got: BTreeMap<String, u64> = counts
+        .into_iter()
+        .map(|((c, n), k)| (format!("{c}|{n}"), k))
+        .collect();
+    assert_eq!(got, own);
+}
+
+#[test]
+fn pytorch_ops_are_counted_as_torch_profiler_counts_them() {
+    if !python_with(&["torch", "perfetto"]) {
+        return;
+    }
+    let profiled = Command::new(python())
+        .args([&script("torch_cnn.py"), "profile"])
+        .output()
+        .unwrap();
+    assert_ok(&profiled, "torch_cnn.py under torch.profiler");
+    let expected: BTreeMap<String, u64> = serde_json::from_slice(&profiled.stdout).unwrap();
+
+    let dir = scratch_dir("record-torch");
+    let out = record(
+        &dir.join("session"),
+        Path::new(&python()),
+        &[&script("torch_cnn.py")],
+        &[],
+    );
+    assert_ok(&out, "torch_cnn.py");
+    let files = recorded(&dir.join("session"));
+    assert_eq!(files.len(), 1);
+    let mut got: BTreeMap<String, u64> = BTreeMap::new();
+    let mut onednn = 0;
+    for ((category, name), n) in slice_counts(files.values().next().unwrap()) {
+        match category.as_str() {
+            "itt/PyTorch" => *got.entry(name).or_default() += n,
+            c if c.starts_with("itt/dnnl") => onednn += n,
+            _ => {}
+        }
+    }
+    assert!(
+        expected.len() > 20,
+        "the profiler saw the ops: {expected:?}"
+    );
+    assert_eq!(
+        got, expected,
+        "per-op counts: opscope record vs torch.profiler key_averages()"
+    );
+    assert!(onednn > 0, "torch's oneDNN primitives are recorded too");
+}
+
+#[test]
+fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
+    if !python_with(&["tensorflow", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-keras");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("keras_cnn.py")],
+        &[("TF_CPP_MIN_LOG_LEVEL", "2")],
+    );
+    assert_ok(&out, "keras_cnn.py");
+    let xplanes: Vec<PathBuf> = walk(&session)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .collect();
+    assert_eq!(
+        xplanes.len(),
+        1,
+        "the TensorFlow profiler wrote its XPlane into the session"
+    );
+
+    let json = dir.join("session.json");
+    common::opscope_ok(&[
+        "convert",
+        session.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let events: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let complete: Vec<&Value> = events["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X")
+        .collect();
+    let span = |e: &Value| {
+        let ts = e["ts"].as_f64().unwrap();
+        (ts, ts + e["dur"].as_f64().unwrap())
+    };
+    let conv_ops: Vec<(f64, f64)> = complete
+        .iter()
+        .filter(|e| e["cat"] == "xplane_host" && e["name"].as_str().unwrap().contains("Conv2D"))
+        .map(|e| span(e))
+        .collect();
+    let primitives: Vec<&&Value> = complete
+        .iter()
+        .filter(|e| e["cat"] == "itt/dnnl::primitive::execute" && e["name"] == "convolution")
+        .collect();
+    assert!(!conv_ops.is_empty(), "TF's Conv2D ops come from the XPlane");
+    assert!(
+        !primitives.is_empty(),
+        "oneDNN convolutions come from the ITT collector"
+    );
+    // One clock: every oneDNN convolution runs inside one of TF's Conv2D ops (1 µs of
+    // slack for the two clock snapshots).
+    for p in &primitives {
+        let (b, e) = span(p);
+        assert!(
+            conv_ops
+                .iter()
+                .any(|&(ob, oe)| ob - 1.0 <= b && e <= oe + 1.0),
+            "a oneDNN convolution outside every TF Conv2D op: {p}"
+        );
+        assert_ne!(
+            p["tid"], p["pid"],
+            "oneDNN runs on TF's worker threads, not the main one"
+        );
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn every_process_of_a_multiprocessing_pool_is_recorded() {
+    if !python_with(&["nvtx", "perfetto"]) {
+        return;
+    }
+    for method in ["fork", "spawn"] {
+        let dir = scratch_dir(&format!("record-pool-{method}"));
+        let own_path = dir.join("workers.json");
+        let session = dir.join("session");
+        let out = record(
+            &session,
+            Path::new(&python()),
+            &[&script("pool.py"), own_path.to_str().unwrap(), method],
+            &[],
+        );
+        assert_ok(&out, "pool.py");
+        let own: BTreeMap<String, u64> =
+            serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+        let files = recorded(&session);
+        for (pid, tasks) in &own {
+            let file = files
+                .get(&pid.parse::<i64>().unwrap())
+                .unwrap_or_else(|| panic!("{method}: no file for worker {pid}"));
+            let ranges = slice_counts(file)
+                .iter()
+                .filter(|((c, _), _)| c == "nvtx/pool")
+                .map(|(_, n)| n)
+                .sum::<u64>();
+            assert_eq!(ranges, *tasks, "{method}: worker {pid}");
+        }
+        let sampled = sampled_pids(&session);
+        for pid in own.keys() {
+            assert!(
+                sampled.contains(&pid.parse().unwrap()),
+                "{method}: the sampler missed {pid}: {sampled:?}"
+            );
+        }
+        assert!(
+            sampled.len() > own.len(),
+            "{method}: the pool's parent is sampled too"
+        );
+    }
+}
+
+#[test]
+fn a_dataloaders_worker_processes_are_recorded() {
+    if !python_with(&["torch", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-dataloader");
+    let own_path = dir.join("pids.json");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("dataloader.py"), own_path.to_str().unwrap()],
+        &[],
+    );
+    assert_ok(&out, "dataloader.py");
+    let own: Value = serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+    let workers: Vec<i64> = own["workers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_i64().unwrap())
+        .collect();
+    assert_eq!(workers.len(), 2);
+    let files = recorded(&session);
+    let main = own["main"].as_i64().unwrap();
+    let main_ops = slice_counts(&files[&main])
+        .keys()
+        .filter(|(c, _)| c == "itt/PyTorch")
+        .count();
+    assert!(main_ops > 0, "the main process's ops are recorded");
+    let sampled = sampled_pids(&session);
+    for pid in workers.iter().chain([&main]) {
+        assert!(
+            sampled.contains(pid),
+            "process {pid} not recorded: {sampled:?}"
+        );
+    }
+}
+
+#[test]
+fn a_fork_without_exec_gives_the_child_its_own_file() {
+    if !python_with(&["nvtx", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-fork");
+    let own_path = dir.join("pids.json");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("fork_no_exec.py"), own_path.to_str().unwrap()],
+        &[],
+    );
+    assert_ok(&out, "fork_no_exec.py");
+    let own: Value = serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+    assert_eq!(own["child_status"], 0);
+    let files = recorded(&session);
+    let names = |pid: i64| -> Vec<String> {
+        let mut v: Vec<String> = files[&pid]["slices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s[2].as_str().unwrap().to_string())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        names(own["parent"].as_i64().unwrap()),
+        ["before fork", "parent 0", "parent 1"]
+    );
+    // The child's file holds only its own ranges: nothing of the parent's is repeated.
+    assert_eq!(
+        names(own["child"].as_i64().unwrap()),
+        ["child 0", "child 1", "child 2"]
+    );
+}
+
+#[test]
+fn a_program_killed_mid_run_leaves_a_readable_trace() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-kill");
+    let session = dir.join("session");
+    let _ = std::fs::remove_dir_all(&session);
+    let flush_ms = 50;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-q", "-o"])
+        .arg(&session)
+        .arg("--")
+        .arg(built("dataflow"))
+        .args(["--steps", "100000", "--quiet"])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_FLUSH_MS", flush_ms.to_string())
+        .spawn()
+        .unwrap();
+    // Let it run, find the program (opscope's child), and kill it outright.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let program = children_of(child.id() as i32)
+        .into_iter()
+        .next()
+        .expect("the program runs");
+    let killed_at = monotonic_ns();
+    // SAFETY: kill on a pid we just read; SIGKILL cannot be caught.
+    unsafe { libc::kill(program, libc::SIGKILL) };
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + 9),
+        "opscope reports the kill as shells do"
+    );
+
+    let files = recorded(&session);
+    let file = &files[&(program as i64)];
+    let slices = file["slices"].as_array().unwrap();
+    assert!(
+        slices.len() > 100,
+        "the run's ops before the kill: {}",
+        slices.len()
+    );
+    let last_end = slices
+        .iter()
+        .map(|s| s[3].as_i64().unwrap() + s[4].as_i64().unwrap())
+        .max()
+        .unwrap();
+    // Everything older than one flush interval is there (3 intervals of slack: the
+    // writer sleeps, drains and writes, and this machine is shared).
+    assert!(
+        last_end >= killed_at - 4 * flush_ms * 1_000_000,
+        "last event {} ms before the kill",
+        (killed_at - last_end) / 1_000_000
+    );
+    // And opscope itself reads it.
+    common::opscope_ok(&["info", session.to_str().unwrap()]);
+}
+
+fn children_of(pid: i32) -> Vec<i32> {
+    let text =
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    text.split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+fn monotonic_ns() -> i64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
