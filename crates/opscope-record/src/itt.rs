@@ -8,7 +8,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use crate::event::{Kind, Value};
@@ -183,6 +183,9 @@ fn function(name: &[u8]) -> Option<*mut c_void> {
         b"counter_dec_delta" => counter_dec_delta as *mut c_void,
         b"metadata_add" => metadata_add as *mut c_void,
         b"metadata_str_add" => metadata_str_add as *mut c_void,
+        b"event_create" => event_create as *mut c_void,
+        b"event_start" => event_start as *mut c_void,
+        b"event_end" => event_end as *mut c_void,
         b"pause" => pause as *mut c_void,
         b"resume" => resume as *mut c_void,
         b"get_timestamp" => get_timestamp as *mut c_void,
@@ -609,6 +612,63 @@ extern "C" fn metadata_str_add(
         session::record(Kind::Args, 0, &[], b"", |b| {
             b.arg(key, Value::Str(text));
         })
+    })
+}
+
+/// ITT "events" (`__itt_event_create` gives an int the program starts and ends): a
+/// fixed table of their names, read without a lock on each start.
+const MAX_EVENTS: usize = 4096;
+static EVENT_NAMES: [AtomicUsize; MAX_EVENTS] = [const { AtomicUsize::new(0) }; MAX_EVENTS];
+static EVENT_COUNT: AtomicUsize = AtomicUsize::new(0);
+static EVENT_LOCK: Mutex<()> = Mutex::new(());
+const EVENT_SOURCE: &[u8] = b"itt/events";
+
+extern "C" fn event_create(name: *const c_char, length: c_int) -> c_int {
+    guard(-1, || {
+        // SAFETY: ITT passes `length` bytes, or a NUL-terminated name when not positive.
+        let name = unsafe {
+            if length > 0 && !name.is_null() {
+                std::slice::from_raw_parts(name as *const u8, length as usize)
+            } else {
+                cstr(name)
+            }
+        };
+        let _lock = EVENT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let n = EVENT_COUNT.load(Ordering::Acquire);
+        if n >= MAX_EVENTS {
+            return -1;
+        }
+        let text: &'static [u8] = Box::leak(name.to_vec().into_boxed_slice());
+        let slot: &'static &'static [u8] = Box::leak(Box::new(text));
+        EVENT_NAMES[n].store(slot as *const &[u8] as usize, Ordering::Relaxed);
+        EVENT_COUNT.store(n + 1, Ordering::Release);
+        n as c_int
+    })
+}
+
+fn event_name(event: c_int) -> &'static [u8] {
+    let n = EVENT_COUNT.load(Ordering::Acquire);
+    match usize::try_from(event) {
+        Ok(i) if i < n => {
+            let p = EVENT_NAMES[i].load(Ordering::Relaxed) as *const &'static [u8];
+            // SAFETY: published slots point to leaked names that are never freed.
+            unsafe { *p }
+        }
+        _ => b"",
+    }
+}
+
+extern "C" fn event_start(event: c_int) -> c_int {
+    guard(-1, || {
+        session::record(Kind::Begin, 0, &[EVENT_SOURCE], event_name(event), |_| {});
+        0
+    })
+}
+
+extern "C" fn event_end(_event: c_int) -> c_int {
+    guard(-1, || {
+        session::record(Kind::End, 0, &[], b"", |_| {});
+        0
     })
 }
 
