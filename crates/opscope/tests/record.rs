@@ -615,6 +615,77 @@ fn a_dataloaders_worker_processes_are_recorded() {
 }
 
 #[test]
+fn each_torchrun_rank_writes_its_own_file() {
+    if !python_with(&["torch", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-torchrun");
+    let session = dir.join("session");
+    let pids = dir.join("rank");
+    let torchrun = Path::new(&python()).with_file_name("torchrun");
+    let out = record(
+        &session,
+        &torchrun,
+        &[
+            "--standalone",
+            "--nproc-per-node",
+            "2",
+            &script("ranks.py"),
+            pids.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ok(&out, "torchrun ranks.py");
+    let files = recorded(&session);
+    for rank in 0..2 {
+        let pid: i64 = std::fs::read_to_string(format!("{}.{rank}", pids.display()))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let file = files
+            .get(&pid)
+            .unwrap_or_else(|| panic!("no file for rank {rank} (pid {pid})"));
+        let all_reduces = slice_counts(file)
+            .get(&("itt/PyTorch".into(), "c10d::allreduce_".into()))
+            .copied();
+        assert_eq!(all_reduces, Some(3), "rank {rank}");
+    }
+}
+
+#[test]
+fn a_termination_request_to_opscope_reaches_the_program() {
+    let dir = scratch_dir("record-sigterm");
+    let session = dir.join("session");
+    let _ = std::fs::remove_dir_all(&session);
+    let program = "import signal, sys, time\n\
+                   signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))\n\
+                   print('ready', flush=True)\n\
+                   time.sleep(30)\n";
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-q", "-o"])
+        .arg(&session)
+        .args(["--", &python(), "-c", program])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert_eq!(line.trim(), "ready");
+    // SAFETY: kill on the pid of the opscope we started.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(
+        child.wait().unwrap().code(),
+        Some(42),
+        "the program's own SIGTERM handler ran"
+    );
+}
+
+#[test]
 fn a_fork_without_exec_gives_the_child_its_own_file() {
     if !python_with(&["nvtx", "perfetto"]) {
         return;
