@@ -14,18 +14,23 @@ use common::{python, repo_root, scratch_dir};
 use serde_json::Value;
 
 /// A binary built beside opscope by the workspace (the example, the injected library).
+/// `cargo test` leaves a library built only for tests in `deps/`: the newer copy wins.
 fn built(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_BIN_EXE_opscope"))
         .parent()
         .unwrap()
         .to_path_buf();
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is missing: build the workspace (`cargo build`, or `cargo test --workspace`) first",
-        path.display()
-    );
-    path
+    let newest = [dir.join(name), dir.join("deps").join(name)]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max();
+    match newest {
+        Some((_, path)) => path,
+        None => panic!(
+            "{name} is missing from {}: build the workspace (`cargo test --workspace` does)",
+            dir.display()
+        ),
+    }
 }
 
 /// Runs `opscope record -o DIR -- program args` with extra environment.
