@@ -37,6 +37,13 @@ pub enum Kind {
     /// A complete slice with its own begin (`id`) and end (the record's time), as ITT
     /// frame submissions give.
     Complete = 10,
+    /// Work that ran on a device (a CUDA kernel, copy or memset): begins at `id`, ends
+    /// at the record's time; args `device` and `stream` place it, `correlation` ties it
+    /// to the API call that launched it.
+    DeviceSlice = 11,
+    /// A CUDA runtime or driver API call reported after the fact: begins at `id`, ends
+    /// at the record's time, on the thread of its `thread` arg; `correlation` as above.
+    ApiSlice = 12,
 }
 
 impl Kind {
@@ -53,6 +60,8 @@ impl Kind {
             8 => Kind::Args,
             9 => Kind::OtherThreadName,
             10 => Kind::Complete,
+            11 => Kind::DeviceSlice,
+            12 => Kind::ApiSlice,
             _ => return None,
         })
     }

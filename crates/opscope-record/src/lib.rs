@@ -1,13 +1,15 @@
 //! `libopscope_record.so`, the library `opscope record` injects into the recorded
 //! program. It collects ITT tasks ([`itt`]) and NVTX ranges ([`nvtx`]) into per-thread
-//! rings ([`ring`]) on the hot path, and one writer thread per process ([`session`],
-//! [`writer`]) turns them into a Perfetto file in the session directory.
+//! rings ([`ring`]) on the hot path, CUDA activity from CUPTI's buffers ([`cupti`],
+//! experimental), and one writer thread per process ([`session`], [`writer`]) turns
+//! them into a Perfetto file in the session directory.
 //!
 //! Rules for everything here: no lock, allocation or system call per event; a full
 //! buffer drops and counts, never blocks; no panic crosses into the program; `fork`
 //! (with or without `exec`) and `SIGKILL` leave readable files.
 
 pub mod clock;
+pub mod cupti;
 pub mod event;
 mod ffi;
 pub mod itt;

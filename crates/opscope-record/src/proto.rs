@@ -44,6 +44,7 @@ pub const TRACK_PROCESS: u32 = 3;
 pub const TRACK_THREAD: u32 = 4;
 pub const TRACK_PARENT_UUID: u32 = 5;
 pub const TRACK_COUNTER: u32 = 8;
+pub const TRACK_DESCRIPTION: u32 = 14;
 pub const PROCESS_PID: u32 = 1;
 pub const PROCESS_NAME: u32 = 6;
 pub const THREAD_PID: u32 = 1;
@@ -59,6 +60,8 @@ pub const EVENT_TRACK_UUID: u32 = 11;
 pub const EVENT_NAME: u32 = 23;
 pub const EVENT_CATEGORIES: u32 = 22;
 pub const EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
+pub const EVENT_FLOW_IDS: u32 = 47;
+pub const EVENT_TERMINATING_FLOW_IDS: u32 = 48;
 pub const TYPE_SLICE_BEGIN: u64 = 1;
 pub const TYPE_SLICE_END: u64 = 2;
 pub const TYPE_INSTANT: u64 = 3;
@@ -91,6 +94,11 @@ pub fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
 }
 
 pub fn double(out: &mut Vec<u8>, field: u32, v: f64) {
+    varint(out, ((field as u64) << 3) | 1);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+pub fn fixed64(out: &mut Vec<u8>, field: u32, v: u64) {
     varint(out, ((field as u64) << 3) | 1);
     out.extend_from_slice(&v.to_le_bytes());
 }

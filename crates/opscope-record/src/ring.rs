@@ -105,8 +105,18 @@ impl ThreadBuffer {
         buffer
     }
 
-    /// Appends one record (`bytes.len()` a multiple of 8); false when it does not fit.
+    /// Appends one record (`bytes.len()` a multiple of 8); false (and counted as
+    /// dropped) when it does not fit.
     fn push(&self, bytes: &[u8]) -> bool {
+        let pushed = self.try_push(bytes);
+        if !pushed {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+        pushed
+    }
+
+    /// Appends one record if it fits, counting nothing when it does not.
+    fn try_push(&self, bytes: &[u8]) -> bool {
         let len = bytes.len() as u64;
         let cap = self.capacity as u64;
         let tail = self.tail.load(Ordering::Relaxed);
@@ -115,7 +125,6 @@ impl ThreadBuffer {
         let to_end = cap - at;
         let need = if len <= to_end { len } else { to_end + len };
         if tail.wrapping_sub(head) + need > cap {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
             return false;
         }
         let (mut at, mut tail) = (at, tail);
@@ -234,18 +243,24 @@ thread_local! {
     };
 }
 
+impl Slot {
+    fn buffer(&self) -> &'static ThreadBuffer {
+        match self.buffer.get() {
+            Some(b) => b,
+            None => {
+                let b = ThreadBuffer::claim();
+                self.buffer.set(Some(b));
+                b
+            }
+        }
+    }
+}
+
 /// Writes `bytes` (one record of kind `kind`) into the calling thread's buffer. Quietly
 /// does nothing on a thread that is being torn down.
 pub fn emit(kind: Kind, bytes: &[u8]) {
     let _ = SLOT.try_with(|slot| {
-        let buffer = match slot.buffer.get() {
-            Some(b) => b,
-            None => {
-                let b = ThreadBuffer::claim();
-                slot.buffer.set(Some(b));
-                b
-            }
-        };
+        let buffer = slot.buffer();
         match kind {
             Kind::Begin => {
                 let depth = slot.depth.get();
@@ -273,6 +288,20 @@ pub fn emit(kind: Kind, bytes: &[u8]) {
             _ => {
                 buffer.push(bytes);
             }
+        }
+    });
+}
+
+/// Like [`emit`] for records that open or close nothing, from a thread that may wait
+/// (a collector's own thread, never one of the program's): when the buffer is full,
+/// `make_room` runs (the writer drains it) and the record is tried once more before it
+/// is dropped. CUPTI hands over thousands of records at once, more than a buffer holds.
+pub fn emit_or_make_room(bytes: &[u8], make_room: impl FnOnce()) {
+    let _ = SLOT.try_with(|slot| {
+        let buffer = slot.buffer();
+        if !buffer.try_push(bytes) {
+            make_room();
+            buffer.push(bytes);
         }
     });
 }
@@ -334,6 +363,18 @@ mod tests {
         assert_eq!(next_in, next_out);
         assert!(dropped > 0, "the big rounds overflow a 64 KiB ring");
         assert_eq!(b.take_dropped(), dropped);
+    }
+
+    #[test]
+    fn a_full_ring_counts_a_drop_only_when_the_record_is_given_up() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let r = record(0, 100);
+        while b.try_push(&r) {}
+        assert_eq!(b.take_dropped(), 0, "trying is not dropping");
+        assert!(!b.push(&r));
+        assert_eq!(b.take_dropped(), 1);
+        b.drain(&mut |_| {});
+        assert!(b.try_push(&r), "room again after a drain");
     }
 
     #[test]

@@ -1,5 +1,5 @@
-//! The recording's life in one process: the first ITT or NVTX initialisation opens the
-//! process's file in the session directory and starts the writer thread; an `atexit`
+//! The recording's life in one process: the first ITT, NVTX or CUDA initialisation opens
+//! the process's file in the session directory and starts the writer thread; an `atexit`
 //! handler writes what is left; after `fork` the child starts over with its own file
 //! and writer. Nothing here may block the program for long or panic into it.
 
@@ -111,6 +111,41 @@ pub fn record(
     let mut b = Builder::new(kind, crate::clock::monotonic_ns(), id, category, name);
     args(&mut b);
     ring::emit(kind, b.finish());
+}
+
+/// Records an event that happened at `ts` (not now), from a collector's own thread:
+/// CUPTI reports device work and API calls after the fact, in batches larger than a
+/// thread's buffer, so a full buffer makes the writer drain (the collector waits)
+/// instead of dropping. Never for `Begin`/`End`, whose nesting the ring tracks.
+pub fn record_at(
+    kind: Kind,
+    ts: u64,
+    id: u64,
+    category: &[&[u8]],
+    name: &[u8],
+    args: impl FnOnce(&mut Builder),
+) {
+    debug_assert!(!matches!(kind, Kind::Begin | Kind::End));
+    if !enabled() {
+        return;
+    }
+    let mut b = Builder::new(kind, ts, id, category, name);
+    args(&mut b);
+    ring::emit_or_make_room(b.finish(), drain_now);
+}
+
+/// Has the writer drain every thread's buffer now.
+fn drain_now() {
+    if STATE.load(Ordering::Acquire) != RUNNING {
+        return;
+    }
+    let _ = std::panic::catch_unwind(|| {
+        WRITER.with(|w| {
+            if let Some(writer) = w.as_mut() {
+                let _ = writer.drain();
+            }
+        })
+    });
 }
 
 /// Opens this process's file and starts the writer thread, once per process.
@@ -253,7 +288,7 @@ pub fn flush() {
     let _ = std::panic::catch_unwind(|| {
         WRITER.with(|w| {
             if let Some(writer) = w.as_mut() {
-                let _ = writer.drain();
+                let _ = writer.drain().and_then(|()| writer.write_held());
             }
         })
     });

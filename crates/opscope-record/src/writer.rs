@@ -1,10 +1,12 @@
 //! Turns drained records into a Perfetto trace file, one per process: each thread's
 //! records are a packet sequence of their own (interned names and categories,
 //! timestamps as deltas of an incremental clock), ranges that may end on another thread
-//! go to per-category lane tracks, and every flush appends one zlib-compressed chunk, so
-//! a file cut off by a kill holds every chunk written before it.
+//! go to per-category lane tracks, device work to a track per GPU stream (laid out as
+//! opscope's exporter lays out devices) with a flow from the CUDA call on its thread
+//! that launched it, and every flush appends one zlib-compressed chunk, so a file cut
+//! off by a kill holds every chunk written before it.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 
@@ -44,7 +46,62 @@ struct Sequence {
 /// free for its whole span.
 #[derive(Default)]
 struct Lanes {
-    lanes: Vec<(u64, Vec<(u64, u64)>)>,
+    /// Each lane's track and spans, sorted: spans of a lane do not overlap, so their
+    /// ends are sorted too and one neighbour tells whether a new span fits.
+    lanes: Vec<(u64, BTreeSet<(u64, u64)>)>,
+}
+
+/// Whether `[begin, end]` overlaps none of `spans` (touching is not overlapping).
+fn fits(spans: &BTreeSet<(u64, u64)>, begin: u64, end: u64) -> bool {
+    // The span starting last before `end` ends last among those that could overlap.
+    spans
+        .range(..(end, 0))
+        .next_back()
+        .is_none_or(|&(_, e)| e <= begin)
+}
+
+/// The device (GPU index) of synthetic processes: above any Linux pid (at most 2^22),
+/// distinct per recording process so that files put together never merge devices.
+fn device_pid(pid: i32, device: u32) -> i32 {
+    (1 << 30) | (((device & 0xFF) as i32) << 22) | (pid & 0x3F_FFFF)
+}
+
+/// Device work of one drain, placed once it is sorted: a stream's work never overlaps,
+/// but CUPTI may hand it over out of order.
+struct DeviceWork {
+    begin: u64,
+    end: u64,
+    device: u32,
+    stream: u32,
+    correlation: u32,
+    category: Vec<u8>,
+    name: Vec<u8>,
+    annotations: Vec<u8>,
+}
+
+/// A CUDA API call whose device work may still come: held back (for [`HOLD_NS`], at
+/// most [`MAX_HELD_CALLS`]) so that, if it does, both get one flow. A flow id on a call
+/// that launched nothing would be a flow without an end.
+struct HeldCall {
+    begin: u64,
+    end: u64,
+    tid: i32,
+    category: Vec<u8>,
+    name: Vec<u8>,
+    annotations: Vec<u8>,
+}
+
+/// How long a CUDA call waits for its device work (CUPTI hands buffers over when they
+/// are full: work and call may be some seconds apart).
+const HOLD_NS: u64 = 10_000_000_000;
+const MAX_HELD_CALLS: usize = 1 << 16;
+
+/// Which side of a flow an event is.
+#[derive(Clone, Copy)]
+enum Flow {
+    None,
+    Out(u64),
+    In(u64),
 }
 
 struct OpenRange {
@@ -67,6 +124,16 @@ pub struct Writer {
     open_ranges: HashMap<(Vec<u8>, u64), OpenRange>,
     /// Ends of ranges whose begin was not seen yet (it is on a thread drained later).
     early_ends: HashMap<(Vec<u8>, u64), u64>,
+    /// Process track of each device.
+    devices: HashMap<u32, u64>,
+    /// Tracks of each (device, stream): the stream's own, then overflow lanes, each with
+    /// the end of its last slice.
+    streams: HashMap<(u32, u32), Vec<(u64, u64)>>,
+    device_work: Vec<DeviceWork>,
+    held_calls: HashMap<u32, HeldCall>,
+    /// Correlation ids of held calls and when they came, oldest first (ids of calls
+    /// written since are skipped).
+    held_order: VecDeque<(u32, u64)>,
     totals: Totals,
 }
 
@@ -87,6 +154,11 @@ impl Writer {
             lanes: HashMap::new(),
             open_ranges: HashMap::new(),
             early_ends: HashMap::new(),
+            devices: HashMap::new(),
+            streams: HashMap::new(),
+            device_work: Vec::new(),
+            held_calls: HashMap::new(),
+            held_order: VecDeque::new(),
             totals: Totals::default(),
         };
         let snapshot = clock::Snapshot::now();
@@ -115,6 +187,9 @@ impl Writer {
                 pb::bytes(p, pb::PROCESS_NAME, process_name);
             });
         });
+        // At once, so a process killed before its first flush still leaves a file that
+        // says whose it is.
+        let _ = w.write_chunk();
         w
     }
 
@@ -187,6 +262,8 @@ impl Writer {
                 buffer.release();
             }
         }
+        self.place_device_work();
+        self.release_held_calls(false);
         self.write_chunk()
     }
 
@@ -355,6 +432,52 @@ impl Writer {
                 }
                 self.range(r.category, r.id, r.ts.max(r.id), r.name, &annotations);
             }
+            Kind::DeviceSlice => {
+                let mut work = DeviceWork {
+                    begin: r.id,
+                    end: r.ts.max(r.id),
+                    device: 0,
+                    stream: 0,
+                    correlation: 0,
+                    category: r.category.to_vec(),
+                    name: r.name.to_vec(),
+                    annotations: Vec::new(),
+                };
+                for (k, v) in r.args() {
+                    match (k, number(v)) {
+                        (b"device", Some(n)) => work.device = n as u32,
+                        (b"stream", Some(n)) => work.stream = n as u32,
+                        (b"correlation", Some(n)) => work.correlation = n as u32,
+                        _ => {}
+                    }
+                    annotation(&mut work.annotations, k, v);
+                }
+                self.device_work.push(work);
+            }
+            Kind::ApiSlice => {
+                let mut call = HeldCall {
+                    begin: r.id,
+                    end: r.ts.max(r.id),
+                    tid,
+                    category: r.category.to_vec(),
+                    name: r.name.to_vec(),
+                    annotations: Vec::new(),
+                };
+                let mut correlation = 0;
+                for (k, v) in r.args() {
+                    match (k, number(v)) {
+                        (b"thread", Some(n)) => call.tid = n as i32,
+                        (b"correlation", Some(n)) => correlation = n as u32,
+                        _ => {}
+                    }
+                    annotation(&mut call.annotations, k, v);
+                }
+                if correlation == 0 {
+                    self.write_call(call, Flow::None);
+                } else {
+                    self.hold_call(correlation, call);
+                }
+            }
             Kind::Wrap => {}
         }
     }
@@ -382,10 +505,10 @@ impl Writer {
         let free = lanes
             .lanes
             .iter()
-            .position(|(_, spans)| spans.iter().all(|&(b, e)| end <= b || begin >= e));
+            .position(|(_, spans)| fits(spans, begin, end));
         let track = match free {
             Some(i) => {
-                lanes.lanes[i].1.push((begin, end));
+                lanes.lanes[i].1.insert((begin, end));
                 lanes.lanes[i].0
             }
             None => {
@@ -402,7 +525,7 @@ impl Writer {
                     pb::bytes(d, pb::TRACK_NAME, &title);
                 });
                 let lanes = self.lanes.entry(category.to_vec()).or_default();
-                lanes.lanes.push((uuid, vec![(begin, end)]));
+                lanes.lanes.push((uuid, BTreeSet::from([(begin, end)])));
                 uuid
             }
         };
@@ -417,6 +540,152 @@ impl Writer {
         self.absolute_event(end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
     }
 
+    /// The process track of `device`, described on first use as opscope's exporter
+    /// describes a device's process (`opscope:device=gpu:N`).
+    fn device_process(&mut self, device: u32) -> u64 {
+        if let Some(&uuid) = self.devices.get(&device) {
+            return uuid;
+        }
+        let uuid = self.uuid();
+        self.devices.insert(device, uuid);
+        let pid = device_pid(self.pid, device) as u64;
+        self.descriptor(|d| {
+            uint(d, pb::TRACK_UUID, uuid);
+            pb::bytes(
+                d,
+                pb::TRACK_DESCRIPTION,
+                format!("opscope:device=gpu:{device}").as_bytes(),
+            );
+            message(d, pb::TRACK_PROCESS, |p| {
+                uint(p, pb::PROCESS_PID, pid);
+                pb::bytes(p, pb::PROCESS_NAME, format!("GPU {device}").as_bytes());
+            });
+        });
+        uuid
+    }
+
+    /// A track of `(device, stream)` free from `begin` on: the stream's own (a thread
+    /// of the device's process, marked `opscope:kind=gpu_stream`, as the exporter writes
+    /// streams), or an overflow lane under it (`opscope:lane`) for work that overlaps.
+    fn stream_track(&mut self, device: u32, stream: u32, begin: u64, end: u64) -> u64 {
+        let (free, number) = match self.streams.get_mut(&(device, stream)) {
+            Some(lanes) => {
+                let number = lanes.len();
+                (lanes.iter_mut().find(|(_, last)| *last <= begin), number)
+            }
+            None => (None, 0),
+        };
+        if let Some((uuid, last)) = free {
+            *last = end;
+            return *uuid;
+        }
+        let uuid = self.uuid();
+        let name = format!("stream {stream}");
+        if number == 0 {
+            let parent = self.device_process(device);
+            let pid = device_pid(self.pid, device) as u64;
+            self.descriptor(|d| {
+                uint(d, pb::TRACK_UUID, uuid);
+                uint(d, pb::TRACK_PARENT_UUID, parent);
+                pb::bytes(d, pb::TRACK_DESCRIPTION, b"opscope:kind=gpu_stream");
+                message(d, pb::TRACK_THREAD, |t| {
+                    uint(t, pb::THREAD_PID, pid);
+                    uint(t, pb::THREAD_TID, stream as u64);
+                    pb::bytes(t, pb::THREAD_NAME, name.as_bytes());
+                });
+            });
+        } else {
+            let parent = self.streams[&(device, stream)][0].0;
+            self.descriptor(|d| {
+                uint(d, pb::TRACK_UUID, uuid);
+                uint(d, pb::TRACK_PARENT_UUID, parent);
+                pb::bytes(
+                    d,
+                    pb::TRACK_NAME,
+                    format!("{name} #{}", number + 1).as_bytes(),
+                );
+                pb::bytes(d, pb::TRACK_DESCRIPTION, b"opscope:lane");
+            });
+        }
+        self.streams
+            .entry((device, stream))
+            .or_default()
+            .push((uuid, end));
+        uuid
+    }
+
+    /// Writes this drain's device work in time order, with a flow from the call that
+    /// launched it when that call is held.
+    fn place_device_work(&mut self) {
+        let mut work = std::mem::take(&mut self.device_work);
+        work.sort_by_key(|w| (w.begin, w.end));
+        for w in work.drain(..) {
+            let flow = match self.held_calls.remove(&w.correlation) {
+                Some(call) if w.correlation != 0 => {
+                    let id = w.correlation as u64;
+                    self.write_call(call, Flow::Out(id));
+                    Flow::In(id)
+                }
+                _ => Flow::None,
+            };
+            let track = self.stream_track(w.device, w.stream, w.begin, w.end);
+            self.flow_event(
+                w.begin,
+                track,
+                pb::TYPE_SLICE_BEGIN,
+                &w.category,
+                &w.name,
+                &w.annotations,
+                flow,
+            );
+            self.absolute_event(w.end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
+        }
+        // Keep the allocation for the next drain.
+        self.device_work = work;
+    }
+
+    fn hold_call(&mut self, correlation: u32, call: HeldCall) {
+        if let Some(earlier) = self.held_calls.insert(correlation, call) {
+            // Correlation ids are unique; one seen twice ties nothing.
+            self.write_call(earlier, Flow::None);
+        }
+        self.held_order
+            .push_back((correlation, clock::monotonic_ns()));
+    }
+
+    /// Writes the held calls that waited long enough (all of them when `all`), or that
+    /// are too many, without a flow.
+    fn release_held_calls(&mut self, all: bool) {
+        let now = clock::monotonic_ns();
+        while let Some(&(correlation, since)) = self.held_order.front() {
+            let due = all
+                || now.saturating_sub(since) >= HOLD_NS
+                || self.held_calls.len() > MAX_HELD_CALLS;
+            if !due && self.held_calls.contains_key(&correlation) {
+                break;
+            }
+            self.held_order.pop_front();
+            if let Some(call) = self.held_calls.remove(&correlation) {
+                self.write_call(call, Flow::None);
+            }
+        }
+    }
+
+    /// A CUDA API call on its thread's track.
+    fn write_call(&mut self, call: HeldCall, flow: Flow) {
+        let track = self.thread_track(call.tid, None);
+        self.flow_event(
+            call.begin,
+            track,
+            pb::TYPE_SLICE_BEGIN,
+            &call.category,
+            &call.name,
+            &call.annotations,
+            flow,
+        );
+        self.absolute_event(call.end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
+    }
+
     /// A packet on the global sequence, at an absolute `CLOCK_MONOTONIC` time.
     fn absolute_event(
         &mut self,
@@ -426,6 +695,22 @@ impl Writer {
         category: &[u8],
         name: &[u8],
         annotations: &[u8],
+    ) {
+        self.flow_event(ts, track, kind, category, name, annotations, Flow::None);
+    }
+
+    /// [`Writer::absolute_event`] with one end of a flow: Perfetto draws an arrow from
+    /// the event with `flow_ids` to the one with the same `terminating_flow_ids`.
+    #[allow(clippy::too_many_arguments)]
+    fn flow_event(
+        &mut self,
+        ts: u64,
+        track: u64,
+        kind: u64,
+        category: &[u8],
+        name: &[u8],
+        annotations: &[u8],
+        flow: Flow,
     ) {
         message(&mut self.packets, pb::PACKET, |p| {
             uint(p, pb::PACKET_TIMESTAMP, ts);
@@ -439,6 +724,11 @@ impl Writer {
                 }
                 if !name.is_empty() {
                     pb::bytes(e, pb::EVENT_NAME, name);
+                }
+                match flow {
+                    Flow::None => {}
+                    Flow::Out(id) => pb::fixed64(e, pb::EVENT_FLOW_IDS, id),
+                    Flow::In(id) => pb::fixed64(e, pb::EVENT_TERMINATING_FLOW_IDS, id),
                 }
                 e.extend_from_slice(annotations);
             });
@@ -567,9 +857,17 @@ impl Writer {
         seq.last_ts = Some(ts);
     }
 
+    /// Writes held CUDA calls now, without waiting for their device work: for exits
+    /// that skip `atexit`, which end the process right after.
+    pub fn write_held(&mut self) -> std::io::Result<()> {
+        self.release_held_calls(true);
+        self.write_chunk()
+    }
+
     /// Ranges still open at the end are written as begun and never ended.
     pub fn finish(&mut self) -> std::io::Result<()> {
         self.drain()?;
+        self.release_held_calls(true);
         let open: Vec<_> = self.open_ranges.drain().collect();
         for ((category, _), range) in open {
             let now = clock::monotonic_ns().max(range.ts);
@@ -600,6 +898,15 @@ impl Writer {
     }
 }
 
+/// An integer arg's value.
+fn number(value: Value<'_>) -> Option<u64> {
+    match value {
+        Value::U64(v) => Some(v),
+        Value::I64(v) => Some(v as u64),
+        Value::F64(_) | Value::Str(_) => None,
+    }
+}
+
 /// Appends one debug annotation (`TrackEvent.debug_annotations`) for an arg.
 fn annotation(out: &mut Vec<u8>, key: &[u8], value: Value<'_>) {
     message(out, pb::EVENT_DEBUG_ANNOTATIONS, |a| {
@@ -611,4 +918,120 @@ fn annotation(out: &mut Vec<u8>, key: &[u8], value: Value<'_>) {
             Value::Str(s) => pb::bytes(a, pb::ANNOTATION_STRING, s),
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::Builder;
+
+    fn writer() -> Writer {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/null")
+            .unwrap();
+        Writer::new(file, 4321, b"test")
+    }
+
+    fn sequence() -> Sequence {
+        Sequence {
+            claim: 0,
+            id: 99,
+            track: 0,
+            last_ts: None,
+            names: HashMap::new(),
+            categories: HashMap::new(),
+            next_iid: 1,
+            open_args: Vec::new(),
+        }
+    }
+
+    fn feed(w: &mut Writer, kind: Kind, begin: u64, end: u64, args: &[(&[u8], u64)]) {
+        let mut b = Builder::new(kind, end, begin, &[b"cuda/kernel"], b"k");
+        for &(k, v) in args {
+            b.arg(k, Value::U64(v));
+        }
+        let bytes = b.finish().to_vec();
+        let r = Record::parse(&bytes).unwrap();
+        w.record(&mut sequence(), 1, &r);
+    }
+
+    fn work(w: &mut Writer, device: u64, stream: u64, begin: u64, end: u64) {
+        let args: [(&[u8], u64); 2] = [(b"device", device), (b"stream", stream)];
+        feed(w, Kind::DeviceSlice, begin, end, &args);
+    }
+
+    #[test]
+    fn a_streams_work_shares_one_track_unless_it_overlaps() {
+        let mut w = writer();
+        // Out of order within a drain, touching: one track.
+        work(&mut w, 0, 7, 10, 20);
+        work(&mut w, 0, 7, 0, 10);
+        work(&mut w, 0, 7, 20, 20);
+        w.place_device_work();
+        assert_eq!(w.streams[&(0, 7)].len(), 1);
+        // Earlier than what was placed (a later drain): a lane.
+        work(&mut w, 0, 7, 5, 8);
+        w.place_device_work();
+        assert_eq!(w.streams[&(0, 7)].len(), 2);
+        // Overlapping work of another stream: a lane; the first free one is reused.
+        work(&mut w, 1, 9, 0, 100);
+        work(&mut w, 1, 9, 50, 150);
+        work(&mut w, 1, 9, 150, 160);
+        w.place_device_work();
+        assert_eq!(w.streams[&(1, 9)].len(), 2);
+        assert_eq!(w.devices.len(), 2);
+        // Device processes get pids no process can have, distinct per device.
+        assert!(device_pid(4321, 0) > 1 << 22);
+        assert_ne!(device_pid(4321, 0), device_pid(4321, 1));
+        assert_ne!(device_pid(4321, 0), device_pid(4322, 0));
+    }
+
+    #[test]
+    fn held_calls_are_written_when_their_work_comes_or_when_too_many() {
+        let mut w = writer();
+        let call = |w: &mut Writer, correlation: u64| {
+            let args: [(&[u8], u64); 2] = [(b"thread", 1), (b"correlation", correlation)];
+            feed(w, Kind::ApiSlice, 0, 1, &args);
+        };
+        for c in 1..=(MAX_HELD_CALLS as u64 + 10) {
+            call(&mut w, c);
+        }
+        call(&mut w, 0); // no correlation: written at once
+        assert_eq!(w.held_calls.len(), MAX_HELD_CALLS + 10);
+        let args: [(&[u8], u64); 3] = [(b"device", 0), (b"stream", 1), (b"correlation", 20)];
+        feed(&mut w, Kind::DeviceSlice, 5, 6, &args);
+        w.place_device_work();
+        assert!(!w.held_calls.contains_key(&20), "matched and written");
+        w.release_held_calls(false);
+        assert_eq!(w.held_calls.len(), MAX_HELD_CALLS);
+        assert!(!w.held_calls.contains_key(&1), "the oldest go first");
+        w.release_held_calls(true);
+        assert!(w.held_calls.is_empty());
+        assert!(w.held_order.is_empty());
+    }
+
+    #[test]
+    fn lane_fitting_agrees_with_checking_every_span() {
+        let mut state = 7u64;
+        let mut next = |n: u64| {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 33) % n
+        };
+        let mut lane: Vec<(u64, u64)> = Vec::new();
+        let mut spans = BTreeSet::new();
+        for _ in 0..5000 {
+            let begin = next(1000);
+            let end = begin + next(4) * next(20);
+            let slow = lane.iter().all(|&(b, e)| end <= b || begin >= e);
+            assert_eq!(fits(&spans, begin, end), slow, "[{begin}, {end}]");
+            if slow {
+                lane.push((begin, end));
+                spans.insert((begin, end));
+            }
+        }
+        assert!(lane.len() > 100);
+    }
 }

@@ -35,15 +35,37 @@ pub use import::import;
 /// The kind of an event written by `opscope record`'s injected library, from its
 /// category: ITT tasks (`itt/<domain>`) are ops (oneDNN primitives, PyTorch's
 /// `emit_itt` ops), ITT frames (`itt.frame/<domain>`) steps, NVTX ranges and marks
-/// (`nvtx`, `nvtx/<domain>`) annotations. The category is the only place the library
-/// can say it without spending bytes on every event.
+/// (`nvtx`, `nvtx/<domain>`) annotations, and CUPTI's records (`cuda/kernel`,
+/// `cuda/memcpy/<direction>`, `cuda/memset`, `cuda/runtime`, `cuda/driver`,
+/// `cuda/sync`) what they name. The category is the only place the library can say it
+/// without spending bytes on every event.
 fn recorded_kind(category: &str) -> Option<opscope_model::SliceKind> {
-    use opscope_model::SliceKind;
-    let source = category.split_once('/').map_or(category, |(s, _)| s);
+    use opscope_model::{CopyDirection, SliceKind};
+    let (source, rest) = category.split_once('/').unwrap_or((category, ""));
     match source {
         "itt" => Some(SliceKind::Op),
         "itt.frame" => Some(SliceKind::Step),
         "nvtx" => Some(SliceKind::Annotation),
+        "cuda" => match rest {
+            "kernel" => Some(SliceKind::Kernel),
+            "memset" => Some(SliceKind::Memset),
+            "runtime" => Some(SliceKind::Runtime),
+            "driver" => Some(SliceKind::Driver),
+            "sync" => Some(SliceKind::Sync),
+            _ => {
+                let direction = rest
+                    .strip_prefix("memcpy")
+                    .filter(|d| d.is_empty() || d.starts_with('/'))?;
+                Some(SliceKind::Memcpy(match direction {
+                    "/htod" => CopyDirection::H2D,
+                    "/dtoh" => CopyDirection::D2H,
+                    "/dtod" => CopyDirection::D2D,
+                    "/ptop" => CopyDirection::P2P,
+                    "/htoh" => CopyDirection::H2H,
+                    _ => CopyDirection::Unknown,
+                }))
+            }
+        },
         _ => None,
     }
 }
@@ -120,4 +142,61 @@ fn escape(s: &str) -> String {
 
 fn unescape(s: &str) -> String {
     s.replace("%3B", ";").replace("%25", "%")
+}
+
+#[cfg(test)]
+mod recorded_kind_tests {
+    use super::recorded_kind;
+    use opscope_model::{CopyDirection, SliceKind};
+
+    #[test]
+    fn recorder_categories_give_their_kinds() {
+        for (category, kind) in [
+            ("itt/PyTorch", Some(SliceKind::Op)),
+            ("itt.frame/train", Some(SliceKind::Step)),
+            ("nvtx", Some(SliceKind::Annotation)),
+            ("nvtx/TSL", Some(SliceKind::Annotation)),
+            ("cuda/kernel", Some(SliceKind::Kernel)),
+            (
+                "cuda/memcpy/htod",
+                Some(SliceKind::Memcpy(CopyDirection::H2D)),
+            ),
+            (
+                "cuda/memcpy/dtoh",
+                Some(SliceKind::Memcpy(CopyDirection::D2H)),
+            ),
+            (
+                "cuda/memcpy/dtod",
+                Some(SliceKind::Memcpy(CopyDirection::D2D)),
+            ),
+            (
+                "cuda/memcpy/ptop",
+                Some(SliceKind::Memcpy(CopyDirection::P2P)),
+            ),
+            (
+                "cuda/memcpy/htoh",
+                Some(SliceKind::Memcpy(CopyDirection::H2H)),
+            ),
+            (
+                "cuda/memcpy/other",
+                Some(SliceKind::Memcpy(CopyDirection::Unknown)),
+            ),
+            (
+                "cuda/memcpy",
+                Some(SliceKind::Memcpy(CopyDirection::Unknown)),
+            ),
+            ("cuda/memset", Some(SliceKind::Memset)),
+            ("cuda/runtime", Some(SliceKind::Runtime)),
+            ("cuda/driver", Some(SliceKind::Driver)),
+            ("cuda/sync", Some(SliceKind::Sync)),
+            ("cuda/memcpyx", None),
+            ("cuda", None),
+            ("cuda/other", None),
+            ("cuda_runtime", None),
+            ("kernel", None),
+            ("", None),
+        ] {
+            assert_eq!(recorded_kind(category), kind, "{category}");
+        }
+    }
 }

@@ -33,6 +33,9 @@ pub struct Args {
     /// Leave Python programs alone (no bootstrap on PYTHONPATH).
     #[arg(long)]
     no_python: bool,
+    /// Record CUDA kernels, copies and API calls through CUPTI (experimental: not yet run on a GPU).
+    #[arg(long)]
+    cupti: bool,
     /// Sample CPU, memory and threads of every process every N ms (0: off).
     #[arg(long, value_name = "N", default_value_t = 100)]
     sample_ms: u64,
@@ -48,6 +51,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let options = Options {
         output: args.output,
         python: args.python || !args.no_python,
+        cupti: args.cupti,
         sample_ms: args.sample_ms,
         quiet: args.quiet,
         command: args.command,

@@ -3,6 +3,7 @@
 //! sample its process tree, pass its exit status through, and summarise the session.
 
 mod bootstrap;
+mod nvml;
 mod sampler;
 mod signals;
 
@@ -26,6 +27,8 @@ const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
 pub struct Options {
     pub output: Option<PathBuf>,
     pub python: bool,
+    /// Also name the library as CUDA injection (`CUDA_INJECTION64_PATH`): CUPTI.
+    pub cupti: bool,
     pub sample_ms: u64,
     pub quiet: bool,
     pub command: Vec<OsString>,
@@ -48,6 +51,9 @@ pub fn run(options: &Options) -> Result<ExitCode> {
         .env("INTEL_LIBITTNOTIFY64", &library)
         .env("NVTX_INJECTION64_PATH", &library)
         .env(SESSION_DIR_ENV, &dir);
+    if options.cupti {
+        command.env("CUDA_INJECTION64_PATH", &library);
+    }
     if options.python {
         let site = bootstrap::install(&dir)?;
         let mut path = OsString::from(site.as_os_str());

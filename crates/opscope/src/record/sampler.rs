@@ -1,7 +1,8 @@
 //! Samples every process of the recorded tree from `/proc` (CPU use, resident memory,
 //! threads), so that every process appears in the session, even those that never
-//! loaded the injected library, and writes the samples as counter tracks of a Perfetto
-//! file on the recording clock (`CLOCK_MONOTONIC`).
+//! loaded the injected library, and each GPU through NVML where there is one; writes
+//! the samples as counter tracks of a Perfetto file on the recording clock
+//! (`CLOCK_MONOTONIC`).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -11,7 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Result;
-use opscope_model::{ArgsId, ClockDomain, LinearTransform, Source, Trace, TrackKind};
+use opscope_model::{ArgsId, ClockDomain, DeviceKind, LinearTransform, Source, Trace, TrackKind};
 
 /// One process as the sampler saw it.
 #[derive(Default)]
@@ -22,9 +23,17 @@ struct Seen {
     last_ticks: Option<(i64, u64)>,
 }
 
+/// What the sampler collected: per process, and per GPU (when NVML exists) the time,
+/// utilisation % and memory used.
+#[derive(Default)]
+struct Samples {
+    processes: BTreeMap<i32, Seen>,
+    gpus: Vec<Vec<(i64, f64, f64)>>,
+}
+
 pub struct Sampler {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<BTreeMap<i32, Seen>>,
+    thread: JoinHandle<Samples>,
 }
 
 /// Starts sampling the processes descended from opscope (the program `child` and any
@@ -33,16 +42,27 @@ pub fn start(child: i32, interval_ms: u64) -> Sampler {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = Arc::clone(&stop);
     let thread = std::thread::spawn(move || {
-        let mut seen = BTreeMap::new();
+        let mut samples = Samples::default();
+        let nvml = super::nvml::Nvml::open();
         let interval = Duration::from_millis(interval_ms.max(1));
         loop {
-            sample(&mut seen, child);
+            sample(&mut samples.processes, child);
+            if let Some(nvml) = &nvml {
+                let now = monotonic_ns();
+                let readings = nvml.read();
+                samples.gpus.resize_with(readings.len(), Vec::new);
+                for (gpu, r) in samples.gpus.iter_mut().zip(readings) {
+                    if let Some(r) = r {
+                        gpu.push((now, r.utilization_percent, r.memory_used_bytes));
+                    }
+                }
+            }
             if flag.load(Ordering::Relaxed) {
                 break;
             }
             std::thread::sleep(interval);
         }
-        seen
+        samples
     });
     Sampler { stop, thread }
 }
@@ -51,8 +71,8 @@ impl Sampler {
     /// Stops sampling and writes the samples to `path`.
     pub fn finish(self, path: &Path) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
-        let seen = self.thread.join().unwrap_or_default();
-        let trace = to_trace(&seen, path);
+        let samples = self.thread.join().unwrap_or_default();
+        let trace = to_trace(&samples, path);
         let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
         opscope_formats::perfetto::export(&trace, &mut file)?;
         use std::io::Write;
@@ -170,7 +190,7 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
     }
 }
 
-fn to_trace(seen: &BTreeMap<i32, Seen>, path: &Path) -> Trace {
+fn to_trace(samples: &Samples, path: &Path) -> Trace {
     let mut trace = Trace::new();
     let clock_name = trace.intern("CLOCK_MONOTONIC");
     let clock = trace.add_clock(ClockDomain {
@@ -194,7 +214,7 @@ fn to_trace(seen: &BTreeMap<i32, Seen>, path: &Path) -> Trace {
         trace.intern("resident bytes"),
         trace.intern("threads"),
     ];
-    for (&pid, s) in seen {
+    for (&pid, s) in &samples.processes {
         let process = trace.process(source, pid as i64);
         if !s.name.is_empty() {
             let name = trace.intern(&s.name);
@@ -205,6 +225,23 @@ fn to_trace(seen: &BTreeMap<i32, Seen>, path: &Path) -> Trace {
             for (track, value) in tracks.iter().zip([cpu, rss, threads]) {
                 trace.counters.push(*track, ts, value);
             }
+        }
+    }
+    let gpu_names = [
+        trace.intern("GPU utilisation %"),
+        trace.intern("GPU memory used bytes"),
+    ];
+    for (index, readings) in samples.gpus.iter().enumerate() {
+        let device = trace.device(source, DeviceKind::Gpu, index as u32);
+        // Devices are "processes" of their own, with pids no process has.
+        let process = trace.process(source, -(index as i64) - 1);
+        let name = trace.intern(&format!("GPU {index}"));
+        trace.processes[process.index()].name = Some(name);
+        trace.processes[process.index()].device = Some(device);
+        let tracks = gpu_names.map(|n| trace.named_track(Some(process), TrackKind::Counter, n, 0));
+        for &(ts, utilization, memory) in readings {
+            trace.counters.push(tracks[0], ts, utilization);
+            trace.counters.push(tracks[1], ts, memory);
         }
     }
     trace.finish();
