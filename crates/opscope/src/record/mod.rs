@@ -52,7 +52,11 @@ pub fn run(options: &Options) -> Result<ExitCode> {
         .env("NVTX_INJECTION64_PATH", &library)
         .env(SESSION_DIR_ENV, &dir);
     if options.cupti {
-        command.env("CUDA_INJECTION64_PATH", &library);
+        // The bootstrap then leaves TensorFlow's and JAX's profilers off: on GPU builds
+        // they would take CUPTI over (one subscriber per process).
+        command
+            .env("CUDA_INJECTION64_PATH", &library)
+            .env("OPSCOPE_CUPTI", "1");
     }
     if options.python {
         let site = bootstrap::install(&dir)?;

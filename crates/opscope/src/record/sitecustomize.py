@@ -4,7 +4,7 @@ Runs the `sitecustomize` this one shadows, then waits for frameworks to be impor
 - torch: turns on `torch.autograd.profiler.emit_itt()`, so each aten op is an ITT task
   that opscope's collector records;
 - tensorflow / jax: runs their profiler for the whole program, writing its XPlane into
-  the session directory.
+  the session directory (not with `--cupti`: on GPU builds it would take CUPTI over).
 A program that imports none of them is left as it is. Nothing here may raise into the
 program: every hook is guarded.
 """
@@ -72,6 +72,9 @@ def _on_jax(jax):
 
 
 _HOOKS = {"torch": _on_torch, "tensorflow": _on_tensorflow, "jax": _on_jax}
+if os.environ.get("OPSCOPE_CUPTI") == "1":
+    # opscope records CUDA through CUPTI itself; these profilers would take it over.
+    del _HOOKS["tensorflow"], _HOOKS["jax"]
 
 
 class _Finder(object):
