@@ -103,11 +103,23 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
         let path = entry?.path();
         if path.is_dir() {
             walk(&path, found)?;
-        } else if is_trace_file(&path) {
+        } else if is_trace_file(&path) && !is_copy_of_an_xplane(&path) {
             found.push(path);
         }
     }
     Ok(())
+}
+
+/// The JAX and TensorFlow profilers write `<host>.trace.json.gz` beside
+/// `<host>.xplane.pb`: the same events, converted. In a directory only the XPlane is
+/// read, so nothing counts twice (named on the command line, the JSON is read).
+fn is_copy_of_an_xplane(path: &Path) -> bool {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_suffix(".trace.json.gz")
+        .is_some_and(|host| path.with_file_name(format!("{host}.xplane.pb")).is_file())
 }
 
 /// Loads every file of `inputs` into one trace.

@@ -523,6 +523,47 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
     }
 }
 
+#[test]
+fn jaxs_profiler_writes_into_the_session_and_is_read_once() {
+    if !python_with(&["jax", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-jax");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("jax_jit.py")],
+        &[],
+    );
+    assert_ok(&out, "jax_jit.py");
+    let files = walk(&session);
+    let xplane = files
+        .iter()
+        .find(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .expect("JAX's XPlane in the session");
+    assert!(xplane.starts_with(session.join("jax")));
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let read: Vec<&str> = info["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(read.iter().filter(|p| p.ends_with(".xplane.pb")).count(), 1);
+    assert!(
+        !read.iter().any(|p| p.ends_with(".trace.json.gz")),
+        "JAX's JSON copy of the XPlane is not read too: {read:?}"
+    );
+    // One clock: the XPlane's events fall inside the sampler's recording window.
+    let span = info["duration_ns"].as_i64().unwrap();
+    assert!(
+        span > 0 && span < 120_000_000_000,
+        "one time line, not two clocks apart: {span} ns"
+    );
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
