@@ -8,33 +8,9 @@ use std::ffi::{c_int, CString};
 use std::sync::Mutex;
 
 use opscope_model::{ArgValue, CopyDirection, DeviceKind, SliceKind, Trace, TrackKind};
+use opscope_record::cupti::layout::Layout;
 use opscope_record::cupti::{self, Walked};
 use opscope_record::session;
-
-/// A zeroed record of `size` bytes with little-endian values placed at offsets.
-struct Layout(Vec<u8>);
-
-impl Layout {
-    fn new(size: usize, kind: u32) -> Layout {
-        Layout(vec![0; size]).u32(0, kind)
-    }
-    fn put(mut self, at: usize, bytes: &[u8]) -> Layout {
-        self.0[at..at + bytes.len()].copy_from_slice(bytes);
-        self
-    }
-    fn u8(self, at: usize, v: u8) -> Layout {
-        self.put(at, &[v])
-    }
-    fn u32(self, at: usize, v: u32) -> Layout {
-        self.put(at, &v.to_le_bytes())
-    }
-    fn i32(self, at: usize, v: i32) -> Layout {
-        self.put(at, &v.to_le_bytes())
-    }
-    fn u64(self, at: usize, v: u64) -> Layout {
-        self.put(at, &v.to_le_bytes())
-    }
-}
 
 // Sizes of the structs libcupti 12.9 / 13.5 write.
 const KERNEL_12: usize = 208;

@@ -333,33 +333,7 @@ mod tests {
     const SYNCHRONIZATION_SIZE: usize = 56;
     const EXTERNAL_CORRELATION_SIZE: usize = 24;
 
-    /// A zeroed record of `size` bytes with little-endian values placed at offsets.
-    struct Layout(Vec<u8>);
-
-    impl Layout {
-        fn new(size: usize, kind: u32) -> Layout {
-            Layout(vec![0; size]).u32(0, kind)
-        }
-        fn put(mut self, at: usize, bytes: &[u8]) -> Layout {
-            self.0[at..at + bytes.len()].copy_from_slice(bytes);
-            self
-        }
-        fn u8(self, at: usize, v: u8) -> Layout {
-            self.put(at, &[v])
-        }
-        fn u16(self, at: usize, v: u16) -> Layout {
-            self.put(at, &v.to_le_bytes())
-        }
-        fn u32(self, at: usize, v: u32) -> Layout {
-            self.put(at, &v.to_le_bytes())
-        }
-        fn i32(self, at: usize, v: i32) -> Layout {
-            self.put(at, &v.to_le_bytes())
-        }
-        fn u64(self, at: usize, v: u64) -> Layout {
-            self.put(at, &v.to_le_bytes())
-        }
-    }
+    use super::super::layout::Layout;
 
     fn kernel(size: usize, kind: u32) -> Layout {
         Layout::new(size, kind)

@@ -3,6 +3,7 @@
 //! and records kernels, copies, memsets, API calls and host waits from its buffers.
 
 pub mod activity;
+pub mod layout;
 mod record;
 
 use std::alloc::{alloc, dealloc, Layout};
