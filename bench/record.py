@@ -1,0 +1,432 @@
+"""What `opscope record` costs the recorded program, measured beside its peers in one run.
+
+--task pairs: the cost of one ITT task begin+end on one thread, through opscope's
+  collector, against one pair of LTTng-UST tracepoints with the same payload (begin: the
+  domain and task name strings; end: nothing), and through no collector at all (the ITT
+  static part's no-op). record/itt_vs_lttng.c, built twice: with ittnotify's static part
+  (from the ittapi-sys crate's C sources) and with the tracepoint provider
+  record/tp_provider.h. Pairs come in bursts that fit the buffers, with pauses between
+  them for the recorders to drain (untimed; see the C file for why). opscope runs with
+  INTEL_LIBITTNOTIFY64=target/release/libopscope_record.so and its defaults (4 MiB ring
+  per thread, drained every 10 ms); LTTng in a session of its own (a session daemon is
+  started with `lttng-sessiond --daemonize --no-kernel` if none answers, and left
+  running) with one user-space channel in flight-recorder mode (`--overwrite`, 4
+  sub-buffers of 1 MiB per CPU) written to disk. Each run checks that every event was
+  recorded: opscope's slices, and the events `opscope info` reads from LTTng's CTF.
+
+--task rate: bytes on disk per event, and events lost, for an op stream of 1 million
+  events per second on one thread (record/itt_paced.c: 500,000 ITT tasks per second,
+  each a begin and an end, for --seconds) run under `opscope record -q -o DIR` with the
+  default buffers. Bytes per event: the size of every DIR/opscope-*.pftrace over the
+  events emitted; lost: emitted - 2 x the slices `opscope info` counts, checked against
+  the count of the recorder's "events dropped" instants (which count refused records:
+  a dropped begin counts once, and its end is then discarded without being counted).
+
+--task steps: the median training-step time of a Keras CNN (record/keras_steps.py) run
+  plain and under `opscope record`, and of a PyTorch CNN (record/torch_steps.py) run
+  plain, under `opscope record` and inside torch.profiler (CPU). The scripts time each
+  step themselves; each run gives the median of its steps. The frameworks use --threads
+  compute threads (default 1: on 2 shared cores, two threads that meet at every op
+  made the step time swing twentyfold).
+
+--task all (the default): the three, then one table of every figure with its target.
+
+There are --warmup untimed rounds, then --repeat timed ones; within a round the variants
+run one after the other (for steps: plain, record, profiler, plain, ...), so that the
+noise of this machine hits them alike, and medians over rounds are reported. The C
+programs are compiled with gcc into ${OPSCOPE_CACHE:-~/.cache/opscope-ci}/bench-record/
+the first time. The frameworks run in --python (default: $OPSCOPE_PYTHON, else the
+tests' venv ~/.cache/opscope-ci/venv-tests, which .ci/run makes from
+tests/requirements.txt with torch and tensorflow-cpu); this script needs only the
+standard library.
+
+    python3 bench/record.py [--task all|pairs|rate|steps] [--repeat 5] [--json OUT]
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from vs_peers import spawn
+
+REPO = Path(__file__).resolve().parent.parent
+SOURCES = Path(__file__).resolve().parent / "record"
+DROPPED = "opscope: events dropped (buffer full)"
+# What the recorded programs must not inherit from this process: the baselines run
+# with no collector.
+INJECTION_ENV = ("INTEL_LIBITTNOTIFY64", "NVTX_INJECTION64_PATH", "OPSCOPE_SESSION_DIR")
+LTTNG_CHANNEL = ["--overwrite", "--subbuf-size=1M", "--num-subbuf=4"]
+
+
+def run(argv: list, env: dict | None = None) -> bytes:
+    """ARGV's stdout; exits with its stderr's tail if it fails."""
+    argv = [str(a) for a in argv]
+    code, _, _, stdout, tail = spawn(argv, env)
+    if code != 0:
+        sys.exit(f"exit code {code} from: {' '.join(argv)}\n--- stderr (tail) ---\n{tail}")
+    return stdout
+
+
+def run_json(argv: list, env: dict | None = None) -> dict:
+    """The JSON line a benchmark program prints last (frameworks may print before it)."""
+    return json.loads(run(argv, env).decode().strip().splitlines()[-1])
+
+
+# --- building the C programs ----------------------------------------------------------
+
+
+def itt_sources() -> Path:
+    """ittnotify's C library as the ittapi-sys crate ships it (the dataflow example's
+    dependency), found with cargo metadata, else in cargo's registry."""
+    try:
+        meta = json.loads(subprocess.run(
+            ["cargo", "metadata", "--format-version", "1", "--offline",
+             "--manifest-path", str(REPO / "Cargo.toml")],
+            capture_output=True, check=True).stdout)
+        found = [Path(p["manifest_path"]).parent for p in meta["packages"] if p["name"] == "ittapi-sys"]
+    except (OSError, subprocess.CalledProcessError):
+        found = []
+    found += sorted(Path.home().glob(".cargo/registry/src/*/ittapi-sys-*"))
+    for crate in found:
+        if (crate / "c-library/src/ittnotify/ittnotify_static.c").is_file():
+            return crate / "c-library"
+    sys.exit("cannot find the ittapi-sys crate's C sources: run `cargo fetch` in the workspace")
+
+
+def build(cache: Path) -> dict[str, Path]:
+    """The benchmark programs, compiled into CACHE once per version of their sources."""
+    itt = itt_sources()
+    gcc = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout
+    key = hashlib.sha256(gcc.encode() + str(itt).encode())
+    for source in sorted(SOURCES.glob("*.[ch]")):
+        key.update(source.name.encode() + source.read_bytes())
+    out = cache / "bench-record" / key.hexdigest()[:16]
+    bins = {name: out / name for name in ("itt_pairs", "itt_paced", "lttng_pairs")}
+    if all(b.exists() for b in bins.values()):
+        return bins
+    print(f"compiling the benchmark programs into {out}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    itt_flags = ["-O2", f"-I{itt}/include", f"-I{itt}/src/ittnotify"]
+    static = out / "ittnotify_static.o"
+    run(["gcc", *itt_flags, "-c", itt / "src/ittnotify/ittnotify_static.c", "-o", static])
+    for name, source in (("itt_pairs", "itt_vs_lttng.c"), ("itt_paced", "itt_paced.c")):
+        run(["gcc", *itt_flags, SOURCES / source, static, "-ldl", "-lpthread", "-o", bins[name]])
+    code, _, _, _, tail = spawn(["gcc", "-O2", "-DWITH_LTTNG", f"-I{SOURCES}",
+                                 str(SOURCES / "itt_vs_lttng.c"), "-llttng-ust", "-ldl",
+                                 "-o", str(bins["lttng_pairs"])])
+    if code != 0:
+        print(f"LTTng-UST program not built (apt-get install liblttng-ust-dev):\n{tail}")
+        bins["lttng_pairs"].write_text("")  # marks the failure, so it is not retried
+    return bins
+
+
+# --- what a recording holds -----------------------------------------------------------
+
+
+def opscope_recorded(opscope: Path, trace: Path) -> dict:
+    """Slices in TRACE, and the events its dropped-events instants count."""
+    info = json.loads(run([opscope, "info", trace, "--format", "json"]))
+    dropped = 0
+    if info["instants"]:  # only then can there be dropped-events instants to read
+        with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+            out = Path(tmp) / "trace.json"
+            run([opscope, "convert", "-q", trace, "-o", out])
+            dropped = sum(
+                int((e.get("args") or {}).get("count", 0))
+                for e in json.loads(out.read_text())["traceEvents"]
+                if e.get("name") == DROPPED
+            )
+    return {"slices": info["slices"], "instants": info["instants"], "dropped_instant_count": dropped}
+
+
+def lttng_recorded(opscope: Path, out: Path) -> dict:
+    """Events in the CTF streams of LTTng's OUT, as opscope reads them."""
+    streams = sorted(out.glob("ust/uid/*/64-bit"))
+    if not streams:
+        sys.exit(f"LTTng wrote no ust/uid/*/64-bit streams into {out}")
+    files = json.loads(run([opscope, "info", *streams, "--format", "json"]))["files"]
+    return {
+        "events": sum(f.get("events") or 0 for f in files),
+        "discarded": sum(f.get("events_discarded") or 0 for f in files),
+    }
+
+
+def lttng_run(argv: list, out: Path) -> dict:
+    """Runs ARGV traced by a fresh LTTng session writing into OUT."""
+    session = f"opscope-bench-record-{os.getpid()}"
+    run(["lttng", "create", session, f"--output={out}"])
+    try:
+        run(["lttng", "enable-channel", "-s", session, "-u", *LTTNG_CHANNEL, "bench"])
+        run(["lttng", "enable-event", "-s", session, "-u", "-c", "bench", "opscope_bench:*"])
+        run(["lttng", "start", session])
+        report = run_json(argv)
+        run(["lttng", "stop", session])
+    finally:
+        spawn(["lttng", "destroy", session])
+    return report
+
+
+def lttng_ready() -> bool:
+    """Whether LTTng can record here, starting a session daemon if none answers."""
+    if shutil.which("lttng") is None or shutil.which("lttng-sessiond") is None:
+        print("LTTng-UST skipped: no lttng; apt-get install lttng-tools liblttng-ust-dev")
+        return False
+    if spawn(["lttng", "list"])[0] != 0:
+        print("starting an LTTng session daemon: lttng-sessiond --daemonize --no-kernel")
+        run(["lttng-sessiond", "--daemonize", "--no-kernel"])
+    return True
+
+
+# --- tasks ----------------------------------------------------------------------------
+
+
+def bench_pairs(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
+    """ns per ITT pair with no collector and with opscope's, and per LTTng-UST pair."""
+    argv = [args.pairs, args.burst, args.pause_ms]
+    tools = ["no collector", "opscope"]
+    if bins["lttng_pairs"].stat().st_size and lttng_ready():
+        tools.append("LTTng-UST")
+    runs: dict[str, list[dict]] = {tool: [] for tool in tools}
+    for round_ in range(args.warmup + args.repeat):
+        for tool in tools:
+            with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+                out = Path(tmp) / "trace"
+                if tool == "no collector":
+                    report, kept, lost = run_json([bins["itt_pairs"], *argv]), None, 0
+                elif tool == "opscope":
+                    env = {"INTEL_LIBITTNOTIFY64": str(args.library), "OPSCOPE_SESSION_DIR": str(out)}
+                    report = run_json([bins["itt_pairs"], *argv], env)
+                    counts = opscope_recorded(args.opscope, out)
+                    kept = 2 * counts["slices"]
+                    lost = 2 * report["pairs"] - kept
+                else:
+                    report = lttng_run([bins["lttng_pairs"], *argv], out)
+                    counts = lttng_recorded(args.opscope, out)
+                    kept, lost = counts["events"], 2 * report["pairs"] - counts["events"]
+                size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file()) if kept else None
+            if round_ >= args.warmup:
+                runs[tool].append({
+                    "ns_per_pair": report["ns"] / report["pairs"],
+                    "events_recorded": kept,
+                    "events_lost": lost,
+                    "bytes_per_event": size / kept if size else None,
+                })
+    results = {}
+    for tool, tool_runs in runs.items():
+        results[tool] = {
+            "ns_per_pair": statistics.median(r["ns_per_pair"] for r in tool_runs),
+            "events_lost_max": max(r["events_lost"] for r in tool_runs),
+            "bytes_per_event": median_of(tool_runs, "bytes_per_event"),
+            "runs": tool_runs,
+        }
+    print(f"\n== ITT task begin+end vs LTTng-UST tracepoints: {args.pairs:,} pairs on one "
+          f"thread, bursts of {args.burst:,}, {args.pause_ms} ms pauses")
+    print(f"{'tool':<14} {'ns/pair':>9} {'vs opscope':>11} {'lost (max)':>11} {'bytes/event':>12}")
+    for tool, r in results.items():
+        ratio = r["ns_per_pair"] / results["opscope"]["ns_per_pair"]
+        print(f"{tool:<14} {r['ns_per_pair']:>9.1f} {ratio:>10.2f}x {r['events_lost_max']:>11,} "
+              f"{fmt(r['bytes_per_event'], '.2f'):>12}")
+    return results
+
+
+def bench_rate(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
+    """Bytes per event and events lost at --rate events/s under `opscope record`."""
+    runs = []
+    for _ in range(args.repeat):
+        with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+            out = Path(tmp) / "session"
+            report = run_json([args.opscope, "record", "-q", "-o", out, "--",
+                               bins["itt_paced"], args.rate, args.seconds])
+            size = sum(f.stat().st_size for f in out.glob("opscope-*.pftrace"))
+            counts = opscope_recorded(args.opscope, out)
+        runs.append({
+            **report,
+            **counts,
+            "bytes": size,
+            "bytes_per_event": size / report["events"],
+            "bytes_per_slice": size / counts["slices"] if counts["slices"] else None,
+            "events_lost": report["events"] - 2 * counts["slices"],
+        })
+    results = {
+        "bytes_per_event": statistics.median(r["bytes_per_event"] for r in runs),
+        "bytes_per_slice": median_of(runs, "bytes_per_slice"),
+        "events_lost_max": max(r["events_lost"] for r in runs),
+        "dropped_instant_count_max": max(r["dropped_instant_count"] for r in runs),
+        "late_pairs_max": max(r["late_pairs"] for r in runs),
+        "runs": runs,
+    }
+    r = runs[-1]
+    print(f"\n== {args.rate:,} events/s on one thread for {args.seconds} s under opscope "
+          f"record ({r['events']:,} events = {r['pairs']:,} ITT tasks, begin and end each "
+          f"one event), {args.repeat} runs")
+    print(f"bytes/event {results['bytes_per_event']:.2f} (median), bytes/slice "
+          f"{fmt(results['bytes_per_slice'], '.2f')}, events lost {results['events_lost_max']:,} "
+          f"(worst run; dropped-events instants count {results['dropped_instant_count_max']:,}), "
+          f"tasks started late {results['late_pairs_max']:,} (worst run)")
+    return results
+
+
+def bench_steps(args: argparse.Namespace) -> dict:
+    """Median step times of the Keras and PyTorch CNNs, plain and recorded."""
+    py = args.python
+    scripts = {
+        "keras": [py, SOURCES / "keras_steps.py", "--steps", args.steps, "--threads", args.threads],
+        "torch": [py, SOURCES / "torch_steps.py", "--steps", args.steps, "--threads", args.threads],
+    }
+    variants = {
+        "keras": ["plain", "opscope record"],
+        "torch": ["plain", "opscope record", "torch.profiler"],
+    }
+    runs = {(s, v): [] for s in scripts for v in variants[s]}
+    for round_ in range(args.warmup + args.repeat):
+        for (script, variant), variant_runs in runs.items():
+            with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+                argv = scripts[script]
+                if variant == "opscope record":
+                    argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
+                elif variant == "torch.profiler":
+                    argv = [*argv, "--profile"]
+                steps_ms = run_json(argv)["steps_ms"]
+            if round_ >= args.warmup:
+                variant_runs.append(statistics.median(steps_ms))
+    results = {}
+    for script in scripts:
+        plain = statistics.median(runs[script, "plain"])
+        results[script] = {
+            v: {"step_ms": statistics.median(runs[script, v]),
+                "vs_plain": statistics.median(runs[script, v]) / plain,
+                "runs_step_ms": runs[script, v]}
+            for v in variants[script]
+        }
+    print(f"\n== training step time (median of {args.steps} steps per run, median of "
+          f"{args.repeat} runs)")
+    print(f"{'script':<7} {'variant':<15} {'step ms':>8} {'vs plain':>9}   per-run medians")
+    for script, by_variant in results.items():
+        for variant, r in by_variant.items():
+            per_run = " ".join(f"{ms:.1f}" for ms in r["runs_step_ms"])
+            print(f"{script:<7} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x   {per_run}")
+    return results
+
+
+def median_of(runs: list[dict], key: str) -> float | None:
+    values = [r[key] for r in runs if r[key] is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def print_targets(results: dict) -> list[dict]:
+    """One table of every figure, its target and whether it is met."""
+    rows = []
+
+    def row(figure, value, spec, target="", met=None):
+        rows.append({"figure": figure, "value": value, "target": target, "met": met})
+        verdict = "" if met is None else ("yes" if met else "NO")
+        print(f"{figure:<44} {fmt(value, spec):>10} {target:>10} {verdict:>5}")
+
+    print("\n== figures and targets")
+    print(f"{'figure':<44} {'value':>10} {'target':>10} {'met':>5}")
+    pairs = results.get("pairs")
+    if pairs:
+        ours = pairs["opscope"]["ns_per_pair"]
+        row("ITT pair, no collector (ns)", pairs["no collector"]["ns_per_pair"], ".1f")
+        row("ITT pair, opscope collector (ns)", ours, ".1f")
+        if "LTTng-UST" in pairs:
+            theirs = pairs["LTTng-UST"]["ns_per_pair"]
+            row("LTTng-UST tracepoint pair (ns)", theirs, ".1f")
+            row("opscope pair / LTTng-UST pair", ours / theirs, ".3f", "<= 0.333", ours / theirs <= 1 / 3)
+    rate = results.get("rate")
+    if rate:
+        row("bytes per event at 1 M events/s", rate["bytes_per_event"], ".2f", "<= 12", rate["bytes_per_event"] <= 12)
+        row("bytes per slice at 1 M events/s", rate["bytes_per_slice"], ".2f")
+        row("events lost at 1 M events/s (worst run)", rate["events_lost_max"], ",", "0", rate["events_lost_max"] == 0)
+    steps = results.get("steps")
+    if steps:
+        keras, torch = steps["keras"], steps["torch"]
+        row("keras step, plain (ms)", keras["plain"]["step_ms"], ".2f")
+        row("keras step, opscope record (ms)", keras["opscope record"]["step_ms"], ".2f")
+        slower = keras["opscope record"]["vs_plain"]
+        row("keras: record / plain", slower, ".3f", "<= 1.03", slower <= 1.03)
+        row("torch step, plain (ms)", torch["plain"]["step_ms"], ".2f")
+        row("torch step, opscope record (ms)", torch["opscope record"]["step_ms"], ".2f")
+        row("torch step, torch.profiler (ms)", torch["torch.profiler"]["step_ms"], ".2f")
+        ratio = torch["opscope record"]["step_ms"] / torch["torch.profiler"]["step_ms"]
+        row("torch: record / torch.profiler", ratio, ".3f", "<= 1.00", ratio <= 1)
+    return rows
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--task", choices=["all", "pairs", "rate", "steps"], default="all")
+    parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default: 5)")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before them (default: 1)")
+    parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
+    parser.add_argument("--pairs", type=int, default=4_000_000, help="--task pairs: pairs per run (default: 4000000)")
+    parser.add_argument("--burst", type=int, default=25_000,
+                        help="--task pairs: pairs per timed burst (default: 25000, 2 MB of opscope records: half its ring)")
+    parser.add_argument("--pause-ms", type=int, default=20, help="--task pairs: pause between bursts (default: 20)")
+    parser.add_argument("--rate", type=int, default=1_000_000, help="--task rate: events per second (default: 1000000)")
+    parser.add_argument("--seconds", type=float, default=3.0, help="--task rate: how long (default: 3)")
+    parser.add_argument("--steps", type=int, default=20, help="--task steps: timed steps per run (default: 20)")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="--task steps: the frameworks' compute threads (default: 1; see record/torch_steps.py)")
+    parser.add_argument("--python", type=Path, help="--task steps: python with torch and tensorflow "
+                        "(default: $OPSCOPE_PYTHON, else ~/.cache/opscope-ci/venv-tests/bin/python)")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results here")
+    args = parser.parse_args()
+    args.cache = Path(os.environ.get("OPSCOPE_CACHE") or Path.home() / ".cache/opscope-ci")
+    args.python = args.python or Path(os.environ.get("OPSCOPE_PYTHON") or args.cache / "venv-tests/bin/python")
+    args.opscope = args.opscope.resolve()
+    args.library = args.opscope.parent / "libopscope_record.so"
+    for built in (args.opscope, args.library):
+        if not built.is_file():
+            parser.error(f"no {built}: run `cargo build --release` in the workspace")
+    if args.task in ("all", "steps") and not os.access(args.python, os.X_OK):
+        parser.error(f"no python at {args.python}: give one with torch and tensorflow-cpu (--python)")
+    return args
+
+
+def main() -> None:
+    args = parse_args()
+    for name in INJECTION_ENV:
+        os.environ.pop(name, None)
+    output = {
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+        "task": args.task,
+        "repeat": args.repeat,
+        "warmup": args.warmup,
+        "cores": os.cpu_count(),
+        "load_average_at_start": os.getloadavg()[0],
+    }
+    # A busy machine skews every figure: the load average tells the reader whether it was.
+    print(f"{output['date']}: task {args.task}, {args.repeat} timed rounds after "
+          f"{args.warmup} warm-up, medians; {output['cores']} cores, load average "
+          f"{output['load_average_at_start']:.2f}", flush=True)
+    bins = build(args.cache) if args.task in ("all", "pairs", "rate") else {}
+    results = {}
+    if args.task in ("all", "pairs"):
+        results["pairs"] = bench_pairs(args, bins)
+    if args.task in ("all", "rate"):
+        results["rate"] = bench_rate(args, bins)
+    if args.task in ("all", "steps"):
+        results["steps"] = bench_steps(args)
+    output["results"] = results
+    output["targets"] = print_targets(results)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(output, indent=2) + "\n")
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
