@@ -138,6 +138,7 @@ def read(path):
             stack = stacks.get(uuid)
             assert stack, f"{path}: an end without a begin on track {uuid}"
             where, cat, name, begin, begin_args = stack.pop()
+            assert ts >= begin, f"{path}: {name!r} ends {begin - ts} ns before it begins"
             begin_args.update(args)
             slices.append([where, cat, name, begin, ts - begin, begin_args])
         elif e.type == TYPE_INSTANT:

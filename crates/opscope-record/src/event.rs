@@ -1,7 +1,9 @@
 //! The records the hot path writes into a thread's buffer and the writer reads back:
 //! a kind, a timestamp and a few inline fields (strings are copied, since the program
-//! may free them as soon as the call returns). Encoding happens on a stack buffer, so
-//! building a record never allocates.
+//! may free them as soon as the call returns). Records are built in place, in the room
+//! the ring reserved for them, so building one never allocates or copies twice. The
+//! commonest pair, an ITT task's begin and end, has 16-byte forms ([`Kind::BeginNamed`],
+//! [`Kind::End`]) that refer to a name the thread defined once ([`Kind::DefineName`]).
 
 /// Longest string kept in a record; longer ones are cut (at a UTF-8 boundary).
 pub const MAX_STRING: usize = 1024;
@@ -18,7 +20,7 @@ pub enum Kind {
     Wrap = 0,
     /// A slice opens on the writing thread: category, name, args.
     Begin = 1,
-    /// The innermost open slice of the writing thread closes.
+    /// The innermost open slice of the writing thread closes (16 bytes: header, time).
     End = 2,
     /// A point in time: category, name, args; `id` is the scope (0 thread, 1 process).
     Instant = 3,
@@ -44,6 +46,12 @@ pub enum Kind {
     /// A CUDA runtime or driver API call reported after the fact: begins at `id`, ends
     /// at the record's time, on the thread of its `thread` arg; `correlation` as above.
     ApiSlice = 12,
+    /// Gives name `id` (for this thread's [`Kind::BeginNamed`] records) its category
+    /// and name.
+    DefineName = 13,
+    /// A slice opens with the category and name the thread defined as the id in the
+    /// header (16 bytes: header, time).
+    BeginNamed = 14,
 }
 
 impl Kind {
@@ -62,6 +70,8 @@ impl Kind {
             10 => Kind::Complete,
             11 => Kind::DeviceSlice,
             12 => Kind::ApiSlice,
+            13 => Kind::DefineName,
+            14 => Kind::BeginNamed,
             _ => return None,
         })
     }
@@ -81,32 +91,48 @@ const TAG_I64: u8 = 1;
 const TAG_F64: u8 = 2;
 const TAG_STR: u8 = 3;
 
-/// Builds one record on the stack. Layout (little-endian): `u32 len | u8 kind | 3 pad |
-/// u64 ts | u64 id | str category | str name | u8 nargs | (str key, u8 tag, value)*`,
-/// padded to a multiple of 8; a string is `u16 len` and its bytes.
-pub struct Builder {
-    bytes: [u8; MAX_RECORD],
+/// Builds one record in place. Layout (little-endian): `u32 len | u8 kind | u8 flags |
+/// 2 pad | u64 ts | u64 id | str category | str name | u8 nargs | (str key, u8 tag,
+/// value)*`, padded to a multiple of 8; a string is `u16 len` and its bytes.
+pub struct Builder<'a> {
+    bytes: &'a mut [u8],
     len: usize,
     nargs_at: usize,
 }
 
-impl Builder {
-    /// A record whose category is `category` (given in parts, joined without a
-    /// separator, so callers need not allocate to prefix it).
-    pub fn new(kind: Kind, ts: u64, id: u64, category: &[&[u8]], name: &[u8]) -> Builder {
+impl<'a> Builder<'a> {
+    /// A record in `bytes` (at least [`MAX_RECORD`] long) whose category is `category`
+    /// (given in parts, joined without a separator, so callers need not allocate to
+    /// prefix it).
+    pub fn new(
+        bytes: &'a mut [u8],
+        kind: Kind,
+        ts: u64,
+        id: u64,
+        category: &[&[u8]],
+        name: &[u8],
+    ) -> Builder<'a> {
+        bytes[4..8].copy_from_slice(&[kind as u8, 0, 0, 0]);
+        bytes[8..16].copy_from_slice(&ts.to_le_bytes());
+        bytes[16..24].copy_from_slice(&id.to_le_bytes());
         let mut b = Builder {
-            bytes: [0; MAX_RECORD],
+            bytes,
             len: 24,
             nargs_at: 0,
         };
-        b.bytes[4] = kind as u8;
-        b.bytes[8..16].copy_from_slice(&ts.to_le_bytes());
-        b.bytes[16..24].copy_from_slice(&id.to_le_bytes());
         b.string_parts(category);
         b.string(name);
         b.nargs_at = b.len;
+        b.bytes[b.len] = 0;
         b.len += 1;
         b
+    }
+
+    /// Marks the record's times (`ts`, and `id` where it is a time) as nanoseconds of
+    /// `CLOCK_MONOTONIC` rather than ticks of the recording clock.
+    pub fn times_in_ns(&mut self) -> &mut Builder<'a> {
+        self.bytes[5] |= FLAG_NS;
+        self
     }
 
     fn string_parts(&mut self, parts: &[&[u8]]) {
@@ -132,7 +158,7 @@ impl Builder {
 
     /// Adds an arg; past [`MAX_ARGS`] args are ignored. Keys and string values are
     /// cut to 64 bytes.
-    pub fn arg(&mut self, key: &[u8], value: Value<'_>) -> &mut Builder {
+    pub fn arg(&mut self, key: &[u8], value: Value<'_>) -> &mut Builder<'a> {
         if self.bytes[self.nargs_at] as usize >= MAX_ARGS {
             return self;
         }
@@ -177,6 +203,19 @@ fn cut(s: &[u8], max: usize) -> &[u8] {
     &s[..end]
 }
 
+/// Flag bit of a header: the record's times are already nanoseconds.
+const FLAG_NS: u8 = 1;
+/// Size of the compact records ([`Kind::BeginNamed`], [`Kind::End`]).
+pub const COMPACT: usize = 16;
+
+/// Writes a compact record (header with `id` in its top 24 bits, then the time).
+pub fn compact(bytes: &mut [u8], kind: Kind, id: u32, ts: u64) -> usize {
+    let header = COMPACT as u64 | ((kind as u64) << 32) | ((id as u64 & 0xFF_FFFF) << 40);
+    bytes[..8].copy_from_slice(&header.to_le_bytes());
+    bytes[8..16].copy_from_slice(&ts.to_le_bytes());
+    COMPACT
+}
+
 /// The total length of the record starting at `bytes` (from its header word).
 pub fn record_len(header: u64) -> usize {
     (header & 0xFFFF_FFFF) as usize
@@ -196,6 +235,8 @@ pub fn wrap_header(len: usize) -> u64 {
 #[derive(Debug)]
 pub struct Record<'a> {
     pub kind: Kind,
+    /// The times are nanoseconds already (not recording-clock ticks).
+    pub times_in_ns: bool,
     pub ts: u64,
     pub id: u64,
     pub category: &'a [u8],
@@ -209,6 +250,22 @@ impl<'a> Record<'a> {
     pub fn parse(bytes: &'a [u8]) -> Option<Record<'a>> {
         let kind = Kind::from_u8(*bytes.get(4)?)?;
         let ts = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+        if matches!(kind, Kind::BeginNamed | Kind::End) {
+            // Compact records hold an id where others hold flags; their times are
+            // always recording-clock ticks.
+            let header = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
+            return Some(Record {
+                kind,
+                times_in_ns: false,
+                ts,
+                id: header >> 40,
+                category: &[],
+                name: &[],
+                args: &[],
+                nargs: 0,
+            });
+        }
+        let times_in_ns = bytes.get(5)? & FLAG_NS != 0;
         let id = u64::from_le_bytes(bytes.get(16..24)?.try_into().ok()?);
         let mut pos = 24;
         let category = read_str(bytes, &mut pos)?;
@@ -216,6 +273,7 @@ impl<'a> Record<'a> {
         let nargs = *bytes.get(pos)?;
         Some(Record {
             kind,
+            times_in_ns,
             ts,
             id,
             category,
@@ -281,7 +339,15 @@ mod tests {
 
     #[test]
     fn records_read_back_as_built() {
-        let mut b = Builder::new(Kind::Begin, 123, 7, &[b"itt/", b"PyTorch"], b"aten::mm");
+        let mut buf = vec![0u8; MAX_RECORD];
+        let mut b = Builder::new(
+            &mut buf,
+            Kind::Begin,
+            123,
+            7,
+            &[b"itt/", b"PyTorch"],
+            b"aten::mm",
+        );
         b.arg(b"payload", Value::I64(-5))
             .arg(b"color", Value::Str(b"#ff0000"))
             .arg(b"x", Value::F64(1.5))
@@ -311,9 +377,27 @@ mod tests {
     }
 
     #[test]
+    fn compact_records_carry_their_id_and_time_in_16_bytes() {
+        let mut buf = [0u8; COMPACT];
+        for id in [1u32, 2, 0xFF_FFFF] {
+            assert_eq!(compact(&mut buf, Kind::BeginNamed, id, 77), COMPACT);
+            let r = Record::parse(&buf).unwrap();
+            assert_eq!((r.kind, r.id, r.ts), (Kind::BeginNamed, id as u64, 77));
+            assert!(!r.times_in_ns, "an odd id is not a flag");
+            assert_eq!(
+                record_len(u64::from_le_bytes(buf[..8].try_into().unwrap())),
+                COMPACT
+            );
+        }
+        compact(&mut buf, Kind::End, 0, 5);
+        assert_eq!(Record::parse(&buf).unwrap().kind, Kind::End);
+    }
+
+    #[test]
     fn long_strings_are_cut_at_a_character_boundary() {
         let long = "é".repeat(MAX_STRING); // 2 bytes per character
-        let mut b = Builder::new(Kind::Instant, 0, 0, &[], long.as_bytes());
+        let mut buf = vec![0u8; MAX_RECORD];
+        let mut b = Builder::new(&mut buf, Kind::Instant, 0, 0, &[], long.as_bytes());
         let bytes = b.finish().to_vec();
         let r = Record::parse(&bytes).unwrap();
         assert!(r.name.len() <= MAX_STRING);
@@ -323,7 +407,15 @@ mod tests {
     #[test]
     fn args_beyond_the_limit_are_dropped_and_the_largest_record_fits() {
         let s = [b'a'; 200];
-        let mut b = Builder::new(Kind::Begin, 0, 0, &[&[b'c'; 5000], b"more"], &[b'n'; 5000]);
+        let mut buf = vec![0u8; MAX_RECORD];
+        let mut b = Builder::new(
+            &mut buf,
+            Kind::Begin,
+            0,
+            0,
+            &[&[b'c'; 5000], b"more"],
+            &[b'n'; 5000],
+        );
         for _ in 0..MAX_ARGS + 3 {
             b.arg(&s, Value::Str(&s));
         }

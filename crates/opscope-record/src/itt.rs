@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::event::{Kind, Value};
+use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
 use crate::session;
 
@@ -240,15 +240,27 @@ extern "C" fn string_handle_create(name: *const c_char) -> *mut StringHandle {
     })
 }
 
+/// The hot path (oneDNN primitives, PyTorch ops): a 16-byte record naming the task by
+/// the id this thread gave its (domain, string handle) pair, both of which live as
+/// long as the process; the names are copied once per thread.
 extern "C" fn task_begin(domain: *const Domain, _id: Id, _parent: Id, name: *mut StringHandle) {
     guard((), || {
-        session::record(
-            Kind::Begin,
-            0,
-            &[SOURCE, domain_name(domain)],
-            handle_name(name),
-            |_| {},
-        )
+        if !session::enabled() {
+            return;
+        }
+        let ts = crate::clock::now();
+        crate::ring::emit_named_begin((domain as usize, name as usize), ts, |bytes, id| {
+            let category = [SOURCE, domain_name(domain)];
+            let mut b = Builder::new(
+                bytes,
+                Kind::DefineName,
+                ts,
+                id as u64,
+                &category,
+                handle_name(name),
+            );
+            b.finish().len()
+        })
     })
 }
 
@@ -350,14 +362,19 @@ extern "C" fn frame_submit_v3(domain: *const Domain, _id: *const Id, begin: u64,
         if !session::enabled() {
             return;
         }
-        let mut b = crate::event::Builder::new(
-            Kind::Complete,
-            end,
-            begin,
-            &[FRAME_SOURCE, domain_name(domain)],
-            domain_name(domain),
-        );
-        crate::ring::emit(Kind::Complete, b.finish());
+        crate::ring::emit(Kind::Complete, MAX_RECORD, |bytes| {
+            let category = [FRAME_SOURCE, domain_name(domain)];
+            Builder::new(
+                bytes,
+                Kind::Complete,
+                end,
+                begin,
+                &category,
+                domain_name(domain),
+            )
+            .finish()
+            .len()
+        });
     })
 }
 
@@ -475,10 +492,12 @@ fn counter_sample(counter: *mut Counter, ts: Option<u64>, value: f64) {
     }
     // SAFETY: names of live counters.
     let (name, domain) = unsafe { (cstr(c.name_a), cstr(c.domain_a)) };
-    let ts = ts.unwrap_or_else(crate::clock::monotonic_ns);
-    let mut b = crate::event::Builder::new(Kind::Counter, ts, 0, &[domain], name);
-    b.arg(b"value", Value::F64(value));
-    crate::ring::emit(Kind::Counter, b.finish());
+    let ts = ts.unwrap_or_else(crate::clock::now);
+    crate::ring::emit(Kind::Counter, MAX_RECORD, |bytes| {
+        let mut b = Builder::new(bytes, Kind::Counter, ts, 0, &[domain], name);
+        b.arg(b"value", Value::F64(value));
+        b.finish().len()
+    });
 }
 
 extern "C" fn counter_set_value(counter: *mut Counter, value: *mut c_void) {
@@ -681,7 +700,7 @@ extern "C" fn resume() {
 }
 
 extern "C" fn get_timestamp() -> u64 {
-    crate::clock::monotonic_ns()
+    crate::clock::now()
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::event::{Builder, Kind, Value, MAX_STRING};
+use crate::event::{Builder, Kind, Value, MAX_RECORD, MAX_STRING};
 use crate::ffi::{cstr, guard};
 use crate::session;
 
@@ -384,17 +384,14 @@ fn event(kind: Kind, id: u64, domain: *const Domain, attr: *const EventAttribute
     let Some(attr) = (unsafe { attr.as_ref() }) else {
         return;
     };
+    let ts = crate::clock::now();
     let mut buf = [0u8; MAX_STRING];
     let text = message(attr, &mut buf);
-    let mut b = Builder::new(
-        kind,
-        crate::clock::monotonic_ns(),
-        id,
-        &[category_of(domain)],
-        text,
-    );
-    attribute_args(&mut b, attr, domain);
-    crate::ring::emit(kind, b.finish());
+    crate::ring::emit(kind, MAX_RECORD, |bytes| {
+        let mut b = Builder::new(bytes, kind, ts, id, &[category_of(domain)], text);
+        attribute_args(&mut b, attr, domain);
+        b.finish().len()
+    });
 }
 
 fn plain(kind: Kind, id: u64, text: &[u8]) {

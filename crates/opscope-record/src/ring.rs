@@ -6,11 +6,11 @@
 //! Buffers are never freed: a thread that exits retires its buffer, the writer drains
 //! it and marks it free, and the next new thread takes it over.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::ptr;
 use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
-use crate::event::{header_kind, record_len, wrap_header, Kind};
+use crate::event::{compact, header_kind, record_len, wrap_header, Kind, COMPACT};
 
 /// A thread owns the buffer and writes to it.
 const ACTIVE: u8 = 0;
@@ -107,28 +107,41 @@ impl ThreadBuffer {
 
     /// Appends one record (`bytes.len()` a multiple of 8); false (and counted as
     /// dropped) when it does not fit.
+    #[cfg(test)]
     fn push(&self, bytes: &[u8]) -> bool {
-        let pushed = self.try_push(bytes);
+        self.push_with(bytes.len(), |slot| {
+            slot[..bytes.len()].copy_from_slice(bytes);
+            bytes.len()
+        })
+    }
+
+    /// Appends one record that `write` builds in place: it gets `max` free bytes and
+    /// returns how many it used (a multiple of 8, at most `max`). False (and counted as
+    /// dropped, with `write` never called) when `max` bytes are not free.
+    fn push_with(&self, max: usize, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        let pushed = self.try_push_with(max, write);
         if !pushed {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
         pushed
     }
 
-    /// Appends one record if it fits, counting nothing when it does not.
-    fn try_push(&self, bytes: &[u8]) -> bool {
-        let len = bytes.len() as u64;
+    /// [`Self::push_with`], counting nothing when the record does not fit.
+    fn try_push_with(&self, max: usize, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        let max = max as u64;
         let cap = self.capacity as u64;
         let tail = self.tail.load(Ordering::Relaxed);
         let head = self.head.load(Ordering::Acquire);
         let at = tail & (cap - 1);
         let to_end = cap - at;
-        let need = if len <= to_end { len } else { to_end + len };
+        // The record must be contiguous: when `max` bytes do not fit before the end of
+        // the ring, a filler takes the rest and the record starts at 0.
+        let need = if max <= to_end { max } else { to_end + max };
         if tail.wrapping_sub(head) + need > cap {
             return false;
         }
         let (mut at, mut tail) = (at, tail);
-        if len > to_end {
+        if max > to_end {
             // SAFETY: `at` is 8-aligned and at least 8 bytes remain before the end
             // (capacity and all records are multiples of 8); the region is free.
             unsafe {
@@ -140,11 +153,11 @@ impl ThreadBuffer {
             tail += to_end;
             at = 0;
         }
-        // SAFETY: the `len` bytes from `at` lie inside the ring and are free (checked
-        // above); only this thread writes there until `tail` is published.
-        unsafe {
-            ptr::copy_nonoverlapping(bytes.as_ptr(), self.data.add(at as usize), bytes.len())
-        };
+        // SAFETY: the `max` bytes from `at` lie inside the ring and are free (checked
+        // above); only this thread touches them until `tail` is published.
+        let slot =
+            unsafe { std::slice::from_raw_parts_mut(self.data.add(at as usize), max as usize) };
+        let len = write(slot).min(max as usize) as u64;
         self.tail.store(tail + len, Ordering::Release);
         true
     }
@@ -227,6 +240,36 @@ struct Slot {
     /// end is dropped too and slices stay balanced.
     dropped_depths: Cell<u64>,
     depth: Cell<u32>,
+    /// Names this thread defined for its compact begins ([`Kind::BeginNamed`]).
+    names: RefCell<NameCache>,
+}
+
+/// A small direct-mapped cache from a name's key (the pointers an API identifies it by,
+/// which stay valid and distinct for the process's life: ITT domains and string
+/// handles) to the id the thread defined for it. A collision just defines again.
+struct NameCache {
+    keys: [(usize, usize); NAME_SLOTS],
+    ids: [u32; NAME_SLOTS],
+    next_id: u32,
+}
+
+const NAME_BITS: u32 = 9;
+const NAME_SLOTS: usize = 1 << NAME_BITS;
+/// Ids are 24 bits in a compact header; past that, names are defined again in place.
+const MAX_NAME_ID: u32 = (1 << 24) - 1;
+
+impl NameCache {
+    const EMPTY: NameCache = NameCache {
+        keys: [(0, 0); NAME_SLOTS],
+        ids: [0; NAME_SLOTS],
+        next_id: 1,
+    };
+
+    fn slot(key: (usize, usize)) -> usize {
+        let h = (key.0 ^ key.1.rotate_left(17)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        // The top bits of a multiplicative hash are its best mixed.
+        h >> (usize::BITS - NAME_BITS)
+    }
 }
 
 impl Drop for Slot {
@@ -239,7 +282,12 @@ impl Drop for Slot {
 
 thread_local! {
     static SLOT: Slot = const {
-        Slot { buffer: Cell::new(None), dropped_depths: Cell::new(0), depth: Cell::new(0) }
+        Slot {
+            buffer: Cell::new(None),
+            dropped_depths: Cell::new(0),
+            depth: Cell::new(0),
+            names: RefCell::new(NameCache::EMPTY),
+        }
     };
 }
 
@@ -256,52 +304,101 @@ impl Slot {
     }
 }
 
-/// Writes `bytes` (one record of kind `kind`) into the calling thread's buffer. Quietly
-/// does nothing on a thread that is being torn down.
-pub fn emit(kind: Kind, bytes: &[u8]) {
+impl Slot {
+    /// Notes a begin at the current depth, kept or dropped.
+    fn opened(&self, kept: bool) {
+        let depth = self.depth.get();
+        self.depth.set(depth.saturating_add(1));
+        if depth < 64 {
+            let bit = 1u64 << depth;
+            let flags = self.dropped_depths.get();
+            self.dropped_depths
+                .set(if kept { flags & !bit } else { flags | bit });
+        }
+    }
+
+    /// Notes an end: whether its begin was kept (so the end must be too).
+    fn closed(&self) -> bool {
+        let Some(depth) = self.depth.get().checked_sub(1) else {
+            // An end without a begin we saw: keep it, the reader reports it.
+            return true;
+        };
+        self.depth.set(depth);
+        !(depth < 64 && self.dropped_depths.get() & (1 << depth) != 0)
+    }
+}
+
+/// Writes one record of kind `kind`, which `write` builds in place in at most `max`
+/// bytes, into the calling thread's buffer; on a full buffer `write` is not even
+/// called. Quietly does nothing on a thread that is being torn down.
+pub fn emit(kind: Kind, max: usize, write: impl FnOnce(&mut [u8]) -> usize) {
     let _ = SLOT.try_with(|slot| {
         let buffer = slot.buffer();
         match kind {
-            Kind::Begin => {
-                let depth = slot.depth.get();
-                slot.depth.set(depth.saturating_add(1));
-                let kept = buffer.push(bytes);
-                if depth < 64 {
-                    let bit = 1u64 << depth;
-                    let flags = slot.dropped_depths.get();
-                    slot.dropped_depths
-                        .set(if kept { flags & !bit } else { flags | bit });
-                }
-            }
+            Kind::Begin | Kind::BeginNamed => slot.opened(buffer.push_with(max, write)),
             Kind::End => {
-                let Some(depth) = slot.depth.get().checked_sub(1) else {
-                    // An end without a begin we saw: keep it, the reader reports it.
-                    buffer.push(bytes);
-                    return;
-                };
-                slot.depth.set(depth);
-                let begin_dropped = depth < 64 && slot.dropped_depths.get() & (1 << depth) != 0;
-                if !begin_dropped {
-                    buffer.push(bytes);
+                if slot.closed() {
+                    buffer.push_with(max, write);
                 }
             }
             _ => {
-                buffer.push(bytes);
+                buffer.push_with(max, write);
             }
         }
     });
+}
+
+/// The hot path of a named begin (an ITT task): a 16-byte record naming the slice by
+/// the id this thread gave `key` (two pointers that identify the name for the process's
+/// life). The first time, `define` builds the [`Kind::DefineName`] record (given the new
+/// id) that tells the writer the id's category and name.
+pub fn emit_named_begin(
+    key: (usize, usize),
+    ts: u64,
+    define: impl FnOnce(&mut [u8], u32) -> usize,
+) {
+    let _ = SLOT.try_with(|slot| {
+        let buffer = slot.buffer();
+        let Ok(mut names) = slot.names.try_borrow_mut() else {
+            return;
+        };
+        let i = NameCache::slot(key);
+        let id = if names.keys[i] == key && names.ids[i] != 0 {
+            names.ids[i]
+        } else {
+            let id = names.next_id;
+            names.next_id = if id >= MAX_NAME_ID { 1 } else { id + 1 };
+            // Cached only once the writer is sure to learn the name; without the
+            // definition the begin is dropped too (its end follows it).
+            if !buffer.push_with(crate::event::MAX_RECORD, |bytes| define(bytes, id)) {
+                drop(names);
+                slot.opened(false);
+                return;
+            }
+            names.keys[i] = key;
+            names.ids[i] = id;
+            id
+        };
+        drop(names);
+        slot.opened(buffer.push_with(COMPACT, |bytes| compact(bytes, Kind::BeginNamed, id, ts)));
+    });
+}
+
+/// The hot path of an end: a 16-byte record.
+pub fn emit_end(ts: u64) {
+    emit(Kind::End, COMPACT, |bytes| compact(bytes, Kind::End, 0, ts));
 }
 
 /// Like [`emit`] for records that open or close nothing, from a thread that may wait
 /// (a collector's own thread, never one of the program's): when the buffer is full,
 /// `make_room` runs (the writer drains it) and the record is tried once more before it
 /// is dropped. CUPTI hands over thousands of records at once, more than a buffer holds.
-pub fn emit_or_make_room(bytes: &[u8], make_room: impl FnOnce()) {
+pub fn emit_or_make_room(max: usize, write: impl Fn(&mut [u8]) -> usize, make_room: impl FnOnce()) {
     let _ = SLOT.try_with(|slot| {
         let buffer = slot.buffer();
-        if !buffer.try_push(bytes) {
+        if !buffer.try_push_with(max, &write) {
             make_room();
-            buffer.push(bytes);
+            buffer.push_with(max, &write);
         }
     });
 }
@@ -310,6 +407,12 @@ pub fn emit_or_make_room(bytes: &[u8], make_room: impl FnOnce()) {
 /// (what it holds is the parent's to write) and becomes the only one registered; the
 /// parent's other buffers are abandoned.
 pub fn reset_after_fork() {
+    // The child's writer starts afresh: names must be defined again.
+    let _ = SLOT.try_with(|slot| {
+        if let Ok(mut names) = slot.names.try_borrow_mut() {
+            *names = NameCache::EMPTY;
+        }
+    });
     let mine = SLOT.try_with(|slot| slot.buffer.get()).ok().flatten();
     match mine {
         Some(b) => {
@@ -332,7 +435,8 @@ mod tests {
 
     fn record(i: u64, name_len: usize) -> Vec<u8> {
         let name = vec![b'x'; name_len];
-        Builder::new(Kind::Instant, i, 0, &[b"c"], &name)
+        let mut buf = vec![0u8; crate::event::MAX_RECORD];
+        Builder::new(&mut buf, Kind::Instant, i, 0, &[b"c"], &name)
             .finish()
             .to_vec()
     }
@@ -369,12 +473,18 @@ mod tests {
     fn a_full_ring_counts_a_drop_only_when_the_record_is_given_up() {
         let b = ThreadBuffer::allocate(64 * 1024);
         let r = record(0, 100);
-        while b.try_push(&r) {}
+        let try_push = |r: &[u8]| {
+            b.try_push_with(r.len(), |slot| {
+                slot[..r.len()].copy_from_slice(r);
+                r.len()
+            })
+        };
+        while try_push(&r) {}
         assert_eq!(b.take_dropped(), 0, "trying is not dropping");
         assert!(!b.push(&r));
         assert_eq!(b.take_dropped(), 1);
         b.drain(&mut |_| {});
-        assert!(b.try_push(&r), "room again after a drain");
+        assert!(try_push(&r), "room again after a drain");
     }
 
     #[test]

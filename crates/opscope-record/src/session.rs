@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::sync::Once;
 use std::time::Duration;
 
-use crate::event::{Builder, Kind};
+use crate::event::{Builder, Kind, MAX_RECORD};
 use crate::ring;
 use crate::writer::Writer;
 
@@ -108,30 +108,41 @@ pub fn record(
     if !enabled() {
         return;
     }
-    let mut b = Builder::new(kind, crate::clock::monotonic_ns(), id, category, name);
-    args(&mut b);
-    ring::emit(kind, b.finish());
+    let ts = crate::clock::now();
+    if kind == Kind::End {
+        return ring::emit_end(ts);
+    }
+    ring::emit(kind, MAX_RECORD, |bytes| {
+        let mut b = Builder::new(bytes, kind, ts, id, category, name);
+        args(&mut b);
+        b.finish().len()
+    });
 }
 
-/// Records an event that happened at `ts` (not now), from a collector's own thread:
-/// CUPTI reports device work and API calls after the fact, in batches larger than a
-/// thread's buffer, so a full buffer makes the writer drain (the collector waits)
-/// instead of dropping. Never for `Begin`/`End`, whose nesting the ring tracks.
+/// Records an event that happened at `ts` (`CLOCK_MONOTONIC` nanoseconds, not now),
+/// from a collector's own thread: CUPTI reports device work and API calls after the
+/// fact, in batches larger than a thread's buffer, so a full buffer makes the writer
+/// drain (the collector waits) instead of dropping. Never for `Begin`/`End`, whose
+/// nesting the ring tracks.
 pub fn record_at(
     kind: Kind,
     ts: u64,
     id: u64,
     category: &[&[u8]],
     name: &[u8],
-    args: impl FnOnce(&mut Builder),
+    args: impl Fn(&mut Builder),
 ) {
     debug_assert!(!matches!(kind, Kind::Begin | Kind::End));
     if !enabled() {
         return;
     }
-    let mut b = Builder::new(kind, ts, id, category, name);
-    args(&mut b);
-    ring::emit_or_make_room(b.finish(), drain_now);
+    let write = |bytes: &mut [u8]| {
+        let mut b = Builder::new(bytes, kind, ts, id, category, name);
+        b.times_in_ns();
+        args(&mut b);
+        b.finish().len()
+    };
+    ring::emit_or_make_room(MAX_RECORD, write, drain_now);
 }
 
 /// Has the writer drain every thread's buffer now.
@@ -150,6 +161,8 @@ fn drain_now() {
 
 /// Opens this process's file and starts the writer thread, once per process.
 pub fn start() {
+    // Before any thread may record: the clock decides what the events' times mean.
+    crate::clock::choose();
     if STATE
         .compare_exchange(IDLE, STARTING, Ordering::AcqRel, Ordering::Relaxed)
         .is_err()

@@ -46,6 +46,8 @@ struct Sequence {
     next_iid: u64,
     /// Debug annotations for each open slice, added to its end event.
     open_args: Vec<Vec<u8>>,
+    /// Category and name of each id the thread defined for its compact begins.
+    defined: HashMap<u64, (Vec<u8>, Vec<u8>)>,
 }
 
 struct OpenRange {
@@ -57,6 +59,8 @@ struct OpenRange {
 pub struct Writer {
     file: File,
     pid: i32,
+    /// Maps the records' clock ticks onto CLOCK_MONOTONIC.
+    clock: clock::Calibration,
     packets: Vec<u8>,
     sequences: HashMap<usize, Sequence>,
     next_sequence: u64,
@@ -104,6 +108,7 @@ impl Writer {
             held_calls: HashMap::new(),
             held_order: VecDeque::new(),
             totals: Totals::default(),
+            clock: clock::Calibration::new(),
         };
         let snapshot = clock::Snapshot::now();
         message(&mut w.packets, pb::PACKET, |p| {
@@ -193,6 +198,7 @@ impl Writer {
 
     /// Drains every thread's ring and appends what it held to the file.
     pub fn drain(&mut self) -> std::io::Result<()> {
+        self.clock.update();
         for buffer in ring::registry() {
             if buffer.is_free() {
                 continue;
@@ -229,12 +235,19 @@ impl Writer {
                     categories: HashMap::new(),
                     next_iid: 1,
                     open_args: Vec::new(),
+                    defined: HashMap::new(),
                 }
             }
         };
         buffer.drain(&mut |bytes| {
-            if let Some(r) = Record::parse(bytes) {
+            if let Some(mut r) = Record::parse(bytes) {
                 self.totals.records += 1;
+                if !r.times_in_ns {
+                    r.ts = self.clock.ns(r.ts);
+                    if r.kind == Kind::Complete {
+                        r.id = self.clock.ns(r.id);
+                    }
+                }
                 self.record(&mut seq, buffer.tid(), &r);
             }
         });
@@ -258,6 +271,25 @@ impl Writer {
 
     fn record(&mut self, seq: &mut Sequence, tid: i32, r: &Record<'_>) {
         match r.kind {
+            Kind::DefineName => {
+                seq.defined
+                    .insert(r.id, (r.category.to_vec(), r.name.to_vec()));
+            }
+            Kind::BeginNamed => {
+                seq.open_args.push(Vec::new());
+                let (category, name) = seq.defined.remove(&r.id).unwrap_or_default();
+                self.sequence_event(
+                    seq,
+                    r.ts,
+                    None,
+                    pb::TYPE_SLICE_BEGIN,
+                    &category,
+                    &name,
+                    &[],
+                    None,
+                );
+                seq.defined.insert(r.id, (category, name));
+            }
             Kind::Begin => {
                 seq.open_args.push(Vec::new());
                 let mut annotations = Vec::new();
@@ -699,11 +731,13 @@ mod tests {
             categories: HashMap::new(),
             next_iid: 1,
             open_args: Vec::new(),
+            defined: HashMap::new(),
         }
     }
 
     fn feed(w: &mut Writer, kind: Kind, begin: u64, end: u64, args: &[(&[u8], u64)]) {
-        let mut b = Builder::new(kind, end, begin, &[b"cuda/kernel"], b"k");
+        let mut buf = vec![0u8; crate::event::MAX_RECORD];
+        let mut b = Builder::new(&mut buf, kind, end, begin, &[b"cuda/kernel"], b"k");
         for &(k, v) in args {
             b.arg(k, Value::U64(v));
         }

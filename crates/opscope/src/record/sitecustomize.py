@@ -54,18 +54,28 @@ def _profile_dir(framework):
     return os.path.join(_SESSION, framework)
 
 
+# TensorFlow's and JAX's profilers are one profiler underneath (TSL): only the first
+# framework imported starts it (Keras imports JAX when it is installed).
+_profiling = []
+
+
 def _on_tensorflow(tf):
     profiler = getattr(getattr(tf, "profiler", None), "experimental", None)
-    if profiler is None:
+    if profiler is None or _profiling:
         return
     profiler.start(_profile_dir("tensorflow"))
+    _profiling.append("tensorflow")
     import atexit
 
     atexit.register(profiler.stop)
 
 
 def _on_jax(jax):
+    # Keras imports JAX while TensorFlow is being imported: the program is TF's.
+    if _profiling or "tensorflow" in sys.modules:
+        return
     jax.profiler.start_trace(_profile_dir("jax"))
+    _profiling.append("jax")
     import atexit
 
     atexit.register(jax.profiler.stop_trace)
