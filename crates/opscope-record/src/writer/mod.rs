@@ -10,6 +10,10 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
 
+use miniz_oxide::deflate::core::{
+    compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush,
+};
+
 use crate::clock;
 use crate::event::{Kind, Record, Value};
 use crate::proto::{self as pb, message, uint};
@@ -61,6 +65,7 @@ pub struct Writer {
     pid: i32,
     /// Maps the records' clock ticks onto CLOCK_MONOTONIC.
     clock: clock::Calibration,
+    out: Output,
     packets: Vec<u8>,
     sequences: HashMap<usize, Sequence>,
     next_sequence: u64,
@@ -109,6 +114,7 @@ impl Writer {
             held_order: VecDeque::new(),
             totals: Totals::default(),
             clock: clock::Calibration::new(),
+            out: Output::new(),
         };
         let snapshot = clock::Snapshot::now();
         message(&mut w.packets, pb::PACKET, |p| {
@@ -669,19 +675,52 @@ impl Writer {
         if self.packets.is_empty() {
             return Ok(());
         }
-        let chunk = if self.packets.len() < COMPRESS_FROM {
-            std::mem::take(&mut self.packets)
+        // Every buffer here lives as long as the writer: freeing large blocks each
+        // flush would move glibc's mmap threshold and cost the program page faults.
+        let out = &mut self.out;
+        out.framed.clear();
+        if self.packets.len() < COMPRESS_FROM {
+            out.framed.extend_from_slice(&self.packets);
         } else {
-            let compressed = miniz_oxide::deflate::compress_to_vec_zlib(&self.packets, 1);
-            self.packets.clear();
-            let mut out = Vec::with_capacity(compressed.len() + 16);
-            message(&mut out, pb::PACKET, |p| {
-                pb::bytes(p, pb::PACKET_COMPRESSED, &compressed)
+            out.deflate.reset();
+            out.compressed.clear();
+            let compressed = &mut out.compressed;
+            compress_to_output(
+                &mut out.deflate,
+                &self.packets,
+                TDEFLFlush::Finish,
+                |bytes| {
+                    compressed.extend_from_slice(bytes);
+                    true
+                },
+            );
+            message(&mut out.framed, pb::PACKET, |p| {
+                pb::bytes(p, pb::PACKET_COMPRESSED, &out.compressed)
             });
-            out
-        };
-        self.totals.bytes_written += chunk.len() as u64;
-        self.file.write_all(&chunk)
+        }
+        self.packets.clear();
+        self.totals.bytes_written += out.framed.len() as u64;
+        self.file.write_all(&out.framed)
+    }
+}
+
+/// The compressor and the buffers of a flush, kept from one flush to the next.
+struct Output {
+    deflate: Box<CompressorOxide>,
+    compressed: Vec<u8>,
+    framed: Vec<u8>,
+}
+
+impl Output {
+    fn new() -> Output {
+        // Level 1 (the stream is mostly interned ids and small deltas), zlib framing
+        // (window bits > 0), as Perfetto's `compressed_packets` holds.
+        let flags = create_comp_flags_from_zip_params(1, 15, 0);
+        Output {
+            deflate: Box::new(CompressorOxide::new(flags)),
+            compressed: Vec::with_capacity(1 << 16),
+            framed: Vec::with_capacity(1 << 16),
+        }
     }
 }
 
