@@ -15,9 +15,11 @@ use clap::{Parser, Subcommand};
     name = "opscope",
     version,
     about = "Tracer and profiler for ML and dataflow programs",
-    long_about = "opscope reads the traces ML tools already write (PyTorch/Kineto and other Chrome \
-                  trace JSON, TensorFlow timelines, Perfetto) into one model, tells what is in \
-                  them and where the time and memory go, and converts them for the viewers.\n\n\
+    long_about = "opscope records ML programs with no change to their code (`opscope record -- \
+                  python train.py`), reads the traces ML tools already write (PyTorch/Kineto \
+                  and other Chrome trace JSON, TensorFlow timelines and XPlane, LTTng CTF, \
+                  Nsight Systems SQLite, Perfetto) into one model, tells what is in them and \
+                  where the time and memory go, and converts them for the viewers.\n\n\
                   TRACE is a file (.json, .json.gz, .pftrace) or a directory of them, e.g. one \
                   file per rank."
 )]
