@@ -561,28 +561,9 @@ impl Writer {
             return self.sequence_event(seq, ts, track, kind, category, name, annotations, counter);
         };
         seq.last_ts = Some(ts);
-        let mut interned_category = None;
-        let category_iid = (!category.is_empty()).then(|| match seq.categories.get(category) {
-            Some(&iid) => iid,
-            None => {
-                let iid = seq.next_iid;
-                seq.next_iid += 1;
-                seq.categories.insert(category.to_vec(), iid);
-                interned_category = Some(iid);
-                iid
-            }
-        });
-        let mut interned_name = None;
-        let name_iid = (!name.is_empty()).then(|| match seq.names.get(name) {
-            Some(&iid) => iid,
-            None => {
-                let iid = seq.next_iid;
-                seq.next_iid += 1;
-                seq.names.insert(name.to_vec(), iid);
-                interned_name = Some(iid);
-                iid
-            }
-        });
+        let (category_iid, interned_category) =
+            intern(&mut seq.categories, &mut seq.next_iid, category);
+        let (name_iid, interned_name) = intern(&mut seq.names, &mut seq.next_iid, name);
         message(&mut self.packets, pb::PACKET, |p| {
             uint(p, pb::PACKET_TIMESTAMP, ts - last);
             uint(p, pb::PACKET_SEQUENCE_ID, seq.id);
@@ -722,6 +703,25 @@ impl Output {
             framed: Vec::with_capacity(1 << 16),
         }
     }
+}
+
+/// The iid of `text` in a sequence's table (none for empty text), and the iid again
+/// when it is new, so the packet carries its interned data.
+fn intern(
+    table: &mut HashMap<Vec<u8>, u64>,
+    next_iid: &mut u64,
+    text: &[u8],
+) -> (Option<u64>, Option<u64>) {
+    if text.is_empty() {
+        return (None, None);
+    }
+    if let Some(&iid) = table.get(text) {
+        return (Some(iid), None);
+    }
+    let iid = *next_iid;
+    *next_iid += 1;
+    table.insert(text.to_vec(), iid);
+    (Some(iid), Some(iid))
 }
 
 /// An integer arg's value.
