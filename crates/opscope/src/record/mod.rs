@@ -179,7 +179,14 @@ fn summarise(dir: &Path) {
             return;
         }
     };
-    let processes = trace.processes.len();
+    // The sampler's file and the library's describe the same processes: count pids.
+    let processes = trace
+        .processes
+        .iter()
+        .filter(|p| p.device.is_none())
+        .map(|p| p.pid)
+        .collect::<std::collections::HashSet<_>>()
+        .len();
     eprintln!(
         "opscope: session in {} — {} files, {} processes, {} slices, {} counter samples",
         dir.display(),
