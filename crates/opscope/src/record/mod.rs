@@ -187,13 +187,19 @@ fn summarise(dir: &Path) {
         .map(|p| p.pid)
         .collect::<std::collections::HashSet<_>>()
         .len();
+    let count =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
     eprintln!(
-        "opscope: session in {} — {} files, {} processes, {} slices, {} counter samples",
+        "opscope: session in {} — {}, {}, {}, {}",
         dir.display(),
-        trace.sources.len(),
-        processes,
-        trace.slices.len(),
-        trace.counters.value.len()
+        count(trace.sources.len(), "file", "files"),
+        count(processes, "process", "processes"),
+        count(trace.slices.len(), "slice", "slices"),
+        count(
+            trace.counters.value.len(),
+            "counter sample",
+            "counter samples"
+        ),
     );
     let table = top_ops(&trace, 10);
     if !table.rows.is_empty() {
