@@ -208,8 +208,8 @@ fn failure(cupti: &Cupti, what: &str, result: CuptiResult) -> String {
 /// Opens the libcupti the program uses (already mapped, e.g. by PyTorch), else one the
 /// loader finds by name; never a build-time dependency.
 fn open() -> Result<Cupti, String> {
-    let mut candidates = mapped_libcupti();
-    candidates.extend(LIBRARY_NAMES.iter().map(|n| n.to_string()));
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+    let candidates = libcupti_candidates(&maps);
     let mut errors = Vec::new();
     for candidate in &candidates {
         let Ok(path) = CString::new(candidate.as_str()) else {
@@ -237,19 +237,41 @@ fn open() -> Result<Cupti, String> {
     ))
 }
 
-/// Paths of `libcupti.so*` files mapped into this process.
-fn mapped_libcupti() -> Vec<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").unwrap_or_default();
+/// Where to look for libcupti, best first: a copy already mapped into this process
+/// (the framework's own), then the copies pip's NVIDIA wheels put beside the CUDA
+/// libraries mapped here (`site-packages/nvidia/cuda_cupti/lib/libcupti.so.12` for CUDA
+/// 12, `nvidia/cu13/lib/libcupti.so.13` for 13), then the loader's search by name.
+fn libcupti_candidates(maps: &str) -> Vec<String> {
     let mut found: Vec<String> = Vec::new();
-    for line in maps.lines() {
-        // The path is the sixth column, and the only one starting with '/'.
-        let Some(path) = line.find('/').map(|at| &line[at..]) else {
-            continue;
-        };
-        let file = path.rsplit('/').next().unwrap_or_default();
-        if file.starts_with("libcupti.so") && !found.iter().any(|p| p == path) {
-            found.push(path.to_string());
+    let mut add = |path: String| {
+        if !found.contains(&path) {
+            found.push(path);
         }
+    };
+    let paths: Vec<&str> = maps
+        .lines()
+        // The path is the sixth column, and the only one starting with '/'.
+        .filter_map(|line| line.find('/').map(|at| &line[at..]))
+        .collect();
+    for path in &paths {
+        if path
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .starts_with("libcupti.so")
+        {
+            add(path.to_string());
+        }
+    }
+    for path in &paths {
+        if let Some(at) = path.find("/site-packages/nvidia/") {
+            let root = &path[..at + "/site-packages/nvidia/".len()];
+            add(format!("{root}cu13/lib/libcupti.so.13"));
+            add(format!("{root}cuda_cupti/lib/libcupti.so.12"));
+        }
+    }
+    for name in LIBRARY_NAMES {
+        add(name.to_string());
     }
     found
 }
@@ -518,12 +540,30 @@ mod tests {
     }
 
     #[test]
-    fn only_libcupti_files_are_taken_from_the_maps() {
-        // This process maps no libcupti; the parse must not take other libraries.
-        assert!(mapped_libcupti().iter().all(|p| p
-            .rsplit('/')
-            .next()
-            .unwrap()
-            .starts_with("libcupti.so")));
+    fn libcupti_is_looked_for_where_the_program_and_its_wheels_have_it() {
+        let maps = "\
+7f00-7f01 r-xp 00000000 08:01 1 /usr/lib/x86_64-linux-gnu/libc.so.6
+7f02-7f03 r-xp 00000000 08:01 2 /venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12
+7f04-7f05 r-xp 00000000 08:01 3 /venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12
+7f06-7f07 rw-p 00000000 00:00 0 [heap]
+";
+        assert_eq!(
+            libcupti_candidates(maps),
+            [
+                "/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcupti.so.13",
+                "/venv/lib/python3.11/site-packages/nvidia/cuda_cupti/lib/libcupti.so.12",
+                "libcupti.so.13",
+                "libcupti.so.12",
+                "libcupti.so",
+            ]
+        );
+        let mapped = "7f00-7f01 r-xp 00000000 08:01 1 /opt/cuda/lib64/libcupti.so.2024.1\n";
+        assert_eq!(
+            libcupti_candidates(mapped)[0],
+            "/opt/cuda/lib64/libcupti.so.2024.1"
+        );
+        // This process maps no libcupti and no NVIDIA wheel: names only.
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        assert_eq!(libcupti_candidates(&maps), LIBRARY_NAMES);
     }
 }
