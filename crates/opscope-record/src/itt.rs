@@ -8,11 +8,12 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
+use crate::names::NameTable;
 use crate::session;
 
 /// `__itt_global.magic`.
@@ -600,13 +601,14 @@ extern "C" fn metadata_add(
     })
 }
 
-/// Writes `[i]` into `out`, returning its length.
+/// Writes `[i]` into `out` (without allocating: this runs inside the program's
+/// calls), returning its length; cut short if `out` is.
 fn format_index(i: usize, out: &mut [u8]) -> usize {
-    let digits = i.to_string();
-    let text = [b"[", digits.as_bytes(), b"]"].concat();
-    let n = text.len().min(out.len());
-    out[..n].copy_from_slice(&text[..n]);
-    n
+    use std::io::Write;
+    let room = out.len();
+    let mut cursor = std::io::Cursor::new(out);
+    let _ = write!(cursor, "[{i}]");
+    (cursor.position() as usize).min(room)
 }
 
 extern "C" fn metadata_str_add(
@@ -634,12 +636,9 @@ extern "C" fn metadata_str_add(
     })
 }
 
-/// ITT "events" (`__itt_event_create` gives an int the program starts and ends): a
-/// fixed table of their names, read without a lock on each start.
-const MAX_EVENTS: usize = 4096;
-static EVENT_NAMES: [AtomicUsize; MAX_EVENTS] = [const { AtomicUsize::new(0) }; MAX_EVENTS];
-static EVENT_COUNT: AtomicUsize = AtomicUsize::new(0);
-static EVENT_LOCK: Mutex<()> = Mutex::new(());
+/// ITT "events" (`__itt_event_create` gives an int the program starts and ends): their
+/// names, by that int, read without a lock on each start.
+static EVENTS: NameTable<4096> = NameTable::new();
 const EVENT_SOURCE: &[u8] = b"itt/events";
 
 extern "C" fn event_create(name: *const c_char, length: c_int) -> c_int {
@@ -652,29 +651,15 @@ extern "C" fn event_create(name: *const c_char, length: c_int) -> c_int {
                 cstr(name)
             }
         };
-        let _lock = EVENT_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let n = EVENT_COUNT.load(Ordering::Acquire);
-        if n >= MAX_EVENTS {
-            return -1;
-        }
-        let text: &'static [u8] = Box::leak(name.to_vec().into_boxed_slice());
-        let slot: &'static &'static [u8] = Box::leak(Box::new(text));
-        EVENT_NAMES[n].store(slot as *const &[u8] as usize, Ordering::Relaxed);
-        EVENT_COUNT.store(n + 1, Ordering::Release);
-        n as c_int
+        EVENTS.add([0, 0], name).map_or(-1, |i| i as c_int)
     })
 }
 
 fn event_name(event: c_int) -> &'static [u8] {
-    let n = EVENT_COUNT.load(Ordering::Acquire);
-    match usize::try_from(event) {
-        Ok(i) if i < n => {
-            let p = EVENT_NAMES[i].load(Ordering::Relaxed) as *const &'static [u8];
-            // SAFETY: published slots point to leaked names that are never freed.
-            unsafe { *p }
-        }
-        _ => b"",
-    }
+    usize::try_from(event)
+        .ok()
+        .and_then(|i| EVENTS.get(i))
+        .unwrap_or(b"")
 }
 
 extern "C" fn event_start(event: c_int) -> c_int {

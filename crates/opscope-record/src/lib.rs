@@ -13,6 +13,7 @@ pub mod cupti;
 pub mod event;
 mod ffi;
 pub mod itt;
+mod names;
 pub mod nvtx;
 mod proto;
 pub mod ring;

@@ -7,11 +7,12 @@
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD, MAX_STRING};
 use crate::ffi::{cstr, guard};
+use crate::names::NameTable;
 use crate::session;
 
 const SOURCE: &[u8] = b"nvtx";
@@ -55,52 +56,16 @@ static DOMAINS: Mutex<Option<HashMap<Vec<u8>, usize>>> = Mutex::new(None);
 static STRINGS: Mutex<Option<HashMap<Vec<u8>, usize>>> = Mutex::new(None);
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// Category names (`nvtxNameCategory`), few per program: a fixed table that events read
-/// without a lock. Entries are written before `CATEGORY_COUNT` publishes them.
-const MAX_CATEGORIES: usize = 256;
-struct CategoryName {
-    domain: AtomicUsize,
-    id: AtomicU64,
-    name: AtomicUsize,
-}
-static CATEGORIES: [CategoryName; MAX_CATEGORIES] = [const {
-    CategoryName {
-        domain: AtomicUsize::new(0),
-        id: AtomicU64::new(0),
-        name: AtomicUsize::new(0),
-    }
-}; MAX_CATEGORIES];
-static CATEGORY_COUNT: AtomicUsize = AtomicUsize::new(0);
-static CATEGORY_LOCK: Mutex<()> = Mutex::new(());
+/// Category names (`nvtxNameCategory`), few per program, keyed by domain and id.
+static CATEGORIES: NameTable<256> = NameTable::new();
 
 fn name_category(domain: usize, id: u32, name: &[u8]) {
-    let _lock = CATEGORY_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-    let n = CATEGORY_COUNT.load(Ordering::Acquire);
-    if n >= MAX_CATEGORIES {
-        return;
-    }
-    let text = Box::leak(name.to_vec().into_boxed_slice()) as *const [u8];
-    let slot = &CATEGORIES[n];
-    slot.domain.store(domain, Ordering::Relaxed);
-    slot.id.store(id as u64, Ordering::Relaxed);
-    slot.name.store(
-        Box::leak(Box::new(text)) as *const *const [u8] as usize,
-        Ordering::Relaxed,
-    );
-    CATEGORY_COUNT.store(n + 1, Ordering::Release);
+    let _ = CATEGORIES.add([domain as u64, id as u64], name);
 }
 
 /// The latest name given to category `id` of `domain`.
 fn category_name(domain: usize, id: u32) -> Option<&'static [u8]> {
-    let n = CATEGORY_COUNT.load(Ordering::Acquire);
-    CATEGORIES[..n].iter().rev().find_map(|c| {
-        if c.domain.load(Ordering::Relaxed) != domain || c.id.load(Ordering::Relaxed) != id as u64 {
-            return None;
-        }
-        let p = c.name.load(Ordering::Relaxed) as *const *const [u8];
-        // SAFETY: published entries point to leaked boxes that are never freed.
-        Some(unsafe { &**p })
-    })
+    CATEGORIES.find([domain as u64, id as u64])
 }
 
 fn category_of(domain: *const Domain) -> &'static [u8] {

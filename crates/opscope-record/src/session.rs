@@ -273,7 +273,7 @@ fn writer_loop() {
             std::thread::sleep(interval);
         }
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire).max(requested);
-        if STATE.load(Ordering::Acquire) != RUNNING || std::process::id() != pid {
+        if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
         let failed = WRITER.with(|w| match w {

@@ -9,6 +9,7 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::Write;
+use std::rc::Rc;
 
 use miniz_oxide::deflate::core::{
     compress_to_output, create_comp_flags_from_zip_params, CompressorOxide, TDEFLFlush,
@@ -51,7 +52,26 @@ struct Sequence {
     /// Debug annotations for each open slice, added to its end event.
     open_args: Vec<Vec<u8>>,
     /// Category and name of each id the thread defined for its compact begins.
-    defined: HashMap<u64, (Vec<u8>, Vec<u8>)>,
+    defined: HashMap<u64, DefinedName>,
+}
+
+/// A category and a name, shared by every begin that refers to them.
+type DefinedName = (Rc<[u8]>, Rc<[u8]>);
+
+impl Sequence {
+    fn new(claim: u64, id: u64, track: u64) -> Sequence {
+        Sequence {
+            claim,
+            id,
+            track,
+            last_ts: None,
+            names: HashMap::new(),
+            categories: HashMap::new(),
+            next_iid: 1,
+            open_args: Vec::new(),
+            defined: HashMap::new(),
+        }
+    }
 }
 
 struct OpenRange {
@@ -232,17 +252,7 @@ impl Writer {
                 let track = self.thread_track(buffer.tid(), None);
                 let id = self.next_sequence;
                 self.next_sequence += 1;
-                Sequence {
-                    claim,
-                    id,
-                    track,
-                    last_ts: None,
-                    names: HashMap::new(),
-                    categories: HashMap::new(),
-                    next_iid: 1,
-                    open_args: Vec::new(),
-                    defined: HashMap::new(),
-                }
+                Sequence::new(claim, id, track)
             }
         };
         buffer.drain(&mut |bytes| {
@@ -278,12 +288,11 @@ impl Writer {
     fn record(&mut self, seq: &mut Sequence, tid: i32, r: &Record<'_>) {
         match r.kind {
             Kind::DefineName => {
-                seq.defined
-                    .insert(r.id, (r.category.to_vec(), r.name.to_vec()));
+                seq.defined.insert(r.id, (r.category.into(), r.name.into()));
             }
             Kind::BeginNamed => {
                 seq.open_args.push(Vec::new());
-                let (category, name) = seq.defined.remove(&r.id).unwrap_or_default();
+                let (category, name) = seq.defined.get(&r.id).cloned().unwrap_or_default();
                 self.sequence_event(
                     seq,
                     r.ts,
@@ -294,7 +303,6 @@ impl Writer {
                     &[],
                     None,
                 );
-                seq.defined.insert(r.id, (category, name));
             }
             Kind::Begin => {
                 seq.open_args.push(Vec::new());
@@ -761,17 +769,7 @@ mod tests {
     }
 
     fn sequence() -> Sequence {
-        Sequence {
-            claim: 0,
-            id: 99,
-            track: 0,
-            last_ts: None,
-            names: HashMap::new(),
-            categories: HashMap::new(),
-            next_iid: 1,
-            open_args: Vec::new(),
-            defined: HashMap::new(),
-        }
+        Sequence::new(0, 99, 0)
     }
 
     fn feed(w: &mut Writer, kind: Kind, begin: u64, end: u64, args: &[(&[u8], u64)]) {
