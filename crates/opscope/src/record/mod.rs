@@ -7,13 +7,14 @@ mod nvml;
 mod sampler;
 mod signals;
 
-use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
-use opscope_model::{SliceKind, Trace};
+use opscope_analysis::correlate;
+use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
+use opscope_model::Trace;
 
 use crate::output::{duration_text, Table};
 
@@ -209,31 +210,23 @@ fn summarise(dir: &Path) {
     }
 }
 
-/// The `n` ops (ITT tasks, framework ops) with the most total time.
+/// The `n` ops with the most CPU time, as `opscope stats op` counts them.
 fn top_ops(trace: &Trace, n: usize) -> Table {
-    let mut by_name: HashMap<&str, (u64, i64)> = HashMap::new();
-    let s = &trace.slices;
-    for i in 0..s.len() {
-        if s.kind(i) == SliceKind::Op {
-            let e = by_name.entry(trace.str(s.name[i])).or_default();
-            e.0 += 1;
-            e.1 += s.dur[i];
-        }
-    }
-    let mut ops: Vec<_> = by_name.into_iter().collect();
-    ops.sort_by(|a, b| b.1 .1.cmp(&a.1 .1).then(a.0.cmp(b.0)));
+    let correlation = correlate::correlate(trace);
+    let mut ops = op_stats(trace, &correlation, &OpStatsOptions::default());
+    ops.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.name.cmp(&b.name)));
     let mut table = Table::new(&[
         ("op", false),
         ("calls", true),
         ("total", true),
         ("mean", true),
     ]);
-    for (name, (calls, total)) in ops.into_iter().take(n) {
+    for op in ops.into_iter().take(n) {
         table.rows.push(vec![
-            name.to_string(),
-            calls.to_string(),
-            duration_text(total as f64),
-            duration_text(total as f64 / calls as f64),
+            op.name,
+            op.occurrence.to_string(),
+            duration_text(op.cpu_ns as f64),
+            duration_text(op.cpu_ns as f64 / op.occurrence.max(1) as f64),
         ]);
     }
     table
