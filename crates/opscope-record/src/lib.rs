@@ -8,6 +8,7 @@
 //! buffer drops and counts, never blocks; no panic crosses into the program; `fork`
 //! (with or without `exec`) and `SIGKILL` leave readable files.
 
+mod alloc;
 pub mod clock;
 pub mod cupti;
 pub mod event;
@@ -26,3 +27,7 @@ pub mod writer;
 pub extern "C" fn opscope_record_flush() {
     session::flush();
 }
+
+/// The library's Rust allocations stay out of the program's heap (see `alloc`).
+#[global_allocator]
+static OWN_MEMORY: alloc::OwnMemory = alloc::OwnMemory;

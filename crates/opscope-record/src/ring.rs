@@ -57,9 +57,32 @@ fn capacity_from_env() -> usize {
         .unwrap_or(DEFAULT_CAPACITY)
 }
 
+/// Zeroed memory for a ring, mapped on its own rather than taken from malloc: a 4 MiB
+/// block that lives as long as the process, carved from the program's heap (glibc
+/// serves it from the heap once its mmap threshold has grown past it), would change
+/// where the program's own large blocks go and how often glibc returns them to the
+/// kernel, and the program would pay in page faults.
+fn ring_memory(capacity: usize) -> *mut u8 {
+    // SAFETY: an anonymous private mapping with no address hint; the result is checked.
+    let mapped = unsafe {
+        libc::mmap(
+            ptr::null_mut(),
+            capacity,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if mapped == libc::MAP_FAILED {
+        return Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
+    }
+    mapped.cast()
+}
+
 impl ThreadBuffer {
     fn allocate(capacity: usize) -> &'static ThreadBuffer {
-        let data = Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
+        let data = ring_memory(capacity);
         Box::leak(Box::new(ThreadBuffer {
             data,
             capacity,
@@ -240,8 +263,10 @@ struct Slot {
     /// end is dropped too and slices stay balanced.
     dropped_depths: Cell<u64>,
     depth: Cell<u32>,
-    /// Names this thread defined for its compact begins ([`Kind::BeginNamed`]).
-    names: RefCell<NameCache>,
+    /// Names this thread defined for its compact begins ([`Kind::BeginNamed`]); made
+    /// at the first, in the library's own memory: a 10 KB thread-local would be
+    /// allocated from the program's heap by the dynamic loader, for every thread.
+    names: RefCell<Option<Box<NameCache>>>,
 }
 
 /// A small direct-mapped cache from a name's key (the pointers an API identifies it by,
@@ -286,7 +311,7 @@ thread_local! {
             buffer: Cell::new(None),
             dropped_depths: Cell::new(0),
             depth: Cell::new(0),
-            names: RefCell::new(NameCache::EMPTY),
+            names: RefCell::new(None),
         }
     };
 }
@@ -359,9 +384,10 @@ pub fn emit_named_begin(
 ) {
     let _ = SLOT.try_with(|slot| {
         let buffer = slot.buffer();
-        let Ok(mut names) = slot.names.try_borrow_mut() else {
+        let Ok(mut cache) = slot.names.try_borrow_mut() else {
             return;
         };
+        let names = cache.get_or_insert_with(|| Box::new(NameCache::EMPTY));
         let i = NameCache::slot(key);
         let id = if names.keys[i] == key && names.ids[i] != 0 {
             names.ids[i]
@@ -371,7 +397,7 @@ pub fn emit_named_begin(
             // Cached only once the writer is sure to learn the name; without the
             // definition the begin is dropped too (its end follows it).
             if !buffer.push_with(crate::event::MAX_RECORD, |bytes| define(bytes, id)) {
-                drop(names);
+                drop(cache);
                 slot.opened(false);
                 return;
             }
@@ -379,7 +405,7 @@ pub fn emit_named_begin(
             names.ids[i] = id;
             id
         };
-        drop(names);
+        drop(cache);
         slot.opened(buffer.push_with(COMPACT, |bytes| compact(bytes, Kind::BeginNamed, id, ts)));
     });
 }
@@ -410,7 +436,7 @@ pub fn reset_after_fork() {
     // The child's writer starts afresh: names must be defined again.
     let _ = SLOT.try_with(|slot| {
         if let Ok(mut names) = slot.names.try_borrow_mut() {
-            *names = NameCache::EMPTY;
+            *names = None;
         }
     });
     let mine = SLOT.try_with(|slot| slot.buffer.get()).ok().flatten();
