@@ -27,7 +27,9 @@
   plain, under `opscope record` and inside torch.profiler (CPU). The scripts time each
   step themselves; each run gives the median of its steps. The frameworks use --threads
   compute threads (default 1: on 2 shared cores, two threads that meet at every op
-  made the step time swing twentyfold).
+  made the step time swing twentyfold). The PyTorch variants run a second time with
+  glibc's heap trimming fixed (GLIBC_TUNABLES), which takes out how much tensor memory
+  each run happens to refault every step, and leaves what the variants themselves cost.
 
 --task all (the default): the three, then one table of every figure with its target.
 
@@ -274,6 +276,13 @@ def bench_rate(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
     return results
 
 
+# glibc trims the heap's top when a free leaves more than trim_threshold there, and
+# moves that threshold with the largest block it unmapped; which tensors a trim gives
+# back then depends on every small block anyone keeps, and PyTorch refaults them at the
+# next step. Fixed high, nothing is trimmed and the heap is the same in every variant.
+FIXED_HEAP_TUNABLES = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432"
+
+
 def bench_steps(args: argparse.Namespace) -> dict:
     """Median step times of the Keras and PyTorch CNNs, plain and recorded."""
     py = args.python
@@ -281,9 +290,15 @@ def bench_steps(args: argparse.Namespace) -> dict:
         "keras": [py, SOURCES / "keras_steps.py", "--steps", args.steps, "--threads", args.threads],
         "torch": [py, SOURCES / "torch_steps.py", "--steps", args.steps, "--threads", args.threads],
     }
+    # The same PyTorch script with glibc's heap trimming and dynamic mmap threshold
+    # fixed: step times then show what each variant itself costs, apart from where
+    # the heap happens to be trimmed (see BENCHMARKS.md).
+    scripts["torch, fixed heap"] = scripts["torch"]
+    fixed_heap = dict(os.environ, GLIBC_TUNABLES=FIXED_HEAP_TUNABLES)
     variants = {
         "keras": ["plain", "opscope record"],
         "torch": ["plain", "opscope record", "torch.profiler"],
+        "torch, fixed heap": ["plain", "opscope record", "torch.profiler"],
     }
     runs = {(s, v): [] for s in scripts for v in variants[s]}
     for round_ in range(args.warmup + args.repeat):
@@ -294,7 +309,8 @@ def bench_steps(args: argparse.Namespace) -> dict:
                     argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
                 elif variant == "torch.profiler":
                     argv = [*argv, "--profile"]
-                steps_ms = run_json(argv)["steps_ms"]
+                env = fixed_heap if script == "torch, fixed heap" else None
+                steps_ms = run_json(argv, env)["steps_ms"]
             if round_ >= args.warmup:
                 variant_runs.append(statistics.median(steps_ms))
     results = {}
@@ -308,11 +324,11 @@ def bench_steps(args: argparse.Namespace) -> dict:
         }
     print(f"\n== training step time (median of {args.steps} steps per run, median of "
           f"{args.repeat} runs)")
-    print(f"{'script':<7} {'variant':<15} {'step ms':>8} {'vs plain':>9}   per-run medians")
+    print(f"{'script':<17} {'variant':<15} {'step ms':>8} {'vs plain':>9}   per-run medians")
     for script, by_variant in results.items():
         for variant, r in by_variant.items():
             per_run = " ".join(f"{ms:.1f}" for ms in r["runs_step_ms"])
-            print(f"{script:<7} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x   {per_run}")
+            print(f"{script:<17} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x   {per_run}")
     return results
 
 
@@ -362,6 +378,12 @@ def print_targets(results: dict) -> list[dict]:
         row("torch step, torch.profiler (ms)", torch["torch.profiler"]["step_ms"], ".2f")
         ratio = torch["opscope record"]["step_ms"] / torch["torch.profiler"]["step_ms"]
         row("torch: record / torch.profiler", ratio, ".3f", "<= 1.00", ratio <= 1)
+        fixed = steps["torch, fixed heap"]
+        row("torch, fixed heap: plain (ms)", fixed["plain"]["step_ms"], ".2f")
+        row("torch, fixed heap: record / plain", fixed["opscope record"]["vs_plain"], ".3f")
+        row("torch, fixed heap: profiler / plain", fixed["torch.profiler"]["vs_plain"], ".3f")
+        ratio = fixed["opscope record"]["step_ms"] / fixed["torch.profiler"]["step_ms"]
+        row("torch, fixed heap: record / profiler", ratio, ".3f", "<= 1.00", ratio <= 1)
     return rows
 
 
