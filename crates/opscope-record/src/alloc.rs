@@ -116,7 +116,11 @@ unsafe fn push(class: usize, block: *mut u8) {
     let mut current = head.load(Ordering::Acquire);
     loop {
         // SAFETY: the caller gives the block up; its first word becomes the link.
-        unsafe { (*node).next.store(current & ADDRESS_MASK, Ordering::Relaxed) };
+        unsafe {
+            (*node)
+                .next
+                .store(current & ADDRESS_MASK, Ordering::Relaxed)
+        };
         let counter = (current >> ADDRESS_BITS).wrapping_add(1) << ADDRESS_BITS;
         match head.compare_exchange_weak(
             current,
@@ -149,7 +153,14 @@ fn slab() -> *mut u8 {
         // The first slab holds the header and stays unused; this thread takes the
         // second.
         // SAFETY: a fresh mapping of REGION bytes, not yet shared.
-        unsafe { ptr::write(fresh, Region { used: AtomicUsize::new(2 * SLAB) }) };
+        unsafe {
+            ptr::write(
+                fresh,
+                Region {
+                    used: AtomicUsize::new(2 * SLAB),
+                },
+            )
+        };
         match REGION_NOW.compare_exchange(region, fresh, Ordering::AcqRel, Ordering::Acquire) {
             // SAFETY: the second slab of the fresh region, which nobody else can have.
             Ok(_) => return unsafe { fresh.cast::<u8>().add(SLAB) },
@@ -263,7 +274,14 @@ mod tests {
     #[test]
     fn blocks_are_aligned_distinct_and_reused() {
         let mut blocks = Vec::new();
-        for (size, align) in [(1, 1), (16, 8), (17, 8), (100, 64), (4096, 4096), (70_000, 8)] {
+        for (size, align) in [
+            (1, 1),
+            (16, 8),
+            (17, 8),
+            (100, 64),
+            (4096, 4096),
+            (70_000, 8),
+        ] {
             for _ in 0..50 {
                 // SAFETY: non-zero sizes; every block is freed below with its layout.
                 let p = unsafe { OwnMemory.alloc(layout(size, align)) };
@@ -277,7 +295,10 @@ mod tests {
         let mut starts: Vec<(usize, usize)> = blocks.iter().map(|&(p, s, _)| (p, s)).collect();
         starts.sort();
         for pair in starts.windows(2) {
-            assert!(pair[0].0 + pair[0].1 <= pair[1].0, "overlapping blocks {pair:?}");
+            assert!(
+                pair[0].0 + pair[0].1 <= pair[1].0,
+                "overlapping blocks {pair:?}"
+            );
         }
         for &(p, size, align) in &blocks {
             // SAFETY: freeing each block once, with its layout.
@@ -300,7 +321,11 @@ mod tests {
                 OwnMemory.dealloc(p, l);
             }
         }
-        assert!(seen.len() < 1000, "{} distinct blocks for 100,000 allocations", seen.len());
+        assert!(
+            seen.len() < 1000,
+            "{} distinct blocks for 100,000 allocations",
+            seen.len()
+        );
     }
 
     #[test]
