@@ -408,6 +408,40 @@ fn itt_tasks_events_and_thread_names_from_python_arrive_as_emitted() {
     assert_eq!(got, own);
 }
 
+/// Blocks the collector kept in the program's heap moved glibc's trims and cost PyTorch
+/// steps page faults (BENCHMARKS.md): it must take nothing from `malloc` as it records.
+#[test]
+fn the_collector_takes_nothing_from_the_programs_heap() {
+    if !python_with(&["ittapi", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-heap");
+    let out = record(
+        &dir.join("session"),
+        Path::new(&python()),
+        &[&script("heap_untouched.py")],
+        &[],
+    );
+    assert_ok(&out, "heap_untouched.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap_or("")).unwrap();
+    // The collector that kept its names in the program's heap took about 270 bytes a
+    // name (540 KB here); Python's own allocations move the count by a few KB.
+    let grown = report["after"].as_i64().unwrap() - report["before"].as_i64().unwrap();
+    assert!(
+        grown < 32 << 10,
+        "the program's heap grew by {grown} bytes while 2000 new task names were recorded"
+    );
+    // The collector was there: every task of both rounds was recorded.
+    let files = recorded(&dir.join("session"));
+    let slices = files.values().next().unwrap()["slices"].as_array().unwrap();
+    let measured = slices
+        .iter()
+        .filter(|s| s[2].as_str().unwrap_or("").starts_with("measured task "))
+        .count();
+    assert_eq!(measured, 2000);
+}
+
 #[test]
 fn pytorch_ops_are_counted_as_torch_profiler_counts_them() {
     if !python_with(&["torch", "perfetto"]) {
