@@ -301,4 +301,164 @@ impl Trace {
         self.flows.shrink_to_fit();
         self.strings.shrink_to_fit();
     }
+    /// Makes the processes of `sources` that share a pid one process, and their threads
+    /// that share a tid one thread: for files written on one machine over one run (an
+    /// `opscope record` session: the recorded program's own file and the process
+    /// sampler's), where a pid names one process. The first process and thread met
+    /// stay, with the first name any of them had; tracks and the import indexes follow.
+    /// Process and thread ids change: call it before anything holds one.
+    pub fn unite_processes(&mut self, sources: &[SourceId]) {
+        let mut first_of_pid: HashMap<i64, ProcessId> = HashMap::new();
+        let mut process_to = Vec::with_capacity(self.processes.len());
+        let mut kept_processes = Vec::with_capacity(self.processes.len());
+        for (i, p) in self.processes.iter().enumerate() {
+            let old = ProcessId(i as u32);
+            let united = sources
+                .contains(&p.source)
+                .then(|| *first_of_pid.entry(p.pid).or_insert(old));
+            match united {
+                Some(first) if first != old => {
+                    let to: ProcessId = process_to[first.index()];
+                    let kept: &mut Process = &mut kept_processes[to.index()];
+                    kept.name = kept.name.or(p.name);
+                    kept.labels = kept.labels.or(p.labels);
+                    kept.device = kept.device.or(p.device);
+                    process_to.push(to);
+                }
+                _ => {
+                    process_to.push(ProcessId(kept_processes.len() as u32));
+                    kept_processes.push(p.clone());
+                }
+            }
+        }
+        if kept_processes.len() == self.processes.len() {
+            return;
+        }
+        let mut first_of_thread: HashMap<(ProcessId, i64), ThreadId> = HashMap::new();
+        let mut thread_to = Vec::with_capacity(self.threads.len());
+        let mut kept_threads: Vec<Thread> = Vec::with_capacity(self.threads.len());
+        for t in &self.threads {
+            let process = process_to[t.process.index()];
+            match first_of_thread.get(&(process, t.tid)) {
+                Some(&to) => {
+                    let kept = &mut kept_threads[to.index()];
+                    kept.name = kept.name.or(t.name);
+                    kept.sort_index = kept.sort_index.or(t.sort_index);
+                    thread_to.push(to);
+                }
+                None => {
+                    let to = ThreadId(kept_threads.len() as u32);
+                    first_of_thread.insert((process, t.tid), to);
+                    thread_to.push(to);
+                    kept_threads.push(Thread {
+                        process,
+                        ..t.clone()
+                    });
+                }
+            }
+        }
+        for track in &mut self.tracks {
+            track.process = track.process.map(|p| process_to[p.index()]);
+            track.thread = track.thread.map(|t| thread_to[t.index()]);
+        }
+        for p in self.process_index.values_mut() {
+            *p = process_to[p.index()];
+        }
+        self.thread_index = std::mem::take(&mut self.thread_index)
+            .into_iter()
+            .map(|((p, tid), t)| ((process_to[p.index()], tid), thread_to[t.index()]))
+            .collect();
+        let mut track_index = HashMap::with_capacity(self.track_index.len());
+        for (key, track) in std::mem::take(&mut self.track_index) {
+            let key = match key {
+                TrackKey::Thread(t) => TrackKey::Thread(thread_to[t.index()]),
+                TrackKey::Named(p, kind, name, id) => {
+                    TrackKey::Named(p.map(|p| process_to[p.index()]), kind, name, id)
+                }
+            };
+            // Two tracks of one united thread stay two tracks; the index keeps one.
+            track_index.entry(key).or_insert(track);
+        }
+        self.track_index = track_index;
+        self.processes = kept_processes;
+        self.threads = kept_threads;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::args::ArgsId;
+
+    fn source(trace: &mut Trace, path: &str) -> SourceId {
+        trace.add_source(Source {
+            path: path.into(),
+            format: "perfetto",
+            clock: ClockId(0),
+            host: None,
+            rank: None,
+            world_size: None,
+            metadata: ArgsId::NONE,
+        })
+    }
+
+    #[test]
+    fn processes_of_one_run_with_one_pid_become_one() {
+        let mut trace = Trace::new();
+        let (program, sampler, elsewhere) = (
+            source(&mut trace, "s/opscope-7.pftrace"),
+            source(&mut trace, "s/opscope-processes-6.pftrace"),
+            source(&mut trace, "other/opscope-7.pftrace"),
+        );
+        let p = trace.process(program, 7);
+        let main = trace.thread(p, 7);
+        let worker = trace.thread(p, 8);
+        let main_track = trace.thread_track(main, TrackKind::Thread);
+        let worker_track = trace.thread_track(worker, TrackKind::Thread);
+        let s = trace.process(sampler, 7);
+        let name = trace.intern("python train.py");
+        trace.processes[s.index()].name = Some(name);
+        let sampler_main = trace.thread(s, 7);
+        let cpu = trace.intern("cpu %");
+        let cpu_track = trace.named_track(Some(s), TrackKind::Counter, cpu, 0);
+        let sampler_thread_track = trace.thread_track(sampler_main, TrackKind::Thread);
+        // Its own pid 6, and pid 7 of another run: both stay apart.
+        trace.process(sampler, 6);
+        let other = trace.process(elsewhere, 7);
+        let other_main = trace.thread(other, 7);
+        let other_track = trace.thread_track(other_main, TrackKind::Thread);
+
+        trace.unite_processes(&[program, sampler]);
+
+        assert_eq!(trace.processes.len(), 3, "{:?}", trace.processes);
+        let united = trace.tracks[main_track.index()].process.unwrap();
+        assert_eq!(trace.processes[united.index()].pid, 7);
+        assert_eq!(trace.processes[united.index()].name, Some(name));
+        assert_eq!(trace.tracks[cpu_track.index()].process, Some(united));
+        // The sampler's thread 7 is the program's thread 7.
+        assert_eq!(
+            trace.tracks[sampler_thread_track.index()].thread,
+            trace.tracks[main_track.index()].thread
+        );
+        let worker_thread = trace.tracks[worker_track.index()].thread.unwrap();
+        assert_eq!(trace.threads[worker_thread.index()].tid, 8);
+        assert_eq!(trace.threads[worker_thread.index()].process, united);
+        assert_eq!(trace.threads.len(), 3);
+        let apart = trace.tracks[other_track.index()].process.unwrap();
+        assert_ne!(apart, united);
+        assert_eq!(trace.processes[apart.index()].source, elsewhere);
+        // The import indexes follow: asking again gives the united ids.
+        assert_eq!(trace.process(sampler, 7), united);
+        assert_eq!(trace.process(program, 7), united);
+        let own_again = trace.process(sampler, 6);
+        assert_ne!(own_again, united);
+        assert_eq!(trace.processes[own_again.index()].pid, 6);
+        let again = trace.thread(united, 8);
+        assert_eq!(again, worker_thread);
+        assert_eq!(
+            trace.named_track(Some(united), TrackKind::Counter, cpu, 0),
+            cpu_track
+        );
+        assert_eq!(trace.processes.len(), 3);
+    }
 }

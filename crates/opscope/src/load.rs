@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use opscope_model::Trace;
+use opscope_model::{SourceId, Trace};
 
 /// What loading was asked to do.
 #[derive(Clone, Debug, Default)]
@@ -136,6 +136,7 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     }
     bar.finish_and_clear();
     number_hosts_of_runs(&mut trace);
+    unite_recorded_processes(&mut trace);
     // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
     // Unix-time ones (XPlane): one time line for all.
     opscope_model::clock_sync::align_to_unix(&mut trace);
@@ -261,6 +262,28 @@ fn number_hosts_of_runs(trace: &mut Trace) {
             trace.sources[i].rank = Some(rank as u32);
             trace.sources[i].world_size = Some(world);
         }
+    }
+}
+
+/// The files of one `opscope record` session (`opscope-<pid>.pftrace` from the
+/// recorded processes, `opscope-processes-<pid>.pftrace` from the sampler) were written
+/// on one machine over one run: a pid there is one process, not one per file.
+fn unite_recorded_processes(trace: &mut Trace) {
+    let mut sessions: std::collections::BTreeMap<PathBuf, Vec<SourceId>> = Default::default();
+    for (i, source) in trace.sources.iter().enumerate() {
+        let path = Path::new(&source.path);
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
+        if source.format == "perfetto" && name.starts_with("opscope-") && name.ends_with(".pftrace")
+        {
+            let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
+            sessions.entry(dir).or_default().push(SourceId(i as u32));
+        }
+    }
+    for sources in sessions.into_values().filter(|s| s.len() > 1) {
+        trace.unite_processes(&sources);
     }
 }
 

@@ -243,6 +243,9 @@ fn the_example_workload_is_recorded_as_it_accounts_for_itself() {
     let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
     let info: Value = serde_json::from_slice(&info.stdout).unwrap();
     assert_eq!(info["slices_by_kind"]["op"].as_u64(), Some(ops));
+    // The program's file and the sampler's describe one process.
+    assert_eq!(info["files"].as_array().map(Vec::len), Some(2));
+    assert_eq!(info["processes"].as_u64(), Some(1), "{info}");
     assert_eq!(info["slices_by_kind"]["annotation"].as_u64(), Some(steps));
     assert!(String::from_utf8_lossy(&out.stderr).contains("top ops by total time"));
 }
