@@ -57,32 +57,11 @@ fn capacity_from_env() -> usize {
         .unwrap_or(DEFAULT_CAPACITY)
 }
 
-/// Zeroed memory for a ring, mapped on its own rather than taken from malloc: a 4 MiB
-/// block that lives as long as the process, carved from the program's heap (glibc
-/// serves it from the heap once its mmap threshold has grown past it), would change
-/// where the program's own large blocks go and how often glibc returns them to the
-/// kernel, and the program would pay in page faults.
-fn ring_memory(capacity: usize) -> *mut u8 {
-    // SAFETY: an anonymous private mapping with no address hint; the result is checked.
-    let mapped = unsafe {
-        libc::mmap(
-            ptr::null_mut(),
-            capacity,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        )
-    };
-    if mapped == libc::MAP_FAILED {
-        return Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
-    }
-    mapped.cast()
-}
-
 impl ThreadBuffer {
     fn allocate(capacity: usize) -> &'static ThreadBuffer {
-        let data = ring_memory(capacity);
+        // From the library's own mappings (`crate::alloc`): neither taken from the
+        // program's heap nor touched before it is written.
+        let data = Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
         Box::leak(Box::new(ThreadBuffer {
             data,
             capacity,

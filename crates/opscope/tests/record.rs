@@ -826,12 +826,23 @@ fn a_program_killed_mid_run_leaves_a_readable_trace() {
         .env("OPSCOPE_FLUSH_MS", flush_ms.to_string())
         .spawn()
         .unwrap();
-    // Let it run, find the program (opscope's child), and kill it outright.
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    let program = children_of(child.id() as i32)
-        .into_iter()
-        .next()
-        .expect("the program runs");
+    // Let it run until its file holds a good many ops (a busy machine may take a
+    // while to start it), find the program (opscope's child), and kill it outright.
+    let started = std::time::Instant::now();
+    let program = loop {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let program = children_of(child.id() as i32).into_iter().next();
+        let written = program
+            .and_then(|p| std::fs::metadata(session.join(format!("opscope-{p}.pftrace"))).ok())
+            .map_or(0, |m| m.len());
+        if written >= 8 << 10 {
+            break program.unwrap();
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the program wrote {written} bytes in a minute"
+        );
+    };
     let killed_at = monotonic_ns();
     // SAFETY: kill on a pid we just read; SIGKILL cannot be caught.
     unsafe { libc::kill(program, libc::SIGKILL) };
