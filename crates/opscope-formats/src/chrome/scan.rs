@@ -141,15 +141,16 @@ impl<'a> Cursor<'a> {
     fn value(&mut self) -> Result<usize> {
         self.skip_ws();
         let start = self.pos;
-        // The closing bracket of each open container.
-        let mut open: Vec<u8> = Vec::new();
+        // The closing bracket of each open container (on the stack: `Input Dims` and
+        // `Input type` arrays come with every PyTorch op).
+        let mut open = Brackets::default();
         loop {
             // A value starts here.
             self.skip_ws();
             match self.peek() {
                 None => return self.fail("the event ends early"),
                 Some(c @ (b'{' | b'[')) => {
-                    if open.len() == MAX_DEPTH {
+                    if open.depth == MAX_DEPTH {
                         return self.fail("values nested too deep");
                     }
                     let close = if c == b'{' { b'}' } else { b']' };
@@ -247,6 +248,36 @@ impl<'a> Cursor<'a> {
             Str::Plain(a, b) => &self.bytes[*a..*b],
             Str::Decoded(s) => s.as_bytes(),
         }
+    }
+}
+
+/// A stack of closing brackets, as deep as values may nest.
+struct Brackets {
+    close: [u8; MAX_DEPTH],
+    depth: usize,
+}
+
+impl Default for Brackets {
+    fn default() -> Self {
+        Brackets {
+            close: [0; MAX_DEPTH],
+            depth: 0,
+        }
+    }
+}
+
+impl Brackets {
+    fn push(&mut self, close: u8) {
+        self.close[self.depth] = close;
+        self.depth += 1;
+    }
+
+    fn last(&self) -> Option<&u8> {
+        self.close[..self.depth].last()
+    }
+
+    fn pop(&mut self) {
+        self.depth = self.depth.saturating_sub(1);
     }
 }
 
