@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 
 use super::activity::{self, Activity, ApiKind, CopyKind, SyncKind, TooShort};
-use crate::event::{Kind, Value};
+use crate::event::{Builder, Kind, Value};
 use crate::ffi::cstr;
 use crate::session;
 
@@ -145,6 +145,22 @@ fn sync_name(kind: SyncKind) -> &'static [u8] {
     }
 }
 
+/// Where device work ran and the id of the call that launched it: the first args of
+/// every kernel, copy and memset.
+fn placement<'b, 'a>(
+    b: &'b mut Builder<'a>,
+    device: u32,
+    stream: u32,
+    context: u32,
+    correlation: u32,
+) -> &'b mut Builder<'a> {
+    let u64_of = |v: u32| Value::U64(v as u64);
+    b.arg(b"device", u64_of(device))
+        .arg(b"stream", u64_of(stream))
+        .arg(b"context", u64_of(context))
+        .arg(b"correlation", u64_of(correlation))
+}
+
 /// CUPTI leaves a time at zero when it could not take it (work still running at a
 /// forced flush): such records have no place on a time line.
 fn timed(start: u64, end: u64) -> bool {
@@ -175,10 +191,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[b"cuda/kernel"],
                 name,
                 |b| {
-                    b.arg(b"device", u64_of(k.device))
-                        .arg(b"stream", u64_of(k.stream))
-                        .arg(b"context", u64_of(k.context))
-                        .arg(b"correlation", u64_of(k.correlation))
+                    placement(b, k.device, k.stream, k.context, k.correlation)
                         .arg(b"grid", Value::Str(grid))
                         .arg(b"block", Value::Str(block))
                         .arg(
@@ -201,10 +214,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[category],
                 name,
                 |b| {
-                    b.arg(b"device", u64_of(m.device))
-                        .arg(b"stream", u64_of(m.stream))
-                        .arg(b"context", u64_of(m.context))
-                        .arg(b"correlation", u64_of(m.correlation))
+                    placement(b, m.device, m.stream, m.context, m.correlation)
                         .arg(b"bytes", Value::U64(m.bytes));
                     if let CopyKind::Other(raw) = m.copy_kind {
                         b.arg(b"copy_kind", Value::U64(raw as u64));
@@ -220,10 +230,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[b"cuda/memset"],
                 b"Memset",
                 |b| {
-                    b.arg(b"device", u64_of(m.device))
-                        .arg(b"stream", u64_of(m.stream))
-                        .arg(b"context", u64_of(m.context))
-                        .arg(b"correlation", u64_of(m.correlation))
+                    placement(b, m.device, m.stream, m.context, m.correlation)
                         .arg(b"bytes", Value::U64(m.bytes))
                         .arg(b"value", u64_of(m.value));
                 },
