@@ -54,10 +54,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from vs_peers import spawn
+from vs_peers import run_header, spawn
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCES = Path(__file__).resolve().parent / "record"
@@ -426,18 +425,7 @@ def main() -> None:
     args = parse_args()
     for name in INJECTION_ENV:
         os.environ.pop(name, None)
-    output = {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "task": args.task,
-        "repeat": args.repeat,
-        "warmup": args.warmup,
-        "cores": os.cpu_count(),
-        "load_average_at_start": os.getloadavg()[0],
-    }
-    # A busy machine skews every figure: the load average tells the reader whether it was.
-    print(f"{output['date']}: task {args.task}, {args.repeat} timed rounds after "
-          f"{args.warmup} warm-up, medians; {output['cores']} cores, load average "
-          f"{output['load_average_at_start']:.2f}", flush=True)
+    output = run_header(args)
     bins = build(args.cache) if args.task in ("all", "pairs", "rate") else {}
     results = {}
     if args.task in ("all", "pairs"):

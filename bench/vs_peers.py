@@ -702,12 +702,9 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    if sys.argv[1:2] == [WORKER_FLAG]:
-        run_worker(*sys.argv[2:])
-        return
-    args = parse_args()
-    # A busy machine skews every figure: the load average tells the reader whether it was.
+def run_header(args: argparse.Namespace, *extra: str) -> dict:
+    """When and how a benchmark runs, printed and returned for its JSON: a busy
+    machine skews every figure, and the load average tells the reader whether it was."""
     output = {
         "date": time.strftime("%Y-%m-%d %H:%M %Z"),
         "task": args.task,
@@ -715,13 +712,25 @@ def main() -> None:
         "warmup": args.warmup,
         "cores": os.cpu_count(),
         "load_average_at_start": os.getloadavg()[0],
-        "traces": {},
     }
     print(
-        f"{output['date']}: task {args.task}, {args.repeat} timed rounds after {args.warmup} warm-up, medians; "
-        f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}; "
-        f"Python {sys.version.split()[0]}"
+        "; ".join([
+            f"{output['date']}: task {args.task}, {args.repeat} timed rounds after "
+            f"{args.warmup} warm-up, medians",
+            f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}",
+            *extra,
+        ]),
+        flush=True,
     )
+    return output
+
+
+def main() -> None:
+    if sys.argv[1:2] == [WORKER_FLAG]:
+        run_worker(*sys.argv[2:])
+        return
+    args = parse_args()
+    output = run_header(args, f"Python {sys.version.split()[0]}")
     bench = {"info": bench_kineto, "gpu": bench_kineto, "ctf": bench_ctf, "xplane": bench_xplane}
     output["traces"] = bench[args.task](args)
     if args.json:
