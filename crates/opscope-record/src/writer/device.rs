@@ -10,29 +10,43 @@ pub(super) fn device_pid(pid: i32, device: u32) -> i32 {
     (1 << 30) | (((device & 0xFF) as i32) << 22) | (pid & 0x3F_FFFF)
 }
 
-/// Device work of one drain, placed once it is sorted: a stream's work never overlaps,
-/// but CUPTI may hand it over out of order.
-pub(super) struct DeviceWork {
+/// A slice written once its track or flow is known: its times, names and annotations.
+pub(super) struct PendingSlice {
     pub(super) begin: u64,
     pub(super) end: u64,
-    pub(super) device: u32,
-    pub(super) stream: u32,
-    pub(super) correlation: u32,
     pub(super) category: Vec<u8>,
     pub(super) name: Vec<u8>,
     pub(super) annotations: Vec<u8>,
+}
+
+impl PendingSlice {
+    /// The slice of a record that carries its begin in `id` (annotations come later).
+    pub(super) fn of(r: &Record<'_>) -> PendingSlice {
+        PendingSlice {
+            begin: r.id,
+            end: r.ts.max(r.id),
+            category: r.category.to_vec(),
+            name: r.name.to_vec(),
+            annotations: Vec::new(),
+        }
+    }
+}
+
+/// Device work of one drain, placed once it is sorted: a stream's work never overlaps,
+/// but CUPTI may hand it over out of order.
+pub(super) struct DeviceWork {
+    pub(super) slice: PendingSlice,
+    pub(super) device: u32,
+    pub(super) stream: u32,
+    pub(super) correlation: u32,
 }
 
 /// A CUDA API call whose device work may still come: held back (for [`HOLD_NS`], at
 /// most [`MAX_HELD_CALLS`]) so that, if it does, both get one flow. A flow id on a call
 /// that launched nothing would be a flow without an end.
 pub(super) struct HeldCall {
-    pub(super) begin: u64,
-    pub(super) end: u64,
+    pub(super) slice: PendingSlice,
     pub(super) tid: i32,
-    pub(super) category: Vec<u8>,
-    pub(super) name: Vec<u8>,
-    pub(super) annotations: Vec<u8>,
 }
 
 /// How long a CUDA call waits for its device work (CUPTI hands buffers over when they
@@ -127,7 +141,7 @@ impl Writer {
     /// launched it when that call is held.
     pub(super) fn place_device_work(&mut self) {
         let mut work = std::mem::take(&mut self.device_work);
-        work.sort_by_key(|w| (w.begin, w.end));
+        work.sort_by_key(|w| (w.slice.begin, w.slice.end));
         for w in work.drain(..) {
             let flow = match self.held_calls.remove(&w.correlation) {
                 Some(call) if w.correlation != 0 => {
@@ -137,17 +151,8 @@ impl Writer {
                 }
                 _ => Flow::None,
             };
-            let track = self.stream_track(w.device, w.stream, w.begin, w.end);
-            self.flow_event(
-                w.begin,
-                track,
-                pb::TYPE_SLICE_BEGIN,
-                &w.category,
-                &w.name,
-                &w.annotations,
-                flow,
-            );
-            self.absolute_event(w.end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
+            let track = self.stream_track(w.device, w.stream, w.slice.begin, w.slice.end);
+            self.write_pending(&w.slice, track, flow);
         }
         // Keep the allocation for the next drain.
         self.device_work = work;
@@ -183,16 +188,20 @@ impl Writer {
     /// A CUDA API call on its thread's track.
     pub(super) fn write_call(&mut self, call: HeldCall, flow: Flow) {
         let track = self.thread_track(call.tid, None);
+        self.write_pending(&call.slice, track, flow);
+    }
+
+    fn write_pending(&mut self, slice: &PendingSlice, track: u64, flow: Flow) {
         self.flow_event(
-            call.begin,
+            slice.begin,
             track,
             pb::TYPE_SLICE_BEGIN,
-            &call.category,
-            &call.name,
-            &call.annotations,
+            &slice.category,
+            &slice.name,
+            &slice.annotations,
             flow,
         );
-        self.absolute_event(call.end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
+        self.absolute_event(slice.end, track, pb::TYPE_SLICE_END, b"", b"", &[]);
     }
 
     /// [`Writer::absolute_event`] with one end of a flow: Perfetto draws an arrow from

@@ -23,7 +23,7 @@ use crate::ring::{self, ThreadBuffer};
 mod device;
 mod lanes;
 
-use device::{DeviceWork, Flow, HeldCall};
+use device::{DeviceWork, Flow, HeldCall, PendingSlice};
 use lanes::{fits, Lanes};
 
 /// Chunks smaller than this are written as they are: compressing them gains nothing.
@@ -424,14 +424,10 @@ impl Writer {
             }
             Kind::DeviceSlice => {
                 let mut work = DeviceWork {
-                    begin: r.id,
-                    end: r.ts.max(r.id),
+                    slice: PendingSlice::of(r),
                     device: 0,
                     stream: 0,
                     correlation: 0,
-                    category: r.category.to_vec(),
-                    name: r.name.to_vec(),
-                    annotations: Vec::new(),
                 };
                 for (k, v) in r.args() {
                     match (k, number(v)) {
@@ -440,18 +436,14 @@ impl Writer {
                         (b"correlation", Some(n)) => work.correlation = n as u32,
                         _ => {}
                     }
-                    annotation(&mut work.annotations, k, v);
+                    annotation(&mut work.slice.annotations, k, v);
                 }
                 self.device_work.push(work);
             }
             Kind::ApiSlice => {
                 let mut call = HeldCall {
-                    begin: r.id,
-                    end: r.ts.max(r.id),
+                    slice: PendingSlice::of(r),
                     tid,
-                    category: r.category.to_vec(),
-                    name: r.name.to_vec(),
-                    annotations: Vec::new(),
                 };
                 let mut correlation = 0;
                 for (k, v) in r.args() {
@@ -460,7 +452,7 @@ impl Writer {
                         (b"correlation", Some(n)) => correlation = n as u32,
                         _ => {}
                     }
-                    annotation(&mut call.annotations, k, v);
+                    annotation(&mut call.slice.annotations, k, v);
                 }
                 if correlation == 0 {
                     self.write_call(call, Flow::None);
