@@ -9,7 +9,10 @@
 answering where the GPU time goes and which ops take it.
   opscope    `opscope gpu --exclude-last-step DIR --format json`, then
              `opscope stats op DIR --format json`: two processes, wall times added,
-             the larger peak RSS
+             the larger peak RSS. Each round starts with an empty model cache (a fresh
+             OPSCOPE_CACHE_DIR): `gpu` parses the trace and saves its model, `stats op`
+             reads that model back, as a user's second command on a trace does.
+  opscope-no-cache  the same two commands with --no-cache: each parses the trace
   HTA        the same load, then get_temporal_breakdown, get_gpu_kernel_breakdown,
              get_idle_time_breakdown (all ranks) and get_comm_comp_overlap
 
@@ -109,11 +112,15 @@ XPLANE_PATTERN = "xplane/**/*.xplane.pb"
 
 TASKS = {
     "info": ("opscope", "json.load", "HTA"),
-    "gpu": ("opscope", "HTA"),
+    "gpu": ("opscope", "opscope-no-cache", "HTA"),
     "ctf": ("opscope", "babeltrace2"),
     "xplane": ("opscope", "xprof"),
 }
 WORKER_FLAG = "--worker"
+# Tools whose commands share a model cache that is empty at the start of each round;
+# every other opscope run has the cache turned off (OPSCOPE_CACHE_DIR=off, set in main),
+# so that it parses its input every time.
+FRESH_CACHE_TOOLS = {"opscope"}
 OPSCOPE_KEYS = ("slices", "instants", "counter_samples", "flows", "model_bytes")
 
 # The LTTng recipe of shared/peer-outputs/lttng-session.txt (blocking channel, no loss).
@@ -190,18 +197,21 @@ def run_worker(tool: str, task: str, path: str, *flags: str) -> None:
     report.close()
 
 
-def measure_all(commands: list[list[str]]) -> Run:
+def measure_all(commands: list[list[str]], fresh_cache: bool = False) -> Run:
     """Run COMMANDS one after another: wall times add up, the peak RSS is the larger,
-    and the report is the first command's."""
-    runs = [measure(argv) for argv in commands]
+    and the report is the first command's. With FRESH_CACHE they share an opscope
+    model cache that starts empty."""
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-cache-") as cache:
+        env = {"OPSCOPE_CACHE_DIR": cache} if fresh_cache else None
+        runs = [measure(argv, env) for argv in commands]
     return Run(
         sum(r.wall_s for r in runs), max(r.max_rss_kib for r in runs), runs[0].stdout
     )
 
 
-def measure(argv: list[str]) -> Run:
+def measure(argv: list[str], env: dict | None = None) -> Run:
     """Run ARGV as a fresh process, with its stderr kept aside and shown if it fails."""
-    code, wall_s, max_rss_kib, stdout, stderr_tail = spawn(argv)
+    code, wall_s, max_rss_kib, stdout, stderr_tail = spawn(argv, env)
     if code != 0:
         sys.exit(f"exit code {code} from: {' '.join(argv)}\n--- stderr (tail) ---\n{stderr_tail}")
     return Run(wall_s, max_rss_kib, stdout)
@@ -238,7 +248,7 @@ def run_rounds(
     runs: dict[str, list[Run]] = {tool: [] for tool in commands}
     for round_ in range(warmup + repeat):
         for tool, argvs in commands.items():
-            run = measure_all(argvs)
+            run = measure_all(argvs, fresh_cache=tool in FRESH_CACHE_TOOLS)
             if round_ >= warmup:
                 runs[tool].append(run)
     return runs
@@ -325,7 +335,7 @@ def find_traces(shared: Path, directory: str, pattern: str) -> list[Path]:
 
 def counts_of(tool: str, task: str, report: dict, trace: str) -> dict:
     """What a tool found in TRACE; for opscope also the model's bytes per slice."""
-    if tool != "opscope":
+    if not tool.startswith("opscope"):
         return {key: value for key, value in report.items() if key != "load_s"}
     if task == "gpu":
         ranks = report["ranks"]
@@ -362,6 +372,7 @@ def bench_kineto_trace(
         }[task]
         commands = {
             "opscope": [[str(opscope), *args] for args in opscope_runs],
+            "opscope-no-cache": [[str(opscope), *args, "--no-cache"] for args in opscope_runs],
             "json.load": [[sys.executable, __file__, WORKER_FLAG, "json.load", task, one]],
             "HTA": [[sys.executable, __file__, WORKER_FLAG, "HTA", task, trace_dir]],
         }
@@ -369,7 +380,7 @@ def bench_kineto_trace(
 
     results = {}
     for tool, tool_runs in runs.items():
-        in_python = tool != "opscope"
+        in_python = not tool.startswith("opscope")
         load_s = statistics.median(r.report["load_s"] for r in tool_runs) if in_python else None
         results[tool] = {
             **timing(tool_runs),
@@ -730,6 +741,9 @@ def main() -> None:
         run_worker(*sys.argv[2:])
         return
     args = parse_args()
+    # Every opscope run parses its input, but those FRESH_CACHE_TOOLS give a cache of
+    # their own (measure_all).
+    os.environ["OPSCOPE_CACHE_DIR"] = "off"
     output = run_header(args, f"Python {sys.version.split()[0]}")
     bench = {"info": bench_kineto, "gpu": bench_kineto, "ctf": bench_ctf, "xplane": bench_xplane}
     output["traces"] = bench[args.task](args)

@@ -8,7 +8,7 @@ use hashbrown::HashMap;
 use crate::strings::StrId;
 
 /// Reference to one arg bag in [`Args`]; [`ArgsId::NONE`] for no args.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ArgsId(pub u32);
 
 impl ArgsId {
@@ -56,15 +56,17 @@ const TAG_JSON: u8 = 7;
 type Shape = Box<[(StrId, u8)]>;
 
 /// The shared buffer of all arg bags of a trace.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Args {
     bytes: Vec<u8>,
     shapes: Vec<Shape>,
     shape_index: HashMap<Shape, u32>,
     /// The shape of the bag being written; kept to reuse its allocation.
+    #[serde(skip)]
     pending: Vec<(StrId, u8)>,
     /// The shapes used last, most recent first: bags of one importer repeat a few
     /// shapes, and comparing is cheaper than hashing.
+    #[serde(skip)]
     recent: [u32; RECENT_SHAPES],
 }
 

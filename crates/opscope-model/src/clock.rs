@@ -4,11 +4,11 @@
 
 use crate::strings::StrId;
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct ClockId(pub u32);
 
 /// `global = offset_ns + local * (1 + drift_ppb / 1e9)`.
-#[derive(Copy, Clone, Debug, PartialEq, Default)]
+#[derive(Copy, Clone, Debug, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct LinearTransform {
     pub offset_ns: i64,
     pub drift_ppb: f64,
@@ -36,7 +36,7 @@ impl LinearTransform {
 }
 
 /// A clock some source was recorded with.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClockDomain {
     /// e.g. `kineto`, `CLOCK_MONOTONIC`, `tf-timeline`.
     pub name: StrId,

@@ -6,7 +6,7 @@ use crate::strings::StrId;
 
 macro_rules! id_type {
     ($($name:ident),*) => {$(
-        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
         pub struct $name(pub u32);
         impl $name {
             pub fn index(self) -> usize { self.0 as usize }
@@ -16,7 +16,7 @@ macro_rules! id_type {
 id_type!(SourceId, ProcessId, ThreadId, DeviceId, TrackId);
 
 /// One loaded file (or session part), with what it says about where it came from.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize)]
 pub struct Source {
     pub path: String,
     /// Short format name: `kineto`, `chrome-json`, `tf-timeline`, `perfetto`, ….
@@ -29,7 +29,36 @@ pub struct Source {
     pub metadata: crate::args::ArgsId,
 }
 
-#[derive(Clone, Debug)]
+/// [`Source`] as read back from a saved model, its format name owned.
+#[derive(serde::Deserialize)]
+struct SavedSource {
+    path: String,
+    format: String,
+    clock: ClockId,
+    host: Option<StrId>,
+    rank: Option<u32>,
+    world_size: Option<u32>,
+    metadata: crate::args::ArgsId,
+}
+
+impl<'de> serde::Deserialize<'de> for Source {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let saved = SavedSource::deserialize(deserializer)?;
+        Ok(Source {
+            path: saved.path,
+            // Importers name formats with string literals; the few bytes per source of
+            // a model read back are leaked once, for the life of the process.
+            format: saved.format.leak(),
+            clock: saved.clock,
+            host: saved.host,
+            rank: saved.rank,
+            world_size: saved.world_size,
+            metadata: saved.metadata,
+        })
+    }
+}
+
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Process {
     pub source: SourceId,
     /// The pid as the source gave it; sources with string pids get a stable number.
@@ -41,7 +70,7 @@ pub struct Process {
     pub device: Option<DeviceId>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Thread {
     pub process: ProcessId,
     pub tid: i64,
@@ -49,7 +78,7 @@ pub struct Thread {
     pub sort_index: Option<i64>,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum DeviceKind {
     Cpu,
     Gpu,
@@ -72,7 +101,7 @@ impl DeviceKind {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Device {
     pub source: SourceId,
     pub kind: DeviceKind,
@@ -81,7 +110,7 @@ pub struct Device {
     pub name: Option<StrId>,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum TrackKind {
     /// A CPU thread: its slices nest.
     Thread,
@@ -104,7 +133,7 @@ impl TrackKind {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Track {
     pub kind: TrackKind,
     pub name: StrId,

@@ -8,7 +8,7 @@ use crate::strings::StrId;
 use crate::NONE;
 
 /// Slices: spans of time on a track.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Slices {
     pub ts: Vec<i64>,
     pub dur: Vec<i64>,
@@ -133,7 +133,7 @@ fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
 }
 
 /// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum InstantScope {
     Thread,
     Process,
@@ -141,7 +141,7 @@ pub enum InstantScope {
 }
 
 /// Instants: points in time on a track.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Instants {
     pub ts: Vec<i64>,
     pub track: Vec<u32>,
@@ -234,7 +234,7 @@ impl Instants {
 }
 
 /// Samples of counter tracks.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct CounterSamples {
     pub track: Vec<u32>,
     pub ts: Vec<i64>,
@@ -275,7 +275,7 @@ impl CounterSamples {
 }
 
 /// Flows: arrows from one slice to another (op → launch → kernel, fwd → bwd, send → recv).
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Flows {
     pub from: Vec<u32>,
     pub to: Vec<u32>,

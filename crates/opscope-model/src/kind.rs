@@ -1,7 +1,9 @@
 //! The kind of a slice, which analyses rely on whatever the source format called it.
 
 /// Direction of a memory copy.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum CopyDirection {
     H2D,
     D2H,
@@ -13,7 +15,9 @@ pub enum CopyDirection {
 }
 
 /// What a slice is, independent of the source format.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub enum SliceKind {
     /// A framework op: aten::mm, a TF MatMul, an ITT task, a oneDNN primitive.
     Op,

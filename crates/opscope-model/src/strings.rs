@@ -5,7 +5,19 @@ use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
 
 /// Index of an interned string. `StrId::EMPTY` is the empty string.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+#[derive(
+    Copy,
+    Clone,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct StrId(pub u32);
 
 impl StrId {
@@ -101,6 +113,39 @@ impl StringTable {
     /// Whether `extra` more bytes still fit.
     pub fn has_room_for(&self, extra: usize) -> bool {
         self.bytes.len() + extra < u32::MAX as usize
+    }
+}
+
+/// Saved as the string bytes and their end offsets; the hash index is rebuilt on load.
+impl serde::Serialize for StringTable {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        (&self.bytes, &self.ends).serialize(serializer)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StringTable {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let (bytes, ends): (String, Vec<u32>) = serde::Deserialize::deserialize(deserializer)?;
+        let mut table = StringTable::default();
+        let mut start = 0usize;
+        for (i, &end) in ends.iter().enumerate() {
+            let s = bytes
+                .get(start..end as usize)
+                .ok_or_else(|| D::Error::custom(format!("string {i}: bad end offset {end}")))?;
+            // Interning anew rebuilds the index and checks that no string repeats, so
+            // every id keeps its meaning.
+            if table.intern(s).0 as usize != i {
+                return Err(D::Error::custom(format!(
+                    "string {i} repeats an earlier one"
+                )));
+            }
+            start = end as usize;
+        }
+        if start != bytes.len() {
+            return Err(D::Error::custom("string bytes past the last string"));
+        }
+        Ok(table)
     }
 }
 

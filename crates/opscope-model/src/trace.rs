@@ -13,7 +13,7 @@ use crate::NONE;
 
 /// What [`Trace::finish`] and the importers repaired or could not place, so that
 /// `opscope info` can say so instead of keeping it silently.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RepairCounts {
     /// Slices with a negative duration, set to 0.
     pub negative_durations: u64,
@@ -49,14 +49,14 @@ impl RepairCounts {
 }
 
 /// Keys under which importers find or create tracks.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 enum TrackKey {
     Thread(ThreadId),
     Named(Option<ProcessId>, TrackKind, StrId, u64),
 }
 
 /// Everything loaded, on one nanosecond clock.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Trace {
     pub strings: StringTable,
     pub args: Args,
@@ -300,7 +300,12 @@ impl Trace {
         self.counters.shrink_to_fit();
         self.flows.shrink_to_fit();
         self.strings.shrink_to_fit();
+        self.track_slices.shrink_to_fit();
+        self.tracks.shrink_to_fit();
+        self.threads.shrink_to_fit();
+        self.processes.shrink_to_fit();
     }
+
     /// Makes the processes of `sources` that share a pid one process, and their threads
     /// that share a tid one thread: for files written on one machine over one run (an
     /// `opscope record` session: the recorded program's own file and the process

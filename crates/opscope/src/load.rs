@@ -12,11 +12,16 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use opscope_model::{SourceId, Trace};
 
+use crate::cache;
+
 /// What loading was asked to do.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LoadOptions {
     /// Never show a progress bar (it is shown only on a terminal, for big inputs).
     pub quiet: bool,
+    /// Read the model from the model cache when it holds these very files, and save
+    /// it there after parsing them (see [`crate::cache`]).
+    pub cache: bool,
 }
 
 /// The traces a command reads, as every analysis command takes them.
@@ -28,11 +33,23 @@ pub struct Inputs {
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Parse the files even when the model cache holds them, and do not save the model
+    /// there (the cache is under ~/.cache/opscope/models; OPSCOPE_CACHE_DIR moves it,
+    /// OPSCOPE_CACHE_DIR=off turns it off).
+    #[arg(long)]
+    pub no_cache: bool,
 }
 
 impl Inputs {
     pub fn load(&self) -> Result<Trace> {
-        load(&self.traces, &LoadOptions { quiet: self.quiet })
+        load(&self.traces, &self.options())
+    }
+
+    pub fn options(&self) -> LoadOptions {
+        LoadOptions {
+            quiet: self.quiet,
+            cache: !self.no_cache,
+        }
     }
 }
 
@@ -126,6 +143,14 @@ fn is_copy_of_an_xplane(path: &Path) -> bool {
 pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     let files = expand(inputs)?;
     let total: u64 = files.iter().map(|f| input_bytes(f)).sum();
+    let entry = (options.cache && total >= cache::MIN_INPUT_BYTES)
+        .then(cache::directory)
+        .flatten()
+        .and_then(|dir| cache::Entry::for_inputs(&dir, &files));
+    if let Some(trace) = entry.as_ref().and_then(cache::Entry::read) {
+        print_warnings(&trace);
+        return Ok(trace);
+    }
     let bar = progress_bar(total, options);
     let mut trace = Trace::new();
     for file in &files {
@@ -140,11 +165,18 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
     // Unix-time ones (XPlane): one time line for all.
     opscope_model::clock_sync::align_to_unix(&mut trace);
+    print_warnings(&trace);
+    trace.shrink_to_fit();
+    if let Some(entry) = entry {
+        entry.write(&trace);
+    }
+    Ok(trace)
+}
+
+fn print_warnings(trace: &Trace) {
     for (_, warning) in &trace.warnings {
         eprintln!("opscope: warning: {warning}");
     }
-    trace.shrink_to_fit();
-    Ok(trace)
 }
 
 /// Bytes of a trace file, or of a CTF directory's files.

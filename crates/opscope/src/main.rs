@@ -1,6 +1,7 @@
 //! The `opscope` command line: parses arguments into plain options and hands them to
 //! one module per subcommand. Errors print as one line and exit with status 1.
 
+mod cache;
 mod commands;
 mod load;
 mod output;

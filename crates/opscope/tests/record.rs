@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{python, repo_root, scratch_dir};
+use common::{python, repo_root, scratch_dir, test_cache_dir};
 use serde_json::Value;
 
 /// A binary built beside opscope by the workspace (the example, the injected library).
@@ -43,7 +43,8 @@ fn record(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Ou
         .arg("--")
         .arg(program)
         .args(args)
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"));
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir());
     for (k, v) in env {
         command.env(k, v);
     }
@@ -749,6 +750,7 @@ fn a_termination_request_to_opscope_reaches_the_program() {
         .arg(&session)
         .args(["--", &python(), "-c", program])
         .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -823,6 +825,7 @@ fn a_program_killed_mid_run_leaves_a_readable_trace() {
         .arg(built("dataflow"))
         .args(["--steps", "100000", "--quiet"])
         .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
         .env("OPSCOPE_FLUSH_MS", flush_ms.to_string())
         .spawn()
         .unwrap();

@@ -45,6 +45,9 @@ pub struct Args {
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
+    /// Parse the inputs even when the model cache holds them, and do not save them there.
+    #[arg(long)]
+    no_cache: bool,
 }
 
 fn target_from_extension(path: &Path) -> Option<Target> {
@@ -70,7 +73,13 @@ pub fn run(args: Args) -> Result<()> {
             args.output.display()
         );
     };
-    let trace = load::load(&args.inputs, &LoadOptions { quiet: args.quiet })?;
+    let trace = load::load(
+        &args.inputs,
+        &LoadOptions {
+            quiet: args.quiet,
+            cache: !args.no_cache,
+        },
+    )?;
     let shown = args.output.display().to_string();
     if target == Target::Ctf {
         write_ctf(&trace, &args.output)?;

@@ -169,7 +169,11 @@ fn session_dir(output: Option<&Path>) -> Result<PathBuf> {
 fn summarise(dir: &Path) {
     let trace = match crate::load::load(
         &[dir.to_path_buf()],
-        &crate::load::LoadOptions { quiet: true },
+        // Saved in the model cache: the user's next command is likely on this session.
+        &crate::load::LoadOptions {
+            quiet: true,
+            cache: true,
+        },
     ) {
         Ok(t) => t,
         Err(e) => {

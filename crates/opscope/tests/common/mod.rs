@@ -9,8 +9,16 @@ use std::process::{Command, Output};
 pub fn opscope(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_opscope"))
         .args(args)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
         .output()
         .expect("the opscope binary runs")
+}
+
+/// The model cache the tests share, under the build directory rather than the user's
+/// home: tests that load the same trace read each other's saved models, so their
+/// comparisons with the peers cover the cache as well as the parsers.
+pub fn test_cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-cache")
 }
 
 /// Runs opscope and requires success, showing its stderr otherwise.
