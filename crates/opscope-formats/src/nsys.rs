@@ -317,7 +317,7 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
     });
     let source = trace.add_source(Source {
         path: shown.to_string(),
-        format: "nsys-sqlite",
+        format: "nsys-sqlite".into(),
         clock,
         host: None,
         rank: None,

@@ -16,46 +16,17 @@ macro_rules! id_type {
 id_type!(SourceId, ProcessId, ThreadId, DeviceId, TrackId);
 
 /// One loaded file (or session part), with what it says about where it came from.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Source {
     pub path: String,
     /// Short format name: `kineto`, `chrome-json`, `tf-timeline`, `perfetto`, ….
-    pub format: &'static str,
+    pub format: std::borrow::Cow<'static, str>,
     pub clock: ClockId,
     pub host: Option<StrId>,
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     /// File-level metadata (schema version, distributedInfo, …) as an arg bag.
     pub metadata: crate::args::ArgsId,
-}
-
-/// [`Source`] as read back from a saved model, its format name owned.
-#[derive(serde::Deserialize)]
-struct SavedSource {
-    path: String,
-    format: String,
-    clock: ClockId,
-    host: Option<StrId>,
-    rank: Option<u32>,
-    world_size: Option<u32>,
-    metadata: crate::args::ArgsId,
-}
-
-impl<'de> serde::Deserialize<'de> for Source {
-    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let saved = SavedSource::deserialize(deserializer)?;
-        Ok(Source {
-            path: saved.path,
-            // Importers name formats with string literals; the few bytes per source of
-            // a model read back are leaked once, for the life of the process.
-            format: saved.format.leak(),
-            clock: saved.clock,
-            host: saved.host,
-            rank: saved.rank,
-            world_size: saved.world_size,
-            metadata: saved.metadata,
-        })
-    }
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]

@@ -398,7 +398,7 @@ mod tests {
     fn source(trace: &mut Trace, path: &str) -> SourceId {
         trace.add_source(Source {
             path: path.into(),
-            format: "perfetto",
+            format: "perfetto".into(),
             clock: ClockId(0),
             host: None,
             rank: None,

@@ -89,7 +89,7 @@ fn run(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "chrome-json",
+        format: "chrome-json".into(),
         clock,
         host: None,
         rank: None,

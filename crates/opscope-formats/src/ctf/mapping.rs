@@ -1441,7 +1441,7 @@ pub(super) fn import_layout(
     let domain = meta.env_str("domain").unwrap_or("").to_string();
     let source = trace.add_source(Source {
         path: trace_name.to_string(),
-        format: "ctf",
+        format: "ctf".into(),
         clock,
         host,
         rank: None,

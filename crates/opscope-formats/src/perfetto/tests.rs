@@ -29,7 +29,7 @@ fn new_trace() -> (Trace, SourceId) {
     });
     let source = t.add_source(Source {
         path: "test".into(),
-        format: "test",
+        format: "test".into(),
         clock,
         host: None,
         rank: None,

@@ -159,7 +159,7 @@ pub fn import(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "tf-run-metadata",
+        format: "tf-run-metadata".into(),
         clock,
         host: None,
         rank: None,

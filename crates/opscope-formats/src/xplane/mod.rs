@@ -125,7 +125,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     let host = rest.hostnames.first().map(|h| trace.intern(&text(h)));
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "xplane",
+        format: "xplane".into(),
         clock,
         host,
         rank: None,

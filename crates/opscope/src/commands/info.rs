@@ -62,7 +62,7 @@ pub struct Summary {
 #[derive(Serialize, Debug)]
 pub struct FileSummary {
     pub path: String,
-    pub format: &'static str,
+    pub format: String,
     pub rank: Option<u32>,
     pub world_size: Option<u32>,
     pub host: Option<String>,
@@ -98,7 +98,7 @@ pub fn summarize(trace: &Trace) -> Summary {
         .iter()
         .map(|s| FileSummary {
             path: s.path.clone(),
-            format: s.format,
+            format: s.format.to_string(),
             rank: s.rank,
             world_size: s.world_size,
             host: s.host.map(|h| trace.str(h).to_string()),

@@ -202,7 +202,7 @@ fn to_trace(samples: &Samples, path: &Path) -> Trace {
     });
     let source = trace.add_source(Source {
         path: path.to_string_lossy().into_owned(),
-        format: "opscope-sampler",
+        format: "opscope-sampler".into(),
         clock,
         host: None,
         rank: None,
