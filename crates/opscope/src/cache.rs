@@ -51,30 +51,20 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The entry for loading `files` (each a file, or a CTF directory whose `metadata`
-    /// and stream files all count), or `None` when a file cannot be described.
-    pub fn for_inputs(dir: &Path, files: &[PathBuf]) -> Option<Entry> {
+    /// The entry for loading `inputs`: each input as named (a file, or a CTF directory)
+    /// with every file its import reads (a CTF trace's metadata and streams, a
+    /// RunMetadata's GraphDef). `None` when a file cannot be described.
+    pub fn for_inputs(dir: &Path, inputs: &[(PathBuf, Vec<PathBuf>)]) -> Option<Entry> {
         let mut key = format!(
             "opscope {} format {FORMAT_VERSION} {}\n",
             env!("CARGO_PKG_VERSION"),
             describe(&std::env::current_exe().ok()?)?
         );
-        for file in files {
+        for (input, read) in inputs {
             // Sources keep the path as given, and answers show it: a file named another
             // way is another entry.
-            key += &format!("as {}\n", file.display());
-            if file.is_dir() {
-                let mut inside: Vec<PathBuf> = std::fs::read_dir(file)
-                    .ok()?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| p.is_file())
-                    .collect();
-                inside.sort();
-                for f in inside {
-                    key += &describe(&f)?;
-                    key.push('\n');
-                }
-            } else {
+            key += &format!("as {}\n", input.display());
+            for file in read {
                 key += &describe(file)?;
                 key.push('\n');
             }

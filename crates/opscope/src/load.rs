@@ -146,7 +146,10 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     let entry = (options.cache && total >= cache::MIN_INPUT_BYTES)
         .then(cache::directory)
         .flatten()
-        .and_then(|dir| cache::Entry::for_inputs(&dir, &files));
+        .and_then(|dir| {
+            let inputs: Vec<_> = files.iter().map(|f| (f.clone(), files_read(f))).collect();
+            cache::Entry::for_inputs(&dir, &inputs)
+        });
     if let Some(trace) = entry.as_ref().and_then(cache::Entry::read) {
         print_warnings(&trace);
         return Ok(trace);
@@ -177,6 +180,21 @@ fn print_warnings(trace: &Trace) {
     for (_, warning) in &trace.warnings {
         eprintln!("opscope: warning: {warning}");
     }
+}
+
+/// The files importing `input` reads: a CTF trace's metadata and stream files, a
+/// RunMetadata and the GraphDef beside it, or the file alone.
+fn files_read(input: &Path) -> Vec<PathBuf> {
+    if input.is_dir() {
+        let mut files = vec![input.join("metadata")];
+        files.extend(ctf_stream_files(input).unwrap_or_default());
+        return files;
+    }
+    let mut files = vec![input.to_path_buf()];
+    if opscope_formats::run_metadata::is_run_metadata_path(&input.to_string_lossy()) {
+        files.extend(graph_candidates(input).unwrap_or_default());
+    }
+    files
 }
 
 /// Bytes of a trace file, or of a CTF directory's files.
@@ -322,13 +340,7 @@ fn unite_recorded_processes(trace: &mut Trace) {
 /// The GraphDef saved beside a RunMetadata (`graph.pbtxt`, `graph.pb`, or the one
 /// `*.pbtxt`), which types its nodes as tfprof's `--graph_path` does.
 fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::Graph>> {
-    let dir = run_meta.parent().unwrap_or(Path::new("."));
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot list", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| opscope_formats::tf_graph::is_graph_path(&p.to_string_lossy()))
-        .collect();
-    candidates.sort();
+    let candidates = graph_candidates(run_meta)?;
     let chosen = candidates
         .iter()
         .find(|p| {
@@ -348,6 +360,18 @@ fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::
     Ok(Some(opscope_formats::tf_graph::parse(&bytes, &shown)?))
 }
 
+/// The GraphDef files beside a RunMetadata, in name order.
+fn graph_candidates(run_meta: &Path) -> Result<Vec<PathBuf>> {
+    let dir = run_meta.parent().unwrap_or(Path::new("."));
+    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| format!("{}: cannot list", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| opscope_formats::tf_graph::is_graph_path(&p.to_string_lossy()))
+        .collect();
+    candidates.sort();
+    Ok(candidates)
+}
+
 fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {
     use std::io::IsTerminal;
     // Small inputs load in well under a second: a bar would only flicker.
@@ -361,4 +385,34 @@ fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_files_an_import_reads_cover_graphs_and_ctf_streams() {
+        let dir = std::env::temp_dir().join(format!("opscope-files-read-{}", std::process::id()));
+        let ctf = dir.join("ctf");
+        std::fs::create_dir_all(ctf.join("index")).unwrap();
+        for name in [
+            "run_meta",
+            "graph.pbtxt",
+            "notes.txt",
+            "ctf/metadata",
+            "ctf/chan_0",
+        ] {
+            std::fs::write(dir.join(name), b"x").unwrap();
+        }
+        // A RunMetadata's types come from the GraphDef beside it: a changed graph must
+        // be a changed input.
+        assert_eq!(
+            files_read(&dir.join("run_meta")),
+            [dir.join("run_meta"), dir.join("graph.pbtxt")]
+        );
+        assert_eq!(files_read(&dir.join("notes.txt")), [dir.join("notes.txt")]);
+        assert_eq!(files_read(&ctf), [ctf.join("metadata"), ctf.join("chan_0")]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
