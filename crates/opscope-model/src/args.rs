@@ -118,6 +118,43 @@ impl Args {
                 .sum::<usize>()
     }
 
+    /// Whether every shape's keys and every bag's string values are ids below
+    /// `n_strings`, and every bag's shape exists (a model read back could differ).
+    pub(crate) fn check(&self, n_strings: usize) -> Result<(), String> {
+        let str_ok = |id: StrId| (id.0 as usize) < n_strings;
+        for (n, shape) in self.shapes.iter().enumerate() {
+            if !shape.iter().all(|&(key, _)| str_ok(key)) {
+                return Err(format!("args shape {n}: key string ids"));
+            }
+        }
+        if self
+            .shape_index
+            .values()
+            .any(|&n| n as usize >= self.shapes.len())
+        {
+            return Err("args shape index: unknown shape".into());
+        }
+        Ok(())
+    }
+
+    /// Whether bag `id` names an existing shape and its string values are ids below
+    /// `n_strings`.
+    pub(crate) fn check_bag(&self, id: ArgsId, n_strings: usize) -> bool {
+        if id.is_none() {
+            return true;
+        }
+        let mut pos = id.0 as usize;
+        if pos >= self.bytes.len() {
+            return false;
+        }
+        let shape = read_varint(&self.bytes, &mut pos) as usize;
+        shape < self.shapes.len()
+            && self.get(id).all(|(_, v)| match v {
+                ArgValue::Str(s) | ArgValue::Json(s) => (s.0 as usize) < n_strings,
+                _ => true,
+            })
+    }
+
     pub fn shrink_to_fit(&mut self) {
         self.bytes.shrink_to_fit();
         self.pending = Vec::new();

@@ -103,6 +103,22 @@ impl Slices {
         apply(&mut self.args, order);
     }
 
+    /// Whether every column has one entry per slice (a model read back could differ).
+    pub(crate) fn columns_agree(&self) -> bool {
+        let n = self.ts.len();
+        [
+            self.dur.len(),
+            self.track.len(),
+            self.name.len(),
+            self.category.len(),
+            self.kind.len(),
+            self.parent.len(),
+            self.args.len(),
+        ]
+        .iter()
+        .all(|&len| len == n)
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.ts.capacity() * 8
             + self.dur.capacity() * 8
@@ -222,6 +238,21 @@ impl Instants {
         }
     }
 
+    /// Whether every column has one entry per instant.
+    pub(crate) fn columns_agree(&self) -> bool {
+        let n = self.ts.len();
+        [
+            self.track.len(),
+            self.name.len(),
+            self.category.len(),
+            self.kind.len(),
+            self.scope.len(),
+            self.args.len(),
+        ]
+        .iter()
+        .all(|&len| len == n)
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.ts.capacity() * 8
             + self.track.capacity() * 4
@@ -269,6 +300,11 @@ impl CounterSamples {
         self.ts.is_empty()
     }
 
+    /// Whether every column has one entry per sample.
+    pub(crate) fn columns_agree(&self) -> bool {
+        self.track.len() == self.ts.len() && self.value.len() == self.ts.len()
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.track.capacity() * 4 + self.ts.capacity() * 8 + self.value.capacity() * 8
     }
@@ -304,6 +340,12 @@ impl Flows {
 
     pub fn is_empty(&self) -> bool {
         self.from.is_empty()
+    }
+
+    /// Whether every column has one entry per flow.
+    pub(crate) fn columns_agree(&self) -> bool {
+        let n = self.from.len();
+        self.to.len() == n && self.name.len() == n && self.category.len() == n
     }
 
     pub fn heap_bytes(&self) -> usize {

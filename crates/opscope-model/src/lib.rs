@@ -4,6 +4,7 @@
 //! the invariants; analyses and exporters only read it.
 
 pub mod args;
+mod check;
 pub mod clock;
 pub mod clock_sync;
 pub mod dims;

@@ -292,6 +292,32 @@ impl Trace {
             + self.processes.capacity() * std::mem::size_of::<Process>()
     }
 
+    /// Whether the import indexes point into the tables (a model read back could
+    /// differ).
+    pub(crate) fn check_indexes(&self) -> Result<(), String> {
+        let ok = self
+            .process_index
+            .values()
+            .all(|p| p.index() < self.processes.len())
+            && self
+                .thread_index
+                .values()
+                .all(|t| t.index() < self.threads.len())
+            && self
+                .track_index
+                .values()
+                .all(|t| t.index() < self.tracks.len())
+            && self
+                .device_index
+                .values()
+                .all(|d| d.index() < self.devices.len());
+        if ok {
+            Ok(())
+        } else {
+            Err("an import index points past its table".into())
+        }
+    }
+
     /// Gives back spare capacity of the growable tables.
     pub fn shrink_to_fit(&mut self) {
         self.slices.shrink_to_fit();

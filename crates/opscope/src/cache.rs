@@ -2,34 +2,41 @@
 //! so that the next command on the same, unchanged files reads it back instead of
 //! parsing them again (`opscope gpu`, then `stats op`, then `steps` on one big trace).
 //!
-//! An entry is found by a key naming this build of opscope and every input file's path,
-//! size, modification time and inode; any change to a file or to opscope is a miss. A
-//! damaged or unreadable entry is a miss too: the cache can only save time, never change
-//! an answer or stop a command.
+//! An entry is found by a key naming this build of opscope and every file the import
+//! read, with its path, size, modification and change times and inode; any change to a
+//! file or to opscope is a miss. A damaged entry, or one whose model breaks an invariant
+//! ([`Trace::check`]), is a miss too: the cache can only save time, never change an
+//! answer or stop a command.
 
 use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::os::unix::fs::MetadataExt;
+use std::io::{BufWriter, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use opscope_model::Trace;
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
-/// build identity (it is part of every key, with the binary's own size and mtime).
-const FORMAT_VERSION: u32 = 1;
+/// build identity (it is part of every key, with the binary's own size and times).
+const FORMAT_VERSION: u32 = 2;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
+/// After the payload: its length (u64) and CRC-32 (u32), little-endian.
+const TRAILER_BYTES: usize = 12;
 
 /// Inputs smaller than this parse in a few milliseconds: not worth an entry.
 pub const MIN_INPUT_BYTES: u64 = 1 << 20;
 
-/// The cache keeps its newest entries up to this many bytes in all.
+/// The cache keeps its most recently used entries up to this many bytes in all.
 const MAX_TOTAL_BYTES: u64 = 2 << 30;
 
+/// Entries being written that are older than this were left by a command that died.
+const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
+
 /// Where entries live: `$OPSCOPE_CACHE_DIR`, else `$XDG_CACHE_HOME/opscope/models`, else
-/// `~/.cache/opscope/models`. `OPSCOPE_CACHE_DIR=off` (or empty) turns the cache off.
+/// `~/.cache/opscope/models` (relative or empty values are ignored, as the XDG rules
+/// say). `OPSCOPE_CACHE_DIR=off` (or empty) turns the cache off.
 pub fn directory() -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os("OPSCOPE_CACHE_DIR") {
         if dir.is_empty() || dir == "off" {
@@ -37,114 +44,179 @@ pub fn directory() -> Option<PathBuf> {
         }
         return Some(PathBuf::from(dir));
     }
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    let absolute = |var: &str| {
+        std::env::var_os(var)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let base = absolute("XDG_CACHE_HOME").or_else(|| absolute("HOME").map(|h| h.join(".cache")))?;
     Some(base.join("opscope").join("models"))
 }
 
-/// One cache entry: where it is and the exact key text it must hold.
+/// One cache entry: where it is, the exact key text it must hold, and the files that
+/// key describes.
 pub struct Entry {
     path: PathBuf,
     key: String,
+    inputs: Vec<(PathBuf, Vec<PathBuf>)>,
 }
 
 impl Entry {
     /// The entry for loading `inputs`: each input as named (a file, or a CTF directory)
     /// with every file its import reads (a CTF trace's metadata and streams, a
-    /// RunMetadata's GraphDef). `None` when a file cannot be described.
-    pub fn for_inputs(dir: &Path, inputs: &[(PathBuf, Vec<PathBuf>)]) -> Option<Entry> {
-        let mut key = format!(
-            "opscope {} format {FORMAT_VERSION} {}\n",
-            env!("CARGO_PKG_VERSION"),
-            describe(&std::env::current_exe().ok()?)?
-        );
-        for (input, read) in inputs {
-            // Sources keep the path as given, and answers show it: a file named another
-            // way is another entry.
-            key += &format!("as {}\n", input.display());
-            for file in read {
-                key += &describe(file)?;
-                key.push('\n');
-            }
-        }
+    /// RunMetadata's GraphDef, an SQLite database's write-ahead log).
+    pub fn for_inputs(dir: &Path, inputs: Vec<(PathBuf, Vec<PathBuf>)>) -> Option<Entry> {
+        let key = key_of(&inputs)?;
+        // The hash only names the file: the whole key is stored in it and compared, so
+        // a collision, or a hash that changes with the Rust release, is only a miss.
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         key.hash(&mut hasher);
         let path = dir.join(format!("{:016x}.model", hasher.finish()));
-        Some(Entry { path, key })
+        Some(Entry { path, key, inputs })
     }
 
-    /// The saved model, if the entry exists, holds this key and is intact.
+    /// The saved model, if the entry exists, holds this key, is intact and keeps the
+    /// model's invariants.
     pub fn read(&self) -> Option<Trace> {
-        let bytes = std::fs::read(&self.path).ok()?;
-        let payload = unwrap(&bytes, &self.key)?;
+        let file = File::open(&self.path).ok()?;
+        // SAFETY: read-only map of a file that writers only ever replace by renaming a
+        // finished one over it, never modify in place; it lives only for this function.
+        let bytes = unsafe { memmap2::Mmap::map(&file) }.ok()?;
+        let payload = payload_of(&bytes, &self.key)?;
         let mut trace: Trace = bincode::deserialize(payload).ok()?;
+        trace.check().ok()?;
         // Vectors read back grow by doubling: give the slack back, as after parsing.
         trace.shrink_to_fit();
         // Entries read recently are the last to be evicted.
-        if let Ok(f) = File::options().write(true).open(&self.path) {
-            let _ = f.set_modified(SystemTime::now());
-        }
+        let _ = file.set_modified(SystemTime::now());
         Some(trace)
     }
 
-    /// Saves `trace`; failures (a read-only home, a full disk) are ignored, since the
-    /// next command simply parses again.
+    /// Saves `trace`, unless an input changed while it was parsed. Failures (a
+    /// read-only home, a full disk) are ignored, since the next command simply parses
+    /// again.
     pub fn write(&self, trace: &Trace) {
-        let Ok(payload) = bincode::serialize(trace) else {
+        if key_of(&self.inputs).as_ref() != Some(&self.key)
+            || trace.heap_bytes() as u64 > MAX_TOTAL_BYTES / 2
+        {
             return;
-        };
+        }
         let Some(dir) = self.path.parent() else {
             return;
         };
-        if std::fs::create_dir_all(dir).is_err() {
+        let created = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir);
+        if created.is_err() {
             return;
         }
-        // Written aside and renamed, so a reader never sees half an entry.
+        // Written aside under a fresh name and renamed, so that a reader never sees
+        // half an entry and two commands never write into one file.
+        let nanos = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
         let temporary = self
             .path
-            .with_extension(format!("tmp{}", std::process::id()));
-        let written = File::create(&temporary).and_then(|mut f| {
-            f.write_all(&header(&self.key, &payload))?;
-            f.write_all(&payload)
-        });
+            .with_extension(format!("{}-{nanos}.tmp", std::process::id()));
+        let written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .and_then(|file| write_entry(file, &self.key, trace));
         if written.is_err() || std::fs::rename(&temporary, &self.path).is_err() {
             let _ = std::fs::remove_file(&temporary);
-            return;
         }
-        evict(dir, MAX_TOTAL_BYTES);
+        evict(dir, MAX_TOTAL_BYTES, STALE_TEMPORARY);
     }
 }
 
-/// One line naming a file as it is now.
-fn describe(path: &Path) -> Option<String> {
-    let canonical = std::fs::canonicalize(path).ok()?;
-    let meta = std::fs::metadata(&canonical).ok()?;
-    Some(format!(
-        "{} {} {}.{:09} {}:{}",
-        canonical.display(),
-        meta.len(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-        meta.dev(),
-        meta.ino()
-    ))
+/// The key text: this binary, then each input as named and the files it reads.
+fn key_of(inputs: &[(PathBuf, Vec<PathBuf>)]) -> Option<String> {
+    let mut key = format!(
+        "opscope {} format {FORMAT_VERSION} {}\n",
+        env!("CARGO_PKG_VERSION"),
+        describe(&std::env::current_exe().ok()?)
+    );
+    for (input, read) in inputs {
+        // Sources keep the path as given, and answers show it: a file named another
+        // way is another entry.
+        key += &format!("as {}\n", input.display());
+        for file in read {
+            key += &describe(file);
+            key.push('\n');
+        }
+    }
+    Some(key)
 }
 
-/// `MAGIC`, the key's length and text, the payload's length and CRC-32.
-fn header(key: &str, payload: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(MAGIC.len() + 16 + key.len());
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
-    out
+/// One line naming a file as it is now, or saying it is absent. The change time is
+/// there because no tool can set it: a file rewritten with its old size and
+/// modification time (`cp -p`, `touch -r`) still changes it.
+fn describe(path: &Path) -> String {
+    let canonical = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    match std::fs::metadata(&canonical) {
+        Ok(meta) => format!(
+            "{} {} m{}.{:09} c{}.{:09} {}:{}",
+            canonical.display(),
+            meta.len(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            meta.ctime(),
+            meta.ctime_nsec(),
+            meta.dev(),
+            meta.ino()
+        ),
+        Err(_) => format!("{} absent", canonical.display()),
+    }
 }
 
-/// The payload of an entry, if it holds `key` and its checksum matches.
-fn unwrap<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
+/// `MAGIC`, the key's length and text, the payload, then the payload's length and
+/// CRC-32: the model streams out without a second copy of it in memory.
+fn write_entry(file: File, key: &str, trace: &Trace) -> std::io::Result<()> {
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    out.write_all(MAGIC)?;
+    out.write_all(&(key.len() as u32).to_le_bytes())?;
+    out.write_all(key.as_bytes())?;
+    let mut payload = Checksummed {
+        inner: out,
+        crc: crc32fast::Hasher::new(),
+        len: 0,
+    };
+    bincode::serialize_into(&mut payload, trace).map_err(std::io::Error::other)?;
+    let Checksummed {
+        inner: mut out,
+        crc,
+        len,
+    } = payload;
+    out.write_all(&len.to_le_bytes())?;
+    out.write_all(&crc.finalize().to_le_bytes())?;
+    out.into_inner().map_err(|e| e.into_error())?.sync_data()
+}
+
+/// A writer that passes bytes on and keeps their count and CRC-32.
+struct Checksummed<W> {
+    inner: W,
+    crc: crc32fast::Hasher,
+    len: u64,
+}
+
+impl<W: Write> Write for Checksummed<W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(bytes)?;
+        self.crc.update(&bytes[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+/// The payload of an entry, if it holds `key`, is whole and its checksum matches.
+fn payload_of<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
     let (key_len, rest) = rest.split_first_chunk::<4>()?;
     let key_len = u32::from_le_bytes(*key_len) as usize;
@@ -152,25 +224,35 @@ fn unwrap<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
         return None;
     }
     let rest = &rest[key_len..];
-    let (payload_len, rest) = rest.split_first_chunk::<8>()?;
-    let (crc, payload) = rest.split_first_chunk::<4>()?;
-    let complete = u64::from_le_bytes(*payload_len) == payload.len() as u64;
-    (complete && crc32fast::hash(payload) == u32::from_le_bytes(*crc)).then_some(payload)
+    let (payload, trailer) = rest.split_at_checked(rest.len().checked_sub(TRAILER_BYTES)?)?;
+    let (len, crc) = trailer.split_first_chunk::<8>()?;
+    let crc: [u8; 4] = crc.try_into().ok()?;
+    let whole = u64::from_le_bytes(*len) == payload.len() as u64;
+    (whole && crc32fast::hash(payload) == u32::from_le_bytes(crc)).then_some(payload)
 }
 
-/// Deletes the least recently used entries until the rest fit in `limit` bytes.
-fn evict(dir: &Path, limit: u64) {
+/// Deletes the least recently used entries until the rest fit in `limit` bytes, and
+/// entries being written that are older than `stale` (their writer died).
+fn evict(dir: &Path, limit: u64, stale: Duration) {
     let Ok(listing) = std::fs::read_dir(dir) else {
         return;
     };
-    let mut entries: Vec<(SystemTime, u64, PathBuf)> = listing
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().extension().is_some_and(|x| x == "model"))
-        .filter_map(|e| {
-            let meta = e.metadata().ok()?;
-            Some((meta.modified().ok()?, meta.len(), e.path()))
-        })
-        .collect();
+    let now = SystemTime::now();
+    let mut entries: Vec<(SystemTime, u64, PathBuf)> = Vec::new();
+    for e in listing.filter_map(|e| e.ok()) {
+        let path = e.path();
+        let Some(meta) = e.metadata().ok() else {
+            continue;
+        };
+        let modified = meta.modified().unwrap_or(now);
+        match path.extension().and_then(|x| x.to_str()) {
+            Some("model") => entries.push((modified, meta.len(), path)),
+            Some("tmp") if now.duration_since(modified).unwrap_or_default() > stale => {
+                let _ = std::fs::remove_file(path);
+            }
+            _ => {}
+        }
+    }
     entries.sort_by_key(|e| std::cmp::Reverse(e.0));
     let mut kept = 0u64;
     for (_, len, path) in entries {
@@ -192,31 +274,35 @@ mod tests {
         trace
     }
 
-    #[test]
-    fn an_entry_reads_back_only_with_its_key_and_intact() {
-        let payload = bincode::serialize(&small_trace()).unwrap();
-        let mut bytes = header("key A", &payload);
-        bytes.extend_from_slice(&payload);
-        assert_eq!(unwrap(&bytes, "key A"), Some(payload.as_slice()));
-        assert_eq!(unwrap(&bytes, "key B"), None);
-        let last = bytes.len() - 1;
-        let mut damaged = bytes.clone();
-        damaged[last] ^= 1;
-        assert_eq!(unwrap(&damaged, "key A"), None);
-        assert_eq!(unwrap(&bytes[..last], "key A"), None);
-        assert_eq!(unwrap(&bytes[..5], "key A"), None);
+    fn entry_bytes(key: &str, trace: &Trace) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!(
+            "opscope-cache-entry-{}-{}",
+            std::process::id(),
+            key.len()
+        ));
+        write_entry(File::create(&path).unwrap(), key, trace).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        bytes
     }
 
     #[test]
-    fn the_string_table_survives_a_round_trip() {
+    fn an_entry_reads_back_only_with_its_key_and_intact() {
         let trace = small_trace();
-        let back: Trace = bincode::deserialize(&bincode::serialize(&trace).unwrap()).unwrap();
-        let id = back
-            .strings
-            .find("aten::mm")
-            .expect("interned string found by value");
-        assert_eq!(back.str(id), "aten::mm");
-        assert_eq!(back.strings.len(), trace.strings.len());
+        let bytes = entry_bytes("key A", &trace);
+        let payload = payload_of(&bytes, "key A").expect("an entry reads back");
+        let back: Trace = bincode::deserialize(payload).unwrap();
+        assert_eq!(
+            back.strings.find("aten::mm").map(|id| back.str(id)),
+            Some("aten::mm")
+        );
+        assert_eq!(payload_of(&bytes, "key B"), None);
+        let middle = bytes.len() - TRAILER_BYTES - 1;
+        let mut damaged = bytes.clone();
+        damaged[middle] ^= 1;
+        assert_eq!(payload_of(&damaged, "key A"), None);
+        assert_eq!(payload_of(&bytes[..bytes.len() - 1], "key A"), None);
+        assert_eq!(payload_of(&bytes[..5], "key A"), None);
     }
 
     #[test]
@@ -224,21 +310,48 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("opscope-cache-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let now = SystemTime::now();
-        for (i, age) in [30u64, 20, 10].iter().enumerate() {
-            let path = dir.join(format!("{i}.model"));
-            std::fs::write(&path, vec![0u8; 100]).unwrap();
+        let aged = |name: &str, len: usize, age: u64| {
+            let path = dir.join(name);
+            std::fs::write(&path, vec![0u8; len]).unwrap();
             let f = File::options().write(true).open(&path).unwrap();
-            f.set_modified(now - std::time::Duration::from_secs(*age))
-                .unwrap();
+            f.set_modified(now - Duration::from_secs(age)).unwrap();
+        };
+        for (i, age) in [30u64, 20, 10].iter().enumerate() {
+            aged(&format!("{i}.model"), 100, *age);
         }
-        std::fs::write(dir.join("other.txt"), vec![0u8; 1000]).unwrap();
-        evict(&dir, 250);
+        aged("other.txt", 1000, 50);
+        aged("3.1-5.tmp", 10, 7200);
+        aged("3.2-6.tmp", 10, 5);
+        evict(&dir, 250, Duration::from_secs(3600));
         let mut left: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, ["1.model", "2.model", "other.txt"]);
+        assert_eq!(left, ["1.model", "2.model", "3.2-6.tmp", "other.txt"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_is_described_by_its_times_and_an_absent_one_as_absent() {
+        let dir = std::env::temp_dir().join(format!("opscope-describe-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.json");
+        std::fs::write(&path, b"[1]").unwrap();
+        let before = describe(&path);
+        // The same size and modification time, as `cp -p` leaves them: the change time
+        // still moves.
+        let modified = std::fs::metadata(&path).unwrap().modified().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        std::fs::write(&path, b"[2]").unwrap();
+        File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        assert_ne!(describe(&path), before);
+        assert!(describe(&dir.join("t.json-wal")).ends_with(" absent"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

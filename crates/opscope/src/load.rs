@@ -147,8 +147,8 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
         .then(cache::directory)
         .flatten()
         .and_then(|dir| {
-            let inputs: Vec<_> = files.iter().map(|f| (f.clone(), files_read(f))).collect();
-            cache::Entry::for_inputs(&dir, &inputs)
+            let inputs = files.iter().map(|f| (f.clone(), files_read(f))).collect();
+            cache::Entry::for_inputs(&dir, inputs)
         });
     if let Some(trace) = entry.as_ref().and_then(cache::Entry::read) {
         print_warnings(&trace);
@@ -183,7 +183,8 @@ fn print_warnings(trace: &Trace) {
 }
 
 /// The files importing `input` reads: a CTF trace's metadata and stream files, a
-/// RunMetadata and the GraphDef beside it, or the file alone.
+/// RunMetadata and the GraphDef beside it, an SQLite database and its write-ahead log
+/// (which SQLite reads, when there is one), or the file alone.
 fn files_read(input: &Path) -> Vec<PathBuf> {
     if input.is_dir() {
         let mut files = vec![input.join("metadata")];
@@ -194,7 +195,20 @@ fn files_read(input: &Path) -> Vec<PathBuf> {
     if opscope_formats::run_metadata::is_run_metadata_path(&input.to_string_lossy()) {
         files.extend(graph_candidates(input).unwrap_or_default());
     }
+    if is_sqlite(input) {
+        let mut wal = input.as_os_str().to_owned();
+        wal.push("-wal");
+        files.push(wal.into());
+    }
     files
+}
+
+fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 16];
+    File::open(path)
+        .and_then(|mut f| f.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"SQLite format 3\0")
 }
 
 /// Bytes of a trace file, or of a CTF directory's files.
@@ -362,7 +376,11 @@ fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::
 
 /// The GraphDef files beside a RunMetadata, in name order.
 fn graph_candidates(run_meta: &Path) -> Result<Vec<PathBuf>> {
-    let dir = run_meta.parent().unwrap_or(Path::new("."));
+    // `run_meta` alone has the parent "", which cannot be listed.
+    let dir = run_meta
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("{}: cannot list", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -396,6 +414,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("opscope-files-read-{}", std::process::id()));
         let ctf = dir.join("ctf");
         std::fs::create_dir_all(ctf.join("index")).unwrap();
+        std::fs::write(dir.join("db.sqlite"), b"SQLite format 3\0 and pages").unwrap();
         for name in [
             "run_meta",
             "graph.pbtxt",
@@ -413,6 +432,11 @@ mod tests {
         );
         assert_eq!(files_read(&dir.join("notes.txt")), [dir.join("notes.txt")]);
         assert_eq!(files_read(&ctf), [ctf.join("metadata"), ctf.join("chan_0")]);
+        // SQLite reads its write-ahead log beside the database, when there is one.
+        assert_eq!(
+            files_read(&dir.join("db.sqlite")),
+            [dir.join("db.sqlite"), dir.join("db.sqlite-wal")]
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

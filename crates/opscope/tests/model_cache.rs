@@ -162,11 +162,28 @@ fn a_damaged_entry_or_a_changed_input_is_parsed_again() {
     assert_eq!(slices(&cache, &trace), 12_000);
     assert_ne!(std::fs::read(&saved[0]).unwrap(), bytes);
 
-    // The file changes: a new entry, and the new answer.
+    // The file changes in place, keeping its size and modification time (as `cp -p`
+    // or `touch -r` leave them): one complete event becomes an instant.
+    let modified = std::fs::metadata(&trace).unwrap().modified().unwrap();
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let edited = text.replacen(r#""ph": "X""#, r#""ph": "i""#, 1);
+    assert_eq!(edited.len(), text.len());
+    std::thread::sleep(Duration::from_millis(20));
+    std::fs::write(&trace, edited).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&trace)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    assert_eq!(slices(&cache, &trace), 11_999);
+    assert_eq!(entries(&cache).len(), 2);
+
+    // The file grows: a new entry, and the new answer.
     std::thread::sleep(Duration::from_millis(20));
     write_trace(&trace, 12_345);
     assert_eq!(slices(&cache, &trace), 12_345);
-    assert_eq!(entries(&cache).len(), 2);
+    assert_eq!(entries(&cache).len(), 3);
 
     // Small inputs parse faster than an entry is worth: none is made.
     let small = dir.join("small.json");
@@ -176,5 +193,5 @@ fn a_damaged_entry_or_a_changed_input_is_parsed_again() {
     )
     .unwrap();
     assert_eq!(slices(&cache, &small), 1);
-    assert_eq!(entries(&cache).len(), 2);
+    assert_eq!(entries(&cache).len(), 3);
 }
