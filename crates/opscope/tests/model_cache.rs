@@ -3,27 +3,10 @@
 //! leaves the cache alone.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::{Duration, SystemTime};
 
 mod common;
 use common::*;
-
-/// Runs opscope with its model cache in `cache`.
-fn opscope_with_cache(cache: &Path, args: &[&str]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(args)
-        .env("OPSCOPE_CACHE_DIR", cache)
-        .output()
-        .expect("the opscope binary runs");
-    assert!(
-        out.status.success(),
-        "opscope {} failed: {}",
-        args.join(" "),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 fn entries(cache: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = std::fs::read_dir(cache)
@@ -67,7 +50,7 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
     );
     let trace = trace.to_str().unwrap();
     let cache = fresh_dir("cache-answers");
-    opscope_with_cache(&cache, &["stats", "op", trace]);
+    opscope_ok_with_cache(&cache, &["stats", "op", trace]);
     let saved = entries(&cache);
     assert_eq!(
         saved.len(),
@@ -87,14 +70,14 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
         &["memory", trace, "--format", "json"],
     ];
     for args in commands {
-        let cached = opscope_with_cache(&cache, args);
+        let cached = opscope_ok_with_cache(&cache, args);
         assert!(
             inode(&saved[0]) == saved_inode && age(&saved[0]) < Duration::from_secs(600),
             "opscope {} did not read the saved model",
             args.join(" ")
         );
         set_age(&saved[0], Duration::from_secs(3600));
-        let parsed = opscope_with_cache(&cache, &[args, &["--no-cache"]].concat());
+        let parsed = opscope_ok_with_cache(&cache, &[args, &["--no-cache"]].concat());
         assert!(
             inode(&saved[0]) == saved_inode && age(&saved[0]) > Duration::from_secs(3000),
             "--no-cache read or wrote the saved model"
@@ -128,7 +111,7 @@ fn write_trace(path: &Path, events: usize) {
 }
 
 fn slices(cache: &Path, trace: &Path) -> u64 {
-    let out = opscope_with_cache(
+    let out = opscope_ok_with_cache(
         cache,
         &["info", trace.to_str().unwrap(), "--format", "json"],
     );

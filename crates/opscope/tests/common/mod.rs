@@ -7,23 +7,26 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn opscope(args: &[&str]) -> Output {
+    opscope_with_cache(&test_cache_dir(), args)
+}
+
+/// Runs opscope with its model cache in `cache`.
+pub fn opscope_with_cache(cache: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_opscope"))
         .args(args)
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .env("OPSCOPE_CACHE_DIR", cache)
         .output()
         .expect("the opscope binary runs")
 }
 
-/// The model cache the tests share, under the build directory rather than the user's
-/// home: tests that load the same trace read each other's saved models, so their
-/// comparisons with the peers cover the cache as well as the parsers.
-pub fn test_cache_dir() -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-cache")
-}
-
 /// Runs opscope and requires success, showing its stderr otherwise.
 pub fn opscope_ok(args: &[&str]) -> Output {
-    let out = opscope(args);
+    opscope_ok_with_cache(&test_cache_dir(), args)
+}
+
+/// [`opscope_ok`] with the model cache in `cache`.
+pub fn opscope_ok_with_cache(cache: &Path, args: &[&str]) -> Output {
+    let out = opscope_with_cache(cache, args);
     assert!(
         out.status.success(),
         "opscope {} failed: {}",
@@ -31,6 +34,13 @@ pub fn opscope_ok(args: &[&str]) -> Output {
         String::from_utf8_lossy(&out.stderr)
     );
     out
+}
+
+/// The model cache the tests share, under the build directory rather than the user's
+/// home: tests that load the same trace read each other's saved models, so their
+/// comparisons with the peers cover the cache as well as the parsers.
+pub fn test_cache_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("model-cache")
 }
 
 pub fn repo_root() -> PathBuf {
