@@ -154,6 +154,7 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
         print_warnings(&trace);
         return Ok(trace);
     }
+    let parse_started = std::time::Instant::now();
     let bar = progress_bar(total, options);
     let mut trace = Trace::new();
     for file in &files {
@@ -171,7 +172,7 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     print_warnings(&trace);
     trace.shrink_to_fit();
     if let Some(entry) = entry {
-        entry.write(&trace);
+        entry.write(&trace, parse_started.elapsed());
     }
     Ok(trace)
 }
