@@ -86,22 +86,24 @@ impl Args {
 
     /// Iterates the entries of one bag.
     pub fn get(&self, id: ArgsId) -> ArgsIter<'_> {
-        let empty = ArgsIter {
+        self.bag(id).unwrap_or(ArgsIter {
             bytes: &[],
             shape: &[],
-        };
+        })
+    }
+
+    /// The entries of bag `id`, or `None` when it is out of the buffer or names no
+    /// shape (or is `NONE`).
+    fn bag(&self, id: ArgsId) -> Option<ArgsIter<'_>> {
         if id.is_none() || id.0 as usize >= self.bytes.len() {
-            return empty;
+            return None;
         }
         let mut pos = id.0 as usize;
         let shape = read_varint(&self.bytes, &mut pos) as usize;
-        match self.shapes.get(shape) {
-            Some(shape) => ArgsIter {
-                bytes: &self.bytes[pos..],
-                shape,
-            },
-            None => empty,
-        }
+        Some(ArgsIter {
+            bytes: &self.bytes[pos..],
+            shape: self.shapes.get(shape)?,
+        })
     }
 
     /// Looks up one key of a bag.
@@ -140,18 +142,12 @@ impl Args {
     /// Whether bag `id` names an existing shape and its string values are ids below
     /// `n_strings`.
     pub(crate) fn check_bag(&self, id: ArgsId, n_strings: usize) -> bool {
-        if id.is_none() {
-            return true;
-        }
-        let mut pos = id.0 as usize;
-        if pos >= self.bytes.len() {
-            return false;
-        }
-        let shape = read_varint(&self.bytes, &mut pos) as usize;
-        shape < self.shapes.len()
-            && self.get(id).all(|(_, v)| match v {
-                ArgValue::Str(s) | ArgValue::Json(s) => (s.0 as usize) < n_strings,
-                _ => true,
+        id.is_none()
+            || self.bag(id).is_some_and(|mut entries| {
+                entries.all(|(_, v)| match v {
+                    ArgValue::Str(s) | ArgValue::Json(s) => (s.0 as usize) < n_strings,
+                    _ => true,
+                })
             })
     }
 

@@ -19,10 +19,10 @@ impl Trace {
     pub fn check(&self) -> Result<(), String> {
         let n_strings = self.strings.len();
         let str_ok = |id: StrId| (id.0 as usize) < n_strings;
-        self.check_dimensions(&str_ok)?;
+        self.check_dimensions(n_strings)?;
         self.args.check(n_strings)?;
         self.check_indexes()?;
-        self.check_slices(&str_ok)?;
+        self.check_slices(n_strings)?;
 
         let n_slices = self.slices.len();
         let n_tracks = self.tracks.len();
@@ -63,14 +63,15 @@ impl Trace {
         Ok(())
     }
 
-    fn check_dimensions(&self, str_ok: &impl Fn(StrId) -> bool) -> Result<(), String> {
+    fn check_dimensions(&self, n_strings: usize) -> Result<(), String> {
+        let str_ok = |id: StrId| (id.0 as usize) < n_strings;
         for (i, s) in self.sources.iter().enumerate() {
             ensure!(
                 (s.clock.0 as usize) < self.clocks.len(),
                 "source {i}: clock"
             );
             ensure!(
-                self.args.check_bag(s.metadata, self.strings.len()),
+                self.args.check_bag(s.metadata, n_strings),
                 "source {i}: metadata args"
             );
             ensure!(s.host.is_none_or(str_ok), "source {i}: host");
@@ -124,7 +125,8 @@ impl Trace {
         Ok(())
     }
 
-    fn check_slices(&self, str_ok: &impl Fn(StrId) -> bool) -> Result<(), String> {
+    fn check_slices(&self, n_strings: usize) -> Result<(), String> {
+        let str_ok = |id: StrId| (id.0 as usize) < n_strings;
         let s = &self.slices;
         let n = s.len();
         ensure!(s.columns_agree(), "slice columns differ in length");
@@ -140,10 +142,7 @@ impl Trace {
                 str_ok(s.name[i]) && str_ok(s.category[i]),
                 "slice {i}: string ids"
             );
-            ensure!(
-                self.args.check_bag(s.args[i], self.strings.len()),
-                "slice {i}: args"
-            );
+            ensure!(self.args.check_bag(s.args[i], n_strings), "slice {i}: args");
             if i > 0 {
                 let key = |j: usize| (s.track[j], s.ts[j], std::cmp::Reverse(s.dur[j]));
                 ensure!(
