@@ -1,8 +1,9 @@
 //! Decoding on a second thread: the streams are read and merged by time there, and
 //! their events reach the caller in batches, so that decoding overlaps with mapping.
 //!
-//! Values are copied into the batch (a dozen per event), string values keep pointing
-//! into the stream files.
+//! Only the payload's values are copied into the batch: the headers and contexts are
+//! read on the decoding thread (`prepare`), and every byte handed over is a cache miss
+//! on the mapping thread. String values keep pointing into the stream files.
 
 use std::sync::mpsc;
 
@@ -28,9 +29,9 @@ struct Head<P> {
     event: u32,
     timestamp: u64,
     cpu_id: Option<u64>,
-    scopes: [u32; 4],
-    /// The event's values are `vals[start..]` up to the next event's start.
+    /// The event's payload is `vals[start..]` up to the next event's start.
     start: u32,
+    has_payload: bool,
     prepared: P,
 }
 
@@ -56,9 +57,10 @@ impl<P> Batch<P> {
 }
 
 /// Like [`super::read_merged`], with the decoding on a thread of its own: `f(stream
-/// index, event, prepare(event))` is called on the caller's thread, in time order;
-/// `prepare` runs on the decoding thread (work that needs only the event). Returns
-/// what each stream held and the first error.
+/// index, event, prepare(event))` is called on the caller's thread, in time order, with
+/// the event's payload only (`scopes[3]` is 0, or `u32::MAX` without one); `prepare`
+/// runs on the decoding thread and sees the whole event. Returns what each stream held
+/// and the first error.
 pub fn read_merged_batched<'a, P: Copy + Send>(
     layout: &'a Layout,
     streams: &[(String, &'a [u8])],
@@ -76,6 +78,7 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                     return;
                 }
                 let prepared = prepare(&r.current());
+                let payload = r.scopes[3];
                 batch.heads.push(Head {
                     prepared,
                     stream_index: i as u32,
@@ -83,10 +86,12 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                     event: r.event as u32,
                     timestamp: r.timestamp,
                     cpu_id: r.cpu_id,
-                    scopes: r.scopes,
                     start: batch.vals.len() as u32,
+                    has_payload: payload != u32::MAX,
                 });
-                batch.vals.extend_from_slice(&r.vals);
+                if let Some(vals) = r.vals.get(payload as usize..) {
+                    batch.vals.extend_from_slice(vals);
+                }
                 if batch.heads.len() >= BATCH_EVENTS {
                     let mut next = empty_rx.try_recv().unwrap_or_default();
                     next.clear();
@@ -119,7 +124,12 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                     event: h.event as usize,
                     timestamp: h.timestamp,
                     cpu_id: h.cpu_id,
-                    scopes: h.scopes,
+                    scopes: [
+                        u32::MAX,
+                        u32::MAX,
+                        u32::MAX,
+                        if h.has_payload { 0 } else { u32::MAX },
+                    ],
                     vals: &batch.vals[h.start as usize..end],
                 };
                 f(i, &event, h.prepared);
