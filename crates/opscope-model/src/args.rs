@@ -280,7 +280,27 @@ impl Iterator for ArgsIter<'_> {
     }
 }
 
-fn write_varint(out: &mut Vec<u8>, mut v: u64) {
+#[inline]
+fn write_varint(out: &mut Vec<u8>, v: u64) {
+    if v < 1 << 56 {
+        // Up to 8 bytes: the 7-bit groups spread into the bytes of one word, the
+        // continuation bits set on all but the last, one fixed-size append, then cut.
+        // Large traces write millions of pointers (7 bytes each): no loop per byte.
+        // 28-bit halves into 32-bit lanes, 14-bit quarters into 16-bit lanes, 7-bit
+        // groups into bytes.
+        let mut word = (v & 0x0fff_ffff) | ((v & 0x00ff_ffff_f000_0000) << 4);
+        word = (word & 0x0000_3fff_0000_3fff) | ((word & 0x0fff_c000_0fff_c000) << 2);
+        word = (word & 0x007f_007f_007f_007f) | ((word & 0x3f80_3f80_3f80_3f80) << 1);
+        let significant = 64 - (v | 1).leading_zeros();
+        let len = significant.div_ceil(7) as usize;
+        let continued = (1u64 << (8 * (len - 1))).wrapping_sub(1);
+        word |= 0x8080_8080_8080_8080 & continued;
+        let at = out.len();
+        out.extend_from_slice(&word.to_le_bytes());
+        out.truncate(at + len);
+        return;
+    }
+    let mut v = v;
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -307,6 +327,36 @@ fn read_varint(bytes: &[u8], pos: &mut usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// LEB128 as its definition states it, one 7-bit group per byte.
+    fn leb128(mut v: u64) -> Vec<u8> {
+        let mut out = Vec::new();
+        loop {
+            let group = (v & 0x7f) as u8;
+            v >>= 7;
+            if v == 0 {
+                out.push(group);
+                return out;
+            }
+            out.push(group | 0x80);
+        }
+    }
+
+    #[test]
+    fn varints_are_leb128_at_every_length() {
+        let mut values = vec![0, 1, 0x7f, 0x80, u64::MAX, 0x7fff_ffff_ffff];
+        for bits in 1..64 {
+            values.extend([(1u64 << bits) - 1, 1u64 << bits, (1u64 << bits) + 1]);
+        }
+        for v in values {
+            let mut out = vec![0xaa];
+            write_varint(&mut out, v);
+            assert_eq!(out[1..], leb128(v), "{v:#x}");
+            let mut pos = 1;
+            assert_eq!(read_varint(&out, &mut pos), v);
+            assert_eq!(pos, out.len());
+        }
+    }
 
     #[test]
     fn bags_round_trip_every_value_type() {

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::program::{program, IntOp, Op, Program};
+use super::program::{program, FixedField, IntOp, Op, Program};
 use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
@@ -217,6 +217,55 @@ pub struct Layout {
     pub registers: usize,
     /// The clock timestamps are mapped to (the first one declared when none is named).
     pub clock: Option<ClockClass>,
+}
+
+impl Layout {
+    /// The same layout decoded field by field (no fixed runs), for tests that check
+    /// the fixed runs against it.
+    #[cfg(test)]
+    pub fn per_field(&self) -> Layout {
+        use super::program::program_per_field as p;
+        Layout {
+            meta: self.meta.clone(),
+            packet_header: self.packet_header.clone(),
+            packet_header_program: self.packet_header.as_ref().map(p),
+            streams: self
+                .streams
+                .iter()
+                .map(|s| StreamLayout {
+                    id: s.id,
+                    packet_context: s.packet_context.clone(),
+                    event_header: s.event_header.clone(),
+                    event_context: s.event_context.clone(),
+                    packet_context_program: s.packet_context.as_ref().map(p),
+                    event_header_program: s.event_header.as_ref().map(p),
+                    event_context_program: s.event_context.as_ref().map(p),
+                    has_content_size: s.has_content_size,
+                    has_packet_size: s.has_packet_size,
+                    has_ts_begin: s.has_ts_begin,
+                    has_cpu_id: s.has_cpu_id,
+                    discarded_bits: s.discarded_bits,
+                    event_ids: s.event_ids.clone(),
+                    event_dense: s.event_dense.clone(),
+                })
+                .collect(),
+            events: self
+                .events
+                .iter()
+                .map(|e| EventLayout {
+                    name: e.name.clone(),
+                    id: e.id,
+                    stream: e.stream,
+                    context: e.context.clone(),
+                    fields: e.fields.clone(),
+                    context_program: e.context.as_ref().map(p),
+                    fields_program: e.fields.as_ref().map(p),
+                })
+                .collect(),
+            registers: self.registers,
+            clock: self.clock.clone(),
+        }
+    }
 }
 
 /// A layout problem: the metadata is well-formed TSDL but cannot be read as a trace.
@@ -887,6 +936,87 @@ impl Cursor<'_, '_> {
         Ok(())
     }
 
+    /// Runs an [`Op::Fixed`]: its fields at their offsets from the aligned start.
+    #[inline]
+    fn fixed(
+        &mut self,
+        align: u32,
+        bytes: u32,
+        fields: &[FixedField],
+        out: &mut Vec<Val>,
+    ) -> Result<(), Fail> {
+        self.align(align)?;
+        let bits = bytes as u64 * 8;
+        if self.bit + bits > self.end {
+            return Err(self.fail(
+                "a field runs past the end of the packet's content (truncated or corrupt packet)",
+            ));
+        }
+        let start = (self.bit / 8) as usize;
+        let Some(run) = self.data.get(start..start + bytes as usize) else {
+            return Err(self.fail("a field runs past the end of the packet's content"));
+        };
+        // Integers are read as the 8 bytes from their first one when the packet has
+        // them (all but the last few of a packet): no branch on their width.
+        let words = self.data.get(start..).unwrap_or(&[]);
+        out.reserve(fields.len());
+        for field in fields {
+            match field {
+                FixedField::Int(i) => {
+                    let raw = match words.get(i.offset as usize..i.offset as usize + 8) {
+                        Some(w) => {
+                            let w: [u8; 8] = w.try_into().unwrap_or([0; 8]);
+                            let keep = 64 - i.bytes * 8;
+                            if i.le {
+                                (u64::from_le_bytes(w) << keep) >> keep
+                            } else {
+                                u64::from_be_bytes(w) >> keep
+                            }
+                        }
+                        None => load(run, i.offset, i.bytes, i.le),
+                    };
+                    let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
+                    if i.effects {
+                        if i.op.reg != NO_REG {
+                            self.regs[i.op.reg as usize] = v;
+                        }
+                        if i.op.special != NO_REG {
+                            self.regs[i.op.special as usize] = v;
+                        }
+                        if i.op.clock {
+                            update_clock(self.clock, raw, i.op.bits);
+                        }
+                    }
+                    out.push(if i.signed {
+                        Val::I(v as i64)
+                    } else {
+                        Val::U(v)
+                    });
+                }
+                FixedField::Struct { fields } => out.push(Val::Compound(*fields)),
+                FixedField::Float { offset, bytes, le } => {
+                    let raw = load(run, *offset, *bytes, *le);
+                    out.push(Val::F(if *bytes == 4 {
+                        f32::from_bits(raw as u32) as f64
+                    } else {
+                        f64::from_bits(raw)
+                    }));
+                }
+                FixedField::Text { offset, len } => {
+                    let at = *offset as usize;
+                    let text = run.get(at..at + *len as usize).unwrap_or(&[]);
+                    let shown = text_len(text);
+                    out.push(Val::Str {
+                        start: self.base + (start + at) as u64,
+                        len: shown as u32,
+                    });
+                }
+            }
+        }
+        self.bit += bits;
+        Ok(())
+    }
+
     /// The value saved in register `reg` (a sequence's length, a variant's tag), or
     /// `fixed` when there is none.
     fn reg_or(&self, reg: u32, fixed: u64) -> u64 {
@@ -977,6 +1107,11 @@ impl Cursor<'_, '_> {
                         self.run(body, out)?;
                     }
                 }
+                Op::Fixed {
+                    align,
+                    bytes,
+                    fields,
+                } => self.fixed(*align, *bytes, fields, out)?,
                 Op::Variant {
                     tag_reg,
                     map,
@@ -994,11 +1129,55 @@ impl Cursor<'_, '_> {
                         );
                     };
                     out.push(Val::Variant(option));
-                    self.run(&options[option as usize], out)?;
+                    match &*options[option as usize] {
+                        // An event header's timestamp: no call for the common case.
+                        [Op::Fixed {
+                            align,
+                            bytes,
+                            fields,
+                        }] => self.fixed(*align, *bytes, fields, out)?,
+                        option => self.run(option, out)?,
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// The length of text up to its first NUL. Fixed texts are mostly short names
+/// (`procname` has 17 bytes), for which a plain loop beats a call to `memchr`.
+#[inline]
+fn text_len(text: &[u8]) -> usize {
+    if text.len() <= 32 {
+        text.iter().position(|&b| b == 0).unwrap_or(text.len())
+    } else {
+        memchr::memchr(0, text).unwrap_or(text.len())
+    }
+}
+
+/// The integer of `bytes` (1, 2, 4 or 8) bytes at `offset` of `run`, which holds them.
+#[inline(always)]
+fn load(run: &[u8], offset: u32, bytes: u32, le: bool) -> u64 {
+    let at = offset as usize;
+    macro_rules! word {
+        ($t:ty, $n:literal) => {{
+            let b: [u8; $n] = run
+                .get(at..at + $n)
+                .and_then(|b| b.try_into().ok())
+                .unwrap_or([0; $n]);
+            (if le {
+                <$t>::from_le_bytes(b)
+            } else {
+                <$t>::from_be_bytes(b)
+            }) as u64
+        }};
+    }
+    match bytes {
+        1 => run.get(at).copied().unwrap_or(0) as u64,
+        2 => word!(u16, 2),
+        4 => word!(u32, 4),
+        _ => word!(u64, 8),
     }
 }
 

@@ -22,6 +22,8 @@
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
 
+use std::rc::Rc;
+
 use hashbrown::HashMap;
 
 use opscope_model::args::ArgValue;
@@ -145,9 +147,9 @@ struct Plan {
     rule: Rule,
     /// Interned payload field names.
     keys: Vec<StrId>,
-    /// Payload fields (bits by index, the first 64) left out of the args because the
-    /// rule's own args hold their values.
-    covered: u64,
+    /// Payload fields that become args: all but those (among the first 64) whose
+    /// values the rule's own args hold.
+    arg_fields: Box<[usize]>,
     /// Instants of this event are process-scoped (statedump).
     process_scope: bool,
 }
@@ -201,7 +203,9 @@ type FieldOffsets = Option<Box<[u32]>>;
 struct Mapper<'t> {
     trace: &'t mut Trace,
     source: SourceId,
-    plans: Vec<Option<Plan>>,
+    /// Built at an event class's first event; shared so that applying one does not
+    /// borrow the mapper.
+    plans: Vec<Option<Rc<Plan>>>,
     lanes: HashMap<LaneKey, (ProcessId, TrackId)>,
     /// The lane of the previous event: runs of events come from one thread.
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
@@ -476,8 +480,10 @@ impl<'t> Mapper<'t> {
             name,
             category,
             rule,
+            arg_fields: (0..names.len())
+                .filter(|&i| covered & field_bit(i) == 0)
+                .collect(),
             keys,
-            covered,
             process_scope,
         }
     }
@@ -571,10 +577,14 @@ impl<'t> Mapper<'t> {
         who: Who,
     ) {
         let ev = r.event;
-        if self.plans[ev].is_none() {
-            let p = self.plan(layout, ev);
-            self.plans[ev] = Some(p);
-        }
+        let plan = match &self.plans[ev] {
+            Some(plan) => Rc::clone(plan),
+            None => {
+                let plan = Rc::new(self.plan(layout, ev));
+                self.plans[ev] = Some(Rc::clone(&plan));
+                plan
+            }
+        };
         let origin = ident.origin;
         let to_ns = |cycles: u64| match origin {
             Some(o) => o.ns(cycles),
@@ -616,8 +626,6 @@ impl<'t> Mapper<'t> {
                 }
             }
         }
-        let plan = self.plans[ev].take();
-        let Some(plan) = plan else { return };
         // Kernel pairs (syscalls, irq handlers) belong to the thread running on the CPU.
         let (process, track) = match (&plan.rule, cpu_lane) {
             (Rule::Begin { .. } | Rule::End { .. }, true) => match self.running.get(&cpu) {
@@ -627,7 +635,6 @@ impl<'t> Mapper<'t> {
             _ => (process, track),
         };
         self.apply(&plan, layout, r, ts, process, track, cpu, &to_ns);
-        self.plans[ev] = Some(plan);
     }
 
     fn payload_args(&mut self, plan: &Plan, layout: &Layout, r: &Event) -> Vec<(StrId, ArgValue)> {
@@ -647,13 +654,10 @@ impl<'t> Mapper<'t> {
         let Some(Node::Struct { fields, .. }) = &el.fields else {
             return;
         };
-        for (i, f) in fields.iter().enumerate() {
-            let Some(&pos) = self.positions.get(i) else {
+        for &i in plan.arg_fields.iter() {
+            let (Some(&pos), Some(f)) = (self.positions.get(i), fields.get(i)) else {
                 break;
             };
-            if plan.covered & field_bit(i) != 0 {
-                continue;
-            }
             let v = self.arg(r, f, pos as usize);
             out.push((plan.keys[i], v));
         }
@@ -1181,7 +1185,7 @@ impl<'t> Mapper<'t> {
     }
 }
 
-/// A payload field's bit in [`Plan::covered`] (none past the 64th field).
+/// A payload field's bit in a mask of fields (none past the 64th field).
 fn field_bit(field: usize) -> u64 {
     1u64.checked_shl(field as u32).unwrap_or(0)
 }

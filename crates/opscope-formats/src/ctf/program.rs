@@ -4,6 +4,10 @@
 //! instead of one call per field; only arrays, sequences and variants run a nested
 //! program. Running a program appends the same pre-order [`super::decode::Val`]s that
 //! the node tree describes, so the mapping walks values with the tree.
+//!
+//! Runs of whole-byte fields at offsets known in advance (most LTTng events are nothing
+//! else) are merged into one [`Op::Fixed`]: one bounds check and direct loads instead
+//! of an alignment and a bounds check per field.
 
 use super::decode::{Node, NO_REG};
 
@@ -57,6 +61,49 @@ pub enum Op {
         map: Box<[(i128, i128, u32)]>,
         options: Box<[Program]>,
     },
+    /// Fields at fixed byte offsets from a start aligned to `align` bits, `bytes` long
+    /// in all.
+    Fixed {
+        align: u32,
+        bytes: u32,
+        fields: Box<[FixedField]>,
+    },
+}
+
+/// One value of an [`Op::Fixed`] run, `offset` bytes from its start.
+#[derive(Clone, Copy, Debug)]
+pub enum FixedField {
+    /// A struct's start (`Compound(fields)`).
+    Struct {
+        fields: u32,
+    },
+    Int(FixedInt),
+    Float {
+        offset: u32,
+        bytes: u32,
+        le: bool,
+    },
+    /// Text of `len` bytes (shown up to its first NUL).
+    Text {
+        offset: u32,
+        len: u32,
+    },
+}
+
+/// An integer of 1, 2, 4 or 8 bytes in an [`Op::Fixed`] run, with what reading it
+/// takes worked out in advance.
+#[derive(Clone, Copy, Debug)]
+pub struct FixedInt {
+    pub offset: u32,
+    pub bytes: u32,
+    pub le: bool,
+    pub signed: bool,
+    /// Shifting the value left then (arithmetically) right by this extends its sign: 0
+    /// for unsigned and 64-bit values.
+    pub sign_shift: u32,
+    /// The value is saved in a register or moves the clock: see `op`.
+    pub effects: bool,
+    pub op: IntOp,
 }
 
 pub type Program = Box<[Op]>;
@@ -65,7 +112,147 @@ pub type Program = Box<[Op]>;
 pub fn program(node: &Node) -> Program {
     let mut ops = Vec::new();
     flatten(node, &mut ops);
-    ops.into_boxed_slice()
+    merge_fixed(ops).into_boxed_slice()
+}
+
+/// The program with every field its own op (no [`Op::Fixed`] runs): the reference
+/// the merged programs are tested against.
+#[cfg(test)]
+pub fn program_per_field(node: &Node) -> Program {
+    fn unmerge(ops: Vec<Op>) -> Vec<Op> {
+        ops.into_iter()
+            .map(|op| match op {
+                Op::Elements {
+                    len,
+                    len_reg,
+                    align,
+                    body,
+                } => Op::Elements {
+                    len,
+                    len_reg,
+                    align,
+                    body: unmerge(body.into_vec()).into(),
+                },
+                Op::Variant {
+                    tag_reg,
+                    map,
+                    options,
+                } => Op::Variant {
+                    tag_reg,
+                    map,
+                    options: options
+                        .into_vec()
+                        .into_iter()
+                        .map(|o| unmerge(o.into_vec()).into())
+                        .collect(),
+                },
+                op => op,
+            })
+            .collect()
+    }
+    let mut ops = Vec::new();
+    flatten(node, &mut ops);
+    unmerge(ops).into_boxed_slice()
+}
+
+/// Longest text an [`Op::Fixed`] run takes in (longer ones keep their own op).
+const MAX_FIXED_TEXT: u64 = 1 << 16;
+
+/// Where a fixed run stands while ops are merged into it.
+struct Run {
+    align: u32,
+    bits: u64,
+    fields: Vec<FixedField>,
+}
+
+/// Merges runs of whole-byte ops whose offsets follow from the run's start into
+/// [`Op::Fixed`]s. A run starts at an op aligned to at least a byte and takes ops
+/// aligned to no more than its start.
+fn merge_fixed(ops: Vec<Op>) -> Vec<Op> {
+    let mut out = Vec::with_capacity(ops.len());
+    let mut run: Option<Run> = None;
+    for op in ops {
+        let Some((align, bits)) = fixed_shape(&op) else {
+            close_run(&mut run, &mut out);
+            out.push(op);
+            continue;
+        };
+        let fits = run.as_ref().is_some_and(|r| align <= r.align);
+        if !fits {
+            close_run(&mut run, &mut out);
+            if align < 8 {
+                // Not known to start on a byte: keep the op as it is.
+                out.push(op);
+                continue;
+            }
+            run = Some(Run {
+                align,
+                bits: 0,
+                fields: Vec::new(),
+            });
+        }
+        let r = run.as_mut().expect("a run was just opened");
+        let a = align.max(1) as u64;
+        r.bits = (r.bits + a - 1) & !(a - 1);
+        let offset = (r.bits / 8) as u32;
+        r.fields.push(match op {
+            Op::Struct { fields, .. } => FixedField::Struct { fields },
+            Op::Int(i) => FixedField::Int(FixedInt {
+                offset,
+                bytes: i.bits / 8,
+                le: i.le,
+                signed: i.signed,
+                sign_shift: if i.signed { 64 - i.bits } else { 0 },
+                effects: i.reg != NO_REG || i.special != NO_REG || i.clock,
+                op: i,
+            }),
+            Op::Float { bits, le, .. } => FixedField::Float {
+                offset,
+                bytes: bits / 8,
+                le,
+            },
+            Op::Text { len, .. } => FixedField::Text {
+                offset,
+                len: len as u32,
+            },
+            _ => unreachable!("fixed_shape accepts only these"),
+        });
+        r.bits += bits;
+    }
+    close_run(&mut run, &mut out);
+    out
+}
+
+fn close_run(run: &mut Option<Run>, out: &mut Vec<Op>) {
+    if let Some(r) = run.take() {
+        out.push(Op::Fixed {
+            align: r.align,
+            bytes: (r.bits / 8) as u32,
+            fields: r.fields.into_boxed_slice(),
+        });
+    }
+}
+
+/// Alignment and size in bits of an op that can join a fixed run.
+fn fixed_shape(op: &Op) -> Option<(u32, u64)> {
+    let whole = |align: u32| align.is_power_of_two();
+    match op {
+        Op::Int(i) if matches!(i.bits, 8 | 16 | 32 | 64) && whole(i.align) => {
+            Some((i.align, i.bits as u64))
+        }
+        Op::Float { bits, align, .. } if matches!(bits, 32 | 64) && whole(*align) => {
+            Some((*align, *bits as u64))
+        }
+        Op::Struct { align, .. } if whole(*align) => Some((*align, 0)),
+        Op::Text {
+            len,
+            len_reg,
+            align,
+        } if *len_reg == NO_REG && *len <= MAX_FIXED_TEXT && whole(*align) => {
+            Some((*align, len * 8))
+        }
+        _ => None,
+    }
 }
 
 fn flatten(node: &Node, ops: &mut Vec<Op>) {

@@ -1180,3 +1180,123 @@ event { name = "lttng_ust_libc:free"; id = 1; stream_id = 0; fields := struct { 
     r.unwrap();
     assert_eq!(trace.counters.value.len(), 4);
 }
+
+/// Every event of a trace as read with `layout`: stream, event class, time and values,
+/// and whether reading ended in an error.
+fn decoded(
+    layout: &Layout,
+    streams: &[(String, &[u8])],
+) -> (Vec<(usize, usize, u64, Vec<Val>)>, bool) {
+    let mut events = Vec::new();
+    let (_, err) = super::read_merged(layout, streams, |i, r| {
+        events.push((i, r.event, r.timestamp, r.vals.clone()))
+    });
+    (events, err.is_some())
+}
+
+/// The fixed runs (whole-byte fields read at offsets worked out in advance) give the
+/// values the field-by-field reading gives, on every shared CTF trace.
+#[test]
+fn fixed_runs_read_what_field_by_field_reading_reads_on_the_shared_traces() {
+    let Some(shared) = shared() else { return };
+    let dirs = ctf_dirs(&shared.join("traces/ctf"));
+    assert!(dirs.len() >= 20, "{dirs:?}");
+    let mut events = 0;
+    for dir in &dirs {
+        let (metadata, files) = read_trace(dir);
+        let Ok(layout) = super::layout(&metadata, "metadata") else {
+            continue;
+        };
+        let streams: Vec<(String, &[u8])> =
+            files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+        let fixed = decoded(&layout, &streams);
+        let per_field = decoded(&layout.per_field(), &streams);
+        assert!(fixed == per_field, "{}", dir.display());
+        events += fixed.0.len();
+    }
+    assert!(events > 500_000, "{events}");
+}
+
+/// The same on random packets of a layout that mixes what fixed runs take (integers of
+/// every width, alignments up to 64 bits, both byte orders, signed values, floats,
+/// text, nested structs) with what they stop at (bit fields, sequences, strings).
+#[test]
+fn fixed_runs_read_what_field_by_field_reading_reads_on_random_packets() {
+    let metadata = r#"/* CTF 1.8 */
+typealias integer { size = 8; align = 8; } := u8;
+typealias integer { size = 32; align = 8; } := u32;
+typealias integer { size = 64; align = 8; } := u64;
+trace { major = 1; minor = 8; byte_order = le;
+  packet.header := struct { u32 magic; u32 stream_id; }; };
+clock { name = c; freq = 1000000000; };
+typealias integer { size = 64; align = 8; map = clock.c.value; } := ts64;
+stream { id = 0;
+  packet.context := struct { u64 content_size; u64 packet_size; };
+  event.header := struct { u8 id; ts64 timestamp; };
+  event.context := struct { integer { size = 32; align = 8; signed = true; } vtid;
+    integer { size = 8; align = 8; encoding = UTF8; } name[5]; };
+};
+event { name = "a"; id = 0; stream_id = 0; fields := struct {
+  integer { size = 16; align = 16; signed = true; byte_order = be; } s16;
+  integer { size = 64; align = 64; } a64;
+  u8 n;
+  integer { size = 32; align = 32; signed = true; } s32;
+  floating_point { exp_dig = 8; mant_dig = 24; align = 32; } f32;
+  struct { u8 x; integer { size = 16; align = 8; byte_order = be; } y; } align(8) inner;
+  integer { size = 3; align = 1; } bits3;
+  integer { size = 8; align = 8; signed = true; } s8;
+  floating_point { exp_dig = 11; mant_dig = 53; align = 8; } f64;
+}; };
+event { name = "b"; id = 1; stream_id = 0; fields := struct {
+  u8 len; u32 seq[len]; string s; u64 after; integer { size = 8; align = 8; encoding = UTF8; } t[3];
+}; };
+"#;
+    let layout = super::layout(metadata.as_bytes(), "metadata").unwrap();
+    let per_field = layout.per_field();
+    // xorshift64*: the same packets on every run.
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    let mut whole_packets = 0;
+    for round in 0..400 {
+        let mut body = Vec::new();
+        let mut ts = 0u64;
+        for _ in 0..(next() % 12) {
+            let id = (next() % 2) as u8;
+            ts += next() % 1000;
+            body.push(id);
+            body.extend(ts.to_le_bytes());
+            let n = (next() % 64) as usize;
+            for i in 0..n {
+                // Short sequences now and then, NULs for the strings and texts.
+                let b = next() as u8;
+                body.push(if i % 7 == 3 {
+                    b % 4
+                } else if b.is_multiple_of(5) {
+                    0
+                } else {
+                    b
+                });
+            }
+        }
+        // Usually the packet says how long it is; sometimes its content is cut short.
+        let content = 24 + body.len();
+        let declared = if round % 5 == 0 { content + 9 } else { content };
+        let mut packet = Vec::new();
+        packet.extend(0xC1FC_1FC1u32.to_le_bytes());
+        packet.extend(0u32.to_le_bytes());
+        packet.extend((declared as u64 * 8).to_le_bytes());
+        packet.extend((declared as u64 * 8).to_le_bytes());
+        packet.extend(body);
+        let streams = vec![("random".to_string(), &packet[..])];
+        let fixed = decoded(&layout, &streams);
+        assert!(fixed == decoded(&per_field, &streams), "round {round}");
+        whole_packets += usize::from(!fixed.1);
+    }
+    // Both outcomes were exercised.
+    assert!((1..400).contains(&whole_packets), "{whole_packets}");
+}
