@@ -1181,12 +1181,11 @@ event { name = "lttng_ust_libc:free"; id = 1; stream_id = 0; fields := struct { 
     assert_eq!(trace.counters.value.len(), 4);
 }
 
-/// Every event of a trace as read with `layout`: stream, event class, time and values,
-/// and whether reading ended in an error.
-fn decoded(
-    layout: &Layout,
-    streams: &[(String, &[u8])],
-) -> (Vec<(usize, usize, u64, Vec<Val>)>, bool) {
+/// One event as read: stream, event class, time and values.
+type Decoded = (usize, usize, u64, Vec<Val>);
+
+/// Every event of a trace as read with `layout`, and whether reading ended in an error.
+fn decoded(layout: &Layout, streams: &[(String, &[u8])]) -> (Vec<Decoded>, bool) {
     let mut events = Vec::new();
     let (_, err) = super::read_merged(layout, streams, |i, r| {
         events.push((i, r.event, r.timestamp, r.vals.clone()))
