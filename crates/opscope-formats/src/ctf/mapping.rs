@@ -1191,17 +1191,17 @@ fn field_bit(field: usize) -> u64 {
 }
 
 /// Who emitted an event and when, worked out on the decoding thread.
-#[derive(Clone, Copy, Debug)]
-struct Who {
-    ts: i64,
-    pid: Option<i64>,
-    tid: Option<i64>,
-    procname: Option<Val>,
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Who {
+    pub(super) ts: i64,
+    pub(super) pid: Option<i64>,
+    pub(super) tid: Option<i64>,
+    pub(super) procname: Option<Val>,
 }
 
 /// What finding an event's time and emitter needs from the layout, computed once and
 /// shared with the decoding thread.
-struct Identify {
+pub(super) struct Identify {
     origin: Option<ClockOrigin>,
     /// Per stream class: ids in the stream event context, and its field offsets.
     stream_ids: Vec<(Ids, FieldOffsets)>,
@@ -1209,13 +1209,26 @@ struct Identify {
     event_ids: Vec<(Ids, Ids)>,
     /// Per event class: field offsets of the event context and payload, when fixed.
     offsets: Vec<(FieldOffsets, FieldOffsets)>,
+    /// Per event class: where its pid, tid and process name are, when the scopes that
+    /// hold them have fixed offsets (most traces); `who` then reads them directly.
+    direct: Vec<Option<DirectWho>>,
+}
+
+/// Where an event's pid, tid and process name are: (scope, value index from the
+/// scope's start).
+#[derive(Clone, Copy, Default)]
+struct DirectWho {
+    pid: Option<(usize, u32)>,
+    tid: Option<(usize, u32)>,
+    procname: Option<(usize, u32)>,
 }
 
 impl Identify {
-    fn new(layout: &Layout) -> Self {
+    pub(super) fn new(layout: &Layout) -> Self {
         let pid = ["vpid", "pid"];
         let tid = ["vtid", "tid"];
-        Identify {
+        let mut ident = Identify {
+            direct: Vec::new(),
             origin: layout.clock.as_ref().map(|c| c.origin()),
             stream_ids: layout
                 .streams
@@ -1245,12 +1258,93 @@ impl Identify {
                     )
                 })
                 .collect(),
+        };
+        ident.direct = (0..layout.events.len())
+            .map(|ev| ident.direct_who(layout.events[ev].stream, ev))
+            .collect();
+        ident
+    }
+
+    /// Whether `who` reads events of class `ev` directly.
+    #[cfg(test)]
+    pub(super) fn reads_directly(&self, ev: usize) -> bool {
+        self.direct.get(ev).is_some_and(|d| d.is_some())
+    }
+
+    /// The places `who` would look up for events of class `ev`, when each is at a fixed
+    /// offset of its scope: the same first-found order (stream event context, event
+    /// context, then the payload's perf ids only when neither context has a pid or a
+    /// tid).
+    fn direct_who(&self, stream: usize, ev: usize) -> Option<DirectWho> {
+        let (stream_ids, stream_offsets) = self.stream_ids.get(stream)?;
+        let (event_ids, payload_ids) = self.event_ids[ev];
+        let (event_offsets, payload_offsets) = &self.offsets[ev];
+        let mut direct = DirectWho::default();
+        let scoped = [
+            (1, stream_ids, stream_offsets),
+            (2, &event_ids, event_offsets),
+        ];
+        for (scope, ids, offsets) in scoped {
+            if ids.pid.is_none() && ids.tid.is_none() && ids.procname.is_none() {
+                continue;
+            }
+            let offsets = offsets.as_ref()?;
+            let at = |i: Option<usize>| i.map(|i| (scope, offsets[i]));
+            direct.pid = direct.pid.or(at(ids.pid));
+            direct.tid = direct.tid.or(at(ids.tid));
+            direct.procname = direct.procname.or(at(ids.procname));
         }
+        if direct.pid.is_none()
+            && direct.tid.is_none()
+            && (payload_ids.pid.is_some() || payload_ids.tid.is_some())
+        {
+            let offsets = payload_offsets.as_ref()?;
+            let at = |i: Option<usize>| i.map(|i| (3, offsets[i]));
+            direct.pid = at(payload_ids.pid);
+            direct.tid = at(payload_ids.tid);
+        }
+        Some(direct)
     }
 
     /// The event's time in ns and its pid, tid and process name, from the stream event
     /// context, the event context, or (perf) the payload.
-    fn who(&self, layout: &Layout, r: &Event, positions: &mut Vec<u32>) -> Who {
+    pub(super) fn who(&self, layout: &Layout, r: &Event, positions: &mut Vec<u32>) -> Who {
+        let ts = match self.origin {
+            Some(o) => o.ns(r.timestamp),
+            None => r.timestamp as i64,
+        };
+        let ev = r.event;
+        if let Some(Some(direct)) = self.direct.get(ev) {
+            if layout.events[ev].stream == r.stream {
+                let at = |place: Option<(usize, u32)>| {
+                    let (scope, offset) = place?;
+                    let start = *r.scopes.get(scope)?;
+                    r.vals.get(start.checked_add(offset)? as usize).copied()
+                };
+                let int = |place| match at(place) {
+                    Some(Val::I(v)) => Some(v),
+                    Some(Val::U(v)) => Some(v as i64),
+                    _ => None,
+                };
+                return Who {
+                    ts,
+                    pid: int(direct.pid),
+                    tid: int(direct.tid),
+                    procname: at(direct.procname),
+                };
+            }
+        }
+        self.who_by_walking(layout, r, positions)
+    }
+
+    /// [`Identify::who`] for any layout: the scopes' fields are found by walking their
+    /// values.
+    pub(super) fn who_by_walking(
+        &self,
+        layout: &Layout,
+        r: &Event,
+        positions: &mut Vec<u32>,
+    ) -> Who {
         let ts = match self.origin {
             Some(o) => o.ns(r.timestamp),
             None => r.timestamp as i64,

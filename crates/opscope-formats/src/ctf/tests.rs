@@ -1299,3 +1299,29 @@ event { name = "b"; id = 1; stream_id = 0; fields := struct {
     // Both outcomes were exercised.
     assert!((1..400).contains(&whole_packets), "{whole_packets}");
 }
+
+/// Reading an event's pid, tid and process name at offsets worked out in advance gives
+/// what walking its scopes gives, on every shared CTF trace.
+#[test]
+fn direct_who_reads_what_walking_the_scopes_reads_on_the_shared_traces() {
+    let Some(shared) = shared() else { return };
+    let mut direct_events = 0;
+    for dir in &ctf_dirs(&shared.join("traces/ctf")) {
+        let (metadata, files) = read_trace(dir);
+        let Ok(layout) = super::layout(&metadata, "metadata") else {
+            continue;
+        };
+        let streams: Vec<(String, &[u8])> =
+            files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+        let ident = super::mapping::Identify::new(&layout);
+        let mut positions = Vec::new();
+        super::read_merged(&layout, &streams, |_, r| {
+            let event = r.current();
+            let walked = ident.who_by_walking(&layout, &event, &mut positions);
+            let who = ident.who(&layout, &event, &mut positions);
+            assert_eq!(who, walked, "{}: event {}", dir.display(), r.events);
+            direct_events += usize::from(ident.reads_directly(r.event) && who.tid.is_some());
+        });
+    }
+    assert!(direct_events > 100_000, "{direct_events}");
+}
