@@ -33,6 +33,7 @@ use opscope_model::{
     SliceKind, Source, SourceId, StrId, Trace, TrackId, TrackKind,
 };
 
+use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{skip, Event, Layout, Node, Val};
 use super::types::{ClockOrigin, EnvValue};
 use crate::error::ImportError;
@@ -45,36 +46,6 @@ enum Lane {
     Async,
     /// A GPU track of the process.
     Gpu,
-}
-
-#[derive(Clone, Debug)]
-enum Libc {
-    Malloc {
-        size: usize,
-        ptr: usize,
-    },
-    Calloc {
-        nmemb: usize,
-        size: usize,
-        ptr: usize,
-    },
-    Realloc {
-        in_ptr: usize,
-        size: usize,
-        ptr: usize,
-    },
-    Free {
-        ptr: usize,
-    },
-    Memalign {
-        size: usize,
-        ptr: usize,
-    },
-    PosixMemalign {
-        out_ptr: usize,
-        size: usize,
-        result: Option<usize>,
-    },
 }
 
 #[derive(Clone, Debug)]
@@ -188,12 +159,6 @@ struct Open {
     args: Vec<(StrId, ArgValue)>,
 }
 
-struct AllocState {
-    live: HashMap<u64, u64>,
-    in_use: i64,
-    track: TrackId,
-}
-
 /// A lane: pid, tid, and whether the tid is a CPU number.
 type LaneKey = (i64, i64, bool);
 
@@ -212,7 +177,9 @@ struct Mapper<'t> {
     stacks: HashMap<TrackId, Vec<Open>>,
     /// opscope's own slices still open, by the id the writer gave them.
     own_open: HashMap<u64, Open>,
-    allocs: HashMap<ProcessId, AllocState>,
+    allocations: Allocations,
+    /// The bytes-in-use counter track of each process (by index) with allocator events.
+    libc_tracks: Vec<Option<TrackId>>,
     counters: HashMap<(ProcessId, StrId), TrackId>,
     /// Per CPU: the thread running there, since when, and its name.
     running: HashMap<u64, (i64, i64, StrId)>,
@@ -370,40 +337,7 @@ impl<'t> Mapper<'t> {
                 }
             }
             ("lttng_ust_cyg_profile" | "lttng_ust_cyg_profile_fast", "func_exit") => Rule::CygExit,
-            ("lttng_ust_libc", ev) => {
-                let libc = match ev {
-                    "malloc" => int_field("size")
-                        .zip(int_field("ptr"))
-                        .map(|(size, ptr)| Libc::Malloc { size, ptr }),
-                    "calloc" => match (int_field("nmemb"), int_field("size"), int_field("ptr")) {
-                        (Some(nmemb), Some(size), Some(ptr)) => {
-                            Some(Libc::Calloc { nmemb, size, ptr })
-                        }
-                        _ => None,
-                    },
-                    "realloc" => match (int_field("in_ptr"), int_field("size"), int_field("ptr")) {
-                        (Some(in_ptr), Some(size), Some(ptr)) => {
-                            Some(Libc::Realloc { in_ptr, size, ptr })
-                        }
-                        _ => None,
-                    },
-                    "free" => int_field("ptr").map(|ptr| Libc::Free { ptr }),
-                    "memalign" => int_field("size")
-                        .zip(int_field("ptr"))
-                        .map(|(size, ptr)| Libc::Memalign { size, ptr }),
-                    "posix_memalign" => {
-                        int_field("out_ptr")
-                            .zip(int_field("size"))
-                            .map(|(out_ptr, size)| Libc::PosixMemalign {
-                                out_ptr,
-                                size,
-                                result: int_field("result"),
-                            })
-                    }
-                    _ => None,
-                };
-                libc.map_or(Rule::Instant, Rule::Libc)
-            }
+            ("lttng_ust_libc", _) => Libc::of(el).map_or(Rule::Instant, Rule::Libc),
             ("lttng_ust_statedump", ev) => {
                 process_scope = true;
                 match (ev, str_field("procname")) {
@@ -470,10 +404,7 @@ impl<'t> Mapper<'t> {
         // The `Bytes` and `Addr` of an allocation or a free say what its `size` and
         // `ptr` fields say: those are not repeated in its args.
         let covered = match &rule {
-            Rule::Libc(Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr }) => {
-                field_bit(*size) | field_bit(*ptr)
-            }
-            Rule::Libc(Libc::Free { ptr }) => field_bit(*ptr),
+            Rule::Libc(libc) => libc.covered(),
             _ => 0,
         };
         Plan {
@@ -685,13 +616,18 @@ impl<'t> Mapper<'t> {
         kind: SliceKind,
         extra: &[(StrId, ArgValue)],
     ) {
-        // One buffer for every instant: millions of libc events must not allocate.
-        let mut entries = std::mem::take(&mut self.scratch);
-        entries.clear();
-        entries.extend_from_slice(extra);
-        self.push_payload_args(plan, layout, r, &mut entries);
-        let args = self.write_args(&entries);
-        self.scratch = entries;
+        let args = if plan.arg_fields.is_empty() {
+            self.write_args(extra)
+        } else {
+            // One buffer for every instant: millions of events must not allocate.
+            let mut entries = std::mem::take(&mut self.scratch);
+            entries.clear();
+            entries.extend_from_slice(extra);
+            self.push_payload_args(plan, layout, r, &mut entries);
+            let args = self.write_args(&entries);
+            self.scratch = entries;
+            args
+        };
         self.trace.instants.push(InstantRow {
             track,
             ts,
@@ -1108,74 +1044,32 @@ impl<'t> Mapper<'t> {
         track: TrackId,
         libc: &Libc,
     ) {
-        let u = |m: &Self, i: usize| m.field_u(r, i);
-        // (freed pointer, allocated pointer and size)
-        let (freed, alloc) = match libc {
-            Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr } => {
-                (None, Some((u(self, *ptr), u(self, *size))))
-            }
-            Libc::Calloc { nmemb, size, ptr } => (
-                None,
-                Some((
-                    u(self, *ptr),
-                    u(self, *nmemb).saturating_mul(u(self, *size)),
-                )),
-            ),
-            Libc::Realloc { in_ptr, size, ptr } => {
-                let (inp, sz, p) = (u(self, *in_ptr), u(self, *size), u(self, *ptr));
-                // A failed realloc (null result for a non-zero size) keeps the block.
-                if p == 0 && sz != 0 {
-                    (None, None)
-                } else {
-                    ((inp != 0).then_some(inp), (p != 0).then_some((p, sz)))
-                }
-            }
-            Libc::Free { ptr } => ((u(self, *ptr) != 0).then(|| u(self, *ptr)), None),
-            Libc::PosixMemalign {
-                out_ptr,
-                size,
-                result,
-            } => {
-                let ok = result.is_none_or(|i| self.field_int(r, i) == Some(0));
-                (None, ok.then(|| (u(self, *out_ptr), u(self, *size))))
+        let positions = &self.positions;
+        let value = |i: usize| positions.get(i).and_then(|&p| r.vals.get(p as usize));
+        let u = |i| match value(i) {
+            Some(Val::U(v)) => *v,
+            Some(Val::I(v)) => *v as u64,
+            _ => 0,
+        };
+        let int = |i| int_at(r.vals, positions.get(i).copied());
+        let effect = self.allocations.apply(process.index(), libc, u, int);
+        let at = process.index();
+        if self.libc_tracks.len() <= at {
+            self.libc_tracks.resize(at + 1, None);
+        }
+        let counter = match self.libc_tracks[at] {
+            Some(t) => t,
+            None => {
+                let name = self.s_libc_in_use;
+                let t = self
+                    .trace
+                    .named_track(Some(process), TrackKind::Counter, name, 0);
+                self.libc_tracks[at] = Some(t);
+                t
             }
         };
-        let name = self.s_libc_in_use;
-        let state = self.allocs.entry(process).or_insert_with(|| AllocState {
-            live: HashMap::new(),
-            in_use: 0,
-            track: TrackId(u32::MAX),
-        });
-        if state.track.0 == u32::MAX {
-            state.track = self
-                .trace
-                .named_track(Some(process), TrackKind::Counter, name, 0);
-        }
-        let mut changes = [(0i64, 0u64); 2];
-        let mut n_changes = 0;
-        // Sizes come from the trace: saturate rather than overflow on corrupt ones.
-        let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-        if let Some(p) = freed {
-            let size = signed(state.live.remove(&p).unwrap_or(0));
-            state.in_use = state.in_use.saturating_sub(size);
-            changes[n_changes] = (size.saturating_neg(), p);
-            n_changes += 1;
-        }
-        if let Some((p, size)) = alloc {
-            if p != 0 {
-                if let Some(old) = state.live.insert(p, size) {
-                    state.in_use = state.in_use.saturating_sub(signed(old));
-                }
-                state.in_use = state.in_use.saturating_add(signed(size));
-                changes[n_changes] = (signed(size), p);
-                n_changes += 1;
-            }
-        }
-        // An event that changed nothing still shows, with zero bytes.
-        n_changes = n_changes.max(1);
-        let (counter, in_use) = (state.track, state.in_use);
-        self.trace.counters.push(counter, ts, in_use as f64);
-        for &(bytes, addr) in &changes[..n_changes] {
+        self.trace.counters.push(counter, ts, effect.in_use as f64);
+        for &(bytes, addr) in effect.changes() {
             let extra = [
                 (self.k_bytes, ArgValue::Int(bytes)),
                 (self.k_addr, ArgValue::Int(addr as i64)),
@@ -1183,11 +1077,6 @@ impl<'t> Mapper<'t> {
             self.instant(plan, layout, r, ts, track, SliceKind::Alloc, &extra);
         }
     }
-}
-
-/// A payload field's bit in a mask of fields (none past the 64th field).
-fn field_bit(field: usize) -> u64 {
-    1u64.checked_shl(field as u32).unwrap_or(0)
 }
 
 /// Who emitted an event and when, worked out on the decoding thread.
@@ -1560,7 +1449,8 @@ pub(super) fn import_layout(
         last_lane: None,
         stacks: HashMap::new(),
         own_open: HashMap::new(),
-        allocs: HashMap::new(),
+        allocations: Allocations::default(),
+        libc_tracks: Vec::new(),
         counters: HashMap::new(),
         running: HashMap::new(),
         tid_pid: HashMap::new(),

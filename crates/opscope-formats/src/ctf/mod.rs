@@ -10,6 +10,7 @@
 //! and maps them. Streams are merged by time. CTF 2 (JSON metadata) is refused with a
 //! clear error.
 
+mod allocations;
 pub mod decode;
 mod mapping;
 pub mod metadata;

@@ -1,0 +1,192 @@
+//! The `lttng_ust_libc` rule: which event classes it takes, which blocks are live and
+//! how many bytes each process has in use, and what each event did ([`Effect`]) for the
+//! mapping to turn into a counter sample and `Alloc` instants.
+
+use hashbrown::HashMap;
+
+use super::decode::{EventLayout, Node};
+
+/// An allocator event class, with the payload fields (by index) the rule reads.
+#[derive(Clone, Debug)]
+pub(super) enum Libc {
+    Malloc {
+        size: usize,
+        ptr: usize,
+    },
+    Calloc {
+        nmemb: usize,
+        size: usize,
+        ptr: usize,
+    },
+    Realloc {
+        in_ptr: usize,
+        size: usize,
+        ptr: usize,
+    },
+    Free {
+        ptr: usize,
+    },
+    Memalign {
+        size: usize,
+        ptr: usize,
+    },
+    PosixMemalign {
+        out_ptr: usize,
+        size: usize,
+        result: Option<usize>,
+    },
+}
+
+impl Libc {
+    /// The rule of an `lttng_ust_libc:*` event class whose payload has the integer
+    /// fields the rule reads.
+    pub(super) fn of(el: &EventLayout) -> Option<Libc> {
+        let event = el.name.strip_prefix("lttng_ust_libc:")?;
+        let Some(Node::Struct { names, fields, .. }) = &el.fields else {
+            return None;
+        };
+        let int_field = |name: &str| {
+            let i = names.iter().position(|n| n == name)?;
+            matches!(fields[i], Node::Int(_)).then_some(i)
+        };
+        match event {
+            "malloc" => int_field("size")
+                .zip(int_field("ptr"))
+                .map(|(size, ptr)| Libc::Malloc { size, ptr }),
+            "calloc" => match (int_field("nmemb"), int_field("size"), int_field("ptr")) {
+                (Some(nmemb), Some(size), Some(ptr)) => Some(Libc::Calloc { nmemb, size, ptr }),
+                _ => None,
+            },
+            "realloc" => match (int_field("in_ptr"), int_field("size"), int_field("ptr")) {
+                (Some(in_ptr), Some(size), Some(ptr)) => Some(Libc::Realloc { in_ptr, size, ptr }),
+                _ => None,
+            },
+            "free" => int_field("ptr").map(|ptr| Libc::Free { ptr }),
+            "memalign" => int_field("size")
+                .zip(int_field("ptr"))
+                .map(|(size, ptr)| Libc::Memalign { size, ptr }),
+            "posix_memalign" => {
+                int_field("out_ptr")
+                    .zip(int_field("size"))
+                    .map(|(out_ptr, size)| Libc::PosixMemalign {
+                        out_ptr,
+                        size,
+                        result: int_field("result"),
+                    })
+            }
+            _ => None,
+        }
+    }
+
+    /// Payload fields whose values the instants' `Bytes` and `Addr` already hold (a
+    /// mask by [`field_bit`]): the `size` and `ptr` of malloc, memalign and free.
+    pub(super) fn covered(&self) -> u64 {
+        match self {
+            Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr } => {
+                field_bit(*size) | field_bit(*ptr)
+            }
+            Libc::Free { ptr } => field_bit(*ptr),
+            _ => 0,
+        }
+    }
+}
+
+/// A payload field's bit in a mask of fields (none past the 64th field).
+pub(super) fn field_bit(field: usize) -> u64 {
+    1u64.checked_shl(field as u32).unwrap_or(0)
+}
+
+/// What one allocator event did: the bytes its process has in use after it, and its
+/// changes as (bytes, address): a free is negative, a realloc frees then allocates, an
+/// event that changed nothing has one change of zero bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Effect {
+    pub in_use: i64,
+    changes: [(i64, u64); 2],
+    len: u8,
+}
+
+impl Effect {
+    pub(super) fn changes(&self) -> &[(i64, u64)] {
+        &self.changes[..self.len as usize]
+    }
+}
+
+/// Live blocks and bytes in use, per process (by index).
+#[derive(Default)]
+pub(super) struct Allocations {
+    processes: Vec<Process>,
+}
+
+#[derive(Default)]
+struct Process {
+    /// Address → size of each live block.
+    live: HashMap<u64, u64>,
+    in_use: i64,
+}
+
+impl Allocations {
+    /// Applies one event of process `process`: `u(field)` reads an integer field as
+    /// unsigned, `int(field)` as signed (`None` when it has no value).
+    pub(super) fn apply(
+        &mut self,
+        process: usize,
+        libc: &Libc,
+        u: impl Fn(usize) -> u64,
+        int: impl Fn(usize) -> Option<i64>,
+    ) -> Effect {
+        // (freed pointer, allocated pointer and size)
+        let (freed, alloc) = match *libc {
+            Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr } => {
+                (None, Some((u(ptr), u(size))))
+            }
+            Libc::Calloc { nmemb, size, ptr } => {
+                (None, Some((u(ptr), u(nmemb).saturating_mul(u(size)))))
+            }
+            Libc::Realloc { in_ptr, size, ptr } => {
+                let (inp, sz, p) = (u(in_ptr), u(size), u(ptr));
+                // A failed realloc (null result for a non-zero size) keeps the block.
+                if p == 0 && sz != 0 {
+                    (None, None)
+                } else {
+                    ((inp != 0).then_some(inp), (p != 0).then_some((p, sz)))
+                }
+            }
+            Libc::Free { ptr } => ((u(ptr) != 0).then(|| u(ptr)), None),
+            Libc::PosixMemalign {
+                out_ptr,
+                size,
+                result,
+            } => {
+                let ok = result.is_none_or(|i| int(i) == Some(0));
+                (None, ok.then(|| (u(out_ptr), u(size))))
+            }
+        };
+        if self.processes.len() <= process {
+            self.processes.resize_with(process + 1, Process::default);
+        }
+        let state = &mut self.processes[process];
+        let mut effect = Effect::default();
+        // Sizes come from the trace: saturate rather than overflow on corrupt ones.
+        let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        if let Some(p) = freed {
+            let size = signed(state.live.remove(&p).unwrap_or(0));
+            state.in_use = state.in_use.saturating_sub(size);
+            effect.changes[0] = (size.saturating_neg(), p);
+            effect.len = 1;
+        }
+        if let Some((p, size)) = alloc {
+            if p != 0 {
+                if let Some(old) = state.live.insert(p, size) {
+                    state.in_use = state.in_use.saturating_sub(signed(old));
+                }
+                state.in_use = state.in_use.saturating_add(signed(size));
+                effect.changes[effect.len as usize] = (signed(size), p);
+                effect.len += 1;
+            }
+        }
+        effect.len = effect.len.max(1);
+        effect.in_use = state.in_use;
+        effect
+    }
+}
