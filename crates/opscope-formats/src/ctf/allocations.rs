@@ -97,18 +97,38 @@ pub(super) fn field_bit(field: usize) -> u64 {
 }
 
 /// What one allocator event did: the bytes its process has in use after it, and its
-/// changes as (bytes, address): a free is negative, a realloc frees then allocates, an
-/// event that changed nothing has one change of zero bytes.
+/// changes (a realloc frees then allocates; an event that changed nothing has one
+/// change of zero bytes).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(super) struct Effect {
     pub in_use: i64,
-    changes: [(i64, u64); 2],
+    changes: [Change; 2],
     len: u8,
 }
 
+/// One change: bytes (negative when freed) at an address, and the payload fields (a
+/// mask by [`field_bit`]) whose values these two already hold, left out of the
+/// change's instant: a realloc's `in_ptr` on its free, its `size` and `ptr` on its
+/// allocation.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct Change {
+    pub bytes: i64,
+    pub addr: u64,
+    pub covered: u64,
+}
+
 impl Effect {
-    pub(super) fn changes(&self) -> &[(i64, u64)] {
+    pub(super) fn changes(&self) -> &[Change] {
         &self.changes[..self.len as usize]
+    }
+
+    fn push(&mut self, bytes: i64, addr: u64, covered: u64) {
+        self.changes[self.len as usize] = Change {
+            bytes,
+            addr,
+            covered,
+        };
+        self.len += 1;
     }
 }
 
@@ -135,6 +155,15 @@ impl Allocations {
         u: impl Fn(usize) -> u64,
         int: impl Fn(usize) -> Option<i64>,
     ) -> Effect {
+        // Fields the free's and the allocation's Bytes and Addr hold.
+        let (free_covers, alloc_covers) = match *libc {
+            Libc::Realloc { in_ptr, size, ptr } => {
+                (field_bit(in_ptr), field_bit(size) | field_bit(ptr))
+            }
+            Libc::Calloc { ptr, .. } => (0, field_bit(ptr)),
+            Libc::PosixMemalign { out_ptr, size, .. } => (0, field_bit(out_ptr) | field_bit(size)),
+            _ => (libc.covered(), libc.covered()),
+        };
         // (freed pointer, allocated pointer and size)
         let (freed, alloc) = match *libc {
             Libc::Malloc { size, ptr } | Libc::Memalign { size, ptr } => {
@@ -172,8 +201,7 @@ impl Allocations {
         if let Some(p) = freed {
             let size = signed(state.live.remove(&p).unwrap_or(0));
             state.in_use = state.in_use.saturating_sub(size);
-            effect.changes[0] = (size.saturating_neg(), p);
-            effect.len = 1;
+            effect.push(size.saturating_neg(), p, free_covers);
         }
         if let Some((p, size)) = alloc {
             if p != 0 {
@@ -181,11 +209,12 @@ impl Allocations {
                     state.in_use = state.in_use.saturating_sub(signed(old));
                 }
                 state.in_use = state.in_use.saturating_add(signed(size));
-                effect.changes[effect.len as usize] = (signed(size), p);
-                effect.len += 1;
+                effect.push(signed(size), p, alloc_covers);
             }
         }
-        effect.len = effect.len.max(1);
+        if effect.len == 0 {
+            effect.push(0, 0, 0);
+        }
         effect.in_use = state.in_use;
         effect
     }

@@ -959,60 +959,58 @@ impl Cursor<'_, '_> {
         // Integers are read as the 8 bytes from their first one when the packet has
         // them (all but the last few of a packet): no branch on their width.
         let words = self.data.get(start..).unwrap_or(&[]);
-        out.reserve(fields.len());
-        for field in fields {
-            match field {
-                FixedField::Int(i) => {
-                    let raw = match words.get(i.offset as usize..i.offset as usize + 8) {
-                        Some(w) => {
-                            let w: [u8; 8] = w.try_into().unwrap_or([0; 8]);
-                            let keep = 64 - i.bytes * 8;
-                            if i.le {
-                                (u64::from_le_bytes(w) << keep) >> keep
-                            } else {
-                                u64::from_be_bytes(w) >> keep
-                            }
-                        }
-                        None => load(run, i.offset, i.bytes, i.le),
-                    };
-                    let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
-                    if i.effects {
-                        if i.op.reg != NO_REG {
-                            self.regs[i.op.reg as usize] = v;
-                        }
-                        if i.op.special != NO_REG {
-                            self.regs[i.op.special as usize] = v;
-                        }
-                        if i.op.clock {
-                            update_clock(self.clock, raw, i.op.bits);
+        let base = self.base + start as u64;
+        // One extend over the fields: the vector grows once, not once per value.
+        out.extend(fields.iter().map(|field| match field {
+            FixedField::Int(i) => {
+                let raw = match words.get(i.offset as usize..i.offset as usize + 8) {
+                    Some(w) => {
+                        let w: [u8; 8] = w.try_into().unwrap_or([0; 8]);
+                        let keep = 64 - i.bytes * 8;
+                        if i.le {
+                            (u64::from_le_bytes(w) << keep) >> keep
+                        } else {
+                            u64::from_be_bytes(w) >> keep
                         }
                     }
-                    out.push(if i.signed {
-                        Val::I(v as i64)
-                    } else {
-                        Val::U(v)
-                    });
+                    None => load(run, i.offset, i.bytes, i.le),
+                };
+                let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
+                if i.effects {
+                    if i.op.reg != NO_REG {
+                        self.regs[i.op.reg as usize] = v;
+                    }
+                    if i.op.special != NO_REG {
+                        self.regs[i.op.special as usize] = v;
+                    }
+                    if i.op.clock {
+                        update_clock(self.clock, raw, i.op.bits);
+                    }
                 }
-                FixedField::Struct { fields } => out.push(Val::Compound(*fields)),
-                FixedField::Float { offset, bytes, le } => {
-                    let raw = load(run, *offset, *bytes, *le);
-                    out.push(Val::F(if *bytes == 4 {
-                        f32::from_bits(raw as u32) as f64
-                    } else {
-                        f64::from_bits(raw)
-                    }));
-                }
-                FixedField::Text { offset, len } => {
-                    let at = *offset as usize;
-                    let text = run.get(at..at + *len as usize).unwrap_or(&[]);
-                    let shown = text_len(text);
-                    out.push(Val::Str {
-                        start: self.base + (start + at) as u64,
-                        len: shown as u32,
-                    });
+                if i.signed {
+                    Val::I(v as i64)
+                } else {
+                    Val::U(v)
                 }
             }
-        }
+            FixedField::Struct { fields } => Val::Compound(*fields),
+            FixedField::Float { offset, bytes, le } => {
+                let raw = load(run, *offset, *bytes, *le);
+                Val::F(if *bytes == 4 {
+                    f32::from_bits(raw as u32) as f64
+                } else {
+                    f64::from_bits(raw)
+                })
+            }
+            FixedField::Text { offset, len } => {
+                let at = *offset as usize;
+                let text = run.get(at..at + *len as usize).unwrap_or(&[]);
+                Val::Str {
+                    start: base + at as u64,
+                    len: text_len(text) as u32,
+                }
+            }
+        }));
         self.bit += bits;
         Ok(())
     }

@@ -7,9 +7,10 @@
 //!
 //! Rules, by event name (`provider:event` for LTTng-UST):
 //! - `lttng_ust_cyg_profile[_fast]:func_entry/func_exit` → slices named by `addr` (hex);
-//! - `lttng_ust_libc:*` → `Alloc` instants (`Bytes`, `Addr` and the event's other
-//!   fields: `size` and `ptr` of malloc, memalign and free are `Bytes` and `Addr`) and a
-//!   per-process `bytes in use` counter;
+//! - `lttng_ust_libc:*` → `Alloc` instants (`Bytes`, `Addr` and the event's fields
+//!   whose values these two do not hold: a malloc's `size` and `ptr` are its `Bytes` and
+//!   `Addr`; a realloc is a free keeping `size` and `ptr` and an allocation keeping
+//!   `in_ptr`) and a per-process `bytes in use` counter (see [`super::allocations`]);
 //! - `lttng_ust_statedump:procname` names the process; other statedump events are
 //!   process-scoped instants (build ids as args);
 //! - kernel `sched_switch` → `running` slices per thread (from its switch-in to its
@@ -570,15 +571,17 @@ impl<'t> Mapper<'t> {
 
     fn payload_args(&mut self, plan: &Plan, layout: &Layout, r: &Event) -> Vec<(StrId, ArgValue)> {
         let mut out = Vec::new();
-        self.push_payload_args(plan, layout, r, &mut out);
+        self.push_payload_args(plan, layout, r, 0, &mut out);
         out
     }
 
+    /// Pushes the plan's arg fields but those in the mask `leave_out`.
     fn push_payload_args(
         &mut self,
         plan: &Plan,
         layout: &Layout,
         r: &Event,
+        leave_out: u64,
         out: &mut Vec<(StrId, ArgValue)>,
     ) {
         let el = &layout.events[r.event];
@@ -589,6 +592,9 @@ impl<'t> Mapper<'t> {
             let (Some(&pos), Some(f)) = (self.positions.get(i), fields.get(i)) else {
                 break;
             };
+            if leave_out & field_bit(i) != 0 {
+                continue;
+            }
             let v = self.arg(r, f, pos as usize);
             out.push((plan.keys[i], v));
         }
@@ -616,6 +622,23 @@ impl<'t> Mapper<'t> {
         kind: SliceKind,
         extra: &[(StrId, ArgValue)],
     ) {
+        self.instant_leaving_out(plan, layout, r, ts, track, kind, extra, 0);
+    }
+
+    /// An instant with `extra` args and the payload's arg fields but those in the mask
+    /// `leave_out`.
+    #[allow(clippy::too_many_arguments)]
+    fn instant_leaving_out(
+        &mut self,
+        plan: &Plan,
+        layout: &Layout,
+        r: &Event,
+        ts: i64,
+        track: TrackId,
+        kind: SliceKind,
+        extra: &[(StrId, ArgValue)],
+        leave_out: u64,
+    ) {
         let args = if plan.arg_fields.is_empty() {
             self.write_args(extra)
         } else {
@@ -623,7 +646,7 @@ impl<'t> Mapper<'t> {
             let mut entries = std::mem::take(&mut self.scratch);
             entries.clear();
             entries.extend_from_slice(extra);
-            self.push_payload_args(plan, layout, r, &mut entries);
+            self.push_payload_args(plan, layout, r, leave_out, &mut entries);
             let args = self.write_args(&entries);
             self.scratch = entries;
             args
@@ -1069,12 +1092,13 @@ impl<'t> Mapper<'t> {
             }
         };
         self.trace.counters.push(counter, ts, effect.in_use as f64);
-        for &(bytes, addr) in effect.changes() {
+        for change in effect.changes() {
             let extra = [
-                (self.k_bytes, ArgValue::Int(bytes)),
-                (self.k_addr, ArgValue::Int(addr as i64)),
+                (self.k_bytes, ArgValue::Int(change.bytes)),
+                (self.k_addr, ArgValue::Int(change.addr as i64)),
             ];
-            self.instant(plan, layout, r, ts, track, SliceKind::Alloc, &extra);
+            let (kind, covered) = (SliceKind::Alloc, change.covered);
+            self.instant_leaving_out(plan, layout, r, ts, track, kind, &extra, covered);
         }
     }
 }

@@ -804,6 +804,31 @@ event { name = "lttng_ust_libc:posix_memalign"; id = 4; stream_id = 0; fields :=
     // A malloc's `size` and `ptr` are its Bytes and Addr, not repeated.
     assert_eq!(arg(&trace, first, "size"), None);
     assert_eq!(trace.str(trace.instants.category[0]), "lttng_ust_libc");
+    // A realloc's free keeps where the block went, its allocation where it came from;
+    // neither repeats what its own Bytes and Addr say.
+    let realloc_ts = trace.instants.ts[order[3]];
+    let realloc: Vec<opscope_model::ArgsId> = order
+        .iter()
+        .filter(|&&i| trace.instants.ts[i] == realloc_ts)
+        .map(|&i| trace.instants.args[i])
+        .collect();
+    let [free, alloc] = realloc[..] else {
+        panic!("{realloc:?}")
+    };
+    let get = |args, key| arg(&trace, args, key).and_then(|v| v.as_i64());
+    assert_eq!(get(free, "Bytes"), Some(-100));
+    assert_eq!(get(free, "Addr"), Some(0x1000));
+    assert_eq!(
+        (get(free, "size"), get(free, "ptr")),
+        (Some(300), Some(0x3000))
+    );
+    assert_eq!(get(free, "in_ptr"), None);
+    assert_eq!(
+        (get(alloc, "Bytes"), get(alloc, "Addr")),
+        (Some(300), Some(0x3000))
+    );
+    assert_eq!(get(alloc, "in_ptr"), Some(0x1000));
+    assert_eq!((get(alloc, "size"), get(alloc, "ptr")), (None, None));
 }
 
 #[test]
