@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::program::{program, FixedField, IntOp, Op, Program};
+use super::program::{program, FixedField, FixedInt, IntOp, Op, Program};
 use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
@@ -805,6 +805,9 @@ struct Cursor<'a, 'r> {
     end: u64,
     regs: &'r mut [u64],
     clock: &'r mut u64,
+    /// Whether runs append their values; when not, only registers and the clock are
+    /// set (and only fixed runs and variants skip their values: the caller truncates).
+    emit: bool,
 }
 
 /// A cursor's error, boxed: the per-field `Result`s stay one word wide on the hot path.
@@ -936,13 +939,15 @@ impl Cursor<'_, '_> {
         Ok(())
     }
 
-    /// Runs an [`Op::Fixed`]: its fields at their offsets from the aligned start.
+    /// Runs an [`Op::Fixed`]: its fields at their offsets from the aligned start (only
+    /// its `effects` when values are not kept).
     #[inline]
     fn fixed(
         &mut self,
         align: u32,
         bytes: u32,
         fields: &[FixedField],
+        effects: &[FixedInt],
         out: &mut Vec<Val>,
     ) -> Result<(), Fail> {
         self.align(align)?;
@@ -960,6 +965,15 @@ impl Cursor<'_, '_> {
         // them (all but the last few of a packet): no branch on their width.
         let words = self.data.get(start..).unwrap_or(&[]);
         let base = self.base + start as u64;
+        if !self.emit {
+            for i in effects {
+                let raw = load(run, i.offset, i.bytes, i.le);
+                let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
+                self.effects(i, raw, v);
+            }
+            self.bit += bits;
+            return Ok(());
+        }
         // One extend over the fields: the vector grows once, not once per value.
         out.extend(fields.iter().map(|field| match field {
             FixedField::Int(i) => {
@@ -977,15 +991,7 @@ impl Cursor<'_, '_> {
                 };
                 let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
                 if i.effects {
-                    if i.op.reg != NO_REG {
-                        self.regs[i.op.reg as usize] = v;
-                    }
-                    if i.op.special != NO_REG {
-                        self.regs[i.op.special as usize] = v;
-                    }
-                    if i.op.clock {
-                        update_clock(self.clock, raw, i.op.bits);
-                    }
+                    self.effects(i, raw, v);
                 }
                 if i.signed {
                     Val::I(v as i64)
@@ -1013,6 +1019,20 @@ impl Cursor<'_, '_> {
         }));
         self.bit += bits;
         Ok(())
+    }
+
+    /// Saves an integer's value in its registers, or moves the clock with it.
+    #[inline]
+    fn effects(&mut self, i: &FixedInt, raw: u64, v: u64) {
+        if i.op.reg != NO_REG {
+            self.regs[i.op.reg as usize] = v;
+        }
+        if i.op.special != NO_REG {
+            self.regs[i.op.special as usize] = v;
+        }
+        if i.op.clock {
+            update_clock(self.clock, raw, i.op.bits);
+        }
     }
 
     /// The value saved in register `reg` (a sequence's length, a variant's tag), or
@@ -1109,7 +1129,8 @@ impl Cursor<'_, '_> {
                     align,
                     bytes,
                     fields,
-                } => self.fixed(*align, *bytes, fields, out)?,
+                    effects,
+                } => self.fixed(*align, *bytes, fields, effects, out)?,
                 Op::Variant {
                     tag_reg,
                     map,
@@ -1126,14 +1147,17 @@ impl Cursor<'_, '_> {
                             self.fail(&format!("variant tag value {tag} selects no option"))
                         );
                     };
-                    out.push(Val::Variant(option));
+                    if self.emit {
+                        out.push(Val::Variant(option));
+                    }
                     match &*options[option as usize] {
                         // An event header's timestamp: no call for the common case.
                         [Op::Fixed {
                             align,
                             bytes,
                             fields,
-                        }] => self.fixed(*align, *bytes, fields, out)?,
+                            effects,
+                        }] => self.fixed(*align, *bytes, fields, effects, out)?,
                         option => self.run(option, out)?,
                     }
                 }
@@ -1248,6 +1272,9 @@ pub struct StreamReader<'a> {
     pub events: u64,
     /// File offset of the current event.
     pub event_offset: u64,
+    /// Whether `vals` holds the event header's values (the event id and timestamp are
+    /// read either way): a reader that needs only the rest skips making them.
+    pub header_values: bool,
 }
 
 impl<'a> StreamReader<'a> {
@@ -1276,6 +1303,7 @@ impl<'a> StreamReader<'a> {
             packets: 0,
             events: 0,
             event_offset: 0,
+            header_values: true,
         }
     }
 
@@ -1289,6 +1317,7 @@ impl<'a> StreamReader<'a> {
             end: self.pkt_avail_bits,
             regs: &mut self.regs,
             clock: &mut self.clock,
+            emit: true,
         }
     }
 
@@ -1429,11 +1458,19 @@ impl<'a> StreamReader<'a> {
         vals.clear();
         self.regs[REG_EVENT_ID as usize] = 0;
         let mut scopes = [u32::MAX; 4];
+        let header_values = self.header_values;
         let mut cur = self.cursor();
         let result = (|| {
             if let Some(h) = &sl.event_header_program {
-                scopes[0] = vals.len() as u32;
-                cur.run(h, &mut vals)?;
+                if header_values {
+                    scopes[0] = vals.len() as u32;
+                    cur.run(h, &mut vals)?;
+                } else {
+                    cur.emit = false;
+                    cur.run(h, &mut vals)?;
+                    cur.emit = true;
+                    vals.clear();
+                }
             }
             let id = cur.regs[REG_EVENT_ID as usize];
             let Some(event) = sl.event_index(id) else {

@@ -74,11 +74,25 @@ pub fn layout(metadata_bytes: &[u8], path: &str) -> Result<Layout, ImportError> 
 pub fn read_merged<'a>(
     layout: &'a Layout,
     streams: &[(String, &'a [u8])],
+    f: impl FnMut(usize, &StreamReader<'a>),
+) -> (Vec<StreamReader<'a>>, Option<ImportError>) {
+    read_merged_keeping(layout, streams, true, f)
+}
+
+/// [`read_merged`], keeping the event headers' values in each event's `vals` or not.
+fn read_merged_keeping<'a>(
+    layout: &'a Layout,
+    streams: &[(String, &'a [u8])],
+    header_values: bool,
     mut f: impl FnMut(usize, &StreamReader<'a>),
 ) -> (Vec<StreamReader<'a>>, Option<ImportError>) {
     let mut readers: Vec<StreamReader<'a>> = streams
         .iter()
-        .map(|(_, bytes)| StreamReader::new(layout, bytes))
+        .map(|(_, bytes)| {
+            let mut reader = StreamReader::new(layout, bytes);
+            reader.header_values = header_values;
+            reader
+        })
         .collect();
     let mut first_error = None;
     let mut heap = BinaryHeap::with_capacity(readers.len());

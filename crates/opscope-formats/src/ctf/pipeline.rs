@@ -73,7 +73,8 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
         let decoder = scope.spawn(move || {
             let mut batch = Batch::<P>::default();
             let mut receiver_gone = false;
-            let (readers, error) = super::read_merged(layout, streams, |i, r| {
+            // Nobody here reads the event headers' values.
+            let (readers, error) = super::read_merged_keeping(layout, streams, false, |i, r| {
                 if receiver_gone {
                     return;
                 }

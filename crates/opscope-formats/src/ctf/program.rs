@@ -62,11 +62,13 @@ pub enum Op {
         options: Box<[Program]>,
     },
     /// Fields at fixed byte offsets from a start aligned to `align` bits, `bytes` long
-    /// in all.
+    /// in all; `effects` are the integers among them that set a register or the clock
+    /// (all a reader that keeps no values needs).
     Fixed {
         align: u32,
         bytes: u32,
         fields: Box<[FixedField]>,
+        effects: Box<[FixedInt]>,
     },
 }
 
@@ -225,10 +227,19 @@ fn merge_fixed(ops: Vec<Op>) -> Vec<Op> {
 
 fn close_run(run: &mut Option<Run>, out: &mut Vec<Op>) {
     if let Some(r) = run.take() {
+        let effects = r
+            .fields
+            .iter()
+            .filter_map(|f| match f {
+                FixedField::Int(i) if i.effects => Some(*i),
+                _ => None,
+            })
+            .collect();
         out.push(Op::Fixed {
             align: r.align,
             bytes: (r.bits / 8) as u32,
             fields: r.fields.into_boxed_slice(),
+            effects,
         });
     }
 }

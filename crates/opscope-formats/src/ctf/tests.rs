@@ -1350,3 +1350,39 @@ fn direct_who_reads_what_walking_the_scopes_reads_on_the_shared_traces() {
     }
     assert!(direct_events > 100_000, "{direct_events}");
 }
+
+/// Reading without the event headers' values gives the same events, times and other
+/// values, on every shared CTF trace.
+#[test]
+fn events_read_without_header_values_are_the_same_on_the_shared_traces() {
+    let Some(shared) = shared() else { return };
+    let mut with_headers = 0;
+    for dir in &ctf_dirs(&shared.join("traces/ctf")) {
+        let (metadata, files) = read_trace(dir);
+        let Ok(layout) = super::layout(&metadata, "metadata") else {
+            continue;
+        };
+        let streams: Vec<(String, &[u8])> =
+            files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+        let (all, all_failed) = decoded(&layout, &streams);
+        // Without the header: each event's values from its first other scope.
+        let mut expected = Vec::new();
+        super::read_merged(&layout, &streams, |i, r| {
+            let rest = r.scopes[1..]
+                .iter()
+                .find(|&&s| s != u32::MAX)
+                .map_or(r.vals.len(), |&s| s as usize);
+            with_headers += usize::from(r.scopes[0] != u32::MAX && rest > 0);
+            expected.push((i, r.event, r.timestamp, r.vals[rest..].to_vec()));
+        });
+        let mut got = Vec::new();
+        let (_, err) = super::read_merged_keeping(&layout, &streams, false, |i, r| {
+            assert_eq!(r.scopes[0], u32::MAX);
+            got.push((i, r.event, r.timestamp, r.vals.clone()))
+        });
+        assert_eq!(all.len(), got.len(), "{}", dir.display());
+        assert!(got == expected, "{}", dir.display());
+        assert_eq!(err.is_some(), all_failed, "{}", dir.display());
+    }
+    assert!(with_headers > 100_000, "{with_headers}");
+}
