@@ -280,7 +280,7 @@ impl Iterator for ArgsIter<'_> {
     }
 }
 
-#[inline]
+#[inline(always)]
 fn write_varint(out: &mut Vec<u8>, v: u64) {
     if v < 1 << 56 {
         // Up to 8 bytes: the 7-bit groups spread into the bytes of one word, the
