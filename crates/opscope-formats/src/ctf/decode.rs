@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::program::{program, FixedField, FixedInt, IntOp, Op, Program};
+use super::program::{program, BitField, FixedField, FixedInt, FlatHeader, IntOp, Op, Program};
 use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
@@ -173,6 +173,9 @@ pub struct StreamLayout {
     pub packet_context_program: Option<Program>,
     pub event_header_program: Option<Program>,
     pub event_context_program: Option<Program>,
+    /// The event header's flat form, when it has one (read when its values are not
+    /// kept).
+    pub event_header_flat: Option<FlatHeader>,
     pub has_content_size: bool,
     pub has_packet_size: bool,
     pub has_ts_begin: bool,
@@ -240,6 +243,7 @@ impl Layout {
                     packet_context_program: s.packet_context.as_ref().map(p),
                     event_header_program: s.event_header.as_ref().map(p),
                     event_context_program: s.event_context.as_ref().map(p),
+                    event_header_flat: s.event_header.as_ref().and_then(|h| FlatHeader::of(&p(h))),
                     has_content_size: s.has_content_size,
                     has_packet_size: s.has_packet_size,
                     has_ts_begin: s.has_ts_begin,
@@ -712,6 +716,9 @@ pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
         streams.push(StreamLayout {
             id: sc.id,
             packet_context_program: packet_context.as_ref().map(program),
+            event_header_flat: event_header
+                .as_ref()
+                .and_then(|h| FlatHeader::of(&program(h))),
             event_header_program: event_header.as_ref().map(program),
             event_context_program: event_context.as_ref().map(program),
             packet_context,
@@ -1021,6 +1028,76 @@ impl Cursor<'_, '_> {
         Ok(())
     }
 
+    /// Reads a flat event header for its registers and clock only.
+    fn flat_header(&mut self, header: &FlatHeader) -> Result<(), Fail> {
+        self.align(header.align)?;
+        let start = self.bit;
+        for f in header.fields.iter() {
+            self.flat_int(start, f)?;
+        }
+        let bits = match &header.variant {
+            None => header.bits,
+            Some(v) => {
+                let tag = self.reg_or(v.tag_reg, 0);
+                let Some(option) = variant_option(&v.map, tag) else {
+                    return Err(self.fail(&format!("variant tag value {tag} selects no option")));
+                };
+                let (fields, bits) = &v.options[option as usize];
+                for f in fields.iter() {
+                    self.flat_int(start, f)?;
+                }
+                *bits
+            }
+        };
+        self.bit = start + bits as u64;
+        if self.bit > self.end {
+            return Err(self.fail("the packet ends inside an event header"));
+        }
+        Ok(())
+    }
+
+    /// Reads an integer of a flat header that starts at bit `start`, for its registers
+    /// and clock only: one 8-byte load when the packet has the bytes.
+    #[inline]
+    fn flat_int(&mut self, start: u64, f: &BitField) -> Result<(), Fail> {
+        let i = &f.op;
+        let pos = start + f.offset as u64;
+        let byte = (pos / 8) as usize;
+        let word = self.data.get(byte..byte + 8);
+        let raw = match word {
+            Some(w) if pos + i.bits as u64 <= self.end => {
+                let w: [u8; 8] = w.try_into().unwrap_or([0; 8]);
+                let shift = (pos % 8) as u32;
+                // `place` made sure that shift + bits <= 64.
+                if i.le {
+                    (u64::from_le_bytes(w) >> shift) & (u64::MAX >> (64 - i.bits))
+                } else {
+                    (u64::from_be_bytes(w) << shift) >> (64 - i.bits)
+                }
+            }
+            _ => {
+                self.bit = pos;
+                self.bits(i.bits, i.le)?
+            }
+        };
+        let v = if i.signed && i.bits < 64 {
+            let s = 64 - i.bits;
+            ((raw << s) as i64 >> s) as u64
+        } else {
+            raw
+        };
+        if i.reg != NO_REG {
+            self.regs[i.reg as usize] = v;
+        }
+        if i.special != NO_REG {
+            self.regs[i.special as usize] = v;
+        }
+        if i.clock {
+            update_clock(self.clock, raw, i.bits);
+        }
+        Ok(())
+    }
+
     /// Saves an integer's value in its registers, or moves the clock with it.
     #[inline]
     fn effects(&mut self, i: &FixedInt, raw: u64, v: u64) {
@@ -1137,12 +1214,7 @@ impl Cursor<'_, '_> {
                     options,
                 } => {
                     let tag = self.reg_or(*tag_reg, 0);
-                    // The tag's register holds the value sign-extended to 64 bits.
-                    let (st, ut) = (tag as i64 as i128, tag as i128);
-                    let Some(&(_, _, option)) = map
-                        .iter()
-                        .find(|(lo, hi, _)| (*lo <= st && st <= *hi) || (*lo <= ut && ut <= *hi))
-                    else {
+                    let Some(option) = variant_option(map, tag) else {
                         return Err(
                             self.fail(&format!("variant tag value {tag} selects no option"))
                         );
@@ -1165,6 +1237,16 @@ impl Cursor<'_, '_> {
         }
         Ok(())
     }
+}
+
+/// The option a variant's tag selects. The tag's register holds the value
+/// sign-extended to 64 bits: it matches a range as signed or as unsigned.
+#[inline]
+fn variant_option(map: &[(i128, i128, u32)], tag: u64) -> Option<u32> {
+    let (st, ut) = (tag as i64 as i128, tag as i128);
+    map.iter()
+        .find(|(lo, hi, _)| (*lo <= st && st <= *hi) || (*lo <= ut && ut <= *hi))
+        .map(|&(_, _, option)| option)
 }
 
 /// The length of text up to its first NUL. Fixed texts are mostly short names
@@ -1465,6 +1547,8 @@ impl<'a> StreamReader<'a> {
                 if header_values {
                     scopes[0] = vals.len() as u32;
                     cur.run(h, &mut vals)?;
+                } else if let Some(flat) = &sl.event_header_flat {
+                    cur.flat_header(flat)?;
                 } else {
                     cur.emit = false;
                     cur.run(h, &mut vals)?;

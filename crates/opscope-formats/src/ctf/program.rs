@@ -320,3 +320,124 @@ fn elements(len: u64, len_reg: u32, elem: &Node, text: bool) -> Op {
         }
     }
 }
+
+/// An event header whose integers all sit at fixed bit offsets from its aligned start,
+/// for each option of its last variant (LTTng's compact and large headers): read for
+/// the event id and time only, it takes a few loads instead of a program run.
+#[derive(Clone, Debug)]
+pub struct FlatHeader {
+    pub align: u32,
+    /// The integers before the variant, and the header's size in bits without one.
+    pub fields: Box<[BitField]>,
+    pub bits: u32,
+    pub variant: Option<FlatVariant>,
+}
+
+#[derive(Clone, Debug)]
+pub struct FlatVariant {
+    pub tag_reg: u32,
+    /// Tag value ranges → option index, as in [`Op::Variant`].
+    pub map: Box<[(i128, i128, u32)]>,
+    /// Per option: its integers and the header's size in bits with it.
+    pub options: Box<[(Box<[BitField]>, u32)]>,
+}
+
+/// An integer `offset` bits from a flat header's start.
+#[derive(Clone, Copy, Debug)]
+pub struct BitField {
+    pub offset: u32,
+    pub op: IntOp,
+}
+
+impl FlatHeader {
+    /// The flat form of a header program, when it has one: only structs and integers,
+    /// and at most one variant, last, whose options hold only structs and integers;
+    /// no alignment inside it larger than its start's.
+    pub fn of(program: &[Op]) -> Option<FlatHeader> {
+        let align = match program.first()? {
+            Op::Struct { align, .. } | Op::Fixed { align, .. } => *align,
+            Op::Int(i) => i.align,
+            _ => return None,
+        };
+        if align < 8 || !align.is_power_of_two() {
+            return None;
+        }
+        let (body, variant) = match program.split_last()? {
+            (Op::Variant { .. }, body) => (body, program.last()),
+            _ => (program, None),
+        };
+        let mut fields = Vec::new();
+        let bits = place(body, 0, align, &mut fields)?;
+        let variant = match variant {
+            Some(Op::Variant {
+                tag_reg,
+                map,
+                options,
+            }) => {
+                let options = options
+                    .iter()
+                    .map(|o| {
+                        let mut fields = Vec::new();
+                        let end = place(o, bits, align, &mut fields)?;
+                        Some((fields.into_boxed_slice(), end))
+                    })
+                    .collect::<Option<Box<[_]>>>()?;
+                Some(FlatVariant {
+                    tag_reg: *tag_reg,
+                    map: map.clone(),
+                    options,
+                })
+            }
+            _ => None,
+        };
+        Some(FlatHeader {
+            align,
+            fields: fields.into_boxed_slice(),
+            bits,
+            variant,
+        })
+    }
+}
+
+/// Places the integers of `ops` from bit `at`, alignments no larger than `align`;
+/// returns the end, or `None` when an op is not a struct or an integer that one 8-byte
+/// load reads.
+fn place(ops: &[Op], mut at: u32, align: u32, out: &mut Vec<BitField>) -> Option<u32> {
+    let aligned = |at: u32, a: u32| -> Option<u32> {
+        (a <= align && a.is_power_of_two()).then(|| at.next_multiple_of(a))
+    };
+    for op in ops {
+        match op {
+            Op::Struct { align: a, .. } => at = aligned(at, *a)?,
+            Op::Int(i) => {
+                at = aligned(at, i.align)?;
+                if i.bits == 0 || at % 8 + i.bits > 64 {
+                    return None;
+                }
+                out.push(BitField { offset: at, op: *i });
+                at += i.bits;
+            }
+            Op::Fixed {
+                align: a,
+                bytes,
+                fields,
+                ..
+            } => {
+                at = aligned(at, *a)?;
+                for f in fields.iter() {
+                    match f {
+                        FixedField::Struct { .. } => {}
+                        FixedField::Int(i) => out.push(BitField {
+                            offset: at + i.offset * 8,
+                            op: i.op,
+                        }),
+                        _ => return None,
+                    }
+                }
+                at += bytes * 8;
+            }
+            _ => return None,
+        }
+    }
+    Some(at)
+}

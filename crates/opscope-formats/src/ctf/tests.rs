@@ -1319,6 +1319,11 @@ event { name = "b"; id = 1; stream_id = 0; fields := struct {
         let streams = vec![("random".to_string(), &packet[..])];
         let fixed = decoded(&layout, &streams);
         assert!(fixed == decoded(&per_field, &streams), "round {round}");
+        let (cut, failed, _) = decoded_then_cut(&per_field, &streams);
+        assert!(
+            decoded_without_headers(&layout, &streams) == (cut, failed),
+            "round {round}"
+        );
         whole_packets += usize::from(!fixed.1);
     }
     // Both outcomes were exercised.
@@ -1351,12 +1356,38 @@ fn direct_who_reads_what_walking_the_scopes_reads_on_the_shared_traces() {
     assert!(direct_events > 100_000, "{direct_events}");
 }
 
-/// Reading without the event headers' values gives the same events, times and other
-/// values, on every shared CTF trace.
+/// Every event read with its header's values, with them cut off (each event's values
+/// from its first other scope), and how many events had any.
+fn decoded_then_cut(layout: &Layout, streams: &[(String, &[u8])]) -> (Vec<Decoded>, bool, usize) {
+    let mut events = Vec::new();
+    let mut with_headers = 0;
+    let (_, err) = super::read_merged(layout, streams, |i, r| {
+        let rest = r.scopes[1..]
+            .iter()
+            .find(|&&s| s != u32::MAX)
+            .map_or(r.vals.len(), |&s| s as usize);
+        with_headers += usize::from(r.scopes[0] != u32::MAX && rest > 0);
+        events.push((i, r.event, r.timestamp, r.vals[rest..].to_vec()));
+    });
+    (events, err.is_some(), with_headers)
+}
+
+/// Every event read without its header's values (as the mapping reads them).
+fn decoded_without_headers(layout: &Layout, streams: &[(String, &[u8])]) -> (Vec<Decoded>, bool) {
+    let mut events = Vec::new();
+    let (_, err) = super::read_merged_keeping(layout, streams, false, |i, r| {
+        assert_eq!(r.scopes[0], u32::MAX);
+        events.push((i, r.event, r.timestamp, r.vals.clone()))
+    });
+    (events, err.is_some())
+}
+
+/// Reading without the event headers' values (flat headers read for the id and time
+/// alone) gives the same events, times and other values, on every shared CTF trace.
 #[test]
 fn events_read_without_header_values_are_the_same_on_the_shared_traces() {
     let Some(shared) = shared() else { return };
-    let mut with_headers = 0;
+    let (mut with_headers, mut flat) = (0, 0);
     for dir in &ctf_dirs(&shared.join("traces/ctf")) {
         let (metadata, files) = read_trace(dir);
         let Ok(layout) = super::layout(&metadata, "metadata") else {
@@ -1364,25 +1395,16 @@ fn events_read_without_header_values_are_the_same_on_the_shared_traces() {
         };
         let streams: Vec<(String, &[u8])> =
             files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
-        let (all, all_failed) = decoded(&layout, &streams);
-        // Without the header: each event's values from its first other scope.
-        let mut expected = Vec::new();
-        super::read_merged(&layout, &streams, |i, r| {
-            let rest = r.scopes[1..]
-                .iter()
-                .find(|&&s| s != u32::MAX)
-                .map_or(r.vals.len(), |&s| s as usize);
-            with_headers += usize::from(r.scopes[0] != u32::MAX && rest > 0);
-            expected.push((i, r.event, r.timestamp, r.vals[rest..].to_vec()));
-        });
-        let mut got = Vec::new();
-        let (_, err) = super::read_merged_keeping(&layout, &streams, false, |i, r| {
-            assert_eq!(r.scopes[0], u32::MAX);
-            got.push((i, r.event, r.timestamp, r.vals.clone()))
-        });
-        assert_eq!(all.len(), got.len(), "{}", dir.display());
-        assert!(got == expected, "{}", dir.display());
-        assert_eq!(err.is_some(), all_failed, "{}", dir.display());
+        let (expected, failed, n) = decoded_then_cut(&layout, &streams);
+        let got = decoded_without_headers(&layout, &streams);
+        assert!(got == (expected, failed), "{}", dir.display());
+        with_headers += n;
+        if layout.streams.iter().any(|s| s.event_header_flat.is_some()) {
+            flat += n;
+        }
     }
-    assert!(with_headers > 100_000, "{with_headers}");
+    assert!(
+        with_headers > 100_000 && flat > 100_000,
+        "{with_headers} {flat}"
+    );
 }
