@@ -1313,6 +1313,10 @@ pub struct Event<'a, 'v> {
     /// `vals` (`u32::MAX`: absent).
     pub scopes: [u32; 4],
     pub vals: &'v [Val],
+    /// Bit of the file where the stream event context starts (before its alignment),
+    /// when the event has one: its values may be read from there when `vals` does not
+    /// hold them.
+    pub context_at: Option<u64>,
 }
 
 impl<'a> Event<'a, '_> {
@@ -1357,6 +1361,10 @@ pub struct StreamReader<'a> {
     /// Whether `vals` holds the event header's values (the event id and timestamp are
     /// read either way): a reader that needs only the rest skips making them.
     pub header_values: bool,
+    /// Whether `vals` holds the stream event context's values; when not, they can be
+    /// read at `context_at`.
+    pub context_values: bool,
+    pub context_at: Option<u64>,
 }
 
 impl<'a> StreamReader<'a> {
@@ -1386,6 +1394,8 @@ impl<'a> StreamReader<'a> {
             events: 0,
             event_offset: 0,
             header_values: true,
+            context_values: true,
+            context_at: None,
         }
     }
 
@@ -1540,7 +1550,9 @@ impl<'a> StreamReader<'a> {
         vals.clear();
         self.regs[REG_EVENT_ID as usize] = 0;
         let mut scopes = [u32::MAX; 4];
-        let header_values = self.header_values;
+        let (header_values, context_values) = (self.header_values, self.context_values);
+        let base_bit = self.pkt_start * 8;
+        let mut context_at = None;
         let mut cur = self.cursor();
         let result = (|| {
             if let Some(h) = &sl.event_header_program {
@@ -1563,9 +1575,19 @@ impl<'a> StreamReader<'a> {
                     sl.id
                 )));
             };
+            context_at = None;
             if let Some(c) = &sl.event_context_program {
-                scopes[1] = vals.len() as u32;
-                cur.run(c, &mut vals)?;
+                context_at = Some(base_bit + cur.bit);
+                if context_values {
+                    scopes[1] = vals.len() as u32;
+                    cur.run(c, &mut vals)?;
+                } else {
+                    let start = vals.len();
+                    cur.emit = false;
+                    cur.run(c, &mut vals)?;
+                    cur.emit = true;
+                    vals.truncate(start);
+                }
             }
             let el = &layout.events[event];
             if let Some(c) = &el.context_program {
@@ -1590,6 +1612,7 @@ impl<'a> StreamReader<'a> {
                 }
                 self.pkt_bit = bit;
                 self.scopes = scopes;
+                self.context_at = context_at;
                 self.event = event;
                 self.timestamp = self.clock;
                 self.events += 1;
@@ -1619,6 +1642,7 @@ impl<'a> StreamReader<'a> {
             cpu_id: self.cpu_id,
             scopes: self.scopes,
             vals: &self.vals,
+            context_at: self.context_at,
         }
     }
 

@@ -36,6 +36,7 @@ use opscope_model::{
 
 use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{skip, Event, Layout, Node, Val};
+use super::program::{FixedField, FixedInt, Op};
 use super::types::{ClockOrigin, EnvValue};
 use crate::error::ImportError;
 
@@ -1125,6 +1126,85 @@ pub(super) struct Identify {
     /// Per event class: where its pid, tid and process name are, when the scopes that
     /// hold them have fixed offsets (most traces); `who` then reads them directly.
     direct: Vec<Option<DirectWho>>,
+    /// Per stream class: where the pid, tid and process name are in the bytes of its
+    /// event context, when that is one fixed run.
+    context_bytes: Vec<Option<ContextBytes>>,
+    /// Every event class finds its pid, tid and process name in its stream event
+    /// context's bytes: the reader then keeps no values of those contexts.
+    pub(super) context_by_bytes: bool,
+}
+
+/// Where an event context's pid, tid and process name are, from its aligned start.
+#[derive(Clone, Copy, Debug, Default)]
+struct ContextBytes {
+    align: u32,
+    pid: Option<FixedInt>,
+    tid: Option<FixedInt>,
+    /// Offset and length of the text.
+    procname: Option<(u32, u32)>,
+}
+
+impl ContextBytes {
+    /// The plan for a stream class whose event context program is one fixed run of a
+    /// flat struct.
+    fn of(program: Option<&[Op]>, ids: &Ids) -> Option<ContextBytes> {
+        let [Op::Fixed { align, fields, .. }] = program? else {
+            return None;
+        };
+        let (FixedField::Struct { fields: n }, rest) = fields.split_first()? else {
+            return None;
+        };
+        if rest.len() != *n as usize {
+            return None;
+        }
+        let int = |i: Option<usize>| -> Option<Option<FixedInt>> {
+            match i.map(|i| rest.get(i)) {
+                None => Some(None),
+                Some(Some(FixedField::Int(f))) => Some(Some(*f)),
+                Some(_) => None,
+            }
+        };
+        let procname = match ids.procname.map(|i| rest.get(i)) {
+            None => None,
+            Some(Some(FixedField::Text { offset, len })) => Some((*offset, *len)),
+            Some(_) => return None,
+        };
+        Some(ContextBytes {
+            align: *align,
+            pid: int(ids.pid)?,
+            tid: int(ids.tid)?,
+            procname,
+        })
+    }
+
+    /// The event's pid, tid and process name, from the context starting at bit `at` of
+    /// `file`.
+    fn read(&self, file: &[u8], at: u64) -> (Option<i64>, Option<i64>, Option<Val>) {
+        let start = (at.next_multiple_of(self.align.max(1) as u64) / 8) as usize;
+        let int = |f: Option<FixedInt>| {
+            let f = f?;
+            let from = start + f.offset as usize;
+            let b = file.get(from..from + f.bytes as usize)?;
+            let mut word = [0u8; 8];
+            let raw = if f.le {
+                word[..b.len()].copy_from_slice(b);
+                u64::from_le_bytes(word)
+            } else {
+                word[8 - b.len()..].copy_from_slice(b);
+                u64::from_be_bytes(word)
+            };
+            Some(((raw << f.sign_shift) as i64) >> f.sign_shift)
+        };
+        let procname = self.procname.and_then(|(offset, len)| {
+            let from = start + offset as usize;
+            let text = file.get(from..from + len as usize)?;
+            Some(Val::Str {
+                start: from as u64,
+                len: text.iter().position(|&b| b == 0).unwrap_or(text.len()) as u32,
+            })
+        });
+        (int(self.pid), int(self.tid), procname)
+    }
 }
 
 /// Where an event's pid, tid and process name are: (scope, value index from the
@@ -1142,6 +1222,8 @@ impl Identify {
         let tid = ["vtid", "tid"];
         let mut ident = Identify {
             direct: Vec::new(),
+            context_bytes: Vec::new(),
+            context_by_bytes: false,
             origin: layout.clock.as_ref().map(|c| c.origin()),
             stream_ids: layout
                 .streams
@@ -1175,6 +1257,22 @@ impl Identify {
         ident.direct = (0..layout.events.len())
             .map(|ev| ident.direct_who(layout.events[ev].stream, ev))
             .collect();
+        ident.context_bytes = layout
+            .streams
+            .iter()
+            .zip(&ident.stream_ids)
+            .map(|(s, (ids, _))| ContextBytes::of(s.event_context_program.as_deref(), ids))
+            .collect();
+        // Every class's ids come from its stream event context alone, and that context
+        // can be read from its bytes (or there is none).
+        ident.context_by_bytes = ident.direct.iter().zip(&layout.events).all(|(d, e)| {
+            let Some(d) = d else { return false };
+            let from_context = [d.pid, d.tid, d.procname]
+                .iter()
+                .all(|p| p.is_none_or(|(scope, _)| scope == 1));
+            let context = &layout.streams[e.stream].event_context_program;
+            from_context && (context.is_none() || ident.context_bytes[e.stream].is_some())
+        });
         ident
     }
 
@@ -1227,6 +1325,17 @@ impl Identify {
             None => r.timestamp as i64,
         };
         let ev = r.event;
+        if let (Some(Some(bytes)), Some(at)) = (self.context_bytes.get(r.stream), r.context_at) {
+            if r.scopes[1] == u32::MAX {
+                let (pid, tid, procname) = bytes.read(r.file, at);
+                return Who {
+                    ts,
+                    pid,
+                    tid,
+                    procname,
+                };
+            }
+        }
         if let Some(Some(direct)) = self.direct.get(ev) {
             if layout.events[ev].stream == r.stream {
                 let at = |place: Option<(usize, u32)>| {
@@ -1489,6 +1598,7 @@ pub(super) fn import_layout(
     let (readers, error) = super::pipeline::read_merged_batched(
         layout,
         streams,
+        !ident.context_by_bytes,
         |r| ident.who(layout, r, &mut positions),
         |i, r, who| m.event(layout, &ident, i, r, who),
     );

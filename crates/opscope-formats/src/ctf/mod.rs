@@ -76,21 +76,37 @@ pub fn read_merged<'a>(
     streams: &[(String, &'a [u8])],
     f: impl FnMut(usize, &StreamReader<'a>),
 ) -> (Vec<StreamReader<'a>>, Option<ImportError>) {
-    read_merged_keeping(layout, streams, true, f)
+    read_merged_keeping(layout, streams, Keep::ALL, f)
 }
 
-/// [`read_merged`], keeping the event headers' values in each event's `vals` or not.
+/// Which scopes' values a reader keeps in each event's `vals` (event ids, times and
+/// what later fields refer to are read either way).
+#[derive(Clone, Copy, Debug)]
+struct Keep {
+    header: bool,
+    context: bool,
+}
+
+impl Keep {
+    const ALL: Keep = Keep {
+        header: true,
+        context: true,
+    };
+}
+
+/// [`read_merged`], keeping the values `keep` says.
 fn read_merged_keeping<'a>(
     layout: &'a Layout,
     streams: &[(String, &'a [u8])],
-    header_values: bool,
+    keep: Keep,
     mut f: impl FnMut(usize, &StreamReader<'a>),
 ) -> (Vec<StreamReader<'a>>, Option<ImportError>) {
     let mut readers: Vec<StreamReader<'a>> = streams
         .iter()
         .map(|(_, bytes)| {
             let mut reader = StreamReader::new(layout, bytes);
-            reader.header_values = header_values;
+            reader.header_values = keep.header;
+            reader.context_values = keep.context;
             reader
         })
         .collect();

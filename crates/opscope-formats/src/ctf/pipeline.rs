@@ -56,7 +56,8 @@ impl<P> Batch<P> {
     }
 }
 
-/// Like [`super::read_merged`], with the decoding on a thread of its own: `f(stream
+/// Like [`super::read_merged`], with the decoding on a thread of its own (and the
+/// stream event contexts' values kept only when `keep_context`): `f(stream
 /// index, event, prepare(event))` is called on the caller's thread, in time order, with
 /// the event's payload only (`scopes[3]` is 0, or `u32::MAX` without one); `prepare`
 /// runs on the decoding thread and sees the whole event. Returns what each stream held
@@ -64,6 +65,7 @@ impl<P> Batch<P> {
 pub fn read_merged_batched<'a, P: Copy + Send>(
     layout: &'a Layout,
     streams: &[(String, &'a [u8])],
+    keep_context: bool,
     mut prepare: impl FnMut(&Event<'a, '_>) -> P + Send,
     mut f: impl FnMut(usize, &Event<'a, '_>, P),
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
@@ -74,7 +76,11 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
             let mut batch = Batch::<P>::default();
             let mut receiver_gone = false;
             // Nobody here reads the event headers' values.
-            let (readers, error) = super::read_merged_keeping(layout, streams, false, |i, r| {
+            let keep = super::Keep {
+                header: false,
+                context: keep_context,
+            };
+            let (readers, error) = super::read_merged_keeping(layout, streams, keep, |i, r| {
                 if receiver_gone {
                     return;
                 }
@@ -132,6 +138,7 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                         if h.has_payload { 0 } else { u32::MAX },
                     ],
                     vals: &batch.vals[h.start as usize..end],
+                    context_at: None,
                 };
                 f(i, &event, h.prepared);
             }

@@ -1375,7 +1375,11 @@ fn decoded_then_cut(layout: &Layout, streams: &[(String, &[u8])]) -> (Vec<Decode
 /// Every event read without its header's values (as the mapping reads them).
 fn decoded_without_headers(layout: &Layout, streams: &[(String, &[u8])]) -> (Vec<Decoded>, bool) {
     let mut events = Vec::new();
-    let (_, err) = super::read_merged_keeping(layout, streams, false, |i, r| {
+    let keep = super::Keep {
+        header: false,
+        context: true,
+    };
+    let (_, err) = super::read_merged_keeping(layout, streams, keep, |i, r| {
         assert_eq!(r.scopes[0], u32::MAX);
         events.push((i, r.event, r.timestamp, r.vals.clone()))
     });
@@ -1407,4 +1411,40 @@ fn events_read_without_header_values_are_the_same_on_the_shared_traces() {
         with_headers > 100_000 && flat > 100_000,
         "{with_headers} {flat}"
     );
+}
+
+/// Read as the mapping reads them (no header values, and no event context values when
+/// the pid, tid and process name can be read from the context's bytes), events give
+/// the emitter that walking all their values gives, on every shared CTF trace.
+#[test]
+fn who_read_from_context_bytes_equals_walking_the_values_on_the_shared_traces() {
+    let Some(shared) = shared() else { return };
+    let mut by_bytes = 0;
+    for dir in &ctf_dirs(&shared.join("traces/ctf")) {
+        let (metadata, files) = read_trace(dir);
+        let Ok(layout) = super::layout(&metadata, "metadata") else {
+            continue;
+        };
+        let streams: Vec<(String, &[u8])> =
+            files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+        let ident = super::mapping::Identify::new(&layout);
+        let mut positions = Vec::new();
+        let mut walked = Vec::new();
+        super::read_merged(&layout, &streams, |_, r| {
+            walked.push(ident.who_by_walking(&layout, &r.current(), &mut positions));
+        });
+        let keep = super::Keep {
+            header: false,
+            context: !ident.context_by_bytes,
+        };
+        let mut read = Vec::new();
+        super::read_merged_keeping(&layout, &streams, keep, |_, r| {
+            read.push(ident.who(&layout, &r.current(), &mut positions));
+        });
+        assert!(read == walked, "{}", dir.display());
+        if ident.context_by_bytes {
+            by_bytes += read.iter().filter(|w| w.tid.is_some()).count();
+        }
+    }
+    assert!(by_bytes > 300_000, "{by_bytes}");
 }
