@@ -164,6 +164,7 @@ pub struct ArgsWriter<'a> {
 }
 
 impl ArgsWriter<'_> {
+    #[inline]
     pub fn push(&mut self, key: StrId, value: ArgValue) {
         let out = &mut self.args.bytes;
         let tag = match value {
