@@ -923,21 +923,8 @@ impl Cursor<'_, '_> {
     fn int(&mut self, i: &IntOp, out: &mut Vec<Val>) -> Result<(), Fail> {
         self.align(i.align)?;
         let raw = self.bits(i.bits, i.le)?;
-        let v = if i.signed && i.bits < 64 {
-            let s = 64 - i.bits;
-            ((raw << s) as i64 >> s) as u64
-        } else {
-            raw
-        };
-        if i.reg != NO_REG {
-            self.regs[i.reg as usize] = v;
-        }
-        if i.special != NO_REG {
-            self.regs[i.special as usize] = v;
-        }
-        if i.clock {
-            update_clock(self.clock, raw, i.bits);
-        }
+        let v = sign_extended(i, raw);
+        self.apply(i, raw, v);
         out.push(if i.signed {
             Val::I(v as i64)
         } else {
@@ -976,7 +963,7 @@ impl Cursor<'_, '_> {
             for i in effects {
                 let raw = load(run, i.offset, i.bytes, i.le);
                 let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
-                self.effects(i, raw, v);
+                self.apply(&i.op, raw, v);
             }
             self.bit += bits;
             return Ok(());
@@ -998,7 +985,7 @@ impl Cursor<'_, '_> {
                 };
                 let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
                 if i.effects {
-                    self.effects(i, raw, v);
+                    self.apply(&i.op, raw, v);
                 }
                 if i.signed {
                     Val::I(v as i64)
@@ -1080,12 +1067,14 @@ impl Cursor<'_, '_> {
                 self.bits(i.bits, i.le)?
             }
         };
-        let v = if i.signed && i.bits < 64 {
-            let s = 64 - i.bits;
-            ((raw << s) as i64 >> s) as u64
-        } else {
-            raw
-        };
+        self.apply(i, raw, sign_extended(i, raw));
+        Ok(())
+    }
+
+    /// Saves an integer's value (`raw` as read, `v` sign-extended) in its registers,
+    /// or moves the clock with it.
+    #[inline]
+    fn apply(&mut self, i: &IntOp, raw: u64, v: u64) {
         if i.reg != NO_REG {
             self.regs[i.reg as usize] = v;
         }
@@ -1094,21 +1083,6 @@ impl Cursor<'_, '_> {
         }
         if i.clock {
             update_clock(self.clock, raw, i.bits);
-        }
-        Ok(())
-    }
-
-    /// Saves an integer's value in its registers, or moves the clock with it.
-    #[inline]
-    fn effects(&mut self, i: &FixedInt, raw: u64, v: u64) {
-        if i.op.reg != NO_REG {
-            self.regs[i.op.reg as usize] = v;
-        }
-        if i.op.special != NO_REG {
-            self.regs[i.op.special as usize] = v;
-        }
-        if i.op.clock {
-            update_clock(self.clock, raw, i.op.bits);
         }
     }
 
@@ -1236,6 +1210,17 @@ impl Cursor<'_, '_> {
             }
         }
         Ok(())
+    }
+}
+
+/// An integer's value as read, sign-extended to 64 bits when it is signed.
+#[inline]
+fn sign_extended(i: &IntOp, raw: u64) -> u64 {
+    if i.signed && i.bits < 64 {
+        let s = 64 - i.bits;
+        ((raw << s) as i64 >> s) as u64
+    } else {
+        raw
     }
 }
 

@@ -612,18 +612,10 @@ impl<'t> Mapper<'t> {
         w.finish()
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn instant(
-        &mut self,
-        plan: &Plan,
-        layout: &Layout,
-        r: &Event,
-        ts: i64,
-        track: TrackId,
-        kind: SliceKind,
-        extra: &[(StrId, ArgValue)],
-    ) {
-        self.instant_leaving_out(plan, layout, r, ts, track, kind, extra, 0);
+    /// An instant of the event with its payload's fields as args.
+    fn instant(&mut self, plan: &Plan, layout: &Layout, r: &Event, ts: i64, track: TrackId) {
+        let kind = SliceKind::Other;
+        self.instant_leaving_out(plan, layout, r, ts, track, kind, &[], 0);
     }
 
     /// An instant with `extra` args and the payload's arg fields but those in the mask
@@ -735,7 +727,7 @@ impl<'t> Mapper<'t> {
         to_ns: &dyn Fn(u64) -> i64,
     ) {
         match &plan.rule {
-            Rule::Instant => self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]),
+            Rule::Instant => self.instant(plan, layout, r, ts, track),
             Rule::CygEntry { addr } => {
                 let a = addr.map_or(0, |i| self.field_u(r, i));
                 let name = self.trace.intern(&hex(a));
@@ -799,7 +791,7 @@ impl<'t> Mapper<'t> {
                     }
                     None => {
                         self.trace.repairs.unmatched_ends += 1;
-                        self.instant(plan, layout, r, ts, lane_track, SliceKind::Other, &[]);
+                        self.instant(plan, layout, r, ts, lane_track);
                     }
                 }
             }
@@ -905,7 +897,7 @@ impl<'t> Mapper<'t> {
                         self.trace.counters.push(counter, ts, v);
                     }
                 }
-                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                self.instant(plan, layout, r, ts, track);
             }
             Rule::SchedSwitch {
                 prev_tid,
@@ -935,7 +927,7 @@ impl<'t> Mapper<'t> {
                 if next > 0 {
                     self.running.insert(cpu, (next, ts, next_name));
                 }
-                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                self.instant(plan, layout, r, ts, track);
             }
             Rule::Procname { field } => {
                 if let Some(&p) = self.positions.get(*field) {
@@ -943,7 +935,7 @@ impl<'t> Mapper<'t> {
                     self.trace.processes[process.index()].name = Some(n);
                     self.named_processes.insert(process);
                 }
-                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                self.instant(plan, layout, r, ts, track);
             }
             Rule::ProcessState { tid, pid, name } => {
                 if let (Some(t), Some(p)) = (self.field_int(r, *tid), self.field_int(r, *pid)) {
@@ -958,7 +950,7 @@ impl<'t> Mapper<'t> {
                         }
                     }
                 }
-                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                self.instant(plan, layout, r, ts, track);
             }
         }
     }
@@ -1033,7 +1025,7 @@ impl<'t> Mapper<'t> {
             Some(open) => self.close(open, track, ts, &[]),
             None => {
                 self.trace.repairs.unmatched_ends += 1;
-                self.instant(plan, layout, r, ts, track, SliceKind::Other, &[]);
+                self.instant(plan, layout, r, ts, track);
             }
         }
     }
