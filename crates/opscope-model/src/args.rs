@@ -166,33 +166,8 @@ pub struct ArgsWriter<'a> {
 impl ArgsWriter<'_> {
     #[inline]
     pub fn push(&mut self, key: StrId, value: ArgValue) {
-        let out = &mut self.args.bytes;
-        let tag = match value {
-            ArgValue::Null => TAG_NULL,
-            ArgValue::Bool(false) => TAG_FALSE,
-            ArgValue::Bool(true) => TAG_TRUE,
-            ArgValue::Int(v) => {
-                write_varint(out, ((v << 1) ^ (v >> 63)) as u64);
-                TAG_INT
-            }
-            ArgValue::UInt(v) => {
-                write_varint(out, v);
-                TAG_UINT
-            }
-            ArgValue::Float(v) => {
-                out.extend_from_slice(&v.to_le_bytes());
-                TAG_FLOAT
-            }
-            ArgValue::Str(s) => {
-                write_varint(out, s.0 as u64);
-                TAG_STR
-            }
-            ArgValue::Json(s) => {
-                write_varint(out, s.0 as u64);
-                TAG_JSON
-            }
-        };
-        self.args.pending.push((key, tag));
+        write_value(&mut self.args.bytes, value);
+        self.args.pending.push((key, tag_of(value)));
     }
 
     /// Seals the bag. Returns `ArgsId::NONE` for an empty bag.
@@ -204,32 +179,10 @@ impl ArgsWriter<'_> {
             args.bytes.truncate(self.start);
             return ArgsId::NONE;
         }
-        let pending = args.pending.as_slice();
-        let recent = args
-            .recent
-            .iter()
-            .position(|&n| args.shapes.get(n as usize).is_some_and(|s| **s == *pending));
-        let shape = match recent {
-            Some(i) => {
-                args.recent.swap(0, i);
-                args.recent[0]
-            }
-            None => {
-                let n = match args.shape_index.get(pending) {
-                    Some(&n) => n,
-                    None => {
-                        let n = args.shapes.len() as u32;
-                        let shape: Shape = pending.into();
-                        args.shapes.push(shape.clone());
-                        args.shape_index.insert(shape, n);
-                        n
-                    }
-                };
-                let r = &mut args.recent;
-                (r[3], r[2], r[1], r[0]) = (r[2], r[1], r[0], n);
-                n
-            }
-        };
+        let pending = std::mem::take(&mut args.pending);
+        let recent = args.recent_shape(|s| **s == *pending);
+        let shape = recent.unwrap_or_else(|| args.shape_number(&pending));
+        args.pending = pending;
         if shape < 0x80 {
             args.bytes[self.start] = shape as u8;
         } else {
@@ -238,6 +191,101 @@ impl ArgsWriter<'_> {
             args.bytes.splice(self.start..self.start + 1, number);
         }
         ArgsId(self.start as u32)
+    }
+}
+
+impl Args {
+    /// Writes a whole bag at once: the same bag as a writer pushing `entries` one by
+    /// one, without its bookkeeping per entry (for importers that write millions of
+    /// bags whose entries they hold in a slice).
+    pub fn push_bag(&mut self, entries: &[(StrId, ArgValue)]) -> ArgsId {
+        let start = self.bytes.len();
+        if entries.is_empty() || start >= u32::MAX as usize {
+            return ArgsId::NONE;
+        }
+        let same = |s: &Shape| {
+            s.len() == entries.len()
+                && s.iter()
+                    .zip(entries)
+                    .all(|(&(k, t), &(key, value))| k == key && t == tag_of(value))
+        };
+        let shape = match self.recent_shape(same) {
+            Some(n) => n,
+            None => {
+                let mut pending = std::mem::take(&mut self.pending);
+                pending.clear();
+                pending.extend(entries.iter().map(|&(k, v)| (k, tag_of(v))));
+                let n = self.shape_number(&pending);
+                self.pending = pending;
+                n
+            }
+        };
+        if shape < 0x80 {
+            self.bytes.push(shape as u8);
+        } else {
+            write_varint(&mut self.bytes, shape as u64);
+        }
+        for &(_, value) in entries {
+            write_value(&mut self.bytes, value);
+        }
+        ArgsId(start as u32)
+    }
+
+    /// The number of the recent shape that `same` accepts, made the most recent.
+    #[inline]
+    fn recent_shape(&mut self, same: impl Fn(&Shape) -> bool) -> Option<u32> {
+        let shapes = &self.shapes;
+        let i = self
+            .recent
+            .iter()
+            .position(|&n| shapes.get(n as usize).is_some_and(&same))?;
+        self.recent.swap(0, i);
+        Some(self.recent[0])
+    }
+
+    /// The number of a shape that is not among the recent ones (registered if new),
+    /// made the most recent.
+    fn shape_number(&mut self, shape: &[(StrId, u8)]) -> u32 {
+        let n = match self.shape_index.get(shape) {
+            Some(&n) => n,
+            None => {
+                let n = self.shapes.len() as u32;
+                let shape: Shape = shape.into();
+                self.shapes.push(shape.clone());
+                self.shape_index.insert(shape, n);
+                n
+            }
+        };
+        let r = &mut self.recent;
+        (r[3], r[2], r[1], r[0]) = (r[2], r[1], r[0], n);
+        n
+    }
+}
+
+/// The tag a value is stored under.
+#[inline]
+fn tag_of(value: ArgValue) -> u8 {
+    match value {
+        ArgValue::Null => TAG_NULL,
+        ArgValue::Bool(false) => TAG_FALSE,
+        ArgValue::Bool(true) => TAG_TRUE,
+        ArgValue::Int(_) => TAG_INT,
+        ArgValue::UInt(_) => TAG_UINT,
+        ArgValue::Float(_) => TAG_FLOAT,
+        ArgValue::Str(_) => TAG_STR,
+        ArgValue::Json(_) => TAG_JSON,
+    }
+}
+
+/// Appends a value's bytes (none for null and booleans: the tag says it all).
+#[inline]
+fn write_value(out: &mut Vec<u8>, value: ArgValue) {
+    match value {
+        ArgValue::Null | ArgValue::Bool(_) => {}
+        ArgValue::Int(v) => write_varint(out, ((v << 1) ^ (v >> 63)) as u64),
+        ArgValue::UInt(v) => write_varint(out, v),
+        ArgValue::Float(v) => out.extend_from_slice(&v.to_le_bytes()),
+        ArgValue::Str(s) | ArgValue::Json(s) => write_varint(out, s.0 as u64),
     }
 }
 
@@ -341,6 +389,52 @@ mod tests {
             }
             out.push(group | 0x80);
         }
+    }
+
+    /// A whole bag written at once is the bag a writer makes: same bytes, same id, same
+    /// shapes, over many shapes (more than fit the one-byte shape number) and values
+    /// of every kind.
+    #[test]
+    fn bags_pushed_whole_equal_bags_written_entry_by_entry() {
+        let (mut whole, mut by_entry) = (Args::default(), Args::default());
+        let mut state = 0x2545_F491_4F6C_DD1Du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..5000 {
+            let n = (next() % 5) as usize;
+            let entries: Vec<(StrId, ArgValue)> = (0..n)
+                .map(|_| {
+                    let v = next();
+                    let value = match v % 8 {
+                        0 => ArgValue::Null,
+                        1 => ArgValue::Bool(v & 8 == 0),
+                        2 => ArgValue::Int(v as i64 >> (v % 60)),
+                        3 => ArgValue::UInt(v >> (v % 64)),
+                        4 => ArgValue::Float(v as f64 / 3.0),
+                        5 => ArgValue::Str(StrId((v >> 40) as u32)),
+                        6 => ArgValue::Json(StrId((v >> 50) as u32)),
+                        _ => ArgValue::Int(-((v >> 20) as i64)),
+                    };
+                    // Keys from a small set, so that shapes repeat and also number
+                    // in the hundreds.
+                    (StrId((next() % 12) as u32), value)
+                })
+                .collect();
+            let a = whole.push_bag(&entries);
+            let mut w = by_entry.writer();
+            for &(k, v) in &entries {
+                w.push(k, v);
+            }
+            assert_eq!(a, w.finish());
+            assert_eq!(whole.get(a).collect::<Vec<_>>(), entries);
+        }
+        assert_eq!(whole.bytes, by_entry.bytes);
+        assert_eq!(whole.shapes, by_entry.shapes);
+        assert!(whole.shapes.len() > 200, "{}", whole.shapes.len());
     }
 
     #[test]

@@ -602,14 +602,7 @@ impl<'t> Mapper<'t> {
     }
 
     fn write_args(&mut self, entries: &[(StrId, ArgValue)]) -> ArgsId {
-        if entries.is_empty() {
-            return ArgsId::NONE;
-        }
-        let mut w = self.trace.args.writer();
-        for (k, v) in entries {
-            w.push(*k, *v);
-        }
-        w.finish()
+        self.trace.args.push_bag(entries)
     }
 
     /// An instant of the event with its payload's fields as args.
