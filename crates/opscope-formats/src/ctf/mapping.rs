@@ -551,7 +551,8 @@ impl<'t> Mapper<'t> {
             let thread = self.trace.tracks[track.index()].thread;
             if let Some(th) = thread {
                 if self.trace.threads[th.index()].name.is_none() {
-                    let n = self.text(r, v);
+                    // Read from the context's bytes, the name is the whole text field.
+                    let n = self.text(r, up_to_nul(r, v));
                     self.trace.threads[th.index()].name = Some(n);
                     if self.trace.processes[process.index()].name.is_none() {
                         self.trace.processes[process.index()].name = Some(n);
@@ -1180,12 +1181,13 @@ impl ContextBytes {
             };
             Some(((raw << f.sign_shift) as i64) >> f.sign_shift)
         };
+        // The whole field: the mapping cuts it at its first NUL, once per thread.
         let procname = self.procname.and_then(|(offset, len)| {
             let from = start + offset as usize;
-            let text = file.get(from..from + len as usize)?;
+            file.get(from..from + len as usize)?;
             Some(Val::Str {
                 start: from as u64,
-                len: text.iter().position(|&b| b == 0).unwrap_or(text.len()) as u32,
+                len,
             })
         });
         (int(self.pid), int(self.tid), procname)
@@ -1409,6 +1411,21 @@ impl Identify {
             tid,
             procname,
         }
+    }
+}
+
+/// A text value cut at its first NUL.
+pub(super) fn up_to_nul(r: &Event, v: Val) -> Val {
+    match v {
+        Val::Str { start, len } => {
+            let text = r.text(start, len);
+            let shown = text.iter().position(|&b| b == 0).unwrap_or(text.len());
+            Val::Str {
+                start,
+                len: shown as u32,
+            }
+        }
+        v => v,
     }
 }
 

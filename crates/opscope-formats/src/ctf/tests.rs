@@ -1431,7 +1431,13 @@ fn who_read_from_context_bytes_equals_walking_the_values_on_the_shared_traces() 
         };
         let mut read = Vec::new();
         super::read_merged_keeping(layout, streams, keep, |_, r| {
-            read.push(ident.who(layout, &r.current(), &mut positions));
+            let mut who = ident.who(layout, &r.current(), &mut positions);
+            // Read from the bytes, the process name is the whole field: cut it as the
+            // mapping does.
+            who.procname = who
+                .procname
+                .map(|v| super::mapping::up_to_nul(&r.current(), v));
+            read.push(who);
         });
         assert!(read == walked, "{}", dir.display());
         if ident.context_by_bytes {
