@@ -1045,7 +1045,7 @@ impl Cursor<'_, '_> {
 
     /// Reads an integer of a flat header that starts at bit `start`, for its registers
     /// and clock only: one 8-byte load when the packet has the bytes.
-    #[inline]
+    #[inline(always)]
     fn flat_int(&mut self, start: u64, f: &BitField) -> Result<(), Fail> {
         let i = &f.op;
         let pos = start + f.offset as u64;
@@ -1094,6 +1094,35 @@ impl Cursor<'_, '_> {
         } else {
             self.regs[reg as usize]
         }
+    }
+
+    /// Runs a scope's program: straight to the fixed run when that is all it is (the
+    /// common case), else op by op.
+    #[inline]
+    fn run_scope(&mut self, program: &[Op], out: &mut Vec<Val>) -> Result<(), Fail> {
+        match program {
+            [Op::Fixed {
+                align,
+                bytes,
+                fields,
+                effects,
+            }] => self.fixed(*align, *bytes, fields, effects, out),
+            program => self.run(program, out),
+        }
+    }
+
+    /// Passes over a fixed run that sets nothing: its alignment and its bytes.
+    #[inline]
+    fn skip(&mut self, align: u32, bytes: u32) -> Result<(), Fail> {
+        self.align(align)?;
+        let bits = bytes as u64 * 8;
+        if self.bit + bits > self.end {
+            return Err(self.fail(
+                "a field runs past the end of the packet's content (truncated or corrupt packet)",
+            ));
+        }
+        self.bit += bits;
+        Ok(())
     }
 
     /// Runs a decoding program, appending its values to `out`.
@@ -1566,6 +1595,20 @@ impl<'a> StreamReader<'a> {
                 if context_values {
                     scopes[1] = vals.len() as u32;
                     cur.run(c, &mut vals)?;
+                } else if let [Op::Fixed {
+                    align,
+                    bytes,
+                    effects,
+                    ..
+                }] = &c[..]
+                {
+                    if effects.is_empty() {
+                        cur.skip(*align, *bytes)?;
+                    } else {
+                        cur.emit = false;
+                        cur.fixed(*align, *bytes, &[], effects, &mut vals)?;
+                        cur.emit = true;
+                    }
                 } else {
                     let start = vals.len();
                     cur.emit = false;
@@ -1577,11 +1620,11 @@ impl<'a> StreamReader<'a> {
             let el = &layout.events[event];
             if let Some(c) = &el.context_program {
                 scopes[2] = vals.len() as u32;
-                cur.run(c, &mut vals)?;
+                cur.run_scope(c, &mut vals)?;
             }
             if let Some(f) = &el.fields_program {
                 scopes[3] = vals.len() as u32;
-                cur.run(f, &mut vals)?;
+                cur.run_scope(f, &mut vals)?;
             }
             Ok((event, cur.bit))
         })();

@@ -1412,9 +1412,18 @@ fn events_read_without_header_values_are_the_same_on_the_shared_traces() {
     );
 }
 
+/// The values of an event's payload.
+fn payload_of(r: &StreamReader) -> Vec<Val> {
+    match r.scopes[3] {
+        u32::MAX => Vec::new(),
+        at => r.vals[at as usize..].to_vec(),
+    }
+}
+
 /// Read as the mapping reads them (no header values, and no event context values when
 /// the pid, tid and process name can be read from the context's bytes), events give
-/// the emitter that walking all their values gives, on every shared CTF trace.
+/// the emitter and the payload that reading all their values gives, on every shared
+/// CTF trace.
 #[test]
 fn who_read_from_context_bytes_equals_walking_the_values_on_the_shared_traces() {
     let mut by_bytes = 0;
@@ -1423,7 +1432,8 @@ fn who_read_from_context_bytes_equals_walking_the_values_on_the_shared_traces() 
         let mut positions = Vec::new();
         let mut walked = Vec::new();
         super::read_merged(layout, streams, |_, r| {
-            walked.push(ident.who_by_walking(layout, &r.current(), &mut positions));
+            let who = ident.who_by_walking(layout, &r.current(), &mut positions);
+            walked.push((who, r.event, r.timestamp, payload_of(r)));
         });
         let keep = super::Keep {
             header: false,
@@ -1437,11 +1447,11 @@ fn who_read_from_context_bytes_equals_walking_the_values_on_the_shared_traces() 
             who.procname = who
                 .procname
                 .map(|v| super::mapping::up_to_nul(&r.current(), v));
-            read.push(who);
+            read.push((who, r.event, r.timestamp, payload_of(r)));
         });
         assert!(read == walked, "{}", dir.display());
         if ident.context_by_bytes {
-            by_bytes += read.iter().filter(|w| w.tid.is_some()).count();
+            by_bytes += read.iter().filter(|w| w.0.tid.is_some()).count();
         }
     });
     assert!(!shared || by_bytes > 300_000, "{by_bytes}");
