@@ -945,29 +945,24 @@ impl Cursor<'_, '_> {
         out: &mut Vec<Val>,
     ) -> Result<(), Fail> {
         self.align(align)?;
-        let bits = bytes as u64 * 8;
-        if self.bit + bits > self.end {
-            return Err(self.fail(
-                "a field runs past the end of the packet's content (truncated or corrupt packet)",
-            ));
-        }
         let start = (self.bit / 8) as usize;
+        self.advance(bytes as u64 * 8)?;
         let Some(run) = self.data.get(start..start + bytes as usize) else {
             return Err(self.fail("a field runs past the end of the packet's content"));
         };
-        // Integers are read as the 8 bytes from their first one when the packet has
-        // them (all but the last few of a packet): no branch on their width.
-        let words = self.data.get(start..).unwrap_or(&[]);
-        let base = self.base + start as u64;
         if !self.emit {
+            // Most runs set nothing (an event context read elsewhere): nothing to read.
             for i in effects {
                 let raw = load(run, i.offset, i.bytes, i.le);
                 let v = ((raw << i.sign_shift) as i64 >> i.sign_shift) as u64;
                 self.apply(&i.op, raw, v);
             }
-            self.bit += bits;
             return Ok(());
         }
+        // Integers are read as the 8 bytes from their first one when the packet has
+        // them (all but the last few of a packet): no branch on their width.
+        let words = self.data.get(start..).unwrap_or(&[]);
+        let base = self.base + start as u64;
         // One extend over the fields: the vector grows once, not once per value.
         out.extend(fields.iter().map(|field| match field {
             FixedField::Int(i) => {
@@ -1011,7 +1006,6 @@ impl Cursor<'_, '_> {
                 }
             }
         }));
-        self.bit += bits;
         Ok(())
     }
 
@@ -1111,11 +1105,9 @@ impl Cursor<'_, '_> {
         }
     }
 
-    /// Passes over a fixed run that sets nothing: its alignment and its bytes.
+    /// Moves past `bits` that the packet must hold.
     #[inline]
-    fn skip(&mut self, align: u32, bytes: u32) -> Result<(), Fail> {
-        self.align(align)?;
-        let bits = bytes as u64 * 8;
+    fn advance(&mut self, bits: u64) -> Result<(), Fail> {
         if self.bit + bits > self.end {
             return Err(self.fail(
                 "a field runs past the end of the packet's content (truncated or corrupt packet)",
@@ -1123,6 +1115,31 @@ impl Cursor<'_, '_> {
         }
         self.bit += bits;
         Ok(())
+    }
+
+    /// Runs a scope's program keeping none of its values (registers and the clock are
+    /// still set): a fixed run then costs a bounds check and its effects.
+    #[inline]
+    fn pass(&mut self, program: &[Op], out: &mut Vec<Val>) -> Result<(), Fail> {
+        if let [Op::Fixed {
+            align,
+            bytes,
+            effects,
+            ..
+        }] = program
+        {
+            if effects.is_empty() {
+                // It sets nothing: only its bytes are passed over.
+                self.align(*align)?;
+                return self.advance(*bytes as u64 * 8);
+            }
+        }
+        let start = out.len();
+        self.emit = false;
+        let result = self.run_scope(program, out);
+        self.emit = true;
+        out.truncate(start);
+        result
     }
 
     /// Runs a decoding program, appending its values to `out`.
@@ -1266,7 +1283,7 @@ fn variant_option(map: &[(i128, i128, u32)], tag: u64) -> Option<u32> {
 /// The length of text up to its first NUL. Fixed texts are mostly short names
 /// (`procname` has 17 bytes), for which a plain loop beats a call to `memchr`.
 #[inline]
-fn text_len(text: &[u8]) -> usize {
+pub(super) fn text_len(text: &[u8]) -> usize {
     if text.len() <= 32 {
         text.iter().position(|&b| b == 0).unwrap_or(text.len())
     } else {
@@ -1572,14 +1589,11 @@ impl<'a> StreamReader<'a> {
             if let Some(h) = &sl.event_header_program {
                 if header_values {
                     scopes[0] = vals.len() as u32;
-                    cur.run(h, &mut vals)?;
+                    cur.run_scope(h, &mut vals)?;
                 } else if let Some(flat) = &sl.event_header_flat {
                     cur.flat_header(flat)?;
                 } else {
-                    cur.emit = false;
-                    cur.run(h, &mut vals)?;
-                    cur.emit = true;
-                    vals.clear();
+                    cur.pass(h, &mut vals)?;
                 }
             }
             let id = cur.regs[REG_EVENT_ID as usize];
@@ -1589,32 +1603,13 @@ impl<'a> StreamReader<'a> {
                     sl.id
                 )));
             };
-            context_at = None;
             if let Some(c) = &sl.event_context_program {
                 context_at = Some(base_bit + cur.bit);
                 if context_values {
                     scopes[1] = vals.len() as u32;
-                    cur.run(c, &mut vals)?;
-                } else if let [Op::Fixed {
-                    align,
-                    bytes,
-                    effects,
-                    ..
-                }] = &c[..]
-                {
-                    if effects.is_empty() {
-                        cur.skip(*align, *bytes)?;
-                    } else {
-                        cur.emit = false;
-                        cur.fixed(*align, *bytes, &[], effects, &mut vals)?;
-                        cur.emit = true;
-                    }
+                    cur.run_scope(c, &mut vals)?;
                 } else {
-                    let start = vals.len();
-                    cur.emit = false;
-                    cur.run(c, &mut vals)?;
-                    cur.emit = true;
-                    vals.truncate(start);
+                    cur.pass(c, &mut vals)?;
                 }
             }
             let el = &layout.events[event];

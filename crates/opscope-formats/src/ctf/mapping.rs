@@ -602,10 +602,6 @@ impl<'t> Mapper<'t> {
         }
     }
 
-    fn write_args(&mut self, entries: &[(StrId, ArgValue)]) -> ArgsId {
-        self.trace.args.push_bag(entries)
-    }
-
     /// An instant of the event with its payload's fields as args.
     fn instant(&mut self, plan: &Plan, layout: &Layout, r: &Event, ts: i64, track: TrackId) {
         let kind = SliceKind::Other;
@@ -627,14 +623,14 @@ impl<'t> Mapper<'t> {
         leave_out: u64,
     ) {
         let args = if plan.arg_fields.is_empty() {
-            self.write_args(extra)
+            self.trace.args.push_bag(extra)
         } else {
             // One buffer for every instant: millions of events must not allocate.
             let mut entries = std::mem::take(&mut self.scratch);
             entries.clear();
             entries.extend_from_slice(extra);
             self.push_payload_args(plan, layout, r, leave_out, &mut entries);
-            let args = self.write_args(&entries);
+            let args = self.trace.args.push_bag(&entries);
             self.scratch = entries;
             args
         };
@@ -819,7 +815,7 @@ impl<'t> Mapper<'t> {
                 args,
             } => {
                 let entries = self.field_json_args(r, *args);
-                let args = self.write_args(&entries);
+                let args = self.trace.args.push_bag(&entries);
                 let row = InstantRow {
                     track,
                     ts,
@@ -992,7 +988,10 @@ impl<'t> Mapper<'t> {
             self.trace
                 .named_track(Some(process), TrackKind::Async, self.s_running, tid as u64);
         let key = self.trace.intern("cpu");
-        let args = self.write_args(&[(key, ArgValue::Int(cpu as i64))]);
+        let args = self
+            .trace
+            .args
+            .push_bag(&[(key, ArgValue::Int(cpu as i64))]);
         let category = self.trace.intern("sched");
         self.trace.slices.push(SliceRow {
             track,
@@ -1031,7 +1030,7 @@ impl<'t> Mapper<'t> {
                 entries.push(*e);
             }
         }
-        let args = self.write_args(&entries);
+        let args = self.trace.args.push_bag(&entries);
         self.trace.slices.push(SliceRow {
             track,
             ts: open.ts,
@@ -1417,14 +1416,10 @@ impl Identify {
 /// A text value cut at its first NUL.
 pub(super) fn up_to_nul(r: &Event, v: Val) -> Val {
     match v {
-        Val::Str { start, len } => {
-            let text = r.text(start, len);
-            let shown = text.iter().position(|&b| b == 0).unwrap_or(text.len());
-            Val::Str {
-                start,
-                len: shown as u32,
-            }
-        }
+        Val::Str { start, len } => Val::Str {
+            start,
+            len: super::decode::text_len(r.text(start, len)) as u32,
+        },
         v => v,
     }
 }
