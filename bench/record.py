@@ -295,6 +295,10 @@ def bench_steps(args: argparse.Namespace) -> dict:
     scripts["keras, fixed heap"] = scripts["keras"]
     scripts["torch, fixed heap"] = scripts["torch"]
     fixed_heap = dict(os.environ, GLIBC_TUNABLES=FIXED_HEAP_TUNABLES)
+    # TensorFlow turns oneDNN (whose primitives are what the recorder sees of a Keras
+    # step) on by default only on CPUs with AVX512_VNNI, AVX_VNNI, AVX512_BF16 or AMX:
+    # ask for it, so that every machine measures the same work.
+    onednn = {"TF_ENABLE_ONEDNN_OPTS": "1"}
     variants = {
         "keras": ["plain", "opscope record"],
         "torch": ["plain", "opscope record", "torch.profiler"],
@@ -310,7 +314,9 @@ def bench_steps(args: argparse.Namespace) -> dict:
                     argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
                 elif variant == "torch.profiler":
                     argv = [*argv, "--profile"]
-                env = fixed_heap if script.endswith("fixed heap") else None
+                env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
+                if script.startswith("keras"):
+                    env.update(onednn)
                 steps_ms = run_json(argv, env)["steps_ms"]
             if round_ >= args.warmup:
                 variant_runs.append(statistics.median(steps_ms))
