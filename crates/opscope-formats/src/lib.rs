@@ -10,6 +10,7 @@ pub mod input;
 #[cfg(feature = "nsys")]
 pub mod nsys;
 pub mod perfetto;
+mod prefault;
 mod read_ahead;
 pub mod run_metadata;
 pub mod tf_graph;

@@ -111,6 +111,10 @@ impl Args {
         self.get(id).find(|(k, _)| *k == key).map(|(_, v)| v)
     }
 
+    pub(crate) fn spare_capacity(&self, out: &mut Vec<std::ops::Range<usize>>) {
+        crate::events::push_spare(&self.bytes, out);
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.bytes.capacity()
             + self

@@ -1,6 +1,8 @@
 //! Columnar event tables: slices, instants, counter samples and flows. Rows are
 //! addressed by `u32` index; one column per field keeps a slice at 37 bytes.
 
+use std::ops::Range;
+
 use crate::args::ArgsId;
 use crate::dims::TrackId;
 use crate::kind::SliceKind;
@@ -130,6 +132,18 @@ impl Slices {
             + self.args.capacity() * 4
     }
 
+    /// The address ranges of the columns' spare capacity (see [`crate::Trace::spare_capacity`]).
+    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+        push_spare(&self.ts, out);
+        push_spare(&self.dur, out);
+        push_spare(&self.track, out);
+        push_spare(&self.name, out);
+        push_spare(&self.category, out);
+        push_spare(&self.kind, out);
+        push_spare(&self.parent, out);
+        push_spare(&self.args, out);
+    }
+
     pub(crate) fn shrink_to_fit(&mut self) {
         self.ts.shrink_to_fit();
         self.dur.shrink_to_fit();
@@ -139,6 +153,17 @@ impl Slices {
         self.kind.shrink_to_fit();
         self.parent.shrink_to_fit();
         self.args.shrink_to_fit();
+    }
+}
+
+/// Pushes the address range of `column`'s spare capacity (allocated, not yet used),
+/// when it has some.
+pub(crate) fn push_spare<T>(column: &Vec<T>, out: &mut Vec<Range<usize>>) {
+    let size = std::mem::size_of::<T>();
+    let base = column.as_ptr() as usize;
+    let (used, allocated) = (column.len() * size, column.capacity() * size);
+    if allocated > used {
+        out.push(base + used..base + allocated);
     }
 }
 
@@ -181,6 +206,16 @@ pub struct InstantRow {
 }
 
 impl Instants {
+    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+        push_spare(&self.ts, out);
+        push_spare(&self.track, out);
+        push_spare(&self.name, out);
+        push_spare(&self.category, out);
+        push_spare(&self.kind, out);
+        push_spare(&self.scope, out);
+        push_spare(&self.args, out);
+    }
+
     pub(crate) fn shrink_to_fit(&mut self) {
         self.ts.shrink_to_fit();
         self.track.shrink_to_fit();
@@ -273,6 +308,12 @@ pub struct CounterSamples {
 }
 
 impl CounterSamples {
+    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+        push_spare(&self.track, out);
+        push_spare(&self.ts, out);
+        push_spare(&self.value, out);
+    }
+
     pub(crate) fn shrink_to_fit(&mut self) {
         self.track.shrink_to_fit();
         self.ts.shrink_to_fit();
@@ -320,6 +361,13 @@ pub struct Flows {
 }
 
 impl Flows {
+    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+        push_spare(&self.from, out);
+        push_spare(&self.to, out);
+        push_spare(&self.name, out);
+        push_spare(&self.category, out);
+    }
+
     pub(crate) fn shrink_to_fit(&mut self) {
         self.from.shrink_to_fit();
         self.to.shrink_to_fit();

@@ -318,6 +318,19 @@ impl Trace {
         }
     }
 
+    /// The address ranges of the event tables' spare capacity: memory allocated for
+    /// rows not yet pushed, which the kernel maps in when the first row lands on each
+    /// page. An importer whose other thread has nothing to do may have it map them in
+    /// ahead (`madvise(MADV_POPULATE_WRITE)`), which changes no byte the model reads.
+    pub fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+        out.clear();
+        self.slices.spare_capacity(out);
+        self.instants.spare_capacity(out);
+        self.counters.spare_capacity(out);
+        self.flows.spare_capacity(out);
+        self.args.spare_capacity(out);
+    }
+
     /// Gives back spare capacity of the growable tables.
     pub fn shrink_to_fit(&mut self) {
         self.slices.shrink_to_fit();

@@ -502,7 +502,10 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
         // TensorFlow turns oneDNN on by default only on CPUs with AVX512_VNNI, AVX_VNNI,
         // AVX512_BF16 or AMX (an AVX2-only AMD EPYC here has none): this test is about
         // its primitives, so it asks for them.
-        &[("TF_CPP_MIN_LOG_LEVEL", "2"), ("TF_ENABLE_ONEDNN_OPTS", "1")],
+        &[
+            ("TF_CPP_MIN_LOG_LEVEL", "2"),
+            ("TF_ENABLE_ONEDNN_OPTS", "1"),
+        ],
     );
     assert_ok(&out, "keras_cnn.py");
     let xplanes: Vec<PathBuf> = walk(&session)

@@ -1165,7 +1165,9 @@ impl ContextBytes {
     /// The event's pid, tid and process name, from the context starting at bit `at` of
     /// `file`.
     fn read(&self, file: &[u8], at: u64) -> (Option<i64>, Option<i64>, Option<Val>) {
-        let start = (at.next_multiple_of(self.align.max(1) as u64) / 8) as usize;
+        // A fixed run's alignment is a power of two: a mask, not a division.
+        let a = self.align.max(1) as u64;
+        let start = (((at + a - 1) & !(a - 1)) / 8) as usize;
         let int = |f: Option<FixedInt>| {
             let f = f?;
             let from = start + f.offset as usize;
@@ -1533,6 +1535,24 @@ fn json(r: &Event, node: &Node, vals: &[Val], pos: usize, out: &mut String) -> u
     }
 }
 
+/// The mapper as the decoding pipeline's sink.
+struct MapperSink<'m, 't, 'l> {
+    mapper: &'m mut Mapper<'t>,
+    layout: &'l Layout,
+    ident: &'l Identify,
+}
+
+impl<'a> super::pipeline::Sink<'a, Who> for MapperSink<'_, '_, '_> {
+    fn event(&mut self, stream_index: usize, event: &Event<'a, '_>, who: Who) {
+        self.mapper
+            .event(self.layout, self.ident, stream_index, event, who);
+    }
+
+    fn spare_capacity(&mut self, out: &mut Vec<std::ops::Range<usize>>) {
+        self.mapper.trace.spare_capacity(out);
+    }
+}
+
 /// Imports one trace into a new source; returns it and the first stream error.
 pub(super) fn import_layout(
     trace_name: &str,
@@ -1592,12 +1612,17 @@ pub(super) fn import_layout(
     };
     let ident = Identify::new(layout);
     let mut positions = Vec::new();
+    let mut sink = MapperSink {
+        mapper: &mut m,
+        layout,
+        ident: &ident,
+    };
     let (readers, error) = super::pipeline::read_merged_batched(
         layout,
         streams,
         !ident.context_by_bytes,
         |r| ident.who(layout, r, &mut positions),
-        |i, r, who| m.event(layout, &ident, i, r, who),
+        &mut sink,
     );
     // Close what is still open at the last timestamp.
     let end = m.last_ts;

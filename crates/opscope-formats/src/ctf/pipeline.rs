@@ -5,10 +5,12 @@
 //! read on the decoding thread (`prepare`), and every byte handed over is a cache miss
 //! on the mapping thread. String values keep pointing into the stream files.
 
+use std::ops::Range;
 use std::sync::mpsc;
 
 use super::decode::{Event, Layout, Val};
 use crate::error::ImportError;
+use crate::prefault::Prefaulter;
 
 /// Events per batch: large enough that hand-overs are rare, small enough to stay in
 /// cache.
@@ -38,6 +40,8 @@ struct Head<P> {
 struct Batch<P> {
     heads: Vec<Head<P>>,
     vals: Vec<Val>,
+    /// On its way back empty: the model's spare capacity once the batch was mapped.
+    spare: Vec<Range<usize>>,
 }
 
 impl<P> Default for Batch<P> {
@@ -45,6 +49,7 @@ impl<P> Default for Batch<P> {
         Batch {
             heads: Vec::new(),
             vals: Vec::new(),
+            spare: Vec::new(),
         }
     }
 }
@@ -54,6 +59,17 @@ impl<P> Batch<P> {
         self.heads.clear();
         self.vals.clear();
     }
+}
+
+/// Where [`read_merged_batched`] delivers, on the caller's thread.
+pub trait Sink<'a, P> {
+    /// One event, in time order: `prepared` is what `prepare` made of it.
+    fn event(&mut self, stream_index: usize, event: &Event<'a, '_>, prepared: P);
+
+    /// After each batch: the address ranges of the model's spare capacity (see
+    /// [`crate::prefault`]), which the decoding thread maps in when it is ahead instead
+    /// of waiting.
+    fn spare_capacity(&mut self, out: &mut Vec<Range<usize>>);
 }
 
 /// Like [`super::read_merged`], with the decoding on a thread of its own (and the
@@ -67,7 +83,7 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
     streams: &[(String, &'a [u8])],
     keep_context: bool,
     mut prepare: impl FnMut(&Event<'a, '_>) -> P + Send,
-    mut f: impl FnMut(usize, &Event<'a, '_>, P),
+    sink: &mut impl Sink<'a, P>,
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
     std::thread::scope(|scope| {
         let (full_tx, full_rx) = mpsc::sync_channel::<Batch<P>>(BATCHES_AHEAD);
@@ -75,6 +91,28 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
         let decoder = scope.spawn(move || {
             let mut batch = Batch::<P>::default();
             let mut receiver_gone = false;
+            let mut prefaulter = Prefaulter::default();
+            let mut empties: Vec<Batch<P>> = Vec::new();
+            // Hands a full batch over; while the mapping thread is behind, maps in the
+            // model's next pages instead of waiting.
+            let mut hand_over = |full: Batch<P>, empties: &mut Vec<Batch<P>>| -> bool {
+                let mut full = full;
+                loop {
+                    while let Ok(empty) = empty_rx.try_recv() {
+                        prefaulter.update(&empty.spare);
+                        empties.push(empty);
+                    }
+                    match full_tx.try_send(full) {
+                        Ok(()) => return true,
+                        Err(mpsc::TrySendError::Disconnected(_)) => return false,
+                        Err(mpsc::TrySendError::Full(back)) => full = back,
+                    }
+                    if !prefaulter.has_work() {
+                        return full_tx.send(full).is_ok();
+                    }
+                    prefaulter.step();
+                }
+            };
             // Nobody here reads the event headers' values.
             let keep = super::Keep {
                 header: false,
@@ -100,10 +138,10 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                     batch.vals.extend_from_slice(vals);
                 }
                 if batch.heads.len() >= BATCH_EVENTS {
-                    let mut next = empty_rx.try_recv().unwrap_or_default();
+                    let mut next = empties.pop().unwrap_or_default();
                     next.clear();
                     let full = std::mem::replace(&mut batch, next);
-                    receiver_gone = full_tx.send(full).is_err();
+                    receiver_gone = !hand_over(full, &mut empties);
                 }
             });
             if !batch.heads.is_empty() && !receiver_gone {
@@ -140,8 +178,10 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                     vals: &batch.vals[h.start as usize..end],
                     context_at: None,
                 };
-                f(i, &event, h.prepared);
+                sink.event(i, &event, h.prepared);
             }
+            let mut batch = batch;
+            sink.spare_capacity(&mut batch.spare);
             // The decoder may have finished: then nobody reuses the batch.
             let _ = empty_tx.send(batch);
         }
