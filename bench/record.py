@@ -444,6 +444,7 @@ def main() -> None:
     output["targets"] = print_targets(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(output, indent=2) + "\n")
         print(f"\nwrote {args.json}")
 

@@ -750,6 +750,7 @@ def main() -> None:
     bench = {"info": bench_kineto, "gpu": bench_kineto, "ctf": bench_ctf, "xplane": bench_xplane}
     output["traces"] = bench[args.task](args)
     if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(output, indent=2) + "\n")
         print(f"\nwrote {args.json}")
 
