@@ -306,6 +306,7 @@ def bench_steps(args: argparse.Namespace) -> dict:
         "torch, fixed heap": ["plain", "opscope record", "torch.profiler"],
     }
     runs = {(s, v): [] for s in scripts for v in variants[s]}
+    faults = {(s, v): [] for s in scripts for v in variants[s]}
     for round_ in range(args.warmup + args.repeat):
         for (script, variant), variant_runs in runs.items():
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
@@ -317,25 +318,32 @@ def bench_steps(args: argparse.Namespace) -> dict:
                 env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
                 if script.startswith("keras"):
                     env.update(onednn)
-                steps_ms = run_json(argv, env)["steps_ms"]
+                report = run_json(argv, env)
             if round_ >= args.warmup:
-                variant_runs.append(statistics.median(steps_ms))
+                variant_runs.append(statistics.median(report["steps_ms"]))
+                faults[script, variant].append(statistics.median(report["faults"]))
     results = {}
     for script in scripts:
         plain = statistics.median(runs[script, "plain"])
         results[script] = {
             v: {"step_ms": statistics.median(runs[script, v]),
                 "vs_plain": statistics.median(runs[script, v]) / plain,
-                "runs_step_ms": runs[script, v]}
+                "runs_step_ms": runs[script, v],
+                "faults_per_step": statistics.median(faults[script, v]),
+                "runs_faults_per_step": faults[script, v]}
             for v in variants[script]
         }
     print(f"\n== training step time (median of {args.steps} steps per run, median of "
           f"{args.repeat} runs)")
-    print(f"{'script':<17} {'variant':<15} {'step ms':>8} {'vs plain':>9}   per-run medians")
+    # Minor page faults per step tell how much of a step went to faulting in memory
+    # that glibc had trimmed at the step before (see BENCHMARKS.md).
+    print(f"{'script':<17} {'variant':<15} {'step ms':>8} {'vs plain':>9} {'faults':>7}   "
+          "per-run medians (ms/faults)")
     for script, by_variant in results.items():
         for variant, r in by_variant.items():
-            per_run = " ".join(f"{ms:.1f}" for ms in r["runs_step_ms"])
-            print(f"{script:<17} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x   {per_run}")
+            per_run = " ".join(f"{ms:.1f}/{f:.0f}" for ms, f in zip(r["runs_step_ms"], r["runs_faults_per_step"]))
+            print(f"{script:<17} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x "
+                  f"{r['faults_per_step']:>7.0f}   {per_run}")
     return results
 
 

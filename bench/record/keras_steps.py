@@ -1,6 +1,7 @@
 """Times the training steps of a small Keras CNN (tensorflow-cpu, random data), for
 bench/record.py: a custom loop around a tf.function train step, WARMUP untimed steps,
-then STEPS steps each timed with perf_counter. Prints {"steps_ms": [...]} as JSON.
+then STEPS steps each timed with perf_counter. Prints {"steps_ms": [...], "faults":
+[...]} (the minor page faults of each timed step) as JSON.
 One compute thread by default, for the reason torch_steps.py gives.
 
     python keras_steps.py [--steps 20] [--warmup 5] [--threads 1]
@@ -8,6 +9,7 @@ One compute thread by default, for the reason torch_steps.py gives.
 
 import argparse
 import json
+import resource
 import time
 
 import numpy as np
@@ -48,9 +50,12 @@ def train_step(x, y):
 
 
 steps_ms = []
+faults = []  # minor page faults of each timed step
 for step in range(args.warmup + args.steps):
+    faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     start = time.perf_counter()
     train_step(x, y).numpy()  # .numpy() waits for the step's result
     if step >= args.warmup:
         steps_ms.append((time.perf_counter() - start) * 1e3)
-print(json.dumps({"steps_ms": steps_ms}))
+        faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
+print(json.dumps({"steps_ms": steps_ms, "faults": faults}))

@@ -1,7 +1,8 @@
 """Times the training steps of a small PyTorch CNN on the CPU (random data), for
 bench/record.py: WARMUP untimed steps, then STEPS steps each timed with perf_counter.
 With --profile the whole loop runs inside torch.profiler.profile(activities=[CPU]), the
-peer `opscope record` is compared with. Prints {"steps_ms": [...]} as JSON.
+peer `opscope record` is compared with. Prints {"steps_ms": [...], "faults": [...]} (the
+minor page faults of each timed step) as JSON.
 
 One compute thread by default: on a 2-core machine shared with other work, two OpenMP
 threads that wait for each other at every op made steps take anywhere from 18 to 340 ms.
@@ -12,6 +13,7 @@ threads that wait for each other at every op made steps take anywhere from 18 to
 import argparse
 import contextlib
 import json
+import resource
 import time
 
 import torch
@@ -43,12 +45,15 @@ else:
     context = contextlib.nullcontext()
 
 steps_ms = []
+faults = []  # minor page faults of each timed step
 with context:
     for step in range(args.warmup + args.steps):
+        faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         start = time.perf_counter()
         optimizer.zero_grad()
         nn.functional.cross_entropy(model(x), y).backward()
         optimizer.step()
         if step >= args.warmup:
             steps_ms.append((time.perf_counter() - start) * 1e3)
-print(json.dumps({"steps_ms": steps_ms}))
+            faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
+print(json.dumps({"steps_ms": steps_ms, "faults": faults}))
