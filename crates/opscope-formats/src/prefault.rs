@@ -6,9 +6,10 @@
 //! is ahead and about to block can instead ask the kernel to map those pages
 //! (`madvise(MADV_POPULATE_WRITE)`, Linux 5.14), a window ahead of each column's end,
 //! from the address ranges [`opscope_model::Trace::spare_capacity`] lists. Populating
-//! changes no byte anyone reads: a page mapped in early reads as the zeros a fault
-//! would have given it, and one already mapped is left alone.
+//! keeps every byte as it was: a page mapped in early reads as the zeros a fault would
+//! have given it, and one already mapped is left alone.
 
+use std::collections::VecDeque;
 use std::ops::Range;
 
 /// How far past each column's end pages are mapped in ahead.
@@ -17,25 +18,37 @@ const AHEAD: usize = 512 << 10;
 const STEP: usize = 64 << 10;
 
 /// The pages still to map in, from the latest ranges the building thread gave.
-#[derive(Default)]
 pub struct Prefaulter {
+    page: usize,
+    /// Whether the kernel can populate, once asked.
+    supported: Option<bool>,
     /// Per allocation (by its end address, which a live allocation does not share):
     /// how far it is mapped in.
     done: Vec<(usize, usize)>,
-    /// What is left to map in: page-aligned ranges, and where each allocation ends.
-    todo: Vec<(Range<usize>, usize)>,
-    /// The kernel cannot do it (too old, or not Linux): no more tries.
-    off: bool,
+    /// What is left to map in, taken in turns a step at a time so that every column's
+    /// nearest pages come first: page-aligned ranges, and where each allocation ends.
+    todo: VecDeque<(Range<usize>, usize)>,
+}
+
+impl Default for Prefaulter {
+    fn default() -> Self {
+        Prefaulter {
+            page: page_size(),
+            supported: None,
+            done: Vec::new(),
+            todo: VecDeque::new(),
+        }
+    }
 }
 
 impl Prefaulter {
     /// Takes the latest spare ranges of the model's columns (older ones are forgotten:
     /// their columns may have moved since).
     pub fn update(&mut self, spare: &[Range<usize>]) {
-        if self.off {
+        if self.supported == Some(false) {
             return;
         }
-        let page = page_size();
+        let page = self.page;
         self.todo.clear();
         let mut done = Vec::with_capacity(spare.len());
         for r in spare {
@@ -48,7 +61,7 @@ impl Prefaulter {
                 .map_or(start, |&(_, upto)| upto.max(start));
             done.push((r.end, mapped));
             if mapped < end {
-                self.todo.push((mapped..end, r.end));
+                self.todo.push_back((mapped..end, r.end));
             }
         }
         self.done = done;
@@ -56,71 +69,77 @@ impl Prefaulter {
 
     /// Whether there are pages left to map in.
     pub fn has_work(&self) -> bool {
-        !self.off && !self.todo.is_empty()
+        !self.todo.is_empty()
     }
 
-    /// Maps in up to [`STEP`] bytes of what is left.
+    /// Maps in up to [`STEP`] bytes of the next range in turn.
     pub fn step(&mut self) {
-        let Some((range, alloc_end)) = self.todo.last_mut() else {
-            return;
-        };
-        let end = range.end.min(range.start + STEP);
-        let chunk = range.start..end;
-        let alloc_end = *alloc_end;
-        range.start = end;
-        if range.start >= range.end {
-            self.todo.pop();
-        }
-        if let Some(d) = self.done.iter_mut().find(|(e, _)| *e == alloc_end) {
-            d.1 = d.1.max(end);
-        }
-        match populate(chunk) {
-            Populated::Yes | Populated::Unmapped => {}
-            Populated::Unsupported => {
-                self.off = true;
-                self.todo.clear();
+        if *self
+            .supported
+            .get_or_insert_with(|| can_populate(self.page))
+        {
+            let Some((range, alloc_end)) = self.todo.pop_front() else {
+                return;
+            };
+            let end = range.end.min(range.start + STEP);
+            if let Some(d) = self.done.iter_mut().find(|(e, _)| *e == alloc_end) {
+                d.1 = d.1.max(end);
             }
+            // A range that fails (its column moved or was freed since) is dropped.
+            if populate(range.start..end) && end < range.end {
+                self.todo.push_back((end..range.end, alloc_end));
+            }
+        } else {
+            self.todo.clear();
         }
     }
 }
 
-enum Populated {
-    Yes,
-    /// Part of the range is no longer mapped (the column moved or was freed): skipped.
-    Unmapped,
-    /// The kernel does not have `MADV_POPULATE_WRITE`.
-    Unsupported,
-}
-
+/// Whether the kernel knows `MADV_POPULATE_WRITE`: it checks the advice before the
+/// length, so an empty range tells without touching anything.
 #[cfg(target_os = "linux")]
-fn populate(range: Range<usize>) -> Populated {
-    // SAFETY: madvise reads no memory and writes none that Rust code can observe:
-    // MADV_POPULATE_WRITE only makes the kernel map in pages not yet mapped (as zero
-    // pages of an anonymous mapping, which is what a first write would have faulted
-    // in) and leaves mapped ones alone. A range that is no longer mapped (the column
-    // moved since) fails with ENOMEM, or populates someone else's pages, which is as
-    // harmless.
+fn can_populate(page: usize) -> bool {
+    // SAFETY: a zero-length range covers no memory.
     let rc = unsafe {
         libc::madvise(
-            range.start as *mut libc::c_void,
+            std::ptr::without_provenance_mut(page),
+            0,
+            libc::MADV_POPULATE_WRITE,
+        )
+    };
+    rc == 0
+}
+
+#[cfg(not(target_os = "linux"))]
+fn can_populate(_page: usize) -> bool {
+    false
+}
+
+/// Maps in the pages of `range` (page-aligned); false when the kernel refused.
+#[cfg(target_os = "linux")]
+fn populate(range: Range<usize>) -> bool {
+    // SAFETY: madvise does not touch memory through a Rust reference, and
+    // MADV_POPULATE_WRITE keeps every byte as it was: it maps in the pages not yet
+    // mapped, as a first write would fault them in, and leaves mapped ones alone. The
+    // ranges are spare capacity of this process's own heap allocations (anonymous
+    // memory, where an early page reads as the zeros a late one would). If the column
+    // moved since, the range may be unmapped (ENOMEM), read-only or PROT_NONE (EINVAL),
+    // or reused: populating a reused anonymous page changes nothing either; a reused
+    // writable file mapping would only be dirtied (a private one copied) with its
+    // contents unchanged, and this process maps its input files read-only.
+    let rc = unsafe {
+        libc::madvise(
+            std::ptr::without_provenance_mut(range.start),
             range.len(),
             libc::MADV_POPULATE_WRITE,
         )
     };
-    if rc == 0 {
-        return Populated::Yes;
-    }
-    match std::io::Error::last_os_error().raw_os_error() {
-        Some(libc::ENOMEM) | Some(libc::EFAULT) | Some(libc::EINTR) | Some(libc::EAGAIN) => {
-            Populated::Unmapped
-        }
-        _ => Populated::Unsupported,
-    }
+    rc == 0
 }
 
 #[cfg(not(target_os = "linux"))]
-fn populate(_range: Range<usize>) -> Populated {
-    Populated::Unsupported
+fn populate(_range: Range<usize>) -> bool {
+    false
 }
 
 fn page_size() -> usize {
@@ -149,23 +168,21 @@ mod tests {
         column.extend((0..1000u64).map(|i| i * 7));
         let mut spare = Vec::new();
         spare_of(&column, &mut spare);
-        let window = spare[0].start.next_multiple_of(page_size())..spare[0].start + AHEAD;
+        let page = page_size();
+        let window = spare[0].start.next_multiple_of(page)..(spare[0].start + AHEAD) / page * page;
         let mut p = Prefaulter::default();
         p.update(&spare);
-        assert!(p.has_work() || p.off);
+        assert!(p.has_work());
         #[cfg(target_os = "linux")]
         assert_eq!(
             resident_pages(window.clone()),
             0,
             "a fresh allocation is not mapped in"
         );
-        let mut steps = 0;
         while p.has_work() {
             p.step();
-            steps += 1;
         }
-        if !p.off {
-            assert_eq!(steps, AHEAD / STEP, "the window is mapped in by steps");
+        if p.supported == Some(true) {
             #[cfg(target_os = "linux")]
             assert_eq!(
                 resident_pages(window.clone()),
@@ -194,12 +211,12 @@ mod tests {
     /// How many pages of `range` (page-aligned) are resident.
     #[cfg(target_os = "linux")]
     fn resident_pages(range: Range<usize>) -> usize {
-        let mut vec = vec![0u8; range.len() / page_size()];
-        // SAFETY: `range` is page-aligned and lies in a live allocation of the caller;
-        // `vec` has one byte per page of it, as mincore writes.
+        let mut vec = vec![0u8; range.len().div_ceil(page_size())];
+        // SAFETY: `range` starts on a page and lies in a live allocation of the caller;
+        // `vec` has a byte for each page it touches, which is what mincore writes.
         let rc = unsafe {
             libc::mincore(
-                range.start as *mut libc::c_void,
+                std::ptr::without_provenance_mut(range.start),
                 range.len(),
                 vec.as_mut_ptr(),
             )

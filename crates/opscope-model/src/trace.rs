@@ -318,10 +318,11 @@ impl Trace {
         }
     }
 
-    /// The address ranges of the event tables' spare capacity: memory allocated for
-    /// rows not yet pushed, which the kernel maps in when the first row lands on each
-    /// page. An importer whose other thread has nothing to do may have it map them in
-    /// ahead (`madvise(MADV_POPULATE_WRITE)`), which changes no byte the model reads.
+    /// The address ranges of the event tables' spare capacity (into `out`, cleared
+    /// first): memory allocated for rows not yet pushed, which the kernel maps in when
+    /// the first row lands on each page. An importer whose other thread has nothing to
+    /// do may have it map them in ahead (`madvise(MADV_POPULATE_WRITE)`), which keeps
+    /// every byte as it was.
     pub fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
         out.clear();
         self.slices.spare_capacity(out);

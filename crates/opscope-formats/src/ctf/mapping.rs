@@ -1154,6 +1154,10 @@ impl ContextBytes {
             Some(Some(FixedField::Text { offset, len })) => Some((*offset, *len)),
             Some(_) => return None,
         };
+        debug_assert!(
+            align.is_power_of_two(),
+            "fixed runs are aligned to powers of two"
+        );
         Some(ContextBytes {
             align: *align,
             pid: int(ids.pid)?,
@@ -1165,8 +1169,9 @@ impl ContextBytes {
     /// The event's pid, tid and process name, from the context starting at bit `at` of
     /// `file`.
     fn read(&self, file: &[u8], at: u64) -> (Option<i64>, Option<i64>, Option<Val>) {
-        // A fixed run's alignment is a power of two: a mask, not a division.
-        let a = self.align.max(1) as u64;
+        // A mask, not a division: `ContextBytes::of` takes only fixed runs, whose
+        // alignment is a power of two of at least 8 (program::merge_fixed).
+        let a = self.align as u64;
         let start = (((at + a - 1) & !(a - 1)) / 8) as usize;
         let int = |f: Option<FixedInt>| {
             let f = f?;

@@ -73,7 +73,7 @@ pub trait Sink<'a, P> {
 }
 
 /// Like [`super::read_merged`], with the decoding on a thread of its own (and the
-/// stream event contexts' values kept only when `keep_context`): `f(stream
+/// stream event contexts' values kept only when `keep_context`): `sink.event(stream
 /// index, event, prepare(event))` is called on the caller's thread, in time order, with
 /// the event's payload only (`scopes[3]` is 0, or `u32::MAX` without one); `prepare`
 /// runs on the decoding thread and sees the whole event. Returns what each stream held
@@ -95,12 +95,13 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
             let mut empties: Vec<Batch<P>> = Vec::new();
             // Hands a full batch over; while the mapping thread is behind, maps in the
             // model's next pages instead of waiting.
-            let mut hand_over = |full: Batch<P>, empties: &mut Vec<Batch<P>>| -> bool {
-                let mut full = full;
+            let mut hand_over = |mut full: Batch<P>, empties: &mut Vec<Batch<P>>| -> bool {
                 loop {
-                    while let Ok(empty) = empty_rx.try_recv() {
-                        prefaulter.update(&empty.spare);
-                        empties.push(empty);
+                    let returned = empties.len();
+                    empties.extend(empty_rx.try_iter());
+                    // Only the latest ranges matter: the columns may have moved since.
+                    if let Some(latest) = empties[returned..].last() {
+                        prefaulter.update(&latest.spare);
                     }
                     match full_tx.try_send(full) {
                         Ok(()) => return true,
@@ -156,7 +157,7 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                 .collect();
             (counts, error)
         });
-        for batch in full_rx {
+        for mut batch in full_rx {
             for (n, h) in batch.heads.iter().enumerate() {
                 let end = batch
                     .heads
@@ -180,7 +181,6 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
                 };
                 sink.event(i, &event, h.prepared);
             }
-            let mut batch = batch;
             sink.spare_capacity(&mut batch.spare);
             // The decoder may have finished: then nobody reuses the batch.
             let _ = empty_tx.send(batch);
