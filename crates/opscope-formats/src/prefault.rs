@@ -74,23 +74,21 @@ impl Prefaulter {
 
     /// Maps in up to [`STEP`] bytes of the next range in turn.
     pub fn step(&mut self) {
-        if *self
-            .supported
-            .get_or_insert_with(|| can_populate(self.page))
-        {
-            let Some((range, alloc_end)) = self.todo.pop_front() else {
-                return;
-            };
-            let end = range.end.min(range.start + STEP);
-            if let Some(d) = self.done.iter_mut().find(|(e, _)| *e == alloc_end) {
-                d.1 = d.1.max(end);
-            }
-            // A range that fails (its column moved or was freed since) is dropped.
-            if populate(range.start..end) && end < range.end {
-                self.todo.push_back((end..range.end, alloc_end));
-            }
-        } else {
+        let page = self.page;
+        if !*self.supported.get_or_insert_with(|| can_populate(page)) {
             self.todo.clear();
+            return;
+        }
+        let Some((range, alloc_end)) = self.todo.pop_front() else {
+            return;
+        };
+        let end = range.end.min(range.start + STEP);
+        if let Some(d) = self.done.iter_mut().find(|(e, _)| *e == alloc_end) {
+            d.1 = d.1.max(end);
+        }
+        // A range that fails (its column moved or was freed since) is dropped.
+        if populate(range.start..end) && end < range.end {
+            self.todo.push_back((end..range.end, alloc_end));
         }
     }
 }
@@ -164,10 +162,17 @@ mod tests {
     fn populating_spare_capacity_changes_nothing_the_column_holds() {
         // 64 MiB: above glibc's largest mmap threshold, so a fresh mapping whatever
         // other tests freed before.
-        let mut column: Vec<u64> = Vec::with_capacity(8 << 20);
-        column.extend((0..1000u64).map(|i| i * 7));
+        let mut trace = opscope_model::Trace::new();
+        let column = &mut trace.counters.ts;
+        column.reserve_exact(8 << 20);
+        column.extend((0..1000i64).map(|i| i * 7));
         let mut spare = Vec::new();
-        spare_of(&column, &mut spare);
+        trace.spare_capacity(&mut spare);
+        assert_eq!(
+            spare.len(),
+            1,
+            "only the reserved column has spare capacity"
+        );
         let page = page_size();
         let window = spare[0].start.next_multiple_of(page)..(spare[0].start + AHEAD) / page * page;
         let mut p = Prefaulter::default();
@@ -193,13 +198,15 @@ mod tests {
         // The same range again: nothing left to do.
         p.update(&spare);
         assert!(!p.has_work());
-        column.extend((1000..200_000u64).map(|i| i * 7));
-        assert!(column.iter().enumerate().all(|(i, &v)| v == i as u64 * 7));
+        let column = &mut trace.counters.ts;
+        column.extend((1000..200_000i64).map(|i| i * 7));
+        assert!(column.iter().enumerate().all(|(i, &v)| v == i as i64 * 7));
         // A range that was freed.
         let freed = {
-            let gone: Vec<u64> = Vec::with_capacity(1 << 20);
+            let mut gone = opscope_model::Trace::new();
+            gone.counters.ts.reserve_exact(1 << 20);
             let mut s = Vec::new();
-            spare_of(&gone, &mut s);
+            gone.spare_capacity(&mut s);
             s
         };
         p.update(&freed);
@@ -223,10 +230,5 @@ mod tests {
         };
         assert_eq!(rc, 0, "mincore: {}", std::io::Error::last_os_error());
         vec.iter().filter(|&&b| b & 1 != 0).count()
-    }
-
-    fn spare_of(column: &Vec<u64>, out: &mut Vec<Range<usize>>) {
-        let base = column.as_ptr() as usize;
-        out.push(base + column.len() * 8..base + column.capacity() * 8);
     }
 }

@@ -62,8 +62,8 @@ pub enum Op {
         options: Box<[Program]>,
     },
     /// Fields at fixed byte offsets from a start aligned to `align` bits (a power of
-    /// two, at least 8), `bytes` long in all; `effects` are the integers among them that set a register or the clock
-    /// (all a reader that keeps no values needs).
+    /// two, at least 8), `bytes` long in all; `effects` are the integers among them
+    /// that set a register or the clock (all a reader that keeps no values needs).
     Fixed {
         align: u32,
         bytes: u32,
