@@ -24,12 +24,18 @@
 
 --task steps: the median training-step time of a Keras CNN (record/keras_steps.py) run
   plain and under `opscope record`, and of a PyTorch CNN (record/torch_steps.py) run
-  plain, under `opscope record` and inside torch.profiler (CPU). The scripts time each
+  plain, under `opscope record`, inside torch.profiler (CPU), and inside PyTorch's ITT
+  mode with no collector (`emit_itt alone`: what the mode `opscope record` turns on costs
+  by itself). The scripts time each
   step themselves; each run gives the median of its steps. The frameworks use --threads
   compute threads (default 1: on 2 shared cores, two threads that meet at every op
   made the step time swing twentyfold). Every variant runs a second time with glibc's
   heap trimming fixed (GLIBC_TUNABLES), which takes out how much tensor memory each run
-  happens to refault every step, and leaves what the variants themselves cost.
+  happens to refault every step, and leaves what the variants themselves cost. With
+  the default heap, step time grows with the minor page faults of a step, which differ
+  from run to run of one variant: a least-squares fit (one slope, one intercept per
+  variant) gives each PyTorch variant's step time at equal faults, with a bootstrap
+  interval over runs.
 
 --task all (the default): the three, then one table of every figure with its target.
 
@@ -49,6 +55,7 @@ import argparse
 import hashlib
 import json
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -301,9 +308,9 @@ def bench_steps(args: argparse.Namespace) -> dict:
     onednn = {"TF_ENABLE_ONEDNN_OPTS": "1"}
     variants = {
         "keras": ["plain", "opscope record"],
-        "torch": ["plain", "opscope record", "torch.profiler"],
+        "torch": ["plain", "emit_itt alone", "opscope record", "torch.profiler"],
         "keras, fixed heap": ["plain", "opscope record"],
-        "torch, fixed heap": ["plain", "opscope record", "torch.profiler"],
+        "torch, fixed heap": ["plain", "emit_itt alone", "opscope record", "torch.profiler"],
     }
     runs = {(s, v): [] for s in scripts for v in variants[s]}
     faults = {(s, v): [] for s in scripts for v in variants[s]}
@@ -315,6 +322,8 @@ def bench_steps(args: argparse.Namespace) -> dict:
                     argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
                 elif variant == "torch.profiler":
                     argv = [*argv, "--profile"]
+                elif variant == "emit_itt alone":
+                    argv = [*argv, "--itt"]
                 env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
                 if script.startswith("keras"):
                     env.update(onednn)
@@ -344,7 +353,47 @@ def bench_steps(args: argparse.Namespace) -> dict:
             per_run = " ".join(f"{ms:.1f}/{f:.0f}" for ms, f in zip(r["runs_step_ms"], r["runs_faults_per_step"]))
             print(f"{script:<17} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x "
                   f"{r['faults_per_step']:>7.0f}   {per_run}")
+    equal = equal_faults_ratio(results["torch"], "opscope record", "torch.profiler")
+    results["torch, equal faults"] = equal
+    print(f"\ntorch at {equal['faults']:.0f} faults a step (fit over all runs): "
+          + ", ".join(f"{v} {ms:.2f} ms" for v, ms in equal["step_ms"].items()))
     return results
+
+
+def at_equal_faults(by_variant: dict, faults: float) -> dict[str, float]:
+    """Each variant's step time at `faults` minor page faults a step, from a least-squares
+    fit over its runs of step = intercept[variant] + slope * faults (one shared slope)."""
+    num = den = 0.0
+    means = {}
+    for variant, r in by_variant.items():
+        pairs = list(zip(r["runs_faults_per_step"], r["runs_step_ms"]))
+        mean_f = statistics.fmean(f for f, _ in pairs)
+        mean_t = statistics.fmean(t for _, t in pairs)
+        means[variant] = (mean_f, mean_t)
+        num += sum((f - mean_f) * (t - mean_t) for f, t in pairs)
+        den += sum((f - mean_f) ** 2 for f, _ in pairs)
+    slope = num / den if den else 0.0
+    return {v: mean_t - slope * mean_f + slope * faults for v, (mean_f, mean_t) in means.items()}
+
+
+def equal_faults_ratio(by_variant: dict, ours: str, theirs: str, rounds: int = 2000) -> dict:
+    """`ours` / `theirs` at the median faults of all runs, and a 95 % bootstrap interval
+    (runs resampled within each variant)."""
+    faults = statistics.median(f for r in by_variant.values() for f in r["runs_faults_per_step"])
+    fit = at_equal_faults(by_variant, faults)
+    rng = random.Random(0)
+    ratios = []
+    for _ in range(rounds):
+        sample = {}
+        for variant, r in by_variant.items():
+            picks = [rng.randrange(len(r["runs_step_ms"])) for _ in r["runs_step_ms"]]
+            sample[variant] = {"runs_step_ms": [r["runs_step_ms"][i] for i in picks],
+                               "runs_faults_per_step": [r["runs_faults_per_step"][i] for i in picks]}
+        resampled = at_equal_faults(sample, faults)
+        ratios.append(resampled[ours] / resampled[theirs])
+    ratios.sort()
+    return {"faults": faults, "step_ms": fit, "ratio": fit[ours] / fit[theirs],
+            "low": ratios[int(0.025 * rounds)], "high": ratios[int(0.975 * rounds) - 1]}
 
 
 def median_of(runs: list[dict], key: str) -> float | None:
@@ -389,14 +438,23 @@ def print_targets(results: dict) -> list[dict]:
         slower = keras["opscope record"]["vs_plain"]
         row("keras: record / plain", slower, ".3f", "<= 1.03", slower <= 1.03)
         row("torch step, plain (ms)", torch["plain"]["step_ms"], ".2f")
+        row("torch step, emit_itt alone (ms)", torch["emit_itt alone"]["step_ms"], ".2f")
         row("torch step, opscope record (ms)", torch["opscope record"]["step_ms"], ".2f")
         row("torch step, torch.profiler (ms)", torch["torch.profiler"]["step_ms"], ".2f")
         ratio = torch["opscope record"]["step_ms"] / torch["torch.profiler"]["step_ms"]
         row("torch: record / torch.profiler", ratio, ".3f", "<= 1.00", ratio <= 1)
+        # What the recorder adds to PyTorch's ITT mode, and what that mode costs alone.
+        row("torch: record / emit_itt alone", torch["opscope record"]["step_ms"] / torch["emit_itt alone"]["step_ms"], ".3f")
+        row("torch: emit_itt alone / torch.profiler", torch["emit_itt alone"]["step_ms"] / torch["torch.profiler"]["step_ms"], ".3f")
+        equal = steps["torch, equal faults"]
+        row("torch, equal faults: record / profiler", equal["ratio"], ".3f")
+        row("  95 % interval, low", equal["low"], ".3f")
+        row("  95 % interval, high", equal["high"], ".3f")
         slower = steps["keras, fixed heap"]["opscope record"]["vs_plain"]
         row("keras, fixed heap: record / plain", slower, ".3f", "<= 1.03", slower <= 1.03)
         fixed = steps["torch, fixed heap"]
         row("torch, fixed heap: plain (ms)", fixed["plain"]["step_ms"], ".2f")
+        row("torch, fixed heap: emit_itt alone / plain", fixed["emit_itt alone"]["vs_plain"], ".3f")
         row("torch, fixed heap: record / plain", fixed["opscope record"]["vs_plain"], ".3f")
         row("torch, fixed heap: profiler / plain", fixed["torch.profiler"]["vs_plain"], ".3f")
         ratio = fixed["opscope record"]["step_ms"] / fixed["torch.profiler"]["step_ms"]
@@ -451,7 +509,6 @@ def main() -> None:
     output["results"] = results
     output["targets"] = print_targets(results)
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(output, indent=2) + "\n")
         print(f"\nwrote {args.json}")

@@ -1,13 +1,15 @@
 """Times the training steps of a small PyTorch CNN on the CPU (random data), for
 bench/record.py: WARMUP untimed steps, then STEPS steps each timed with perf_counter.
 With --profile the whole loop runs inside torch.profiler.profile(activities=[CPU]), the
-peer `opscope record` is compared with. Prints {"steps_ms": [...], "faults": [...]} (the
+peer `opscope record` is compared with. With --itt it runs inside
+torch.autograd.profiler.emit_itt() with no collector loaded: what PyTorch's ITT mode, the
+one `opscope record` turns on, costs by itself (ittnotify's own stubs take the calls). Prints {"steps_ms": [...], "faults": [...]} (the
 minor page faults of each timed step) as JSON.
 
 One compute thread by default: on a 2-core machine shared with other work, two OpenMP
 threads that wait for each other at every op made steps take anywhere from 18 to 340 ms.
 
-    python torch_steps.py [--steps 20] [--warmup 5] [--threads 1] [--profile]
+    python torch_steps.py [--steps 20] [--warmup 5] [--threads 1] [--profile | --itt]
 """
 
 import argparse
@@ -23,7 +25,9 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=20)
 parser.add_argument("--warmup", type=int, default=5)
 parser.add_argument("--threads", type=int, default=1)
-parser.add_argument("--profile", action="store_true")
+mode = parser.add_mutually_exclusive_group()
+mode.add_argument("--profile", action="store_true")
+mode.add_argument("--itt", action="store_true")
 args = parser.parse_args()
 torch.set_num_threads(args.threads)
 
@@ -41,6 +45,8 @@ if args.profile:
     from torch.profiler import ProfilerActivity, profile
 
     context = profile(activities=[ProfilerActivity.CPU])
+elif args.itt:
+    context = torch.autograd.profiler.emit_itt()
 else:
     context = contextlib.nullcontext()
 
