@@ -842,7 +842,8 @@ fn multi_host_profile_runs_become_ranks() {
 /// `convert --to ctf` on every shared Kineto, TF timeline, XPlane and CTF 1.8 trace, and
 /// on a RunMetadata and an Nsight export: babeltrace2 reads each whole — every stream
 /// in time order, or its muxer would stop — with a begin and an end per slice, and
-/// every instant and counter sample.
+/// every instant and counter sample; so does babeltrace 1.5, a second CTF reader
+/// written apart from it, whose event lines are counted.
 #[test]
 fn ctf_output_reads_in_babeltrace2() {
     let Some(traces) = shared_traces() else {
@@ -859,6 +860,15 @@ fn ctf_output_reads_in_babeltrace2() {
         );
         eprintln!("skipping: babeltrace2 is not installed");
         return;
+    }
+    // Debian's `babeltrace` has no --version; its help says whether it runs.
+    let babeltrace1 = Command::new("babeltrace").arg("--help").output().is_ok();
+    assert!(
+        babeltrace1 || std::env::var_os("CI").is_none(),
+        "CI is set but babeltrace (1.5) is missing"
+    );
+    if !babeltrace1 {
+        eprintln!("not checking with babeltrace 1.5: it is not installed");
     }
     let dir = scratch_dir("ctf");
     let mut inputs = chrome_traces(&traces);
@@ -927,6 +937,23 @@ fn ctf_output_reads_in_babeltrace2() {
             + info["instants"].as_u64().unwrap()
             + info["counter_samples"].as_u64().unwrap();
         assert_eq!(events, want, "{}", input.display());
+        if babeltrace1 {
+            let read = Command::new("babeltrace").arg(&out).output().unwrap();
+            assert!(
+                read.status.success(),
+                "babeltrace 1.5 refused {}: {}",
+                input.display(),
+                String::from_utf8_lossy(&read.stderr)
+            );
+            // One line an event, `[12:00:00.000000001] (+0.000000001) host opscope:…`;
+            // the `(+` tells it from a string field's own line breaks.
+            let lines = read
+                .stdout
+                .split(|&b| b == b'\n')
+                .filter(|l| l.starts_with(b"[") && l.windows(3).any(|w| w == b"] ("))
+                .count() as u64;
+            assert_eq!(lines, want, "babeltrace 1.5 on {}", input.display());
+        }
     }
 }
 
