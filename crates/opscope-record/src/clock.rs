@@ -155,8 +155,11 @@ impl Calibration {
         if self.ticks_are_ns {
             return ticks;
         }
-        let delta = ticks as i128 - self.latest.ticks as i128;
-        (self.latest.ns as i128 + (delta as f64 * self.ns_per_tick) as i128).max(0) as u64
+        // Signed: a record may predate the latest calibration point. i64 and f64
+        // convert in one instruction each (i128 went through library calls).
+        let delta = ticks.wrapping_sub(self.latest.ticks) as i64;
+        let offset = (delta as f64 * self.ns_per_tick) as i64;
+        (self.latest.ns as i64).saturating_add(offset).max(0) as u64
     }
 }
 
@@ -186,5 +189,20 @@ mod tests {
             );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+    }
+
+    /// A record drained after a newer calibration point lies before it: converted
+    /// backwards from that point, it still lands where the clock read it.
+    #[test]
+    fn ticks_older_than_the_latest_point_map_backwards() {
+        let mut c = Calibration::new();
+        let (before, ticks, after) = (monotonic_ns(), now(), monotonic_ns());
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        c.update();
+        let ns = c.ns(ticks);
+        assert!(
+            ns + 20_000 >= before && ns <= after + 20_000,
+            "{before} <= {ns} <= {after}"
+        );
     }
 }

@@ -6,7 +6,6 @@
 //! counters counter tracks, metadata args of the open task.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -15,6 +14,7 @@ use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
 use crate::names::NameTable;
 use crate::session;
+use crate::table::Map;
 
 /// `__itt_global.magic`.
 const MAGIC: [u8; 8] = [0xED, 0xAB, 0xAB, 0xEC, 0x0D, 0xEE, 0xDA, 0x30];
@@ -81,15 +81,15 @@ struct ApiInfo {
 /// Names are never freed: handles are created once per name and live for the process,
 /// as ittnotify's static part does.
 struct Handles {
-    domains: HashMap<Vec<u8>, usize>,
-    strings: HashMap<Vec<u8>, usize>,
+    domains: Map<Vec<u8>, usize>,
+    strings: Map<Vec<u8>, usize>,
 }
 
 static HANDLES: Mutex<Option<Handles>> = Mutex::new(None);
 
 thread_local! {
     /// PyTorch creates a string handle on every push: look names up without the lock.
-    static STRING_CACHE: RefCell<HashMap<Vec<u8>, usize>> = RefCell::new(HashMap::new());
+    static STRING_CACHE: RefCell<Map<Vec<u8>, usize>> = RefCell::new(Map::default());
 }
 
 fn leak_cstring(name: &[u8]) -> *const c_char {
@@ -101,8 +101,8 @@ fn leak_cstring(name: &[u8]) -> *const c_char {
 fn with_handles<R>(f: impl FnOnce(&mut Handles) -> R) -> R {
     let mut guard = HANDLES.lock().unwrap_or_else(|e| e.into_inner());
     let handles = guard.get_or_insert_with(|| Handles {
-        domains: HashMap::new(),
-        strings: HashMap::new(),
+        domains: Map::default(),
+        strings: Map::default(),
     });
     f(handles)
 }

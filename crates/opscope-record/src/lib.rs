@@ -19,6 +19,7 @@ pub mod nvtx;
 mod proto;
 pub mod ring;
 pub mod session;
+mod table;
 pub mod writer;
 
 /// Writes what the program's threads recorded so far; for exits that skip `atexit`

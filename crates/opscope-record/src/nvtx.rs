@@ -5,7 +5,6 @@
 //! may end elsewhere, marks instants; all in category `nvtx` or `nvtx/<domain>`, with
 //! the message, payload, colour and category the program gave.
 
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -14,6 +13,7 @@ use crate::event::{Builder, Kind, Value, MAX_RECORD, MAX_STRING};
 use crate::ffi::{cstr, guard};
 use crate::names::NameTable;
 use crate::session;
+use crate::table::Map;
 
 const SOURCE: &[u8] = b"nvtx";
 
@@ -52,8 +52,8 @@ pub struct RegisteredString {
     text: Box<[u8]>,
 }
 
-static DOMAINS: Mutex<Option<HashMap<Vec<u8>, usize>>> = Mutex::new(None);
-static STRINGS: Mutex<Option<HashMap<Vec<u8>, usize>>> = Mutex::new(None);
+static DOMAINS: Mutex<Option<Map<Vec<u8>, usize>>> = Mutex::new(None);
+static STRINGS: Mutex<Option<Map<Vec<u8>, usize>>> = Mutex::new(None);
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Category names (`nvtxNameCategory`), few per program, keyed by domain and id.
@@ -529,7 +529,7 @@ extern "C" fn domain_name_category_w(domain: *const Domain, id: u32, name: *cons
 fn register_string(text: &[u8]) -> *const RegisteredString {
     let mut strings = STRINGS.lock().unwrap_or_else(|e| e.into_inner());
     *strings
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(Map::default)
         .entry(text.to_vec())
         .or_insert_with(|| {
             Box::leak(Box::new(RegisteredString {
@@ -557,7 +557,7 @@ extern "C" fn domain_register_string_w(
 fn create_domain(name: &[u8]) -> *const Domain {
     let mut domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
     *domains
-        .get_or_insert_with(HashMap::new)
+        .get_or_insert_with(Map::default)
         .entry(name.to_vec())
         .or_insert_with(|| {
             let category = [SOURCE, b"/", name].concat().into_boxed_slice();

@@ -6,7 +6,7 @@
 //! that launched it, and every flush appends one zlib-compressed chunk, so a file cut
 //! off by a kill holds every chunk written before it.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::fs::File;
 use std::io::Write;
 use std::rc::Rc;
@@ -19,6 +19,7 @@ use crate::clock;
 use crate::event::{Kind, Record, Value};
 use crate::proto::{self as pb, message, uint};
 use crate::ring::{self, ThreadBuffer};
+use crate::table::Map;
 
 mod device;
 mod lanes;
@@ -46,13 +47,13 @@ struct Sequence {
     track: u64,
     /// Time of the last packet on the sequence's incremental clock.
     last_ts: Option<u64>,
-    names: HashMap<Vec<u8>, u64>,
-    categories: HashMap<Vec<u8>, u64>,
+    names: Map<Vec<u8>, u64>,
+    categories: Map<Vec<u8>, u64>,
     next_iid: u64,
     /// Debug annotations for each open slice, added to its end event.
     open_args: Vec<Vec<u8>>,
     /// Category and name of each id the thread defined for its compact begins.
-    defined: HashMap<u64, DefinedName>,
+    defined: Map<u64, DefinedName>,
 }
 
 /// A category and a name, shared by every begin that refers to them.
@@ -65,11 +66,11 @@ impl Sequence {
             id,
             track,
             last_ts: None,
-            names: HashMap::new(),
-            categories: HashMap::new(),
+            names: Map::default(),
+            categories: Map::default(),
             next_iid: 1,
             open_args: Vec::new(),
-            defined: HashMap::new(),
+            defined: Map::default(),
         }
     }
 }
@@ -87,23 +88,23 @@ pub struct Writer {
     clock: clock::Calibration,
     out: Output,
     packets: Vec<u8>,
-    sequences: HashMap<usize, Sequence>,
+    sequences: Map<usize, Sequence>,
     next_sequence: u64,
     next_uuid: u64,
     process_uuid: u64,
-    thread_tracks: HashMap<i32, u64>,
-    counters: HashMap<(Vec<u8>, Vec<u8>), u64>,
-    lanes: HashMap<Vec<u8>, Lanes>,
-    open_ranges: HashMap<(Vec<u8>, u64), OpenRange>,
+    thread_tracks: Map<i32, u64>,
+    counters: Map<(Vec<u8>, Vec<u8>), u64>,
+    lanes: Map<Vec<u8>, Lanes>,
+    open_ranges: Map<(Vec<u8>, u64), OpenRange>,
     /// Ends of ranges whose begin was not seen yet (it is on a thread drained later).
-    early_ends: HashMap<(Vec<u8>, u64), u64>,
+    early_ends: Map<(Vec<u8>, u64), u64>,
     /// Process track of each device.
-    devices: HashMap<u32, u64>,
+    devices: Map<u32, u64>,
     /// Tracks of each (device, stream): the stream's own, then overflow lanes, each with
     /// the end of its last slice.
-    streams: HashMap<(u32, u32), Vec<(u64, u64)>>,
+    streams: Map<(u32, u32), Vec<(u64, u64)>>,
     device_work: Vec<DeviceWork>,
-    held_calls: HashMap<u32, HeldCall>,
+    held_calls: Map<u32, HeldCall>,
     /// Correlation ids of held calls and when they came, oldest first (ids of calls
     /// written since are skipped).
     held_order: VecDeque<(u32, u64)>,
@@ -118,19 +119,19 @@ impl Writer {
             file,
             pid,
             packets: Vec::with_capacity(1 << 16),
-            sequences: HashMap::new(),
+            sequences: Map::default(),
             next_sequence: GLOBAL_SEQUENCE + 1,
             next_uuid: 1,
             process_uuid: 0,
-            thread_tracks: HashMap::new(),
-            counters: HashMap::new(),
-            lanes: HashMap::new(),
-            open_ranges: HashMap::new(),
-            early_ends: HashMap::new(),
-            devices: HashMap::new(),
-            streams: HashMap::new(),
+            thread_tracks: Map::default(),
+            counters: Map::default(),
+            lanes: Map::default(),
+            open_ranges: Map::default(),
+            early_ends: Map::default(),
+            devices: Map::default(),
+            streams: Map::default(),
             device_work: Vec::new(),
-            held_calls: HashMap::new(),
+            held_calls: Map::default(),
             held_order: VecDeque::new(),
             totals: Totals::default(),
             clock: clock::Calibration::new(),
@@ -708,7 +709,7 @@ impl Output {
 /// The iid of `text` in a sequence's table (none for empty text), and the iid again
 /// when it is new, so the packet carries its interned data.
 fn intern(
-    table: &mut HashMap<Vec<u8>, u64>,
+    table: &mut Map<Vec<u8>, u64>,
     next_iid: &mut u64,
     text: &[u8],
 ) -> (Option<u64>, Option<u64>) {
