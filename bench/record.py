@@ -13,6 +13,10 @@
   running) with one user-space channel in flight-recorder mode (`--overwrite`, 4
   sub-buffers of 1 MiB per CPU) written to disk. Each run checks that every event was
   recorded: opscope's slices, and the events `opscope info` reads from LTTng's CTF.
+  Besides the time of a pair on the program's thread, each run gives the CPU per event
+  of all the work recording took: the program's every thread (opscope's writer thread,
+  which encodes and compresses, among them) and, for LTTng, what its session and
+  consumer daemons used meanwhile (from /proc, in clock ticks).
 
 --task rate: bytes on disk per event, and events lost, for an op stream of 1 million
   events per second on one thread (record/itt_paced.c: 500,000 ITT tasks per second,
@@ -56,6 +60,7 @@ import hashlib
 import json
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -86,6 +91,27 @@ def run(argv: list, env: dict | None = None) -> bytes:
 def run_json(argv: list, env: dict | None = None) -> dict:
     """The JSON line a benchmark program prints last (frameworks may print before it)."""
     return json.loads(run(argv, env).decode().strip().splitlines()[-1])
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of every child this process has waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def lttng_daemons_cpu_s() -> float:
+    """CPU seconds of LTTng's session and consumer daemons so far (they move the
+    buffers of a traced program out of it, so their work is part of what tracing costs)."""
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        name, fields = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        if name.startswith("lttng-"):
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
 
 
 # --- building the C programs ----------------------------------------------------------
@@ -174,9 +200,13 @@ def lttng_run(argv: list, out: Path) -> dict:
     try:
         run(["lttng", "enable-channel", "-s", session, "-u", *LTTNG_CHANNEL, "bench"])
         run(["lttng", "enable-event", "-s", session, "-u", "-c", "bench", "opscope_bench:*"])
+        daemons = lttng_daemons_cpu_s()
         run(["lttng", "start", session])
+        program = children_cpu_s()
         report = run_json(argv)
-        run(["lttng", "stop", session])
+        report["cpu_s"] = children_cpu_s() - program
+        run(["lttng", "stop", session])  # waits for the consumer to write the buffers out
+        report["cpu_s"] += lttng_daemons_cpu_s() - daemons
     finally:
         spawn(["lttng", "destroy", session])
     return report
@@ -208,10 +238,14 @@ def bench_pairs(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
                 out = Path(tmp) / "trace"
                 if tool == "no collector":
+                    cpu = children_cpu_s()
                     report, kept, lost = run_json([bins["itt_pairs"], *argv]), None, 0
+                    report["cpu_s"] = children_cpu_s() - cpu
                 elif tool == "opscope":
                     env = {"INTEL_LIBITTNOTIFY64": str(args.library), "OPSCOPE_SESSION_DIR": str(out)}
+                    cpu = children_cpu_s()
                     report = run_json([bins["itt_pairs"], *argv], env)
+                    report["cpu_s"] = children_cpu_s() - cpu
                     counts = opscope_recorded(args.opscope, out)
                     kept = 2 * counts["slices"]
                     lost = 2 * report["pairs"] - kept
@@ -223,6 +257,7 @@ def bench_pairs(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
             if round_ >= args.warmup:
                 runs[tool].append({
                     "ns_per_pair": report["ns"] / report["pairs"],
+                    "cpu_ns_per_event": report["cpu_s"] * 1e9 / (2 * report["pairs"]),
                     "events_recorded": kept,
                     "events_lost": lost,
                     "bytes_per_event": size / kept if size else None,
@@ -231,17 +266,21 @@ def bench_pairs(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
     for tool, tool_runs in runs.items():
         results[tool] = {
             "ns_per_pair": statistics.median(r["ns_per_pair"] for r in tool_runs),
+            "cpu_ns_per_event": statistics.median(r["cpu_ns_per_event"] for r in tool_runs),
             "events_lost_max": max(r["events_lost"] for r in tool_runs),
             "bytes_per_event": median_of(tool_runs, "bytes_per_event"),
             "runs": tool_runs,
         }
     print(f"\n== ITT task begin+end vs LTTng-UST tracepoints: {args.pairs:,} pairs on one "
           f"thread, bursts of {args.burst:,}, {args.pause_ms} ms pauses")
-    print(f"{'tool':<14} {'ns/pair':>9} {'vs opscope':>11} {'lost (max)':>11} {'bytes/event':>12}")
+    # CPU/event: all the CPU the run took (the program's threads, opscope's writer thread
+    # among them; for LTTng also its daemons' share), over the events, pauses included.
+    print(f"{'tool':<14} {'ns/pair':>9} {'vs opscope':>11} {'CPU ns/event':>13} {'lost (max)':>11} "
+          f"{'bytes/event':>12}")
     for tool, r in results.items():
         ratio = r["ns_per_pair"] / results["opscope"]["ns_per_pair"]
-        print(f"{tool:<14} {r['ns_per_pair']:>9.1f} {ratio:>10.2f}x {r['events_lost_max']:>11,} "
-              f"{fmt(r['bytes_per_event'], '.2f'):>12}")
+        print(f"{tool:<14} {r['ns_per_pair']:>9.1f} {ratio:>10.2f}x {r['cpu_ns_per_event']:>13.1f} "
+              f"{r['events_lost_max']:>11,} {fmt(r['bytes_per_event'], '.2f'):>12}")
     return results
 
 
@@ -425,6 +464,9 @@ def print_targets(results: dict) -> list[dict]:
             theirs = pairs["LTTng-UST"]["ns_per_pair"]
             row("LTTng-UST tracepoint pair (ns)", theirs, ".1f")
             row("opscope pair / LTTng-UST pair", ours / theirs, ".3f", "<= 0.333", ours / theirs <= 1 / 3)
+        row("CPU per event, opscope, writer included (ns)", pairs["opscope"]["cpu_ns_per_event"], ".1f")
+        if "LTTng-UST" in pairs:
+            row("CPU per event, LTTng-UST, daemons incl. (ns)", pairs["LTTng-UST"]["cpu_ns_per_event"], ".1f")
     rate = results.get("rate")
     if rate:
         row("bytes per event at 1 M events/s", rate["bytes_per_event"], ".2f", "<= 12", rate["bytes_per_event"] <= 12)
