@@ -10,7 +10,8 @@ A file cut off by a kill keeps the packets before the cut.
 Usage: recorded_events.py FILE...
 Prints one JSON object: {path: {"pid", "pids" (every process described), "process_name", "threads": {tid: name},
 "slices": [[tid or track name, category, name, ts, dur, args]], "instants": [...],
-"counters": {name: samples}, "truncated": bool}}. Exits with status 3 when the
+"counters": {name: samples}, "counter_values": {"process name/track name": [values]},
+"truncated": bool}}. Exits with status 3 when the
 `perfetto` package is missing.
 """
 
@@ -81,9 +82,12 @@ def read(path):
         if p.HasField("track_descriptor"):
             d = p.track_descriptor
             t = tracks.setdefault(d.uuid, {})
+            if d.HasField("parent_uuid"):
+                t["parent"] = d.parent_uuid
             if d.HasField("process"):
                 pid, process_name = d.process.pid, d.process.process_name
                 pids.add(d.process.pid)
+                t["process_name"] = d.process.process_name
             if d.HasField("thread"):
                 t["tid"] = d.thread.tid
                 if d.thread.thread_name:
@@ -92,7 +96,7 @@ def read(path):
                 t["name"] = d.name
     threads = {str(t["tid"]): t.get("thread_name", "") for t in tracks.values() if "tid" in t}
 
-    stacks, slices, instants, counters = {}, [], [], {}
+    stacks, slices, instants, counters, counter_values = {}, [], [], {}, {}
     for p in all_packets:
         seq_id = p.trusted_packet_sequence_id
         if p.sequence_flags & CLEARED:
@@ -145,8 +149,12 @@ def read(path):
             instants.append([where, ",".join(cats), name, ts, args])
         elif e.type == TYPE_COUNTER:
             counters[track.get("name", "")] = counters.get(track.get("name", ""), 0) + 1
+            owner = tracks.get(track.get("parent"), {}).get("process_name", "")
+            value = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
+            counter_values.setdefault(f"{owner}/{track.get('name', '')}", []).append(value)
     return {"pid": pid, "pids": sorted(pids), "process_name": process_name, "threads": threads, "slices": slices,
-            "instants": instants, "counters": counters, "truncated": truncated,
+            "instants": instants, "counters": counters, "counter_values": counter_values,
+            "truncated": truncated,
             "open": sum(len(s) for s in stacks.values())}
 
 

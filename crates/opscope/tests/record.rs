@@ -141,8 +141,8 @@ fn slice_counts(file: &Value) -> HashMap<(String, String), u64> {
     counts
 }
 
-/// The pids the process sampler saw (every process of the recorded tree).
-fn sampled_pids(dir: &Path) -> Vec<i64> {
+/// The process sampler's file of a session, decoded independently.
+fn sampler_file(dir: &Path) -> Value {
     let sampler = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -154,8 +154,18 @@ fn sampled_pids(dir: &Path) -> Vec<i64> {
         })
         .expect("the sampler's file");
     let decoded = run_oracle_json("recorded_events.py", &[sampler]);
-    let file = decoded.as_object().unwrap().values().next().unwrap();
-    file["pids"]
+    decoded
+        .as_object()
+        .unwrap()
+        .values()
+        .next()
+        .unwrap()
+        .clone()
+}
+
+/// The pids the process sampler saw (every process of the recorded tree).
+fn sampled_pids(dir: &Path) -> Vec<i64> {
+    sampler_file(dir)["pids"]
         .as_array()
         .unwrap()
         .iter()
@@ -619,6 +629,56 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// Where an NVIDIA driver exists the sampler reads each GPU's utilisation and memory
+/// through NVML. No GPU here: a stand-in `libnvidia-ml.so.1` (tests/record/fake_nvml.c,
+/// its structs laid out from nvml.h) gives two devices fixed readings, and each must
+/// arrive as its GPU's counters, every sample.
+#[test]
+fn gpu_readings_from_nvml_become_counters() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-nvml");
+    let lib_dir = dir.join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    let compiled = Command::new("cc")
+        .args(["-shared", "-fPIC", "-O2", "-o"])
+        .arg(lib_dir.join("libnvidia-ml.so.1"))
+        .arg(repo_root().join("tests/record/fake_nvml.c"))
+        .output()
+        .expect("a C compiler (cc)");
+    assert_ok(&compiled, "compiling fake_nvml.c");
+    let session = dir.join("session");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    let out = command
+        .args(["record", "-q", "--sample-ms", "20", "-o"])
+        .arg(&session)
+        .args(["--", "sleep", "0.3"])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("LD_LIBRARY_PATH", &lib_dir)
+        .output()
+        .unwrap();
+    assert_ok(&out, "opscope record with a stand-in NVML");
+    let values = &sampler_file(&session)["counter_values"];
+    for (gpu, utilization, used) in [(0, 37.0, 123456789.0), (1, 81.0, 987654321.0)] {
+        for (track, want) in [
+            ("GPU utilisation %", utilization),
+            ("GPU memory used bytes", used),
+        ] {
+            let key = format!("GPU {gpu}/{track}");
+            let samples = values[&key]
+                .as_array()
+                .unwrap_or_else(|| panic!("no {key} in {values}"));
+            // 0.3 s sampled every 20 ms, with a first sample at the start.
+            assert!(samples.len() >= 3, "{key}: {samples:?}");
+            assert!(
+                samples.iter().all(|v| v.as_f64() == Some(want)),
+                "{key}: {samples:?}"
+            );
+        }
+    }
 }
 
 #[test]
