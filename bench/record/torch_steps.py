@@ -2,9 +2,10 @@
 bench/record.py: WARMUP untimed steps, then STEPS steps each timed with perf_counter.
 With --profile the whole loop runs inside torch.profiler.profile(activities=[CPU]), the
 peer `opscope record` is compared with. With --itt it runs inside
-torch.autograd.profiler.emit_itt() with no collector loaded: what PyTorch's ITT mode, the
-one `opscope record` turns on, costs by itself (ittnotify's own stubs take the calls). Prints {"steps_ms": [...], "faults": [...]} (the
-minor page faults of each timed step) as JSON.
+torch.autograd.profiler.emit_itt() with no collector loaded: what PyTorch's ITT mode,
+the one `opscope record` turns on, costs by itself (ittnotify's own stubs take the
+calls). Prints {"steps_ms": [...], "faults": [...]} (the minor page faults of each timed
+step) as JSON.
 
 One compute thread by default: on a 2-core machine shared with other work, two OpenMP
 threads that wait for each other at every op made steps take anywhere from 18 to 340 ms.

@@ -191,6 +191,36 @@ mod tests {
         }
     }
 
+    /// The conversion itself, on a line set by hand (the tests above pass trivially
+    /// where the kernel's clock is not the TSC and ticks are already ns).
+    #[test]
+    fn conversion_follows_the_line_both_ways_and_stops_at_zero() {
+        let point = Point {
+            ticks: 1_000_000,
+            ns: 5_000_000,
+        };
+        let c = Calibration {
+            ticks_are_ns: false,
+            first: point,
+            latest: point,
+            ns_per_tick: 0.4,
+        };
+        assert_eq!(c.ns(1_000_000), 5_000_000);
+        assert_eq!(c.ns(1_250_000), 5_100_000);
+        assert_eq!(c.ns(750_000), 4_900_000);
+        assert_eq!(c.ns(0), 4_600_000);
+        // A line through a point near the top of the tick range, and a time before the
+        // clock's zero: 0, not a wrapped-around time.
+        let early = Calibration {
+            latest: Point {
+                ticks: u64::MAX - 10,
+                ns: 100,
+            },
+            ..c
+        };
+        assert_eq!(early.ns(u64::MAX - 1010), 0);
+    }
+
     /// A record drained after a newer calibration point lies before it: converted
     /// backwards from that point, it still lands where the clock read it.
     #[test]
