@@ -89,8 +89,12 @@ def run(argv: list, env: dict | None = None) -> bytes:
 
 
 def run_json(argv: list, env: dict | None = None) -> dict:
-    """The JSON line a benchmark program prints last (frameworks may print before it)."""
-    return json.loads(run(argv, env).decode().strip().splitlines()[-1])
+    """The JSON line a benchmark program prints last (frameworks may print before it),
+    with "cpu_s": the CPU seconds (user + system, all its threads) the program took."""
+    before = children_cpu_s()
+    report = json.loads(run(argv, env).decode().strip().splitlines()[-1])
+    report["cpu_s"] = children_cpu_s() - before
+    return report
 
 
 def children_cpu_s() -> float:
@@ -202,9 +206,7 @@ def lttng_run(argv: list, out: Path) -> dict:
         run(["lttng", "enable-event", "-s", session, "-u", "-c", "bench", "opscope_bench:*"])
         daemons = lttng_daemons_cpu_s()
         run(["lttng", "start", session])
-        program = children_cpu_s()
         report = run_json(argv)
-        report["cpu_s"] = children_cpu_s() - program
         run(["lttng", "stop", session])  # waits for the consumer to write the buffers out
         report["daemons_cpu_s"] = lttng_daemons_cpu_s() - daemons
         report["cpu_s"] += report["daemons_cpu_s"]
@@ -239,14 +241,10 @@ def bench_pairs(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
                 out = Path(tmp) / "trace"
                 if tool == "no collector":
-                    cpu = children_cpu_s()
                     report, kept, lost = run_json([bins["itt_pairs"], *argv]), None, 0
-                    report["cpu_s"] = children_cpu_s() - cpu
                 elif tool == "opscope":
                     env = {"INTEL_LIBITTNOTIFY64": str(args.library), "OPSCOPE_SESSION_DIR": str(out)}
-                    cpu = children_cpu_s()
                     report = run_json([bins["itt_pairs"], *argv], env)
-                    report["cpu_s"] = children_cpu_s() - cpu
                     counts = opscope_recorded(args.opscope, out)
                     kept = 2 * counts["slices"]
                     lost = 2 * report["pairs"] - kept
@@ -404,13 +402,32 @@ EQUAL_FAULTS_RATIOS = [("opscope record", "emit_itt alone"), ("emit_itt alone", 
                        ("opscope record", "torch.profiler")]
 
 
-def steps_at_equal_faults(torch_runs: dict) -> dict:
-    """The PyTorch variants' step times and EQUAL_FAULTS_RATIOS at equal faults."""
-    ratios = {f"{ours} / {theirs}": equal_faults_ratio(torch_runs, ours, theirs)
-              for ours, theirs in EQUAL_FAULTS_RATIOS}
-    first = next(iter(ratios.values()))
-    print(f"\ntorch at {first['faults']:.0f} faults a step (fit over all runs): "
-          + ", ".join(f"{v} {ms:.2f} ms" for v, ms in first["step_ms"].items()))
+def steps_at_equal_faults(torch_runs: dict, rounds: int = 2000) -> dict:
+    """EQUAL_FAULTS_RATIOS at the median faults of all runs, each with a 95 % percentile
+    bootstrap interval. Whole rounds are resampled (the same picks for every variant):
+    the machine drifts over a run, and the variants of one round saw the same drift.
+    With a dozen rounds such intervals run narrow: read them as a hint."""
+    faults = statistics.median(f for r in torch_runs.values() for f in r["runs_faults_per_step"])
+    fit = at_equal_faults(torch_runs, faults)
+    rng = random.Random(0)
+    n = min(len(r["runs_step_ms"]) for r in torch_runs.values())
+    resampled_fits = []
+    for _ in range(rounds):
+        picks = [rng.randrange(n) for _ in range(n)]
+        sample = {
+            variant: {"runs_step_ms": [r["runs_step_ms"][i] for i in picks],
+                      "runs_faults_per_step": [r["runs_faults_per_step"][i] for i in picks]}
+            for variant, r in torch_runs.items()
+        }
+        resampled_fits.append(at_equal_faults(sample, faults))
+    ratios = {}
+    for ours, theirs in EQUAL_FAULTS_RATIOS:
+        spread = sorted(f[ours] / f[theirs] for f in resampled_fits)
+        ratios[f"{ours} / {theirs}"] = {
+            "faults": faults, "step_ms": fit, "ratio": fit[ours] / fit[theirs],
+            "low": spread[int(0.025 * rounds)], "high": spread[int(0.975 * rounds) - 1]}
+    print(f"\ntorch at {faults:.0f} faults a step (fit over all runs): "
+          + ", ".join(f"{v} {ms:.2f} ms" for v, ms in fit.items()))
     for name, r in ratios.items():
         print(f"  {name}: {r['ratio']:.3f} (95 % bootstrap interval {r['low']:.3f}-{r['high']:.3f})")
     return ratios
@@ -430,30 +447,6 @@ def at_equal_faults(by_variant: dict, faults: float) -> dict[str, float]:
         den += sum((f - mean_f) ** 2 for f, _ in pairs)
     slope = num / den if den else 0.0
     return {v: mean_t - slope * mean_f + slope * faults for v, (mean_f, mean_t) in means.items()}
-
-
-def equal_faults_ratio(by_variant: dict, ours: str, theirs: str, rounds: int = 2000) -> dict:
-    """`ours` / `theirs` at the median faults of all runs, and a 95 % percentile
-    bootstrap interval. Whole rounds are resampled (the same picks for every variant):
-    the machine drifts over a run, and the variants of one round saw the same drift.
-    With a dozen rounds such intervals run narrow: read them as a hint."""
-    faults = statistics.median(f for r in by_variant.values() for f in r["runs_faults_per_step"])
-    fit = at_equal_faults(by_variant, faults)
-    rng = random.Random(0)
-    n = min(len(r["runs_step_ms"]) for r in by_variant.values())
-    ratios = []
-    for _ in range(rounds):
-        picks = [rng.randrange(n) for _ in range(n)]
-        sample = {
-            variant: {"runs_step_ms": [r["runs_step_ms"][i] for i in picks],
-                      "runs_faults_per_step": [r["runs_faults_per_step"][i] for i in picks]}
-            for variant, r in by_variant.items()
-        }
-        resampled = at_equal_faults(sample, faults)
-        ratios.append(resampled[ours] / resampled[theirs])
-    ratios.sort()
-    return {"faults": faults, "step_ms": fit, "ratio": fit[ours] / fit[theirs],
-            "low": ratios[int(0.025 * rounds)], "high": ratios[int(0.975 * rounds) - 1]}
 
 
 def median_of(runs: list[dict], key: str) -> float | None:
