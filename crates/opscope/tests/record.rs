@@ -35,20 +35,39 @@ fn built(name: &str) -> PathBuf {
 
 /// Runs `opscope record -o DIR -- program args` with extra environment.
 fn record(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let _ = std::fs::remove_dir_all(dir);
-    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
-    command
-        .args(["record", "-o"])
-        .arg(dir)
-        .arg("--")
-        .arg(program)
-        .args(args)
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir());
+    record_with(&[], dir, program, args, env)
+}
+
+/// Runs `opscope record OPTIONS -o DIR -- program args` with extra environment.
+fn record_with(
+    options: &[&str],
+    dir: &Path,
+    program: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
+    let mut command = record_command(options, dir);
+    command.arg(program).args(args);
     for (k, v) in env {
         command.env(k, v);
     }
     command.output().expect("opscope runs")
+}
+
+/// `opscope record OPTIONS -o DIR --` (DIR emptied first), with the library this build
+/// made; the program and its arguments are for the caller to add.
+fn record_command(options: &[&str], dir: &Path) -> Command {
+    let _ = std::fs::remove_dir_all(dir);
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    command
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir());
+    command
 }
 
 fn assert_ok(out: &Output, what: &str) {
@@ -651,15 +670,13 @@ fn gpu_readings_from_nvml_become_counters() {
         .expect("a C compiler (cc)");
     assert_ok(&compiled, "compiling fake_nvml.c");
     let session = dir.join("session");
-    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
-    let out = command
-        .args(["record", "-q", "--sample-ms", "20", "-o"])
-        .arg(&session)
-        .args(["--", "sleep", "0.3"])
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .env("LD_LIBRARY_PATH", &lib_dir)
-        .output()
-        .unwrap();
+    let out = record_with(
+        &["-q", "--sample-ms", "20"],
+        &session,
+        Path::new("sleep"),
+        &["0.3"],
+        &[("LD_LIBRARY_PATH", lib_dir.to_str().unwrap())],
+    );
     assert_ok(&out, "opscope record with a stand-in NVML");
     let values = &sampler_file(&session)["counter_values"];
     for (gpu, utilization, used) in [(0, 37.0, 123456789.0), (1, 81.0, 987654321.0)] {
@@ -806,17 +823,12 @@ fn each_torchrun_rank_writes_its_own_file() {
 fn a_termination_request_to_opscope_reaches_the_program() {
     let dir = scratch_dir("record-sigterm");
     let session = dir.join("session");
-    let _ = std::fs::remove_dir_all(&session);
     let program = "import signal, sys, time\n\
                    signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))\n\
                    print('ready', flush=True)\n\
                    time.sleep(30)\n";
-    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["record", "-q", "-o"])
-        .arg(&session)
-        .args(["--", &python(), "-c", program])
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+    let mut child = record_command(&["-q"], &session)
+        .args([&python(), "-c", program])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -882,16 +894,10 @@ fn a_program_killed_mid_run_leaves_a_readable_trace() {
     }
     let dir = scratch_dir("record-kill");
     let session = dir.join("session");
-    let _ = std::fs::remove_dir_all(&session);
     let flush_ms = 50;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["record", "-q", "-o"])
-        .arg(&session)
-        .arg("--")
+    let mut child = record_command(&["-q"], &session)
         .arg(built("dataflow"))
         .args(["--steps", "100000", "--quiet"])
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
         .env("OPSCOPE_FLUSH_MS", flush_ms.to_string())
         .spawn()
         .unwrap();
