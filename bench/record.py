@@ -481,9 +481,10 @@ def bench_interleaved(args: argparse.Namespace) -> dict:
     cycles = {"python": [], "opscope record": []}  # per kind: [{mode: block median}]
     per_process = {name: [] for name in INTERLEAVED_RATIOS}
     process_medians = {kind: [] for kind in cycles}  # per kind: [{mode: median step}]
-    for _ in range(args.repeat):
+    for round_ in range(args.repeat):
         by_kind = {}
-        for kind in cycles:
+        # The machine drifts over a run: the kind that goes first alternates.
+        for kind in list(cycles)[::1 if round_ % 2 == 0 else -1]:
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
                 command = argv
                 if kind == "opscope record":
@@ -517,7 +518,7 @@ def bench_interleaved(args: argparse.Namespace) -> dict:
         results[f"{kind} step_ms"] = {**medians, "per_process": process_medians[kind]}
         print(f"  {kind}: step ms " + ", ".join(f"{m} {ms:.2f}" for m, ms in medians.items())
               + "; plain per process " + " ".join(f"{p['plain']:.2f}" for p in process_medians[kind]))
-    # Across processes (the two of a round ran one after the other): what having the
+    # Across processes (the two of a round ran one after the other, in turns): what having the
     # recorder loaded costs steps it records nothing of, and the comparison of
     # a recorded run with one under torch.profiler.
     for name, (mode_a, mode_b) in {"record process plain / python plain": ("plain", "plain"),
