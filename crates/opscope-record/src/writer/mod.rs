@@ -56,8 +56,13 @@ struct Sequence {
     defined: Map<u64, DefinedName>,
 }
 
-/// A category and a name, shared by every begin that refers to them.
-type DefinedName = (Rc<[u8]>, Rc<[u8]>);
+/// A category and a name, shared by every begin that refers to them, and their iids
+/// on the sequence once a begin has interned them.
+struct DefinedName {
+    category: Rc<[u8]>,
+    name: Rc<[u8]>,
+    iids: Option<Iids>,
+}
 
 impl Sequence {
     fn new(claim: u64, id: u64, track: u64) -> Sequence {
@@ -289,21 +294,16 @@ impl Writer {
     fn record(&mut self, seq: &mut Sequence, tid: i32, r: &Record<'_>) {
         match r.kind {
             Kind::DefineName => {
-                seq.defined.insert(r.id, (r.category.into(), r.name.into()));
+                let defined = DefinedName {
+                    category: r.category.into(),
+                    name: r.name.into(),
+                    iids: None,
+                };
+                seq.defined.insert(r.id, defined);
             }
             Kind::BeginNamed => {
                 seq.open_args.push(Vec::new());
-                let (category, name) = seq.defined.get(&r.id).cloned().unwrap_or_default();
-                self.sequence_event(
-                    seq,
-                    r.ts,
-                    None,
-                    pb::TYPE_SLICE_BEGIN,
-                    &category,
-                    &name,
-                    &[],
-                    None,
-                );
+                self.defined_begin(seq, r.ts, r.id);
             }
             Kind::Begin => {
                 seq.open_args.push(Vec::new());
@@ -550,38 +550,110 @@ impl Writer {
         annotations: &[u8],
         counter: Option<f64>,
     ) {
-        let Some(last) = seq.last_ts.filter(|&last| ts >= last) else {
-            if seq.last_ts.is_none() {
-                self.start_sequence(seq, ts);
-            } else {
-                // Earlier than the sequence's clock (an explicit timestamp): absolute.
-                let track = track.unwrap_or(seq.track);
-                self.absolute_event(ts, track, kind, category, name, annotations);
-                return;
+        let Some(delta) = self.sequence_delta(seq, ts) else {
+            // Earlier than the sequence's clock (an explicit timestamp): absolute.
+            let track = track.unwrap_or(seq.track);
+            self.absolute_event(ts, track, kind, category, name, annotations);
+            return;
+        };
+        let iids = Iids::intern(seq, category, name);
+        self.sequence_packet(
+            seq.id,
+            delta,
+            track,
+            kind,
+            iids,
+            (category, name),
+            annotations,
+            counter,
+        );
+    }
+
+    /// A compact begin: its category and name were defined once for `id`, and are
+    /// interned once on the sequence, then written by their iids without being hashed.
+    fn defined_begin(&mut self, seq: &mut Sequence, ts: u64, id: u64) {
+        let Some(defined) = seq.defined.get(&id) else {
+            return self.sequence_event(seq, ts, None, pb::TYPE_SLICE_BEGIN, b"", b"", &[], None);
+        };
+        let (cached, category, name) =
+            (defined.iids, defined.category.clone(), defined.name.clone());
+        let Some(delta) = self.sequence_delta(seq, ts) else {
+            let track = seq.track;
+            self.absolute_event(ts, track, pb::TYPE_SLICE_BEGIN, &category, &name, &[]);
+            return;
+        };
+        let iids = match cached {
+            Some(iids) => iids,
+            None => {
+                let iids = Iids::intern(seq, &category, &name);
+                if let Some(defined) = seq.defined.get_mut(&id) {
+                    defined.iids = Some(Iids {
+                        new_category: false,
+                        new_name: false,
+                        ..iids
+                    });
+                }
+                iids
             }
-            return self.sequence_event(seq, ts, track, kind, category, name, annotations, counter);
+        };
+        self.sequence_packet(
+            seq.id,
+            delta,
+            None,
+            pb::TYPE_SLICE_BEGIN,
+            iids,
+            (&category, &name),
+            &[],
+            None,
+        );
+    }
+
+    /// The time of `ts` on the sequence's incremental clock, as a delta from its last
+    /// packet (starting the sequence at its first), or none when `ts` is earlier.
+    fn sequence_delta(&mut self, seq: &mut Sequence, ts: u64) -> Option<u64> {
+        let last = match seq.last_ts {
+            None => {
+                self.start_sequence(seq, ts);
+                ts
+            }
+            Some(last) if ts >= last => last,
+            Some(_) => return None,
         };
         seq.last_ts = Some(ts);
-        let (category_iid, interned_category) =
-            intern(&mut seq.categories, &mut seq.next_iid, category);
-        let (name_iid, interned_name) = intern(&mut seq.names, &mut seq.next_iid, name);
+        Some(ts - last)
+    }
+
+    /// Appends one track event packet of sequence `sequence_id`, with the interned data
+    /// of whichever of `texts` (category, name) `iids` says is new.
+    #[allow(clippy::too_many_arguments)]
+    fn sequence_packet(
+        &mut self,
+        sequence_id: u64,
+        delta: u64,
+        track: Option<u64>,
+        kind: u64,
+        iids: Iids,
+        (category, name): (&[u8], &[u8]),
+        annotations: &[u8],
+        counter: Option<f64>,
+    ) {
         message(&mut self.packets, pb::PACKET, |p| {
-            uint(p, pb::PACKET_TIMESTAMP, ts - last);
-            uint(p, pb::PACKET_SEQUENCE_ID, seq.id);
+            uint(p, pb::PACKET_TIMESTAMP, delta);
+            uint(p, pb::PACKET_SEQUENCE_ID, sequence_id);
             uint(
                 p,
                 pb::PACKET_SEQUENCE_FLAGS,
                 pb::SEQ_NEEDS_INCREMENTAL_STATE,
             );
-            if interned_category.is_some() || interned_name.is_some() {
+            if iids.new_category || iids.new_name {
                 message(p, pb::PACKET_INTERNED_DATA, |d| {
-                    if let Some(iid) = interned_category {
+                    if let (true, Some(iid)) = (iids.new_category, iids.category) {
                         message(d, pb::INTERNED_CATEGORIES, |c| {
                             uint(c, pb::INTERNED_IID, iid);
                             pb::bytes(c, pb::INTERNED_NAME, category);
                         });
                     }
-                    if let Some(iid) = interned_name {
+                    if let (true, Some(iid)) = (iids.new_name, iids.name) {
                         message(d, pb::INTERNED_NAMES, |c| {
                             uint(c, pb::INTERNED_IID, iid);
                             pb::bytes(c, pb::INTERNED_NAME, name);
@@ -594,10 +666,10 @@ impl Writer {
                 if let Some(track) = track {
                     uint(e, pb::EVENT_TRACK_UUID, track);
                 }
-                if let Some(iid) = category_iid {
+                if let Some(iid) = iids.category {
                     uint(e, pb::EVENT_CATEGORY_IIDS, iid);
                 }
-                if let Some(iid) = name_iid {
+                if let Some(iid) = iids.name {
                     uint(e, pb::EVENT_NAME_IID, iid);
                 }
                 if let Some(v) = counter {
@@ -706,23 +778,41 @@ impl Output {
     }
 }
 
-/// The iid of `text` in a sequence's table (none for empty text), and the iid again
-/// when it is new, so the packet carries its interned data.
-fn intern(
-    table: &mut Map<Vec<u8>, u64>,
-    next_iid: &mut u64,
-    text: &[u8],
-) -> (Option<u64>, Option<u64>) {
+/// The iids of an event's category and name on its sequence (none for empty text),
+/// and which of them the packet must define because the sequence has not seen them.
+#[derive(Clone, Copy)]
+struct Iids {
+    category: Option<u64>,
+    name: Option<u64>,
+    new_category: bool,
+    new_name: bool,
+}
+
+impl Iids {
+    fn intern(seq: &mut Sequence, category: &[u8], name: &[u8]) -> Iids {
+        let (category, new_category) = intern(&mut seq.categories, &mut seq.next_iid, category);
+        let (name, new_name) = intern(&mut seq.names, &mut seq.next_iid, name);
+        Iids {
+            category,
+            name,
+            new_category,
+            new_name,
+        }
+    }
+}
+
+/// The iid of `text` in a sequence's table (none for empty text), and whether it is new.
+fn intern(table: &mut Map<Vec<u8>, u64>, next_iid: &mut u64, text: &[u8]) -> (Option<u64>, bool) {
     if text.is_empty() {
-        return (None, None);
+        return (None, false);
     }
     if let Some(&iid) = table.get(text) {
-        return (Some(iid), None);
+        return (Some(iid), false);
     }
     let iid = *next_iid;
     *next_iid += 1;
     table.insert(text.to_vec(), iid);
-    (Some(iid), Some(iid))
+    (Some(iid), true)
 }
 
 /// An integer arg's value.
@@ -779,6 +869,80 @@ mod tests {
     fn work(w: &mut Writer, device: u64, stream: u64, begin: u64, end: u64) {
         let args: [(&[u8], u64); 2] = [(b"device", device), (b"stream", stream)];
         feed(w, Kind::DeviceSlice, begin, end, &args);
+    }
+
+    /// Compact begins name their slices by ids the thread defined; the writer interns
+    /// each definition once and then writes only iids: every slice read back must still
+    /// carry its own name, also after a begin earlier than the sequence's clock (written
+    /// absolute) and when two ids share a category.
+    #[test]
+    fn compact_begins_keep_their_names_read_back() {
+        let path =
+            std::env::temp_dir().join(format!("opscope-compact-{}.pftrace", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = Writer::new(file, 4321, b"test");
+        let mut seq = sequence();
+        let mut buf = vec![0u8; crate::event::MAX_RECORD];
+        for (id, name) in [(1u64, &b"aten::conv2d"[..]), (2, b"aten::relu")] {
+            let bytes = Builder::new(
+                &mut buf,
+                Kind::DefineName,
+                0,
+                id,
+                &[b"itt/", b"PyTorch"],
+                name,
+            )
+            .times_in_ns()
+            .finish()
+            .to_vec();
+            w.record(&mut seq, 1, &Record::parse(&bytes).unwrap());
+        }
+        let mut compact_record = |w: &mut Writer, seq: &mut Sequence, kind, id, ts| {
+            let len = crate::event::compact(&mut buf, kind, id, ts);
+            let mut r = Record::parse(&buf[..len]).unwrap();
+            r.ts = ts; // already nanoseconds here: no tick conversion
+            w.record(seq, 1, &r);
+        };
+        let expected = [
+            (1, 1_000),
+            (2, 2_000),
+            (1, 3_000),
+            (2, 4_000),
+            (2, 500),
+            (1, 5_000),
+        ];
+        for &(id, ts) in &expected {
+            compact_record(&mut w, &mut seq, Kind::BeginNamed, id, ts);
+            compact_record(&mut w, &mut seq, Kind::End, 0, ts + 100);
+        }
+        w.sequences.insert(0, seq);
+        w.finish().unwrap();
+
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut trace = opscope_model::Trace::new();
+        opscope_formats::perfetto::import(&bytes, "compact.pftrace", &mut trace).unwrap();
+        let s = &trace.slices;
+        let mut read: Vec<(String, i64, i64)> = (0..s.len())
+            .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+            .collect();
+        read.sort_by_key(|r| r.1);
+        let mut want: Vec<(String, i64, i64)> = expected
+            .iter()
+            .map(|&(id, ts)| {
+                let name = if id == 1 {
+                    "aten::conv2d"
+                } else {
+                    "aten::relu"
+                };
+                (name.to_string(), ts as i64, ts as i64 + 100)
+            })
+            .collect();
+        want.sort_by_key(|r| r.1);
+        assert_eq!(read, want);
+        for i in 0..s.len() {
+            assert_eq!(trace.str(s.category[i]), "itt/PyTorch");
+        }
     }
 
     #[test]
