@@ -52,7 +52,10 @@ struct WriterLock {
 unsafe impl Sync for WriterLock {}
 
 impl WriterLock {
-    fn with<R>(&self, f: impl FnOnce(&mut Option<Writer>) -> R) -> R {
+    /// Runs `f` on the writer with the lock held; none when `f` panicked. A panic
+    /// must not leave the lock taken (the exit handler would wait on it forever), and
+    /// the writer it interrupted may be half-updated: it is leaked, never used again.
+    fn with<R>(&self, f: impl FnOnce(&mut Option<Writer>) -> R) -> Option<R> {
         while self
             .locked
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -61,9 +64,13 @@ impl WriterLock {
             std::thread::sleep(Duration::from_micros(200));
         }
         // SAFETY: the lock is held.
-        let r = f(unsafe { &mut *self.writer.get() });
+        let writer = unsafe { &mut *self.writer.get() };
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(writer)));
+        if r.is_err() {
+            std::mem::forget(writer.take());
+        }
         self.locked.store(false, Ordering::Release);
-        r
+        r.ok()
     }
 
     /// In a forked child: forget the parent's writer (its state may be half-updated,
@@ -150,13 +157,25 @@ fn drain_now() {
     if STATE.load(Ordering::Acquire) != RUNNING {
         return;
     }
-    let _ = std::panic::catch_unwind(|| {
-        WRITER.with(|w| {
-            if let Some(writer) = w.as_mut() {
-                let _ = writer.drain();
-            }
-        })
+    with_writer(|writer| {
+        let _ = writer.drain();
     });
+}
+
+/// Runs `f` on this process's writer, if there is one. A panic in the writer (a bug)
+/// turns recording off in this process, rather than unwinding into the program.
+fn with_writer(f: impl FnOnce(&mut Writer)) {
+    if WRITER.with(|w| w.as_mut().map(f)).is_none() {
+        writer_panicked();
+    }
+}
+
+fn writer_panicked() {
+    STATE.store(OFF, Ordering::Release);
+    eprintln!(
+        "opscope-record: internal error in the trace writer; recording is off in process {}",
+        std::process::id()
+    );
 }
 
 /// Opens this process's file and starts the writer thread, once per process.
@@ -276,11 +295,11 @@ fn writer_loop() {
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
-        let failed = WRITER.with(|w| match w {
-            Some(writer) => writer.drain().err(),
-            None => None,
-        });
+        let failed = WRITER.with(|w| w.as_mut().and_then(|writer| writer.drain().err()));
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
+        let Some(failed) = failed else {
+            return writer_panicked();
+        };
         if let Some(e) = failed {
             eprintln!(
                 "opscope-record: writing the trace failed ({e}); recording is off in process {pid}"
@@ -298,12 +317,8 @@ pub fn flush() {
     if STATE.load(Ordering::Acquire) != RUNNING {
         return;
     }
-    let _ = std::panic::catch_unwind(|| {
-        WRITER.with(|w| {
-            if let Some(writer) = w.as_mut() {
-                let _ = writer.drain().and_then(|()| writer.write_held());
-            }
-        })
+    with_writer(|writer| {
+        let _ = writer.drain().and_then(|()| writer.write_held());
     });
 }
 
@@ -313,12 +328,8 @@ pub fn finish() {
     if was != RUNNING {
         return;
     }
-    let _ = std::panic::catch_unwind(|| {
-        WRITER.with(|w| {
-            if let Some(writer) = w.as_mut() {
-                let _ = writer.finish();
-            }
-        })
+    with_writer(|writer| {
+        let _ = writer.finish();
     });
 }
 
@@ -388,5 +399,28 @@ extern "C" fn after_fork_in_child() {
     let was = STATE.load(Ordering::Relaxed);
     if was == RUNNING || was == STARTING {
         STATE.store(IDLE, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_under_the_writer_lock_releases_it_and_retires_the_writer() {
+        let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
+        let lock = WriterLock {
+            locked: AtomicBool::new(false),
+            writer: UnsafeCell::new(Some(Writer::new(file, 1, b"test"))),
+        };
+        assert_eq!(lock.with(|w| w.is_some()), Some(true));
+        let panicked = lock.with(|_| -> () { panic!("a bug in the writer") });
+        assert!(panicked.is_none(), "the panic is reported, not propagated");
+        assert!(!lock.locked.load(Ordering::Acquire), "the lock is released");
+        assert_eq!(
+            lock.with(|w| w.is_none()),
+            Some(true),
+            "the writer is retired"
+        );
     }
 }
