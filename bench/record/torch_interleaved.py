@@ -6,15 +6,18 @@ ittnotify's no-op stubs do) and inside torch.profiler.profile(activities=[CPU]).
 Separate processes of one variant differ by up to 10 % in step time, with where glibc's
 heap happens to be trimmed and with the machine's drift; blocks of one process share the
 heap's history and the drift, so their differences are what each mode costs. The first
-step of every block is left out (entering the profiler allocates), and the order of the
-modes turns each cycle so that none always follows the profiler's post-processing.
+step of every block is left out (entering the profiler allocates), and the cycles go
+through the six orders of the three modes in turn: over 6 cycles the profiler's exit
+(its post-processing) is followed by a plain block and by an ITT block 3 times each,
+and the profiler follows each of them 3 times.
 Prints {"modes": [...], "blocks": [{"mode", "cycle", "steps_ms", "faults"}, ...]}.
 
-    python torch_interleaved.py [--cycles 20] [--block 6] [--warmup-cycles 1] [--threads 1]
+    python torch_interleaved.py [--cycles 42] [--block 6] [--warmup-cycles 1] [--threads 1]
 """
 
 import argparse
 import contextlib
+import itertools
 import json
 import resource
 import time
@@ -23,7 +26,7 @@ import torch
 import torch.nn as nn
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--cycles", type=int, default=20)
+parser.add_argument("--cycles", type=int, default=42, help="best a multiple of 6")
 parser.add_argument("--block", type=int, default=6, help="steps per block, the first untimed")
 parser.add_argument("--warmup-cycles", type=int, default=1)
 parser.add_argument("--threads", type=int, default=1)
@@ -52,10 +55,10 @@ def context(mode):
 
 
 MODES = ["plain", "itt", "profile"]
+ORDERS = list(itertools.permutations(MODES))
 blocks = []
 for cycle in range(args.warmup_cycles + args.cycles):
-    shift = cycle % len(MODES)
-    for mode in MODES[shift:] + MODES[:shift]:
+    for mode in ORDERS[cycle % len(ORDERS)]:
         steps_ms, faults = [], []
         with context(mode):
             for step in range(args.block):
