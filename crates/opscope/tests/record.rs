@@ -650,6 +650,105 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The process sampler's readings of a program that knows its own: one thread busy
+/// beside three waiting ones, 200 MB touched. CPU % must match the CPU the program
+/// measured itself using, the thread count its own, and resident memory at least the
+/// 200 MB and at most its peak (VmHWM).
+#[test]
+fn process_samples_agree_with_the_programs_own_account() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-sampler");
+    let own_path = dir.join("busy.json");
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--no-python", "--sample-ms", "100"],
+        &session,
+        Path::new(&python()),
+        &[&script("busy.py"), own_path.to_str().unwrap(), "1.5"],
+        &[],
+    );
+    assert_ok(&out, "busy.py");
+    let own: Value = serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
+    let values = sampler_file(&session)["counter_values"].clone();
+    let track = |name: &str| -> Vec<f64> {
+        let (_, samples) = values
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(key, _)| key.contains("busy.py") && key.ends_with(&format!("/{name}")))
+            .unwrap_or_else(|| panic!("no {name} track for busy.py in {values}"));
+        samples
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect()
+    };
+    let cpu = track("CPU %");
+    assert!(cpu.len() >= 10, "1.5 s sampled every 100 ms: {cpu:?}");
+    let mut sorted = cpu.clone();
+    sorted.sort_by(f64::total_cmp);
+    let median = sorted[sorted.len() / 2];
+    let own_cpu =
+        100.0 * own["busy_cpu_s"].as_f64().unwrap() / own["busy_wall_s"].as_f64().unwrap();
+    assert!(
+        (median - own_cpu).abs() <= 25.0,
+        "sampled CPU % (median {median:.0}: {cpu:?}) against the program's own {own_cpu:.0} %"
+    );
+    let threads = track("threads");
+    let most = threads.iter().copied().fold(0.0, f64::max);
+    assert_eq!(
+        most,
+        own["threads"].as_f64().unwrap(),
+        "threads: {threads:?}"
+    );
+    let rss = track("resident bytes");
+    let peak = rss.iter().copied().fold(0.0, f64::max);
+    let hwm = own["hwm"].as_f64().unwrap();
+    assert!(
+        peak >= 200.0 * 1024.0 * 1024.0 && peak <= hwm,
+        "resident bytes peak {peak} against 200 MiB touched and VmHWM {hwm}"
+    );
+}
+
+/// `--no-python` leaves Python alone: no bootstrap on `PYTHONPATH`, so no framework
+/// hook; the native collectors (ITT, NVTX) stay offered.
+#[test]
+fn no_python_leaves_the_interpreter_alone() {
+    let dir = scratch_dir("record-no-python");
+    let probe = "import os, sys; print(os.environ.get('PYTHONPATH', '<unset>')); \
+                 print(os.environ.get('INTEL_LIBITTNOTIFY64', '<unset>')); \
+                 print('sitecustomize' in sys.modules and sys.modules['sitecustomize'].__file__ or '-')";
+    let mut outputs = Vec::new();
+    for options in [&["-q"][..], &["-q", "--no-python"]] {
+        let mut command = record_command(options, &dir.join("session"));
+        let out = command
+            .arg(python())
+            .args(["-c", probe])
+            .env_remove("PYTHONPATH")
+            .output()
+            .unwrap();
+        assert_ok(&out, "python -c probe");
+        outputs.push(String::from_utf8(out.stdout).unwrap());
+    }
+    // The bootstrap lives in the session; this test's scratch directory names it.
+    let in_session = |text: &str| text.contains("record-no-python");
+    let hooked: Vec<&str> = outputs[0].lines().collect();
+    assert!(
+        in_session(hooked[0]) && in_session(hooked[2]),
+        "by default the bootstrap is on PYTHONPATH and imported: {hooked:?}"
+    );
+    let plain: Vec<&str> = outputs[1].lines().collect();
+    assert_eq!(plain[0], "<unset>", "--no-python: {plain:?}");
+    assert!(!in_session(plain[2]), "--no-python: {plain:?}");
+    assert!(
+        plain[1].ends_with("libopscope_record.so"),
+        "--no-python: {plain:?}"
+    );
+}
+
 /// Where an NVIDIA driver exists the sampler reads each GPU's utilisation and memory
 /// through NVML. No GPU here: a stand-in `libnvidia-ml.so.1` (tests/record/fake_nvml.c,
 /// its structs laid out from nvml.h) gives two devices fixed readings, and each must
@@ -772,6 +871,20 @@ fn a_dataloaders_worker_processes_are_recorded() {
         .filter(|(c, _)| c == "itt/PyTorch")
         .count();
     assert!(main_ops > 0, "the main process's ops are recorded");
+    for worker in &workers {
+        let file = files
+            .get(worker)
+            .unwrap_or_else(|| panic!("no file for worker {worker}"));
+        let fills = slice_counts(file)
+            .iter()
+            .filter(|((c, n), _)| c == "itt/PyTorch" && n == "aten::full")
+            .map(|(_, count)| count)
+            .sum::<u64>();
+        assert!(
+            fills > 0,
+            "worker {worker}'s torch.full ops are in its own file"
+        );
+    }
     let sampled = sampled_pids(&session);
     for pid in workers.iter().chain([&main]) {
         assert!(
