@@ -650,6 +650,137 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// ittnotify's C library as the ittapi-sys crate ships it (the example's dependency).
+fn ittnotify_sources() -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--offline"])
+        // Offline, only this platform's packages are there to resolve.
+        .arg("--filter-platform")
+        .arg(format!("{}-unknown-linux-gnu", std::env::consts::ARCH))
+        .arg("--manifest-path")
+        .arg(repo_root().join("Cargo.toml"))
+        .output()
+        .expect("cargo runs");
+    assert_ok(&out, "cargo metadata");
+    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let crate_dir = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "ittapi-sys")
+        .map(|p| {
+            Path::new(p["manifest_path"].as_str().unwrap())
+                .parent()
+                .unwrap()
+                .to_path_buf()
+        })
+        .expect("ittapi-sys among the workspace's packages");
+    crate_dir.join("c-library")
+}
+
+/// The ITT calls beyond tasks, from C through ittnotify's static part: frames begun
+/// and ended or submitted, markers, metadata on a task, a task named by its function's
+/// address, and counters set, increased and decreased, each as the program says it
+/// emitted them.
+#[test]
+fn itt_frames_markers_metadata_and_counters_arrive_as_emitted() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-itt-surface");
+    std::fs::create_dir_all(&dir).unwrap();
+    let itt = ittnotify_sources();
+    let program = dir.join("itt_surface");
+    let compiled = Command::new("cc")
+        .arg("-O2")
+        .arg(format!("-I{}", itt.join("include").display()))
+        .arg(format!("-I{}", itt.join("src/ittnotify").display()))
+        .arg(repo_root().join("tests/record/itt_surface.c"))
+        .arg(itt.join("src/ittnotify/ittnotify_static.c"))
+        .args(["-ldl", "-lpthread", "-o"])
+        .arg(&program)
+        .output()
+        .expect("a C compiler (cc)");
+    assert_ok(&compiled, "compiling itt_surface.c");
+    let session = dir.join("session");
+    let out = record(&session, &program, &[], &[]);
+    assert_ok(&out, "itt_surface");
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = recorded(&session);
+    assert_eq!(files.len(), 1);
+    let file = files.values().next().unwrap();
+
+    let counts = slice_counts(file);
+    let frames = ("itt.frame/surface".to_string(), "surface".to_string());
+    assert_eq!(
+        counts.get(&frames),
+        Some(&6),
+        "5 frames begun and ended, 1 submitted: {counts:?}"
+    );
+    let slices = file["slices"].as_array().unwrap();
+    let step = slices
+        .iter()
+        .find(|s| s[2] == "step")
+        .unwrap_or_else(|| panic!("no step task: {slices:?}"));
+    assert_eq!(step[1], "itt/surface");
+    assert_eq!(
+        step[5],
+        serde_json::json!({"batch[0]": 32, "batch[1]": 64, "phase": "train"}),
+        "the task's metadata"
+    );
+    let by_function = format!("fn {}", own["function"].as_str().unwrap());
+    assert!(
+        slices
+            .iter()
+            .any(|s| s[2] == by_function.as_str() && s[1] == "itt/surface"),
+        "a task named {by_function}: {slices:?}"
+    );
+    let marks: Vec<&Value> = file["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i[1] == "itt/surface" && i[2] == "mark")
+        .collect();
+    assert_eq!(marks.len(), 4, "markers: {marks:?}");
+    assert_eq!(
+        marks.iter().filter(|i| i[0].is_null()).count(),
+        1,
+        "the global marker is the process's, the others the thread's: {marks:?}"
+    );
+    let values = &file["counter_values"];
+    for counter in ["queue depth", "load"] {
+        let (_, got) = values
+            .as_object()
+            .unwrap()
+            .iter()
+            .find(|(key, _)| key.ends_with(&format!("/{counter}")))
+            .unwrap_or_else(|| panic!("no {counter} counter in {values}"));
+        let got: Vec<f64> = got
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let want: Vec<f64> = own[counter]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(got, want, "{counter}");
+    }
+    assert_eq!(
+        file["threads"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap(),
+        "surface-main"
+    );
+}
+
 /// The process sampler's readings of a program that knows its own: one thread busy
 /// beside three waiting ones, 200 MB touched. CPU % must match the CPU the program
 /// measured itself using, the thread count its own, and resident memory at least the
