@@ -1192,6 +1192,27 @@ fn a_program_killed_mid_run_leaves_a_readable_trace() {
         "last event {} ms before the kill",
         (killed_at - last_end) / 1_000_000
     );
+    // Nothing older is missing: some op of the example is always running (idle gaps
+    // of 2 ms at most in a full run), so a chunk lost on the way would leave a time
+    // with no op of at least a flush interval.
+    let mut spans: Vec<(i64, i64)> = slices
+        .iter()
+        .map(|s| {
+            let begin = s[3].as_i64().unwrap();
+            (begin, begin + s[4].as_i64().unwrap())
+        })
+        .collect();
+    spans.sort_unstable();
+    let (mut covered_to, mut widest) = (spans[0].1, 0);
+    for &(begin, end) in &spans[1..] {
+        widest = widest.max(begin - covered_to);
+        covered_to = covered_to.max(end);
+    }
+    assert!(
+        widest < flush_ms * 1_000_000,
+        "{} ms with no recorded op",
+        widest / 1_000_000
+    );
     // And opscope itself reads it.
     common::opscope_ok(&["info", session.to_str().unwrap()]);
 }
