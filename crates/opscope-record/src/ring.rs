@@ -111,7 +111,7 @@ impl ThreadBuffer {
     /// dropped) when it does not fit.
     #[cfg(test)]
     fn push(&self, bytes: &[u8]) -> bool {
-        self.push_with(bytes.len(), |slot| {
+        self.push_with(bytes.len(), 0, |slot| {
             slot[..bytes.len()].copy_from_slice(bytes);
             bytes.len()
         })
@@ -119,9 +119,10 @@ impl ThreadBuffer {
 
     /// Appends one record that `write` builds in place: it gets `max` free bytes and
     /// returns how many it used (a multiple of 8, at most `max`). False (and counted as
-    /// dropped, with `write` never called) when `max` bytes are not free.
-    fn push_with(&self, max: usize, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
-        let pushed = self.try_push_with(max, write);
+    /// dropped, with `write` never called) when `max` bytes are not free with `reserve`
+    /// more left over (the room promised to the ends of the thread's open slices).
+    fn push_with(&self, max: usize, reserve: u64, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+        let pushed = self.try_push_with(max, reserve, write);
         if !pushed {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -129,7 +130,12 @@ impl ThreadBuffer {
     }
 
     /// [`Self::push_with`], counting nothing when the record does not fit.
-    fn try_push_with(&self, max: usize, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
+    fn try_push_with(
+        &self,
+        max: usize,
+        reserve: u64,
+        write: impl FnOnce(&mut [u8]) -> usize,
+    ) -> bool {
         let max = max as u64;
         let cap = self.capacity as u64;
         let tail = self.tail.load(Ordering::Relaxed);
@@ -139,7 +145,7 @@ impl ThreadBuffer {
         // The record must be contiguous: when `max` bytes do not fit before the end of
         // the ring, a filler takes the rest and the record starts at 0.
         let need = if max <= to_end { max } else { to_end + max };
-        if tail.wrapping_sub(head) + need > cap {
+        if tail.wrapping_sub(head) + need + reserve > cap {
             return false;
         }
         let (mut at, mut tail) = (at, tail);
@@ -242,6 +248,9 @@ struct Slot {
     /// end is dropped too and slices stay balanced.
     dropped_depths: Cell<u64>,
     depth: Cell<u32>,
+    /// Open slices whose begin was kept: their ends must fit, so every other record
+    /// leaves room for them ([`Slot::reserve`]).
+    kept_open: Cell<u32>,
     /// Names this thread defined for its compact begins ([`Kind::BeginNamed`]); made
     /// at the first, in the library's own memory: a 10 KB thread-local would be
     /// allocated from the program's heap by the dynamic loader, for every thread.
@@ -290,6 +299,7 @@ thread_local! {
             buffer: Cell::new(None),
             dropped_depths: Cell::new(0),
             depth: Cell::new(0),
+            kept_open: Cell::new(0),
             names: RefCell::new(None),
         }
     };
@@ -309,8 +319,21 @@ impl Slot {
 }
 
 impl Slot {
+    /// The bytes a record must leave free for the ends of the kept open slices, and of
+    /// `opening` more: 16 each, and 8 for the filler one of them may need at the ring's
+    /// end. A begin is dropped rather than one of them.
+    fn reserve(&self, opening: u32) -> u64 {
+        match self.kept_open.get() + opening {
+            0 => 0,
+            n => n as u64 * COMPACT as u64 + 8,
+        }
+    }
+
     /// Notes a begin at the current depth, kept or dropped.
     fn opened(&self, kept: bool) {
+        if kept {
+            self.kept_open.set(self.kept_open.get().saturating_add(1));
+        }
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
         if depth < 64 {
@@ -328,7 +351,11 @@ impl Slot {
             return true;
         };
         self.depth.set(depth);
-        !(depth < 64 && self.dropped_depths.get() & (1 << depth) != 0)
+        let kept = !(depth < 64 && self.dropped_depths.get() & (1 << depth) != 0);
+        if kept {
+            self.kept_open.set(self.kept_open.get().saturating_sub(1));
+        }
+        kept
     }
 }
 
@@ -339,14 +366,17 @@ pub fn emit(kind: Kind, max: usize, write: impl FnOnce(&mut [u8]) -> usize) {
     let _ = SLOT.try_with(|slot| {
         let buffer = slot.buffer();
         match kind {
-            Kind::Begin | Kind::BeginNamed => slot.opened(buffer.push_with(max, write)),
+            Kind::Begin | Kind::BeginNamed => {
+                slot.opened(buffer.push_with(max, slot.reserve(1), write))
+            }
             Kind::End => {
                 if slot.closed() {
-                    buffer.push_with(max, write);
+                    // Into the room its begin reserved (when it was kept).
+                    buffer.push_with(max, 0, write);
                 }
             }
             _ => {
-                buffer.push_with(max, write);
+                buffer.push_with(max, slot.reserve(0), write);
             }
         }
     });
@@ -375,7 +405,8 @@ pub fn emit_named_begin(
             names.next_id = if id >= MAX_NAME_ID { 1 } else { id + 1 };
             // Cached only once the writer is sure to learn the name; without the
             // definition the begin is dropped too (its end follows it).
-            if !buffer.push_with(crate::event::MAX_RECORD, |bytes| define(bytes, id)) {
+            let room = slot.reserve(1) + COMPACT as u64; // and the begin after it
+            if !buffer.push_with(crate::event::MAX_RECORD, room, |bytes| define(bytes, id)) {
                 drop(cache);
                 slot.opened(false);
                 return;
@@ -385,7 +416,10 @@ pub fn emit_named_begin(
             id
         };
         drop(cache);
-        slot.opened(buffer.push_with(COMPACT, |bytes| compact(bytes, Kind::BeginNamed, id, ts)));
+        let kept = buffer.push_with(COMPACT, slot.reserve(1), |bytes| {
+            compact(bytes, Kind::BeginNamed, id, ts)
+        });
+        slot.opened(kept);
     });
 }
 
@@ -401,9 +435,9 @@ pub fn emit_end(ts: u64) {
 pub fn emit_or_make_room(max: usize, write: impl Fn(&mut [u8]) -> usize, make_room: impl FnOnce()) {
     let _ = SLOT.try_with(|slot| {
         let buffer = slot.buffer();
-        if !buffer.try_push_with(max, &write) {
+        if !buffer.try_push_with(max, slot.reserve(0), &write) {
             make_room();
-            buffer.push_with(max, &write);
+            buffer.push_with(max, slot.reserve(0), &write);
         }
     });
 }
@@ -479,7 +513,7 @@ mod tests {
         let b = ThreadBuffer::allocate(64 * 1024);
         let r = record(0, 100);
         let try_push = |r: &[u8]| {
-            b.try_push_with(r.len(), |slot| {
+            b.try_push_with(r.len(), 0, |slot| {
                 slot[..r.len()].copy_from_slice(r);
                 r.len()
             })

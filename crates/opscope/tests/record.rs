@@ -679,6 +679,80 @@ fn ittnotify_sources() -> PathBuf {
     crate_dir.join("c-library")
 }
 
+/// `tests/record/NAME.c` compiled with ittnotify's static part into DIR.
+fn compile_itt_program(dir: &Path, name: &str) -> PathBuf {
+    std::fs::create_dir_all(dir).unwrap();
+    let itt = ittnotify_sources();
+    let program = dir.join(name);
+    let compiled = Command::new("cc")
+        .arg("-O2")
+        .arg(format!("-I{}", itt.join("include").display()))
+        .arg(format!("-I{}", itt.join("src/ittnotify").display()))
+        .arg(repo_root().join(format!("tests/record/{name}.c")))
+        .arg(itt.join("src/ittnotify/ittnotify_static.c"))
+        .args(["-ldl", "-lpthread", "-o"])
+        .arg(&program)
+        .output()
+        .expect("a C compiler (cc)");
+    assert_ok(&compiled, &format!("compiling {name}.c"));
+    program
+}
+
+/// A flood of nested tasks into the smallest ring, drained once a second: what is kept
+/// stays well formed (every kept begin has its end: ends have room kept for them), and
+/// what is dropped is counted, so kept + dropped = what the program began.
+#[test]
+fn a_full_ring_drops_whole_tasks_and_counts_them() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-itt-flood");
+    let program = compile_itt_program(&dir, "itt_flood");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        &program,
+        &["2000000"],
+        &[("OPSCOPE_BUFFER_KB", "64"), ("OPSCOPE_FLUSH_MS", "1000")],
+    );
+    assert_ok(&out, "itt_flood");
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let files = recorded(&session); // the oracle fails on an end without its begin
+    let file = files.values().next().unwrap();
+    let counts = slice_counts(file);
+    let kept: u64 = ["outer", "inner"]
+        .iter()
+        .map(|n| {
+            counts
+                .get(&("itt/flood".into(), n.to_string()))
+                .copied()
+                .unwrap_or(0)
+        })
+        .sum();
+    let dropped: u64 = file["instants"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i[2] == "opscope: events dropped (buffer full)")
+        .map(|i| i[4]["count"].as_u64().unwrap())
+        .sum();
+    assert!(dropped > 0, "a 64 KB ring drained once a second overflows");
+    assert!(kept > 0);
+    assert_eq!(
+        kept + dropped,
+        own["tasks"].as_u64().unwrap(),
+        "kept {kept} + dropped {dropped}"
+    );
+    let info = common::opscope_ok(&["info", session.to_str().unwrap(), "--format", "json"]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(
+        info["repairs"]["unmatched_begins"], 0,
+        "{}",
+        info["repairs"]
+    );
+    assert_eq!(info["repairs"]["unmatched_ends"], 0, "{}", info["repairs"]);
+}
+
 /// The ITT calls beyond tasks, from C through ittnotify's static part: frames begun
 /// and ended or submitted, markers, metadata on a task, a task named by its function's
 /// address, and counters set, increased and decreased, each as the program says it
@@ -689,20 +763,7 @@ fn itt_frames_markers_metadata_and_counters_arrive_as_emitted() {
         return;
     }
     let dir = scratch_dir("record-itt-surface");
-    std::fs::create_dir_all(&dir).unwrap();
-    let itt = ittnotify_sources();
-    let program = dir.join("itt_surface");
-    let compiled = Command::new("cc")
-        .arg("-O2")
-        .arg(format!("-I{}", itt.join("include").display()))
-        .arg(format!("-I{}", itt.join("src/ittnotify").display()))
-        .arg(repo_root().join("tests/record/itt_surface.c"))
-        .arg(itt.join("src/ittnotify/ittnotify_static.c"))
-        .args(["-ldl", "-lpthread", "-o"])
-        .arg(&program)
-        .output()
-        .expect("a C compiler (cc)");
-    assert_ok(&compiled, "compiling itt_surface.c");
+    let program = compile_itt_program(&dir, "itt_surface");
     let session = dir.join("session");
     let out = record(&session, &program, &[], &[]);
     assert_ok(&out, "itt_surface");
