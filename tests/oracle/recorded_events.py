@@ -10,7 +10,8 @@ A file cut off by a kill keeps the packets before the cut.
 Usage: recorded_events.py FILE...
 Prints one JSON object: {path: {"pid", "pids" (every process described), "process_name", "threads": {tid: name},
 "slices": [[tid or track name, category, name, ts, dur, args]], "instants": [...],
-"counters": {name: samples}, "counter_values": {"process name/track name": [values]},
+"counters": {name: samples}, "counter_values": {"process name/track name": [values]}, "snapshot" (the first snapshot of the
+built-in clocks: {clock id: ns}),
 "truncated": bool}}. Exits with status 3 when the
 `perfetto` package is missing.
 """
@@ -97,6 +98,7 @@ def read(path):
     threads = {str(t["tid"]): t.get("thread_name", "") for t in tracks.values() if "tid" in t}
 
     stacks, slices, instants, counters, counter_values = {}, [], [], {}, {}
+    snapshot = {}  # the first snapshot of the built-in clocks: {clock id: ns}
     for p in all_packets:
         seq_id = p.trusted_packet_sequence_id
         if p.sequence_flags & CLEARED:
@@ -110,6 +112,8 @@ def read(path):
                 seq["track"] = d.track_event_defaults.track_uuid
         if p.HasField("clock_snapshot"):
             clocks = {c.clock_id: c for c in p.clock_snapshot.clocks}
+            if not snapshot and not any(c.clock_id >= 64 for c in clocks.values()):
+                snapshot = {str(c.clock_id): c.timestamp for c in clocks.values()}
             for c in clocks.values():
                 if c.clock_id >= 64:
                     seq["clocks"][c.clock_id] = {"last": c.timestamp, "at": c.timestamp,
@@ -153,7 +157,7 @@ def read(path):
             value = e.double_counter_value if e.HasField("double_counter_value") else e.counter_value
             counter_values.setdefault(f"{owner}/{track.get('name', '')}", []).append(value)
     return {"pid": pid, "pids": sorted(pids), "process_name": process_name, "threads": threads, "slices": slices,
-            "instants": instants, "counters": counters, "counter_values": counter_values,
+            "instants": instants, "counters": counters, "counter_values": counter_values, "snapshot": snapshot,
             "truncated": truncated,
             "open": sum(len(s) for s in stacks.values())}
 

@@ -1287,11 +1287,63 @@ fn children_of(pid: i32) -> Vec<i32> {
 }
 
 fn monotonic_ns() -> i64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(clock, &mut ts) };
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
+}
+
+/// Each recorded file carries a snapshot of CLOCK_MONOTONIC (its events' clock),
+/// CLOCK_REALTIME and CLOCK_BOOTTIME, so sessions of several hosts can be merged: the
+/// snapshot's offsets must be the ones this test reads from the same clocks.
+#[test]
+fn each_file_snapshots_monotonic_realtime_and_boottime() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-clocks");
+    let session = dir.join("session");
+    let started = monotonic_ns();
+    let out = record(
+        &session,
+        &built("dataflow"),
+        &["--steps", "2", "--quiet"],
+        &[],
+    );
+    let ended = monotonic_ns();
+    assert_ok(&out, "the example");
+    let offset = |clock| clock_ns(clock) - monotonic_ns();
+    let (realtime, boottime) = (offset(libc::CLOCK_REALTIME), offset(libc::CLOCK_BOOTTIME));
+    // Perfetto's built-in clock ids.
+    let (id_realtime, id_monotonic, id_boottime) = ("1", "3", "6");
+    let files = recorded(&session);
+    assert!(!files.is_empty());
+    for file in files.values() {
+        let snapshot = &file["snapshot"];
+        let at = |id: &str| {
+            snapshot[id]
+                .as_i64()
+                .unwrap_or_else(|| panic!("no clock {id} in {snapshot}"))
+        };
+        let monotonic = at(id_monotonic);
+        assert!((started..=ended).contains(&monotonic), "{snapshot}");
+        for (name, id, want) in [
+            ("realtime", id_realtime, realtime),
+            ("boottime", id_boottime, boottime),
+        ] {
+            let got = at(id) - monotonic;
+            // Read a few ms apart; the offsets move only if the clock is stepped.
+            assert!(
+                (got - want).abs() < 50_000_000,
+                "{name} - monotonic: {got} in the file, {want} read here"
+            );
+        }
+    }
 }
