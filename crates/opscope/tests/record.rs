@@ -574,6 +574,20 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
         .iter()
         .filter(|e| e["cat"] == "itt/dnnl::primitive::execute" && e["name"] == "convolution")
         .collect();
+    // The model's layers as oneDNN runs them (conv, pooling, dense), and the layout
+    // changes between them, each on TF's worker threads.
+    let kinds: std::collections::BTreeSet<&str> = complete
+        .iter()
+        .filter(|e| e["cat"] == "itt/dnnl::primitive::execute")
+        .inspect(|e| assert_ne!(e["tid"], e["pid"], "a primitive on the main thread: {e}"))
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    for kind in ["convolution", "pooling", "inner_product", "reorder"] {
+        assert!(
+            kinds.contains(kind),
+            "no oneDNN {kind} primitive: {kinds:?}"
+        );
+    }
     assert!(!conv_ops.is_empty(), "TF's Conv2D ops come from the XPlane");
     assert!(
         !primitives.is_empty(),
