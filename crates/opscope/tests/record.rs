@@ -856,6 +856,89 @@ fn itt_frames_markers_metadata_and_counters_arrive_as_emitted() {
     );
 }
 
+/// `--cupti` on a machine without a GPU: a host program plays the CUDA driver (it calls
+/// the library's `InitializeInjection`) and a stand-in libcupti (`fake_cupti.c`, the
+/// activity API as documented) reports one cudaLaunchKernel call at the flush at exit.
+/// The call must arrive with its correlation id and its span on the program's clock;
+/// and when another subscriber holds CUPTI, the program must run on with a message.
+#[test]
+fn cupti_activity_is_flushed_at_exit_and_a_busy_cupti_is_left_alone() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-cupti");
+    let lib_dir = dir.join("lib");
+    std::fs::create_dir_all(&lib_dir).unwrap();
+    for (output, source, flags) in [
+        (
+            lib_dir.join("libcupti.so.13"),
+            "fake_cupti.c",
+            &["-shared", "-fPIC"][..],
+        ),
+        (dir.join("cupti_host"), "cupti_host.c", &["-ldl"][..]),
+    ] {
+        let compiled = Command::new("cc")
+            .arg("-O2")
+            .arg(repo_root().join("tests/record").join(source))
+            .args(flags)
+            .arg("-o")
+            .arg(&output)
+            .output()
+            .expect("a C compiler (cc)");
+        assert_ok(&compiled, &format!("compiling {source}"));
+    }
+    let host = dir.join("cupti_host");
+    let lib_path = lib_dir.to_str().unwrap();
+
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti"],
+        &session,
+        &host,
+        &["60"],
+        &[("LD_LIBRARY_PATH", lib_path)],
+    );
+    assert_ok(&out, "cupti_host");
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(own["initialized"], 1, "InitializeInjection reports success");
+    let files = recorded(&session);
+    let calls: Vec<&Value> = files
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap())
+        .filter(|s| s[1] == "cuda/runtime")
+        .collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let call = calls[0];
+    assert_eq!(call[2], "cudaLaunchKernel");
+    assert_eq!(call[5]["correlation"], 42, "{call}");
+    let span_ms = call[4].as_f64().unwrap() / 1e6;
+    assert!(
+        (60.0..2000.0).contains(&span_ms),
+        "the call spans the host's 60 ms wait on the recording clock: {span_ms} ms"
+    );
+
+    let busy = dir.join("busy");
+    let out = record_with(
+        &["-q", "--cupti"],
+        &busy,
+        &host,
+        &["10"],
+        &[("LD_LIBRARY_PATH", lib_path), ("FAKE_CUPTI_BUSY", "1")],
+    );
+    assert_ok(&out, "cupti_host with CUPTI held by another subscriber");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("CUPTI is already in use"), "{stderr}");
+    let cuda = recorded(&busy)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .count();
+    assert_eq!(
+        cuda, 0,
+        "nothing taken from a CUPTI another subscriber holds"
+    );
+}
+
 /// The process sampler's readings of a program that knows its own: one thread busy
 /// beside three waiting ones, 200 MB touched. CPU % must match the CPU the program
 /// measured itself using, the thread count its own, and resident memory at least the
