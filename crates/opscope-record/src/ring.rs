@@ -248,9 +248,6 @@ struct Slot {
     /// end is dropped too and slices stay balanced.
     dropped_depths: Cell<u64>,
     depth: Cell<u32>,
-    /// Open slices whose begin was kept: their ends must fit, so every other record
-    /// leaves room for them ([`Slot::reserve`]).
-    kept_open: Cell<u32>,
     /// Names this thread defined for its compact begins ([`Kind::BeginNamed`]); made
     /// at the first, in the library's own memory: a 10 KB thread-local would be
     /// allocated from the program's heap by the dynamic loader, for every thread.
@@ -299,7 +296,6 @@ thread_local! {
             buffer: Cell::new(None),
             dropped_depths: Cell::new(0),
             depth: Cell::new(0),
-            kept_open: Cell::new(0),
             names: RefCell::new(None),
         }
     };
@@ -319,11 +315,20 @@ impl Slot {
 }
 
 impl Slot {
-    /// The bytes a record must leave free for the ends of the kept open slices, and of
-    /// `opening` more: 16 each, and 8 for the filler one of them may need at the ring's
-    /// end. A begin is dropped rather than one of them.
+    /// The bytes a record must leave free for the ends of the open slices whose begin
+    /// was kept, and of `opening` more: 16 each, and 8 for the filler one of them may
+    /// need at the ring's end. A begin is dropped rather than one of those ends.
     fn reserve(&self, opening: u32) -> u64 {
-        match self.kept_open.get() + opening {
+        let depth = self.depth.get();
+        // Only the bits below the depth are open slices (the rest are stale); depths
+        // past 64 count as kept, as `closed` treats them.
+        let open_bits = if depth >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << depth) - 1
+        };
+        let dropped = (self.dropped_depths.get() & open_bits).count_ones();
+        match depth - dropped + opening {
             0 => 0,
             n => n as u64 * COMPACT as u64 + 8,
         }
@@ -331,9 +336,6 @@ impl Slot {
 
     /// Notes a begin at the current depth, kept or dropped.
     fn opened(&self, kept: bool) {
-        if kept {
-            self.kept_open.set(self.kept_open.get().saturating_add(1));
-        }
         let depth = self.depth.get();
         self.depth.set(depth.saturating_add(1));
         if depth < 64 {
@@ -351,11 +353,7 @@ impl Slot {
             return true;
         };
         self.depth.set(depth);
-        let kept = !(depth < 64 && self.dropped_depths.get() & (1 << depth) != 0);
-        if kept {
-            self.kept_open.set(self.kept_open.get().saturating_sub(1));
-        }
-        kept
+        !(depth < 64 && self.dropped_depths.get() & (1 << depth) != 0)
     }
 }
 
@@ -434,10 +432,10 @@ pub fn emit_end(ts: u64) {
 /// is dropped. CUPTI hands over thousands of records at once, more than a buffer holds.
 pub fn emit_or_make_room(max: usize, write: impl Fn(&mut [u8]) -> usize, make_room: impl FnOnce()) {
     let _ = SLOT.try_with(|slot| {
-        let buffer = slot.buffer();
-        if !buffer.try_push_with(max, slot.reserve(0), &write) {
+        let (buffer, reserve) = (slot.buffer(), slot.reserve(0));
+        if !buffer.try_push_with(max, reserve, &write) {
             make_room();
-            buffer.push_with(max, slot.reserve(0), &write);
+            buffer.push_with(max, reserve, &write);
         }
     });
 }
