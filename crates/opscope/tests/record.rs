@@ -182,6 +182,39 @@ fn sampler_file(dir: &Path) -> Value {
         .clone()
 }
 
+/// The samples of the one counter of decoded `file` whose "process name/track name"
+/// key names `track` and has `owner` in its process's name.
+fn counter_samples(file: &Value, owner: &str, track: &str) -> Vec<f64> {
+    let values = &file["counter_values"];
+    let (_, samples) = values
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(key, _)| key.ends_with(&format!("/{track}")) && key.contains(owner))
+        .unwrap_or_else(|| panic!("no {track} counter of {owner:?} in {values}"));
+    samples
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
+}
+
+/// Compiles `tests/record/SOURCE` (then `extra`: more sources, flags, libraries) into
+/// `output` with the system's C compiler.
+fn compile_c<S: AsRef<std::ffi::OsStr>>(source: &str, output: &Path, extra: &[S]) {
+    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
+    let compiled = Command::new("cc")
+        .arg("-O2")
+        .arg(repo_root().join("tests/record").join(source))
+        .args(extra)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .expect("a C compiler (cc)");
+    assert_ok(&compiled, &format!("compiling {source}"));
+}
+
 /// The pids the process sampler saw (every process of the recorded tree).
 fn sampled_pids(dir: &Path) -> Vec<i64> {
     sampler_file(dir)["pids"]
@@ -695,20 +728,18 @@ fn ittnotify_sources() -> PathBuf {
 
 /// `tests/record/NAME.c` compiled with ittnotify's static part into DIR.
 fn compile_itt_program(dir: &Path, name: &str) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
     let itt = ittnotify_sources();
     let program = dir.join(name);
-    let compiled = Command::new("cc")
-        .arg("-O2")
-        .arg(format!("-I{}", itt.join("include").display()))
-        .arg(format!("-I{}", itt.join("src/ittnotify").display()))
-        .arg(repo_root().join(format!("tests/record/{name}.c")))
-        .arg(itt.join("src/ittnotify/ittnotify_static.c"))
-        .args(["-ldl", "-lpthread", "-o"])
-        .arg(&program)
-        .output()
-        .expect("a C compiler (cc)");
-    assert_ok(&compiled, &format!("compiling {name}.c"));
+    let extra = [
+        format!("-I{}", itt.join("include").display()),
+        format!("-I{}", itt.join("src/ittnotify").display()),
+        itt.join("src/ittnotify/ittnotify_static.c")
+            .display()
+            .to_string(),
+        "-ldl".into(),
+        "-lpthread".into(),
+    ];
+    compile_c(&format!("{name}.c"), &program, &extra);
     program
 }
 
@@ -823,20 +854,8 @@ fn itt_frames_markers_metadata_and_counters_arrive_as_emitted() {
         1,
         "the global marker is the process's, the others the thread's: {marks:?}"
     );
-    let values = &file["counter_values"];
     for counter in ["queue depth", "load"] {
-        let (_, got) = values
-            .as_object()
-            .unwrap()
-            .iter()
-            .find(|(key, _)| key.ends_with(&format!("/{counter}")))
-            .unwrap_or_else(|| panic!("no {counter} counter in {values}"));
-        let got: Vec<f64> = got
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect();
+        let got = counter_samples(file, "", counter);
         let want: Vec<f64> = own[counter]
             .as_array()
             .unwrap()
@@ -868,26 +887,13 @@ fn cupti_activity_is_flushed_at_exit_and_a_busy_cupti_is_left_alone() {
     }
     let dir = scratch_dir("record-cupti");
     let lib_dir = dir.join("lib");
-    std::fs::create_dir_all(&lib_dir).unwrap();
-    for (output, source, flags) in [
-        (
-            lib_dir.join("libcupti.so.13"),
-            "fake_cupti.c",
-            &["-shared", "-fPIC"][..],
-        ),
-        (dir.join("cupti_host"), "cupti_host.c", &["-ldl"][..]),
-    ] {
-        let compiled = Command::new("cc")
-            .arg("-O2")
-            .arg(repo_root().join("tests/record").join(source))
-            .args(flags)
-            .arg("-o")
-            .arg(&output)
-            .output()
-            .expect("a C compiler (cc)");
-        assert_ok(&compiled, &format!("compiling {source}"));
-    }
+    compile_c(
+        "fake_cupti.c",
+        &lib_dir.join("libcupti.so.13"),
+        &["-shared", "-fPIC"],
+    );
     let host = dir.join("cupti_host");
+    compile_c("cupti_host.c", &host, &["-ldl"]);
     let lib_path = lib_dir.to_str().unwrap();
 
     let session = dir.join("session");
@@ -960,21 +966,8 @@ fn process_samples_agree_with_the_programs_own_account() {
     );
     assert_ok(&out, "busy.py");
     let own: Value = serde_json::from_slice(&std::fs::read(&own_path).unwrap()).unwrap();
-    let values = sampler_file(&session)["counter_values"].clone();
-    let track = |name: &str| -> Vec<f64> {
-        let (_, samples) = values
-            .as_object()
-            .unwrap()
-            .iter()
-            .find(|(key, _)| key.contains("busy.py") && key.ends_with(&format!("/{name}")))
-            .unwrap_or_else(|| panic!("no {name} track for busy.py in {values}"));
-        samples
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_f64().unwrap())
-            .collect()
-    };
+    let sampled = sampler_file(&session);
+    let track = |name: &str| counter_samples(&sampled, "busy.py", name);
     let cpu = track("CPU %");
     assert!(cpu.len() >= 10, "1.5 s sampled every 100 ms: {cpu:?}");
     let mut sorted = cpu.clone();
@@ -1049,14 +1042,11 @@ fn gpu_readings_from_nvml_become_counters() {
     }
     let dir = scratch_dir("record-nvml");
     let lib_dir = dir.join("lib");
-    std::fs::create_dir_all(&lib_dir).unwrap();
-    let compiled = Command::new("cc")
-        .args(["-shared", "-fPIC", "-O2", "-o"])
-        .arg(lib_dir.join("libnvidia-ml.so.1"))
-        .arg(repo_root().join("tests/record/fake_nvml.c"))
-        .output()
-        .expect("a C compiler (cc)");
-    assert_ok(&compiled, "compiling fake_nvml.c");
+    compile_c(
+        "fake_nvml.c",
+        &lib_dir.join("libnvidia-ml.so.1"),
+        &["-shared", "-fPIC"],
+    );
     let session = dir.join("session");
     let out = record_with(
         &["-q", "--sample-ms", "20"],
