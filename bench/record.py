@@ -456,15 +456,16 @@ def at_equal_faults(by_variant: dict, faults: float) -> dict[str, float]:
     return {v: mean_t - slope * mean_f + slope * faults for v, (mean_f, mean_t) in means.items()}
 
 
-# The PyTorch ratios of the interleaved task: (process kind, mode, process kind, mode).
-# In a process under `opscope record --no-python` the "itt" blocks are what the recorder
-# records; in a plain one they are PyTorch's ITT mode with ittnotify's no-op stubs.
+# The PyTorch ratios of the interleaved task, each within one process kind:
+# (process kind, mode, mode). In a process under `opscope record --no-python` the "itt"
+# blocks are what the recorder records; in a plain one they are PyTorch's ITT mode with
+# ittnotify's no-op stubs.
 INTERLEAVED_RATIOS = {
-    "record / torch.profiler": ("opscope record", "itt", "opscope record", "profile"),
-    "record / plain": ("opscope record", "itt", "opscope record", "plain"),
-    "torch.profiler / plain": ("python", "profile", "python", "plain"),
-    "emit_itt alone / plain": ("python", "itt", "python", "plain"),
-    "emit_itt alone / torch.profiler": ("python", "itt", "python", "profile"),
+    "record / torch.profiler": ("opscope record", "itt", "profile"),
+    "record / plain": ("opscope record", "itt", "plain"),
+    "torch.profiler / plain": ("python", "profile", "plain"),
+    "emit_itt alone / plain": ("python", "itt", "plain"),
+    "emit_itt alone / torch.profiler": ("python", "itt", "profile"),
 }
 
 
@@ -515,7 +516,7 @@ def bench_interleaved(args: argparse.Namespace) -> dict:
           f"{INTERLEAVED_BLOCK - 1} timed steps a mode, {args.repeat} processes of each kind)")
     print(f"  recorded sessions: slices per ITT-block step "
           + " ".join(f"{r['slices_per_itt_step']:g}" for r in recorded) + ", none dropped")
-    for name, (kind, mode_a, _, mode_b) in INTERLEAVED_RATIOS.items():
+    for name, (kind, mode_a, mode_b) in INTERLEAVED_RATIOS.items():
         per_process = [[c[mode_a] / c[mode_b] for c in cycles] for cycles in processes[kind]]
         pooled = [r for ratios in per_process for r in ratios]
         spread = []

@@ -16,14 +16,10 @@ Prints {"modes": [...], "blocks": [{"mode", "cycle", "steps_ms", "faults"}, ...]
 """
 
 import argparse
-import contextlib
 import itertools
 import json
-import resource
-import time
 
-import torch
-import torch.nn as nn
+from torch_cnn import MODES, context, make_step, timed
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--cycles", type=int, default=42, help="best a multiple of 6")
@@ -31,46 +27,16 @@ parser.add_argument("--block", type=int, default=6, help="steps per block, the f
 parser.add_argument("--warmup-cycles", type=int, default=1)
 parser.add_argument("--threads", type=int, default=1)
 args = parser.parse_args()
-torch.set_num_threads(args.threads)
+step = make_step(args.threads)
 
-torch.manual_seed(0)
-model = nn.Sequential(
-    nn.Conv2d(3, 32, 3), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Conv2d(32, 64, 3), nn.ReLU(), nn.MaxPool2d(2),
-    nn.Flatten(), nn.Linear(64 * 6 * 6, 128), nn.ReLU(), nn.Linear(128, 10),
-)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-x = torch.randn(64, 3, 32, 32)
-y = torch.randint(0, 10, (64,))
-
-
-def context(mode):
-    if mode == "profile":
-        from torch.profiler import ProfilerActivity, profile
-
-        return profile(activities=[ProfilerActivity.CPU])
-    if mode == "itt":
-        return torch.autograd.profiler.emit_itt()
-    return contextlib.nullcontext()
-
-
-MODES = ["plain", "itt", "profile"]
 ORDERS = list(itertools.permutations(MODES))
 blocks = []
 for cycle in range(args.warmup_cycles + args.cycles):
     for mode in ORDERS[cycle % len(ORDERS)]:
-        steps_ms, faults = [], []
         with context(mode):
-            for step in range(args.block):
-                faults_before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-                start = time.perf_counter()
-                optimizer.zero_grad()
-                nn.functional.cross_entropy(model(x), y).backward()
-                optimizer.step()
-                if step > 0:
-                    steps_ms.append((time.perf_counter() - start) * 1e3)
-                    faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults_before)
+            timed_steps = [timed(step) for _ in range(args.block)][1:]
         if cycle >= args.warmup_cycles:
             blocks.append({"mode": mode, "cycle": cycle - args.warmup_cycles,
-                           "steps_ms": steps_ms, "faults": faults})
+                           "steps_ms": [ms for ms, _ in timed_steps],
+                           "faults": [f for _, f in timed_steps]})
 print(json.dumps({"modes": MODES, "blocks": blocks}))
