@@ -11,7 +11,8 @@ Usage: recorded_events.py FILE...
 Prints one JSON object: {path: {"pid", "pids" (every process described), "process_name", "threads": {tid: name},
 "slices": [[tid or track name, category, name, ts, dur, args]], "instants": [...],
 "counters": {name: samples}, "counter_values": {"process name/track name": [values]}, "snapshot" (the first snapshot of the
-built-in clocks: {clock id: ns}),
+built-in clocks: {clock id: ns}), "primary_clock" (that snapshot's primary trace clock, Perfetto's default 6, BOOTTIME,
+when it names none),
 "truncated": bool}}. Exits with status 3 when the
 `perfetto` package is missing.
 """
@@ -99,6 +100,7 @@ def read(path):
 
     stacks, slices, instants, counters, counter_values = {}, [], [], {}, {}
     snapshot = {}  # the first snapshot of the built-in clocks: {clock id: ns}
+    primary_clock = 6
     for p in all_packets:
         seq_id = p.trusted_packet_sequence_id
         if p.sequence_flags & CLEARED:
@@ -114,6 +116,8 @@ def read(path):
             clocks = {c.clock_id: c for c in p.clock_snapshot.clocks}
             if not snapshot and not any(c.clock_id >= 64 for c in clocks.values()):
                 snapshot = {str(c.clock_id): c.timestamp for c in clocks.values()}
+                if p.clock_snapshot.HasField("primary_trace_clock"):
+                    primary_clock = p.clock_snapshot.primary_trace_clock
             for c in clocks.values():
                 if c.clock_id >= 64:
                     seq["clocks"][c.clock_id] = {"last": c.timestamp, "at": c.timestamp,
@@ -158,7 +162,7 @@ def read(path):
             counter_values.setdefault(f"{owner}/{track.get('name', '')}", []).append(value)
     return {"pid": pid, "pids": sorted(pids), "process_name": process_name, "threads": threads, "slices": slices,
             "instants": instants, "counters": counters, "counter_values": counter_values, "snapshot": snapshot,
-            "truncated": truncated,
+            "primary_clock": primary_clock, "truncated": truncated,
             "open": sum(len(s) for s in stacks.values())}
 
 

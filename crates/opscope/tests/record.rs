@@ -1387,9 +1387,10 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-/// Each recorded file carries a snapshot of CLOCK_MONOTONIC (its events' clock),
-/// CLOCK_REALTIME and CLOCK_BOOTTIME, so sessions of several hosts can be merged: the
-/// snapshot's offsets must be the ones this test reads from the same clocks.
+/// Each recorded file, the process sampler's too, carries a snapshot of
+/// CLOCK_MONOTONIC (its events' clock, and the snapshot's primary one), CLOCK_REALTIME
+/// and CLOCK_BOOTTIME, so sessions of several hosts can be merged: the snapshot's
+/// offsets must be the ones this test reads from the same clocks.
 #[test]
 fn each_file_snapshots_monotonic_realtime_and_boottime() {
     if !python_with(&["perfetto"]) {
@@ -1410,9 +1411,18 @@ fn each_file_snapshots_monotonic_realtime_and_boottime() {
     let (realtime, boottime) = (offset(libc::CLOCK_REALTIME), offset(libc::CLOCK_BOOTTIME));
     // Perfetto's built-in clock ids.
     let (id_realtime, id_monotonic, id_boottime) = ("1", "3", "6");
-    let files = recorded(&session);
+    let mut files: Vec<Value> = recorded(&session).into_values().collect();
     assert!(!files.is_empty());
-    for file in files.values() {
+    let sampler: Vec<PathBuf> = std::fs::read_dir(&session)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains("opscope-processes"))
+        .collect();
+    let decoded = run_oracle_json("recorded_events.py", &sampler);
+    files.extend(decoded.as_object().unwrap().values().cloned());
+    assert_eq!(files.len(), 2, "the example's file and the sampler's");
+    for file in &files {
+        assert_eq!(file["primary_clock"], 3, "{file}");
         let snapshot = &file["snapshot"];
         let at = |id: &str| {
             snapshot[id]

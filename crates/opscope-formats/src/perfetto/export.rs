@@ -14,9 +14,9 @@ use prost::Message;
 
 use super::proto::{
     Clock, ClockSnapshot, CounterDescriptor, DebugAnnotation, Interned, InternedData,
-    ProcessDescriptor, ThreadDescriptor, TracePacket, TrackDescriptor, TrackEvent, CLOCK_BOOTTIME,
-    CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER,
-    TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    ProcessDescriptor, ThreadDescriptor, TracePacket, TracePacketDefaults, TrackDescriptor,
+    TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED,
+    SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
 use crate::error::ExportError;
@@ -26,22 +26,62 @@ const SEQUENCE_ID: u32 = 1;
 /// Output is handed to the writer in chunks of about this size.
 const FLUSH_AT: usize = 1 << 17;
 
+/// The three clocks of this machine read at one instant, for a trace whose timestamps
+/// are `CLOCK_MONOTONIC` nanoseconds (a recording made here): the file then says which
+/// clock its times are on, as `opscope record`'s injected library does in its files.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MonotonicClocks {
+    pub monotonic_ns: u64,
+    pub realtime_ns: u64,
+    pub boottime_ns: u64,
+}
+
+/// How [`export_with`] writes a trace.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ExportOptions {
+    /// The trace's times are `CLOCK_MONOTONIC`, read together with the other clocks
+    /// here. Without it, the file's clock is Perfetto's default (`BOOTTIME`) placed on
+    /// Unix time by the trace's own offsets.
+    pub monotonic: Option<MonotonicClocks>,
+}
+
 /// Writes `trace` to `out` as a Perfetto trace, streaming packet by packet.
 pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
+    export_with(trace, out, &ExportOptions::default())
+}
+
+/// [`export`] with [`ExportOptions`].
+pub fn export_with(
+    trace: &Trace,
+    out: &mut impl Write,
+    options: &ExportOptions,
+) -> Result<(), ExportError> {
     let plan = Plan::new(trace);
     let mut writer = PacketWriter {
         out,
         buf: Vec::with_capacity(FLUSH_AT + 4096),
     };
     // The first packet clears the sequence's incremental state, as Perfetto requires
-    // before any packet that uses interned data.
+    // before any packet that uses interned data. Packets name no clock of their own:
+    // theirs is the sequence's default, BOOTTIME unless the defaults say MONOTONIC.
+    let defaults = options.monotonic.map(|_| {
+        Box::new(TracePacketDefaults {
+            timestamp_clock_id: Some(CLOCK_MONOTONIC),
+            track_event_defaults: None,
+        })
+    });
     writer.write(&TracePacket {
         trusted_packet_sequence_id: Some(SEQUENCE_ID),
         sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
         first_packet_on_sequence: Some(true),
+        trace_packet_defaults: defaults,
         ..Default::default()
     })?;
-    if let Some(snapshot) = unix_snapshot(trace) {
+    let snapshot = match options.monotonic {
+        Some(clocks) => Some(monotonic_snapshot(clocks, plan.origin)),
+        None => unix_snapshot(trace, plan.origin),
+    };
+    if let Some(snapshot) = snapshot {
         writer.write(&TracePacket {
             trusted_packet_sequence_id: Some(SEQUENCE_ID),
             clock_snapshot: Some(Box::new(snapshot)),
@@ -55,8 +95,9 @@ pub fn export(trace: &Trace, out: &mut impl Write) -> Result<(), ExportError> {
 
 /// Where the trace's time line sits on Unix time, as a snapshot of the boot clock (the
 /// clock the events are written on) and the wall clock; `None` unless every source
-/// whose clock knows its Unix offset agrees on it.
-fn unix_snapshot(trace: &Trace) -> Option<ClockSnapshot> {
+/// whose clock knows its Unix offset agrees on it. Written times are the model's minus
+/// `origin`, so the written boot clock is `origin` behind the model's time line.
+fn unix_snapshot(trace: &Trace, origin: i64) -> Option<ClockSnapshot> {
     let mut offsets = trace
         .clocks
         .iter()
@@ -65,6 +106,7 @@ fn unix_snapshot(trace: &Trace) -> Option<ClockSnapshot> {
     if offsets.any(|o| o != offset) {
         return None;
     }
+    let offset = offset.checked_add(origin)?;
     // Snapshot values are unsigned: start the boot clock where both stay positive.
     let boot = offset.min(0).unsigned_abs();
     let clock = |id, timestamp| Clock {
@@ -79,6 +121,27 @@ fn unix_snapshot(trace: &Trace) -> Option<ClockSnapshot> {
         ],
         primary_trace_clock: Some(CLOCK_BOOTTIME as i32),
     })
+}
+
+/// The snapshot of a trace recorded on `CLOCK_MONOTONIC`, moved by `origin` as the
+/// written times are.
+fn monotonic_snapshot(clocks: MonotonicClocks, origin: i64) -> ClockSnapshot {
+    let written = clocks
+        .monotonic_ns
+        .wrapping_add_signed(origin.wrapping_neg());
+    let clock = |id, timestamp| Clock {
+        clock_id: Some(id),
+        timestamp: Some(timestamp),
+        ..Default::default()
+    };
+    ClockSnapshot {
+        clocks: vec![
+            clock(CLOCK_MONOTONIC, written),
+            clock(CLOCK_REALTIME, clocks.realtime_ns),
+            clock(CLOCK_BOOTTIME, clocks.boottime_ns),
+        ],
+        primary_trace_clock: Some(CLOCK_MONOTONIC as i32),
+    }
 }
 
 #[derive(Copy, Clone, PartialEq, Eq)]

@@ -29,7 +29,7 @@ pub(crate) mod proto;
 #[cfg(test)]
 mod tests;
 
-pub use export::export;
+pub use export::{export, export_with, ExportOptions, MonotonicClocks};
 pub use import::import;
 
 /// The kind of an event written by `opscope record`'s injected library, from its

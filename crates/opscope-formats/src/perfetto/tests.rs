@@ -15,7 +15,7 @@ use prost::Message;
 use serde_json::{json, Value};
 
 use super::proto::{self, *};
-use super::{export, import, Marker};
+use super::{export, export_with, import, ExportOptions, Marker, MonotonicClocks};
 use crate::roundtrip_tests::{args_text, event_lines};
 use crate::ImportError;
 
@@ -1010,6 +1010,95 @@ fn perfetto_converts_clocks_with_snapshots() {
         Some(1_700_000_000_000_000_000 - 1_000)
     );
     assert_eq!(t.str(clock.name), "perfetto:BOOTTIME");
+}
+
+/// A trace of one instant at `ts` whose clock sits `unix_offset_ns` before Unix time.
+fn one_instant_on_unix_time(ts: i64, unix_offset_ns: i64) -> Trace {
+    let (mut t, src) = new_trace();
+    t.clocks[t.sources[src.0 as usize].clock.0 as usize].unix_offset_ns = Some(unix_offset_ns);
+    let process = t.process(src, 7);
+    let thread = t.thread(process, 7);
+    let track = t.thread_track(thread, TrackKind::Thread);
+    let name = t.intern("i");
+    t.instants.push(InstantRow {
+        track,
+        ts,
+        name,
+        category: StrId::EMPTY,
+        kind: SliceKind::Other,
+        scope: InstantScope::Thread,
+        args: ArgsId::NONE,
+    });
+    t.finish();
+    t
+}
+
+fn unix_time_of_first_instant(t: &Trace) -> i64 {
+    let clock = &t.clocks[t.sources[0].clock.0 as usize];
+    t.instants.ts[0] + clock.unix_offset_ns.expect("a Unix offset")
+}
+
+/// A trace with negative times is written shifted to start at 0; its clock snapshot
+/// moves with it, so each event keeps its Unix time.
+#[test]
+fn perfetto_shifted_trace_keeps_unix_time() {
+    let unix = 1_700_000_000_000_000_000;
+    let original = one_instant_on_unix_time(-5_000, unix);
+    let mut bytes = Vec::new();
+    export(&original, &mut bytes).expect("export");
+    let back = import_bytes(&bytes).expect("import");
+    assert_eq!(back.instants.ts[0], 0, "shifted to start at 0");
+    assert_eq!(unix_time_of_first_instant(&back), unix - 5_000);
+}
+
+/// A recording on CLOCK_MONOTONIC says so: its snapshot's primary clock is MONOTONIC,
+/// with the wall and boot clocks read beside it, and times stay where they were.
+#[test]
+fn perfetto_monotonic_recording_names_its_clock() {
+    let clocks = MonotonicClocks {
+        monotonic_ns: 50_000,
+        realtime_ns: 1_700_000_000_000_050_000,
+        boottime_ns: 80_000,
+    };
+    let offset = clocks.realtime_ns as i64 - clocks.monotonic_ns as i64;
+    let original = one_instant_on_unix_time(40_000, offset);
+    let mut bytes = Vec::new();
+    let options = ExportOptions {
+        monotonic: Some(clocks),
+    };
+    export_with(&original, &mut bytes, &options).expect("export");
+    let back = import_bytes(&bytes).expect("import");
+    let clock = &back.clocks[back.sources[0].clock.0 as usize];
+    assert_eq!(back.str(clock.name), "perfetto:MONOTONIC");
+    assert_eq!(back.instants.ts[0], 40_000);
+    assert_eq!(unix_time_of_first_instant(&back), offset + 40_000);
+    let (primary, snapshot) = snapshot_of(&bytes);
+    assert_eq!(primary, Some(CLOCK_MONOTONIC as i32));
+    assert_eq!(
+        snapshot,
+        vec![
+            (CLOCK_MONOTONIC, 50_000),
+            (CLOCK_REALTIME, clocks.realtime_ns),
+            (CLOCK_BOOTTIME, 80_000)
+        ]
+    );
+}
+
+/// The primary clock and the clocks (in the order written) of the first clock snapshot
+/// in an exported file.
+fn snapshot_of(bytes: &[u8]) -> (Option<i32>, Vec<(u32, u64)>) {
+    let trace = proto::Trace::decode(bytes).expect("a Perfetto trace");
+    let snapshot = trace
+        .packet
+        .iter()
+        .find_map(|p| p.clock_snapshot.as_ref())
+        .expect("a clock snapshot");
+    let clocks = snapshot
+        .clocks
+        .iter()
+        .map(|c| (c.clock_id.unwrap_or(0), c.timestamp.unwrap_or(0)))
+        .collect();
+    (snapshot.primary_trace_clock, clocks)
 }
 
 /// Found by fuzzing: a `legacy_json_value` that is not JSON was kept as a `Json` arg,

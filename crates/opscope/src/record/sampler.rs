@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Result;
+use opscope_formats::perfetto::{ExportOptions, MonotonicClocks};
 use opscope_model::{ArgsId, ClockDomain, DeviceKind, LinearTransform, Source, Trace, TrackKind};
 
 /// One process as the sampler saw it.
@@ -72,9 +73,17 @@ impl Sampler {
     pub fn finish(self, path: &Path) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         let samples = self.thread.join().unwrap_or_default();
-        let trace = to_trace(&samples, path);
+        let clocks = MonotonicClocks {
+            monotonic_ns: monotonic_ns() as u64,
+            realtime_ns: clock_ns(libc::CLOCK_REALTIME) as u64,
+            boottime_ns: clock_ns(libc::CLOCK_BOOTTIME) as u64,
+        };
+        let trace = to_trace(&samples, path, &clocks);
         let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        opscope_formats::perfetto::export(&trace, &mut file)?;
+        let options = ExportOptions {
+            monotonic: Some(clocks),
+        };
+        opscope_formats::perfetto::export_with(&trace, &mut file, &options)?;
         use std::io::Write;
         file.flush()?;
         Ok(())
@@ -190,7 +199,7 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
     }
 }
 
-fn to_trace(samples: &Samples, path: &Path) -> Trace {
+fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
     let clock_name = trace.intern("CLOCK_MONOTONIC");
     let clock = trace.add_clock(ClockDomain {
@@ -198,7 +207,7 @@ fn to_trace(samples: &Samples, path: &Path) -> Trace {
         to_global: LinearTransform::IDENTITY,
         // The samples sit on CLOCK_MONOTONIC, as the injected library's files do; the
         // offset lets a session put them beside Unix-time sources (XPlane).
-        unix_offset_ns: Some(clock_ns(libc::CLOCK_REALTIME) - monotonic_ns()),
+        unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
     });
     let source = trace.add_source(Source {
         path: path.to_string_lossy().into_owned(),
