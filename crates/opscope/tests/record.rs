@@ -684,6 +684,68 @@ fn jaxs_profiler_writes_into_the_session_and_is_read_once() {
     );
 }
 
+/// A Kineto trace the program writes into the session joins the recorded files on one
+/// time line: Kineto's times are Unix time from its `baseTimeNanoseconds`, ours
+/// CLOCK_MONOTONIC with a snapshot. The script runs the same work under emit_itt,
+/// under torch.profiler, then under emit_itt again, so every op the profiler saw must
+/// lie between the two recorded blocks, whose gaps to it are about a millisecond.
+#[test]
+fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("record-kineto");
+    let session = dir.join("session");
+    let out = record_with(
+        &["--no-python"],
+        &session,
+        Path::new(&python()),
+        &[&script("torch_kineto_in_session.py")],
+        &[],
+    );
+    assert_ok(&out, "torch_kineto_in_session.py");
+    let json = dir.join("session.json");
+    common::opscope_ok(&[
+        "convert",
+        session.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let events: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let spans = |category: &str| -> Vec<(f64, f64)> {
+        events["traceEvents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == "aten::tanh" && e["cat"] == category)
+            .map(|e| {
+                let ts = e["ts"].as_f64().unwrap();
+                (ts, ts + e["dur"].as_f64().unwrap())
+            })
+            .collect()
+    };
+    let (kineto, recorded) = (spans("cpu_op"), spans("itt/PyTorch"));
+    assert_eq!(
+        kineto.len(),
+        20,
+        "the profiler's tanh ops, from kineto.pt.trace.json"
+    );
+    assert_eq!(
+        recorded.len(),
+        40,
+        "two blocks of tanh ops through the ITT collector"
+    );
+    let first = kineto.iter().map(|s| s.0).fold(f64::INFINITY, f64::min);
+    let last = kineto.iter().map(|s| s.1).fold(f64::NEG_INFINITY, f64::max);
+    let before = recorded.iter().filter(|s| s.1 <= first).count();
+    let after = recorded.iter().filter(|s| s.0 >= last).count();
+    assert_eq!(
+        (before, after),
+        (20, 20),
+        "the profiler's ops, {first}..{last} µs, lie between the two recorded blocks: {recorded:?}"
+    );
+}
+
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir).unwrap() {
