@@ -140,9 +140,36 @@ fn command_line(pid: i32) -> String {
     line
 }
 
-fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
-    let me = std::process::id() as i32;
-    let mut stats = HashMap::new();
+/// The pids of `root`'s descendants, each process found through its parent's threads'
+/// `children` files: a sample reads the tree's own files, not every process's on the
+/// machine (thousands on a shared server, each sample). `None` where the kernel
+/// keeps no such files (built without CONFIG_PROC_CHILDREN).
+fn descendants(root: i32) -> Option<HashSet<i32>> {
+    if !Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
+        return None;
+    }
+    let mut tree = HashSet::new();
+    let mut stack = vec![root];
+    while let Some(parent) = stack.pop() {
+        // A process that exits meanwhile just ends its branch.
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+            continue;
+        };
+        for thread in threads.flatten() {
+            // A thread that exits meanwhile has no children left to list.
+            let text = std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
+            for pid in text.split_ascii_whitespace().filter_map(|p| p.parse().ok()) {
+                if tree.insert(pid) {
+                    stack.push(pid);
+                }
+            }
+        }
+    }
+    Some(tree)
+}
+
+/// `root`'s descendants from a scan of every process's parent.
+fn descendants_by_scan(root: i32) -> HashSet<i32> {
     let mut children: HashMap<i32, Vec<i32>> = HashMap::new();
     for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = entry
@@ -154,11 +181,10 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
         };
         if let Some(stat) = read_stat(pid) {
             children.entry(stat.ppid).or_default().push(pid);
-            stats.insert(pid, stat);
         }
     }
     let mut tree = HashSet::new();
-    let mut stack = vec![me];
+    let mut stack = vec![root];
     while let Some(p) = stack.pop() {
         for &c in children.get(&p).into_iter().flatten() {
             if tree.insert(c) {
@@ -166,6 +192,12 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
             }
         }
     }
+    tree
+}
+
+fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
+    let me = std::process::id() as i32;
+    let tree = descendants(me).unwrap_or_else(|| descendants_by_scan(me));
     // SAFETY: sysconf has no preconditions.
     let (hz, page) = unsafe {
         (
@@ -175,7 +207,9 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
     };
     let now = monotonic_ns();
     for pid in tree {
-        let stat = &stats[&pid];
+        let Some(stat) = read_stat(pid) else {
+            continue; // exited since
+        };
         if stat.ppid == me && pid != child {
             // An orphan handed to us: reap it if it exited (never the program itself,
             // whose status `Child::wait` collects).
@@ -255,4 +289,63 @@ fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
     }
     trace.finish();
     trace
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+
+    /// The tree found through the `children` files is the one a scan of every
+    /// process's parent finds: a shell, a sleep, a subshell and the subshell's sleep.
+    #[test]
+    fn the_tree_from_children_files_is_the_tree_from_a_full_scan() {
+        let me = std::process::id() as i32;
+        let mut shell = Command::new("sh")
+            .args(["-c", "sleep 30 & (sleep 30 & echo ready; wait) & wait"])
+            .stdout(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .expect("sh runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(shell.stdout.as_mut().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let walked = descendants(me).expect("this kernel lists children");
+        let scanned = descendants_by_scan(me);
+        let shell_pid = shell.id() as i32;
+        // Test threads of this process may have children of their own meanwhile:
+        // compare the shell's subtree.
+        let subtree = |tree: &HashSet<i32>| -> Vec<i32> {
+            let mut pids: Vec<i32> = tree
+                .iter()
+                .copied()
+                .filter(|&p| p == shell_pid || ancestors(p).contains(&shell_pid))
+                .collect();
+            pids.sort_unstable();
+            pids
+        };
+        let (walked, scanned) = (subtree(&walked), subtree(&scanned));
+        // SAFETY: killing the process group the shell leads (it and everything it
+        // started), then reaping the shell.
+        unsafe { libc::kill(-shell_pid, libc::SIGKILL) };
+        let _ = shell.wait();
+        assert_eq!(walked, scanned);
+        assert_eq!(walked.len(), 4, "{walked:?}");
+    }
+
+    fn ancestors(mut pid: i32) -> Vec<i32> {
+        let mut out = Vec::new();
+        while let Some(stat) = read_stat(pid) {
+            if stat.ppid <= 1 {
+                break;
+            }
+            out.push(stat.ppid);
+            pid = stat.ppid;
+        }
+        out
+    }
 }
