@@ -336,6 +336,11 @@ def bench_rate(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
 FIXED_HEAP_TUNABLES = "glibc.malloc.trim_threshold=1073741824:glibc.malloc.mmap_threshold=33554432"
 
 
+# --scripts names of the step scripts.
+STEP_SCRIPTS = {"keras": "keras", "torch": "torch", "keras-fixed": "keras, fixed heap",
+                "torch-fixed": "torch, fixed heap"}
+
+
 def bench_steps(args: argparse.Namespace) -> dict:
     """Median step times of the Keras and PyTorch CNNs, plain and recorded."""
     py = args.python
@@ -359,10 +364,15 @@ def bench_steps(args: argparse.Namespace) -> dict:
         "keras, fixed heap": ["plain", "opscope record"],
         "torch, fixed heap": ["plain", "emit_itt alone", "opscope record", "torch.profiler"],
     }
+    chosen = [STEP_SCRIPTS[name] for name in args.scripts]
+    scripts = {name: argv for name, argv in scripts.items() if name in chosen}
     runs = {(s, v): [] for s in scripts for v in variants[s]}
     faults = {(s, v): [] for s in scripts for v in variants[s]}
     for round_ in range(args.warmup + args.repeat):
-        for (script, variant), variant_runs in runs.items():
+        # Reversed every other round, so that no variant always runs after the same one
+        # or at the same point of the machine's drift within a round.
+        order = list(runs.items())
+        for (script, variant), variant_runs in order if round_ % 2 == 0 else order[::-1]:
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
                 argv = scripts[script]
                 if variant == "opscope record":
@@ -435,6 +445,28 @@ def steps_at_equal_faults(torch_runs: dict, rounds: int = 2000) -> dict:
             "low": spread[int(0.025 * rounds)], "high": spread[int(0.975 * rounds) - 1]}
     print(f"\ntorch at {faults:.0f} faults a step (fit over all runs): "
           + ", ".join(f"{v} {ms:.2f} ms" for v, ms in fit.items()))
+    for name, r in ratios.items():
+        print(f"  {name}: {r['ratio']:.3f} (95 % bootstrap interval {r['low']:.3f}-{r['high']:.3f})")
+    return ratios
+
+
+def steps_ratios(torch_runs: dict, rounds: int = 2000) -> dict:
+    """EQUAL_FAULTS_RATIOS as ratios of the variants' median steps over runs, each with
+    a 95 % percentile bootstrap interval, whole rounds resampled as above."""
+    rng = random.Random(0)
+    n = min(len(r["runs_step_ms"]) for r in torch_runs.values())
+    ratios = {}
+    for ours, theirs in EQUAL_FAULTS_RATIOS:
+        a, b = torch_runs[ours]["runs_step_ms"], torch_runs[theirs]["runs_step_ms"]
+        spread = []
+        for _ in range(rounds):
+            picks = [rng.randrange(n) for _ in range(n)]
+            spread.append(statistics.median(a[i] for i in picks) / statistics.median(b[i] for i in picks))
+        spread.sort()
+        ratios[f"{ours} / {theirs}"] = {
+            "ratio": statistics.median(a) / statistics.median(b),
+            "low": spread[int(0.025 * rounds)], "high": spread[int(0.975 * rounds) - 1]}
+    print("\ntorch, medians over runs:")
     for name, r in ratios.items():
         print(f"  {name}: {r['ratio']:.3f} (95 % bootstrap interval {r['low']:.3f}-{r['high']:.3f})")
     return ratios
@@ -604,12 +636,14 @@ def print_targets(results: dict) -> list[dict]:
         row("bytes per slice at 1 M events/s", rate["bytes_per_slice"], ".2f")
         row("events lost at 1 M events/s (worst run)", rate["events_lost_max"], ",", "0", rate["events_lost_max"] == 0)
     steps = results.get("steps")
-    if steps:
-        keras, torch = steps["keras"], steps["torch"]
+    if steps and "keras" in steps:
+        keras = steps["keras"]
         row("keras step, plain (ms)", keras["plain"]["step_ms"], ".2f")
         row("keras step, opscope record (ms)", keras["opscope record"]["step_ms"], ".2f")
         slower = keras["opscope record"]["vs_plain"]
         row("keras: record / plain", slower, ".3f", "<= 1.03", slower <= 1.03)
+    if steps and "torch" in steps:
+        torch = steps["torch"]
         row("torch step, plain (ms)", torch["plain"]["step_ms"], ".2f")
         row("torch step, emit_itt alone (ms)", torch["emit_itt alone"]["step_ms"], ".2f")
         row("torch step, opscope record (ms)", torch["opscope record"]["step_ms"], ".2f")
@@ -619,14 +653,15 @@ def print_targets(results: dict) -> list[dict]:
         # What the recorder adds to PyTorch's ITT mode, and what that mode costs alone.
         row("torch: record / emit_itt alone", torch["opscope record"]["step_ms"] / torch["emit_itt alone"]["step_ms"], ".3f")
         row("torch: emit_itt alone / torch.profiler", torch["emit_itt alone"]["step_ms"] / torch["torch.profiler"]["step_ms"], ".3f")
+        for name, r in results.get("steps_ratios", {}).items():
+            row(f"torch: {shorten(name)}, 95 % interval", f"{r['low']:.3f}-{r['high']:.3f}", "")
         for name, equal in results.get("steps_equal_faults", {}).items():
-            for long, short in (("opscope record", "record"), ("torch.profiler", "profiler"),
-                                ("emit_itt alone", "emit_itt")):
-                name = name.replace(long, short)
-            row(f"torch, equal faults: {name}", equal["ratio"], ".3f")
+            row(f"torch, equal faults: {shorten(name)}", equal["ratio"], ".3f")
             row("  95 % interval", f"{equal['low']:.3f}-{equal['high']:.3f}", "")
+    if steps and "keras, fixed heap" in steps:
         slower = steps["keras, fixed heap"]["opscope record"]["vs_plain"]
         row("keras, fixed heap: record / plain", slower, ".3f", "<= 1.03", slower <= 1.03)
+    if steps and "torch, fixed heap" in steps:
         fixed = steps["torch, fixed heap"]
         row("torch, fixed heap: plain (ms)", fixed["plain"]["step_ms"], ".2f")
         row("torch, fixed heap: emit_itt alone / plain", fixed["emit_itt alone"]["vs_plain"], ".3f")
@@ -650,6 +685,13 @@ def print_targets(results: dict) -> list[dict]:
     return rows
 
 
+def shorten(ratio_name: str) -> str:
+    for long, short in (("opscope record", "record"), ("torch.profiler", "profiler"),
+                        ("emit_itt alone", "emit_itt")):
+        ratio_name = ratio_name.replace(long, short)
+    return ratio_name
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", choices=["all", "pairs", "rate", "steps", "interleaved"], default="all")
@@ -663,6 +705,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=1_000_000, help="--task rate: events per second (default: 1000000)")
     parser.add_argument("--seconds", type=float, default=3.0, help="--task rate: how long (default: 3)")
     parser.add_argument("--steps", type=int, default=20, help="--task steps: timed steps per run (default: 20)")
+    parser.add_argument("--scripts", nargs="+", choices=list(STEP_SCRIPTS), default=list(STEP_SCRIPTS),
+                        help="--task steps: which step scripts run; -fixed ones with glibc's heap trimming "
+                        "fixed (default: all four)")
     parser.add_argument("--cycles", type=int, default=42,
                         help="--task interleaved: cycles of the three modes per process, best a multiple of 6, "
                         "the orders of the modes (default: 42)")
@@ -699,7 +744,9 @@ def main() -> None:
         results["rate"] = bench_rate(args, bins)
     if args.task in ("all", "steps"):
         results["steps"] = bench_steps(args)
-        results["steps_equal_faults"] = steps_at_equal_faults(results["steps"]["torch"])
+        if "torch" in results["steps"]:
+            results["steps_ratios"] = steps_ratios(results["steps"]["torch"])
+            results["steps_equal_faults"] = steps_at_equal_faults(results["steps"]["torch"])
     if args.task in ("all", "interleaved"):
         results["interleaved"] = bench_interleaved(args)
     output["results"] = results
