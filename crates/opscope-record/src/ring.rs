@@ -196,6 +196,13 @@ impl ThreadBuffer {
         self.head.store(head, Ordering::Release);
     }
 
+    /// Whether published records not yet drained fill at least a `1/part` of the ring.
+    pub fn filled_past(&self, part: u64) -> bool {
+        let used =
+            (self.tail.load(Ordering::Relaxed)).wrapping_sub(self.head.load(Ordering::Relaxed));
+        used.saturating_mul(part) >= self.capacity as u64
+    }
+
     pub fn tid(&self) -> i32 {
         self.tid.load(Ordering::Relaxed)
     }
@@ -504,6 +511,22 @@ mod tests {
         assert_eq!(next_in, next_out);
         assert!(dropped > 0, "the big rounds overflow a 64 KiB ring");
         assert_eq!(b.take_dropped(), dropped);
+    }
+
+    /// The writer drains early when a ring is a quarter full: the measure counts what
+    /// is published and not drained.
+    #[test]
+    fn a_ring_says_when_it_is_a_quarter_full() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let r = record(0, 100);
+        let mut pushed = 0;
+        while !b.filled_past(4) {
+            assert!(b.push(&r));
+            pushed += r.len();
+        }
+        assert!(pushed >= 16 * 1024 && pushed < 16 * 1024 + r.len(), "{pushed}");
+        b.drain(&mut |_| {});
+        assert!(!b.filled_past(4), "drained");
     }
 
     #[test]

@@ -20,12 +20,16 @@ use crate::writer::Writer;
 pub const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
 /// Milliseconds between two drains of the threads' buffers (and file writes).
 pub const FLUSH_MS_ENV: &str = "OPSCOPE_FLUSH_MS";
-/// Each drain has a fixed cost (a wake-up, a zlib stream's reset and tables, a write):
-/// at PyTorch's ~30,000 ops a second the writer took 1.1 % of a core draining every
-/// 10 ms and 0.47 % every 50 ms, which a program keeping every core busy pays in step
-/// time (BENCHMARKS.md). 50 ms of the fastest recorded thread (a 25,000-pair ITT burst
-/// every 20 ms) fill 2.4 MiB of its 4 MiB ring; a SIGKILL loses at most the last 50 ms.
+/// Each drain has a fixed cost (a zlib stream's reset and tables, a write): at
+/// PyTorch's ~30,000 ops a second the writer took 1.1 % of a core draining every 10 ms
+/// and 0.47 % every 50 ms, which a program keeping every core busy pays in step time
+/// (BENCHMARKS.md). A SIGKILL loses at most the last interval.
 const DEFAULT_FLUSH_MS: u64 = 50;
+/// Between drains the writer looks at the rings this often, and drains at once when
+/// one is a [`DRAIN_AT_PART`] full: a thread bursting millions of events a second fills
+/// its 4 MiB in well under a drain interval.
+const TICK: Duration = Duration::from_millis(10);
+const DRAIN_AT_PART: u64 = 4;
 
 const IDLE: u8 = 0;
 const STARTING: u8 = 1;
@@ -291,15 +295,25 @@ fn writer_loop() {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
+    let tick = interval.min(TICK);
+    let mut waited = Duration::ZERO;
     loop {
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire);
         if requested == FLUSHES_DONE.load(Ordering::Acquire) {
-            std::thread::sleep(interval);
+            std::thread::sleep(tick);
+            waited += tick;
         }
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire).max(requested);
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
+        let due = waited >= interval
+            || requested != FLUSHES_DONE.load(Ordering::Acquire)
+            || ring::registry().any(|b| b.filled_past(DRAIN_AT_PART));
+        if !due {
+            continue;
+        }
+        waited = Duration::ZERO;
         let failed = WRITER.with(|w| w.as_mut().and_then(|writer| writer.drain().err()));
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         let Some(failed) = failed else {
