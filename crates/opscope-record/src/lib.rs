@@ -20,6 +20,7 @@ mod proto;
 pub mod ring;
 pub mod session;
 mod table;
+mod wake;
 pub mod writer;
 
 /// Writes what the program's threads recorded so far; for exits that skip `atexit`

@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
 use crate::ring;
+use crate::wake;
 use crate::writer::Writer;
 
 /// Where the files go (set by `opscope record`).
@@ -23,13 +24,9 @@ pub const FLUSH_MS_ENV: &str = "OPSCOPE_FLUSH_MS";
 /// Each drain has a fixed cost (a zlib stream's reset and tables, a write): at
 /// PyTorch's ~30,000 ops a second the writer took 1.1 % of a core draining every 10 ms
 /// and 0.47 % every 50 ms, which a program keeping every core busy pays in step time
-/// (BENCHMARKS.md). A SIGKILL loses at most the last interval.
+/// (BENCHMARKS.md). A SIGKILL loses at most the last interval. A thread whose ring
+/// passes a quarter full wakes the writer sooner ([`wake`]).
 const DEFAULT_FLUSH_MS: u64 = 50;
-/// Between drains the writer looks at the rings this often, and drains at once when
-/// one is a [`DRAIN_AT_PART`] full: a thread bursting millions of events a second fills
-/// its 4 MiB in well under a drain interval.
-const TICK: Duration = Duration::from_millis(10);
-const DRAIN_AT_PART: u64 = 4;
 
 const IDLE: u8 = 0;
 const STARTING: u8 = 1;
@@ -295,25 +292,16 @@ fn writer_loop() {
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
-    let tick = interval.min(TICK);
-    let mut waited = Duration::ZERO;
     loop {
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire);
         if requested == FLUSHES_DONE.load(Ordering::Acquire) {
-            std::thread::sleep(tick);
-            waited += tick;
+            // Until the interval is up or a ring passes a quarter full.
+            wake::sleep(interval);
         }
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire).max(requested);
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
-        let due = waited >= interval
-            || requested != FLUSHES_DONE.load(Ordering::Acquire)
-            || ring::registry().any(|b| b.filled_past(DRAIN_AT_PART));
-        if !due {
-            continue;
-        }
-        waited = Duration::ZERO;
         let failed = WRITER.with(|w| w.as_mut().and_then(|writer| writer.drain().err()));
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         let Some(failed) = failed else {
@@ -379,11 +367,12 @@ fn flush_on_terminate() {
     }
 }
 
-/// Only async-signal-safe calls: atomics, `nanosleep`, `raise`. The writer thread has
+/// Only async-signal-safe calls: atomics, a futex wake, `nanosleep`, `raise`. The writer thread has
 /// SIGTERM blocked, so it is never the one waiting here.
 extern "C" fn on_terminate(signal: libc::c_int) {
     if STATE.load(Ordering::Acquire) == RUNNING {
         let wanted = FLUSH_REQUESTS.fetch_add(1, Ordering::AcqRel) + 1;
+        wake::wake_writer();
         let step = libc::timespec {
             tv_sec: 0,
             tv_nsec: 1_000_000,
