@@ -148,7 +148,7 @@ impl ThreadBuffer {
         if tail.wrapping_sub(head) + need + reserve > cap {
             return false;
         }
-        let below_half = tail.wrapping_sub(head) < cap / 2;
+        let below_a_quarter = tail.wrapping_sub(head) < cap / 4;
         let (mut at, mut tail) = (at, tail);
         if max > to_end {
             // SAFETY: `at` is 8-aligned and at least 8 bytes remain before the end
@@ -168,7 +168,7 @@ impl ThreadBuffer {
             unsafe { std::slice::from_raw_parts_mut(self.data.add(at as usize), max as usize) };
         let len = write(slot).min(max as usize) as u64;
         self.tail.store(tail + len, Ordering::Release);
-        if below_half && (tail + len).wrapping_sub(head) >= cap / 2 {
+        if below_a_quarter && (tail + len).wrapping_sub(head) >= cap / 4 {
             // The writer sleeps a whole drain interval; a burst could fill the rest of
             // the ring before it wakes. Once per crossing: a ring that stays full while
             // the writer drains must not wake it at every record.
