@@ -580,30 +580,13 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
         "the TensorFlow profiler wrote its XPlane into the session"
     );
 
-    let json = dir.join("session.json");
-    common::opscope_ok(&[
-        "convert",
-        session.to_str().unwrap(),
-        "-o",
-        json.to_str().unwrap(),
-    ]);
-    let events: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
-    let complete: Vec<&Value> = events["traceEvents"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|e| e["ph"] == "X")
-        .collect();
-    let span = |e: &Value| {
-        let ts = e["ts"].as_f64().unwrap();
-        (ts, ts + e["dur"].as_f64().unwrap())
-    };
+    let complete = complete_events(&dir, &session);
     let conv_ops: Vec<(f64, f64)> = complete
         .iter()
         .filter(|e| e["cat"] == "xplane_host" && e["name"].as_str().unwrap().contains("Conv2D"))
-        .map(|e| span(e))
+        .map(span)
         .collect();
-    let primitives: Vec<&&Value> = complete
+    let primitives: Vec<&Value> = complete
         .iter()
         .filter(|e| e["cat"] == "itt/dnnl::primitive::execute" && e["name"] == "convolution")
         .collect();
@@ -704,24 +687,12 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
         &[],
     );
     assert_ok(&out, "torch_kineto_in_session.py");
-    let json = dir.join("session.json");
-    common::opscope_ok(&[
-        "convert",
-        session.to_str().unwrap(),
-        "-o",
-        json.to_str().unwrap(),
-    ]);
-    let events: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let complete = complete_events(&dir, &session);
     let spans = |category: &str| -> Vec<(f64, f64)> {
-        events["traceEvents"]
-            .as_array()
-            .unwrap()
+        complete
             .iter()
-            .filter(|e| e["ph"] == "X" && e["name"] == "aten::tanh" && e["cat"] == category)
-            .map(|e| {
-                let ts = e["ts"].as_f64().unwrap();
-                (ts, ts + e["dur"].as_f64().unwrap())
-            })
+            .filter(|e| e["name"] == "aten::tanh" && e["cat"] == category)
+            .map(span)
             .collect()
     };
     let (kineto, recorded) = (spans("cpu_op"), spans("itt/PyTorch"));
@@ -744,6 +715,29 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
         (20, 20),
         "the profiler's ops, {first}..{last} µs, lie between the two recorded blocks: {recorded:?}"
     );
+}
+
+/// The session's complete ("X") events, as `opscope convert` writes them to Chrome JSON
+/// in `dir`: one time line for every file of the session.
+fn complete_events(dir: &Path, session: &Path) -> Vec<Value> {
+    let json = dir.join("session.json");
+    common::opscope_ok(&[
+        "convert",
+        session.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let mut events: Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let Value::Array(all) = events["traceEvents"].take() else {
+        panic!("no traceEvents array in {}", json.display());
+    };
+    all.into_iter().filter(|e| e["ph"] == "X").collect()
+}
+
+/// A complete event's start and end, in µs.
+fn span(e: &Value) -> (f64, f64) {
+    let ts = e["ts"].as_f64().unwrap();
+    (ts, ts + e["dur"].as_f64().unwrap())
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {
