@@ -148,24 +148,19 @@ fn descendants(root: i32) -> Option<HashSet<i32>> {
     if !Path::new(&format!("/proc/{root}/task/{root}/children")).exists() {
         return None;
     }
-    let mut tree = HashSet::new();
-    let mut stack = vec![root];
-    while let Some(parent) = stack.pop() {
-        // A process that exits meanwhile just ends its branch.
+    Some(tree_below(root, |parent, found| {
+        // A process or thread that exits meanwhile just ends its branch.
         let Ok(threads) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
-            continue;
+            return;
         };
         for thread in threads.flatten() {
-            // A thread that exits meanwhile has no children left to list.
             let text = std::fs::read_to_string(thread.path().join("children")).unwrap_or_default();
-            for pid in text.split_ascii_whitespace().filter_map(|p| p.parse().ok()) {
-                if tree.insert(pid) {
-                    stack.push(pid);
-                }
-            }
+            found.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
         }
-    }
-    Some(tree)
+    }))
 }
 
 /// `root`'s descendants from a scan of every process's parent.
@@ -183,12 +178,22 @@ fn descendants_by_scan(root: i32) -> HashSet<i32> {
             children.entry(stat.ppid).or_default().push(pid);
         }
     }
+    tree_below(root, |parent, found| {
+        found.extend(children.get(&parent).into_iter().flatten())
+    })
+}
+
+/// Every process below `root`, where `children(parent, found)` adds a process's
+/// children to `found`.
+fn tree_below(root: i32, mut children: impl FnMut(i32, &mut Vec<i32>)) -> HashSet<i32> {
     let mut tree = HashSet::new();
     let mut stack = vec![root];
-    while let Some(p) = stack.pop() {
-        for &c in children.get(&p).into_iter().flatten() {
-            if tree.insert(c) {
-                stack.push(c);
+    let mut found = Vec::new();
+    while let Some(parent) = stack.pop() {
+        children(parent, &mut found);
+        for child in found.drain(..) {
+            if tree.insert(child) {
+                stack.push(child);
             }
         }
     }
