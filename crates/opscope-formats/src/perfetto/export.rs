@@ -109,11 +109,6 @@ fn unix_snapshot(trace: &Trace, origin: i64) -> Option<ClockSnapshot> {
     let offset = offset.checked_add(origin)?;
     // Snapshot values are unsigned: start the boot clock where both stay positive.
     let boot = offset.min(0).unsigned_abs();
-    let clock = |id, timestamp| Clock {
-        clock_id: Some(id),
-        timestamp: Some(timestamp),
-        ..Default::default()
-    };
     Some(ClockSnapshot {
         clocks: vec![
             clock(CLOCK_BOOTTIME, boot),
@@ -129,11 +124,6 @@ fn monotonic_snapshot(clocks: MonotonicClocks, origin: i64) -> ClockSnapshot {
     let written = clocks
         .monotonic_ns
         .wrapping_add_signed(origin.wrapping_neg());
-    let clock = |id, timestamp| Clock {
-        clock_id: Some(id),
-        timestamp: Some(timestamp),
-        ..Default::default()
-    };
     ClockSnapshot {
         clocks: vec![
             clock(CLOCK_MONOTONIC, written),
@@ -141,6 +131,15 @@ fn monotonic_snapshot(clocks: MonotonicClocks, origin: i64) -> ClockSnapshot {
             clock(CLOCK_BOOTTIME, clocks.boottime_ns),
         ],
         primary_trace_clock: Some(CLOCK_MONOTONIC as i32),
+    }
+}
+
+/// One clock's reading in a snapshot.
+fn clock(id: u32, timestamp: u64) -> Clock {
+    Clock {
+        clock_id: Some(id),
+        timestamp: Some(timestamp),
+        ..Default::default()
     }
 }
 
