@@ -8,7 +8,8 @@
   record/tp_provider.h. Pairs come in bursts that fit the buffers, with pauses between
   them for the recorders to drain (untimed; see the C file for why). opscope runs with
   INTEL_LIBITTNOTIFY64=target/release/libopscope_record.so and its defaults (4 MiB ring
-  per thread, drained every 10 ms); LTTng in a session of its own (a session daemon is
+  per thread, drained every 50 ms
+  or when a ring passes a quarter full); LTTng in a session of its own (a session daemon is
   started with `lttng-sessiond --daemonize --no-kernel` if none answers, and left
   running) with one user-space channel in flight-recorder mode (`--overwrite`, 4
   sub-buffers of 1 MiB per CPU) written to disk. Each run checks that every event was
@@ -48,7 +49,15 @@
   of their steps is what each mode costs. One process of each kind a round, no warm-up
   rounds (the script warms up a cycle itself).
 
---task all (the default): the four, then one table of every figure with its target.
+--task heap: why separate processes of --task steps put PyTorch's ITT mode (and so the
+  recorded run) behind torch.profiler with glibc's default heap. The PyTorch script runs
+  in its four variants with --heap: after each step, glibc's mallinfo2 tells whether the
+  main heap shrank since the step before (a trim: free() gave the heap's top back, and
+  the next step faults that memory in again) and how much the program keeps in the heap.
+  Per variant: trims per 100 steps, heap kept per step, faults, step time.
+
+--task all (the default): pairs, rate, steps and interleaved, then one table of every
+  figure with its target.
 
 There are --warmup untimed rounds, then --repeat timed ones; within a round the variants
 run one after the other (for steps: plain, record, profiler, plain, ...), so that the
@@ -59,7 +68,7 @@ tests' venv ~/.cache/opscope-ci/venv-tests, which .ci/run makes from
 tests/requirements.txt with torch and tensorflow-cpu); this script needs only the
 standard library.
 
-    python3 bench/record.py [--task all|pairs|rate|steps|interleaved] [--repeat 5] [--json OUT]
+    python3 bench/record.py [--task all|pairs|rate|steps|interleaved|heap] [--repeat 5] [--json OUT]
 """
 
 import argparse
@@ -360,9 +369,9 @@ def bench_steps(args: argparse.Namespace) -> dict:
     onednn = {"TF_ENABLE_ONEDNN_OPTS": "1"}
     variants = {
         "keras": ["plain", "opscope record"],
-        "torch": ["plain", "emit_itt alone", "opscope record", "torch.profiler"],
+        "torch": TORCH_VARIANTS,
         "keras, fixed heap": ["plain", "opscope record"],
-        "torch, fixed heap": ["plain", "emit_itt alone", "opscope record", "torch.profiler"],
+        "torch, fixed heap": TORCH_VARIANTS,
     }
     chosen = [STEP_SCRIPTS[name] for name in args.scripts]
     scripts = {name: argv for name, argv in scripts.items() if name in chosen}
@@ -374,13 +383,7 @@ def bench_steps(args: argparse.Namespace) -> dict:
         order = list(runs.items())
         for (script, variant), variant_runs in order if round_ % 2 == 0 else order[::-1]:
             with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
-                argv = scripts[script]
-                if variant == "opscope record":
-                    argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
-                elif variant == "torch.profiler":
-                    argv = [*argv, "--profile"]
-                elif variant == "emit_itt alone":
-                    argv = [*argv, "--itt"]
+                argv = variant_argv(args, variant, scripts[script], Path(tmp) / "session")
                 env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
                 if script.startswith("keras"):
                     env.update(onednn)
@@ -410,6 +413,49 @@ def bench_steps(args: argparse.Namespace) -> dict:
             per_run = " ".join(f"{ms:.1f}/{f:.0f}" for ms, f in zip(r["runs_step_ms"], r["runs_faults_per_step"]))
             print(f"{script:<17} {variant:<15} {r['step_ms']:>8.2f} {r['vs_plain']:>8.3f}x "
                   f"{r['faults_per_step']:>7.0f}   {per_run}")
+    return results
+
+
+TORCH_VARIANTS = ["plain", "emit_itt alone", "opscope record", "torch.profiler"]
+
+
+def variant_argv(args: argparse.Namespace, variant: str, argv: list, session: Path) -> list:
+    """A step script's command line for one variant."""
+    if variant == "opscope record":
+        return [args.opscope, "record", "-q", "-o", session, "--", *argv]
+    if variant == "torch.profiler":
+        return [*argv, "--profile"]
+    if variant == "emit_itt alone":
+        return [*argv, "--itt"]
+    return argv
+
+
+def bench_heap(args: argparse.Namespace) -> dict:
+    """How often each PyTorch variant's heap is trimmed, and what it keeps in the heap."""
+    argv = [args.python, SOURCES / "torch_steps.py", "--steps", args.steps, "--threads", args.threads, "--heap"]
+    runs = {variant: [] for variant in TORCH_VARIANTS}
+    for round_ in range(args.warmup + args.repeat):
+        order = list(runs.items())
+        for variant, variant_runs in order if round_ % 2 == 0 else order[::-1]:
+            with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+                report = run_json(variant_argv(args, variant, argv, Path(tmp) / "session"))
+            if round_ < args.warmup:
+                continue
+            arena, in_use = report["arena_bytes"], report["in_use_bytes"]
+            variant_runs.append({
+                "step_ms": statistics.median(report["steps_ms"]),
+                "faults_per_step": statistics.median(report["faults"]),
+                "trims_per_100_steps": 100 * sum(b < a for a, b in zip(arena, arena[1:])) / (len(arena) - 1),
+                "kept_kb_per_step": (in_use[-1] - in_use[0]) / 1024 / (len(in_use) - 1)})
+    print(f"\n== glibc's heap per PyTorch step ({args.steps} steps a run, medians of {args.repeat} runs)")
+    print(f"{'variant':<15} {'step ms':>8} {'faults':>7} {'trims/100':>10} {'kept KB':>8}   per-run trims")
+    results = {}
+    for variant, variant_runs in runs.items():
+        results[variant] = {key: statistics.median(r[key] for r in variant_runs) for key in variant_runs[0]}
+        results[variant]["runs"] = variant_runs
+        r = results[variant]
+        print(f"{variant:<15} {r['step_ms']:>8.2f} {r['faults_per_step']:>7.0f} {r['trims_per_100_steps']:>10.1f} "
+              f"{r['kept_kb_per_step']:>8.1f}   " + " ".join(f"{x['trims_per_100_steps']:.0f}" for x in variant_runs))
     return results
 
 
@@ -694,7 +740,7 @@ def shorten(ratio_name: str) -> str:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=["all", "pairs", "rate", "steps", "interleaved"], default="all")
+    parser.add_argument("--task", choices=["all", "pairs", "rate", "steps", "interleaved", "heap"], default="all")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default: 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before them (default: 1)")
     parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
@@ -726,7 +772,7 @@ def parse_args() -> argparse.Namespace:
     for built in (args.opscope, args.library):
         if not built.is_file():
             parser.error(f"no {built}: run `cargo build --release` in the workspace")
-    if args.task in ("all", "steps", "interleaved") and not os.access(args.python, os.X_OK):
+    if args.task in ("all", "steps", "interleaved", "heap") and not os.access(args.python, os.X_OK):
         parser.error(f"no python at {args.python}: give one with torch and tensorflow-cpu (--python)")
     return args
 
@@ -749,6 +795,8 @@ def main() -> None:
             results["steps_equal_faults"] = steps_at_equal_faults(results["steps"]["torch"])
     if args.task in ("all", "interleaved"):
         results["interleaved"] = bench_interleaved(args)
+    if args.task == "heap":
+        results["heap"] = bench_heap(args)
     output["results"] = results
     output["targets"] = print_targets(results)
     if args.json:

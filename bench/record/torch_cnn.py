@@ -3,6 +3,7 @@ conv layers and two dense ones on 64 random 32x32x3 images, one SGD step at a ti
 the modes a step may run in."""
 
 import contextlib
+import ctypes
 import resource
 import time
 
@@ -52,3 +53,18 @@ def context(mode):
     if mode == "itt":
         return torch.autograd.profiler.emit_itt()
     return contextlib.nullcontext()
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost")]
+
+
+def heap():
+    """glibc's main heap now: (bytes it holds from the kernel, bytes the program has in
+    use in it). The first shrinks when free() gives the heap's top back (a trim)."""
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _Mallinfo2
+    info = libc.mallinfo2()
+    return info.arena, info.uordblks
