@@ -5,7 +5,6 @@
 //! and boot clocks, so that sessions from several hosts can be put on one time line.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Once;
 
 fn read(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
@@ -46,22 +45,26 @@ impl Snapshot {
 
 /// Whether [`now`] reads the time-stamp counter.
 static USE_TSC: AtomicBool = AtomicBool::new(false);
-static CHOOSE: Once = Once::new();
+/// Whether [`USE_TSC`] holds the choice.
+static CHOSEN: AtomicBool = AtomicBool::new(false);
 
 /// Picks the recording clock, once per process: the TSC only on x86-64 and only when
 /// the kernel's own clocksource is `tsc` (so it is invariant and synchronised across
-/// CPUs on this machine).
+/// CPUs on this machine). Threads that get here together each make the same choice
+/// rather than wait for one another: a `Once` that a fork interrupted in another thread
+/// would make the child wait forever.
 pub fn choose() {
-    CHOOSE.call_once(|| {
-        let kernel = std::fs::read_to_string(
-            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-        )
-        .unwrap_or_default();
-        let tsc = cfg!(target_arch = "x86_64")
-            && kernel.trim() == "tsc"
-            && std::env::var_os("OPSCOPE_NO_TSC").is_none();
-        USE_TSC.store(tsc, Ordering::Release);
-    });
+    if CHOSEN.load(Ordering::Acquire) {
+        return;
+    }
+    let kernel =
+        std::fs::read_to_string("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+            .unwrap_or_default();
+    let tsc = cfg!(target_arch = "x86_64")
+        && kernel.trim() == "tsc"
+        && std::env::var_os("OPSCOPE_NO_TSC").is_none();
+    USE_TSC.store(tsc, Ordering::Release);
+    CHOSEN.store(true, Ordering::Release);
 }
 
 /// Now, in ticks of the recording clock (see the module docs).

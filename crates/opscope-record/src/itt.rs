@@ -8,10 +8,10 @@
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
+use crate::fork_lock::{ForkLock, RawLock};
 use crate::names::NameTable;
 use crate::session;
 use crate::table::Map;
@@ -85,7 +85,12 @@ struct Handles {
     strings: Map<Vec<u8>, usize>,
 }
 
-static HANDLES: Mutex<Option<Handles>> = Mutex::new(None);
+static HANDLES: ForkLock<Option<Handles>> = ForkLock::new(None);
+
+/// This module's locks, for the fork handler (see `fork_lock`).
+pub(crate) fn locks_for_fork() -> [&'static RawLock; 2] {
+    [HANDLES.raw(), EVENTS.lock_for_fork()]
+}
 
 thread_local! {
     /// PyTorch creates a string handle on every push: look names up without the lock.
@@ -99,7 +104,7 @@ fn leak_cstring(name: &[u8]) -> *const c_char {
 }
 
 fn with_handles<R>(f: impl FnOnce(&mut Handles) -> R) -> R {
-    let mut guard = HANDLES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = HANDLES.lock();
     let handles = guard.get_or_insert_with(|| Handles {
         domains: Map::default(),
         strings: Map::default(),

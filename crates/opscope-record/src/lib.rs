@@ -13,6 +13,7 @@ pub mod clock;
 pub mod cupti;
 pub mod event;
 mod ffi;
+mod fork_lock;
 pub mod itt;
 mod names;
 pub mod nvtx;

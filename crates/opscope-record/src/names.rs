@@ -4,7 +4,8 @@
 //! the process, as the handles that refer to them do.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Mutex;
+
+use crate::fork_lock::{ForkLock, RawLock};
 
 /// One published name and the key it was given under.
 struct Entry {
@@ -15,7 +16,7 @@ struct Entry {
 pub struct NameTable<const N: usize> {
     entries: [Entry; N],
     count: AtomicUsize,
-    lock: Mutex<()>,
+    lock: ForkLock<()>,
 }
 
 impl<const N: usize> NameTable<N> {
@@ -28,13 +29,17 @@ impl<const N: usize> NameTable<N> {
                 }
             }; N],
             count: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: ForkLock::new(()),
         }
+    }
+
+    pub fn lock_for_fork(&self) -> &RawLock {
+        self.lock.raw()
     }
 
     /// Adds `name` under `key`; returns its index, or `None` when the table is full.
     pub fn add(&self, key: [u64; 2], name: &[u8]) -> Option<usize> {
-        let _lock = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = self.lock.lock();
         let n = self.count.load(Ordering::Acquire);
         let entry = self.entries.get(n)?;
         let text: &'static [u8] = Box::leak(name.to_vec().into_boxed_slice());

@@ -7,10 +7,10 @@
 
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD, MAX_STRING};
 use crate::ffi::{cstr, guard};
+use crate::fork_lock::{ForkLock, RawLock};
 use crate::names::NameTable;
 use crate::session;
 use crate::table::Map;
@@ -52,12 +52,17 @@ pub struct RegisteredString {
     text: Box<[u8]>,
 }
 
-static DOMAINS: Mutex<Option<Map<Vec<u8>, usize>>> = Mutex::new(None);
-static STRINGS: Mutex<Option<Map<Vec<u8>, usize>>> = Mutex::new(None);
+static DOMAINS: ForkLock<Option<Map<Vec<u8>, usize>>> = ForkLock::new(None);
+static STRINGS: ForkLock<Option<Map<Vec<u8>, usize>>> = ForkLock::new(None);
 static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// Category names (`nvtxNameCategory`), few per program, keyed by domain and id.
 static CATEGORIES: NameTable<256> = NameTable::new();
+
+/// This module's locks, for the fork handler (see `fork_lock`).
+pub(crate) fn locks_for_fork() -> [&'static RawLock; 3] {
+    [DOMAINS.raw(), STRINGS.raw(), CATEGORIES.lock_for_fork()]
+}
 
 fn name_category(domain: usize, id: u32, name: &[u8]) {
     let _ = CATEGORIES.add([domain as u64, id as u64], name);
@@ -464,12 +469,12 @@ extern "C" fn name_category_w(id: u32, name: *const libc::wchar_t) {
     })
 }
 extern "C" fn name_os_thread_a(tid: u32, name: *const c_char) {
-    // SAFETY: a NUL-terminated name.
     guard((), || {
         session::record(
             Kind::OtherThreadName,
             tid as u64,
             &[],
+            // SAFETY: a NUL-terminated name.
             unsafe { cstr(name) },
             |_| {},
         )
@@ -527,7 +532,7 @@ extern "C" fn domain_name_category_w(domain: *const Domain, id: u32, name: *cons
 }
 
 fn register_string(text: &[u8]) -> *const RegisteredString {
-    let mut strings = STRINGS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut strings = STRINGS.lock();
     *strings
         .get_or_insert_with(Map::default)
         .entry(text.to_vec())
@@ -555,7 +560,7 @@ extern "C" fn domain_register_string_w(
 }
 
 fn create_domain(name: &[u8]) -> *const Domain {
-    let mut domains = DOMAINS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut domains = DOMAINS.lock();
     *domains
         .get_or_insert_with(Map::default)
         .entry(name.to_vec())
@@ -578,3 +583,56 @@ extern "C" fn domain_destroy(_domain: *const Domain) {
     // Domains live for the process: events already recorded refer to their names.
 }
 extern "C" fn initialize(_reserved: *const c_void) {}
+
+#[cfg(test)]
+mod fork_tests {
+    use super::*;
+    use std::sync::atomic::AtomicBool;
+    use std::time::{Duration, Instant};
+
+    /// A child forked while another thread of the parent holds a table's lock can take
+    /// it: the fork waits for the holder, and the child finds it free. With the lock
+    /// copied held, the child would wait forever (killed after 10 s, and the test fails).
+    #[test]
+    fn a_child_forked_while_a_lock_is_held_elsewhere_can_take_it() {
+        let holding = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut domains = DOMAINS.lock();
+                holding.store(true, Ordering::Release);
+                std::thread::sleep(Duration::from_millis(100));
+                domains.get_or_insert_with(Default::default);
+            });
+            while !holding.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            // SAFETY: the child only takes a spin lock and calls `_exit`.
+            let child = unsafe { libc::fork() };
+            assert!(child >= 0, "fork failed");
+            if child == 0 {
+                drop(DOMAINS.lock());
+                // SAFETY: ends the child without running the parent's test harness.
+                unsafe { libc::_exit(7) };
+            }
+            let started = Instant::now();
+            let mut status = 0;
+            loop {
+                // SAFETY: waiting for our own child with a valid status pointer.
+                let done = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
+                if done == child {
+                    break;
+                }
+                if started.elapsed() > Duration::from_secs(10) {
+                    // SAFETY: killing and reaping our own child.
+                    unsafe {
+                        libc::kill(child, libc::SIGKILL);
+                        libc::waitpid(child, &mut status, 0);
+                    }
+                    panic!("the child could not take the lock");
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+        });
+    }
+}

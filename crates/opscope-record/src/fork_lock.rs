@@ -1,0 +1,121 @@
+//! The lock of the few tables the program's threads add names to (ITT domains, string
+//! handles and events; NVTX domains, strings and categories). `fork` copies a lock into
+//! the child as it is, held or not, and a thread that held it does not exist there: so
+//! an `atfork` handler takes every one of these locks before the fork and releases them
+//! on both sides after it, and a child can always add names.
+
+use std::cell::UnsafeCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A spin lock that yields while it waits: the tables are held for a map insert, and
+/// only when a name is new, never per event.
+pub struct RawLock(AtomicBool);
+
+impl RawLock {
+    const fn new() -> RawLock {
+        RawLock(AtomicBool::new(false))
+    }
+
+    fn acquire(&self) {
+        while self
+            .0
+            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+    }
+
+    fn release(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// A value behind a [`RawLock`] that `fork` leaves usable.
+pub struct ForkLock<T> {
+    raw: RawLock,
+    value: UnsafeCell<T>,
+}
+
+// SAFETY: the value is reached only through a guard, and one guard exists at a time
+// (the raw lock is held while it lives), so sharing the lock shares no `&mut T`.
+unsafe impl<T: Send> Sync for ForkLock<T> {}
+
+impl<T> ForkLock<T> {
+    pub const fn new(value: T) -> ForkLock<T> {
+        ForkLock {
+            raw: RawLock::new(),
+            value: UnsafeCell::new(value),
+        }
+    }
+
+    pub fn lock(&self) -> ForkGuard<'_, T> {
+        register_fork_handlers();
+        self.raw.acquire();
+        ForkGuard { lock: self }
+    }
+
+    pub fn raw(&self) -> &RawLock {
+        &self.raw
+    }
+}
+
+pub struct ForkGuard<'a, T> {
+    lock: &'a ForkLock<T>,
+}
+
+impl<T> Deref for ForkGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        // SAFETY: this guard holds the lock: no other reference to the value exists.
+        unsafe { &*self.lock.value.get() }
+    }
+}
+
+impl<T> DerefMut for ForkGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`, and `&mut self` makes this the only use of the guard.
+        unsafe { &mut *self.lock.value.get() }
+    }
+}
+
+impl<T> Drop for ForkGuard<'_, T> {
+    fn drop(&mut self) {
+        self.lock.raw.release();
+    }
+}
+
+/// Every [`ForkLock`] of the library, in the one order the fork handler takes them.
+/// A new table's lock must be added here.
+fn every_lock() -> impl Iterator<Item = &'static RawLock> {
+    crate::itt::locks_for_fork()
+        .into_iter()
+        .chain(crate::nvtx::locks_for_fork())
+}
+
+static REGISTERED: AtomicBool = AtomicBool::new(false);
+
+/// Before the first lock is taken (a fork in a program that never named anything has
+/// no lock to worry about).
+fn register_fork_handlers() {
+    if !REGISTERED.load(Ordering::Relaxed) && !REGISTERED.swap(true, Ordering::AcqRel) {
+        // SAFETY: registering plain `extern "C"` functions without arguments.
+        unsafe {
+            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
+        }
+    }
+}
+
+extern "C" fn before_fork() {
+    for lock in every_lock() {
+        lock.acquire();
+    }
+}
+
+/// In the parent and in the child: the forking thread took them all.
+extern "C" fn after_fork() {
+    for lock in every_lock() {
+        lock.release();
+    }
+}
