@@ -220,6 +220,14 @@ impl ThreadBuffer {
         self.state.load(Ordering::Acquire) == RETIRED
     }
 
+    /// Whether the thread has published at least a quarter of the ring that the writer
+    /// has not drained yet.
+    pub fn at_least_a_quarter_full(&self) -> bool {
+        let head = self.head.load(Ordering::Relaxed);
+        let tail = self.tail.load(Ordering::Relaxed);
+        tail.wrapping_sub(head) >= self.capacity as u64 / 4
+    }
+
     pub fn is_free(&self) -> bool {
         self.state.load(Ordering::Acquire) == FREE
     }
@@ -264,22 +272,22 @@ struct Slot {
 /// A small direct-mapped cache from a name's key (the pointers an API identifies it by,
 /// which stay valid and distinct for the process's life: ITT domains and string
 /// handles) to the id the thread defined for it. A collision just defines again.
+/// A slot's id is its index + 1: a key that takes a slot over defines that id again
+/// (the writer then names later begins by the new definition), so a thread never has
+/// more than `NAME_SLOTS` ids, however many names it goes through, and no id can wrap
+/// onto one another slot still holds.
 struct NameCache {
     keys: [(usize, usize); NAME_SLOTS],
-    ids: [u32; NAME_SLOTS],
-    next_id: u32,
+    defined: [bool; NAME_SLOTS],
 }
 
 const NAME_BITS: u32 = 9;
 const NAME_SLOTS: usize = 1 << NAME_BITS;
-/// Ids are 24 bits in a compact header; past that, names are defined again in place.
-const MAX_NAME_ID: u32 = (1 << 24) - 1;
 
 impl NameCache {
     const EMPTY: NameCache = NameCache {
         keys: [(0, 0); NAME_SLOTS],
-        ids: [0; NAME_SLOTS],
-        next_id: 1,
+        defined: [false; NAME_SLOTS],
     };
 
     fn slot(key: (usize, usize)) -> usize {
@@ -403,11 +411,8 @@ pub fn emit_named_begin(
         };
         let names = cache.get_or_insert_with(|| Box::new(NameCache::EMPTY));
         let i = NameCache::slot(key);
-        let id = if names.keys[i] == key && names.ids[i] != 0 {
-            names.ids[i]
-        } else {
-            let id = names.next_id;
-            names.next_id = if id >= MAX_NAME_ID { 1 } else { id + 1 };
+        let id = i as u32 + 1;
+        if !(names.keys[i] == key && names.defined[i]) {
             // Cached only once the writer is sure to learn the name; without the
             // definition the begin is dropped too (its end follows it).
             let room = slot.reserve(1) + COMPACT as u64; // and the begin after it
@@ -417,9 +422,8 @@ pub fn emit_named_begin(
                 return;
             }
             names.keys[i] = key;
-            names.ids[i] = id;
-            id
-        };
+            names.defined[i] = true;
+        }
         drop(cache);
         let kept = buffer.push_with(COMPACT, slot.reserve(1), |bytes| {
             compact(bytes, Kind::BeginNamed, id, ts)

@@ -9,7 +9,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
-use std::sync::Once;
 use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
@@ -43,7 +42,9 @@ static WRITER: WriterLock = WriterLock {
     locked: AtomicBool::new(false),
     writer: UnsafeCell::new(None),
 };
-static HOOKS: Once = Once::new();
+/// Whether the process's hooks (fork, exit, SIGTERM) are in place; no `Once`, whose
+/// waiters a fork in the middle would leave waiting forever in the child.
+static HOOKS: AtomicBool = AtomicBool::new(false);
 
 /// A lock that a forked child can take back from a thread that no longer exists
 /// (a `std::sync::Mutex` held by the parent's writer thread at `fork` would stay
@@ -194,24 +195,32 @@ pub fn start() {
     {
         return;
     }
-    HOOKS.call_once(|| {
+    // Only the thread that moved STATE to STARTING gets here.
+    if !HOOKS.swap(true, Ordering::AcqRel) {
         // SAFETY: registering plain `extern "C"` functions without arguments.
         unsafe {
             libc::pthread_atfork(None, None, Some(after_fork_in_child));
             libc::atexit(at_exit);
         }
         flush_on_terminate();
-    });
+    }
     match open_writer() {
         Ok(writer) => {
             WRITER.with(|w| *w = Some(writer));
             let spawned = std::thread::Builder::new()
                 .name("opscope-writer".into())
                 .spawn(writer_loop);
-            STATE.store(
-                if spawned.is_ok() { RUNNING } else { OFF },
-                Ordering::Release,
-            );
+            if let Err(e) = spawned {
+                WRITER_FD.store(-1, Ordering::Relaxed);
+                WRITER.with(|w| *w = None);
+                eprintln!(
+                    "opscope-record: cannot start the writer thread ({e}); recording is off in process {}",
+                    std::process::id()
+                );
+                STATE.store(OFF, Ordering::Release);
+                return;
+            }
+            STATE.store(RUNNING, Ordering::Release);
         }
         Err(e) => {
             eprintln!(
@@ -294,7 +303,10 @@ fn writer_loop() {
     }
     loop {
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire);
-        if requested == FLUSHES_DONE.load(Ordering::Acquire) {
+        // A ring still a quarter full after a drain (its thread kept writing while the
+        // writer worked) will not cross a quarter again to wake the writer: drain on.
+        let behind = ring::registry().any(|buffer| buffer.at_least_a_quarter_full());
+        if requested == FLUSHES_DONE.load(Ordering::Acquire) && !behind {
             // Until the interval is up or a ring passes a quarter full.
             wake::sleep(interval);
         }
@@ -372,7 +384,7 @@ fn flush_on_terminate() {
 extern "C" fn on_terminate(signal: libc::c_int) {
     if STATE.load(Ordering::Acquire) == RUNNING {
         let wanted = FLUSH_REQUESTS.fetch_add(1, Ordering::AcqRel) + 1;
-        wake::wake_writer();
+        wake::wake_writer_now();
         let step = libc::timespec {
             tv_sec: 0,
             tv_nsec: 1_000_000,

@@ -874,7 +874,8 @@ mod tests {
     /// Compact begins name their slices by ids the thread defined; the writer interns
     /// each definition once and then writes only iids: every slice read back must still
     /// carry its own name, also after a begin earlier than the sequence's clock (written
-    /// absolute) and when two ids share a category.
+    /// absolute), when two ids share a category, and after an id is defined again for
+    /// another name (a thread's name cache reuses a slot's id when a name takes the slot).
     #[test]
     fn compact_begins_keep_their_names_read_back() {
         let path =
@@ -883,7 +884,7 @@ mod tests {
         let mut w = Writer::new(file, 4321, b"test");
         let mut seq = sequence();
         let mut buf = vec![0u8; crate::event::MAX_RECORD];
-        for (id, name) in [(1u64, &b"aten::conv2d"[..]), (2, b"aten::relu")] {
+        let mut define = |w: &mut Writer, seq: &mut Sequence, id: u64, name: &[u8]| {
             let bytes = Builder::new(
                 &mut buf,
                 Kind::DefineName,
@@ -895,13 +896,20 @@ mod tests {
             .times_in_ns()
             .finish()
             .to_vec();
-            w.record(&mut seq, 1, &Record::parse(&bytes).unwrap());
-        }
+            w.record(seq, 1, &Record::parse(&bytes).unwrap());
+        };
+        define(&mut w, &mut seq, 1, b"aten::conv2d");
+        define(&mut w, &mut seq, 2, b"aten::relu");
+        let mut compact_buf = vec![0u8; crate::event::MAX_RECORD];
         let mut compact_record = |w: &mut Writer, seq: &mut Sequence, kind, id, ts| {
-            let len = crate::event::compact(&mut buf, kind, id, ts);
-            let mut r = Record::parse(&buf[..len]).unwrap();
+            let len = crate::event::compact(&mut compact_buf, kind, id, ts);
+            let mut r = Record::parse(&compact_buf[..len]).unwrap();
             r.ts = ts; // already nanoseconds here: no tick conversion
             w.record(seq, 1, &r);
+        };
+        let mut slice = |w: &mut Writer, seq: &mut Sequence, id, ts| {
+            compact_record(w, seq, Kind::BeginNamed, id, ts);
+            compact_record(w, seq, Kind::End, 0, ts + 100);
         };
         let expected = [
             (1, 1_000),
@@ -912,9 +920,11 @@ mod tests {
             (1, 5_000),
         ];
         for &(id, ts) in &expected {
-            compact_record(&mut w, &mut seq, Kind::BeginNamed, id, ts);
-            compact_record(&mut w, &mut seq, Kind::End, 0, ts + 100);
+            slice(&mut w, &mut seq, id, ts);
         }
+        define(&mut w, &mut seq, 1, b"aten::linear");
+        slice(&mut w, &mut seq, 1, 6_000);
+        slice(&mut w, &mut seq, 2, 7_000);
         w.sequences.insert(0, seq);
         w.finish().unwrap();
 
@@ -938,6 +948,8 @@ mod tests {
                 (name.to_string(), ts as i64, ts as i64 + 100)
             })
             .collect();
+        want.push(("aten::linear".to_string(), 6_000, 6_100));
+        want.push(("aten::relu".to_string(), 7_000, 7_100));
         want.sort_by_key(|r| r.1);
         assert_eq!(read, want);
         for i in 0..s.len() {
