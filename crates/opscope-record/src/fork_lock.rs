@@ -5,6 +5,7 @@
 //! on both sides after it, and a child can always add names.
 
 use std::cell::UnsafeCell;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -51,9 +52,11 @@ impl<T> ForkLock<T> {
     }
 
     pub fn lock(&self) -> ForkGuard<'_, T> {
-        register_fork_handlers();
         self.raw.acquire();
-        ForkGuard { lock: self }
+        ForkGuard {
+            lock: self,
+            _exclusive: PhantomData,
+        }
     }
 
     pub fn raw(&self) -> &RawLock {
@@ -63,6 +66,8 @@ impl<T> ForkLock<T> {
 
 pub struct ForkGuard<'a, T> {
     lock: &'a ForkLock<T>,
+    /// Shared across threads only as a `&mut T` would be (`T: Sync`).
+    _exclusive: PhantomData<&'a mut T>,
 }
 
 impl<T> Deref for ForkGuard<'_, T> {
@@ -94,19 +99,23 @@ fn every_lock() -> impl Iterator<Item = &'static RawLock> {
         .chain(crate::nvtx::locks_for_fork())
 }
 
-static REGISTERED: AtomicBool = AtomicBool::new(false);
+/// The handlers are registered when the library is loaded (an ELF constructor), before
+/// any of its code runs: registering them at a lock's first use would leave a window
+/// in which another thread holds a lock the fork handler does not know to take yet.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_AT_LOAD: extern "C" fn() = register_fork_handlers;
 
-/// Before the first lock is taken (a fork in a program that never named anything has
-/// no lock to worry about).
-fn register_fork_handlers() {
-    if !REGISTERED.load(Ordering::Relaxed) && !REGISTERED.swap(true, Ordering::AcqRel) {
-        // SAFETY: registering plain `extern "C"` functions without arguments.
-        unsafe {
-            libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
-        }
+extern "C" fn register_fork_handlers() {
+    // SAFETY: registering plain `extern "C"` functions without arguments.
+    unsafe {
+        libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
     }
 }
 
+/// Waits for every table's holder. A `fork` from a signal handler that interrupted a
+/// thread holding one would wait forever here; no lock is held across anything that
+/// could raise such a signal but the program's own asynchronous ones.
 extern "C" fn before_fork() {
     for lock in every_lock() {
         lock.acquire();

@@ -207,6 +207,8 @@ pub fn start() {
     match open_writer() {
         Ok(writer) => {
             WRITER.with(|w| *w = Some(writer));
+            // RUNNING before the writer runs: it stops as soon as it sees anything else.
+            STATE.store(RUNNING, Ordering::Release);
             let spawned = std::thread::Builder::new()
                 .name("opscope-writer".into())
                 .spawn(writer_loop);
@@ -218,9 +220,7 @@ pub fn start() {
                     std::process::id()
                 );
                 STATE.store(OFF, Ordering::Release);
-                return;
             }
-            STATE.store(RUNNING, Ordering::Release);
         }
         Err(e) => {
             eprintln!(
@@ -416,6 +416,7 @@ extern "C" fn after_fork_in_child() {
     }
     WRITER.reset_in_child();
     ring::reset_after_fork();
+    wake::reset_after_fork();
     let was = STATE.load(Ordering::Relaxed);
     if was == RUNNING || was == STARTING {
         STATE.store(IDLE, Ordering::Release);

@@ -22,6 +22,12 @@ pub fn wake_writer_now() {
     WRITER.wake_now();
 }
 
+/// In a forked child, whose writer has not slept yet: a wake-up the parent's writer had
+/// not taken would end the child writer's first sleep for nothing. Async-signal-safe.
+pub fn reset_after_fork() {
+    WRITER.0.store(0, Ordering::Relaxed);
+}
+
 /// Sleeps the writer up to `timeout`, less when woken (or interrupted by a signal).
 pub fn sleep(timeout: Duration) {
     WRITER.sleep(timeout);
@@ -99,9 +105,7 @@ mod tests {
 
     /// Runs `wake` on a futex whose sleeper, given a minute, is blocked in the kernel:
     /// how long it slept.
-    fn sleep_woken_by(wake: fn(&Futex)) -> Duration {
-        // Each call its own word: tests run side by side.
-        let word: &'static Futex = Box::leak(Box::new(Futex::new()));
+    fn sleep_woken_by(word: &'static Futex, wake: fn(&Futex)) -> Duration {
         let sleeper_tid: &'static AtomicI32 = Box::leak(Box::new(AtomicI32::new(0)));
         let sleeper = std::thread::spawn(move || {
             // SAFETY: gettid has no preconditions.
@@ -127,10 +131,14 @@ mod tests {
     /// test would take a minute and fail if the wake did not reach the kernel.
     #[test]
     fn a_wake_up_ends_a_sleep_already_blocked() {
-        let slept = sleep_woken_by(Futex::wake);
+        // Its own word: tests run side by side.
+        let word: &'static Futex = Box::leak(Box::new(Futex::new()));
+        let slept = sleep_woken_by(word, Futex::wake);
         assert!(slept < Duration::from_secs(30), "slept {slept:?}");
-        // The sleeper took the wake-up: the word is ready for the next one.
-        let slept = sleep_woken_by(Futex::wake);
+        // The sleeper took the wake-up: the same word is ready for the next one (a word
+        // left at 1 would make `wake` skip its call, and the second sleep would last).
+        assert_eq!(word.0.load(Ordering::Acquire), 0);
+        let slept = sleep_woken_by(word, Futex::wake);
         assert!(slept < Duration::from_secs(30), "slept {slept:?}");
     }
 
@@ -138,7 +146,8 @@ mod tests {
     /// woken (a thread interrupted between its swap and its system call).
     #[test]
     fn a_forced_wake_up_reaches_a_sleeper_the_word_calls_woken() {
-        let slept = sleep_woken_by(|futex| {
+        let word: &'static Futex = Box::leak(Box::new(Futex::new()));
+        let slept = sleep_woken_by(word, |futex| {
             futex.0.store(1, Ordering::Release);
             futex.wake(); // sees 1: makes no call, as in the interrupted thread's case
             futex.wake_now();
