@@ -18,6 +18,10 @@ const ACTIVE: u8 = 0;
 const RETIRED: u8 = 1;
 /// Drained and free for the next new thread.
 const FREE: u8 = 2;
+/// A new thread is taking it over: its tid and claim count are not set yet, so the
+/// writer leaves it alone (it would start the new thread's sequence from the old
+/// claim and lose the names the thread defines first).
+const CLAIMING: u8 = 3;
 
 /// Default size of a thread's ring (see `OPSCOPE_BUFFER_KB`).
 pub const DEFAULT_CAPACITY: usize = 4 << 20;
@@ -68,7 +72,7 @@ impl ThreadBuffer {
             head: AtomicU64::new(0),
             tail: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            state: AtomicU8::new(ACTIVE),
+            state: AtomicU8::new(CLAIMING),
             tid: AtomicI32::new(0),
             claim: AtomicU64::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
@@ -81,7 +85,7 @@ impl ThreadBuffer {
         let buffer = registry()
             .find(|b| {
                 b.state
-                    .compare_exchange(FREE, ACTIVE, Ordering::AcqRel, Ordering::Relaxed)
+                    .compare_exchange(FREE, CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
             .unwrap_or_else(|| {
@@ -103,7 +107,9 @@ impl ThreadBuffer {
             });
         buffer.tid.store(tid, Ordering::Relaxed);
         buffer.dropped.store(0, Ordering::Relaxed);
-        buffer.claim.fetch_add(1, Ordering::Release);
+        buffer.claim.fetch_add(1, Ordering::Relaxed);
+        // Publishes the tid and claim with the state the writer reads first.
+        buffer.state.store(ACTIVE, Ordering::Release);
         buffer
     }
 
@@ -228,8 +234,9 @@ impl ThreadBuffer {
         tail.wrapping_sub(head) >= self.capacity as u64 / 4
     }
 
-    pub fn is_free(&self) -> bool {
-        self.state.load(Ordering::Acquire) == FREE
+    /// Free, or being claimed by a new thread: nothing for the writer yet.
+    pub fn holds_no_thread(&self) -> bool {
+        matches!(self.state.load(Ordering::Acquire), FREE | CLAIMING)
     }
 
     /// Hands a drained, retired buffer back for reuse.

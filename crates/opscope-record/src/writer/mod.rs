@@ -232,7 +232,7 @@ impl Writer {
     pub fn drain(&mut self) -> std::io::Result<()> {
         self.clock.update();
         for buffer in ring::registry() {
-            if buffer.is_free() {
+            if buffer.holds_no_thread() {
                 continue;
             }
             // Read before draining: a buffer retired by then holds its last records.
