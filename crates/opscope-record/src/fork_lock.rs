@@ -1,8 +1,8 @@
 //! The lock of the few tables the program's threads add names to (ITT domains, string
 //! handles and events; NVTX domains, strings and categories). `fork` copies a lock into
 //! the child as it is, held or not, and a thread that held it does not exist there: so
-//! an `atfork` handler takes every one of these locks before the fork and releases them
-//! on both sides after it, and a child can always add names.
+//! the fork handlers (`session`) take every one of these locks before the fork and
+//! release them on both sides after it, and a child can always add names.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
@@ -99,31 +99,17 @@ fn every_lock() -> impl Iterator<Item = &'static RawLock> {
         .chain(crate::nvtx::locks_for_fork())
 }
 
-/// The handlers are registered when the library is loaded (an ELF constructor), before
-/// any of its code runs: registering them at a lock's first use would leave a window
-/// in which another thread holds a lock the fork handler does not know to take yet.
-#[used]
-#[link_section = ".init_array"]
-static REGISTER_AT_LOAD: extern "C" fn() = register_fork_handlers;
-
-extern "C" fn register_fork_handlers() {
-    // SAFETY: registering plain `extern "C"` functions without arguments.
-    unsafe {
-        libc::pthread_atfork(Some(before_fork), Some(after_fork), Some(after_fork));
-    }
-}
-
-/// Waits for every table's holder. A `fork` from a signal handler that interrupted a
-/// thread holding one would wait forever here; no lock is held across anything that
-/// could raise such a signal but the program's own asynchronous ones.
-extern "C" fn before_fork() {
+/// Before a fork: waits for every table's holder. A `fork` from a signal handler that
+/// interrupted a thread holding one would wait forever here; no lock is held across
+/// anything that could raise such a signal but the program's own asynchronous ones.
+pub extern "C" fn take_all() {
     for lock in every_lock() {
         lock.acquire();
     }
 }
 
-/// In the parent and in the child: the forking thread took them all.
-extern "C" fn after_fork() {
+/// After a fork, in the parent and in the child: the forking thread took them all.
+pub extern "C" fn release_all() {
     for lock in every_lock() {
         lock.release();
     }

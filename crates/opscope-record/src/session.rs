@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
+use crate::fork_lock;
 use crate::ring;
 use crate::wake;
 use crate::writer::Writer;
@@ -42,8 +43,8 @@ static WRITER: WriterLock = WriterLock {
     locked: AtomicBool::new(false),
     writer: UnsafeCell::new(None),
 };
-/// Whether the process's hooks (fork, exit, SIGTERM) are in place; no `Once`, whose
-/// waiters a fork in the middle would leave waiting forever in the child.
+/// Whether the process's exit and SIGTERM hooks are in place (it has recorded); no
+/// `Once`, whose waiters a fork in the middle would leave waiting forever in the child.
 static HOOKS: AtomicBool = AtomicBool::new(false);
 
 /// A lock that a forked child can take back from a thread that no longer exists
@@ -197,11 +198,8 @@ pub fn start() {
     }
     // Only the thread that moved STATE to STARTING gets here.
     if !HOOKS.swap(true, Ordering::AcqRel) {
-        // SAFETY: registering plain `extern "C"` functions without arguments.
-        unsafe {
-            libc::pthread_atfork(None, None, Some(after_fork_in_child));
-            libc::atexit(at_exit);
-        }
+        // SAFETY: registering a plain `extern "C"` function without arguments.
+        unsafe { libc::atexit(at_exit) };
         flush_on_terminate();
     }
     match open_writer() {
@@ -406,7 +404,29 @@ extern "C" fn at_exit() {
     finish();
 }
 
+/// The fork handlers are registered when the library is loaded (an ELF constructor),
+/// before any of its code runs: registered at first use, they would leave a window in
+/// which another thread holds a table's lock that a fork does not wait for.
+#[used]
+#[link_section = ".init_array"]
+static REGISTER_AT_LOAD: extern "C" fn() = register_fork_handlers;
+
+extern "C" fn register_fork_handlers() {
+    // SAFETY: registering plain `extern "C"` functions without arguments.
+    unsafe {
+        libc::pthread_atfork(
+            Some(fork_lock::take_all),
+            Some(fork_lock::release_all),
+            Some(after_fork_in_child),
+        );
+    }
+}
+
 extern "C" fn after_fork_in_child() {
+    fork_lock::release_all();
+    if STATE.load(Ordering::Relaxed) == IDLE {
+        return; // never started: nothing of the parent's to forget
+    }
     // Only async-signal-safe work here: forget state, close our copy of the parent's
     // file, and let the first event in the child start a new recording.
     let fd = WRITER_FD.swap(-1, Ordering::Relaxed);
