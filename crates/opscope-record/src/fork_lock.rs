@@ -9,27 +9,40 @@ use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-/// A spin lock that yields while it waits: the tables are held for a map insert, and
-/// only when a name is new, never per event.
+/// A lock that is one atomic flag, so that a child can release what the parent's
+/// threads held (here, or for the session's writer). A waiter yields at first (the
+/// tables are held for a map insert, and only when a name is new, never per event),
+/// then sleeps 200 µs at a time (the writer holds its lock for a whole drain).
 pub struct RawLock(AtomicBool);
 
 impl RawLock {
-    const fn new() -> RawLock {
+    pub const fn new() -> RawLock {
         RawLock(AtomicBool::new(false))
     }
 
-    fn acquire(&self) {
+    pub fn acquire(&self) {
+        let mut tries = 0u32;
         while self
             .0
             .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
-            std::thread::yield_now();
+            if tries < 64 {
+                std::thread::yield_now();
+                tries += 1;
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
         }
     }
 
-    fn release(&self) {
+    pub fn release(&self) {
         self.0.store(false, Ordering::Release);
+    }
+
+    #[cfg(test)]
+    pub fn is_held(&self) -> bool {
+        self.0.load(Ordering::Acquire)
     }
 }
 

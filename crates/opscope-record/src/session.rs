@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
-use crate::fork_lock;
+use crate::fork_lock::{self, RawLock};
 use crate::ring;
 use crate::wake;
 use crate::writer::Writer;
@@ -40,7 +40,7 @@ static PAUSED: AtomicBool = AtomicBool::new(false);
 /// The writer's file descriptor, so a forked child can close its copy.
 static WRITER_FD: AtomicI32 = AtomicI32::new(-1);
 static WRITER: WriterLock = WriterLock {
-    locked: AtomicBool::new(false),
+    locked: RawLock::new(),
     writer: UnsafeCell::new(None),
 };
 /// Whether the process's exit and SIGTERM hooks are in place (it has recorded); no
@@ -51,7 +51,7 @@ static HOOKS: AtomicBool = AtomicBool::new(false);
 /// (a `std::sync::Mutex` held by the parent's writer thread at `fork` would stay
 /// locked in the child forever).
 struct WriterLock {
-    locked: AtomicBool,
+    locked: RawLock,
     writer: UnsafeCell<Option<Writer>>,
 }
 
@@ -64,20 +64,14 @@ impl WriterLock {
     /// must not leave the lock taken (the exit handler would wait on it forever), and
     /// the writer it interrupted may be half-updated: it is leaked, never used again.
     fn with<R>(&self, f: impl FnOnce(&mut Option<Writer>) -> R) -> Option<R> {
-        while self
-            .locked
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            std::thread::sleep(Duration::from_micros(200));
-        }
+        self.locked.acquire();
         // SAFETY: the lock is held.
         let writer = unsafe { &mut *self.writer.get() };
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(writer)));
         if r.is_err() {
             std::mem::forget(writer.take());
         }
-        self.locked.store(false, Ordering::Release);
+        self.locked.release();
         r.ok()
     }
 
@@ -87,7 +81,7 @@ impl WriterLock {
         // SAFETY: after fork only the calling thread exists, so nothing else holds or
         // takes the lock.
         unsafe { std::mem::forget((*self.writer.get()).take()) };
-        self.locked.store(false, Ordering::Release);
+        self.locked.release();
     }
 }
 
@@ -451,13 +445,13 @@ mod tests {
     fn a_panic_under_the_writer_lock_releases_it_and_retires_the_writer() {
         let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
         let lock = WriterLock {
-            locked: AtomicBool::new(false),
+            locked: RawLock::new(),
             writer: UnsafeCell::new(Some(Writer::new(file, 1, b"test"))),
         };
         assert_eq!(lock.with(|w| w.is_some()), Some(true));
         let panicked = lock.with(|_| -> () { panic!("a bug in the writer") });
         assert!(panicked.is_none(), "the panic is reported, not propagated");
-        assert!(!lock.locked.load(Ordering::Acquire), "the lock is released");
+        assert!(!lock.locked.is_held(), "the lock is released");
         assert_eq!(
             lock.with(|w| w.is_none()),
             Some(true),
