@@ -154,7 +154,7 @@ impl ThreadBuffer {
         if tail.wrapping_sub(head) + need + reserve > cap {
             return false;
         }
-        let below_a_quarter = tail.wrapping_sub(head) < cap / 4;
+        let below_a_quarter = tail.wrapping_sub(head) < self.quarter();
         let (mut at, mut tail) = (at, tail);
         if max > to_end {
             // SAFETY: `at` is 8-aligned and at least 8 bytes remain before the end
@@ -174,7 +174,7 @@ impl ThreadBuffer {
             unsafe { std::slice::from_raw_parts_mut(self.data.add(at as usize), max as usize) };
         let len = write(slot).min(max as usize) as u64;
         self.tail.store(tail + len, Ordering::Release);
-        if below_a_quarter && (tail + len).wrapping_sub(head) >= cap / 4 {
+        if below_a_quarter && (tail + len).wrapping_sub(head) >= self.quarter() {
             // The writer sleeps a whole drain interval; a burst could fill the rest of
             // the ring before it wakes. Once per crossing: a ring that stays full while
             // the writer drains must not wake it at every record.
@@ -231,7 +231,13 @@ impl ThreadBuffer {
     pub fn at_least_a_quarter_full(&self) -> bool {
         let head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Relaxed);
-        tail.wrapping_sub(head) >= self.capacity as u64 / 4
+        tail.wrapping_sub(head) >= self.quarter()
+    }
+
+    /// How much undrained data wakes the writer: a thread writing millions of events
+    /// a second fills the rest of its ring well within one drain interval.
+    fn quarter(&self) -> u64 {
+        self.capacity as u64 / 4
     }
 
     /// Free, or being claimed by a new thread: nothing for the writer yet.
