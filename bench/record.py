@@ -377,20 +377,16 @@ def bench_steps(args: argparse.Namespace) -> dict:
     scripts = {name: argv for name, argv in scripts.items() if name in chosen}
     runs = {(s, v): [] for s in scripts for v in variants[s]}
     faults = {(s, v): [] for s in scripts for v in variants[s]}
-    for round_ in range(args.warmup + args.repeat):
-        # Reversed every other round, so that no variant always runs after the same one
-        # or at the same point of the machine's drift within a round.
-        order = list(runs.items())
-        for (script, variant), variant_runs in order if round_ % 2 == 0 else order[::-1]:
-            with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
-                argv = variant_argv(args, variant, scripts[script], Path(tmp) / "session")
-                env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
-                if script.startswith("keras"):
-                    env.update(onednn)
-                report = run_json(argv, env)
-            if round_ >= args.warmup:
-                variant_runs.append(statistics.median(report["steps_ms"]))
-                faults[script, variant].append(statistics.median(report["faults"]))
+    for timed, (script, variant) in alternating_rounds(args, list(runs)):
+        with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+            argv = variant_argv(args, variant, scripts[script], Path(tmp) / "session")
+            env = dict(fixed_heap if script.endswith("fixed heap") else os.environ)
+            if script.startswith("keras"):
+                env.update(onednn)
+            report = run_json(argv, env)
+        if timed:
+            runs[script, variant].append(statistics.median(report["steps_ms"]))
+            faults[script, variant].append(statistics.median(report["faults"]))
     results = {}
     for script in scripts:
         plain = statistics.median(runs[script, "plain"])
@@ -419,6 +415,15 @@ def bench_steps(args: argparse.Namespace) -> dict:
 TORCH_VARIANTS = ["plain", "emit_itt alone", "opscope record", "torch.profiler"]
 
 
+def alternating_rounds(args: argparse.Namespace, variants: list):
+    """(timed, variant) for each variant of each round: --warmup untimed rounds, then
+    --repeat timed ones. The order is reversed every other round, so that no variant
+    always runs after the same one or at the same point of the machine's drift."""
+    for round_ in range(args.warmup + args.repeat):
+        for variant in variants if round_ % 2 == 0 else variants[::-1]:
+            yield round_ >= args.warmup, variant
+
+
 def variant_argv(args: argparse.Namespace, variant: str, argv: list, session: Path) -> list:
     """A step script's command line for one variant."""
     if variant == "opscope record":
@@ -434,19 +439,17 @@ def bench_heap(args: argparse.Namespace) -> dict:
     """How often each PyTorch variant's heap is trimmed, and what it keeps in the heap."""
     argv = [args.python, SOURCES / "torch_steps.py", "--steps", args.steps, "--threads", args.threads, "--heap"]
     runs = {variant: [] for variant in TORCH_VARIANTS}
-    for round_ in range(args.warmup + args.repeat):
-        order = list(runs.items())
-        for variant, variant_runs in order if round_ % 2 == 0 else order[::-1]:
-            with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
-                report = run_json(variant_argv(args, variant, argv, Path(tmp) / "session"))
-            if round_ < args.warmup:
-                continue
-            arena, in_use = report["arena_bytes"], report["in_use_bytes"]
-            variant_runs.append({
-                "step_ms": statistics.median(report["steps_ms"]),
-                "faults_per_step": statistics.median(report["faults"]),
-                "trims_per_100_steps": 100 * sum(b < a for a, b in zip(arena, arena[1:])) / (len(arena) - 1),
-                "kept_kb_per_step": (in_use[-1] - in_use[0]) / 1024 / (len(in_use) - 1)})
+    for timed, variant in alternating_rounds(args, TORCH_VARIANTS):
+        with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+            report = run_json(variant_argv(args, variant, argv, Path(tmp) / "session"))
+        if not timed:
+            continue
+        arena, in_use = report["arena_bytes"], report["in_use_bytes"]
+        runs[variant].append({
+            "step_ms": statistics.median(report["steps_ms"]),
+            "faults_per_step": statistics.median(report["faults"]),
+            "trims_per_100_steps": 100 * sum(b < a for a, b in zip(arena, arena[1:])) / (len(arena) - 1),
+            "kept_kb_per_step": (in_use[-1] - in_use[0]) / 1024 / (len(in_use) - 1)})
     print(f"\n== glibc's heap per PyTorch step ({args.steps} steps a run, medians of {args.repeat} runs)")
     print(f"{'variant':<15} {'step ms':>8} {'faults':>7} {'trims/100':>10} {'kept KB':>8}   per-run trims")
     results = {}
