@@ -178,7 +178,7 @@ impl ThreadBuffer {
             // The writer sleeps a whole drain interval; a burst could fill the rest of
             // the ring before it wakes. Once per crossing: a ring that stays full while
             // the writer drains must not wake it at every record.
-            crate::wake::wake_writer();
+            wake_writer();
         }
         true
     }
@@ -251,6 +251,12 @@ impl ThreadBuffer {
             .state
             .compare_exchange(RETIRED, FREE, Ordering::AcqRel, Ordering::Relaxed);
     }
+}
+
+fn wake_writer() {
+    #[cfg(test)]
+    tests::WAKES_SENT.with(|n| n.set(n.get() + 1));
+    crate::wake::wake_writer();
 }
 
 /// Every buffer, newest first.
@@ -493,6 +499,121 @@ pub fn reset_after_fork() {
 mod tests {
     use super::*;
     use crate::event::{Builder, Record};
+
+    thread_local! {
+        /// Wake-ups this test thread's pushes sent the writer.
+        pub(super) static WAKES_SENT: Cell<u64> = const { Cell::new(0) };
+    }
+
+    fn wakes_sent() -> u64 {
+        WAKES_SENT.with(Cell::get)
+    }
+
+    /// Pushes one small record at a time until the ring holds at least `used`
+    /// undrained bytes.
+    fn fill_to(b: &ThreadBuffer, used: u64) {
+        let filler = record(0, 0);
+        while b.tail.load(Ordering::Relaxed) - b.head.load(Ordering::Relaxed) < used {
+            assert!(b.push(&filler), "the ring has room up to {used} bytes");
+        }
+    }
+
+    /// Drains whole records until fewer than `used` undrained bytes are left: a drain
+    /// that ended while the thread kept writing.
+    fn drain_to(b: &ThreadBuffer, used: u64) {
+        let head = b.head.load(Ordering::Relaxed);
+        let tail = b.tail.load(Ordering::Relaxed);
+        let step = record(0, 0).len() as u64;
+        let skip = (tail - head).saturating_sub(used).div_ceil(step) * step;
+        b.head.store(head + skip, Ordering::Release);
+    }
+
+    #[test]
+    fn a_ring_wakes_the_writer_once_per_crossing_of_a_quarter() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let quarter = b.quarter();
+        let before = wakes_sent();
+        fill_to(&b, quarter - 64);
+        assert_eq!(
+            wakes_sent(),
+            before,
+            "below a quarter: the writer sleeps on"
+        );
+        fill_to(&b, quarter);
+        assert_eq!(wakes_sent(), before + 1, "the record that crosses wakes it");
+        fill_to(&b, 3 * quarter);
+        assert_eq!(
+            wakes_sent(),
+            before + 1,
+            "a ring that stays full wakes it once"
+        );
+        b.drain(&mut |_| {});
+        fill_to(&b, quarter);
+        assert_eq!(wakes_sent(), before + 2, "crossing again wakes it again");
+    }
+
+    /// A ring the writer left a quarter full wakes no one however much more its thread
+    /// writes (it never crosses from below): the writer's loop must see it and drain on
+    /// without sleeping (`session::writer_loop` asks `at_least_a_quarter_full`).
+    #[test]
+    fn a_ring_left_a_quarter_full_by_a_drain_is_seen_by_the_writer_and_wakes_no_one() {
+        let b = ThreadBuffer::allocate(64 * 1024);
+        let quarter = b.quarter();
+        fill_to(&b, 2 * quarter);
+        drain_to(&b, quarter + 8);
+        assert!(b.at_least_a_quarter_full());
+        let before = wakes_sent();
+        fill_to(&b, 3 * quarter);
+        assert_eq!(wakes_sent(), before, "no crossing, no wake-up");
+        assert!(b.at_least_a_quarter_full());
+        drain_to(&b, quarter - 8);
+        assert!(
+            !b.at_least_a_quarter_full(),
+            "below a quarter the writer may sleep"
+        );
+        fill_to(&b, quarter);
+        assert_eq!(wakes_sent(), before + 1, "and the next crossing wakes it");
+    }
+
+    /// Between taking a buffer over and publishing its new thread's tid and claim count,
+    /// the writer must leave it alone; a retired buffer, once drained and released, is
+    /// free again for the next thread.
+    #[test]
+    fn a_buffer_holds_a_thread_only_from_its_claim_to_its_release() {
+        let made = ThreadBuffer::allocate(64 * 1024);
+        assert!(
+            made.holds_no_thread(),
+            "a buffer being claimed holds no thread yet"
+        );
+        std::thread::spawn(|| {
+            let b = ThreadBuffer::claim();
+            assert!(!b.holds_no_thread());
+            assert_eq!(b.tid(), current_tid());
+            let claims = b.claim_count();
+            b.push(&record(7, 3));
+            b.state.store(RETIRED, Ordering::Release);
+            assert!(!b.holds_no_thread(), "its last records are still to drain");
+            let mut drained = 0;
+            b.drain(&mut |_| drained += 1);
+            assert_eq!(drained, 1);
+            b.release();
+            assert!(b.holds_no_thread());
+            // The next thread to claim may take this one over: if it does, it starts
+            // a new claim (a new packet sequence for the writer).
+            let next = std::thread::spawn(|| {
+                let b = ThreadBuffer::claim();
+                (b as *const ThreadBuffer as usize, b.claim_count(), b.tid())
+            })
+            .join()
+            .unwrap();
+            if next.0 == b as *const ThreadBuffer as usize {
+                assert_eq!(next.1, claims + 1);
+                assert_ne!(next.2, current_tid());
+            }
+        })
+        .join()
+        .unwrap();
+    }
 
     fn record(i: u64, name_len: usize) -> Vec<u8> {
         let name = vec![b'x'; name_len];
