@@ -533,22 +533,22 @@ mod tests {
         let b = ThreadBuffer::allocate(64 * 1024);
         let quarter = b.quarter();
         let before = wakes_sent();
-        fill_to(&b, quarter - 64);
+        fill_to(b, quarter - 64);
         assert_eq!(
             wakes_sent(),
             before,
             "below a quarter: the writer sleeps on"
         );
-        fill_to(&b, quarter);
+        fill_to(b, quarter);
         assert_eq!(wakes_sent(), before + 1, "the record that crosses wakes it");
-        fill_to(&b, 3 * quarter);
+        fill_to(b, 3 * quarter);
         assert_eq!(
             wakes_sent(),
             before + 1,
             "a ring that stays full wakes it once"
         );
         b.drain(&mut |_| {});
-        fill_to(&b, quarter);
+        fill_to(b, quarter);
         assert_eq!(wakes_sent(), before + 2, "crossing again wakes it again");
     }
 
@@ -559,19 +559,19 @@ mod tests {
     fn a_ring_left_a_quarter_full_by_a_drain_is_seen_by_the_writer_and_wakes_no_one() {
         let b = ThreadBuffer::allocate(64 * 1024);
         let quarter = b.quarter();
-        fill_to(&b, 2 * quarter);
-        drain_to(&b, quarter + 8);
+        fill_to(b, 2 * quarter);
+        drain_to(b, quarter + 8);
         assert!(b.at_least_a_quarter_full());
         let before = wakes_sent();
-        fill_to(&b, 3 * quarter);
+        fill_to(b, 3 * quarter);
         assert_eq!(wakes_sent(), before, "no crossing, no wake-up");
         assert!(b.at_least_a_quarter_full());
-        drain_to(&b, quarter - 8);
+        drain_to(b, quarter - 8);
         assert!(
             !b.at_least_a_quarter_full(),
             "below a quarter the writer may sleep"
         );
-        fill_to(&b, quarter);
+        fill_to(b, quarter);
         assert_eq!(wakes_sent(), before + 1, "and the next crossing wakes it");
     }
 
