@@ -7,24 +7,35 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
-/// A lock that is one atomic flag, so that a child can release what the parent's
-/// threads held (here, or for the session's writer). A waiter yields at first (the
-/// tables are held for a map insert, and only when a name is new, never per event),
-/// then sleeps 200 µs at a time (the writer holds its lock for a whole drain).
-pub struct RawLock(AtomicBool);
+/// A lock that is one atomic word, the holder's thread id (0 when free), so that a
+/// child can release what the parent's threads held (here, or for the session's
+/// writer) and the fork handler can tell a lock the forking thread itself holds. A
+/// waiter yields at first (the tables are held for a map insert, and only when a name
+/// is new, never per event), then sleeps 200 µs at a time (the writer holds its lock
+/// for a whole drain).
+pub struct RawLock {
+    holder: AtomicI32,
+    /// Taken by the fork handler (not held by the forking thread already): released
+    /// after the fork.
+    taken_for_fork: AtomicBool,
+}
 
 impl RawLock {
     pub const fn new() -> RawLock {
-        RawLock(AtomicBool::new(false))
+        RawLock {
+            holder: AtomicI32::new(0),
+            taken_for_fork: AtomicBool::new(false),
+        }
     }
 
     pub fn acquire(&self) {
+        let me = current_tid();
         let mut tries = 0u32;
         while self
-            .0
-            .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .holder
+            .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
         {
             if tries < 64 {
@@ -37,13 +48,25 @@ impl RawLock {
     }
 
     pub fn release(&self) {
-        self.0.store(false, Ordering::Release);
+        self.holder.store(0, Ordering::Release);
+    }
+
+    /// Whether the calling thread holds it: a signal handler that forks may have
+    /// interrupted that thread's own hold.
+    fn held_by(&self, tid: i32) -> bool {
+        self.holder.load(Ordering::Relaxed) == tid
     }
 
     #[cfg(test)]
     pub fn is_held(&self) -> bool {
-        self.0.load(Ordering::Acquire)
+        self.holder.load(Ordering::Acquire) != 0
     }
+}
+
+fn current_tid() -> i32 {
+    // SAFETY: gettid has no preconditions and is async-signal-safe. A system call, but
+    // a lock is taken only when a name is new and once a drain, never per event.
+    unsafe { libc::gettid() }
 }
 
 /// A value behind a [`RawLock`] that `fork` leaves usable.
@@ -112,18 +135,25 @@ fn every_lock() -> impl Iterator<Item = &'static RawLock> {
         .chain(crate::nvtx::locks_for_fork())
 }
 
-/// Before a fork: waits for every table's holder. A `fork` from a signal handler that
-/// interrupted a thread holding one would wait forever here; no lock is held across
-/// anything that could raise such a signal but the program's own asynchronous ones.
+/// Before a fork: waits for every table's holder, but for a lock the forking thread
+/// holds itself (a signal handler that forks interrupted it while it held the lock:
+/// waiting would never end). That hold goes on, in both processes, until the
+/// interrupted code ends it; the forking thread is the one that goes on in the child.
 pub extern "C" fn take_all() {
+    let me = current_tid();
     for lock in every_lock() {
-        lock.acquire();
+        if !lock.held_by(me) {
+            lock.acquire();
+            lock.taken_for_fork.store(true, Ordering::Relaxed);
+        }
     }
 }
 
-/// After a fork, in the parent and in the child: the forking thread took them all.
+/// After a fork, in the parent and in the child: releases what `take_all` took.
 pub extern "C" fn release_all() {
     for lock in every_lock() {
-        lock.release();
+        if lock.taken_for_fork.swap(false, Ordering::Relaxed) {
+            lock.release();
+        }
     }
 }

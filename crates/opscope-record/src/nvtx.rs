@@ -635,4 +635,62 @@ mod fork_tests {
             assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
         });
     }
+
+    static FORKED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+    /// Forks from inside the handler, as a program's crash or watchdog handler may.
+    extern "C" fn fork_in_handler(_: libc::c_int) {
+        // SAFETY: the child only reads atomics, takes a spin lock and calls `_exit`.
+        let child = unsafe { libc::fork() };
+        if child == 0 {
+            // The interrupted hold of DOMAINS goes on in the child; the other tables
+            // were taken and released around the fork.
+            let interrupted_hold_kept = DOMAINS.raw().is_held();
+            drop(STRINGS.lock());
+            // SAFETY: ends the child without returning into the parent's test.
+            unsafe { libc::_exit(if interrupted_hold_kept { 7 } else { 8 }) };
+        }
+        FORKED.store(child, Ordering::Release);
+    }
+
+    /// A signal handler that forks on a thread holding a table's lock: the fork
+    /// handler must not wait for that hold (it would never end), must not release it
+    /// in either process (the interrupted code still counts on it), and must leave the
+    /// other tables usable on both sides.
+    #[test]
+    fn a_fork_from_a_signal_handler_on_the_thread_holding_a_lock_goes_through() {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            // SAFETY: installs a plain handler for SIGUSR2, which nothing else uses.
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = fork_in_handler as usize;
+                libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+            }
+            let domains = DOMAINS.lock();
+            // SAFETY: raising a signal at the calling thread, which has its handler.
+            unsafe { libc::raise(libc::SIGUSR2) };
+            let still_held = DOMAINS.raw().is_held();
+            drop(domains);
+            let strings_free = !STRINGS.raw().is_held();
+            let _ = done_tx.send((still_held, strings_free));
+        });
+        let (still_held, strings_free) = done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the fork waited for the lock its own thread holds");
+        assert!(
+            still_held,
+            "the parent's interrupted hold was released under it"
+        );
+        assert!(strings_free, "a table taken for the fork stayed locked");
+        let child = FORKED.load(Ordering::Acquire);
+        assert!(child > 0, "fork failed");
+        let mut status = 0;
+        // SAFETY: reaping our own child, which calls `_exit` at once.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "in the child the interrupted hold was released, or a table stayed locked"
+        );
+    }
 }
