@@ -664,7 +664,7 @@ mod fork_tests {
             // SAFETY: installs a plain handler for SIGUSR2, which nothing else uses.
             unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = fork_in_handler as usize;
+                action.sa_sigaction = fork_in_handler as extern "C" fn(libc::c_int) as usize;
                 libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
             }
             let domains = DOMAINS.lock();
