@@ -1,5 +1,5 @@
-//! What every function the program calls into needs: no panic may unwind into C, and
-//! C strings are read without copying.
+//! What every function the program calls into needs: no panic may unwind into C, C
+//! strings are read without copying, and messages to the user cannot fail.
 
 use std::ffi::{c_char, CStr};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -22,4 +22,13 @@ pub unsafe fn cstr<'a>(p: *const c_char) -> &'a [u8] {
         // SAFETY: guaranteed by the caller.
         unsafe { CStr::from_ptr(p) }.to_bytes()
     }
+}
+
+/// Prints `opscope-record: MESSAGE` on the program's standard error. Never fails:
+/// `eprintln!` panics when stderr is a closed pipe (Python ignores `SIGPIPE`), and some
+/// callers (the exit hook) are outside any [`guard`].
+pub fn tell(message: std::fmt::Arguments) {
+    let line = format!("opscope-record: {message}\n");
+    // SAFETY: writes bytes of a live buffer to fd 2; a failure is ignored.
+    let _ = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
 }

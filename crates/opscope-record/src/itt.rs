@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
-use crate::fork_lock::{ForkLock, RawLock};
+use crate::fork_lock::{ForkLock, ForkTable};
 use crate::names::NameTable;
 use crate::session;
 use crate::table::Map;
@@ -87,9 +87,9 @@ struct Handles {
 
 static HANDLES: ForkLock<Option<Handles>> = ForkLock::new(None);
 
-/// This module's locks, for the fork handler (see `fork_lock`).
-pub(crate) fn locks_for_fork() -> [&'static RawLock; 2] {
-    [HANDLES.raw(), EVENTS.lock_for_fork()]
+/// This module's tables, for the fork handlers (see `fork_lock`).
+pub(crate) fn tables_for_fork() -> [&'static dyn ForkTable; 2] {
+    [&HANDLES, EVENTS.fork_table()]
 }
 
 thread_local! {

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use crate::fork_lock::{ForkLock, RawLock};
+use crate::fork_lock::{ForkLock, ForkTable};
 
 /// One published name and the key it was given under.
 struct Entry {
@@ -33,8 +33,10 @@ impl<const N: usize> NameTable<N> {
         }
     }
 
-    pub fn lock_for_fork(&self) -> &RawLock {
-        self.lock.raw()
+    /// For the fork handlers: abandoning the table in a child unlocks it and nothing
+    /// more, since an entry a lost holder was writing is not published yet (`count`).
+    pub fn fork_table(&self) -> &dyn ForkTable {
+        &self.lock
     }
 
     /// Adds `name` under `key`; returns its index, or `None` when the table is full.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD, MAX_STRING};
 use crate::ffi::{cstr, guard};
-use crate::fork_lock::{ForkLock, RawLock};
+use crate::fork_lock::{ForkLock, ForkTable};
 use crate::names::NameTable;
 use crate::session;
 use crate::table::Map;
@@ -59,9 +59,9 @@ static NEXT_RANGE_ID: AtomicU64 = AtomicU64::new(1);
 /// Category names (`nvtxNameCategory`), few per program, keyed by domain and id.
 static CATEGORIES: NameTable<256> = NameTable::new();
 
-/// This module's locks, for the fork handler (see `fork_lock`).
-pub(crate) fn locks_for_fork() -> [&'static RawLock; 3] {
-    [DOMAINS.raw(), STRINGS.raw(), CATEGORIES.lock_for_fork()]
+/// This module's tables, for the fork handlers (see `fork_lock`).
+pub(crate) fn tables_for_fork() -> [&'static dyn ForkTable; 3] {
+    [&DOMAINS, &STRINGS, CATEGORIES.fork_table()]
 }
 
 fn name_category(domain: usize, id: u32, name: &[u8]) {
@@ -583,114 +583,3 @@ extern "C" fn domain_destroy(_domain: *const Domain) {
     // Domains live for the process: events already recorded refer to their names.
 }
 extern "C" fn initialize(_reserved: *const c_void) {}
-
-#[cfg(test)]
-mod fork_tests {
-    use super::*;
-    use std::sync::atomic::AtomicBool;
-    use std::time::{Duration, Instant};
-
-    /// A child forked while another thread of the parent holds a table's lock can take
-    /// it: the fork waits for the holder, and the child finds it free. With the lock
-    /// copied held, the child would wait forever (killed after 10 s, and the test fails).
-    #[test]
-    fn a_child_forked_while_a_lock_is_held_elsewhere_can_take_it() {
-        let holding = AtomicBool::new(false);
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                let mut domains = DOMAINS.lock();
-                holding.store(true, Ordering::Release);
-                std::thread::sleep(Duration::from_millis(100));
-                domains.get_or_insert_with(Default::default);
-            });
-            while !holding.load(Ordering::Acquire) {
-                std::thread::yield_now();
-            }
-            // SAFETY: the child only takes a spin lock and calls `_exit`.
-            let child = unsafe { libc::fork() };
-            assert!(child >= 0, "fork failed");
-            if child == 0 {
-                drop(DOMAINS.lock());
-                // SAFETY: ends the child without running the parent's test harness.
-                unsafe { libc::_exit(7) };
-            }
-            let started = Instant::now();
-            let mut status = 0;
-            loop {
-                // SAFETY: waiting for our own child with a valid status pointer.
-                let done = unsafe { libc::waitpid(child, &mut status, libc::WNOHANG) };
-                if done == child {
-                    break;
-                }
-                if started.elapsed() > Duration::from_secs(10) {
-                    // SAFETY: killing and reaping our own child.
-                    unsafe {
-                        libc::kill(child, libc::SIGKILL);
-                        libc::waitpid(child, &mut status, 0);
-                    }
-                    panic!("the child could not take the lock");
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
-        });
-    }
-
-    static FORKED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
-    /// Forks from inside the handler, as a program's crash or watchdog handler may.
-    extern "C" fn fork_in_handler(_: libc::c_int) {
-        // SAFETY: the child only reads atomics, takes a spin lock and calls `_exit`.
-        let child = unsafe { libc::fork() };
-        if child == 0 {
-            // The interrupted hold of DOMAINS goes on in the child; the other tables
-            // were taken and released around the fork.
-            let interrupted_hold_kept = DOMAINS.raw().is_held();
-            drop(STRINGS.lock());
-            // SAFETY: ends the child without returning into the parent's test.
-            unsafe { libc::_exit(if interrupted_hold_kept { 7 } else { 8 }) };
-        }
-        FORKED.store(child, Ordering::Release);
-    }
-
-    /// A signal handler that forks on a thread holding a table's lock: the fork
-    /// handler must not wait for that hold (it would never end), must not release it
-    /// in either process (the interrupted code still counts on it), and must leave the
-    /// other tables usable on both sides.
-    #[test]
-    fn a_fork_from_a_signal_handler_on_the_thread_holding_a_lock_goes_through() {
-        let (done_tx, done_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            // SAFETY: installs a plain handler for SIGUSR2, which nothing else uses.
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = fork_in_handler as extern "C" fn(libc::c_int) as usize;
-                libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
-            }
-            let domains = DOMAINS.lock();
-            // SAFETY: raising a signal at the calling thread, which has its handler.
-            unsafe { libc::raise(libc::SIGUSR2) };
-            let still_held = DOMAINS.raw().is_held();
-            drop(domains);
-            let strings_free = !STRINGS.raw().is_held();
-            let _ = done_tx.send((still_held, strings_free));
-        });
-        let (still_held, strings_free) = done_rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the fork waited for the lock its own thread holds");
-        assert!(
-            still_held,
-            "the parent's interrupted hold was released under it"
-        );
-        assert!(strings_free, "a table taken for the fork stayed locked");
-        let child = FORKED.load(Ordering::Acquire);
-        assert!(child > 0, "fork failed");
-        let mut status = 0;
-        // SAFETY: reaping our own child, which calls `_exit` at once.
-        unsafe { libc::waitpid(child, &mut status, 0) };
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
-            "in the child the interrupted hold was released, or a table stayed locked"
-        );
-    }
-}

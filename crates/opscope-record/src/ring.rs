@@ -62,11 +62,18 @@ fn capacity_from_env() -> usize {
 }
 
 impl ThreadBuffer {
-    fn allocate(capacity: usize) -> &'static ThreadBuffer {
-        // From the library's own mappings (`crate::alloc`): neither taken from the
-        // program's heap nor touched before it is written.
-        let data = Box::leak(vec![0u8; capacity].into_boxed_slice()).as_mut_ptr();
-        Box::leak(Box::new(ThreadBuffer {
+    /// None when the memory cannot be had (an address-space limit, many threads):
+    /// that thread then records nothing, rather than the program aborting.
+    fn allocate(capacity: usize) -> Option<&'static ThreadBuffer> {
+        let layout = std::alloc::Layout::from_size_align(capacity, 8).ok()?;
+        // SAFETY: the size is not zero (at least 64 KiB). From the library's own
+        // mappings (`crate::alloc`): neither taken from the program's heap nor touched
+        // before it is written.
+        let data = unsafe { std::alloc::alloc_zeroed(layout) };
+        if data.is_null() {
+            return None;
+        }
+        Some(Box::leak(Box::new(ThreadBuffer {
             data,
             capacity,
             head: AtomicU64::new(0),
@@ -76,11 +83,11 @@ impl ThreadBuffer {
             tid: AtomicI32::new(0),
             claim: AtomicU64::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
-        }))
+        })))
     }
 
     /// Takes a free buffer over, or makes a new one, for the calling thread.
-    fn claim() -> &'static ThreadBuffer {
+    fn claim() -> Option<&'static ThreadBuffer> {
         let tid = current_tid();
         let buffer = registry()
             .find(|b| {
@@ -88,8 +95,8 @@ impl ThreadBuffer {
                     .compare_exchange(FREE, CLAIMING, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
             })
-            .unwrap_or_else(|| {
-                let b = ThreadBuffer::allocate(capacity_from_env());
+            .or_else(|| {
+                let b = ThreadBuffer::allocate(capacity_from_env())?;
                 let mut head = REGISTRY.load(Ordering::Acquire);
                 loop {
                     b.next.store(head, Ordering::Relaxed);
@@ -103,14 +110,14 @@ impl ThreadBuffer {
                         Err(now) => head = now,
                     }
                 }
-                b
-            });
+                Some(b)
+            })?;
         buffer.tid.store(tid, Ordering::Relaxed);
         buffer.dropped.store(0, Ordering::Relaxed);
         buffer.claim.fetch_add(1, Ordering::Relaxed);
         // Publishes the tid and claim with the state the writer reads first.
         buffer.state.store(ACTIVE, Ordering::Release);
-        buffer
+        Some(buffer)
     }
 
     /// Appends one record (`bytes.len()` a multiple of 8); false (and counted as
@@ -286,6 +293,11 @@ struct Slot {
     /// at the first, in the library's own memory: a 10 KB thread-local would be
     /// allocated from the program's heap by the dynamic loader, for every thread.
     names: RefCell<Option<Box<NameCache>>>,
+    /// Inside a record: a signal handler that records on this thread must not write
+    /// the room the record it interrupted is writing.
+    busy: Cell<bool>,
+    /// No buffer could be had: the thread records nothing (and tries no more).
+    without_buffer: Cell<bool>,
 }
 
 /// A small direct-mapped cache from a name's key (the pointers an API identifies it by,
@@ -331,21 +343,50 @@ thread_local! {
             dropped_depths: Cell::new(0),
             depth: Cell::new(0),
             names: RefCell::new(None),
+            busy: Cell::new(false),
+            without_buffer: Cell::new(false),
         }
     };
 }
 
 impl Slot {
-    fn buffer(&self) -> &'static ThreadBuffer {
-        match self.buffer.get() {
-            Some(b) => b,
-            None => {
-                let b = ThreadBuffer::claim();
-                self.buffer.set(Some(b));
-                b
-            }
+    fn buffer(&self) -> Option<&'static ThreadBuffer> {
+        if let Some(b) = self.buffer.get() {
+            return Some(b);
+        }
+        if self.without_buffer.get() {
+            return None;
+        }
+        let b = ThreadBuffer::claim();
+        self.buffer.set(b);
+        self.without_buffer.set(b.is_none());
+        b
+    }
+}
+
+/// Runs `f` with the calling thread's slot and buffer. Does nothing on a thread that is
+/// being torn down or has no buffer, and drops (and counts) the record of a signal
+/// handler that records while its thread is inside a record: the two would write the
+/// same room, and the nesting state would be updated under the interrupted one.
+fn with_slot(f: impl FnOnce(&Slot, &'static ThreadBuffer)) {
+    struct Done<'a>(&'a Cell<bool>);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.set(false);
         }
     }
+    let _ = SLOT.try_with(|slot| {
+        if slot.busy.replace(true) {
+            if let Some(b) = slot.buffer.get() {
+                b.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let _done = Done(&slot.busy);
+        if let Some(buffer) = slot.buffer() {
+            f(slot, buffer);
+        }
+    });
 }
 
 impl Slot {
@@ -395,8 +436,7 @@ impl Slot {
 /// bytes, into the calling thread's buffer; on a full buffer `write` is not even
 /// called. Quietly does nothing on a thread that is being torn down.
 pub fn emit(kind: Kind, max: usize, write: impl FnOnce(&mut [u8]) -> usize) {
-    let _ = SLOT.try_with(|slot| {
-        let buffer = slot.buffer();
+    with_slot(|slot, buffer| {
         match kind {
             Kind::Begin | Kind::BeginNamed => {
                 slot.opened(buffer.push_with(max, slot.reserve(1), write))
@@ -423,8 +463,7 @@ pub fn emit_named_begin(
     ts: u64,
     define: impl FnOnce(&mut [u8], u32) -> usize,
 ) {
-    let _ = SLOT.try_with(|slot| {
-        let buffer = slot.buffer();
+    with_slot(|slot, buffer| {
         let Ok(mut cache) = slot.names.try_borrow_mut() else {
             return;
         };
@@ -461,8 +500,8 @@ pub fn emit_end(ts: u64) {
 /// `make_room` runs (the writer drains it) and the record is tried once more before it
 /// is dropped. CUPTI hands over thousands of records at once, more than a buffer holds.
 pub fn emit_or_make_room(max: usize, write: impl Fn(&mut [u8]) -> usize, make_room: impl FnOnce()) {
-    let _ = SLOT.try_with(|slot| {
-        let (buffer, reserve) = (slot.buffer(), slot.reserve(0));
+    with_slot(|slot, buffer| {
+        let reserve = slot.reserve(0);
         if !buffer.try_push_with(max, reserve, &write) {
             make_room();
             buffer.push_with(max, reserve, &write);
@@ -530,7 +569,7 @@ mod tests {
 
     #[test]
     fn a_ring_wakes_the_writer_once_per_crossing_of_a_quarter() {
-        let b = ThreadBuffer::allocate(64 * 1024);
+        let b = ThreadBuffer::allocate(64 * 1024).unwrap();
         let quarter = b.quarter();
         let before = wakes_sent();
         fill_to(b, quarter - 64);
@@ -557,7 +596,7 @@ mod tests {
     /// without sleeping (`session::writer_loop` asks `at_least_a_quarter_full`).
     #[test]
     fn a_ring_left_a_quarter_full_by_a_drain_is_seen_by_the_writer_and_wakes_no_one() {
-        let b = ThreadBuffer::allocate(64 * 1024);
+        let b = ThreadBuffer::allocate(64 * 1024).unwrap();
         let quarter = b.quarter();
         fill_to(b, 2 * quarter);
         drain_to(b, quarter + 8);
@@ -580,13 +619,13 @@ mod tests {
     /// free again for the next thread.
     #[test]
     fn a_buffer_holds_a_thread_only_from_its_claim_to_its_release() {
-        let made = ThreadBuffer::allocate(64 * 1024);
+        let made = ThreadBuffer::allocate(64 * 1024).unwrap();
         assert!(
             made.holds_no_thread(),
             "a buffer being claimed holds no thread yet"
         );
         std::thread::spawn(|| {
-            let b = ThreadBuffer::claim();
+            let b = ThreadBuffer::claim().unwrap();
             assert!(!b.holds_no_thread());
             assert_eq!(b.tid(), current_tid());
             let claims = b.claim_count();
@@ -601,7 +640,7 @@ mod tests {
             // The next thread to claim may take this one over: if it does, it starts
             // a new claim (a new packet sequence for the writer).
             let next = std::thread::spawn(|| {
-                let b = ThreadBuffer::claim();
+                let b = ThreadBuffer::claim().unwrap();
                 (b as *const ThreadBuffer as usize, b.claim_count(), b.tid())
             })
             .join()
@@ -623,9 +662,73 @@ mod tests {
             .to_vec()
     }
 
+    /// A record made while the thread is inside a record of its own (a signal handler
+    /// that records, interrupting it) is dropped and counted; the interrupted one is
+    /// kept whole.
+    #[test]
+    fn a_record_nested_in_a_record_of_its_thread_is_dropped_and_counted() {
+        std::thread::spawn(|| {
+            let outer = record(1, 5);
+            let inner = record(2, 9);
+            emit(Kind::Instant, outer.len(), |slot| {
+                emit(Kind::Instant, inner.len(), |nested| {
+                    nested[..inner.len()].copy_from_slice(&inner);
+                    inner.len()
+                });
+                slot[..outer.len()].copy_from_slice(&outer);
+                outer.len()
+            });
+            let buffer = SLOT.with(|slot| slot.buffer.get()).unwrap();
+            let mut kept = Vec::new();
+            buffer.drain(&mut |bytes| kept.push(bytes.to_vec()));
+            assert_eq!(kept, vec![outer]);
+            assert_eq!(buffer.take_dropped(), 1);
+            emit(Kind::Instant, inner.len(), |slot| {
+                slot[..inner.len()].copy_from_slice(&inner);
+                inner.len()
+            });
+            buffer.drain(&mut |bytes| kept.push(bytes.to_vec()));
+            assert_eq!(
+                kept.len(),
+                2,
+                "the thread records again after the nested one"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A ring the system will not give (an address-space limit) leaves the thread
+    /// without one: no abort of the program. Run in a child, whose limit is its own.
+    #[test]
+    fn a_ring_that_cannot_be_mapped_is_none_not_an_abort() {
+        // SAFETY: the child sets a limit, tries one allocation and calls `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let limit = libc::rlimit {
+                rlim_cur: 1 << 20,
+                rlim_max: 1 << 20,
+            };
+            // SAFETY: a valid rlimit; lowering our own limit below what we use only
+            // makes new mappings fail.
+            unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
+            let refused = ThreadBuffer::allocate(64 << 20).is_none();
+            // SAFETY: ends the child without running the parent's test harness.
+            unsafe { libc::_exit(if refused { 7 } else { 8 }) };
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+            "the child aborted or got its ring (status {status:#x})"
+        );
+    }
+
     #[test]
     fn records_come_out_in_order_across_wrap_arounds_and_full_rings_drop() {
-        let b = ThreadBuffer::allocate(64 * 1024);
+        let b = ThreadBuffer::allocate(64 * 1024).unwrap();
         let mut next_in = 0u64;
         let mut next_out = 0u64;
         let mut dropped = 0;
@@ -653,7 +756,7 @@ mod tests {
 
     #[test]
     fn a_full_ring_counts_a_drop_only_when_the_record_is_given_up() {
-        let b = ThreadBuffer::allocate(64 * 1024);
+        let b = ThreadBuffer::allocate(64 * 1024).unwrap();
         let r = record(0, 100);
         let try_push = |r: &[u8]| {
             b.try_push_with(r.len(), 0, |slot| {
@@ -671,7 +774,7 @@ mod tests {
 
     #[test]
     fn a_reader_thread_sees_every_record_a_writer_thread_pushed() {
-        let b = ThreadBuffer::allocate(64 * 1024);
+        let b = ThreadBuffer::allocate(64 * 1024).unwrap();
         let total = 200_000u64;
         std::thread::scope(|s| {
             s.spawn(|| {

@@ -174,10 +174,10 @@ fn with_writer(f: impl FnOnce(&mut Writer)) {
 
 fn writer_panicked() {
     STATE.store(OFF, Ordering::Release);
-    eprintln!(
-        "opscope-record: internal error in the trace writer; recording is off in process {}",
+    crate::ffi::tell(format_args!(
+        "internal error in the trace writer; recording is off in process {}",
         std::process::id()
-    );
+    ));
 }
 
 /// Opens this process's file and starts the writer thread, once per process.
@@ -207,18 +207,18 @@ pub fn start() {
             if let Err(e) = spawned {
                 WRITER_FD.store(-1, Ordering::Relaxed);
                 WRITER.with(|w| *w = None);
-                eprintln!(
-                    "opscope-record: cannot start the writer thread ({e}); recording is off in process {}",
+                crate::ffi::tell(format_args!(
+                    "cannot start the writer thread ({e}); recording is off in process {}",
                     std::process::id()
-                );
+                ));
                 STATE.store(OFF, Ordering::Release);
             }
         }
         Err(e) => {
-            eprintln!(
-                "opscope-record: {e}; recording is off in process {}",
+            crate::ffi::tell(format_args!(
+                "{e}; recording is off in process {}",
                 std::process::id()
-            );
+            ));
             STATE.store(OFF, Ordering::Release);
         }
     }
@@ -312,9 +312,9 @@ fn writer_loop() {
             return writer_panicked();
         };
         if let Some(e) = failed {
-            eprintln!(
-                "opscope-record: writing the trace failed ({e}); recording is off in process {pid}"
-            );
+            crate::ffi::tell(format_args!(
+                "writing the trace failed ({e}); recording is off in process {pid}"
+            ));
             STATE.store(OFF, Ordering::Release);
             return;
         }
@@ -417,12 +417,23 @@ extern "C" fn register_fork_handlers() {
 }
 
 extern "C" fn after_fork_in_child() {
-    fork_lock::release_all();
+    fork_lock::release_all_in_child();
     if STATE.load(Ordering::Relaxed) == IDLE {
         return; // never started: nothing of the parent's to forget
     }
     // Only async-signal-safe work here: forget state, close our copy of the parent's
     // file, and let the first event in the child start a new recording.
+    let forker = fork_lock::tid_before_fork();
+    if WRITER.locked.held_by(forker) {
+        // A signal handler forked on a thread in the middle of a drain, which goes on
+        // in the child once the handler returns: its writer cannot be taken from under
+        // it. What it writes goes nowhere (the parent's file is the parent's) and this
+        // child records nothing.
+        WRITER.locked.hand_over(forker, fork_lock::current_tid());
+        discard_writes_in_child();
+        STATE.store(OFF, Ordering::Release);
+        return;
+    }
     let fd = WRITER_FD.swap(-1, Ordering::Relaxed);
     if fd >= 0 {
         // SAFETY: `fd` is the writer's file, which the child inherited and never uses.
@@ -437,9 +448,106 @@ extern "C" fn after_fork_in_child() {
     }
 }
 
+/// Points the child's copy of the writer's file descriptor at `/dev/null`, so that a
+/// drain the fork interrupted writes nothing into the parent's file (and nothing into
+/// a file of the child's that a closed number would have been reused for).
+fn discard_writes_in_child() {
+    let fd = WRITER_FD.load(Ordering::Relaxed);
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: open, dup3 and close are plain system calls, async-signal-safe; the path is NUL-terminated
+    // and `fd` is the writer's descriptor, which only the interrupted drain uses.
+    unsafe {
+        let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if null >= 0 {
+            libc::dup3(null, fd, libc::O_CLOEXEC);
+            libc::close(null);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// In the grandchild of the test below: 7 when the child handler left the drain it
+    /// interrupted its writer and lock, sent its writes nowhere and turned recording
+    /// off; 8 if not.
+    extern "C" fn fork_during_drain(_: libc::c_int) {
+        // SAFETY: the grandchild reads atomics, writes one byte and calls `_exit`.
+        let grandchild = unsafe { libc::fork() };
+        if grandchild == 0 {
+            let fd = WRITER_FD.load(Ordering::Relaxed);
+            let fine = STATE.load(Ordering::Relaxed) == OFF
+                && WRITER.locked.held_by(fork_lock::current_tid())
+                // SAFETY: one byte from a live buffer to the writer's descriptor.
+                && unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) } == 1;
+            // SAFETY: ends the grandchild.
+            unsafe { libc::_exit(if fine { 7 } else { 8 }) };
+        }
+        GRANDCHILD.store(grandchild, Ordering::Release);
+    }
+
+    static GRANDCHILD: AtomicI32 = AtomicI32::new(0);
+
+    /// A signal handler that forks on a thread in the middle of a drain (holding the
+    /// writer's lock): the child must neither take that writer from under the drain
+    /// nor let it write into the parent's file. Set up in a child of the test, whose
+    /// recording state is its own.
+    #[test]
+    fn a_fork_from_a_signal_handler_during_a_drain_leaves_the_drain_alone() {
+        let path = std::env::temp_dir().join(format!("opscope-drain-fork-{}", std::process::id()));
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        // SAFETY: the child only sets atomics, takes a spin lock, forks and waits.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
+            STATE.store(RUNNING, Ordering::Release);
+            WRITER.locked.acquire(); // the drain the signal interrupts
+                                     // SAFETY: a plain handler for SIGUSR2, raised at this thread.
+            let status = unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = fork_during_drain as extern "C" fn(libc::c_int) as usize;
+                libc::sigaction(libc::SIGUSR2, &action, std::ptr::null_mut());
+                libc::raise(libc::SIGUSR2);
+                let mut status = 0;
+                libc::waitpid(GRANDCHILD.load(Ordering::Acquire), &mut status, 0);
+                status
+            };
+            let nothing_written = file.metadata().map(|m| m.len()).ok() == Some(0);
+            let code = match (
+                libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
+                nothing_written,
+            ) {
+                (true, true) => 7,
+                (false, _) => 8,
+                (true, false) => 9,
+            };
+            // SAFETY: ends the child without running the parent's test harness.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            libc::WIFEXITED(status),
+            "the child died (status {status:#x})"
+        );
+        match libc::WEXITSTATUS(status) {
+            7 => {}
+            8 => panic!("the grandchild took the drain's writer or kept recording"),
+            9 => panic!("the interrupted drain's write reached the parent's file"),
+            other => panic!("the child exited with {other}"),
+        }
+    }
 
     #[test]
     fn a_panic_under_the_writer_lock_releases_it_and_retires_the_writer() {

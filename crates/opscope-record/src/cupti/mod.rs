@@ -85,7 +85,7 @@ pub extern "C" fn InitializeInjection() -> c_int {
         }
         session::start();
         if let Err(e) = start() {
-            eprintln!("opscope-record: {e}; GPU activity is not recorded");
+            crate::ffi::tell(format_args!("{e}; GPU activity is not recorded"));
         }
         1
     })
@@ -107,10 +107,10 @@ fn start() -> Result<(), String> {
         let result = unsafe { (cupti.enable)(kind) };
         if result != SUCCESS {
             // Older libcuptis lack some kinds; the others still record.
-            eprintln!(
-                "opscope-record: {}",
+            crate::ffi::tell(format_args!(
+                "{}",
                 failure(cupti, &format!("cuptiActivityEnable({name})"), result)
-            );
+            ));
         }
     }
     // Registered after libcupti was loaded, so it runs before libcupti's own exit
@@ -161,7 +161,9 @@ fn put_on_recording_clock(cupti: &Cupti) {
         let ours = crate::clock::monotonic_ns();
         record::set_clock_offset(ours.wrapping_sub(theirs) as i64);
     } else {
-        eprintln!("opscope-record: CUPTI can neither use nor tell its clock; GPU times may be off");
+        crate::ffi::tell(format_args!(
+            "CUPTI can neither use nor tell its clock; GPU times may be off"
+        ));
     }
 }
 
