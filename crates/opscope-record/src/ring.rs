@@ -134,6 +134,7 @@ impl ThreadBuffer {
     /// returns how many it used (a multiple of 8, at most `max`). False (and counted as
     /// dropped, with `write` never called) when `max` bytes are not free with `reserve`
     /// more left over (the room promised to the ends of the thread's open slices).
+    #[inline(always)]
     fn push_with(&self, max: usize, reserve: u64, write: impl FnOnce(&mut [u8]) -> usize) -> bool {
         let pushed = self.try_push_with(max, reserve, write);
         if !pushed {
@@ -143,6 +144,7 @@ impl ThreadBuffer {
     }
 
     /// [`Self::push_with`], counting nothing when the record does not fit.
+    #[inline(always)]
     fn try_push_with(
         &self,
         max: usize,
@@ -368,6 +370,7 @@ impl Slot {
 /// being torn down or has no buffer, and drops (and counts) the record of a signal
 /// handler that records while its thread is inside a record: the two would write the
 /// same room, and the nesting state would be updated under the interrupted one.
+#[inline(always)]
 fn with_slot(f: impl FnOnce(&Slot, &'static ThreadBuffer)) {
     struct Done<'a>(&'a Cell<bool>);
     impl Drop for Done<'_> {
