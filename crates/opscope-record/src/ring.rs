@@ -709,6 +709,7 @@ mod tests {
         let child = unsafe { libc::fork() };
         assert!(child >= 0, "fork failed");
         if child == 0 {
+            let granted = ThreadBuffer::allocate(64 << 20).is_some();
             let limit = libc::rlimit {
                 rlim_cur: 1 << 20,
                 rlim_max: 1 << 20,
@@ -718,7 +719,7 @@ mod tests {
             unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
             let refused = ThreadBuffer::allocate(64 << 20).is_none();
             // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(if refused { 7 } else { 8 }) };
+            unsafe { libc::_exit(if granted && refused { 7 } else { 8 }) };
         }
         let mut status = 0;
         // SAFETY: reaping our own child.
