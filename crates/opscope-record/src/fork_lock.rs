@@ -10,6 +10,16 @@ use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::Duration;
+
+/// A waiter's sleep once yielding did not do.
+const NAP: Duration = Duration::from_micros(200);
+
+/// How long the fork handler waits for another thread's hold of a table before it
+/// forks without it (the table then starts afresh in the child). With glibc before
+/// 2.36 a fork from a signal handler on the holding thread waits inside glibc for this
+/// fork's handlers to end, so the holder can only go on once this wait gives up.
+const FORK_WAIT: Duration = Duration::from_millis(20);
 
 /// A lock that is one atomic word, the holder's thread id (0 when free), so that a
 /// child can release what the parent's threads held (here, or for the session's
@@ -36,8 +46,14 @@ impl RawLock {
     }
 
     pub fn acquire(&self) {
-        let me = current_tid();
+        self.acquire_as(current_tid(), None);
+    }
+
+    /// Takes it for thread `me`; with a `limit`, gives up (false) once that much time
+    /// has passed.
+    fn acquire_as(&self, me: i32, limit: Option<Duration>) -> bool {
         let mut tries = 0u32;
+        let mut waited = Duration::ZERO;
         while self
             .holder
             .compare_exchange_weak(0, me, Ordering::Acquire, Ordering::Relaxed)
@@ -47,9 +63,14 @@ impl RawLock {
                 std::thread::yield_now();
                 tries += 1;
             } else {
-                std::thread::sleep(std::time::Duration::from_micros(200));
+                if limit.is_some_and(|limit| waited >= limit) {
+                    return false;
+                }
+                std::thread::sleep(NAP);
+                waited += NAP;
             }
         }
+        true
     }
 
     pub fn release(&self) {
@@ -101,12 +122,18 @@ impl<T> ForkLock<T> {
         }
     }
 
-    pub fn lock(&self) -> ForkGuard<'_, T> {
-        self.raw.acquire();
-        ForkGuard {
+    /// Takes the lock, or none when the calling thread holds it already: a signal
+    /// handler that adds a name on a thread inside such a call would wait for itself.
+    pub fn lock(&self) -> Option<ForkGuard<'_, T>> {
+        let me = current_tid();
+        if self.raw.held_by(me) {
+            return None;
+        }
+        self.raw.acquire_as(me, None);
+        Some(ForkGuard {
             lock: self,
             _exclusive: PhantomData,
-        }
+        })
     }
 }
 
@@ -178,6 +205,9 @@ const TABLES: usize = 5;
 struct ForkFrame {
     took: u8,
     left_to_others: u8,
+    /// The forking thread's id just before it forked (0: no prepare handler ran):
+    /// its holds in the child are still under this id.
+    tid: i32,
 }
 
 /// Nested forks (a signal handler that forks while the thread is in the fork
@@ -186,11 +216,9 @@ const MAX_NESTED: usize = 4;
 
 thread_local! {
     /// The forking thread's frames, innermost last, and how deep it is.
-    static FRAMES: Cell<([ForkFrame; MAX_NESTED], usize)> =
-        const { Cell::new(([ForkFrame { took: 0, left_to_others: 0 }; MAX_NESTED], 0)) };
-    /// The forking thread's id just before it forked: its holds in the child are
-    /// still under this id.
-    static TID_BEFORE_FORK: Cell<i32> = const { Cell::new(0) };
+    static FRAMES: Cell<([ForkFrame; MAX_NESTED], usize)> = const {
+        Cell::new(([ForkFrame { took: 0, left_to_others: 0, tid: 0 }; MAX_NESTED], 0))
+    };
 }
 
 fn push_frame(frame: ForkFrame) {
@@ -220,17 +248,13 @@ fn depth() -> usize {
     FRAMES.try_with(|frames| frames.get().1).unwrap_or(0)
 }
 
-/// The forking thread's id in the parent, for the child's handler.
-pub fn tid_before_fork() -> i32 {
-    TID_BEFORE_FORK.try_with(Cell::get).unwrap_or(0)
-}
-
 /// Before a fork: takes every table's lock so that none is copied into the child
-/// half-way through an insert, waiting for their holders in one order. But when the
-/// forking thread holds one itself (a signal handler that forks interrupted it), it
-/// waits for nothing: that hold goes on in both processes until the interrupted code
-/// ends it, and waiting in order past it could wait for a thread that, forking too,
-/// waits for it. Tables it cannot take then are started afresh in the child.
+/// half-way through an insert, waiting for their holders in one order, each for
+/// [`FORK_WAIT`] at most. When the forking thread holds one itself (a signal handler
+/// that forks interrupted it), it waits for nothing: that hold goes on in both
+/// processes until the interrupted code ends it, and waiting in order past it could
+/// wait for a thread that, forking too, waits for it. Tables it does not take are
+/// started afresh in the child.
 pub extern "C" fn take_all() {
     let me = current_tid();
     let tables = every_table();
@@ -246,19 +270,21 @@ pub extern "C" fn take_all() {
             if mine & bit != 0 {
                 continue;
             }
-            if mine == 0 {
-                table.raw().acquire();
-                frame.took |= bit;
-            } else if table.raw().try_acquire(me) {
+            let taken = if mine == 0 {
+                table.raw().acquire_as(me, Some(FORK_WAIT))
+            } else {
+                table.raw().try_acquire(me)
+            };
+            if taken {
                 frame.took |= bit;
             } else {
                 frame.left_to_others |= bit;
             }
         }
     }
-    push_frame(frame);
     // Read last: a fork nested in the one above ran its child with another id.
-    let _ = TID_BEFORE_FORK.try_with(|tid| tid.set(current_tid()));
+    frame.tid = current_tid();
+    push_frame(frame);
 }
 
 /// After a fork, in the parent: releases what the prepare handler took.
@@ -273,31 +299,38 @@ pub extern "C" fn release_all() {
 
 /// After a fork, in the child (the forking thread alone): releases what the prepare
 /// handler took, abandons what other threads held, and hands the thread's own holds
-/// over to its new id.
-pub fn release_all_in_child() {
+/// over to its new id. Returns the thread's id before the fork (0 when no prepare
+/// handler of ours ran).
+pub fn release_all_in_child() -> i32 {
     let frame = pop_frame();
-    let (before, now) = (tid_before_fork(), current_tid());
+    let now = current_tid();
     for (i, table) in every_table().iter().enumerate() {
         let bit = 1u8 << i;
         if frame.took & bit != 0 {
             table.raw().release();
         } else if frame.left_to_others & bit != 0 {
             table.abandon_in_child();
-        } else {
-            table.raw().hand_over(before, now);
+        } else if frame.tid != 0 {
+            table.raw().hand_over(frame.tid, now);
         }
     }
+    frame.tid
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
-    /// Forking tests run one at a time: each holds tables the others' forks wait for.
+    /// Forking tests of the crate run one at a time: each holds tables the others'
+    /// forks wait for, and each looks at who holds what.
     static ONE_FORK_TEST: Mutex<()> = Mutex::new(());
+
+    pub(crate) fn one_fork_test_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+        ONE_FORK_TEST.lock().unwrap_or_else(|e| e.into_inner())
+    }
 
     /// The table held in these tests: NVTX domains, third in the order.
     const HELD: usize = 2;
@@ -387,7 +420,7 @@ mod tests {
     /// copied held, the child would wait forever (killed after 10 s, and the test fails).
     #[test]
     fn a_child_forked_while_a_table_is_held_elsewhere_can_take_it() {
-        let _one = ONE_FORK_TEST.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_fork_test_at_a_time();
         let holding = AtomicBool::new(false);
         std::thread::scope(|s| {
             s.spawn(|| {
@@ -417,7 +450,7 @@ mod tests {
     /// goes on under the thread's new id), and must leave the other tables usable.
     #[test]
     fn a_fork_from_a_signal_handler_on_the_thread_holding_a_table_goes_through() {
-        let _one = ONE_FORK_TEST.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_fork_test_at_a_time();
         let still_held = within_10_s("the fork waited for the lock its own thread holds", || {
             install_fork_in_handler();
             table(HELD).raw().acquire();
@@ -445,7 +478,7 @@ mod tests {
     /// the tables the first fork held started afresh and free.
     #[test]
     fn a_signal_handler_fork_does_not_wait_for_a_thread_that_forks_too() {
-        let _one = ONE_FORK_TEST.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_fork_test_at_a_time();
         let holder_tid = Arc::new(AtomicI32::new(0));
         let (go, wait_for_go) = std::sync::mpsc::channel::<()>();
         let holder = {
@@ -465,7 +498,10 @@ mod tests {
         }
         let forker = within_10_s("the plain fork never went on", move || {
             // The plain fork: its handler takes tables 0 and 1, then waits for HELD.
-            let forking = std::thread::spawn(|| {
+            let forking_tid = Arc::new(AtomicI32::new(0));
+            let tid = forking_tid.clone();
+            let forking = std::thread::spawn(move || {
+                tid.store(current_tid(), Ordering::Release);
                 // SAFETY: the child calls `_exit` at once.
                 let child = unsafe { libc::fork() };
                 if child == 0 {
@@ -475,7 +511,10 @@ mod tests {
                 child
             });
             let started = Instant::now();
-            while !(table(0).raw().is_held() && table(1).raw().is_held()) {
+            let forking = (forking, forking_tid);
+            while !(forking.1.load(Ordering::Acquire) != 0
+                && table(1).raw().held_by(forking.1.load(Ordering::Acquire)))
+            {
                 assert!(
                     started.elapsed() < Duration::from_secs(5),
                     "the fork took nothing"
@@ -484,7 +523,7 @@ mod tests {
             }
             go.send(()).unwrap();
             holder.join().unwrap();
-            forking.join().unwrap()
+            forking.0.join().unwrap()
         });
         assert_eq!(exit_status(forker), 5);
         assert_eq!(
@@ -494,12 +533,57 @@ mod tests {
         );
     }
 
+    /// A thread that holds a table for long (preempted, or waiting itself) does not
+    /// hold a fork up for longer than `FORK_WAIT`: the fork goes on without that
+    /// table, which the child starts afresh and can take.
+    #[test]
+    fn a_fork_waits_a_bounded_time_for_a_table_held_elsewhere() {
+        let _one = one_fork_test_at_a_time();
+        let (held, wait_until_held) = std::sync::mpsc::channel::<()>();
+        let (release, wait_for_release) = std::sync::mpsc::channel::<()>();
+        let holder = std::thread::spawn(move || {
+            table(HELD).raw().acquire();
+            held.send(()).unwrap();
+            // Until the fork is over: a fork that waited for this would never end.
+            wait_for_release.recv().unwrap();
+            table(HELD).raw().release();
+        });
+        wait_until_held.recv().unwrap();
+        let child = within_10_s("the fork waited for the holder", || {
+            // SAFETY: the child only takes a spin lock and calls `_exit`.
+            let child = unsafe { libc::fork() };
+            if child == 0 {
+                let free = table(HELD).raw().try_acquire(current_tid());
+                // SAFETY: ends the child without running the parent's test harness.
+                unsafe { libc::_exit(if free { 7 } else { 8 }) };
+            }
+            child
+        });
+        assert!(table(HELD).raw().is_held(), "the parent's hold goes on");
+        release.send(()).unwrap();
+        holder.join().unwrap();
+        assert_eq!(exit_status(child), 7, "the child could not take the table");
+    }
+
+    /// A name given on a thread inside the same table's call (a signal handler that
+    /// names something, interrupting it) gets a handle of its own instead of waiting
+    /// for itself forever.
+    #[test]
+    fn a_thread_inside_a_tables_call_can_still_name_things() {
+        let named = within_10_s("a thread waited for its own hold", || {
+            let itt = crate::itt::tests::domain_and_handle_while_holding_the_itt_table();
+            let nvtx = crate::nvtx::tests::domain_and_string_while_holding_the_nvtx_tables();
+            (itt, nvtx)
+        });
+        assert_eq!(named, (true, true), "(ITT, NVTX) names came out null");
+    }
+
     /// A fork inside the fork handlers (a signal handler forking while its thread runs
     /// the prepare handler of another fork) releases only what its own prepare took:
     /// the outer fork's tables stay held until the outer fork's own handlers run.
     #[test]
     fn a_fork_nested_in_the_fork_handlers_releases_only_its_own_tables() {
-        let _one = ONE_FORK_TEST.lock().unwrap_or_else(|e| e.into_inner());
+        let _one = one_fork_test_at_a_time();
         let held_between = within_10_s("the nested fork hung", || {
             take_all(); // the outer fork's prepare handler
                         // SAFETY: the child checks atomics and calls `_exit`.

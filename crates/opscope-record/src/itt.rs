@@ -103,13 +103,36 @@ fn leak_cstring(name: &[u8]) -> *const c_char {
     Box::leak(owned.into_boxed_slice()).as_ptr() as *const c_char
 }
 
-fn with_handles<R>(f: impl FnOnce(&mut Handles) -> R) -> R {
-    let mut guard = HANDLES.lock();
+/// None on a thread that is inside `f` already (a signal handler naming something).
+fn with_handles<R>(f: impl FnOnce(&mut Handles) -> R) -> Option<R> {
+    let mut guard = HANDLES.lock()?;
     let handles = guard.get_or_insert_with(|| Handles {
         domains: Map::default(),
         strings: Map::default(),
     });
-    f(handles)
+    Some(f(handles))
+}
+
+fn new_domain(name: &[u8]) -> usize {
+    Box::leak(Box::new(Domain {
+        // Calls through a domain are skipped while its flags are 0.
+        flags: 1,
+        name_a: leak_cstring(name),
+        name_w: std::ptr::null(),
+        extra1: 0,
+        extra2: std::ptr::null_mut(),
+        next: std::ptr::null_mut(),
+    })) as *mut Domain as usize
+}
+
+fn new_string_handle(name: &[u8]) -> usize {
+    Box::leak(Box::new(StringHandle {
+        str_a: leak_cstring(name),
+        str_w: std::ptr::null(),
+        extra1: 0,
+        extra2: std::ptr::null_mut(),
+        next: std::ptr::null_mut(),
+    })) as *mut StringHandle as usize
 }
 
 /// The name of a domain, whoever made it.
@@ -203,19 +226,13 @@ extern "C" fn domain_create(name: *const c_char) -> *mut Domain {
     guard(std::ptr::null_mut(), || {
         // SAFETY: ITT passes a NUL-terminated name.
         let name = unsafe { cstr(name) };
-        with_handles(|h| {
-            *h.domains.entry(name.to_vec()).or_insert_with(|| {
-                Box::leak(Box::new(Domain {
-                    // Calls through a domain are skipped while its flags are 0.
-                    flags: 1,
-                    name_a: leak_cstring(name),
-                    name_w: std::ptr::null(),
-                    extra1: 0,
-                    extra2: std::ptr::null_mut(),
-                    next: std::ptr::null_mut(),
-                })) as *mut Domain as usize
-            }) as *mut Domain
-        })
+        let domain = with_handles(|h| {
+            *h.domains
+                .entry(name.to_vec())
+                .or_insert_with(|| new_domain(name))
+        });
+        // Uncached: the thread is inside this table already.
+        domain.unwrap_or_else(|| new_domain(name)) as *mut Domain
     })
 }
 
@@ -230,17 +247,14 @@ extern "C" fn string_handle_create(name: *const c_char) -> *mut StringHandle {
         if let Some(h) = cached {
             return h as *mut StringHandle;
         }
-        let handle = with_handles(|h| {
-            *h.strings.entry(name.to_vec()).or_insert_with(|| {
-                Box::leak(Box::new(StringHandle {
-                    str_a: leak_cstring(name),
-                    str_w: std::ptr::null(),
-                    extra1: 0,
-                    extra2: std::ptr::null_mut(),
-                    next: std::ptr::null_mut(),
-                })) as *mut StringHandle as usize
-            })
-        });
+        let Some(handle) = with_handles(|h| {
+            *h.strings
+                .entry(name.to_vec())
+                .or_insert_with(|| new_string_handle(name))
+        }) else {
+            // Uncached: the thread is inside this table already.
+            return new_string_handle(name) as *mut StringHandle;
+        };
         let _ = STRING_CACHE.try_with(|c| c.borrow_mut().insert(name.to_vec(), handle));
         handle as *mut StringHandle
     })
@@ -694,8 +708,23 @@ extern "C" fn get_timestamp() -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+
+    /// For `fork_lock`'s test: a domain and a string handle made while the calling
+    /// thread holds the handles' table; whether both came out usable.
+    pub(crate) fn domain_and_handle_while_holding_the_itt_table() -> bool {
+        let _held = HANDLES.lock().unwrap();
+        let domain = domain_create(c"held".as_ptr());
+        let handle = string_handle_create(c"held".as_ptr());
+        // SAFETY: both are leaked objects of ours, alive for the process.
+        unsafe {
+            !domain.is_null()
+                && !handle.is_null()
+                && cstr((*domain).name_a) == b"held"
+                && cstr((*handle).str_a) == b"held"
+        }
+    }
 
     #[test]
     fn function_addresses_print_as_hex() {

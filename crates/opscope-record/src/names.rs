@@ -41,7 +41,8 @@ impl<const N: usize> NameTable<N> {
 
     /// Adds `name` under `key`; returns its index, or `None` when the table is full.
     pub fn add(&self, key: [u64; 2], name: &[u8]) -> Option<usize> {
-        let _lock = self.lock.lock();
+        // None, as for a full table, on a thread inside this call already.
+        let _lock = self.lock.lock()?;
         let n = self.count.load(Ordering::Acquire);
         let entry = self.entries.get(n)?;
         let text: &'static [u8] = Box::leak(name.to_vec().into_boxed_slice());

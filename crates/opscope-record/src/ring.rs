@@ -705,6 +705,7 @@ mod tests {
     /// without one: no abort of the program. Run in a child, whose limit is its own.
     #[test]
     fn a_ring_that_cannot_be_mapped_is_none_not_an_abort() {
+        let _one = crate::fork_lock::tests::one_fork_test_at_a_time();
         // SAFETY: the child sets a limit, tries one allocation and calls `_exit`.
         let child = unsafe { libc::fork() };
         assert!(child >= 0, "fork failed");

@@ -200,7 +200,14 @@ pub fn start() {
         Ok(writer) => {
             WRITER.with(|w| *w = Some(writer));
             // RUNNING before the writer runs: it stops as soon as it sees anything else.
-            STATE.store(RUNNING, Ordering::Release);
+            // Unless a signal handler forked here and this is the child, where the
+            // start was turned off.
+            if STATE
+                .compare_exchange(STARTING, RUNNING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+            {
+                return;
+            }
             let spawned = std::thread::Builder::new()
                 .name("opscope-writer".into())
                 .spawn(writer_loop);
@@ -417,14 +424,13 @@ extern "C" fn register_fork_handlers() {
 }
 
 extern "C" fn after_fork_in_child() {
-    fork_lock::release_all_in_child();
+    let forker = fork_lock::release_all_in_child();
     if STATE.load(Ordering::Relaxed) == IDLE {
         return; // never started: nothing of the parent's to forget
     }
     // Only async-signal-safe work here: forget state, close our copy of the parent's
     // file, and let the first event in the child start a new recording.
-    let forker = fork_lock::tid_before_fork();
-    if WRITER.locked.held_by(forker) {
+    if forker != 0 && WRITER.locked.held_by(forker) {
         // A signal handler forked on a thread in the middle of a drain, which goes on
         // in the child once the handler returns: its writer cannot be taken from under
         // it. What it writes goes nowhere (the parent's file is the parent's) and this
@@ -497,6 +503,7 @@ mod tests {
     /// recording state is its own.
     #[test]
     fn a_fork_from_a_signal_handler_during_a_drain_leaves_the_drain_alone() {
+        let _one = crate::fork_lock::tests::one_fork_test_at_a_time();
         let path = std::env::temp_dir().join(format!("opscope-drain-fork-{}", std::process::id()));
         let file = OpenOptions::new()
             .create(true)

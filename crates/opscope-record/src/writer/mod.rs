@@ -88,6 +88,9 @@ struct OpenRange {
 
 pub struct Writer {
     file: File,
+    /// The process that made the writer, the only one that writes its file: a drain
+    /// that a fork from a signal handler interrupted goes on in the child too.
+    owner: u32,
     pid: i32,
     /// Maps the records' clock ticks onto CLOCK_MONOTONIC.
     clock: clock::Calibration,
@@ -122,6 +125,7 @@ impl Writer {
     pub fn new(file: File, pid: i32, process_name: &[u8]) -> Writer {
         let mut w = Writer {
             file,
+            owner: std::process::id(),
             pid,
             packets: Vec::with_capacity(1 << 16),
             sequences: Map::default(),
@@ -729,6 +733,10 @@ impl Writer {
         if self.packets.is_empty() {
             return Ok(());
         }
+        if std::process::id() != self.owner {
+            self.packets.clear();
+            return Ok(());
+        }
         // Every buffer here lives as long as the writer: freeing large blocks each
         // flush would move glibc's mmap threshold and cost the program page faults.
         let out = &mut self.out;
@@ -869,6 +877,42 @@ mod tests {
     fn work(w: &mut Writer, device: u64, stream: u64, begin: u64, end: u64) {
         let args: [(&[u8], u64); 2] = [(b"device", device), (b"stream", stream)];
         feed(w, Kind::DeviceSlice, begin, end, &args);
+    }
+
+    /// Only the process that made the writer writes its file: in a child forked in the
+    /// middle of a drain (from a signal handler), the drain goes on and must write
+    /// nothing into the parent's file.
+    #[test]
+    fn a_writer_writes_nothing_from_a_forked_child() {
+        let _one = crate::fork_lock::tests::one_fork_test_at_a_time();
+        let path =
+            std::env::temp_dir().join(format!("opscope-owner-{}.pftrace", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let mut w = Writer::new(file, 4321, b"test");
+        feed(&mut w, Kind::Instant, 1_000, 1_000, &[]);
+        assert!(!w.packets.is_empty());
+        let before = std::fs::metadata(&path).unwrap().len();
+        // SAFETY: the child writes through the writer it copied and calls `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let code = if w.write_chunk().is_ok() { 7 } else { 8 };
+            // SAFETY: ends the child without running the parent's test harness.
+            unsafe { libc::_exit(code) };
+        }
+        let mut status = 0;
+        // SAFETY: reaping our own child.
+        unsafe { libc::waitpid(child, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+        let after_child = std::fs::metadata(&path).unwrap().len();
+        w.write_chunk().unwrap();
+        let after_parent = std::fs::metadata(&path).unwrap().len();
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(
+            after_child, before,
+            "the child wrote into the parent's file"
+        );
+        assert!(after_parent > before, "the parent's own write went nowhere");
     }
 
     /// Compact begins name their slices by ids the thread defined; the writer interns
