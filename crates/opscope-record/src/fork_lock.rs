@@ -340,7 +340,7 @@ pub(crate) mod tests {
     }
 
     /// Waits up to 10 s for `child`; its exit status, or a panic when it hangs.
-    fn exit_status(child: libc::pid_t) -> i32 {
+    pub(crate) fn exit_status(child: libc::pid_t) -> i32 {
         let started = Instant::now();
         let mut status = 0;
         loop {

@@ -166,7 +166,12 @@ fn drain_now() {
 
 /// Runs `f` on this process's writer, if there is one. A panic in the writer (a bug)
 /// turns recording off in this process, rather than unwinding into the program.
+/// Does nothing on a thread whose own drain a signal handler interrupted (one that
+/// calls `exit`, whose hook lands here): waiting for that drain would never end.
 fn with_writer(f: impl FnOnce(&mut Writer)) {
+    if WRITER.locked.held_by(fork_lock::current_tid()) {
+        return;
+    }
     if WRITER.with(|w| w.as_mut().map(f)).is_none() {
         writer_panicked();
     }
@@ -208,9 +213,11 @@ pub fn start() {
             {
                 return;
             }
-            let spawned = std::thread::Builder::new()
-                .name("opscope-writer".into())
-                .spawn(writer_loop);
+            let spawned = with_signals_blocked(|| {
+                std::thread::Builder::new()
+                    .name("opscope-writer".into())
+                    .spawn(writer_loop)
+            });
             if let Err(e) = spawned {
                 WRITER_FD.store(-1, Ordering::Relaxed);
                 WRITER.with(|w| *w = None);
@@ -228,6 +235,24 @@ pub fn start() {
             ));
             STATE.store(OFF, Ordering::Release);
         }
+    }
+}
+
+/// Runs `f` (which starts a thread, inheriting the mask) with every signal blocked on
+/// the calling thread. The program's signals must never run on the writer: SIGTERM's
+/// handler waits for the writer, and a handler that calls `exit` there would run the
+/// exit hook, which waits for the drain that handler interrupted.
+fn with_signals_blocked<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: signal sets on the stack, filled and installed for this thread only, and
+    // the old mask put back.
+    unsafe {
+        let mut all: libc::sigset_t = std::mem::zeroed();
+        let mut old: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+        let r = f();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        r
     }
 }
 
@@ -292,14 +317,7 @@ fn flush_interval() -> Duration {
 fn writer_loop() {
     let interval = flush_interval();
     let pid = std::process::id();
-    // SIGTERM's handler waits for this thread: it must never run here.
-    // SAFETY: a signal set on the stack, changed and installed for this thread only.
-    unsafe {
-        let mut set: libc::sigset_t = std::mem::zeroed();
-        libc::sigemptyset(&mut set);
-        libc::sigaddset(&mut set, libc::SIGTERM);
-        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
-    }
+    // Runs with every signal blocked (see `start`).
     loop {
         let requested = FLUSH_REQUESTS.load(Ordering::Acquire);
         // A ring still a quarter full after a drain (its thread kept writing while the
@@ -378,8 +396,8 @@ fn flush_on_terminate() {
     }
 }
 
-/// Only async-signal-safe calls: atomics, a futex wake, `nanosleep`, `raise`. The writer thread has
-/// SIGTERM blocked, so it is never the one waiting here.
+/// Only async-signal-safe calls: atomics, a futex wake, `nanosleep`, `raise`. The writer
+/// thread has every signal blocked, so it is never the one waiting here.
 extern "C" fn on_terminate(signal: libc::c_int) {
     if STATE.load(Ordering::Acquire) == RUNNING {
         let wanted = FLUSH_REQUESTS.fetch_add(1, Ordering::AcqRel) + 1;
@@ -476,6 +494,105 @@ fn discard_writes_in_child() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Runs `check` in a child of the test (whose recording state is its own) and
+    /// gives its exit status, killing it after 10 s.
+    fn in_a_child(check: impl FnOnce() -> i32) -> i32 {
+        let _one = fork_lock::tests::one_fork_test_at_a_time();
+        // SAFETY: the child runs `check` alone and calls `_exit`.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let code = check();
+            // SAFETY: ends the child without running the parent's test harness.
+            unsafe { libc::_exit(code) };
+        }
+        fork_lock::tests::exit_status(child)
+    }
+
+    /// The blocked-signal mask of this process's writer thread, from `/proc`.
+    fn writer_thread_mask() -> Option<u64> {
+        std::fs::read_dir("/proc/self/task")
+            .ok()?
+            .flatten()
+            .find(|task| {
+                std::fs::read(task.path().join("comm")).is_ok_and(|c| c == b"opscope-writer\n")
+            })
+            .and_then(|task| std::fs::read_to_string(task.path().join("status")).ok())
+            .and_then(|status| {
+                let line = status.lines().find(|l| l.starts_with("SigBlk:"))?;
+                u64::from_str_radix(line["SigBlk:".len()..].trim(), 16).ok()
+            })
+    }
+
+    /// The program's signals never run on the writer thread: a process-directed signal
+    /// whose handler calls `exit` would otherwise run the exit hook there, in the middle
+    /// of a drain.
+    #[test]
+    fn the_writer_thread_blocks_every_signal() {
+        let dir = std::env::temp_dir().join(format!("opscope-mask-{}", std::process::id()));
+        let code = in_a_child(|| {
+            std::env::set_var(SESSION_DIR_ENV, &dir);
+            start();
+            if STATE.load(Ordering::Acquire) != RUNNING {
+                return 9;
+            }
+            // The thread names itself once it runs.
+            let writer_mask = (0..2000).find_map(|_| {
+                let mask = writer_thread_mask();
+                if mask.is_none() {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                mask
+            });
+            let blocked =
+                |signal: libc::c_int| writer_mask.is_some_and(|m| m & 1 << (signal - 1) != 0);
+            let mine_unblocked = {
+                // SAFETY: a zeroed set is a valid empty one; reads this thread's mask
+                // into it.
+                let mut now: libc::sigset_t = unsafe { std::mem::zeroed() };
+                unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now) };
+                // SAFETY: a valid set and signal number.
+                unsafe { libc::sigismember(&now, libc::SIGINT) == 0 }
+            };
+            let all = [
+                libc::SIGINT,
+                libc::SIGTERM,
+                libc::SIGUSR1,
+                libc::SIGCHLD,
+                libc::SIGALRM,
+            ];
+            match (writer_mask, all.iter().all(|&s| blocked(s)), mine_unblocked) {
+                (None, _, _) => 10,
+                (Some(_), false, _) => 11,
+                (Some(_), true, false) => 12,
+                (Some(_), true, true) => 7,
+            }
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        match code {
+            7 => {}
+            9 => panic!("recording did not start in the child"),
+            10 => panic!("no writer thread, or no SigBlk line for it"),
+            11 => panic!("the writer thread takes some of the program's signals"),
+            12 => panic!("the thread that started recording kept the writer's mask"),
+            other => panic!("the child exited with {other}"),
+        }
+    }
+
+    /// A signal handler that calls `exit` on a thread in the middle of its own drain
+    /// (holding the writer's lock): the exit hook must return, not wait for that drain.
+    #[test]
+    fn the_exit_hook_on_a_thread_inside_its_own_drain_returns() {
+        let code = in_a_child(|| {
+            STATE.store(RUNNING, Ordering::Release);
+            WRITER.locked.acquire(); // the drain the handler interrupted
+            finish();
+            flush();
+            7
+        });
+        assert_eq!(code, 7);
+    }
 
     /// In the grandchild of the test below: 7 when the child handler left the drain it
     /// interrupted its writer and lock, sent its writes nowhere and turned recording
