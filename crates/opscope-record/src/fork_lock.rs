@@ -19,7 +19,12 @@ const NAP: Duration = Duration::from_micros(200);
 /// forks without it (the table then starts afresh in the child). With glibc before
 /// 2.36 a fork from a signal handler on the holding thread waits inside glibc for this
 /// fork's handlers to end, so the holder can only go on once this wait gives up.
+#[cfg(not(test))]
 const FORK_WAIT: Duration = Duration::from_millis(20);
+/// Long enough in tests that a fork reliably waits for a short hold (the tests of the
+/// give-up hold a table until the fork is over).
+#[cfg(test)]
+const FORK_WAIT: Duration = Duration::from_secs(1);
 
 /// A lock that is one atomic word, the holder's thread id (0 when free), so that a
 /// child can release what the parent's threads held (here, or for the session's
@@ -270,6 +275,9 @@ pub extern "C" fn take_all() {
             if mine & bit != 0 {
                 continue;
             }
+            // Read again for each table: a fork nested in this loop (from a signal
+            // handler) goes on here in its child under another id.
+            let me = current_tid();
             let taken = if mine == 0 {
                 table.raw().acquire_as(me, Some(FORK_WAIT))
             } else {
@@ -570,6 +578,7 @@ pub(crate) mod tests {
     /// for itself forever.
     #[test]
     fn a_thread_inside_a_tables_call_can_still_name_things() {
+        let _one = one_fork_test_at_a_time();
         let named = within_10_s("a thread waited for its own hold", || {
             let itt = crate::itt::tests::domain_and_handle_while_holding_the_itt_table();
             let nvtx = crate::nvtx::tests::domain_and_string_while_holding_the_nvtx_tables();

@@ -240,8 +240,9 @@ extern "C" fn string_handle_create(name: *const c_char) -> *mut StringHandle {
     guard(std::ptr::null_mut(), || {
         // SAFETY: ITT passes a NUL-terminated name.
         let name = unsafe { cstr(name) };
+        // `try_borrow`: a signal handler may name something while its thread is here.
         let cached = STRING_CACHE
-            .try_with(|c| c.borrow().get(name).copied())
+            .try_with(|c| c.try_borrow().ok()?.get(name).copied())
             .ok()
             .flatten();
         if let Some(h) = cached {
@@ -255,7 +256,11 @@ extern "C" fn string_handle_create(name: *const c_char) -> *mut StringHandle {
             // Uncached: the thread is inside this table already.
             return new_string_handle(name) as *mut StringHandle;
         };
-        let _ = STRING_CACHE.try_with(|c| c.borrow_mut().insert(name.to_vec(), handle));
+        let _ = STRING_CACHE.try_with(|c| {
+            if let Ok(mut cache) = c.try_borrow_mut() {
+                cache.insert(name.to_vec(), handle);
+            }
+        });
         handle as *mut StringHandle
     })
 }

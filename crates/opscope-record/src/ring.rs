@@ -312,6 +312,10 @@ struct Slot {
 struct NameCache {
     keys: [(usize, usize); NAME_SLOTS],
     defined: [bool; NAME_SLOTS],
+    /// The buffer's claim the ids were defined under: a fork starts a new one (a new
+    /// sequence for a new writer, which knows none of them), also when the fork came
+    /// from a signal handler while the cache was in use and could not be cleared.
+    claim: u64,
 }
 
 const NAME_BITS: u32 = 9;
@@ -321,6 +325,7 @@ impl NameCache {
     const EMPTY: NameCache = NameCache {
         keys: [(0, 0); NAME_SLOTS],
         defined: [false; NAME_SLOTS],
+        claim: 0,
     };
 
     fn slot(key: (usize, usize)) -> usize {
@@ -471,6 +476,13 @@ pub fn emit_named_begin(
             return;
         };
         let names = cache.get_or_insert_with(|| Box::new(NameCache::EMPTY));
+        let claim = buffer.claim_count();
+        if names.claim != claim {
+            **names = NameCache {
+                claim,
+                ..NameCache::EMPTY
+            };
+        }
         let i = NameCache::slot(key);
         let id = i as u32 + 1;
         if !(names.keys[i] == key && names.defined[i]) {
@@ -696,6 +708,40 @@ mod tests {
                 2,
                 "the thread records again after the nested one"
             );
+        })
+        .join()
+        .unwrap();
+    }
+
+    /// A thread's name definitions hold for one claim of its buffer: after a fork (a
+    /// new claim, for the child's new writer) a begin defines its name again, even when
+    /// the fork could not clear the cache (it came from a signal handler while the
+    /// cache was in use).
+    #[test]
+    fn names_are_defined_again_under_a_new_claim() {
+        std::thread::spawn(|| {
+            let definition = record(0, 4);
+            let defines = Cell::new(0);
+            let begin = || {
+                emit_named_begin((1, 2), 5, |bytes, _id| {
+                    defines.set(defines.get() + 1);
+                    bytes[..definition.len()].copy_from_slice(&definition);
+                    definition.len()
+                });
+                emit_end(6);
+            };
+            begin();
+            begin();
+            assert_eq!(defines.get(), 1, "a name is defined once per claim");
+            let buffer = SLOT.with(|slot| slot.buffer.get()).unwrap();
+            buffer.claim.fetch_add(1, Ordering::Release); // what a fork does
+            begin();
+            assert_eq!(
+                defines.get(),
+                2,
+                "the new claim's writer must learn the name"
+            );
+            buffer.drain(&mut |_| {});
         })
         .join()
         .unwrap();

@@ -201,12 +201,21 @@ pub fn start() {
         unsafe { libc::atexit(at_exit) };
         flush_on_terminate();
     }
+    let pid = std::process::id();
     match open_writer() {
         Ok(writer) => {
-            WRITER.with(|w| *w = Some(writer));
+            WRITER.with(|w| {
+                // Unless a signal handler forked since, and this is the child: its
+                // fork handler closed the file and set the state back to idle, and the
+                // child's own start makes its own writer. Never dropped: a writer
+                // closes its file, whose number may be another file's by then.
+                if STATE.load(Ordering::Acquire) == STARTING && std::process::id() == pid {
+                    std::mem::forget(w.replace(writer));
+                } else {
+                    std::mem::forget(writer);
+                }
+            });
             // RUNNING before the writer runs: it stops as soon as it sees anything else.
-            // Unless a signal handler forked here and this is the child, where the
-            // start was turned off.
             if STATE
                 .compare_exchange(STARTING, RUNNING, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
@@ -331,7 +340,14 @@ fn writer_loop() {
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
-        let failed = WRITER.with(|w| w.as_mut().and_then(|writer| writer.drain().err()));
+        let failed = WRITER.with(|w| {
+            // Checked again under the lock: after `finish` wrote the last chunk, no
+            // more may follow it.
+            if STATE.load(Ordering::Acquire) != RUNNING {
+                return None;
+            }
+            w.as_mut().and_then(|writer| writer.drain().err())
+        });
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         let Some(failed) = failed else {
             return writer_panicked();
