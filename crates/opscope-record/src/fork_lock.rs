@@ -2,9 +2,10 @@
 //! handles and events; NVTX domains, strings and categories). `fork` copies a lock into
 //! the child as it is, held or not, and a thread that held it does not exist there: so
 //! the fork handlers (registered in `session`) take these locks before the fork and
-//! release them on both sides after it, and a child can always add names. A fork from
-//! a signal handler on a thread that holds one waits for no lock at all (see
-//! [`take_all`]).
+//! release them on both sides after it, and a child can always add names. The
+//! session's writer sits behind the same kind of lock, which its child handler takes
+//! back. A fork from a signal handler on a thread that holds one waits for no lock at
+//! all (see [`take_all`]).
 
 use std::cell::{Cell, UnsafeCell};
 use std::marker::PhantomData;
@@ -50,6 +51,8 @@ impl RawLock {
             .is_ok()
     }
 
+    /// For tests, which hold locks the way the tables' users do.
+    #[cfg(test)]
     pub fn acquire(&self) {
         self.acquire_as(current_tid(), None);
     }

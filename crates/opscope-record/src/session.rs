@@ -3,7 +3,6 @@
 //! handler writes what is left; after `fork` the child starts over with its own file
 //! and writer. Nothing here may block the program for long or panic into it.
 
-use std::cell::UnsafeCell;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::io::AsRawFd;
@@ -12,7 +11,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
-use crate::fork_lock::{self, RawLock};
+use crate::fork_lock::{self, ForkLock, ForkTable};
 use crate::ring;
 use crate::wake;
 use crate::writer::Writer;
@@ -39,49 +38,32 @@ static STATE: AtomicU8 = AtomicU8::new(IDLE);
 static PAUSED: AtomicBool = AtomicBool::new(false);
 /// The writer's file descriptor, so a forked child can close its copy.
 static WRITER_FD: AtomicI32 = AtomicI32::new(-1);
-static WRITER: WriterLock = WriterLock {
-    locked: RawLock::new(),
-    writer: UnsafeCell::new(None),
-};
+/// The process's writer, behind a lock that a forked child can take back from a thread
+/// that no longer exists (a `std::sync::Mutex` held by the parent's writer thread at
+/// `fork` would stay locked in the child forever).
+static WRITER: ForkLock<Option<Writer>> = ForkLock::new(None);
 /// Whether the process's exit and SIGTERM hooks are in place (it has recorded); no
 /// `Once`, whose waiters a fork in the middle would leave waiting forever in the child.
 static HOOKS: AtomicBool = AtomicBool::new(false);
 
-/// A lock that a forked child can take back from a thread that no longer exists
-/// (a `std::sync::Mutex` held by the parent's writer thread at `fork` would stay
-/// locked in the child forever).
-struct WriterLock {
-    locked: RawLock,
-    writer: UnsafeCell<Option<Writer>>,
-}
-
-// SAFETY: `writer` is only touched while `locked` is held (see `with`), or in the
-// child right after fork, when no other thread exists.
-unsafe impl Sync for WriterLock {}
-
-impl WriterLock {
-    /// Runs `f` on the writer with the lock held; none when `f` panicked. A panic
-    /// must not leave the lock taken (the exit handler would wait on it forever), and
-    /// the writer it interrupted may be half-updated: it is leaked, never used again.
-    fn with<R>(&self, f: impl FnOnce(&mut Option<Writer>) -> R) -> Option<R> {
-        self.locked.acquire();
-        // SAFETY: the lock is held.
-        let writer = unsafe { &mut *self.writer.get() };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(writer)));
-        if r.is_err() {
-            std::mem::forget(writer.take());
+/// Runs `f` on the writer's slot in `lock`. None when the calling thread holds the lock
+/// already (a signal handler, say one that calls `exit`, interrupted its own drain:
+/// waiting for that drain would never end), or when `f` panicked: the lock is released
+/// all the same (the exit hook would wait on it forever), the writer, maybe
+/// half-updated, is leaked and never used again, and recording turns off.
+fn with_slot<R>(
+    lock: &ForkLock<Option<Writer>>,
+    f: impl FnOnce(&mut Option<Writer>) -> R,
+) -> Option<R> {
+    let mut slot = lock.lock()?;
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut slot))) {
+        Ok(r) => Some(r),
+        Err(_) => {
+            std::mem::forget(slot.take());
+            drop(slot);
+            writer_panicked();
+            None
         }
-        self.locked.release();
-        r.ok()
-    }
-
-    /// In a forked child: forget the parent's writer (its state may be half-updated,
-    /// so it is leaked rather than dropped) and unlock.
-    fn reset_in_child(&self) {
-        // SAFETY: after fork only the calling thread exists, so nothing else holds or
-        // takes the lock.
-        unsafe { std::mem::forget((*self.writer.get()).take()) };
-        self.locked.release();
     }
 }
 
@@ -164,17 +146,10 @@ fn drain_now() {
     });
 }
 
-/// Runs `f` on this process's writer, if there is one. A panic in the writer (a bug)
-/// turns recording off in this process, rather than unwinding into the program.
-/// Does nothing on a thread whose own drain a signal handler interrupted (one that
-/// calls `exit`, whose hook lands here): waiting for that drain would never end.
+/// Runs `f` on this process's writer, if there is one (see [`with_slot`]): a panic in
+/// the writer (a bug) turns recording off, rather than unwinding into the program.
 fn with_writer(f: impl FnOnce(&mut Writer)) {
-    if WRITER.locked.held_by(fork_lock::current_tid()) {
-        return;
-    }
-    if WRITER.with(|w| w.as_mut().map(f)).is_none() {
-        writer_panicked();
-    }
+    let _ = with_slot(&WRITER, |w| w.as_mut().map(f));
 }
 
 fn writer_panicked() {
@@ -204,7 +179,7 @@ pub fn start() {
     let pid = std::process::id();
     match open_writer() {
         Ok(writer) => {
-            WRITER.with(|w| {
+            with_slot(&WRITER, |w| {
                 // Unless a signal handler forked since, and this is the child: its
                 // fork handler closed the file and set the state back to idle, and the
                 // child's own start makes its own writer. Never dropped: a writer
@@ -229,7 +204,7 @@ pub fn start() {
             });
             if let Err(e) = spawned {
                 WRITER_FD.store(-1, Ordering::Relaxed);
-                WRITER.with(|w| *w = None);
+                with_slot(&WRITER, |w| *w = None);
                 crate::ffi::tell(format_args!(
                     "cannot start the writer thread ({e}); recording is off in process {}",
                     std::process::id()
@@ -340,7 +315,7 @@ fn writer_loop() {
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
-        let failed = WRITER.with(|w| {
+        let failed = with_slot(&WRITER, |w| {
             // Checked again under the lock: after `finish` wrote the last chunk, no
             // more may follow it.
             if STATE.load(Ordering::Acquire) != RUNNING {
@@ -350,7 +325,7 @@ fn writer_loop() {
         });
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         let Some(failed) = failed else {
-            return writer_panicked();
+            return; // the writer panicked
         };
         if let Some(e) = failed {
             crate::ffi::tell(format_args!(
@@ -464,12 +439,12 @@ extern "C" fn after_fork_in_child() {
     }
     // Only async-signal-safe work here: forget state, close our copy of the parent's
     // file, and let the first event in the child start a new recording.
-    if forker != 0 && WRITER.locked.held_by(forker) {
+    if forker != 0 && WRITER.raw().held_by(forker) {
         // A signal handler forked on a thread in the middle of a drain, which goes on
         // in the child once the handler returns: its writer cannot be taken from under
         // it. What it writes goes nowhere (the parent's file is the parent's) and this
         // child records nothing.
-        WRITER.locked.hand_over(forker, fork_lock::current_tid());
+        WRITER.raw().hand_over(forker, fork_lock::current_tid());
         discard_writes_in_child();
         STATE.store(OFF, Ordering::Release);
         return;
@@ -479,7 +454,8 @@ extern "C" fn after_fork_in_child() {
         // SAFETY: `fd` is the writer's file, which the child inherited and never uses.
         unsafe { libc::close(fd) };
     }
-    WRITER.reset_in_child();
+    // Leaked, not dropped: its state may be half-updated.
+    WRITER.abandon_in_child();
     ring::reset_after_fork();
     wake::reset_after_fork();
     let was = STATE.load(Ordering::Relaxed);
@@ -602,7 +578,7 @@ mod tests {
     fn the_exit_hook_on_a_thread_inside_its_own_drain_returns() {
         let code = in_a_child(|| {
             STATE.store(RUNNING, Ordering::Release);
-            WRITER.locked.acquire(); // the drain the handler interrupted
+            WRITER.raw().acquire(); // the drain the handler interrupted
             finish();
             flush();
             7
@@ -619,7 +595,7 @@ mod tests {
         if grandchild == 0 {
             let fd = WRITER_FD.load(Ordering::Relaxed);
             let fine = STATE.load(Ordering::Relaxed) == OFF
-                && WRITER.locked.held_by(fork_lock::current_tid())
+                && WRITER.raw().held_by(fork_lock::current_tid())
                 // SAFETY: one byte from a live buffer to the writer's descriptor.
                 && unsafe { libc::write(fd, b"x".as_ptr().cast(), 1) } == 1;
             // SAFETY: ends the grandchild.
@@ -650,8 +626,8 @@ mod tests {
         if child == 0 {
             WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
             STATE.store(RUNNING, Ordering::Release);
-            WRITER.locked.acquire(); // the drain the signal interrupts
-                                     // SAFETY: a plain handler for SIGUSR2, raised at this thread.
+            WRITER.raw().acquire(); // the drain the signal interrupts
+                                    // SAFETY: a plain handler for SIGUSR2, raised at this thread.
             let status = unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = fork_during_drain as extern "C" fn(libc::c_int) as usize;
@@ -689,21 +665,36 @@ mod tests {
         }
     }
 
+    /// In a child: the panic turns recording off, which the test process must not.
     #[test]
     fn a_panic_under_the_writer_lock_releases_it_and_retires_the_writer() {
-        let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
-        let lock = WriterLock {
-            locked: RawLock::new(),
-            writer: UnsafeCell::new(Some(Writer::new(file, 1, b"test"))),
-        };
-        assert_eq!(lock.with(|w| w.is_some()), Some(true));
-        let panicked = lock.with(|_| -> () { panic!("a bug in the writer") });
-        assert!(panicked.is_none(), "the panic is reported, not propagated");
-        assert!(!lock.locked.is_held(), "the lock is released");
-        assert_eq!(
-            lock.with(|w| w.is_none()),
-            Some(true),
-            "the writer is retired"
-        );
+        let code = in_a_child(|| {
+            let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
+            let lock = ForkLock::new(Some(Writer::new(file, 1, b"test")));
+            if with_slot(&lock, |w| w.is_some()) != Some(true) {
+                return 8;
+            }
+            let panicked = with_slot(&lock, |_| -> () { panic!("a bug in the writer") });
+            match (
+                panicked.is_none(),
+                !lock.raw().is_held(),
+                with_slot(&lock, |w| w.is_none()) == Some(true),
+                STATE.load(Ordering::Acquire) == OFF,
+            ) {
+                (false, ..) => 9,
+                (_, false, ..) => 10,
+                (_, _, false, _) => 11,
+                (_, _, _, false) => 12,
+                _ => 7,
+            }
+        });
+        match code {
+            7 => {}
+            9 => panic!("the panic was not reported"),
+            10 => panic!("the lock was left taken"),
+            11 => panic!("the writer was not retired"),
+            12 => panic!("recording stayed on"),
+            other => panic!("the child exited with {other}"),
+        }
     }
 }

@@ -119,6 +119,13 @@ pub struct Writer {
     totals: Totals,
 }
 
+// SAFETY: the writer's only non-`Send` parts are the `Rc`s of its sequences' defined
+// names, which are cloned only among its own fields and the locals of its methods: no
+// clone outlives a method call or leaves the writer, so moving the whole writer to
+// another thread (the session hands it from the starting thread to its writer thread,
+// under its lock) moves every owner of those counts together.
+unsafe impl Send for Writer {}
+
 impl Writer {
     /// Starts the trace in `file` for process `pid`: the clock snapshot and the
     /// process's track.
