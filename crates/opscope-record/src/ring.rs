@@ -528,12 +528,6 @@ pub fn emit_or_make_room(max: usize, write: impl Fn(&mut [u8]) -> usize, make_ro
 /// (what it holds is the parent's to write) and becomes the only one registered; the
 /// parent's other buffers are abandoned.
 pub fn reset_after_fork() {
-    // The child's writer starts afresh: names must be defined again.
-    let _ = SLOT.try_with(|slot| {
-        if let Ok(mut names) = slot.names.try_borrow_mut() {
-            *names = None;
-        }
-    });
     let mine = SLOT.try_with(|slot| slot.buffer.get()).ok().flatten();
     match mine {
         Some(b) => {
@@ -541,6 +535,8 @@ pub fn reset_after_fork() {
             b.head.store(tail, Ordering::Relaxed);
             b.tid.store(current_tid(), Ordering::Relaxed);
             b.dropped.store(0, Ordering::Relaxed);
+            // A new claim: the child's writer starts afresh, and the thread's next
+            // begin defines its names again (`NameCache::claim`).
             b.claim.fetch_add(1, Ordering::Release);
             b.next.store(ptr::null_mut(), Ordering::Relaxed);
             REGISTRY.store(b as *const _ as *mut _, Ordering::Release);
