@@ -350,6 +350,27 @@ pub(crate) mod tests {
         every_table()[i]
     }
 
+    /// Forks a child that runs `check` and exits with what it returns; its pid. The
+    /// caller holds [`one_fork_test_at_a_time`].
+    pub(crate) fn fork_child(check: impl FnOnce() -> i32) -> libc::pid_t {
+        // SAFETY: the child runs `check` alone and calls `_exit`, never returning into
+        // the parent's test harness.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork failed");
+        if child == 0 {
+            let code = check();
+            // SAFETY: as above.
+            unsafe { libc::_exit(code) };
+        }
+        child
+    }
+
+    /// Runs `check` in a child (whose recording state and limits are its own); its
+    /// exit status, or a panic when it dies or hangs.
+    pub(crate) fn in_a_child(check: impl FnOnce() -> i32) -> i32 {
+        exit_status(fork_child(check))
+    }
+
     /// Waits up to 10 s for `child`; its exit status, or a panic when it hangs.
     pub(crate) fn exit_status(child: libc::pid_t) -> i32 {
         let started = Instant::now();
@@ -443,15 +464,11 @@ pub(crate) mod tests {
             while !holding.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
-            // SAFETY: the child only takes a spin lock and calls `_exit`.
-            let child = unsafe { libc::fork() };
-            assert!(child >= 0, "fork failed");
-            if child == 0 {
+            let taken = in_a_child(|| {
                 table(HELD).raw().acquire();
-                // SAFETY: ends the child without running the parent's test harness.
-                unsafe { libc::_exit(7) };
-            }
-            assert_eq!(exit_status(child), 7);
+                7
+            });
+            assert_eq!(taken, 7);
         });
     }
 
@@ -561,14 +578,14 @@ pub(crate) mod tests {
         });
         wait_until_held.recv().unwrap();
         let child = within_10_s("the fork waited for the holder", || {
-            // SAFETY: the child only takes a spin lock and calls `_exit`.
-            let child = unsafe { libc::fork() };
-            if child == 0 {
+            fork_child(|| {
                 let free = table(HELD).raw().try_acquire(current_tid());
-                // SAFETY: ends the child without running the parent's test harness.
-                unsafe { libc::_exit(if free { 7 } else { 8 }) };
-            }
-            child
+                if free {
+                    7
+                } else {
+                    8
+                }
+            })
         });
         assert!(table(HELD).raw().is_held(), "the parent's hold goes on");
         release.send(()).unwrap();
@@ -597,15 +614,17 @@ pub(crate) mod tests {
     fn a_fork_nested_in_the_fork_handlers_releases_only_its_own_tables() {
         let _one = one_fork_test_at_a_time();
         let held_between = within_10_s("the nested fork hung", || {
-            take_all(); // the outer fork's prepare handler
-                        // SAFETY: the child checks atomics and calls `_exit`.
-            let child = unsafe { libc::fork() };
-            if child == 0 {
+            // The outer fork's prepare handler.
+            take_all();
+            let child = fork_child(|| {
                 let me = current_tid();
                 let all_mine = every_table().iter().all(|t| t.raw().held_by(me));
-                // SAFETY: ends the child without returning into the test.
-                unsafe { libc::_exit(if all_mine { 7 } else { 8 }) };
-            }
+                if all_mine {
+                    7
+                } else {
+                    8
+                }
+            });
             let held_between = every_table().iter().all(|t| t.raw().is_held());
             release_all(); // the outer fork's parent handler
             (child, held_between)

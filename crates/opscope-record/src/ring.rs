@@ -748,10 +748,7 @@ mod tests {
     #[test]
     fn a_ring_that_cannot_be_mapped_is_none_not_an_abort() {
         let _one = crate::fork_lock::tests::one_fork_test_at_a_time();
-        // SAFETY: the child sets a limit, tries one allocation and calls `_exit`.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
+        let code = crate::fork_lock::tests::in_a_child(|| {
             let granted = ThreadBuffer::allocate(64 << 20).is_some();
             let limit = libc::rlimit {
                 rlim_cur: 1 << 20,
@@ -761,16 +758,13 @@ mod tests {
             // makes new mappings fail.
             unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) };
             let refused = ThreadBuffer::allocate(64 << 20).is_none();
-            // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(if granted && refused { 7 } else { 8 }) };
-        }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(child, &mut status, 0) };
-        assert!(
-            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
-            "the child aborted or got its ring (status {status:#x})"
-        );
+            if granted && refused {
+                7
+            } else {
+                8
+            }
+        });
+        assert_eq!(code, 7, "the child got its ring under the limit");
     }
 
     #[test]

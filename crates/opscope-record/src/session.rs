@@ -486,21 +486,7 @@ fn discard_writes_in_child() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Runs `check` in a child of the test (whose recording state is its own) and
-    /// gives its exit status, killing it after 10 s.
-    fn in_a_child(check: impl FnOnce() -> i32) -> i32 {
-        let _one = fork_lock::tests::one_fork_test_at_a_time();
-        // SAFETY: the child runs `check` alone and calls `_exit`.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let code = check();
-            // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(code) };
-        }
-        fork_lock::tests::exit_status(child)
-    }
+    use crate::fork_lock::tests::{in_a_child, one_fork_test_at_a_time};
 
     /// The blocked-signal mask of this process's writer thread, from `/proc`.
     fn writer_thread_mask() -> Option<u64> {
@@ -523,6 +509,7 @@ mod tests {
     #[test]
     fn the_writer_thread_blocks_every_signal() {
         let dir = std::env::temp_dir().join(format!("opscope-mask-{}", std::process::id()));
+        let _one = one_fork_test_at_a_time();
         let code = in_a_child(|| {
             std::env::set_var(SESSION_DIR_ENV, &dir);
             start();
@@ -576,6 +563,7 @@ mod tests {
     /// (holding the writer's lock): the exit hook must return, not wait for that drain.
     #[test]
     fn the_exit_hook_on_a_thread_inside_its_own_drain_returns() {
+        let _one = one_fork_test_at_a_time();
         let code = in_a_child(|| {
             STATE.store(RUNNING, Ordering::Release);
             WRITER.raw().acquire(); // the drain the handler interrupted
@@ -612,7 +600,7 @@ mod tests {
     /// recording state is its own.
     #[test]
     fn a_fork_from_a_signal_handler_during_a_drain_leaves_the_drain_alone() {
-        let _one = crate::fork_lock::tests::one_fork_test_at_a_time();
+        let _one = one_fork_test_at_a_time();
         let path = std::env::temp_dir().join(format!("opscope-drain-fork-{}", std::process::id()));
         let file = OpenOptions::new()
             .create(true)
@@ -620,14 +608,12 @@ mod tests {
             .write(true)
             .open(&path)
             .unwrap();
-        // SAFETY: the child only sets atomics, takes a spin lock, forks and waits.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
+        let code = in_a_child(|| {
             WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
             STATE.store(RUNNING, Ordering::Release);
-            WRITER.raw().acquire(); // the drain the signal interrupts
-                                    // SAFETY: a plain handler for SIGUSR2, raised at this thread.
+            // The drain the signal interrupts.
+            WRITER.raw().acquire();
+            // SAFETY: a plain handler for SIGUSR2, raised at this thread.
             let status = unsafe {
                 let mut action: libc::sigaction = std::mem::zeroed();
                 action.sa_sigaction = fork_during_drain as extern "C" fn(libc::c_int) as usize;
@@ -638,26 +624,17 @@ mod tests {
                 status
             };
             let nothing_written = file.metadata().map(|m| m.len()).ok() == Some(0);
-            let code = match (
+            match (
                 libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7,
                 nothing_written,
             ) {
                 (true, true) => 7,
                 (false, _) => 8,
                 (true, false) => 9,
-            };
-            // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(child, &mut status, 0) };
+            }
+        });
         let _ = std::fs::remove_file(&path);
-        assert!(
-            libc::WIFEXITED(status),
-            "the child died (status {status:#x})"
-        );
-        match libc::WEXITSTATUS(status) {
+        match code {
             7 => {}
             8 => panic!("the grandchild took the drain's writer or kept recording"),
             9 => panic!("the interrupted drain's write reached the parent's file"),
@@ -668,6 +645,7 @@ mod tests {
     /// In a child: the panic turns recording off, which the test process must not.
     #[test]
     fn a_panic_under_the_writer_lock_releases_it_and_retires_the_writer() {
+        let _one = one_fork_test_at_a_time();
         let code = in_a_child(|| {
             let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
             let lock = ForkLock::new(Some(Writer::new(file, 1, b"test")));

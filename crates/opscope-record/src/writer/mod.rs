@@ -904,18 +904,10 @@ mod tests {
         feed(&mut w, Kind::Instant, 1_000, 1_000, &[]);
         assert!(!w.packets.is_empty());
         let before = std::fs::metadata(&path).unwrap().len();
-        // SAFETY: the child writes through the writer it copied and calls `_exit`.
-        let child = unsafe { libc::fork() };
-        assert!(child >= 0, "fork failed");
-        if child == 0 {
-            let code = if w.write_chunk().is_ok() { 7 } else { 8 };
-            // SAFETY: ends the child without running the parent's test harness.
-            unsafe { libc::_exit(code) };
-        }
-        let mut status = 0;
-        // SAFETY: reaping our own child.
-        unsafe { libc::waitpid(child, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 7);
+        // The child writes through the writer it copied.
+        let code =
+            crate::fork_lock::tests::in_a_child(|| if w.write_chunk().is_ok() { 7 } else { 8 });
+        assert_eq!(code, 7);
         let after_child = std::fs::metadata(&path).unwrap().len();
         w.write_chunk().unwrap();
         let after_parent = std::fs::metadata(&path).unwrap().len();
