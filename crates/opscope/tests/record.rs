@@ -350,10 +350,74 @@ fn the_programs_exit_status_and_output_pass_through() {
     );
     assert_eq!(out.status.code(), Some(128 + 15));
 
-    // A missing program is a clear error, not a panic.
+    // A missing program is a clear error, not a panic, and leaves no session behind.
     let out = record(&dir.join("d"), Path::new("/no/such/program"), &[], &[]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot run /no/such/program"));
+    assert!(
+        !dir.join("d").exists(),
+        "the session directory of a program that never started is removed"
+    );
+}
+
+/// A program that crashes or fails is said to have done so, and its status still
+/// becomes opscope's.
+#[test]
+fn a_program_that_crashes_or_fails_is_reported() {
+    let dir = scratch_dir("record-crash");
+    let crash = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)";
+    let out = record(&dir.join("a"), Path::new(&python()), &["-c", crash], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 11), "{stderr}");
+    assert!(
+        stderr.contains("opscope: the program was killed by SIGSEGV"),
+        "{stderr}"
+    );
+    let out = record(&dir.join("b"), Path::new("/bin/sh"), &["-c", "exit 3"], &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(
+        stderr.contains("opscope: the program exited with status 3"),
+        "{stderr}"
+    );
+    // A program that ends well gets no such line.
+    let out = record(&dir.join("c"), Path::new("/bin/true"), &[], &[]);
+    assert_ok(&out, "true");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("the program"));
+}
+
+/// `-o DIR` is a new or empty directory: a session mixed into other files would no
+/// longer read as one trace, and a recording is never overwritten.
+#[test]
+fn record_takes_only_a_new_or_empty_directory() {
+    let dir = scratch_dir("record-output-dir");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("busy")).unwrap();
+    std::fs::write(dir.join("busy/notes.txt"), "mine").unwrap();
+    std::fs::create_dir_all(dir.join("empty")).unwrap();
+    let record_into = |name: &str| {
+        Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(["record", "-q", "-o"])
+            .arg(dir.join(name))
+            .args(["--", "/bin/true"])
+            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+            .output()
+            .unwrap()
+    };
+    let out = record_into("busy");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("is not empty"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(dir.join("busy")).unwrap().count(),
+        1,
+        "nothing written beside the user's file"
+    );
+    assert_ok(&record_into("empty"), "record into an empty directory");
+    let out = record_into("empty");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("already holds a recording"), "{stderr}");
 }
 
 fn recorded_files(dir: &Path) -> Vec<PathBuf> {
@@ -715,6 +779,159 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
         (20, 20),
         "the profiler's ops, {first}..{last} µs, lie between the two recorded blocks: {recorded:?}"
     );
+}
+
+/// Runs `script OUT` as a plain program and under `opscope record` (each with its own
+/// OUT): the program's own report of what its profilers saw and wrote must be the same
+/// (the plain run is the oracle). Returns the recorded run's output and session.
+fn run_plain_and_recorded(
+    name: &str,
+    script_name: &str,
+    env: &[(&str, &str)],
+) -> (Output, PathBuf) {
+    let dir = scratch_dir(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (plain_out, recorded_out, session) =
+        (dir.join("plain"), dir.join("recorded"), dir.join("session"));
+    std::fs::create_dir_all(&plain_out).unwrap();
+    std::fs::create_dir_all(&recorded_out).unwrap();
+    let mut plain = Command::new(python());
+    plain.arg(script(script_name)).arg(&plain_out);
+    for (k, v) in env {
+        plain.env(k, v);
+    }
+    let plain = plain.output().unwrap();
+    assert_ok(&plain, &format!("{script_name} without opscope"));
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script(script_name), recorded_out.to_str().unwrap()],
+        env,
+    );
+    assert_ok(&out, &format!("{script_name} under opscope record"));
+    let report = |o: &Output| -> Value {
+        let text = String::from_utf8_lossy(&o.stdout);
+        serde_json::from_str(text.lines().last().unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{script_name} prints its report as JSON ({e}): {text}"))
+    };
+    assert_eq!(
+        report(&out),
+        report(&plain),
+        "what the program's own profilers saw and wrote, under opscope and without"
+    );
+    (out, session)
+}
+
+/// A PyTorch program that runs its own profilers (torch.profiler, with a schedule and
+/// tensorboard_trace_handler too, autograd's, the legacy one, emit_itt) works as
+/// without opscope, whose emit_itt steps aside for each and records the work between.
+#[test]
+fn a_programs_own_pytorch_profilers_work_as_without_opscope() {
+    if !python_with(&["torch", "perfetto"]) {
+        return;
+    }
+    let (out, session) = run_plain_and_recorded("record-own-torch", "torch_own_profilers.py", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(report["torch.profiler"]["aten::cos"], 10, "{report}");
+    assert_eq!(report["autograd profiler"]["aten::tan"], 10, "{report}");
+    assert_eq!(report["legacy profiler"]["aten::sqrt"], 10, "{report}");
+    assert_eq!(report["files"]["./profile.json"], 10, "{report}");
+    assert_eq!(
+        report["files"]["tb/*.pt.trace.json"], 2,
+        "the schedule's two active steps: {report}"
+    );
+
+    let files = recorded(&session);
+    assert_eq!(files.len(), 1);
+    let counts = slice_counts(files.values().next().unwrap());
+    let count = |op: &str| {
+        counts
+            .get(&("itt/PyTorch".to_string(), op.to_string()))
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(
+        count("aten::sin"),
+        50,
+        "the five plain blocks between profilers"
+    );
+    assert_eq!(
+        count("aten::sigmoid"),
+        10,
+        "the program's own emit_itt reaches opscope's collector"
+    );
+    assert_eq!(
+        count("aten::cos"),
+        0,
+        "the program's profiler had those ops"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("stepped aside for it")
+            && stderr.contains("a PyTorch profiler (4 times), PyTorch's legacy profiler"),
+        "{stderr}"
+    );
+}
+
+/// Keras's TensorBoard callback profiling batches, and `tf.profiler.experimental`
+/// start/stop and `Profile`, write their profiles as without opscope; opscope's own
+/// profile of the rest of the run lands in the session.
+#[test]
+fn a_programs_own_tensorflow_profilers_work_as_without_opscope() {
+    if !python_with(&["tensorflow", "tensorboard", "perfetto"]) {
+        return;
+    }
+    let (out, session) = run_plain_and_recorded(
+        "record-own-tf",
+        "tf_own_profilers.py",
+        &[("TF_CPP_MIN_LOG_LEVEL", "2")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["xplanes"],
+        serde_json::json!({"board": 1, "manual": 1, "context": 1}),
+        "each of the program's profiles was written"
+    );
+    let ours = walk(&session.join("tensorflow"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .count();
+    assert!(
+        ours >= 4,
+        "opscope's profile before, between and after the program's: {ours} XPlanes"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("tf.profiler"), "{stderr}");
+    common::opscope_ok(&["info", session.to_str().unwrap()]);
+}
+
+/// `jax.profiler.trace` and `start_trace`/`stop_trace` in the program write their
+/// profiles as without opscope.
+#[test]
+fn a_programs_own_jax_profiler_works_as_without_opscope() {
+    if !python_with(&["jax", "perfetto"]) {
+        return;
+    }
+    let (out, session) = run_plain_and_recorded("record-own-jax", "jax_own_profilers.py", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["xplanes"],
+        serde_json::json!({"context": 1, "manual": 1}),
+        "each of the program's profiles was written"
+    );
+    let ours = walk(&session.join("jax"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .count();
+    assert_eq!(
+        ours, 3,
+        "opscope's profile before, between and after the program's"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("jax.profiler (2 times)"), "{stderr}");
 }
 
 /// The session's complete ("X") events, as `opscope convert` writes them to Chrome JSON

@@ -37,15 +37,13 @@ pub struct Options {
 
 pub fn run(options: &Options) -> Result<ExitCode> {
     let library = find_library()?;
-    let dir = session_dir(options.output.as_deref())?;
-    let dir = dir
-        .canonicalize()
-        .with_context(|| format!("{}: cannot resolve", dir.display()))?;
-
     let (program, args) = options
         .command
         .split_first()
         .context("no command to record (give it after `--`)")?;
+    let session = Session::create(options.output.as_deref())?;
+    let dir = session.dir.clone();
+
     let mut command = Command::new(program);
     command
         .args(args)
@@ -73,22 +71,132 @@ pub fn run(options: &Options) -> Result<ExitCode> {
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
+    let session = session.started();
     let forwarding = signals::forward_to(child.id() as i32);
     let sampler =
         (options.sample_ms > 0).then(|| sampler::start(child.id() as i32, options.sample_ms));
     let status = child.wait().context("waiting for the program")?;
     drop(forwarding);
+    let mut lost = Vec::new();
     if let Some(sampler) = sampler {
         let path = dir.join(format!("opscope-processes-{}.pftrace", std::process::id()));
-        sampler
-            .finish(&path)
-            .with_context(|| format!("{}: cannot write the process samples", path.display()))?;
+        if let Err(e) = sampler.finish(&path) {
+            // A full disk must not cost the program's exit status or the rest of the
+            // session: say what is missing and drop the partial file.
+            let _ = std::fs::remove_file(&path);
+            lost.push(format!("the process samples ({}: {e:#})", path.display()));
+        }
     }
+    drop(session);
 
+    // What was lost is an error: said even with --quiet.
+    for what in &lost {
+        eprintln!("opscope: lost {what}");
+    }
     if !options.quiet {
+        if let Some(ending) = abnormal_ending(status) {
+            eprintln!("opscope: {ending}");
+        }
+        let aside = stepped_aside(&dir);
+        if !aside.is_empty() {
+            let list: Vec<String> = aside
+                .iter()
+                .map(|(what, n)| match n {
+                    1 => what.clone(),
+                    n => format!("{what} ({n} times)"),
+                })
+                .collect();
+            eprintln!(
+                "opscope: the program ran its own profiler, and opscope's framework hooks \
+                 stepped aside for it (ITT, NVTX and process samples went on): {}",
+                list.join(", ")
+            );
+        }
         summarise(&dir);
     }
     Ok(exit_code(status))
+}
+
+/// The session directory while the program starts: removed again if it cannot start,
+/// so a typo in the command leaves nothing behind.
+struct Session {
+    dir: PathBuf,
+    /// Remove `dir` when dropped: opscope made it and the program never ran.
+    remove: bool,
+}
+
+impl Session {
+    fn create(output: Option<&Path>) -> Result<Session> {
+        let (dir, made) = session_dir(output)?;
+        let session = Session {
+            dir: PathBuf::new(),
+            remove: made,
+        };
+        let dir = dir
+            .canonicalize()
+            .with_context(|| format!("{}: cannot resolve", dir.display()))?;
+        Ok(Session { dir, ..session })
+    }
+
+    /// The program runs: the session is kept, whatever happens next.
+    fn started(mut self) -> Self {
+        self.remove = false;
+        self
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if self.remove && !self.dir.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+}
+
+/// How the program ended, when it did not exit with status 0, as a user would want
+/// to be told it (the status itself still becomes opscope's).
+fn abnormal_ending(status: std::process::ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    if let Some(signal) = status.signal() {
+        let core = if status.core_dumped() {
+            " (core dumped)"
+        } else {
+            ""
+        };
+        return Some(format!(
+            "the program was killed by {}{core}",
+            signal_name(signal)
+        ));
+    }
+    match status.code() {
+        Some(0) | None => None,
+        Some(code) => Some(format!("the program exited with status {code}")),
+    }
+}
+
+fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGSYS => "SIGSYS",
+        _ => return format!("signal {signal}"),
+    };
+    name.to_string()
 }
 
 /// The program's status as ours: its exit code, or 128 + the signal that ended it (as
@@ -133,22 +241,43 @@ fn find_library() -> Result<PathBuf> {
     )
 }
 
-/// The session directory: `output` (created; refused if it already holds a recording),
-/// or the first free `opscope-session[-N]` here.
-fn session_dir(output: Option<&Path>) -> Result<PathBuf> {
+/// The session directory and whether opscope made it: `output` (created, or an empty
+/// directory; one that holds anything else is refused, since the session would mix
+/// with it and no longer read as one trace), or the first free `opscope-session[-N]`
+/// here.
+fn session_dir(output: Option<&Path>) -> Result<(PathBuf, bool)> {
     if let Some(dir) = output {
-        std::fs::create_dir_all(dir)
-            .with_context(|| format!("{}: cannot create", dir.display()))?;
-        let taken = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok())
-            .any(|e| e.file_name().to_string_lossy().starts_with("opscope-"));
-        if taken {
+        match std::fs::create_dir(dir) {
+            Ok(()) => return Ok((dir.to_path_buf(), true)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(dir)
+                    .with_context(|| format!("{}: cannot create", dir.display()))?;
+                return Ok((dir.to_path_buf(), true));
+            }
+            Err(e) => return Err(e).with_context(|| format!("{}: cannot create", dir.display())),
+        }
+        if !dir.is_dir() {
+            bail!("{}: exists and is not a directory", dir.display());
+        }
+        let mut entries = std::fs::read_dir(dir)
+            .with_context(|| format!("{}: cannot list", dir.display()))?
+            .filter_map(|e| e.ok());
+        if let Some(entry) = entries.next() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let what = if name.starts_with("opscope-") || name == ".opscope" {
+                "already holds a recording"
+            } else {
+                "is not empty"
+            };
             bail!(
-                "{}: already holds a recording; give another -o DIR (sessions are never overwritten)",
-                dir.display()
+                "{}: {what} (it holds {:?}); give a new or empty -o DIR (sessions are never \
+                 mixed with other files or overwritten)",
+                dir.display(),
+                entry.file_name()
             );
         }
-        return Ok(dir.to_path_buf());
+        return Ok((dir.to_path_buf(), false));
     }
     for n in 1..10_000 {
         let dir = match n {
@@ -156,12 +285,40 @@ fn session_dir(output: Option<&Path>) -> Result<PathBuf> {
             n => PathBuf::from(format!("opscope-session-{n}")),
         };
         match std::fs::create_dir(&dir) {
-            Ok(()) => return Ok(dir),
+            Ok(()) => return Ok((dir, true)),
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e).with_context(|| format!("{}: cannot create", dir.display())),
         }
     }
     bail!("too many opscope-session directories here; give -o DIR")
+}
+
+/// What the bootstrap stepped aside for (`.opscope/aside-PID.txt`: one line a time,
+/// framework and profiler), counted by profiler in the order first seen.
+fn stepped_aside(dir: &Path) -> Vec<(String, usize)> {
+    let mut counted: Vec<(String, usize)> = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir.join(".opscope")) else {
+        return counted;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("aside-"))
+        })
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        for line in text.lines() {
+            let what = line.split('\t').nth(1).unwrap_or(line).to_string();
+            match counted.iter_mut().find(|(w, _)| *w == what) {
+                Some((_, n)) => *n += 1,
+                None => counted.push((what, 1)),
+            }
+        }
+    }
+    counted
 }
 
 /// Prints where the session is, what it holds and its top ops (to stderr: stdout is

@@ -3,10 +3,12 @@
 Runs the `sitecustomize` this one shadows, then waits for frameworks to be imported:
 - torch: turns on `torch.autograd.profiler.emit_itt()`, so each aten op is an ITT task
   that opscope's collector records;
-- tensorflow / jax: runs their profiler for the whole program, writing its XPlane into
-  the session directory (not with `--cupti`: on GPU builds it would take CUPTI over).
-A program that imports none of them is left as it is. Nothing here may raise into the
-program: every hook is guarded.
+- tensorflow / jax: runs their profiler, writing its XPlane into the session directory
+  (not with `--cupti`: on GPU builds it would take CUPTI over).
+A profiler the program starts itself wins: opscope's steps aside while it runs, comes
+back when it stops, and notes it in the session (`.opscope/aside-PID.txt`). A program
+that imports none of them is left as it is. Nothing here may raise into the program:
+every hook is guarded.
 """
 
 import os
@@ -39,46 +41,236 @@ def _chain():
             sys.modules["sitecustomize"] = ours
 
 
+def _note_aside(framework, what):
+    """Appends to the session's list of the program's own profilers that opscope
+    stepped aside for (`opscope record` names them in its summary)."""
+    try:
+        notes = os.path.join(_SESSION, ".opscope", "aside-%d.txt" % os.getpid())
+        with open(notes, "a") as f:
+            f.write("%s\t%s\n" % (framework, what))
+    except Exception:
+        pass
+
+
+class _TorchModes(object):
+    """PyTorch allows one profiler mode per thread: opscope's `emit_itt` yields to any
+    profiler the program starts (torch.profiler, autograd's profilers, its own
+    emit_itt/emit_nvtx) and comes back when that one stops. The program's calls reach
+    torch's `_prepare/_enable/_disable_profiler` through the globals of the modules
+    patched here; opscope's own calls pass straight through (`self.ours`)."""
+
+    def __init__(self, torch):
+        import threading
+
+        self.profiler = torch.autograd.profiler
+        self.context = None  # opscope's emit_itt while it is on
+        self.thread = None  # the thread it is on (torch's modes are per thread)
+        self.aside = False
+        self.ours = threading.local()
+
+    def start(self):
+        context = self.profiler.emit_itt()
+        self.ours.calling = True
+        try:
+            context.__enter__()
+        finally:
+            self.ours.calling = False
+        import threading
+
+        self.context, self.thread = context, threading.get_ident()
+
+    def stop(self):
+        context, self.context = self.context, None
+        self.ours.calling = True
+        try:
+            context.__exit__(None, None, None)
+        finally:
+            self.ours.calling = False
+
+    def _theirs(self):
+        import threading
+
+        return not getattr(self.ours, "calling", False) and (
+            self.context is not None or self.aside
+        ) and threading.get_ident() == self.thread
+
+    def before_program_starts(self, what):
+        if self._theirs() and self.context is not None:
+            self.stop()
+            self.aside = True
+            _note_aside("torch", what)
+
+    def after_program_stopped(self):
+        if self._theirs() and self.aside and self.context is None:
+            self.aside = False
+            self.start()
+
+    def patch(self, torch):
+        import torch.autograd.profiler_legacy as legacy
+
+        modes = self
+        starts = {
+            "_prepare_profiler": "a PyTorch profiler",
+            "_enable_profiler": "a PyTorch profiler",
+            "_enable_profiler_legacy": "PyTorch's legacy profiler",
+        }
+
+        def starting(real, what):
+            def call(*args, **kwargs):
+                modes.before_program_starts(what)
+                try:
+                    return real(*args, **kwargs)
+                except BaseException:
+                    modes.after_program_stopped()  # it never ran: opscope's goes on
+                    raise
+
+            return call
+
+        def stopping(real):
+            def call(*args, **kwargs):
+                try:
+                    return real(*args, **kwargs)
+                finally:
+                    try:
+                        modes.after_program_stopped()
+                    except Exception as e:
+                        _warn("could not turn emit_itt back on", e)
+
+            return call
+
+        for module in (torch.autograd, self.profiler, legacy):
+            for name, what in starts.items():
+                if hasattr(module, name):
+                    setattr(module, name, starting(getattr(module, name), what))
+            for name in ("_disable_profiler", "_disable_profiler_legacy"):
+                if hasattr(module, name):
+                    setattr(module, name, stopping(getattr(module, name)))
+
+        # The program's profiler, stopping, tells torch no profiler is on
+        # (`_run_on_profiler_stop`); opscope's emit_itt is on again by then.
+        real_stop_hook = getattr(self.profiler, "_run_on_profiler_stop", None)
+        if real_stop_hook is not None:
+
+            def on_profiler_stop():
+                real_stop_hook()
+                if modes.context is not None:
+                    self.profiler._set_is_profiler_enabled(True)
+
+            self.profiler._run_on_profiler_stop = on_profiler_stop
+
+
 def _on_torch(torch):
-    profiler = torch.autograd.profiler
-    if not hasattr(profiler, "emit_itt"):
+    if not hasattr(torch.autograd.profiler, "emit_itt"):
         return
-    context = profiler.emit_itt()
-    context.__enter__()
+    modes = _TorchModes(torch)
+    modes.patch(torch)
+    modes.start()
     import atexit
 
-    atexit.register(lambda: context.__exit__(None, None, None))
+    def stop_at_exit():
+        if modes.context is not None:
+            modes.stop()
+
+    atexit.register(stop_at_exit)
 
 
-def _profile_dir(framework):
-    return os.path.join(_SESSION, framework)
+class _TslProfiler(object):
+    """TensorFlow's and JAX's profilers are one profiler underneath (TSL), and only
+    one session of it runs at a time: opscope's, started when the framework is
+    imported, stops (its XPlane written) when the program starts its own, and starts
+    again, into a new directory, when the program's stops."""
+
+    def __init__(self):
+        self.framework = None  # whose profiler is opscope's: "tensorflow" or "jax"
+        self.start_ours = None
+        self.stop_ours = None
+        self.running = False
+        self.aside = False
+        self.runs = 0
+
+    def own(self, framework, start, stop):
+        self.framework, self.start_ours, self.stop_ours = framework, start, stop
+        self.resume()
+        import atexit
+
+        atexit.register(self.stop_at_exit)
+
+    def resume(self):
+        self.runs += 1
+        self.start_ours(os.path.join(_SESSION, self.framework, str(self.runs)))
+        self.running = True
+
+    def stop_at_exit(self):
+        if self.running:
+            self.running = False
+            self.stop_ours()
+
+    def before_program_starts(self, what):
+        if self.running:
+            self.running = False
+            self.aside = True
+            _note_aside(self.framework, what)
+            self.stop_ours()
+
+    def after_program_stopped(self):
+        if self.aside:
+            self.aside = False
+            try:
+                self.resume()
+            except Exception as e:
+                _warn("could not start the %s profiler again" % self.framework, e)
+
+    def wrap(self, start, stop, what):
+        """The program's start and stop of the profiler, around opscope's."""
+        tsl = self
+
+        def program_start(*args, **kwargs):
+            tsl.before_program_starts(what)
+            try:
+                return start(*args, **kwargs)
+            except BaseException:
+                tsl.after_program_stopped()  # it never ran: opscope's goes on
+                raise
+
+        def program_stop(*args, **kwargs):
+            try:
+                return stop(*args, **kwargs)
+            finally:
+                tsl.after_program_stopped()
+
+        return program_start, program_stop
 
 
-# TensorFlow's and JAX's profilers are one profiler underneath (TSL): only the first
-# framework imported starts it (Keras imports JAX when it is installed).
-_profiling = []
+_tsl = _TslProfiler()
 
 
 def _on_tensorflow(tf):
-    profiler = getattr(getattr(tf, "profiler", None), "experimental", None)
-    if profiler is None or _profiling:
-        return
-    profiler.start(_profile_dir("tensorflow"))
-    _profiling.append("tensorflow")
-    import atexit
+    from tensorflow.python.profiler import profiler_v2
 
-    atexit.register(profiler.stop)
+    api = tf.profiler.experimental
+    start, stop = profiler_v2.start, profiler_v2.stop
+    program_start, program_stop = _tsl.wrap(start, stop, "tf.profiler")
+    for module in (profiler_v2, api):
+        module.start, module.stop = program_start, program_stop
+    if _tsl.framework is None:
+        _tsl.own("tensorflow", lambda logdir: start(logdir), lambda: stop())
 
 
 def _on_jax(jax):
-    # Keras imports JAX while TensorFlow is being imported: the program is TF's.
-    if _profiling or "tensorflow" in sys.modules:
-        return
-    jax.profiler.start_trace(_profile_dir("jax"))
-    _profiling.append("jax")
-    import atexit
+    from jax._src import profiler
 
-    atexit.register(jax.profiler.stop_trace)
+    start, stop = profiler.start_trace, profiler.stop_trace
+    program_start, program_stop = _tsl.wrap(start, stop, "jax.profiler")
+    for module in (profiler, jax.profiler):
+        module.start_trace, module.stop_trace = program_start, program_stop
+    fdo = getattr(profiler, "stop_and_get_fdo_profile", None)
+    if fdo is not None:
+        _, program_fdo = _tsl.wrap(start, fdo, "jax.profiler")
+        profiler.stop_and_get_fdo_profile = program_fdo
+        jax.profiler.stop_and_get_fdo_profile = program_fdo
+    # Keras imports JAX while TensorFlow is being imported: the program is TF's.
+    if _tsl.framework is None and "tensorflow" not in sys.modules:
+        _tsl.own("jax", lambda logdir: start(logdir), lambda: stop())
 
 
 _HOOKS = {"torch": _on_torch, "tensorflow": _on_tensorflow, "jax": _on_jax}
