@@ -21,12 +21,21 @@ use clap::{Parser, Subcommand};
                   and other Chrome trace JSON, TensorFlow timelines and XPlane, LTTng CTF, \
                   Nsight Systems SQLite, Perfetto) into one model, tells what is in them and \
                   where the time and memory go, and converts them for the viewers.\n\n\
-                  TRACE is a file (.json, .json.gz, .pftrace) or a directory of them, e.g. one \
-                  file per rank."
+                  TRACE is a file or a directory of them (e.g. one file per rank), searched \
+                  recursively: Chrome trace JSON (.json, .json.gz: Kineto, TensorFlow \
+                  timelines), Perfetto (.pftrace, .perfetto-trace), XPlane (.xplane.pb), \
+                  TensorFlow RunMetadata (run_meta, with the graph.pbtxt beside it), Nsight \
+                  Systems SQLite exports (.sqlite), or a CTF trace directory (LTTng: the \
+                  directory holding its `metadata` file). An `opscope record` session \
+                  directory is a TRACE too."
 )]
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Keep long names whole in text tables (by default they are shortened in the
+    /// middle to fit the terminal, or $COLUMNS).
+    #[arg(long, global = true)]
+    wide: bool,
 }
 
 #[derive(Subcommand)]
@@ -67,6 +76,7 @@ fn tfprof_spelling(args: impl Iterator<Item = std::ffi::OsString>) -> Vec<std::f
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(tfprof_spelling(std::env::args_os()));
+    output::set_wide(cli.wide);
     let result = match cli.command {
         Command::Info(args) => commands::info::run(args),
         Command::Convert(args) => commands::convert::run(args),

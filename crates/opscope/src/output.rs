@@ -4,6 +4,7 @@
 
 use std::io::Write;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
@@ -94,6 +95,76 @@ pub fn duration_text(ns: f64) -> String {
     }
 }
 
+/// `--wide`: text tables keep every name whole, however long the lines.
+static WIDE: AtomicBool = AtomicBool::new(false);
+
+pub fn set_wide(wide: bool) {
+    WIDE.store(wide, Ordering::Relaxed);
+}
+
+/// The width text tables fit: the terminal's when stdout is one, else `$COLUMNS` when
+/// set; none with `--wide` (JSON and CSV always keep whole names).
+pub fn text_width() -> Option<usize> {
+    use std::io::IsTerminal;
+    if WIDE.load(Ordering::Relaxed) {
+        return None;
+    }
+    let columns = std::env::var("COLUMNS")
+        .ok()
+        .and_then(|c| c.trim().parse::<usize>().ok())
+        .filter(|&c| c > 0);
+    if std::io::stdout().is_terminal() {
+        return terminal_columns().or(columns).or(Some(80));
+    }
+    columns
+}
+
+fn terminal_columns() -> Option<usize> {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ fills the winsize it is given; stdout is a valid descriptor.
+    let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    (ok && size.ws_col > 0).then_some(size.ws_col as usize)
+}
+
+/// Narrowest a shortened text column gets: past that, lines stay too wide rather than
+/// names become unrecognisable.
+const MIN_TEXT_COLUMN: usize = 24;
+
+/// Shrinks the widest text columns until the line (columns two apart) fits `max`.
+fn fit(widths: &mut [usize], right_aligned: &[bool], max: usize) {
+    loop {
+        let total: usize = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+        if total <= max {
+            return;
+        }
+        let widest = (0..widths.len())
+            .filter(|&i| !right_aligned[i] && widths[i] > MIN_TEXT_COLUMN)
+            .max_by_key(|&i| widths[i]);
+        let Some(i) = widest else { return };
+        widths[i] = widths[i].saturating_sub(total - max).max(MIN_TEXT_COLUMN);
+    }
+}
+
+/// `text` in at most `width` characters: its middle replaced by `…` when too long
+/// (kernel names differ at both ends: their namespace and their template arguments).
+fn shorten(text: &str, width: usize) -> String {
+    let n = text.chars().count();
+    if n <= width || width < 2 {
+        return text.to_string();
+    }
+    let head = (width - 1) / 2 + (width - 1) % 2;
+    let tail = width - 1 - head;
+    let mut short: String = text.chars().take(head).collect();
+    short.push('…');
+    short.extend(text.chars().skip(n - tail));
+    short
+}
+
 /// Rows of text under a header; numeric columns are right-aligned in text output.
 pub struct Table {
     pub header: Vec<&'static str>,
@@ -110,14 +181,37 @@ impl Table {
         }
     }
 
-    /// Aligned columns, two spaces apart; the last column is never padded.
+    /// Aligned columns, two spaces apart; the last column is never padded. Lines fit
+    /// [`text_width`]: text columns (names) are shortened in the middle to make room,
+    /// numbers never.
     pub fn write_text(&self, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+        self.write_text_within(out, text_width())
+    }
+
+    fn write_text_within(
+        &self,
+        out: &mut (impl Write + ?Sized),
+        max_width: Option<usize>,
+    ) -> std::io::Result<()> {
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
         for row in &self.rows {
             for (w, cell) in widths.iter_mut().zip(row) {
                 *w = (*w).max(cell.chars().count());
             }
         }
+        if let Some(max) = max_width {
+            fit(&mut widths, &self.right_aligned, max);
+        }
+        let cells: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|row| {
+                row.iter()
+                    .zip(&widths)
+                    .map(|(cell, &w)| shorten(cell, w))
+                    .collect()
+            })
+            .collect();
         let last = self.header.len().saturating_sub(1);
         let line = |cells: &mut dyn Iterator<Item = &str>| {
             let mut text = String::new();
@@ -139,7 +233,7 @@ impl Table {
             text
         };
         writeln!(out, "{}", line(&mut self.header.iter().copied()))?;
-        for row in &self.rows {
+        for row in &cells {
             writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
         }
         Ok(())
@@ -216,5 +310,42 @@ mod tests {
         );
         assert_eq!(duration_text(1_500_000.0), "1.500 ms");
         assert_eq!(duration_text(12.0), "12 ns");
+    }
+
+    fn table(name: &str) -> Table {
+        let mut t = Table::new(&[("name", false), ("calls", true), ("total", true)]);
+        t.rows
+            .push(vec![name.to_string(), "12".into(), "3.000 ms".into()]);
+        t.rows
+            .push(vec!["short".into(), "1".into(), "1.000 µs".into()]);
+        t
+    }
+
+    fn text(t: &Table, max: Option<usize>) -> String {
+        let mut out = Vec::new();
+        t.write_text_within(&mut out, max).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn long_names_are_shortened_in_the_middle_to_fit_and_numbers_stay_whole() {
+        let name = format!(
+            "void at::native::{}elementwise_kernel<128, 4>",
+            "x".repeat(900)
+        );
+        let t = table(&name);
+        let fitted = text(&t, Some(80));
+        for line in fitted.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        let row = fitted.lines().nth(1).unwrap();
+        assert!(row.starts_with("void at::native::"), "{row}");
+        assert!(row.contains('…') && row.contains("kernel<128, 4>"), "{row}");
+        assert!(row.ends_with("3.000 ms"), "{row}");
+        // Without a width (--wide, a pipe without $COLUMNS) the name stays whole.
+        assert!(text(&t, None).contains(&name));
+        // Never narrower than the floor: a tiny terminal gets readable names.
+        let tiny = text(&t, Some(10));
+        assert!(tiny.lines().nth(1).unwrap().chars().count() > 10);
     }
 }

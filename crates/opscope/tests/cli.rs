@@ -1074,3 +1074,132 @@ fn ctf_traces_load_walk_and_convert() {
         "{err}"
     );
 }
+
+/// A Kineto trace with one op launching one kernel whose name is as long as real
+/// templated CUDA kernel names get.
+fn long_kernel_trace(dir: &Path) -> (PathBuf, String) {
+    let kernel = format!(
+        "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_{}_align4>(Params)",
+        "256x128_32x3_nn".repeat(60)
+    );
+    let trace = serde_json::json!({
+        "traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1,
+             "ts": 10.0, "dur": 50.0, "args": {"External id": 1}},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+             "ts": 20.0, "dur": 5.0, "args": {"correlation": 7, "External id": 1}},
+            {"ph": "X", "cat": "cpu_op", "name": format!("tensorrt::execute_engine::{kernel}"),
+             "pid": 1, "tid": 1, "ts": 80.0, "dur": 10.0, "args": {"External id": 2}},
+            {"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7,
+             "ts": 30.0, "dur": 40.0,
+             "args": {"correlation": 7, "External id": 1, "device": 0, "stream": 7}}
+        ]
+    });
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("long.json");
+    std::fs::write(&path, serde_json::to_vec(&trace).unwrap()).unwrap();
+    (path, kernel)
+}
+
+/// Text tables fit the width they are given ($COLUMNS here; the terminal's on a
+/// terminal), long names shortened in the middle; `--wide`, JSON and CSV keep them.
+#[test]
+fn long_names_fit_the_width_and_stay_whole_when_asked() {
+    let dir = scratch_dir("cli-long-names");
+    let (trace, kernel) = long_kernel_trace(&dir);
+    let trace = trace.to_str().unwrap();
+    let run = |args: &[&str], columns: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(args)
+            .env("COLUMNS", columns)
+            .env("OPSCOPE_CACHE_DIR", "off")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for args in [
+        &["stats", "kernel", trace][..],
+        &[
+            "stats",
+            "op",
+            "-select",
+            "occurrence,accelerator_micros",
+            trace,
+        ][..],
+    ] {
+        let fitted = run(args, "120");
+        assert!(fitted.contains('…'), "{args:?}: {fitted}");
+        for line in fitted.lines() {
+            assert!(
+                line.chars().count() <= 120,
+                "{args:?}: {} wide: {line}",
+                line.chars().count()
+            );
+        }
+        let mut wide = args.to_vec();
+        wide.push("--wide");
+        assert!(run(&wide, "100").contains(&kernel), "{args:?} --wide");
+    }
+    let kernels: serde_json::Value =
+        serde_json::from_str(&run(&["stats", "kernel", "--format", "json", trace], "100")).unwrap();
+    assert_eq!(kernels[0]["name"], kernel.as_str());
+    assert!(run(&["stats", "kernel", "--format", "csv", trace], "100").contains(&kernel));
+}
+
+/// `stats op|scope|code --format json|csv` print what `-output json|csv:outfile=F`
+/// writes, as every other command takes `--format`.
+#[test]
+fn stats_views_take_format_as_every_command_does() {
+    let dir = scratch_dir("cli-stats-format");
+    let (trace, _) = long_kernel_trace(&dir);
+    let trace = trace.to_str().unwrap();
+    for view in ["op", "scope", "code"] {
+        for (format, ext) in [("json", "json"), ("csv", "csv")] {
+            let file = dir.join(format!("{view}.{ext}"));
+            let spec = format!("{format}:outfile={}", file.display());
+            opscope_ok(&["stats", view, "--no-cache", "-output", &spec, trace]);
+            let printed = opscope_ok(&["stats", view, "--no-cache", "--format", format, trace]);
+            let written = std::fs::read(&file).unwrap();
+            assert!(!written.is_empty(), "{view} {format}");
+            assert_eq!(
+                String::from_utf8_lossy(&printed.stdout),
+                String::from_utf8_lossy(&written),
+                "stats {view} --format {format}"
+            );
+        }
+    }
+    let out = opscope(&[
+        "stats",
+        "op",
+        "--format",
+        "json",
+        "-output",
+        "csv:outfile=x.csv",
+        trace,
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not both"));
+}
+
+/// `opscope --help` names every format a TRACE can be.
+#[test]
+fn help_names_every_input_format() {
+    let out = opscope_ok(&["--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for format in [
+        ".json.gz",
+        ".pftrace",
+        ".xplane.pb",
+        "run_meta",
+        ".sqlite",
+        "CTF",
+        "metadata",
+    ] {
+        assert!(help.contains(format), "--help leaves out {format}: {help}");
+    }
+}

@@ -386,6 +386,85 @@ fn a_program_that_crashes_or_fails_is_reported() {
     assert!(!String::from_utf8_lossy(&out.stderr).contains("the program"));
 }
 
+/// A disk that fills up while the program runs: the program's status is its own,
+/// record says what was lost, and every command still reads what the session holds.
+/// The disk is a 1 MiB tmpfs in a mount namespace of the test's own (`unshare`), which
+/// a shell fills between two runs of the example workload.
+#[test]
+fn a_full_disk_loses_only_what_did_not_fit() {
+    let dir = scratch_dir("record-full-disk");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let can_mount = Command::new("unshare")
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            "mount -t tmpfs -o size=64k tmpfs \"$0\"",
+            dir.to_str().unwrap(),
+        ])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !can_mount {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but `unshare -rm` cannot mount a tmpfs"
+        );
+        eprintln!("skipping: `unshare -rm` cannot mount a tmpfs here");
+        return;
+    }
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).unwrap();
+    let session = disk.join("session");
+    let dataflow = built("dataflow");
+    let program = format!(
+        "{d} --steps 3 --quiet; dd if=/dev/zero of={disk}/fill bs=4k 2>/dev/null; {d} --steps 30 --quiet; exit 5",
+        d = dataflow.display(),
+        disk = disk.display()
+    );
+    let opscope = env!("CARGO_BIN_EXE_opscope");
+    let script = format!(
+        "mount -t tmpfs -o size=1m tmpfs {disk} || exit 99; \
+         {opscope} record -o {session} -- sh -c '{program}'; echo \"record=$?\"; \
+         {opscope} info --format json {session} > {out}/info.json; echo \"info=$?\"",
+        disk = disk.display(),
+        session = session.display(),
+        out = dir.display(),
+    );
+    let out = Command::new("unshare")
+        .args(["-rm", "sh", "-c", &script])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stdout.contains("record=5"),
+        "the program's status: {stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("No space left on device")
+            && stderr.contains("recording is off in process"),
+        "the library says its file is cut short: {stderr}"
+    );
+    assert!(
+        stderr.contains("opscope: lost the process samples"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("info=0"),
+        "the session still reads: {stdout}\n{stderr}"
+    );
+    let info: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("info.json")).unwrap()).unwrap();
+    let ops = info["slices_by_kind"]["op"].as_u64().unwrap_or(0);
+    assert!(
+        ops >= 3 * 23,
+        "the first run's ops (23 a step) are all there: {info}"
+    );
+}
+
 /// `-o DIR` is a new or empty directory: a session mixed into other files would no
 /// longer read as one trace, and a recording is never overwritten.
 #[test]

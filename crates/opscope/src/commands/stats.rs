@@ -175,6 +175,9 @@ struct OpArgs {
     /// timeline:outfile=F (the ops shown and their device work, as a Chrome trace).
     #[arg(long = "output", default_value = "stdout")]
     output: String,
+    /// Output format on stdout (tfprof's `-output` names a file and its format).
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
     /// Leave out the last profiler step and the work launched in it.
     #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
     exclude_last_step: bool,
@@ -238,6 +241,9 @@ struct TreeArgs {
     /// Chrome trace).
     #[arg(long = "output", default_value = "stdout")]
     output: String,
+    /// Output format on stdout (tfprof's `-output` names a file and its format).
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
     /// Leave out the last profiler step and the work launched in it.
     #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
     exclude_last_step: bool,
@@ -269,12 +275,11 @@ pub const TFPROF_OPTIONS: &[&str] = &[
     "tfprof_micros",
 ];
 
-/// Where `-output` sends a table.
+/// Where `-output` (or `--format` on stdout) sends a table: a file, or stdout (`None`).
 enum Destination {
-    Stdout,
-    Text(PathBuf),
-    Csv(PathBuf),
-    Json(PathBuf),
+    Text(Option<PathBuf>),
+    Csv(Option<PathBuf>),
+    Json(Option<PathBuf>),
     /// The ops shown and their device work, as a Chrome trace.
     Timeline(PathBuf),
 }
@@ -283,11 +288,8 @@ impl Destination {
     /// Runs `write` on stdout or the file, and says what was written where.
     fn write(&self, write: impl FnOnce(&mut dyn Write) -> Result<()>, what: &str) -> Result<()> {
         let path = match self {
-            Destination::Stdout => None,
-            Destination::Text(p)
-            | Destination::Csv(p)
-            | Destination::Json(p)
-            | Destination::Timeline(p) => Some(p.as_path()),
+            Destination::Text(p) | Destination::Csv(p) | Destination::Json(p) => p.as_deref(),
+            Destination::Timeline(p) => Some(p.as_path()),
         };
         output::write_to(path, write)?;
         if let Some(path) = path {
@@ -297,9 +299,17 @@ impl Destination {
     }
 }
 
-fn destination(spec: &str) -> Result<Destination> {
+/// tfprof's `-output` spec, or for `stdout` the `--format` every command takes.
+fn destination(spec: &str, format: OutputFormat) -> Result<Destination> {
     if spec == "stdout" {
-        return Ok(Destination::Stdout);
+        return Ok(match format {
+            OutputFormat::Text => Destination::Text(None),
+            OutputFormat::Json => Destination::Json(None),
+            OutputFormat::Csv => Destination::Csv(None),
+        });
+    }
+    if format != OutputFormat::Text {
+        bail!("give either --format or -output {spec}, not both");
     }
     let (kind, options) = spec.split_once(':').unwrap_or((spec, ""));
     let file = options
@@ -311,9 +321,9 @@ fn destination(spec: &str) -> Result<Destination> {
             .with_context(|| format!("-output {spec}: give outfile=FILE"))
     };
     Ok(match kind {
-        "file" => Destination::Text(need()?),
-        "csv" => Destination::Csv(need()?),
-        "json" => Destination::Json(need()?),
+        "file" => Destination::Text(Some(need()?)),
+        "csv" => Destination::Csv(Some(need()?)),
+        "json" => Destination::Json(Some(need()?)),
         "timeline" => Destination::Timeline(need()?),
         "pprof" => bail!("-output pprof is not supported (use stdout, file, csv, json or timeline)"),
         _ => bail!(
@@ -407,7 +417,7 @@ fn op(args: OpArgs) -> Result<()> {
         hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
         account_type_regexes: regex_option("account_type_regexes", &args.account_type_regexes)?,
     };
-    let destination = destination(&args.output)?;
+    let destination = destination(&args.output, args.format)?;
     let trace = args.inputs.load()?;
     let correlation = correlate::correlate(&trace);
     let stats_options = OpStatsOptions {
@@ -442,7 +452,7 @@ fn op(args: OpArgs) -> Result<()> {
     if args.limit > 0 {
         rows.truncate(args.limit);
     }
-    let text = matches!(destination, Destination::Stdout | Destination::Text(_));
+    let text = matches!(destination, Destination::Text(_));
     let time = |ns: i64, total: i64| {
         if text {
             let share = if total > 0 {
@@ -659,7 +669,7 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
         show_name_regexes: regex_option("show_name_regexes", &args.show_name_regexes)?,
         hide_name_regexes: regex_option("hide_name_regexes", &args.hide_name_regexes)?,
     };
-    let destination = destination(&args.output)?;
+    let destination = destination(&args.output, args.format)?;
     let trace = args.inputs.load()?;
     let correlation = correlate::correlate(&trace);
     let win = chosen_window(&trace, args.step, args.exclude_last_step)?;
