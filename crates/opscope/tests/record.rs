@@ -310,7 +310,30 @@ fn the_example_workload_is_recorded_as_it_accounts_for_itself() {
     assert_eq!(info["files"].as_array().map(Vec::len), Some(2));
     assert_eq!(info["processes"].as_u64(), Some(1), "{info}");
     assert_eq!(info["slices_by_kind"]["annotation"].as_u64(), Some(steps));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("top ops by total time"));
+    // The summary: the steps on a line of their own, and in the table every op type
+    // the example ran (it has eight, under ten rows), no step.
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains(&format!("steps: {steps} (from step markers)")),
+        "{summary}"
+    );
+    let table: Vec<&str> = summary
+        .lines()
+        .skip_while(|l| !l.starts_with("top ops by total time"))
+        .skip(2)
+        .take_while(|l| !l.starts_with("more:"))
+        .collect();
+    let names: std::collections::BTreeSet<&str> = table
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap())
+        .collect();
+    let expected: std::collections::BTreeSet<&str> = own["ops"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(names, expected, "{summary}");
 }
 
 #[test]

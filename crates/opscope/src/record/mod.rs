@@ -14,6 +14,7 @@ use std::process::{Command, ExitCode};
 use anyhow::{bail, Context, Result};
 use opscope_analysis::correlate;
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
+use opscope_analysis::steps::StepSource;
 use opscope_model::Trace;
 
 use crate::output::{duration_text, Table};
@@ -363,7 +364,18 @@ fn summarise(dir: &Path) {
             "counter samples"
         ),
     );
-    let table = top_ops(&trace, 10);
+    // Step markers (ProfilerStep#N, `step N` ranges) are no ops: they get a line of
+    // their own, and the table shows the ops inside them.
+    let steps = opscope_analysis::steps::steps(&trace, &Default::default());
+    let markers: std::collections::HashSet<&str> = steps
+        .iter()
+        .filter(|s| s.found_by == StepSource::Markers)
+        .flat_map(|s| s.steps.iter().map(|step| step.name.as_str()))
+        .collect();
+    if let Some(line) = steps_line(&steps) {
+        eprintln!("{line}");
+    }
+    let table = top_ops(&trace, &markers, 10);
     if !table.rows.is_empty() {
         eprintln!("top ops by total time:");
         let _ = table.write_text(&mut std::io::stderr());
@@ -371,10 +383,35 @@ fn summarise(dir: &Path) {
     }
 }
 
+/// `steps: 20 (from markers), median 52.3 ms, 48.1–64.9 ms`, over every source.
+fn steps_line(sources: &[opscope_analysis::steps::SourceSteps]) -> Option<String> {
+    let mut times: Vec<i64> = sources
+        .iter()
+        .flat_map(|s| s.steps.iter().map(|step| step.dur_ns))
+        .collect();
+    if times.is_empty() {
+        return None;
+    }
+    times.sort_unstable();
+    let how = if sources.iter().all(|s| s.found_by == StepSource::Markers) {
+        "from step markers"
+    } else {
+        "from the repeating op sequence"
+    };
+    Some(format!(
+        "steps: {} ({how}), median {}, {} to {}",
+        times.len(),
+        duration_text(times[times.len() / 2] as f64),
+        duration_text(times[0] as f64),
+        duration_text(times[times.len() - 1] as f64),
+    ))
+}
+
 /// The `n` ops with the most CPU time, as `opscope stats op` counts them.
-fn top_ops(trace: &Trace, n: usize) -> Table {
+fn top_ops(trace: &Trace, markers: &std::collections::HashSet<&str>, n: usize) -> Table {
     let correlation = correlate::correlate(trace);
     let mut ops = op_stats(trace, &correlation, &OpStatsOptions::default());
+    ops.retain(|op| !markers.contains(op.name.as_str()));
     ops.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.name.cmp(&b.name)));
     let mut table = Table::new(&[
         ("op", false),
