@@ -183,6 +183,9 @@ fn tf_timeline_devices_and_kinds() {
 }
 
 fn convert(input: &Path, output: &Path, to: Option<&str>) {
+    // convert refuses to replace a file without --force (a scratch directory may be
+    // left from a run of the same process id).
+    let _ = std::fs::remove_file(output);
     let mut args = vec![
         "convert",
         "--quiet",

@@ -721,6 +721,7 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
 /// in `dir`: one time line for every file of the session.
 fn complete_events(dir: &Path, session: &Path) -> Vec<Value> {
     let json = dir.join("session.json");
+    let _ = std::fs::remove_file(&json);
     common::opscope_ok(&[
         "convert",
         session.to_str().unwrap(),
