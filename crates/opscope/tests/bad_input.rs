@@ -393,15 +393,60 @@ fn a_cut_perfetto_file_reads_what_is_there_and_says_what_was_lost() {
     assert_cut_warning(run.stderr.trim_end(), "cut.pftrace", half.len());
 }
 
-/// An `opscope record` session left by a full disk or a kill: a program's file cut in
-/// the middle of a packet and the sampler's file empty. The session still reads, with
-/// a warning naming each file.
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push(v as u8 | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// `pftrace` laid out as the recorder writes: every few packets a zlib-compressed
+/// chunk, one `TracePacket.compressed_packets` (field 50) each.
+fn in_recorder_chunks(pftrace: &[u8], packets_per_chunk: usize) -> Vec<u8> {
+    let mut packets = Vec::new();
+    let mut pos = 0;
+    while pos < pftrace.len() {
+        let start = pos;
+        pos += 1; // the key of `Trace.packet`
+        let (mut len, mut shift) = (0usize, 0);
+        loop {
+            let b = pftrace[pos];
+            pos += 1;
+            len |= ((b & 0x7f) as usize) << shift;
+            shift += 7;
+            if b < 0x80 {
+                break;
+            }
+        }
+        pos += len;
+        packets.push(&pftrace[start..pos]);
+    }
+    let mut file = Vec::new();
+    for chunk in packets.chunks(packets_per_chunk) {
+        let mut zlib = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+        zlib.write_all(&chunk.concat()).unwrap();
+        let compressed = zlib.finish().unwrap();
+        let mut packet = Vec::new();
+        varint(&mut packet, 50 << 3 | 2);
+        varint(&mut packet, compressed.len() as u64);
+        packet.extend(compressed);
+        file.push(0x0a);
+        varint(&mut file, packet.len() as u64);
+        file.extend(packet);
+    }
+    file
+}
+
+/// An `opscope record` session left by a full disk or a kill: a program's file, in
+/// the recorder's compressed chunks, cut in the middle of a chunk, and the sampler's
+/// file empty. The session still reads, with a warning naming each file.
 #[test]
 fn a_damaged_recording_session_still_reads() {
     let dir = case_dir("session");
     let session = dir.join("opscope-session-1");
     std::fs::create_dir_all(&session).unwrap();
-    let whole = pftrace_of(&dir, "t", &json_trace(500));
+    let whole = in_recorder_chunks(&pftrace_of(&dir, "t", &json_trace(500)), 100);
     let cut = &whole[..whole.len() * 2 / 3];
     std::fs::write(session.join("opscope-4242.pftrace"), cut).unwrap();
     std::fs::write(session.join("opscope-processes-4242.pftrace"), b"").unwrap();
@@ -422,6 +467,10 @@ fn a_damaged_recording_session_still_reads() {
         "opscope-session-1/opscope-4242.pftrace",
         cut.len(),
     );
+    // The chunks before the cut are all there.
+    let info: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let slices = info["slices"].as_u64().unwrap();
+    assert!((100..500).contains(&slices), "{slices} slices of 500");
     // The summary commands read it too.
     for command in ["gpu", "steps"] {
         let run = opscope_in(&dir, &[command, "opscope-session-1"], Input::Nothing);
