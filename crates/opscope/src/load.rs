@@ -1,8 +1,9 @@
-//! Finding and loading trace files: a TRACE argument is a file or a directory (searched
-//! recursively for trace files); files are memory-mapped, gzip is inflated, and each
-//! is imported into one shared model, with a progress bar on long loads. A directory
-//! holding a `metadata` file is a CTF trace: its stream files are read together (an
-//! LTTng session directory holds several such traces).
+//! Finding and loading trace files: a TRACE argument is a file, a directory (searched
+//! recursively for trace files, each read once, no link out of it followed), or a pipe
+//! (`-` is standard input); files are memory-mapped, pipes read into memory, gzip is
+//! inflated, and each is imported into one shared model, with a progress bar on long
+//! loads. A directory holding a `metadata` file is a CTF trace: its stream files are
+//! read together (an LTTng session directory holds several such traces).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -664,7 +665,7 @@ fn open_fifo(path: &Path, shown: &str) -> Result<File> {
         }
         if ready == 0 {
             bail!(
-                "{shown}: a FIFO with no writer: nothing came in {} s",
+                "{shown}: a FIFO that nothing came through in {} s (no writer?)",
                 FIFO_WAIT.as_secs()
             );
         }
