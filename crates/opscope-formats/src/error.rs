@@ -8,10 +8,16 @@ use thiserror::Error;
 pub enum ImportError {
     #[error("{path}: {message}")]
     Io { path: String, message: String },
-    /// The bytes are not what the format says, at `offset` (of the decompressed data
-    /// for compressed files).
+    /// The bytes are not what the format says, at `offset` in the file.
     #[error("{path}: byte {offset}: {message}")]
     Syntax {
+        path: String,
+        offset: u64,
+        message: String,
+    },
+    /// As `Syntax`, in a compressed file: `offset` is one into the decompressed data.
+    #[error("{path}: byte {offset} of the decompressed data: {message}")]
+    Decompressed {
         path: String,
         offset: u64,
         message: String,

@@ -47,14 +47,83 @@ pub fn decompress_if_gzip<'a>(bytes: &'a [u8], path: &str) -> Result<Cow<'a, [u8
     let mut decoder = flate2::read::MultiGzDecoder::new(bytes);
     match decoder.read_to_end(&mut out) {
         Ok(_) => Ok(Cow::Owned(out)),
-        Err(e) => Err(ImportError::Syntax {
-            path: path.to_string(),
-            offset: out.len() as u64,
-            message: format!(
-                "gzip data is corrupt or truncated ({e}); {} bytes were decompressed before it",
-                out.len()
-            ),
-        }),
+        Err(_) => Err(
+            gzip_fault(bytes, path).unwrap_or_else(|| ImportError::Syntax {
+                path: path.to_string(),
+                offset: 0,
+                message: "the gzip data is corrupt".into(),
+            }),
+        ),
+    }
+}
+
+/// Where the gzip data in `bytes` breaks, if it does: an error at the offset in the
+/// file (the compressed bytes) where inflating failed, saying how much came out before.
+/// Deflate data carries no checksum but at the end of a member, so a damaged stream
+/// may first inflate into garbage that the parser of the text stumbles on: the stream
+/// is checked on its own before the parser's error is believed.
+fn gzip_fault(bytes: &[u8], path: &str) -> Option<ImportError> {
+    /// A `BufRead` over the compressed bytes that knows how far the decoder has taken.
+    struct Counting<'a> {
+        bytes: &'a [u8],
+        taken: usize,
+    }
+    impl Read for Counting<'_> {
+        fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+            let n = (&self.bytes[self.taken..]).read(out)?;
+            self.taken += n;
+            Ok(n)
+        }
+    }
+    impl std::io::BufRead for Counting<'_> {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            Ok(&self.bytes[self.taken..])
+        }
+        fn consume(&mut self, n: usize) {
+            self.taken = (self.taken + n).min(self.bytes.len());
+        }
+    }
+    let mut input = Counting { bytes, taken: 0 };
+    let mut decoder = flate2::bufread::MultiGzDecoder::new(&mut input);
+    let mut block = vec![0u8; 1 << 16];
+    let mut inflated = 0u64;
+    let error = loop {
+        match decoder.read(&mut block) {
+            Ok(0) => return None,
+            Ok(n) => inflated += n as u64,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break e,
+        }
+    };
+    drop(decoder);
+    let what = if error.kind() == std::io::ErrorKind::UnexpectedEof {
+        "the gzip data ends early (cut off?)".to_string()
+    } else {
+        format!("the gzip data is corrupt ({error})")
+    };
+    Some(ImportError::Syntax {
+        path: path.to_string(),
+        offset: input.taken as u64,
+        message: format!(
+            "{what}; {inflated} bytes of decompressed data came before this point of the file"
+        ),
+    })
+}
+
+/// An error of reading decompressed data: its offset is one into that data, and says
+/// so, since it is not one into the file.
+fn in_decompressed(e: ImportError) -> ImportError {
+    match e {
+        ImportError::Syntax {
+            path,
+            offset,
+            message,
+        } => ImportError::Decompressed {
+            path,
+            offset,
+            message,
+        },
+        other => other,
     }
 }
 
@@ -94,13 +163,14 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
         if detect(&head[..filled]) == Some(Format::ChromeJson) {
             // Inflating takes a sixth of the reading thread's time: a thread of its
             // own lets it overlap with splitting and scanning the text.
-            return std::thread::scope(|scope| {
+            let imported = std::thread::scope(|scope| {
                 let inflated = ReadAhead::spawn(scope, flate2::read::MultiGzDecoder::new(bytes));
                 crate::chrome::import_reader(inflated, path, trace)
             });
+            return imported.map_err(|e| gzip_fault(bytes, path).unwrap_or(in_decompressed(e)));
         }
         let inflated = decompress_if_gzip(bytes, path)?;
-        return import_plain(&inflated, path, trace);
+        return import_plain(&inflated, path, trace).map_err(in_decompressed);
     }
     import_plain(bytes, path, trace)
 }
@@ -140,6 +210,82 @@ fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId,
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn json_trace(events: usize) -> Vec<u8> {
+        let events: Vec<String> = (0..events)
+            .map(|i| {
+                format!(
+                    r#"{{"ph":"X","name":"op{}","pid":1,"tid":1,"ts":{i},"dur":1}}"#,
+                    i % 7
+                )
+            })
+            .collect();
+        format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")).into_bytes()
+    }
+
+    fn error_of(bytes: &[u8], path: &str) -> String {
+        import_bytes(bytes, path, &mut Trace::new())
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// A damaged gzip stream is blamed on the gzip data, at an offset into the file,
+    /// not on the garbage it inflates to; an error in intact gzip data is at an offset
+    /// into the decompressed data, and says so.
+    #[test]
+    fn gzip_damage_is_told_apart_from_damage_to_what_it_holds() {
+        let good = gzip(&json_trace(20_000));
+        for flipped in [good.len() / 3, good.len() / 2, good.len() - 6] {
+            let mut bad = good.clone();
+            bad[flipped] ^= 0x10;
+            let e = error_of(&bad, "t.json.gz");
+            assert!(e.starts_with("t.json.gz: byte "), "{e}");
+            assert!(e.contains(": the gzip data is corrupt ("), "{e}");
+            let offset: usize = e["t.json.gz: byte ".len()..]
+                .split(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                (flipped..=good.len()).contains(&offset),
+                "flipped {flipped}: {e}"
+            );
+        }
+        let cut = &good[..good.len() / 2];
+        let e = error_of(cut, "t.json.gz");
+        assert!(
+            e.starts_with(&format!(
+                "t.json.gz: byte {}: the gzip data ends early (cut off?)",
+                cut.len()
+            )),
+            "{e}"
+        );
+        let mut text = json_trace(10);
+        let comma = text.len() - 3;
+        text[comma] = b'!';
+        assert_eq!(
+            error_of(&gzip(&text), "t.json.gz"),
+            error_of(&text, "t.json").replacen(
+                &format!("t.json: byte {comma}:"),
+                &format!("t.json.gz: byte {comma} of the decompressed data:"),
+                1
+            )
+        );
+        // Gzip'd Perfetto data is inflated whole first; its errors say so too.
+        let e = error_of(&gzip(&[0x0a, 0x02, 0xff, 0xff]), "t.pftrace.gz");
+        assert!(
+            e.starts_with("t.pftrace.gz: byte 0 of the decompressed data: "),
+            "{e}"
+        );
+    }
 
     #[test]
     fn json_and_perfetto_are_told_apart() {

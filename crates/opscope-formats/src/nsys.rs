@@ -175,6 +175,8 @@ struct Importer<'t> {
     gpu_processes: HashMap<i64, opscope_model::ProcessId>,
     gpu_names: HashMap<i64, String>,
     process_names: HashMap<i64, String>,
+    /// Events whose name is a string id the StringIds table does not hold.
+    nameless: u64,
 }
 
 impl Importer<'_> {
@@ -348,6 +350,7 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
         gpu_processes: HashMap::new(),
         gpu_names,
         process_names,
+        nameless: 0,
     };
 
     let threads = table("ThreadNames")?;
@@ -387,6 +390,19 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
     );
     api_calls(&mut im, &table("OSRT_API")?, "os_runtime", SliceKind::Other);
     nvtx(&mut im, &table("NVTX_EVENTS")?);
+    if im.nameless > 0 {
+        // Names stand in for missing ones; the user must know they are not the trace's.
+        let why = if strings_table.columns.is_empty() {
+            "the export has no StringIds table"
+        } else {
+            "their string ids are not in the StringIds table"
+        };
+        let warning = format!(
+            "{shown}: {} kernels, API calls and NVTX ranges have no name ({why}): they are called `kernel`, `unknown` or nothing",
+            im.nameless
+        );
+        im.trace.warnings.push((source, warning));
+    }
     Ok(source)
 }
 
@@ -445,7 +461,10 @@ fn device_work(im: &mut Importer, t: &Table, work: Work) {
                 let name = im
                     .string(t.int(r, "demangledName"))
                     .or_else(|| im.string(t.int(r, "shortName")))
-                    .unwrap_or_else(|| im.trace.intern("kernel"));
+                    .unwrap_or_else(|| {
+                        im.nameless += 1;
+                        im.trace.intern("kernel")
+                    });
                 (name, SliceKind::Kernel, "kernel")
             }
             Work::Memcpy => {
@@ -497,7 +516,10 @@ fn api_calls(im: &mut Importer, t: &Table, category: &str, kind: SliceKind) {
         let name = im
             .string(t.int(r, "nameId"))
             .or_else(|| t.text(r, "name").map(|n| im.trace.intern(n)))
-            .unwrap_or_else(|| im.trace.intern("unknown"));
+            .unwrap_or_else(|| {
+                im.nameless += 1;
+                im.trace.intern("unknown")
+            });
         let mut args: Vec<(&str, ArgValue)> = Vec::with_capacity(2);
         if let Some(c) = t.int(r, "correlationId") {
             args.push(("correlation", ArgValue::Int(c)));
@@ -525,10 +547,14 @@ fn nvtx(im: &mut Importer, t: &Table) {
         let (Some(start), Some(global)) = (t.int(r, "start"), t.int(r, "globalTid")) else {
             continue;
         };
+        let text_id = t.int(r, "textId");
         let text = t
             .text(r, "text")
             .map(str::to_string)
-            .or_else(|| im.strings.get(&t.int(r, "textId")?).cloned());
+            .or_else(|| im.strings.get(&text_id?).cloned());
+        if text.is_none() && text_id.is_some() && event_type != nvtx_type::THREAD_NAME {
+            im.nameless += 1;
+        }
         match event_type {
             nvtx_type::PUSH_POP_RANGE | nvtx_type::START_END_RANGE | nvtx_type::MARK => {}
             nvtx_type::THREAD_NAME => {
@@ -618,15 +644,10 @@ mod tests {
         assert_eq!(copy_direction(99), CopyDirection::Unknown);
     }
 
-    /// A database made here: a launch and its kernel, a copy, a push/pop range and a
-    /// mark, each read to the right track with its correlation id.
-    #[test]
-    fn a_small_export_reads() {
-        let conn = Connection::open_in_memory().unwrap();
-        conn.execute_batch(
-            "CREATE TABLE StringIds (id INTEGER, value TEXT);
-             INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'gemm_kernel'), (3, 'step');
-             CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
+    const STRING_IDS: &str = "CREATE TABLE StringIds (id INTEGER, value TEXT);
+             INSERT INTO StringIds VALUES (1, 'cudaLaunchKernel'), (2, 'gemm_kernel'), (3, 'step');";
+
+    const SMALL_EXPORT: &str = "CREATE TABLE TARGET_INFO_SESSION_START_TIME (utcEpochNs INTEGER);
              INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES (1700000000000000000);
              CREATE TABLE CUPTI_ACTIVITY_KIND_RUNTIME (start INTEGER, end INTEGER, globalTid INTEGER, correlationId INTEGER, nameId INTEGER);
              INSERT INTO CUPTI_ACTIVITY_KIND_RUNTIME VALUES (100, 150, 16777217 * 5 + 2, 42, 1);
@@ -635,12 +656,25 @@ mod tests {
              CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER, end INTEGER, deviceId INTEGER, contextId INTEGER, streamId INTEGER, correlationId INTEGER, bytes INTEGER, copyKind INTEGER);
              INSERT INTO CUPTI_ACTIVITY_KIND_MEMCPY VALUES (300, 310, 0, 1, 7, 43, 4096, 2);
              CREATE TABLE NVTX_EVENTS (start INTEGER, end INTEGER, eventType INTEGER, text TEXT, textId INTEGER, globalTid INTEGER, domainId INTEGER);
-             INSERT INTO NVTX_EVENTS VALUES (90, 400, 59, NULL, 3, 16777217 * 5 + 2, 0), (95, NULL, 34, 'here', NULL, 16777217 * 5 + 2, 0);",
-        )
-        .unwrap();
+             INSERT INTO NVTX_EVENTS VALUES (90, 400, 59, NULL, 3, 16777217 * 5 + 2, 0), (95, NULL, 34, 'here', NULL, 16777217 * 5 + 2, 0);";
+
+    fn small_export(tables: &[&str]) -> Trace {
+        let conn = Connection::open_in_memory().unwrap();
+        for sql in tables {
+            conn.execute_batch(sql).unwrap();
+        }
         let bytes = conn.serialize("main").unwrap().to_vec();
         let mut trace = Trace::new();
         import_bytes(&bytes, "t.sqlite", &mut trace).unwrap();
+        trace
+    }
+
+    /// A database made here: a launch and its kernel, a copy, a push/pop range and a
+    /// mark, each read to the right track with its correlation id.
+    #[test]
+    fn a_small_export_reads() {
+        let trace = small_export(&[STRING_IDS, SMALL_EXPORT]);
+        assert!(trace.warnings.is_empty(), "{:?}", trace.warnings);
         let kinds: Vec<SliceKind> = (0..trace.slices.len())
             .map(|i| trace.slices.kind(i))
             .collect();
@@ -675,6 +709,29 @@ mod tests {
     }
 
     /// Found by fuzzing: text that is not UTF-8 made rusqlite panic.
+    /// Without its StringIds table an export still reads, but the names that stand in
+    /// for the missing ones are told of.
+    #[test]
+    fn names_missing_from_string_ids_are_told_of() {
+        let trace = small_export(&[SMALL_EXPORT]);
+        assert_eq!(trace.slices.len(), 4);
+        let warnings: Vec<&str> = trace.warnings.iter().map(|(_, w)| w.as_str()).collect();
+        assert_eq!(
+            warnings,
+            ["t.sqlite: 3 kernels, API calls and NVTX ranges have no name (the export has no StringIds table): they are called `kernel`, `unknown` or nothing"]
+        );
+        // A table that lacks some ids is told apart from no table.
+        let trace = small_export(&[
+            "CREATE TABLE StringIds (id INTEGER, value TEXT); INSERT INTO StringIds VALUES (2, 'gemm_kernel');",
+            SMALL_EXPORT,
+        ]);
+        assert!(
+            trace.warnings[0].1.contains("2 kernels, API calls and NVTX ranges have no name (their string ids are not in the StringIds table)"),
+            "{:?}",
+            trace.warnings
+        );
+    }
+
     #[test]
     fn text_that_is_not_utf8_is_replaced() {
         let conn = Connection::open_in_memory().unwrap();

@@ -1,8 +1,9 @@
-//! Finding and loading trace files: a TRACE argument is a file or a directory (searched
-//! recursively for trace files); files are memory-mapped, gzip is inflated, and each
-//! is imported into one shared model, with a progress bar on long loads. A directory
-//! holding a `metadata` file is a CTF trace: its stream files are read together (an
-//! LTTng session directory holds several such traces).
+//! Finding and loading trace files: a TRACE argument is a file, a directory (searched
+//! recursively for trace files, each read once, no link out of it followed), or a pipe
+//! (`-` is standard input); files are memory-mapped, pipes read into memory, gzip is
+//! inflated, and each is imported into one shared model, with a progress bar on long
+//! loads. A directory holding a `metadata` file is a CTF trace: its stream files are
+//! read together (an LTTng session directory holds several such traces).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -81,16 +82,81 @@ fn is_ctf_dir(dir: &Path) -> bool {
     dir.join("metadata").is_file()
 }
 
-/// Expands the TRACE arguments into the files to load, in a stable order. A CTF trace
-/// is listed as its directory.
-pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
+/// One input to read, as [`expand`] found it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Found {
+    /// The file, the CTF trace directory, or `-` for standard input.
+    pub path: PathBuf,
+    pub how: How,
+}
+
+/// How an input was reached, which decides what an error in it does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum How {
+    /// Named on the command line: an error in it stops the command.
+    Named,
+    /// Found by walking a directory: an error in it is a warning and the other files
+    /// are still read, so one damaged file (a full disk while recording) does not
+    /// hide the rest.
+    InDirectory,
+    /// A pipe, a FIFO or `-` (standard input): read into memory as a stream, never
+    /// cached. An error in it stops the command.
+    Stream,
+}
+
+/// A file's identity: two paths (links, `..`) to one file are one input.
+type FileId = (u64, u64);
+
+fn file_id(meta: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+/// What kind of file `meta` describes, for messages about files opscope cannot read.
+fn kind_of(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    let t = meta.file_type();
+    if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_dir() {
+        "a directory"
+    } else {
+        "not a regular file"
+    }
+}
+
+fn warn(message: &str) {
+    eprintln!("opscope: warning: {message}");
+}
+
+/// Expands the TRACE arguments into the inputs to load, in a stable order. A CTF trace
+/// is listed as its directory. Each file is read once, however many paths lead to it
+/// (checked by device and inode); links that leave the directory given are not
+/// followed. What is skipped is told on stderr.
+pub fn expand(inputs: &[PathBuf]) -> Result<Vec<Found>> {
+    use std::os::unix::fs::FileTypeExt;
     let mut files = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for input in inputs {
+        if input.as_os_str() == "-" {
+            files.push(Found {
+                path: input.clone(),
+                how: How::Stream,
+            });
+            continue;
+        }
         let meta = std::fs::metadata(input)
             .with_context(|| format!("{}: cannot open", input.display()))?;
         if meta.is_dir() {
-            let mut found = Vec::new();
-            walk(input, &mut found)?;
+            let mut walker = Walker::new(input, &mut seen)?;
+            walker.run()?;
+            let mut found = walker.found;
             if found.is_empty() {
                 bail!(
                     "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta, .sqlite, and CTF directories with a `metadata` file)",
@@ -98,33 +164,175 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<PathBuf>> {
                 );
             }
             found.sort();
-            files.extend(found);
+            files.extend(found.into_iter().map(|path| Found {
+                // A directory that is itself a CTF trace was named, not found.
+                how: if &path == input {
+                    How::Named
+                } else {
+                    How::InDirectory
+                },
+                path,
+            }));
         } else if input.file_name().is_some_and(|n| n == "metadata") {
             // `TRACE/metadata` stands for the CTF trace `TRACE`.
-            files.push(input.parent().unwrap_or(Path::new(".")).to_path_buf());
+            let dir = input.parent().unwrap_or(Path::new(".")).to_path_buf();
+            let id = std::fs::metadata(&dir).map(|m| file_id(&m)).ok();
+            if id.is_none_or(|id| seen.insert(id)) {
+                files.push(Found {
+                    path: dir,
+                    how: How::Named,
+                });
+            }
+        } else if meta.is_file() {
+            if seen.insert(file_id(&meta)) {
+                files.push(Found {
+                    path: input.clone(),
+                    how: How::Named,
+                });
+            } else {
+                warn(&format!(
+                    "{}: the same file as an input before it; read once",
+                    input.display()
+                ));
+            }
+        } else if meta.file_type().is_fifo() {
+            files.push(Found {
+                path: input.clone(),
+                how: How::Stream,
+            });
         } else {
-            files.push(input.clone());
+            bail!(
+                "{}: not a regular file ({}); opscope reads trace files, directories of them, and pipes (`-` is standard input)",
+                input.display(),
+                kind_of(&meta)
+            );
         }
     }
     Ok(files)
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<()> {
-    if is_ctf_dir(dir) {
-        found.push(dir.to_path_buf());
-        return Ok(());
+/// Walks one directory given on the command line. Its own files and directories come
+/// first; symbolic links are followed afterwards, and only to what lies inside the
+/// directory and was not reached already, so a link cycle (`ln -s . d/a`), a link up
+/// (`ln -s .. d/up`) or a second name (`latest -> run1`) neither hangs the walk nor
+/// reads a file twice, and the files keep their own paths rather than a link's.
+struct Walker<'s> {
+    root: PathBuf,
+    /// The root with every link resolved: what links must lead into.
+    real_root: PathBuf,
+    dirs: std::collections::HashSet<FileId>,
+    /// Files (and CTF directories) taken, over all TRACE arguments.
+    seen: &'s mut std::collections::HashSet<FileId>,
+    links: std::collections::VecDeque<PathBuf>,
+    found: Vec<PathBuf>,
+}
+
+impl<'s> Walker<'s> {
+    fn new(root: &Path, seen: &'s mut std::collections::HashSet<FileId>) -> Result<Walker<'s>> {
+        let real_root = std::fs::canonicalize(root)
+            .with_context(|| format!("{}: cannot open", root.display()))?;
+        Ok(Walker {
+            root: root.to_path_buf(),
+            real_root,
+            dirs: Default::default(),
+            seen,
+            links: Default::default(),
+            found: Vec::new(),
+        })
     }
-    for entry in
-        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?
-    {
-        let path = entry?.path();
-        if path.is_dir() {
-            walk(&path, found)?;
-        } else if is_trace_file(&path) && !is_copy_of_an_xplane(&path) {
-            found.push(path);
+
+    fn run(&mut self) -> Result<()> {
+        let root = self.root.clone();
+        let meta =
+            std::fs::metadata(&root).with_context(|| format!("{}: cannot open", root.display()))?;
+        // The root must be listed; a subdirectory that cannot be is only a warning.
+        std::fs::read_dir(&root).with_context(|| format!("{}: cannot list", root.display()))?;
+        self.dir(&root, &meta);
+        while let Some(link) = self.links.pop_front() {
+            self.link(&link);
+        }
+        Ok(())
+    }
+
+    fn dir(&mut self, dir: &Path, meta: &std::fs::Metadata) {
+        if !self.dirs.insert(file_id(meta)) {
+            return;
+        }
+        if is_ctf_dir(dir) {
+            if self.seen.insert(file_id(meta)) {
+                self.found.push(dir.to_path_buf());
+            }
+            return;
+        }
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) => return warn(&format!("{}: cannot list ({e}); skipped", dir.display())),
+        };
+        let mut entries: Vec<(PathBuf, std::fs::FileType)> = entries
+            .filter_map(|e| {
+                let e = e.ok()?;
+                Some((e.path(), e.file_type().ok()?))
+            })
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, file_type) in entries {
+            if file_type.is_symlink() {
+                self.links.push_back(path);
+            } else if file_type.is_dir() {
+                if let Ok(meta) = std::fs::metadata(&path) {
+                    self.dir(&path, &meta);
+                }
+            } else if is_trace_file(&path) && !is_copy_of_an_xplane(&path) {
+                if let Ok(meta) = std::fs::metadata(&path) {
+                    self.file(&path, &meta);
+                }
+            }
         }
     }
-    Ok(())
+
+    fn file(&mut self, path: &Path, meta: &std::fs::Metadata) {
+        if !meta.is_file() {
+            // A FIFO or device named like a trace would block or never end.
+            warn(&format!(
+                "{}: not a regular file ({}); skipped",
+                path.display(),
+                kind_of(meta)
+            ));
+        } else if self.seen.insert(file_id(meta)) {
+            self.found.push(path.to_path_buf());
+        }
+    }
+
+    fn link(&mut self, link: &Path) {
+        let wanted = |meta: Option<&std::fs::Metadata>| {
+            meta.is_some_and(|m| m.is_dir()) || is_trace_file(link)
+        };
+        let Ok(real) = std::fs::canonicalize(link) else {
+            if is_trace_file(link) {
+                warn(&format!("{}: a broken link; skipped", link.display()));
+            }
+            return;
+        };
+        let meta = std::fs::metadata(&real).ok();
+        if !real.starts_with(&self.real_root) {
+            if wanted(meta.as_ref()) {
+                warn(&format!(
+                    "{}: not followed: the link leads to {}, outside {} (name it on the command line to read it)",
+                    link.display(),
+                    real.display(),
+                    self.root.display()
+                ));
+            }
+            return;
+        }
+        match meta {
+            Some(meta) if meta.is_dir() => self.dir(link, &meta),
+            Some(meta) if is_trace_file(link) && !is_copy_of_an_xplane(link) => {
+                self.file(link, &meta)
+            }
+            _ => {}
+        }
+    }
 }
 
 /// The JAX and TensorFlow profilers write `<host>.trace.json.gz` beside
@@ -139,15 +347,27 @@ fn is_copy_of_an_xplane(path: &Path) -> bool {
         .is_some_and(|host| path.with_file_name(format!("{host}.xplane.pb")).is_file())
 }
 
-/// Loads every file of `inputs` into one trace.
+/// Loads every file of `inputs` into one trace. A file found in a directory that
+/// cannot be read is a warning, and the other files are read; a file named on the
+/// command line that cannot be read is an error, as is a directory none of whose files
+/// can be.
 pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
-    let files = expand(inputs)?;
-    let total: u64 = files.iter().map(|f| input_bytes(f)).sum();
-    let entry = (options.cache && total >= cache::MIN_INPUT_BYTES)
+    load_found(&expand(inputs)?, options)
+}
+
+/// [`load`] for inputs [`expand`] found already.
+pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace> {
+    // A stream has no identity the cache could check again.
+    let streams = files.iter().any(|f| f.how == How::Stream);
+    let total: u64 = files.iter().map(|f| input_bytes(&f.path)).sum();
+    let entry = (options.cache && !streams && total >= cache::MIN_INPUT_BYTES)
         .then(cache::directory)
         .flatten()
         .and_then(|dir| {
-            let inputs = files.iter().map(|f| (f.clone(), files_read(f))).collect();
+            let inputs = files
+                .iter()
+                .map(|f| (f.path.clone(), files_read(&f.path)))
+                .collect();
             cache::Entry::for_inputs(&dir, inputs)
         });
     if let Some(trace) = entry.as_ref().and_then(cache::Entry::read) {
@@ -157,13 +377,34 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     let parse_started = std::time::Instant::now();
     let bar = progress_bar(total, options);
     let mut trace = Trace::new();
-    for file in &files {
-        let shown = file.display().to_string();
+    let mut failed = Vec::new();
+    for file in files {
+        let shown = shown(&file.path);
         bar.set_message(shown.clone());
-        load_file(file, &shown, &mut trace)?;
-        bar.inc(input_bytes(file));
+        match load_file(file, &shown, &mut trace) {
+            Ok(()) => {}
+            Err(e) if file.how == How::InDirectory => failed.push(e),
+            Err(e) => return Err(e),
+        }
+        bar.inc(input_bytes(&file.path));
     }
     bar.finish_and_clear();
+    if !failed.is_empty() && failed.len() == files.len() {
+        let n = failed.len();
+        let first = failed.swap_remove(0);
+        if n == 1 {
+            return Err(first);
+        }
+        return Err(first.context(format!(
+            "none of the {n} trace files could be read; the first"
+        )));
+    }
+    for e in &failed {
+        warn(&format!("{e:#}; the other files are still read"));
+    }
+    // A failed import may have stopped before finishing the model.
+    trace.finish();
+    warn_of_shared_ranks(&mut trace);
     number_hosts_of_runs(&mut trace);
     unite_recorded_processes(&mut trace);
     // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
@@ -171,10 +412,44 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
     opscope_model::clock_sync::align_to_unix(&mut trace);
     print_warnings(&trace);
     trace.shrink_to_fit();
-    if let Some(entry) = entry {
+    // A model missing a file that could not be read is not saved: the next command
+    // tries the file again, and tells of it again.
+    if let Some(entry) = entry.filter(|_| failed.is_empty()) {
         entry.write(&trace, parse_started.elapsed());
     }
     Ok(trace)
+}
+
+/// How an input is named in messages.
+fn shown(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        "standard input".into()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// Two files that claim one rank (Kineto's `distributedInfo`) are most often one run
+/// read twice (a copy) or two runs in one directory: either way their numbers would be
+/// added up as one rank's.
+fn warn_of_shared_ranks(trace: &mut Trace) {
+    let mut by_rank: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (i, source) in trace.sources.iter().enumerate() {
+        if let Some(rank) = source.rank {
+            by_rank.entry(rank).or_default().push(i);
+        }
+    }
+    for (rank, sources) in by_rank {
+        if let [first, rest @ ..] = &sources[..] {
+            for &other in rest {
+                let warning = format!(
+                    "{} and {} both claim rank {rank} (a copy of one file, or two runs in one directory?)",
+                    trace.sources[*first].path, trace.sources[other].path
+                );
+                trace.warnings.push((SourceId(other as u32), warning));
+            }
+        }
+    }
 }
 
 fn print_warnings(trace: &Trace) {
@@ -186,7 +461,7 @@ fn print_warnings(trace: &Trace) {
 /// The files importing `input` reads: a CTF trace's metadata and stream files, a
 /// RunMetadata and the GraphDef beside it, an SQLite database and its write-ahead log
 /// (which SQLite reads, when there is one), or the file alone.
-fn files_read(input: &Path) -> Vec<PathBuf> {
+pub fn files_read(input: &Path) -> Vec<PathBuf> {
     if input.is_dir() {
         let mut files = vec![input.join("metadata")];
         files.extend(ctf_stream_files(input).unwrap_or_default());
@@ -279,11 +554,17 @@ fn load_ctf(dir: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     Ok(())
 }
 
-fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
-    if file.is_dir() {
-        return load_ctf(file, shown, trace);
+fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
+    let path = &file.path;
+    if file.how == How::Stream {
+        let bytes = read_stream(path, shown)?;
+        opscope_formats::import_bytes(&bytes, shown, trace)?;
+        return Ok(());
     }
-    let handle = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
+    if path.is_dir() {
+        return load_ctf(path, shown, trace);
+    }
+    let handle = File::open(path).with_context(|| format!("{shown}: cannot open"))?;
     let len = handle.metadata().map(|m| m.len()).unwrap_or(0);
     if len == 0 {
         bail!("{shown}: the file is empty (0 bytes)");
@@ -297,16 +578,111 @@ fn load_file(file: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
     #[cfg(feature = "nsys")]
     if opscope_formats::detect(&map) == Some(opscope_formats::Format::NsysSqlite) {
         drop(map);
-        opscope_formats::nsys::import_path(file, shown, trace)?;
+        opscope_formats::nsys::import_path(path, shown, trace)?;
         return Ok(());
     }
     if opscope_formats::run_metadata::is_run_metadata_path(shown) {
-        let graph = companion_graph(file)?;
+        let graph = companion_graph(path)?;
         opscope_formats::run_metadata::import(&map, shown, graph.as_ref(), trace)?;
         return Ok(());
     }
     opscope_formats::import_bytes(&map, shown, trace)?;
     Ok(())
+}
+
+/// How long a named FIFO may stay without a writer before reading it is given up.
+const FIFO_WAIT: Duration = Duration::from_secs(10);
+
+/// Reads a pipe, a FIFO or standard input (`-`) to its end. Its first bytes must look
+/// like a trace, so an endless stream of something else (`/dev/urandom` through `cat`)
+/// is refused at once rather than read until memory runs out. A named FIFO that no
+/// writer opens within [`FIFO_WAIT`] is an error, not a hang.
+fn read_stream(path: &Path, shown: &str) -> Result<Vec<u8>> {
+    use std::io::{IsTerminal, Read};
+    let mut reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        let stdin = std::io::stdin();
+        if stdin.is_terminal() {
+            bail!("{shown}: is a terminal; pipe a trace into it (`opscope info - < trace.json`)");
+        }
+        Box::new(stdin.lock())
+    } else {
+        Box::new(open_fifo(path, shown)?)
+    };
+    let read_error = |e: std::io::Error| anyhow::anyhow!("{shown}: cannot read ({e})");
+    let mut bytes = Vec::new();
+    (&mut reader)
+        .take(4096)
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    if bytes.is_empty() {
+        bail!("{shown}: nothing came in (0 bytes)");
+    }
+    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
+    if !gzip && opscope_formats::detect(&bytes).is_none() {
+        bail!(
+            "{shown}: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto and Nsight Systems exports"
+        );
+    }
+    reader.read_to_end(&mut bytes).map_err(read_error)?;
+    Ok(bytes)
+}
+
+/// Opens a FIFO (or a pipe, as `/dev/fd/N`) for reading without blocking in `open`
+/// when it has no writer, then waits for its first data: for as long as it takes on
+/// an anonymous pipe (whose writer exists, or its end has come), for [`FIFO_WAIT`] on
+/// a named FIFO.
+fn open_fifo(path: &Path, shown: &str) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    use std::os::unix::io::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .with_context(|| format!("{shown}: cannot open"))?;
+    let fd = file.as_raw_fd();
+    const PIPEFS_MAGIC: libc::c_long = 0x5049_5045;
+    // SAFETY: `fd` is open for the whole call and `fs` is a plain struct the kernel
+    // fills in.
+    let anonymous = unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        libc::fstatfs(fd, &mut fs) == 0 && fs.f_type as libc::c_long == PIPEFS_MAGIC
+    };
+    let timeout = if anonymous {
+        -1
+    } else {
+        FIFO_WAIT.as_millis() as libc::c_int
+    };
+    let mut poll = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    loop {
+        // SAFETY: one valid pollfd, alive for the duration of the call.
+        let ready = unsafe { libc::poll(&mut poll, 1, timeout) };
+        if ready > 0 {
+            break;
+        }
+        if ready == 0 {
+            bail!(
+                "{shown}: a FIFO that nothing came through in {} s (no writer?)",
+                FIFO_WAIT.as_secs()
+            );
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            bail!("{shown}: cannot wait for data ({e})");
+        }
+    }
+    // Blocking reads from here: the writer is there.
+    // SAFETY: fcntl on an open descriptor, changing only its status flags.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags < 0 || libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) < 0 {
+            bail!("{shown}: cannot read ({})", std::io::Error::last_os_error());
+        }
+    }
+    Ok(file)
 }
 
 /// A TensorBoard profile run (`plugins/profile/<run>/<host>.xplane.pb`) with several

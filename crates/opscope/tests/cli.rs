@@ -183,6 +183,9 @@ fn tf_timeline_devices_and_kinds() {
 }
 
 fn convert(input: &Path, output: &Path, to: Option<&str>) {
+    // convert refuses to replace a file without --force (a scratch directory may be
+    // left from a run of the same process id).
+    let _ = std::fs::remove_file(output);
     let mut args = vec![
         "convert",
         "--quiet",
@@ -799,10 +802,12 @@ fn multi_host_profile_runs_become_ranks() {
     let logdir = scratch_dir("logdir");
     let run = logdir.join("plugins/profile/2026_11_22_03_00_00");
     std::fs::create_dir_all(&run).unwrap();
+    // Copies, not links: a directory walk reads a file once however many names it
+    // has, and follows no link out of the directory.
     for host in ["worker-b", "worker-a"] {
-        let link = run.join(format!("{host}.xplane.pb"));
-        let _ = std::fs::remove_file(&link);
-        std::os::unix::fs::symlink(&xplane, &link).unwrap();
+        let copy = run.join(format!("{host}.xplane.pb"));
+        let _ = std::fs::remove_file(&copy);
+        std::fs::copy(&xplane, &copy).unwrap();
     }
     let info = info_json(&logdir);
     assert_eq!(info["ranks"], serde_json::json!([0, 1]));

@@ -1040,6 +1040,7 @@ fn a_programs_own_jax_profiler_works_as_without_opscope() {
 /// in `dir`: one time line for every file of the session.
 fn complete_events(dir: &Path, session: &Path) -> Vec<Value> {
     let json = dir.join("session.json");
+    let _ = std::fs::remove_file(&json);
     common::opscope_ok(&[
         "convert",
         session.to_str().unwrap(),

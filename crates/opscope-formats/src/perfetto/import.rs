@@ -40,7 +40,8 @@ const MAX_TRACK_DEPTH: u32 = 64;
 /// and finishes the trace.
 ///
 /// A file cut off inside a packet (a recording that was killed) keeps the packets
-/// before the cut and counts the cut one in `trace.repairs.malformed_events`; any other
+/// before the cut, counts the cut one in `trace.repairs.malformed_events` and warns
+/// of the bytes lost, naming the offset of the cut; any other
 /// damage to the framing or to a packet is an [`ImportError::Syntax`] at the offset of
 /// the packet.
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
@@ -52,6 +53,10 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     let walked = walk(bytes, 0, path, &mut |offset, packet| {
         scan.packet(offset, packet, path, 0)
     })?;
+    let cut = match walked {
+        Walked::Truncated { packets, offset } => Some((packets, offset)),
+        Walked::Complete => None,
+    };
     scan.note(walked, path)?;
 
     let primary = scan.primary_clock;
@@ -82,6 +87,17 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
         metadata: ArgsId::NONE,
     });
 
+    if let Some((packets, offset)) = cut {
+        // A count among the repairs is easily missed: say what the cut cost.
+        let lost = bytes.len() as u64 - offset;
+        trace.warnings.push((
+            source,
+            format!(
+                "{path}: byte {offset}: the file ends inside a packet (cut off while being written?); the {packets} packets before it are read, the last {lost} bytes ({:.1}% of the file) are lost",
+                lost as f64 * 100.0 / bytes.len() as f64
+            ),
+        ));
+    }
     let mut importer = Importer::new(trace, source, &scan);
     importer.trace.repairs.malformed_events += scan.truncated;
     importer.resolve_descriptors(&scan.descriptors);

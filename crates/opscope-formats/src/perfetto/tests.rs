@@ -906,6 +906,36 @@ fn perfetto_truncated_file_keeps_what_was_read() {
     // The last packet is an end event: its slice is closed and counted instead.
     assert_eq!(t.repairs.unmatched_begins, 1);
     assert_eq!(t.slices.len(), sample_trace().slices.len());
+    // And the user is told where the file was cut and how much was lost.
+    let cut = good.len() - 3;
+    let (last, packets) = {
+        // The offset of the last packet: walk the framing of the whole file.
+        let (mut pos, mut last, mut packets) = (0, 0, 0);
+        while pos < good.len() {
+            (last, packets) = (pos, packets + 1);
+            let (mut len, mut shift, mut i) = (0usize, 0, pos + 1);
+            loop {
+                let b = good[i];
+                len |= ((b & 0x7f) as usize) << shift;
+                shift += 7;
+                i += 1;
+                if b < 0x80 {
+                    break;
+                }
+            }
+            pos = i + len;
+        }
+        (last, packets - 1)
+    };
+    let warnings: Vec<&str> = t.warnings.iter().map(|(_, w)| w.as_str()).collect();
+    assert_eq!(
+        warnings,
+        [format!(
+            "test.perfetto: byte {last}: the file ends inside a packet (cut off while being written?); the {packets} packets before it are read, the last {} bytes ({:.1}% of the file) are lost",
+            cut - last,
+            (cut - last) as f64 * 100.0 / cut as f64
+        )]
+    );
 }
 
 #[test]

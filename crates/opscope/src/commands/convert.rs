@@ -48,6 +48,10 @@ pub struct Args {
     /// Parse the inputs even when the model cache holds them, and do not save them there.
     #[arg(long)]
     no_cache: bool,
+    /// Replace OUT when it exists (never when it is one of the inputs; a CTF directory
+    /// is never replaced).
+    #[arg(long, short)]
+    force: bool,
 }
 
 fn target_from_extension(path: &Path) -> Option<Target> {
@@ -73,8 +77,10 @@ pub fn run(args: Args) -> Result<()> {
             args.output.display()
         );
     };
-    let trace = load::load(
-        &args.inputs,
+    let inputs = load::expand(&args.inputs)?;
+    check_output(&args.output, &inputs, target, args.force)?;
+    let trace = load::load_found(
+        &inputs,
         &LoadOptions {
             quiet: args.quiet,
             cache: !args.no_cache,
@@ -93,8 +99,12 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Write next to the destination and rename at the end, so a failed conversion never
     // leaves a half-written file under the requested name.
-    let partial = args.output.with_extension("partial");
-    let file = File::create(&partial).with_context(|| format!("{shown}: cannot create"))?;
+    let partial = partial_path(&args.output);
+    let file = File::options()
+        .write(true)
+        .create_new(true)
+        .open(&partial)
+        .with_context(|| format!("{}: cannot create", partial.display()))?;
     let gzip = shown.to_ascii_lowercase().ends_with(".gz");
     let written = (|| -> Result<()> {
         let buffered = BufWriter::with_capacity(1 << 20, file);
@@ -113,8 +123,10 @@ pub fn run(args: Args) -> Result<()> {
         let _ = std::fs::remove_file(&partial);
         return Err(e.context(format!("{shown}: writing failed")));
     }
-    std::fs::rename(&partial, &args.output)
-        .with_context(|| format!("{shown}: cannot rename into place"))?;
+    if let Err(e) = std::fs::rename(&partial, &args.output) {
+        let _ = std::fs::remove_file(&partial);
+        return Err(e).with_context(|| format!("{shown}: cannot rename into place"));
+    }
     eprintln!(
         "wrote {shown}: {} slices, {} instants, {} counter samples, {} flows",
         trace.slices.len(),
@@ -123,6 +135,54 @@ pub fn run(args: Args) -> Result<()> {
         trace.flows.len()
     );
     Ok(())
+}
+
+/// Refuses an output that is one of the files the inputs read (also through a link,
+/// `..` or a hard link: compared by device and inode), a directory, or, unless
+/// `force`, any file that exists; CTF output is always a new directory.
+fn check_output(output: &Path, inputs: &[load::Found], target: Target, force: bool) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let shown = output.display();
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    for input in inputs.iter().filter(|f| f.how != load::How::Stream) {
+        let mut read = load::files_read(&input.path);
+        read.push(input.path.clone());
+        for file in read {
+            let same = std::fs::metadata(&file)
+                .is_ok_and(|m| (m.dev(), m.ino()) == (out.dev(), out.ino()));
+            if same {
+                let alias = if file == output {
+                    String::new()
+                } else {
+                    format!(" (the same file as {})", file.display())
+                };
+                bail!("{shown}: is an input of this conversion{alias}; write the output elsewhere");
+            }
+        }
+    }
+    if target == Target::Ctf {
+        bail!("{shown}: already exists; CTF output is a new directory");
+    }
+    if out.is_dir() {
+        bail!("{shown}: already exists and is a directory");
+    }
+    if !force {
+        bail!("{shown}: already exists; pass --force to replace it");
+    }
+    Ok(())
+}
+
+/// A new name beside `output` to write into before renaming: hidden, and this
+/// process's own, so that neither a file of the user's nor another conversion's is
+/// touched.
+fn partial_path(output: &Path) -> PathBuf {
+    let name = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    output.with_file_name(format!(".{name}.partial-{}", std::process::id()))
 }
 
 fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Write) -> Result<()> {
@@ -134,16 +194,17 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
     Ok(())
 }
 
-/// Writes a CTF trace directory: into `DIR.partial` first, renamed into place at the
-/// end, so a failure never leaves half a trace under the requested name.
+/// Writes a CTF trace directory: into a partial directory beside it first (see
+/// [`partial_path`]), renamed into place at the end, so a failure never leaves half a
+/// trace under the requested name. [`check_output`] refused an existing `dir`.
 fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
     let shown = dir.display().to_string();
-    if dir.exists() {
-        bail!("{shown}: already exists; CTF output is a new directory");
+    let partial = partial_path(dir);
+    if let Some(parent) = partial.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).with_context(|| format!("{shown}: cannot create"))?;
     }
-    let partial = dir.with_extension("partial");
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial).with_context(|| format!("{shown}: cannot create"))?;
+    std::fs::create_dir(&partial)
+        .with_context(|| format!("{}: cannot create", partial.display()))?;
     let written = opscope_formats::ctf_export::export(trace, &mut |name, bytes| {
         std::fs::write(partial.join(name), bytes)
     });
