@@ -314,7 +314,11 @@ impl<'s> Walker<'s> {
             return;
         };
         let meta = std::fs::metadata(&real).ok();
-        if !real.starts_with(&self.real_root) {
+        // A link to a file elsewhere is read (once, by its inode: a directory of links
+        // to each rank's file is a common layout); a link to a directory elsewhere
+        // could lead anywhere, up to the whole disk, and is not followed.
+        let is_dir = meta.as_ref().is_some_and(|m| m.is_dir());
+        if is_dir && !real.starts_with(&self.real_root) {
             if wanted(meta.as_ref()) {
                 warn(&format!(
                     "{}: not followed: the link leads to {}, outside {} (name it on the command line to read it)",

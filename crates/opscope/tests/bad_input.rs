@@ -176,6 +176,15 @@ fn link_cycles_and_links_out_of_the_tree_are_walked_once() {
             real.display()
         )
     );
+    // A link to a file elsewhere (a directory of links to each rank's file) is read,
+    // once, and a second link to the same file adds nothing.
+    std::fs::remove_file(d.join("up")).unwrap();
+    std::fs::remove_file(d.join("sub/up")).unwrap();
+    symlink("../outside.json", &d.join("rank1.json"));
+    symlink("../outside.json", &d.join("rank1-again.json"));
+    let run = opscope_in(&dir, &["info", "--format", "json", "d"], Input::Nothing);
+    assert_eq!(files_read(&run), ["d/rank1-again.json", "d/t.json"]);
+    assert!(!run.stderr.contains("not followed"), "{}", run.stderr);
 }
 
 /// `runs/latest -> run1` once reported rank 0 twice; two real copies of one rank are
