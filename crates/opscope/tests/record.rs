@@ -488,6 +488,49 @@ fn a_full_disk_loses_only_what_did_not_fit() {
     );
 }
 
+/// `cargo install` puts the `opscope` binary alone in `~/.cargo/bin`: it carries the
+/// injected library and writes it once into the user's cache, so a copy of the binary
+/// with nothing beside it records.
+#[test]
+fn the_binary_alone_records_with_the_library_it_carries() {
+    let dir = scratch_dir("record-installed");
+    let _ = std::fs::remove_dir_all(&dir);
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy(env!("CARGO_BIN_EXE_opscope"), bin.join("opscope")).unwrap();
+    let home = dir.join("home");
+    let record_once = |session: &str| {
+        Command::new(bin.join("opscope"))
+            .args(["record", "-o"])
+            .arg(dir.join(session))
+            .arg("--")
+            .arg(built("dataflow"))
+            .args(["--steps", "2", "--quiet"])
+            .env_remove("OPSCOPE_RECORD_LIB")
+            .env_remove("XDG_CACHE_HOME")
+            .env("HOME", &home)
+            .env("OPSCOPE_CACHE_DIR", "off")
+            .output()
+            .unwrap()
+    };
+    let out = record_once("s1");
+    assert_ok(&out, "the binary alone");
+    assert_eq!(
+        recorded_files(&dir.join("s1")).len(),
+        1,
+        "the carried library recorded the program"
+    );
+    let cached: Vec<PathBuf> = walk(&home.join(".cache/opscope/lib"));
+    assert_eq!(cached.len(), 1, "written once into the cache: {cached:?}");
+    let written = std::fs::metadata(&cached[0]).unwrap().modified().unwrap();
+    assert_ok(&record_once("s2"), "the second run");
+    assert_eq!(
+        std::fs::metadata(&cached[0]).unwrap().modified().unwrap(),
+        written,
+        "the second run uses the cached library as it is"
+    );
+}
+
 /// `-o DIR` is a new or empty directory: a session mixed into other files would no
 /// longer read as one trace, and a recording is never overwritten.
 #[test]

@@ -3,6 +3,7 @@
 //! sample its process tree, pass its exit status through, and summarise the session.
 
 mod bootstrap;
+mod embedded;
 mod nvml;
 mod sampler;
 mod signals;
@@ -212,7 +213,8 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 }
 
 /// The injected library: named by `OPSCOPE_RECORD_LIB`, or beside the `opscope`
-/// executable (where cargo builds it), or in `../lib` of it (an installed layout).
+/// executable (where cargo builds it), or in `../lib` of it (an installed layout), or
+/// else the copy this binary carries, written once into the user's cache.
 fn find_library() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(LIBRARY_ENV) {
         let path = PathBuf::from(path);
@@ -234,6 +236,9 @@ fn find_library() -> Result<PathBuf> {
         if c.is_file() {
             return Ok(c.canonicalize()?);
         }
+    }
+    if let Some(library) = embedded::library() {
+        return library;
     }
     bail!(
         "cannot find {LIBRARY}, the library opscope injects into the program (looked in {}); \
