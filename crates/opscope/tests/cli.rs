@@ -1208,3 +1208,90 @@ fn help_names_every_input_format() {
         assert!(help.contains(format), "--help leaves out {format}: {help}");
     }
 }
+
+/// Communication is recognised by the kernel names the libraries really use (DeepEP as
+/// DeepSeek builds it, `dpsk::ep::…`, among them), by the collective op that launched
+/// a kernel, and by the user's `--comm-kernels`; the rest is computation. Each kernel
+/// runs alone, 10 µs apart, so the communication-only time is the sum of their
+/// durations.
+#[test]
+fn communication_kernels_are_known_by_their_real_names_and_their_launching_op() {
+    let named = [
+        "void dpsk::ep::internode::dispatch<8, 768, 4>(int4*, float*, int*)",
+        "void dpsk::ep::internode::combine<8, 768>(int4*, float*)",
+        "void dpsk::ep::internode::notify_dispatch<8>(int const*, int*)",
+        "void dpsk::ep::internode::cached_notify<8>(int, int*)",
+        "void dpsk::ep::intranode::dispatch<8, 768>(int4*, float*)",
+        "void dpsk::ep::intranode::combine<float, 8, 768>(float*)",
+        "void deep_ep::internode_ll::dispatch<3, 10, 7168>(void*)",
+        "ncclDevKernel_AllGather_RING_LL(ncclDevComm*, unsigned long, ncclWork*)",
+        "rcclGenericKernel<1, false>(ncclDevComm*)",
+        "void mscclpp::allreduce6<float>(float*, mscclpp::DeviceHandle)",
+        "void nvshmemi_transfer_rma_kernel<1>(void*)",
+        "void vllm::cross_device_reduce_1stage<float, 8>(vllm::RankData*)",
+    ];
+    let compute = "volta_sgemm_128x64_nn";
+    let copy_under_collective = "void at::native::vectorized_elementwise_kernel<4>(int)";
+    let users_own = "void fabric::exchange_kernel<16>(void*)";
+
+    let mut events = Vec::new();
+    let mut kernels: Vec<(&str, f64, Option<&str>)> =
+        named.iter().map(|&n| (n, 20.0, None)).collect();
+    kernels.push((compute, 30.0, None));
+    kernels.push((copy_under_collective, 15.0, Some("nccl:all_reduce")));
+    kernels.push((users_own, 25.0, None));
+    let mut ts = 100.0;
+    for (i, (name, dur, op)) in kernels.iter().enumerate() {
+        let correlation = i + 1;
+        let op_name = op.unwrap_or("aten::op");
+        events.push(serde_json::json!({"ph": "X", "cat": if op.is_some() {"user_annotation"} else {"cpu_op"},
+            "name": op_name, "pid": 1, "tid": 1, "ts": ts, "dur": 8.0}));
+        events.push(
+            serde_json::json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel",
+            "pid": 1, "tid": 1, "ts": ts + 1.0, "dur": 5.0, "args": {"correlation": correlation}}),
+        );
+        events.push(
+            serde_json::json!({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": 7,
+            "ts": ts + 10.0, "dur": dur,
+            "args": {"correlation": correlation, "device": 0, "stream": 7}}),
+        );
+        ts += 100.0;
+    }
+    let dir = scratch_dir("cli-comm-kernels");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("comm.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&serde_json::json!({"traceEvents": events})).unwrap(),
+    )
+    .unwrap();
+
+    let communication_only = |extra: &[&str]| -> i64 {
+        let mut args = vec!["gpu", "--format", "json", "--no-cache"];
+        args.extend_from_slice(extra);
+        args.push(path.to_str().unwrap());
+        let out = opscope_ok(&args);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["ranks"][0]["combinations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["classes"] == serde_json::json!(["communication"]))
+            .map(|c| c["time_ns"].as_i64().unwrap())
+            .sum()
+    };
+    let known = named.len() as i64 * 20_000 + 15_000;
+    assert_eq!(
+        communication_only(&[]),
+        known,
+        "named kernels and the one nccl:all_reduce launched"
+    );
+    assert_eq!(
+        communication_only(&["--comm-kernels", "fabric::exchange"]),
+        known + 25_000,
+        "and the user's own"
+    );
+    let bad = opscope(&["gpu", "--comm-kernels", "(", path.to_str().unwrap()]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--comm-kernels: not a valid regex"));
+}

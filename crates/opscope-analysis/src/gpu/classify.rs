@@ -1,10 +1,15 @@
 //! What a piece of device work is for: computation, communication or memory traffic.
 //! Communication is recognised by kernel name, by more than HTA's `^nccl.*Kernel`:
-//! RCCL/MSCCL, DeepEP, NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang,
-//! TensorRT-LLM) and collective names.
+//! RCCL/MSCCL/MSCCL++, DeepEP (both its `deep_ep::` and DeepSeek's `dpsk::ep::`
+//! namespaces), NVSHMEM, gloo, custom all-reduce kernels (vLLM, SGLang, TensorRT-LLM)
+//! and collective names; by the collective op that launched it, where the trace
+//! correlates launches; and by a user's own pattern (`gpu --comm-kernels`).
 
-use opscope_model::{SliceKind, StrId, Trace};
+use opscope_model::{SliceKind, StrId, Trace, NONE};
+use regex::Regex;
 use serde::Serialize;
+
+use crate::correlate::Correlation;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -51,34 +56,96 @@ pub struct Classifier<'t> {
     trace: &'t Trace,
     /// By name id: 0 not looked at yet, 1 communication, 2 not.
     communication: Vec<u8>,
+    /// Launches, to find the op that launched a kernel whose name says nothing.
+    correlation: Option<&'t Correlation>,
+    /// The user's own communication kernels.
+    extra: Option<&'t Regex>,
 }
 
 impl<'t> Classifier<'t> {
+    /// By kernel name alone.
     pub fn new(trace: &'t Trace) -> Self {
+        Classifier::with(trace, None, None)
+    }
+
+    /// By kernel name, `extra` (kernel names the user calls communication), and, with
+    /// `correlation`, the op that launched the kernel.
+    pub fn with(
+        trace: &'t Trace,
+        correlation: Option<&'t Correlation>,
+        extra: Option<&'t Regex>,
+    ) -> Self {
         Classifier {
             trace,
             communication: Vec::new(),
+            correlation,
+            extra,
         }
     }
 
     pub fn class(&mut self, slice: usize) -> WorkClass {
         let trace = self.trace;
+        let extra = self.extra;
         let seen = &mut self.communication;
-        class_with(trace, slice, |name| {
+        let class = class_with(trace, slice, |name| {
             let at = name.0 as usize;
             if at >= seen.len() {
                 seen.resize(trace.strings.len().max(at + 1), 0);
             }
             if seen[at] == 0 {
-                seen[at] = if is_communication_kernel(trace.str(name)) {
-                    1
-                } else {
-                    2
-                };
+                let text = trace.str(name);
+                seen[at] =
+                    if is_communication_kernel(text) || extra.is_some_and(|r| r.is_match(text)) {
+                        1
+                    } else {
+                        2
+                    };
             }
             seen[at] == 1
-        })
+        });
+        match (class, self.correlation) {
+            (WorkClass::Computation, Some(correlation))
+                if trace.slices.kind(slice) == SliceKind::Kernel
+                    && launched_by_a_collective(trace, correlation, slice) =>
+            {
+                WorkClass::Communication
+            }
+            _ => class,
+        }
     }
+}
+
+/// Whether the call that launched kernel `slice` ran inside a collective op: a
+/// `Collective` slice, or an op named as one (`c10d::allreduce_`, `nccl:all_reduce`,
+/// `record_param_comms`).
+fn launched_by_a_collective(trace: &Trace, correlation: &Correlation, slice: usize) -> bool {
+    let Some(call) = correlation.launch_of(slice) else {
+        return false;
+    };
+    let s = &trace.slices;
+    let mut at = s.parent[call];
+    while at != NONE {
+        let i = at as usize;
+        match s.kind(i) {
+            SliceKind::Collective => return true,
+            SliceKind::Op | SliceKind::Annotation if is_collective_op(trace.str(s.name[i])) => {
+                return true
+            }
+            _ => {}
+        }
+        at = s.parent[i];
+    }
+    false
+}
+
+/// Op names of collectives as PyTorch records them. Only these exact forms: user
+/// ranges such as TorchRec's `## all2all_data:recat_values ##` wrap the computation
+/// that prepares a collective, not the collective.
+pub fn is_collective_op(name: &str) -> bool {
+    name.starts_with("c10d::")
+        || name.starts_with("nccl:")
+        || name.starts_with("gloo:")
+        || name == "record_param_comms"
 }
 
 /// Substrings (of the lower-cased name) that mark a communication kernel.
@@ -88,6 +155,9 @@ const COMMUNICATION_MARKS: &[&str] = &[
     "msccl",
     "deep_ep",
     "deepep",
+    // DeepSeek's own build of DeepEP: dpsk::ep::internode::dispatch, …::combine,
+    // …::notify_dispatch, …::cached_notify, and the intranode variants.
+    "dpsk::ep::",
     "nvshmem",
     "gloo",
     "allreduce",
@@ -123,6 +193,15 @@ mod tests {
             "void multimem_all_reduce_kernel<bf16>",
             "void nvshmemi_transfer_rma_kernel",
             "void twoShotAllReduceKernel<float, 8>",
+            "void dpsk::ep::internode::dispatch<8, 768>(int4*, float*)",
+            "void dpsk::ep::internode::combine<8, 768>(int4*, float*)",
+            "void dpsk::ep::internode::notify_dispatch<8>(int const*, int*)",
+            "void dpsk::ep::internode::cached_notify<8>(int, int*)",
+            "void dpsk::ep::intranode::dispatch<8, 768>(int4*, float*)",
+            "void dpsk::ep::intranode::combine<float, 8, 768>(float*)",
+            "void deep_ep::internode_ll::dispatch<3, 10, 7168>(void*)",
+            "void mscclpp::allreduce6<float>(float*, mscclpp::DeviceHandle)",
+            "void gloo::cuda_reduce_kernel<float>(float*)",
         ] {
             assert!(is_communication_kernel(comm), "{comm}");
         }

@@ -23,6 +23,8 @@ pub struct GpuOptions {
     /// rather than other idle time (HTA's `consecutive_kernel_delay`, 30 µs).
     pub kernel_wait_threshold_ns: i64,
     pub idle_gaps_from: idle::GapsFrom,
+    /// Kernel names the user calls communication, beside the ones opscope knows.
+    pub communication_kernels: Option<regex::Regex>,
 }
 
 impl Default for GpuOptions {
@@ -31,6 +33,7 @@ impl Default for GpuOptions {
             window: Window::Whole,
             kernel_wait_threshold_ns: 30_000,
             idle_gaps_from: idle::GapsFrom::LatestEnd,
+            communication_kernels: None,
         }
     }
 }
@@ -111,7 +114,11 @@ pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptio
     }
     groups.sort_by_key(|g| (g.0 .0, g.0 .1.map(|d| d.0)));
     let mut ranks = Vec::new();
-    let mut classifier = classify::Classifier::new(trace);
+    let mut classifier = classify::Classifier::with(
+        trace,
+        Some(correlation),
+        options.communication_kernels.as_ref(),
+    );
     for ((src_index, device), tracks) in groups {
         let source = &trace.sources[src_index];
         let mut spans: [Vec<(i64, i64)>; 3] = Default::default();

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use opscope_analysis::gpu::{self, GpuOptions, GpuReport};
 use opscope_analysis::window::Window;
 
@@ -36,12 +36,23 @@ pub struct Args {
     /// Gaps shorter than this (µs) between work launched in time are kernel wait.
     #[arg(long, default_value_t = 30.0, value_name = "US")]
     kernel_wait_us: f64,
+    /// Also count kernels whose name matches this regex as communication (opscope knows
+    /// NCCL, RCCL, MSCCL++, DeepEP, NVSHMEM, gloo and custom all-reduce kernels, and any
+    /// kernel a collective op launched).
+    #[arg(long, value_name = "REGEX")]
+    comm_kernels: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t)]
     format: TextOrJson,
 }
 
 pub fn run(args: Args) -> Result<()> {
+    let communication_kernels = args
+        .comm_kernels
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--comm-kernels: not a valid regex")?;
     let trace = args.inputs.load()?;
     let options = GpuOptions {
         window: if args.exclude_last_step {
@@ -50,6 +61,7 @@ pub fn run(args: Args) -> Result<()> {
             Window::Whole
         },
         kernel_wait_threshold_ns: (args.kernel_wait_us * 1000.0).round() as i64,
+        communication_kernels,
         ..GpuOptions::default()
     };
     let report = gpu::analyze(&trace, &options);
