@@ -926,6 +926,118 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
     );
 }
 
+/// The Chrome JSON `opscope convert` writes from a recorded PyTorch session reads as a
+/// Kineto trace: opscope's own `stats op` gives the same table as on the session, and
+/// HolisticTraceAnalysis and TensorBoard's PyTorch plugin find every op with its calls.
+#[test]
+fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
+    if !python_with(&["torch", "hta", "torch_tb_profiler"]) {
+        return;
+    }
+    let dir = scratch_dir("record-to-kineto");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("torch_cnn.py")],
+        &[],
+    );
+    assert_ok(&out, "torch_cnn.py");
+    let runs = dir.join("run");
+    std::fs::create_dir_all(&runs).unwrap();
+    let json = runs.join("worker0.pt.trace.json");
+    let _ = std::fs::remove_file(&json);
+    common::opscope_ok(&[
+        "convert",
+        "-q",
+        session.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+
+    let ops = |trace: &Path| -> BTreeMap<String, (u64, i64)> {
+        let out = common::opscope_ok(&[
+            "stats",
+            "op",
+            "--no-cache",
+            "--format",
+            "json",
+            trace.to_str().unwrap(),
+        ]);
+        let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+        rows.as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["name"].as_str().unwrap().to_string(),
+                    (
+                        r["occurrence"].as_u64().unwrap(),
+                        r["cpu_ns"].as_i64().unwrap(),
+                    ),
+                )
+            })
+            .collect()
+    };
+    let recorded = ops(&session);
+    assert!(recorded.contains_key("aten::convolution"), "{recorded:?}");
+    assert_eq!(
+        ops(&json),
+        recorded,
+        "stats op on the JSON and on the session"
+    );
+    let calls: BTreeMap<String, u64> = recorded.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+
+    let hta = Command::new(python())
+        .arg(repo_root().join("tests/oracle/hta_ops.py"))
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert_ok(&hta, "HTA on the JSON");
+    let hta: Value = serde_json::from_slice(
+        hta.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .unwrap(),
+    )
+    .unwrap();
+    let hta_calls: BTreeMap<String, u64> = hta["cpu_ops"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    assert_eq!(hta_calls, calls, "HTA's cpu_op calls per name");
+
+    let tb = Command::new(python())
+        .arg(repo_root().join("tests/oracle/tb_plugin_ops.py"))
+        .arg(&runs)
+        .output()
+        .unwrap();
+    assert_ok(&tb, "TensorBoard's PyTorch plugin on the JSON");
+    let tb: Value = serde_json::from_slice(
+        tb.stdout
+            .split(|&b| b == b'\n')
+            .rfind(|l| !l.is_empty())
+            .unwrap(),
+    )
+    .unwrap();
+    let worker = &tb["worker0"];
+    let tb_calls: BTreeMap<String, u64> = worker["ops"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
+    // The plugin leaves the optimizer's ranges out of its table (torch_tb_profiler's
+    // node.py: `not node.name.startswith("Optimizer.")`), whatever writes the trace.
+    let mut plugin_rows = calls.clone();
+    plugin_rows.retain(|name, _| !name.starts_with("Optimizer."));
+    assert_eq!(tb_calls, plugin_rows, "the plugin's operator table");
+    let total = worker["overview"][0]["value"].as_i64().unwrap();
+    assert!(total > 0, "the plugin's total time is a time: {worker}");
+}
+
 /// Runs `script OUT` as a plain program and under `opscope record` (each with its own
 /// OUT): the program's own report of what its profilers saw and wrote must be the same
 /// (the plain run is the oracle). Returns the recorded run's output and session.

@@ -305,15 +305,38 @@ impl<'t> Builder<'t> {
                 SliceKind::Other
             }
         };
+        let (category, args) = self.own_category(open.category, open.args);
         self.trace.slices.push(SliceRow {
             track,
             ts,
             dur,
             name: open.name,
-            category: open.category,
+            category,
             kind,
-            args: open.args,
+            args,
         });
+    }
+
+    /// opscope's Chrome export writes Kineto's category where a slice's own would not
+    /// read back as the same kind, and keeps the own one as the first arg
+    /// ([`super::export::CATEGORY_ARG`]): the slice gets it back, and loses the arg.
+    fn own_category(&mut self, category: StrId, args: ArgsId) -> (StrId, ArgsId) {
+        let Some((key, ArgValue::Str(own))) = self.trace.args.get(args).next() else {
+            return (category, args);
+        };
+        if self.trace.str(key) != super::export::CATEGORY_ARG {
+            return (category, args);
+        }
+        let mut entries = std::mem::take(&mut self.arg_entries);
+        entries.clear();
+        entries.extend(self.trace.args.get(args).skip(1));
+        let args = if entries.is_empty() {
+            self.arg_entries = entries;
+            ArgsId::NONE
+        } else {
+            self.seal_args(entries)
+        };
+        (own, args)
     }
 
     fn is_legacy_autograd(&self, track: TrackId) -> bool {

@@ -5,7 +5,7 @@
 use std::io::{self, Write};
 
 use opscope_model::args::ArgValue;
-use opscope_model::{ArgsId, InstantScope, Trace, TrackId, TrackKind};
+use opscope_model::{ArgsId, InstantScope, SliceKind, Trace, TrackId, TrackKind};
 
 use crate::error::ExportError;
 
@@ -54,6 +54,7 @@ fn export_part(
     w.counters()?;
     w.flows()?;
     w.out.write_all(b"\n]")?;
+    let mut written: Vec<&str> = Vec::new();
     if let [source] = trace.sources.as_slice() {
         for (key, value) in trace.args.get(source.metadata) {
             let key = trace.str(key);
@@ -64,7 +65,22 @@ fn export_part(
             write_str(w.out, key)?;
             w.out.write_all(b":")?;
             w.value(value)?;
+            written.push(key);
         }
+    }
+    // Kineto's readers look for these (HTA takes a trace's rank from distributedInfo):
+    // a trace that came from elsewhere, a recording, gets them here.
+    if !written.contains(&"schemaVersion") {
+        w.out.write_all(b",\n\"schemaVersion\":1")?;
+    }
+    let rank = trace.sources.first().and_then(|s| s.rank);
+    let same_rank = trace.sources.iter().all(|s| s.rank == rank);
+    if let (Some(rank), true, false) = (rank, same_rank, written.contains(&"distributedInfo")) {
+        write!(w.out, ",\n\"distributedInfo\":{{\"rank\":{rank}")?;
+        if let Some(world) = trace.sources[0].world_size {
+            write!(w.out, ",\"world_size\":{world}")?;
+        }
+        w.out.write_all(b"}")?;
     }
     w.out.write_all(b"}\n")?;
     Ok(())
@@ -101,6 +117,33 @@ fn write_f64(out: &mut impl Write, f: f64) -> io::Result<()> {
     }
 }
 
+/// The arg that keeps a slice's category when Kineto's had to be written instead.
+pub const CATEGORY_ARG: &str = "opscope.category";
+
+/// The category written for a slice: its own when a Kineto reader (opscope's, HTA's,
+/// TensorBoard's PyTorch plugin) takes it for the same kind, else Kineto's name for
+/// the kind. A recorded PyTorch op (`itt/PyTorch`) becomes a `cpu_op`, a recorded CUDA
+/// kernel a `kernel`.
+fn kineto_category<'c>(kind: SliceKind, category: &'c str, name: &str) -> &'c str {
+    if super::kinds::kind_of(category, name) == Some(kind) {
+        return category;
+    }
+    match kind {
+        SliceKind::Op => "cpu_op",
+        SliceKind::Kernel => "kernel",
+        SliceKind::Memcpy(_) => "gpu_memcpy",
+        SliceKind::Memset => "gpu_memset",
+        SliceKind::Runtime => "cuda_runtime",
+        SliceKind::Driver => "cuda_driver",
+        SliceKind::Sync => "cuda_sync",
+        SliceKind::Collective => "collective",
+        SliceKind::Annotation => "user_annotation",
+        SliceKind::Step if name.starts_with("ProfilerStep#") => "user_annotation",
+        SliceKind::PythonFunction => "python_function",
+        SliceKind::Step | SliceKind::Alloc | SliceKind::Other => category,
+    }
+}
+
 fn kept(keep: Option<&[bool]>, slice: usize) -> bool {
     keep.is_none_or(|k| k.get(slice) == Some(&true))
 }
@@ -131,14 +174,27 @@ impl<W: Write> JsonWriter<'_, W> {
     }
 
     fn args(&mut self, args: ArgsId) -> io::Result<()> {
-        if args.is_none() {
+        self.args_with(args, None)
+    }
+
+    /// The args, and the slice's own category when another was written in its place.
+    fn args_with(&mut self, args: ArgsId, category: Option<&str>) -> io::Result<()> {
+        if args.is_none() && category.is_none() {
             return Ok(());
         }
         self.out.write_all(b",\"args\":{")?;
-        for (i, (key, value)) in self.trace.args.get(args).enumerate() {
-            if i > 0 {
+        let mut first = true;
+        if let Some(category) = category {
+            write_str(self.out, CATEGORY_ARG)?;
+            self.out.write_all(b":")?;
+            write_str(self.out, category)?;
+            first = false;
+        }
+        for (key, value) in self.trace.args.get(args) {
+            if !first {
                 self.out.write_all(b",")?;
             }
+            first = false;
             write_str(self.out, self.trace.str(key))?;
             self.out.write_all(b":")?;
             self.value(value)?;
@@ -215,11 +271,15 @@ impl<W: Write> JsonWriter<'_, W> {
         for i in (0..s.len()).filter(|&i| kept(keep, i)) {
             let track = TrackId(s.track[i]);
             let name = trace.str(s.name[i]);
-            let category = trace.str(s.category[i]);
+            let original = trace.str(s.category[i]);
+            let category = kineto_category(s.kind(i), original, name);
+            // The category Kineto's readers need replaced the model's: keep that one
+            // among the args.
+            let kept = (category != original).then_some(original);
             if trace.tracks[track.index()].kind == TrackKind::Async {
                 self.head("b", name, category, track, s.ts[i])?;
                 write!(self.out, ",\"id\":{}", track.0)?;
-                self.args(s.args[i])?;
+                self.args_with(s.args[i], kept)?;
                 self.out.write_all(b"}")?;
                 self.head("e", name, category, track, s.end(i))?;
                 write!(self.out, ",\"id\":{}}}", track.0)?;
@@ -227,7 +287,7 @@ impl<W: Write> JsonWriter<'_, W> {
                 self.head("X", name, category, track, s.ts[i])?;
                 self.out.write_all(b",\"dur\":")?;
                 write_micros(self.out, s.dur[i])?;
-                self.args(s.args[i])?;
+                self.args_with(s.args[i], kept)?;
                 self.out.write_all(b"}")?;
             }
         }
