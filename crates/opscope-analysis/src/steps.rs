@@ -22,6 +22,9 @@ pub struct StepOptions {
 pub enum StepSource {
     /// Slices named as steps.
     Markers,
+    /// The framework's own record of each step in its profile (Keras's train function
+    /// calls, JAX's calls of a jitted function).
+    Framework,
     /// The sequence of top-level ops on the busiest thread repeats every `period` ops;
     /// `match_ratio` of the ops equal the op one period later.
     Period { period: usize, match_ratio: f64 },
@@ -141,6 +144,11 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
             bounds = markers(trace, &host[src_index]);
             if !bounds.is_empty() {
                 found_by = StepSource::Markers;
+            } else {
+                bounds = framework_steps(trace, &host[src_index]);
+                if !bounds.is_empty() {
+                    found_by = StepSource::Framework;
+                }
             }
         }
         if bounds.is_empty() {
@@ -182,10 +190,8 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
     result
 }
 
-/// The device time of one step: `work` is the source's device work by start time, none
-/// of it longer than `longest`.
-/// The step markers among `host` slices: `ProfilerStep#N` (kind `Step`), else user
-/// ranges named like steps; in time order.
+/// The step markers among `host` slices, in time order: `ProfilerStep#N` (kind `Step`),
+/// else user ranges named like steps.
 fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     let s = &trace.slices;
     for kinds_match in [
@@ -206,6 +212,126 @@ fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     Vec::new()
 }
 
+/// The training function Keras runs once per step (`steps_per_execution` batches): its
+/// TensorFlow function names under Keras 3 and Keras 2.
+const KERAS_TRAIN_FUNCTIONS: [&str; 3] = [
+    "multi_step_on_iterator",
+    "one_step_on_iterator",
+    "train_function",
+];
+
+/// Steps as the frameworks' profilers record them in an XPlane, for programs that mark
+/// none: each call of Keras's train function (a TensorFlow function call on the Python
+/// thread), else each call of the JAX function jitted most often (`PjitFunction(f)`;
+/// the first call compiles, every call executes once, so calls and not compilations are
+/// the steps). A JAX call returns before its computation ends (dispatch is
+/// asynchronous): its step runs until the last op of its XLA module (`jit_f`) that
+/// started before the next call.
+fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
+    let s = &trace.slices;
+    // Outermost slices only: each record appears once per call even where a profiler
+    // nests two copies (JAX's Python and C++ TraceMes).
+    let outermost = |i: usize, name: opscope_model::StrId| {
+        let mut p = s.parent[i];
+        while p != NONE {
+            if s.name[p as usize] == name {
+                return false;
+            }
+            p = s.parent[p as usize];
+        }
+        true
+    };
+    let keras: Vec<usize> = host
+        .iter()
+        .copied()
+        .filter(|&i| KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[i])))
+        .filter(|&i| {
+            let mut p = s.parent[i];
+            while p != NONE {
+                if KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[p as usize])) {
+                    return false;
+                }
+                p = s.parent[p as usize];
+            }
+            true
+        })
+        .collect();
+    if keras.len() >= 2 {
+        let mut found: Vec<Bounds> = keras
+            .iter()
+            .map(|&i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+            .collect();
+        found.sort_by_key(|b| b.1);
+        return found;
+    }
+    let mut calls: hashbrown::HashMap<&str, Vec<usize>> = Default::default();
+    for &i in host {
+        let name = trace.str(s.name[i]);
+        if let Some(f) = name
+            .strip_prefix("PjitFunction(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            if outermost(i, s.name[i]) {
+                calls.entry(f).or_default().push(i);
+            }
+        }
+    }
+    // The step function is the one whose own XLA module ran most often (JAX's helpers,
+    // `add` or `_normal`, are called often too but run little or nothing of their own),
+    // then the most called; ties go to the name, independent of hash order.
+    let key = trace.strings.find("hlo_module");
+    let mut best: Option<((usize, usize), &str, Vec<Bounds>)> = None;
+    let mut names: Vec<(&str, Vec<usize>)> =
+        calls.into_iter().filter(|(_, c)| c.len() >= 2).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    for (function, mut calls) in names {
+        calls.sort_by_key(|&i| s.ts[i]);
+        let module = trace.strings.find(&format!("jit_{function}"));
+        let mut ops: Vec<(i64, i64)> = match (module, key) {
+            (Some(module), Some(key)) => host
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    trace.args.find(s.args[i], key) == Some(opscope_model::ArgValue::Str(module))
+                })
+                .map(|i| (s.ts[i], s.end(i)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        ops.sort_unstable();
+        let mut executed = 0;
+        let bounds: Vec<Bounds> = calls
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let next = calls.get(k + 1).map_or(i64::MAX, |&n| s.ts[n]);
+                let from = ops.partition_point(|o| o.0 < s.ts[i]);
+                let mine = ops[from..].iter().take_while(|o| o.0 < next);
+                let mut end = mine.clone().map(|o| o.1).fold(s.end(i), i64::max);
+                executed += usize::from(mine.count() > 0);
+                // The calling thread may be waiting for the result (block_until_ready,
+                // a copy to the host) when the computation ends: the step ends when
+                // that wait does, if it ends before the next call.
+                let track = opscope_model::TrackId(s.track[i]);
+                let mut around = trace.enclosing_slice(track, end).map(|j| j as usize);
+                while let Some(j) = around {
+                    if s.end(j) < next {
+                        end = end.max(s.end(j));
+                    }
+                    let p = s.parent[j];
+                    around = (p != NONE).then_some(p as usize);
+                }
+                (format!("{function} call {k}"), s.ts[i], end)
+            })
+            .collect();
+        let score = (executed, bounds.len());
+        if best.as_ref().is_none_or(|b| score > b.0) {
+            best = Some((score, function, bounds));
+        }
+    }
+    best.map_or_else(Vec::new, |b| b.2)
+}
+
 /// The step markers of each source (by source index): name, start and end.
 pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
     let s = &trace.slices;
@@ -220,6 +346,8 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
     host.iter().map(|h| markers(trace, h)).collect()
 }
 
+/// The device time of one step: `work` is the source's device work by start time, none
+/// of it longer than `longest`.
 fn step_breakdown(
     trace: &Trace,
     classifier: &mut classify::Classifier,
