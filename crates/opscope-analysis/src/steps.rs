@@ -22,6 +22,9 @@ pub struct StepOptions {
 pub enum StepSource {
     /// Slices named as steps.
     Markers,
+    /// The framework's own record of each step in its profile (Keras's train function
+    /// calls, JAX's calls of a jitted function).
+    Framework,
     /// The sequence of top-level ops on the busiest thread repeats every `period` ops;
     /// `match_ratio` of the ops equal the op one period later.
     Period { period: usize, match_ratio: f64 },
@@ -141,6 +144,11 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
             bounds = markers(trace, &host[src_index]);
             if !bounds.is_empty() {
                 found_by = StepSource::Markers;
+            } else {
+                bounds = framework_steps(trace, &host[src_index]);
+                if !bounds.is_empty() {
+                    found_by = StepSource::Framework;
+                }
             }
         }
         if bounds.is_empty() {
@@ -182,10 +190,8 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
     result
 }
 
-/// The device time of one step: `work` is the source's device work by start time, none
-/// of it longer than `longest`.
-/// The step markers among `host` slices: `ProfilerStep#N` (kind `Step`), else user
-/// ranges named like steps; in time order.
+/// The step markers among `host` slices, in time order: `ProfilerStep#N` (kind `Step`),
+/// else user ranges named like steps.
 fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     let s = &trace.slices;
     for kinds_match in [
@@ -206,6 +212,126 @@ fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     Vec::new()
 }
 
+/// The training function Keras runs once per step (`steps_per_execution` batches): its
+/// TensorFlow function names under Keras 3 and Keras 2.
+const KERAS_TRAIN_FUNCTIONS: [&str; 3] = [
+    "multi_step_on_iterator",
+    "one_step_on_iterator",
+    "train_function",
+];
+
+/// Steps as the frameworks' profilers record them in an XPlane, for programs that mark
+/// none: each call of Keras's train function (a TensorFlow function call on the Python
+/// thread), else each call of the JAX function jitted most often (`PjitFunction(f)`;
+/// the first call compiles, every call executes once, so calls and not compilations are
+/// the steps). A JAX call returns before its computation ends (dispatch is
+/// asynchronous): its step runs until the last op of its XLA module (`jit_f`) that
+/// started before the next call.
+fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
+    let s = &trace.slices;
+    // Outermost slices only: each record appears once per call even where a profiler
+    // nests two copies (JAX's Python and C++ TraceMes).
+    let outermost = |i: usize, name: opscope_model::StrId| {
+        let mut p = s.parent[i];
+        while p != NONE {
+            if s.name[p as usize] == name {
+                return false;
+            }
+            p = s.parent[p as usize];
+        }
+        true
+    };
+    let keras: Vec<usize> = host
+        .iter()
+        .copied()
+        .filter(|&i| KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[i])))
+        .filter(|&i| {
+            let mut p = s.parent[i];
+            while p != NONE {
+                if KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[p as usize])) {
+                    return false;
+                }
+                p = s.parent[p as usize];
+            }
+            true
+        })
+        .collect();
+    if keras.len() >= 2 {
+        let mut found: Vec<Bounds> = keras
+            .iter()
+            .map(|&i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+            .collect();
+        found.sort_by_key(|b| b.1);
+        return found;
+    }
+    let mut calls: hashbrown::HashMap<&str, Vec<usize>> = Default::default();
+    for &i in host {
+        let name = trace.str(s.name[i]);
+        if let Some(f) = name
+            .strip_prefix("PjitFunction(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            if outermost(i, s.name[i]) {
+                calls.entry(f).or_default().push(i);
+            }
+        }
+    }
+    // The step function is the one whose own XLA module ran most often (JAX's helpers,
+    // `add` or `_normal`, are called often too but run little or nothing of their own),
+    // then the most called; ties go to the name, independent of hash order.
+    let key = trace.strings.find("hlo_module");
+    let mut best: Option<((usize, usize), &str, Vec<Bounds>)> = None;
+    let mut names: Vec<(&str, Vec<usize>)> =
+        calls.into_iter().filter(|(_, c)| c.len() >= 2).collect();
+    names.sort_by(|a, b| a.0.cmp(b.0));
+    for (function, mut calls) in names {
+        calls.sort_by_key(|&i| s.ts[i]);
+        let module = trace.strings.find(&format!("jit_{function}"));
+        let mut ops: Vec<(i64, i64)> = match (module, key) {
+            (Some(module), Some(key)) => host
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    trace.args.find(s.args[i], key) == Some(opscope_model::ArgValue::Str(module))
+                })
+                .map(|i| (s.ts[i], s.end(i)))
+                .collect(),
+            _ => Vec::new(),
+        };
+        ops.sort_unstable();
+        let mut executed = 0;
+        let bounds: Vec<Bounds> = calls
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| {
+                let next = calls.get(k + 1).map_or(i64::MAX, |&n| s.ts[n]);
+                let from = ops.partition_point(|o| o.0 < s.ts[i]);
+                let mine = ops[from..].iter().take_while(|o| o.0 < next);
+                let mut end = mine.clone().map(|o| o.1).fold(s.end(i), i64::max);
+                executed += usize::from(mine.count() > 0);
+                // The calling thread may be waiting for the result (block_until_ready,
+                // a copy to the host) when the computation ends: the step ends when
+                // that wait does, if it ends before the next call.
+                let track = opscope_model::TrackId(s.track[i]);
+                let mut around = trace.enclosing_slice(track, end).map(|j| j as usize);
+                while let Some(j) = around {
+                    if s.end(j) < next {
+                        end = end.max(s.end(j));
+                    }
+                    let p = s.parent[j];
+                    around = (p != NONE).then_some(p as usize);
+                }
+                (format!("{function} call {k}"), s.ts[i], end)
+            })
+            .collect();
+        let score = (executed, bounds.len());
+        if best.as_ref().is_none_or(|b| score > b.0) {
+            best = Some((score, function, bounds));
+        }
+    }
+    best.map_or_else(Vec::new, |b| b.2)
+}
+
 /// The step markers of each source (by source index): name, start and end.
 pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
     let s = &trace.slices;
@@ -220,6 +346,8 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
     host.iter().map(|h| markers(trace, h)).collect()
 }
 
+/// The device time of one step: `work` is the source's device work by start time, none
+/// of it longer than `longest`.
 fn step_breakdown(
     trace: &Trace,
     classifier: &mut classify::Classifier,
@@ -260,19 +388,42 @@ fn step_breakdown(
     }
 }
 
-/// The smallest share of ops that must equal the op one period later.
+/// The smallest similarity of consecutive steps (the median over the steps) for a cut
+/// to be accepted.
 const MIN_MATCH: f64 = 0.9;
 
-/// Whether slice `i` is an op with no op around it (step and annotation ranges do not
-/// count, so the search sees the same ops with or without markers).
-fn is_outer_op(trace: &Trace, i: usize) -> bool {
+/// The smallest similarity of the last step to the one before: lower than
+/// [`MIN_MATCH`], as one step's ops against another's rather than a median (steps on
+/// `trace_diff/control` vary from 34 to 38 outer ops), yet far above a lone extra run of
+/// the loop's head (the DataLoader finding no more data).
+const LAST_MATCH: f64 = 0.75;
+
+/// The smallest share of the op sequence the steps must cover: an op that runs twice
+/// in the set-up before a loop does not make two steps.
+const MIN_COVER: f64 = 0.5;
+
+/// Whether slice `i` is a step marker (kept out of the search, so that it sees the same
+/// sequence with or without markers).
+fn is_marker(trace: &Trace, i: usize) -> bool {
     let s = &trace.slices;
-    if s.kind(i) != SliceKind::Op {
+    s.kind(i) == SliceKind::Step || is_step_name(trace.str(s.name[i]))
+}
+
+/// Whether slice `i` is an op or a user range (`record_function`, DataLoader's
+/// `enumerate(DataLoader)#…__next__`, `Optimizer.step#…`) with none around it but step
+/// markers. Ranges count: a step's first op can come long after its first range (the
+/// data wait, `zero_grad`).
+fn is_outer_item(trace: &Trace, i: usize) -> bool {
+    let s = &trace.slices;
+    let item = |j: usize| {
+        matches!(s.kind(j), SliceKind::Op | SliceKind::Annotation) && !is_marker(trace, j)
+    };
+    if !item(i) {
         return false;
     }
     let mut p = s.parent[i];
     while p != NONE {
-        if s.kind(p as usize) == SliceKind::Op {
+        if item(p as usize) {
             return false;
         }
         p = s.parent[p as usize];
@@ -283,38 +434,91 @@ fn is_outer_op(trace: &Trace, i: usize) -> bool {
 /// A step as found: name, start and end.
 pub type Bounds = (String, i64, i64);
 
-/// Steps from the repeating sequence of outer ops on the source's busiest thread:
-/// `(period, match ratio, steps)`.
-///
-/// A step runs each of some ops once, so the step count is the number of times such an
-/// op occurs. Trying counts from the fewest (longest steps) up, the period is the
-/// typical distance between the occurrences of the ops with that count; it is accepted
-/// when nearly every op equals the op one period later. Steps then start at each
-/// occurrence of the op that starts the first period.
-fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bounds>)> {
+/// The thread tracks of a source in the order the period search tries them: the main
+/// thread (tid = pid: the one running the training loop), then by outer-op time, and
+/// last the threads that only run autograd's backward functions (they start each step
+/// late, after the forward pass, and are busiest on large models).
+fn threads_to_search(trace: &Trace, src: SourceId) -> Vec<opscope_model::TrackId> {
     let s = &trace.slices;
-    // The thread track with the most outer-op time.
-    let mut best: Option<(usize, i64)> = None;
+    let mut found: Vec<(bool, bool, i64, usize)> = Vec::new();
     for (t, track) in trace.tracks.iter().enumerate() {
-        let from_source = track
-            .process
-            .is_some_and(|p| trace.processes[p.index()].source == src);
-        if track.kind != TrackKind::Thread || !from_source {
+        let Some(process) = track.process else {
+            continue;
+        };
+        let process = &trace.processes[process.index()];
+        if track.kind != TrackKind::Thread || process.source != src {
             continue;
         }
-        let busy: i64 = trace
-            .track_slices(opscope_model::TrackId(t as u32))
-            .filter(|&i| is_outer_op(trace, i))
-            .map(|i| s.dur[i])
-            .sum();
-        if busy > 0 && best.is_none_or(|b| busy > b.1) {
-            best = Some((t, busy));
+        let mut busy = 0;
+        let mut backward_only = true;
+        for i in trace.track_slices(opscope_model::TrackId(t as u32)) {
+            if is_outer_item(trace, i) {
+                busy += s.dur[i];
+                backward_only &= trace
+                    .str(s.name[i])
+                    .starts_with("autograd::engine::evaluate_function");
+            }
+        }
+        if busy == 0 {
+            continue;
+        }
+        let main = track
+            .thread
+            .is_some_and(|th| trace.threads[th.index()].tid == process.pid);
+        found.push((backward_only, !main, -busy, t));
+    }
+    found.sort_unstable();
+    found
+        .into_iter()
+        .map(|f| opscope_model::TrackId(f.3 as u32))
+        .collect()
+}
+
+/// Steps from the repeating sequence of outer ops and ranges on the first thread of
+/// [`threads_to_search`] that has one: `(ops per step, similarity, steps)`.
+fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bounds>)> {
+    threads_to_search(trace, src)
+        .into_iter()
+        .find_map(|track| periodic_on(trace, track))
+}
+
+/// How alike two runs of ops are: the ops they share (as multisets) over the longer.
+fn similarity(a: &[opscope_model::StrId], b: &[opscope_model::StrId]) -> f64 {
+    let longer = a.len().max(b.len());
+    if longer == 0 {
+        return 1.0;
+    }
+    let mut counts: hashbrown::HashMap<opscope_model::StrId, i64> = Default::default();
+    for x in a {
+        *counts.entry(*x).or_default() += 1;
+    }
+    let mut shared = 0;
+    for x in b {
+        if let Some(c) = counts.get_mut(x) {
+            if *c > 0 {
+                *c -= 1;
+                shared += 1;
+            }
         }
     }
-    let track = opscope_model::TrackId(best?.0 as u32);
+    shared as f64 / longer as f64
+}
+
+/// The period search on one thread.
+///
+/// A step runs some ops exactly once, so the step count is the number of times such an
+/// op occurs. Trying counts from the fewest (longest steps) up, the op of that count
+/// whose occurrences are most evenly spaced cuts the sequence into runs; the cut is
+/// accepted when consecutive runs are alike as multisets of ops (steps differ by a few
+/// ops from one to the next — a bucketed all-reduce, a data-dependent branch — so a
+/// position-by-position match would refuse them). Steps then start at the op that
+/// comes first among those that run once in every run: the head of the loop (the data
+/// fetch), which may come before the op that cut.
+fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f64, Vec<Bounds>)> {
+    let s = &trace.slices;
     let ops: Vec<usize> = trace
         .track_slices(track)
-        .filter(|&i| is_outer_op(trace, i))
+        .filter(|&i| is_outer_item(trace, i))
         .collect();
     let names: Vec<opscope_model::StrId> = ops.iter().map(|&i| s.name[i]).collect();
     let n = names.len();
@@ -330,44 +534,82 @@ fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bound
     counts.sort_unstable();
     counts.dedup();
     for count in counts {
-        // The op of this count whose occurrences are most evenly spaced.
-        let mut candidates: Vec<(&opscope_model::StrId, &Vec<usize>)> =
-            positions.iter().filter(|(_, p)| p.len() == count).collect();
         // Ties (every op of a step is as evenly spaced) go to the op that comes first,
         // so that the result does not depend on hash order.
-        candidates.sort_by_key(|(_, p)| {
-            let gaps: Vec<usize> = p.windows(2).map(|w| w[1] - w[0]).collect();
-            (
-                gaps.iter().max().unwrap() - gaps.iter().min().unwrap(),
-                p[0],
-            )
-        });
-        let (_, marks) = candidates[0];
+        let Some(marks) = positions
+            .values()
+            .filter(|p| p.len() == count)
+            .min_by_key(|p| {
+                let gaps = p.windows(2).map(|w| w[1] - w[0]);
+                (gaps.clone().max().unwrap() - gaps.min().unwrap(), p[0])
+            })
+        else {
+            continue;
+        };
         let mut gaps: Vec<usize> = marks.windows(2).map(|w| w[1] - w[0]).collect();
         gaps.sort_unstable();
         let period = gaps[gaps.len() / 2];
-        if period < 2 || period > n / 2 {
+        if period < 2 || ((count * period) as f64) < MIN_COVER * n as f64 {
             continue;
         }
-        let pairs = n - period;
-        let same = (0..pairs)
-            .filter(|&k| names[k] == names[k + period])
-            .count();
-        let ratio = same as f64 / pairs as f64;
+        // Runs between the marks, the last as long as the one before it.
+        let mut runs: Vec<(usize, usize)> = marks.windows(2).map(|w| (w[0], w[1])).collect();
+        let last = *marks.last().unwrap();
+        runs.push((
+            last,
+            (last + (runs.last().unwrap().1 - runs.last().unwrap().0)).min(n),
+        ));
+        let mut alike: Vec<f64> = runs
+            .windows(2)
+            .map(|w| similarity(&names[w[0].0..w[0].1], &names[w[1].0..w[1].1]))
+            .collect();
+        alike.sort_by(f64::total_cmp);
+        let ratio = alike[alike.len() / 2];
         if ratio < MIN_MATCH {
             continue;
         }
-        let steps = marks
-            .iter()
-            .enumerate()
-            .map(|(k, &from)| {
-                let end = match marks.get(k + 1) {
-                    Some(&next) => s.ts[ops[next]],
-                    None => s.end(ops[(from + period).min(n) - 1]),
-                };
-                (format!("step {k}"), s.ts[ops[from]], end)
+        // The loop's head: of the ops that run once in every full run, the one that
+        // first occurs earliest (no earlier than a run before the first mark).
+        let full = &runs[..runs.len() - 1];
+        let earliest = marks[0].saturating_sub(period);
+        let head = positions
+            .values()
+            .filter(|p| {
+                full.iter()
+                    .all(|&(a, b)| p.iter().filter(|&&k| a <= k && k < b).count() == 1)
             })
+            .filter_map(|p| p.iter().copied().find(|&k| k >= earliest))
+            .min()
+            .unwrap_or(marks[0]);
+        let cuts: Vec<usize> = positions[&names[head]]
+            .iter()
+            .copied()
+            .filter(|&k| k >= head)
             .collect();
+        let mut steps: Vec<Bounds> = cuts
+            .windows(2)
+            .map(|w| (s.ts[ops[w[0]]], s.ts[ops[w[1]]]))
+            .enumerate()
+            .map(|(k, (a, b))| (format!("step {k}"), a, b))
+            .collect();
+        // The last step is as long as the one before it (in ops; fewer if the trace
+        // ends first), less the ops at its end that the step before did not run (what
+        // follows the loop); unlike the step before, the last cut is no step (the
+        // loop's head ran once more to find the data exhausted).
+        if let [.., before, last] = cuts[..] {
+            let previous = &names[before..last];
+            let mut end = (last + previous.len()).min(n);
+            while end > last + 1 && !previous.contains(&names[end - 1]) {
+                end -= 1;
+            }
+            if similarity(previous, &names[last..end]) >= LAST_MATCH {
+                let k = steps.len();
+                steps.push((format!("step {k}"), s.ts[ops[last]], s.end(ops[end - 1])));
+            }
+        }
+        if steps.len() < 2 {
+            continue;
+        }
         return Some((period, ratio, steps));
     }
     None

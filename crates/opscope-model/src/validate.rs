@@ -7,6 +7,7 @@ use std::ops::Range;
 
 use crate::dims::TrackKind;
 use crate::events::CounterSamples;
+use crate::kind::SliceKind;
 use crate::trace::Trace;
 use crate::NONE;
 
@@ -192,6 +193,21 @@ fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
             }
         }
         if strict {
+            // A Python frame (torch.profiler's `with_stack`) that a framework range
+            // crosses gives way: the frames are the profiler's own bookkeeping around
+            // `prof.step()`, the range is a step; clipping the range would cut it to µs.
+            if s.kind(iu) != SliceKind::PythonFunction {
+                while let Some(&top) = stack.last() {
+                    let top = top as usize;
+                    if s.kind(top) == SliceKind::PythonFunction && s.end(iu) > s.end(top) {
+                        s.dur[top] = ts - s.ts[top];
+                        trace.repairs.clipped_overlaps += 1;
+                        stack.pop();
+                    } else {
+                        break;
+                    }
+                }
+            }
             if let Some(&top) = stack.last() {
                 let top_end = s.end(top as usize);
                 if s.end(iu) > top_end {
@@ -315,6 +331,37 @@ mod tests {
         t.finish();
         assert_eq!(t.repairs.clipped_overlaps, 1);
         assert_eq!(t.slices.ts, vec![10, 15, 25, 40]);
+    }
+
+    /// torch.profiler's `with_stack` frames cross its step ranges: `prof.step()` opens
+    /// ProfilerStep#N inside the Python frame of `step`, which ends a few µs later. The
+    /// frame gives way (ends where the range starts), not the range: clipping the range
+    /// instead left steps of a few µs.
+    #[test]
+    fn a_python_frame_gives_way_to_a_range_that_crosses_it() {
+        let mut t = Trace::new();
+        let p = t.process(SourceId(0), 1);
+        let th = t.thread(p, 1);
+        let track = t.thread_track(th, TrackKind::Thread);
+        let frame = |ts, dur| SliceRow {
+            kind: SliceKind::PythonFunction,
+            ..slice(track, ts, dur)
+        };
+        t.slices.push(frame(0, 1000)); // <module>
+        t.slices.push(frame(10, 20)); // profiler.py: step
+        t.slices.push(frame(12, 16)); // record_function.__enter__
+        t.slices.push(SliceRow {
+            kind: SliceKind::Step,
+            ..slice(track, 15, 500)
+        });
+        t.slices.push(frame(510, 20)); // the next step(): crosses the end, is clipped
+        t.finish();
+        assert_eq!(t.slices.dur, vec![1000, 5, 3, 500, 5]);
+        assert_eq!(t.slices.parent, vec![NONE, 0, 1, 0, 3]);
+        assert_eq!(t.repairs.clipped_overlaps, 3);
+        t.finish();
+        assert_eq!(t.slices.dur, vec![1000, 5, 3, 500, 5]);
+        assert_eq!(t.repairs.clipped_overlaps, 3);
     }
 
     #[test]

@@ -54,6 +54,11 @@ fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io:
         writeln!(out, "== {who}: {}", source.file)?;
         match &source.found_by {
             StepSource::Markers => writeln!(out, "{} steps from step markers", source.steps.len())?,
+            StepSource::Framework => writeln!(
+                out,
+                "{} steps from the framework's own step records",
+                source.steps.len()
+            )?,
             StepSource::Period { period, match_ratio } => writeln!(
                 out,
                 "no step markers: the top-level ops repeat every {period} ops ({:.0}% match), giving {} steps",

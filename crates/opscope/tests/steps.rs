@@ -1,0 +1,305 @@
+//! `opscope steps` against independent accounts of the steps run: real programs
+//! (`tests/record/steps_*.py`: PyTorch with a DataLoader, Keras `fit`, a jitted JAX loop,
+//! torch.profiler with `with_stack`) log each step's start and end themselves, and the
+//! steps opscope finds in their recording or trace must be as many, each boundary
+//! within 1 % of the median step time of the program's own; Kineto traces of the shared
+//! corpus, their ProfilerStep markers removed, must give the steps the markers mark.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{python, repo_root, scratch_dir, shared_traces, test_cache_dir};
+use serde_json::Value;
+
+/// The test Python has `modules`; off CI a missing one skips the test (saying so).
+fn python_with(modules: &[&str]) -> bool {
+    let check = format!("import {}", modules.join(", "));
+    let ok = Command::new(python())
+        .args(["-c", &check])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+                python()
+            );
+        }
+        eprintln!(
+            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+            python()
+        );
+    }
+    ok
+}
+
+fn script(name: &str) -> PathBuf {
+    repo_root().join("tests/record").join(name)
+}
+
+/// The injected library the workspace built beside opscope (`cargo build -p
+/// opscope-record`).
+fn record_lib() -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_opscope")).parent().unwrap();
+    let lib = dir.join("libopscope_record.so");
+    assert!(
+        lib.exists(),
+        "{} is missing: `cargo build -p opscope-record`",
+        lib.display()
+    );
+    lib
+}
+
+/// Records `python SCRIPT LOG` into `session`; returns the program's step log.
+fn record(session: &Path, name: &str, env: &[(&str, &str)]) -> Vec<Value> {
+    let _ = std::fs::remove_dir_all(session);
+    let log = session.with_extension("steps.jsonl");
+    let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    command
+        .arg("record")
+        .arg("-o")
+        .arg(session)
+        .arg("--")
+        .arg(python())
+        .arg(script(name))
+        .arg(&log)
+        .env("OPSCOPE_RECORD_LIB", record_lib())
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .env("PYTHONPATH", repo_root().join("tests/record"));
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().expect("opscope runs");
+    assert!(
+        out.status.success(),
+        "recording {name} failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    read_log(&log)
+}
+
+fn read_log(log: &Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn steps_json(trace: &Path) -> Value {
+    let out = common::opscope_ok(&["steps", "--format", "json", trace.to_str().unwrap()]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The source of a steps report whose steps lie where the program's log does (a
+/// session also holds DataLoader workers, the sampler, …).
+fn source_for<'a>(report: &'a Value, log: &[(i64, i64)]) -> &'a Value {
+    let sources = report["sources"].as_array().unwrap();
+    sources
+        .iter()
+        .filter(|s| !s["steps"].as_array().unwrap().is_empty())
+        .min_by_key(|s| {
+            let first = s["steps"][0]["start_ns"].as_i64().unwrap();
+            (first - log[0].0).abs()
+        })
+        .unwrap_or_else(|| panic!("no steps found: {report}"))
+}
+
+/// The log's steps as (start, end) on the clock the report uses: a session holding a
+/// framework's Unix-time trace is put on Unix time, one of opscope's files alone stays
+/// on CLOCK_MONOTONIC; `shift` moves Unix time onto a trace's own clock.
+fn log_steps(log: &[Value], report: &Value, shift: i64) -> Vec<(i64, i64)> {
+    let first = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find_map(|s| s["steps"][0]["start_ns"].as_i64())
+        .expect("some steps");
+    let clock = ["monotonic", "unix"]
+        .into_iter()
+        .min_by_key(|c| {
+            let offset = if *c == "unix" { shift } else { 0 };
+            (log[0][c][0].as_i64().unwrap() - offset - first).abs()
+        })
+        .unwrap();
+    let offset = if clock == "unix" { shift } else { 0 };
+    log.iter()
+        .map(|s| {
+            (
+                s[clock][0].as_i64().unwrap() - offset,
+                s[clock][1].as_i64().unwrap() - offset,
+            )
+        })
+        .collect()
+}
+
+/// The steps found equal the steps run, each boundary within 1 % of the median step
+/// time; returns the worst error as a share of it.
+fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
+    let steps = found["steps"].as_array().unwrap();
+    let got: Vec<(i64, i64)> = steps
+        .iter()
+        .map(|s| {
+            let start = s["start_ns"].as_i64().unwrap();
+            (start, start + s["dur_ns"].as_i64().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        got.len(),
+        want.len(),
+        "{what}: steps found ({}) vs run; found {got:?}, run {want:?}",
+        found["found_by"]
+    );
+    let mut times: Vec<i64> = want.iter().map(|(a, b)| b - a).collect();
+    times.sort_unstable();
+    let median = times[times.len() / 2] as f64;
+    let mut worst: f64 = 0.0;
+    for (k, (g, w)) in got.iter().zip(want).enumerate() {
+        for (edge, found, run) in [("start", g.0, w.0), ("end", g.1, w.1)] {
+            let error = (found - run).abs() as f64 / median;
+            worst = worst.max(error);
+            assert!(
+                error <= 0.01,
+                "{what}: step {k} {edge} at {found}, run at {run}: {:.2} % of the median \
+                 step time {median} ns",
+                error * 100.0
+            );
+        }
+    }
+    eprintln!(
+        "{what}: {} steps, worst boundary {:.3} % of the median step",
+        got.len(),
+        worst * 100.0
+    );
+    worst
+}
+
+#[test]
+#[ignore = "open: the first step's start is 0.5-1.7 ms (up to 11 % of a step) before the \
+            first recorded event (the DataLoader's first __next__); no event marks it"]
+fn torch_dataloader_steps_are_found_without_markers() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let session = scratch_dir("steps-torch").join("session");
+    let log = record(&session, "steps_torch_dataloader.py", &[]);
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report, 0);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], "period");
+    assert_steps_match("torch DataLoader", found, &want);
+}
+
+#[test]
+#[ignore = "open: Keras's one-time work after the first call of its train function (4-10 ms, \
+            in the callback's first step, not in TensorFlow's record) puts step 0's end off"]
+fn keras_fit_steps_are_its_train_function_calls() {
+    if !python_with(&["tensorflow"]) {
+        return;
+    }
+    let session = scratch_dir("steps-keras").join("session");
+    let log = record(&session, "steps_keras.py", &[("TF_CPP_MIN_LOG_LEVEL", "2")]);
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report, 0);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], "framework");
+    assert_steps_match("Keras fit", found, &want);
+}
+
+#[test]
+fn jax_steps_are_the_executions_of_the_jitted_step() {
+    if !python_with(&["jax"]) {
+        return;
+    }
+    let session = scratch_dir("steps-jax").join("session");
+    let log = record(&session, "steps_jax.py", &[]);
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report, 0);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], "framework");
+    assert_steps_match("JAX jit", found, &want);
+}
+
+#[test]
+fn torch_profiler_with_stack_steps_keep_their_length() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("steps-with-stack");
+    let (log, trace) = (dir.join("steps.jsonl"), dir.join("trace.json"));
+    let out = Command::new(python())
+        .arg(script("steps_torch_with_stack.py"))
+        .args([&log, &trace])
+        .env("PYTHONPATH", repo_root().join("tests/record"))
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Kineto's times are µs since its baseTimeNanoseconds (Unix time).
+    let doc: Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    let base = doc["baseTimeNanoseconds"]
+        .as_i64()
+        .expect("baseTimeNanoseconds");
+    let report = steps_json(&trace);
+    let want = log_steps(&read_log(&log), &report, base);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], "markers");
+    assert_steps_match("torch.profiler with_stack", found, &want);
+}
+
+/// Kineto traces of the shared corpus without their ProfilerStep markers: the period
+/// search finds the marked steps (on `ns_resolution_trace`, on the main thread, not on
+/// autograd's busier backward thread; on `trace_diff/control`, whose steps run 34 to 38
+/// outer ops).
+#[test]
+fn marker_less_kineto_traces_give_the_marked_steps() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("steps-stripped");
+    for (name, file) in [
+        (
+            "ns_resolution",
+            "kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+        ),
+        (
+            "trace_diff_control",
+            "kineto/hta/trace_diff/control/control.json.gz",
+        ),
+    ] {
+        let original = traces.join(file);
+        let marked = common::run_oracle("list_steps.py", std::slice::from_ref(&original));
+        let marked = marked[original.to_str().unwrap()]["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let start = s["start_ns"].as_i64().unwrap();
+                (start, start + s["dur_ns"].as_i64().unwrap())
+            })
+            .collect::<Vec<_>>();
+        let stripped = dir.join(format!("{name}.json"));
+        let out = Command::new(python())
+            .arg(repo_root().join("tests/oracle/strip_steps.py"))
+            .arg(&original)
+            .arg(&stripped)
+            .output()
+            .expect("python runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report = steps_json(&stripped);
+        let found = &report["sources"][0];
+        assert_eq!(found["found_by"]["kind"], "period", "{name}");
+        assert_steps_match(name, found, &marked);
+    }
+}

@@ -1,0 +1,53 @@
+"""A small CNN trained for a few steps from a DataLoader with 2 worker processes, as a
+training loop is usually written; each step, from asking the loader for a batch to the
+end of the optimizer step, goes to the step log (argv[1]). Making the iterator (which
+starts the workers) is set-up, not a step."""
+
+import sys
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from steps_log import StepLog
+
+STEPS = 12
+BATCH = 32
+
+
+class Images(Dataset):
+    def __len__(self):
+        return STEPS * BATCH
+
+    def __getitem__(self, i):
+        g = torch.Generator().manual_seed(i)
+        return torch.rand(3, 32, 32, generator=g), i % 10
+
+
+if __name__ == "__main__":
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Conv2d(16, 32, 3, padding=1),
+        torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2),
+        torch.nn.Flatten(),
+        torch.nn.Linear(32 * 8 * 8, 10),
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(Images(), batch_size=BATCH, num_workers=2)
+    log = StepLog(sys.argv[1])
+    batches = iter(loader)
+    while True:
+        log.begin()
+        try:
+            x, y = next(batches)
+        except StopIteration:
+            break
+        optimizer.zero_grad()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        log.end()
