@@ -3,6 +3,7 @@ training loop is usually written; each step, from asking the loader for a batch 
 end of the optimizer step, goes to the step log (argv[1]). Making the iterator (which
 starts the workers) is set-up, not a step."""
 
+import os
 import sys
 
 import torch
@@ -23,6 +24,14 @@ class Images(Dataset):
         return torch.rand(3, 32, 32, generator=g), i % 10
 
 
+def note_worker(_):
+    """Each worker's pid, for the test that checks which processes are workers."""
+    path = os.environ.get("STEPS_WORKER_PIDS")
+    if path:
+        with open(path, "a") as f:
+            f.write("%d\n" % os.getpid())
+
+
 if __name__ == "__main__":
     torch.manual_seed(0)
     torch.set_num_threads(1)
@@ -37,7 +46,7 @@ if __name__ == "__main__":
         torch.nn.Linear(32 * 8 * 8, 10),
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    loader = DataLoader(Images(), batch_size=BATCH, num_workers=2)
+    loader = DataLoader(Images(), batch_size=BATCH, num_workers=2, worker_init_fn=note_worker)
     log = StepLog(sys.argv[1])
     batches = iter(loader)
     while True:

@@ -52,6 +52,9 @@ pub struct Step {
 pub struct SourceSteps {
     pub file: String,
     pub rank: Option<u32>,
+    /// What the source's process is: `rank 3` only where the trace says so, else
+    /// `DataLoader worker 341`, `process 328`, or the profiler that wrote it.
+    pub role: String,
     pub found_by: StepSource,
     pub steps: Vec<Step>,
 }
@@ -77,12 +80,49 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
+/// PyTorch names a DataLoader worker process's main thread so.
+const DATALOADER_WORKER_THREAD: &str = "pt_data_worker";
+
+/// What a source's process is, for people: its rank where the trace gives one, a
+/// DataLoader worker by its thread's name, a framework profiler's file by its format,
+/// else the process by its pid.
+fn role(trace: &Trace, src: SourceId) -> String {
+    if let Some(rank) = trace.sources[src.index()].rank {
+        return format!("rank {rank}");
+    }
+    let host = trace
+        .processes
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.source == src && p.device.is_none());
+    for (index, process) in host.clone() {
+        let main_thread = trace
+            .threads
+            .iter()
+            .find(|t| t.process.index() == index && t.tid == process.pid && t.name.is_some());
+        if main_thread.is_some_and(|t| {
+            t.name
+                .is_some_and(|n| trace.str(n) == DATALOADER_WORKER_THREAD)
+        }) {
+            return format!("DataLoader worker {}", process.pid);
+        }
+    }
+    if trace.sources[src.index()].format == "xplane" {
+        return "TensorFlow/JAX profiler".to_string();
+    }
+    match host.map(|(_, p)| p.pid).next() {
+        Some(pid) => format!("process {pid}"),
+        None => "trace".to_string(),
+    }
+}
+
 /// [`steps`] and the summary across ranks.
 pub fn report(trace: &Trace, options: &StepOptions) -> StepsReport {
     let sources = steps(trace, options);
     let figures: Vec<(String, Vec<(&'static str, f64)>)> = sources
         .iter()
-        .filter(|s| !s.steps.is_empty())
+        // A DataLoader worker's batches are no training steps to compare with a rank's.
+        .filter(|s| !s.steps.is_empty() && !s.role.starts_with("DataLoader worker"))
         .map(|s| {
             let of = |f: fn(&Step) -> i64| median(s.steps.iter().map(|x| f(x) as f64).collect());
             (
@@ -183,6 +223,7 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
         result.push(SourceSteps {
             file: source.path.clone(),
             rank: source.rank,
+            role: role(trace, src),
             found_by,
             steps,
         });

@@ -178,6 +178,51 @@ fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
     worst
 }
 
+/// `steps` says what each process is: the DataLoader's workers (the pids the program
+/// saw its workers run as) are called workers and left out of the comparison across
+/// ranks; no process is called a rank the trace does not give.
+#[test]
+fn processes_are_called_what_they_are() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let session = scratch_dir("steps-roles").join("session");
+    let pids = session.with_extension("workers.txt");
+    let _ = std::fs::remove_file(&pids);
+    record(
+        &session,
+        "steps_torch_dataloader.py",
+        &[("STEPS_WORKER_PIDS", pids.to_str().unwrap())],
+    );
+    let mut workers: Vec<String> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|pid| format!("DataLoader worker {pid}"))
+        .collect();
+    workers.sort();
+    assert_eq!(workers.len(), 2);
+    let report = steps_json(&session);
+    let mut roles: Vec<String> = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap().to_string())
+        .collect();
+    roles.sort();
+    let (found_workers, others): (Vec<String>, Vec<String>) = roles
+        .into_iter()
+        .partition(|r| r.starts_with("DataLoader worker"));
+    assert_eq!(found_workers, workers);
+    assert_eq!(others.len(), 1, "{others:?}");
+    assert!(others[0].starts_with("process "), "{others:?}");
+    assert!(
+        report["across"].is_null(),
+        "one training process: nothing to compare"
+    );
+    let text = common::opscope_ok(&["steps", session.to_str().unwrap()]);
+    assert!(!String::from_utf8_lossy(&text.stdout).contains("rank"));
+}
+
 #[test]
 #[ignore = "open: the first step's start is 0.5-1.7 ms (up to 11 % of a step) before the \
             first recorded event (the DataLoader's first __next__); no event marks it"]

@@ -48,10 +48,7 @@ fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io:
         );
     }
     for source in found {
-        let who = source
-            .rank
-            .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
-        writeln!(out, "== {who}: {}", source.file)?;
+        writeln!(out, "== {}: {}", source.role, source.file)?;
         match &source.found_by {
             StepSource::Markers => writeln!(out, "{} steps from step markers", source.steps.len())?,
             StepSource::Framework => writeln!(
