@@ -4,6 +4,8 @@ one JSON document on stdout.
 
     python tfprof_views.py RUN_DIR      # RUN_DIR holds run_meta and graph.pbtxt
 
+(tf1_gpu_run_meta.py writes such a directory for a TF 1.x GPU step.)
+
 Views, each with ProfileOptionBuilder.time_and_memory() (the options of the stored
 peer outputs) and with every limit off:
   op_default, op_all:       rows in display order
@@ -51,7 +53,16 @@ def main():
         tf.import_graph_def(graph_def, name="")
 
     builder = tf.compat.v1.profiler.ProfileOptionBuilder
-    select = ["micros", "bytes", "peak_bytes", "residual_bytes", "output_bytes", "occurrence"]
+    select = [
+        "micros",
+        "cpu_micros",
+        "accelerator_micros",
+        "bytes",
+        "peak_bytes",
+        "residual_bytes",
+        "output_bytes",
+        "occurrence",
+    ]
     default = builder(builder.time_and_memory()).select(select).with_empty_output().build()
     everything = (
         builder(builder.time_and_memory(min_micros=0, min_bytes=0))

@@ -58,7 +58,12 @@ const TIME_AND_MEMORY: &[&str] = &[
 
 /// Runs `opscope stats VIEW` with `options` on the run, as JSON.
 fn stats_json(view: &str, run: &Path, options: &[&str]) -> Vec<Value> {
-    let out = scratch_dir("tfprof").join(format!("{view}-{}.json", options.len()));
+    // Tests run at once in one process: each run and call gets a file of its own.
+    let out = scratch_dir("tfprof").join(format!(
+        "{}-{view}-{}.json",
+        run.file_name().unwrap().to_string_lossy(),
+        options.join(" ").replace(['/', ' ', ','], "_")
+    ));
     let outfile = format!("json:outfile={}", out.display());
     let run_meta = run.join("run_meta");
     let mut args = vec![
@@ -180,8 +185,9 @@ fn scope_view_equals_the_stored_tfprof_output() {
     assert_eq!(ours, theirs);
 }
 
-/// tfprof run here, or `None` (saying why) off CI when TensorFlow is missing.
-fn tfprof_live(run: &Path) -> Option<Value> {
+/// Whether the oracles' Python has TensorFlow; off CI, says why not (under CI its
+/// absence fails the test).
+fn has_tensorflow() -> bool {
     let has_tf = Command::new(python())
         .args(["-c", "import tensorflow"])
         .output()
@@ -196,6 +202,13 @@ fn tfprof_live(run: &Path) -> Option<Value> {
             "skipping: {} has no tensorflow (set OPSCOPE_PYTHON)",
             python()
         );
+    }
+    has_tf
+}
+
+/// tfprof run here, or `None` (saying why) off CI when TensorFlow is missing.
+fn tfprof_live(run: &Path) -> Option<Value> {
+    if !has_tensorflow() {
         return None;
     }
     let out = Command::new(python())
@@ -360,6 +373,179 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
                 matched += 1;
             }
             None => assert_eq!(peer_node(n), [0; 9], "{name} ran but is missing"),
+        }
+    }
+    assert_eq!(matched + 1, ours.len(), "only _SOURCE is ours alone");
+}
+
+/// A TF 1.x GPU step written by `tests/oracle/tf1_gpu_run_meta.py` with TensorFlow's
+/// protos (thread id 0 everywhere, ops of one device overlapping, kernels on
+/// `stream:N` and again on `stream:all`, copies on `stream:N` and again on `memcpy`),
+/// in a directory of its own; `None` off CI without TensorFlow.
+fn tf1_gpu_run() -> Option<PathBuf> {
+    if !has_tensorflow() {
+        return None;
+    }
+    let dir = scratch_dir("tfprof").join("tf1-gpu-run");
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle/tf1_gpu_run_meta.py"))
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "tf1_gpu_run_meta.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(dir)
+}
+
+/// tfprof's op and scope views of the GPU step, to the µs: calls, CPU time (the
+/// entries on the op's own device), accelerator time (its entries on `stream:all`),
+/// and requested bytes, row by row and node by node.
+#[test]
+fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
+    let Some(run) = tf1_gpu_run() else {
+        return;
+    };
+    let Some(tfprof) = tfprof_live(&run) else {
+        return;
+    };
+    let select = [
+        "-select",
+        "occurrence,micros,cpu_micros,accelerator_micros,bytes",
+    ];
+    let mut options = TIME_AND_MEMORY.to_vec();
+    options.extend_from_slice(&select);
+    let ours_row = |r: &Value| -> (String, [i64; 5]) {
+        let (cpu, accel) = (int(r, "cpu_ns") / 1000, int(r, "accelerator_ns") / 1000);
+        (
+            r["name"].as_str().unwrap().to_string(),
+            [
+                int(r, "occurrence"),
+                cpu + accel,
+                cpu,
+                accel,
+                int(r, "bytes"),
+            ],
+        )
+    };
+    let peer_row = |r: &Value| -> (String, [i64; 5]) {
+        (
+            r["name"].as_str().unwrap().to_string(),
+            [
+                int(r, "runs"),
+                int(r, "exec_micros"),
+                int(r, "cpu_exec_micros"),
+                int(r, "accelerator_exec_micros"),
+                int(r, "requested_bytes"),
+            ],
+        )
+    };
+    let peer_rows = |view: &str| -> Vec<(String, [i64; 5])> {
+        tfprof[view]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(peer_row)
+            .collect()
+    };
+    // tfprof leaves out the executor's `_SOURCE` by name; opscope keeps it (it ran).
+    let ours: Vec<_> = stats_json("op", &run, &options)
+        .iter()
+        .map(ours_row)
+        .filter(|r| r.0 != "_SOURCE")
+        .collect();
+    let theirs = peer_rows("op_default");
+    assert!(theirs.len() >= 30, "{theirs:?}");
+    assert_eq!(ours, theirs);
+
+    // Without limits: tfprof also has the graph's types that never ran and the copies'
+    // `edge_*` nodes it made from the run (nothing on its own device, so all zero).
+    let ours: Vec<_> = stats_json("op", &run, &["-tfprof_micros", select[0], select[1]])
+        .iter()
+        .map(ours_row)
+        .filter(|r| r.0 != "_SOURCE")
+        .collect();
+    let theirs: Vec<_> = peer_rows("op_all")
+        .into_iter()
+        .filter(|r| r.1 != [0; 5])
+        .collect();
+    assert_eq!(ours, theirs);
+
+    // The scope view: every node's self and total CPU and accelerator time, and bytes.
+    let name_of = |n: &Value| -> String {
+        if n["index"] == 0 {
+            "_TFProfRoot".into()
+        } else {
+            n["path"].as_str().unwrap().to_string()
+        }
+    };
+    let ours_node = |n: &Value| -> (i64, String, [i64; 5]) {
+        (
+            int(n, "shown_depth"),
+            name_of(n),
+            [
+                int(n, "self_cpu_ns") / 1000,
+                int(n, "shown_total_cpu_ns") / 1000,
+                int(n, "self_accelerator_ns") / 1000,
+                int(n, "shown_total_accelerator_ns") / 1000,
+                n["shown_total_memory"]["requested"].as_i64().unwrap(),
+            ],
+        )
+    };
+    let peer_node = |n: &Value| -> (i64, String, [i64; 5]) {
+        (
+            int(n, "depth"),
+            n["name"].as_str().unwrap().to_string(),
+            [
+                int(n, "cpu_exec_micros"),
+                int(n, "total_cpu_exec_micros"),
+                int(n, "accelerator_exec_micros"),
+                int(n, "total_accelerator_exec_micros"),
+                int(n, "total_requested_bytes"),
+            ],
+        )
+    };
+    let ours: Vec<_> = stats_json("scope", &run, &options)
+        .iter()
+        .map(ours_node)
+        .collect();
+    let theirs: Vec<_> = tfprof["scope_default"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(peer_node)
+        .collect();
+    assert!(theirs.len() >= 30, "{theirs:?}");
+    assert_eq!(ours, theirs);
+
+    // Without limits, node by node; our root also holds `_SOURCE`.
+    let ours: std::collections::HashMap<String, [i64; 5]> = stats_json(
+        "scope",
+        &run,
+        &["-tfprof_micros", "-select", "micros,bytes"],
+    )
+    .iter()
+    .map(|n| {
+        let (_, name, values) = ours_node(n);
+        (name, values)
+    })
+    .collect();
+    let source = ours["_SOURCE"];
+    let mut matched = 0;
+    for n in tfprof["scope_all"].as_array().unwrap() {
+        let (_, name, mut expected) = peer_node(n);
+        if name == "_TFProfRoot" {
+            expected[1] += source[1];
+            expected[3] += source[3];
+        }
+        match ours.get(&name) {
+            Some(values) => {
+                assert_eq!(values, &expected, "{name}");
+                matched += 1;
+            }
+            None => assert_eq!(expected, [0; 5], "{name} ran but is missing"),
         }
     }
     assert_eq!(matched + 1, ours.len(), "only _SOURCE is ours alone");

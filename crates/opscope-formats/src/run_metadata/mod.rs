@@ -7,15 +7,27 @@
 //! A slice runs from `all_start` to `all_start + op_end_rel`: the span tfprof counts as
 //! the node's execution time (`all_end_rel` adds the executor's post-processing and is
 //! kept as an arg). Nanosecond fields are used when the file has them (TF ≥ 2.3).
+//!
+//! Ops of one executor thread need not nest: a GPU run gives every op `thread_id` 0,
+//! and inter-op parallelism overlaps them. TensorFlow never runs an op inside another,
+//! so each op keeps its whole interval and none becomes another's child: ops that
+//! overlap one already on the thread's track go to async lanes of that thread.
+//!
+//! The GPU tracer writes some work twice: every kernel on its `stream:N` and again on
+//! `stream:all`, every copy on its `stream:N` and again on `memcpy`. The repeats are
+//! kept for viewers as `Other` slices, so device time counts each piece once. tfprof
+//! charges an op with its `stream:all` entries only (TF 1.x left copies out of that
+//! lane), so work on a `stream:N` that `stream:all` does not repeat names its node
+//! under `uncharged_node` rather than `name`, the key that links work to its op.
 
 mod proto;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use opscope_model::args::ArgValue;
 use opscope_model::{
-    ArgsId, ClockDomain, CopyDirection, DeviceKind, LinearTransform, SliceKind, Source, SourceId,
-    StrId, Trace, TrackKind,
+    ArgsId, ClockDomain, CopyDirection, DeviceKind, LinearTransform, ProcessId, SliceKind, Source,
+    SourceId, StrId, ThreadId, Trace, TrackId, TrackKind,
 };
 use prost::Message;
 
@@ -123,6 +135,110 @@ fn copy_direction(text: &str) -> CopyDirection {
 /// living above this.
 const LANE_TID_BASE: i64 = 1 << 40;
 
+/// One entry of the step stats, as the GPU tracer repeats it on another lane: the
+/// device, the node and the times.
+type EntryKey<'a> = (&'a str, &'a [u8], i64, i64, i64, i64);
+
+fn entry_key<'a>(base: &'a str, node: &'a proto::NodeExecStats) -> EntryKey<'a> {
+    (
+        base,
+        &node.node_name,
+        node.all_start_micros,
+        node.all_start_nanos,
+        node.op_end_rel_micros,
+        node.op_end_rel_nanos,
+    )
+}
+
+/// Which entries the GPU tracer wrote twice.
+struct Repeats<'a> {
+    /// Entries of the `stream:N` lanes.
+    on_streams: HashSet<EntryKey<'a>>,
+    /// Entries of the `stream:all` lanes.
+    on_all_streams: HashSet<EntryKey<'a>>,
+    /// Devices that have a `stream:all` lane.
+    with_all_streams: HashSet<&'a str>,
+}
+
+impl<'a> Repeats<'a> {
+    fn of(devices: &'a [(Placement, &'a proto::DeviceStepStats)]) -> Repeats<'a> {
+        let mut repeats = Repeats {
+            on_streams: HashSet::new(),
+            on_all_streams: HashSet::new(),
+            with_all_streams: HashSet::new(),
+        };
+        for (place, dev) in devices {
+            let set = match place.lane {
+                Lane::Stream(_) => &mut repeats.on_streams,
+                Lane::AllStreams => {
+                    repeats.with_all_streams.insert(&place.base);
+                    &mut repeats.on_all_streams
+                }
+                Lane::Host | Lane::Memcpy => continue,
+            };
+            set.extend(dev.node_stats.iter().map(|n| entry_key(&place.base, n)));
+        }
+        repeats
+    }
+
+    /// Whether work on a `stream:N` counts as its node's accelerator time: when
+    /// `stream:all` repeats it, or the device has no `stream:all`.
+    fn charged(&self, base: &str, node: &proto::NodeExecStats) -> bool {
+        !self.with_all_streams.contains(base)
+            || self.on_all_streams.contains(&entry_key(base, node))
+    }
+}
+
+/// An op run by an executor thread, until its lane is known.
+struct HostOp {
+    slice: u32,
+    thread: ThreadId,
+    track: TrackId,
+}
+
+/// Moves each op that overlaps an earlier op of its thread's track to the first async
+/// lane of that thread where it overlaps nothing, so that every op keeps its whole
+/// interval and no op nests in another.
+fn spread_overlapping_ops(trace: &mut Trace, mut ops: Vec<HostOp>) {
+    let s = &trace.slices;
+    ops.sort_by_key(|o| {
+        let i = o.slice as usize;
+        (o.track, s.ts[i], std::cmp::Reverse(s.dur[i]), o.slice)
+    });
+    let lane_name = |trace: &mut Trace, thread: ThreadId| {
+        let t = &trace.threads[thread.index()];
+        let name = match t.name {
+            Some(n) => format!("{} (overlapping ops)", trace.str(n)),
+            None => format!("thread {} (overlapping ops)", t.tid),
+        };
+        trace.intern(&name)
+    };
+    let mut ends: Vec<i64> = Vec::new();
+    let mut current = None;
+    for op in ops {
+        if current != Some(op.track) {
+            current = Some(op.track);
+            ends.clear();
+        }
+        let i = op.slice as usize;
+        let (ts, end) = (trace.slices.ts[i], trace.slices.end(i));
+        let lane = match ends.iter().position(|&e| e <= ts) {
+            Some(lane) => lane,
+            None => {
+                ends.push(end);
+                ends.len() - 1
+            }
+        };
+        ends[lane] = end;
+        if lane > 0 {
+            let process: ProcessId = trace.threads[op.thread.index()].process;
+            let name = lane_name(trace, op.thread);
+            let track = trace.named_track(Some(process), TrackKind::Async, name, lane as u64);
+            trace.slices.track[i] = track.0;
+        }
+    }
+}
+
 /// Imports a RunMetadata as a new source. `graph` types the nodes: those it lacks
 /// (the executor's `_SOURCE`, `_arg_*` feeds) are typed by their node name, as tfprof
 /// does; with no graph, the op in the node's timeline label is used.
@@ -173,9 +289,14 @@ pub fn import(
     let allocators_name = trace.intern("Allocators");
     trace.processes[allocators.index()].name = Some(allocators_name);
 
-    for dev in &step_stats.dev_stats {
-        let device_name = String::from_utf8_lossy(&dev.device).into_owned();
-        let place = placement(&device_name);
+    let devices: Vec<(Placement, &proto::DeviceStepStats)> = step_stats
+        .dev_stats
+        .iter()
+        .map(|dev| (placement(&String::from_utf8_lossy(&dev.device)), dev))
+        .collect();
+    let repeats = Repeats::of(&devices);
+    let mut host_ops: Vec<HostOp> = Vec::new();
+    for (place, dev) in &devices {
         let next_pid = processes.len() as i64;
         let process = *processes.entry(place.base.clone()).or_insert_with(|| {
             let p = trace.process(source, next_pid);
@@ -215,6 +336,10 @@ pub fn import(
             };
             let (tid, kind) = match place.lane {
                 Lane::Host => (i64::from(node.thread_id), SliceKind::Op),
+                // Repeats of the copies on the `stream:N` lanes.
+                Lane::Memcpy if repeats.on_streams.contains(&entry_key(&place.base, node)) => {
+                    (LANE_TID_BASE * 3, SliceKind::Other)
+                }
                 Lane::Stream(n) => {
                     let text = format!("{label} {node_name}").to_ascii_lowercase();
                     let kind = if text.contains("memcpy") {
@@ -268,7 +393,18 @@ pub fn import(
             let mut entries: Vec<(StrId, ArgValue)> = Vec::with_capacity(10);
             let node_str = trace.intern(node_part);
             let op_str = trace.intern(&op_type);
-            entries.push((keys.name, ArgValue::Str(node_str)));
+            let charged = match place.lane {
+                Lane::Stream(_) => repeats.charged(&place.base, node),
+                _ => true,
+            };
+            entries.push((
+                if charged {
+                    keys.name
+                } else {
+                    keys.uncharged_node
+                },
+                ArgValue::Str(node_str),
+            ));
             entries.push((keys.op, ArgValue::Str(op_str)));
             if !label.is_empty() {
                 entries.push((keys.label, ArgValue::Str(trace.intern(&label))));
@@ -312,7 +448,7 @@ pub fn import(
                     label.as_str()
                 }))
             };
-            trace.slices.push(opscope_model::events::SliceRow {
+            let slice = trace.slices.push(opscope_model::events::SliceRow {
                 track,
                 ts,
                 dur,
@@ -321,14 +457,24 @@ pub fn import(
                 kind,
                 args,
             });
+            if place.lane == Lane::Host {
+                host_ops.push(HostOp {
+                    slice,
+                    thread,
+                    track,
+                });
+            }
         }
     }
+    spread_overlapping_ops(trace, host_ops);
     trace.finish();
     Ok(source)
 }
 
 struct Keys {
     name: StrId,
+    /// The node of device work that TensorFlow did not charge to it.
+    uncharged_node: StrId,
     op: StrId,
     label: StrId,
     op_start_rel: StrId,
@@ -343,6 +489,7 @@ impl Keys {
     fn new(trace: &mut Trace) -> Keys {
         Keys {
             name: trace.intern("name"),
+            uncharged_node: trace.intern("uncharged_node"),
             op: trace.intern("op"),
             label: trace.intern("label"),
             op_start_rel: trace.intern("op_start_rel_ns"),

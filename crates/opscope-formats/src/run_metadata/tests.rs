@@ -274,3 +274,146 @@ fn real_run_matches_tensorflows_timeline() {
     assert_eq!(ours.len(), 48);
     assert_eq!(ours, expected);
 }
+
+/// A GPU device's ops all come with thread id 0 and overlap: one that starts inside
+/// another and ends after it, and one inside another. Each keeps its whole interval and
+/// none is another's child; the thread's track holds what does not overlap.
+#[test]
+fn overlapping_ops_of_one_thread_keep_their_intervals_on_lanes_of_their_own() {
+    let gpu = "/job:localhost/replica:0/task:0/device:GPU:0";
+    let us = 1_000;
+    let t0 = 1_500_000_000_000_000i64 * us;
+    let ops = vec![
+        node("hist", t0, 18_244 * us, 0, "hist = HistogramSummary(t, w)"),
+        node(
+            "scalar",
+            t0 + 100 * us,
+            14 * us,
+            0,
+            "scalar = ScalarSummary(t, l)",
+        ),
+        node(
+            "hist_1",
+            t0 + 300 * us,
+            21_310 * us,
+            0,
+            "hist_1 = HistogramSummary(t, v)",
+        ),
+        node(
+            "merge",
+            t0 + 21_700 * us,
+            37 * us,
+            0,
+            "merge = MergeSummary(hist, hist_1)",
+        ),
+    ];
+    let bytes = RunMetadata {
+        step_stats: Some(StepStats {
+            dev_stats: vec![device(gpu, ops)],
+        }),
+        partition_graphs: Vec::new(),
+    }
+    .encode_to_vec();
+    let mut trace = Trace::new();
+    import(&bytes, "run_meta", None, &mut trace).unwrap();
+    assert_eq!(trace.repairs.clipped_overlaps, 0);
+    let s = &trace.slices;
+    let by_node = |name: &str| {
+        (0..s.len())
+            .find(|&i| arg_str(&trace, i, "name").as_deref() == Some(name))
+            .unwrap()
+    };
+    for (name, dur) in [
+        ("hist", 18_244),
+        ("scalar", 14),
+        ("hist_1", 21_310),
+        ("merge", 37),
+    ] {
+        let i = by_node(name);
+        assert_eq!(s.dur[i], dur * us, "{name} keeps its interval");
+        assert_eq!(s.parent[i], opscope_model::NONE, "{name} is nobody's child");
+    }
+    let track = |name: &str| &trace.tracks[s.track[by_node(name)] as usize];
+    // The thread's track: the first histogram and the merge after both.
+    assert_eq!(track("hist").kind, TrackKind::Thread);
+    assert_eq!(s.track[by_node("merge")], s.track[by_node("hist")]);
+    // The others, one after the other, on the thread's first lane.
+    assert_eq!(track("scalar").kind, TrackKind::Async);
+    assert_eq!(s.track[by_node("scalar")], s.track[by_node("hist_1")]);
+    assert_eq!(track("scalar").device, track("hist").device);
+    assert_eq!(
+        trace.str(track("scalar").name),
+        "thread 0 (overlapping ops)"
+    );
+}
+
+/// TF 1.x's GPU tracer writes each kernel on its stream and on `stream:all`, and each
+/// copy on its stream and on `memcpy`. Each piece is device work once, and only what
+/// `stream:all` holds is linked to its node (tfprof's accelerator time).
+#[test]
+fn repeated_gpu_work_counts_once_and_copies_are_not_charged_to_ops() {
+    let t0 = 1_500_000_000_000_000_000i64;
+    let copy = |device: &str, name: &str| {
+        device_entry(
+            device,
+            node(name, t0 + 9_000, 2_000, 0, "MEMCPYDtoD 40 bytes"),
+        )
+    };
+    let kernel =
+        |device: &str| device_entry(device, node("mm:MatMul", t0 + 5_000, 3_000, 0, "sgemm"));
+    let bytes = RunMetadata {
+        step_stats: Some(StepStats {
+            dev_stats: vec![
+                device(
+                    "/job:localhost/replica:0/task:0/device:GPU:0",
+                    vec![node("mm", t0, 4_000, 0, "mm = MatMul(a, b)")],
+                ),
+                kernel("/device:GPU:0/stream:all"),
+                kernel("/device:GPU:0/stream:14"),
+                copy("/device:GPU:0/memcpy", "mm:MatMul"),
+                copy("/device:GPU:0/stream:17", "mm:MatMul"),
+                copy("/device:GPU:0/memcpy", "edge_3_mm:MEMCPYDtoH"),
+            ],
+        }),
+        partition_graphs: Vec::new(),
+    }
+    .encode_to_vec();
+    let mut trace = Trace::new();
+    import(&bytes, "run_meta", None, &mut trace).unwrap();
+    let s = &trace.slices;
+    let kinds: Vec<(SliceKind, Option<String>, Option<String>)> = (0..s.len())
+        .map(|i| {
+            (
+                s.kind(i),
+                arg_str(&trace, i, "name"),
+                arg_str(&trace, i, "uncharged_node"),
+            )
+        })
+        .filter(|k| k.0 != SliceKind::Op)
+        .collect();
+    let mm = || Some("mm".to_string());
+    let mut expected = vec![
+        // stream:all and its repeat on stream:14: only the stream's is device work.
+        (SliceKind::Other, mm(), None),
+        (SliceKind::Kernel, mm(), None),
+        // The op's copy: the memcpy lane repeats the stream's; not on stream:all, so
+        // not charged to the op.
+        (SliceKind::Other, mm(), None),
+        (SliceKind::Memcpy(CopyDirection::D2D), None, mm()),
+        // A copy only the memcpy lane has stays a copy.
+        (
+            SliceKind::Memcpy(CopyDirection::D2H),
+            Some("edge_3_mm".to_string()),
+            None,
+        ),
+    ];
+    let mut kinds = kinds;
+    let order = |k: &(SliceKind, Option<String>, Option<String>)| format!("{k:?}");
+    kinds.sort_by_key(order);
+    expected.sort_by_key(order);
+    assert_eq!(kinds, expected);
+}
+
+fn device_entry(name: &str, node: NodeExecStats) -> DeviceStepStats {
+    device(name, vec![node])
+}

@@ -194,8 +194,8 @@ struct TreeArgs {
     #[command(flatten)]
     accounting: Accounting,
     /// Columns to show, comma-separated, each as self/total: micros (CPU and
-    /// accelerator time), bytes (requested), peak_bytes, residual_bytes, output_bytes,
-    /// occurrence.
+    /// accelerator time), cpu_micros, accelerator_micros, bytes (requested),
+    /// peak_bytes, residual_bytes, output_bytes, occurrence.
     #[arg(long = "select", default_value = "micros,occurrence")]
     select: String,
     /// Hide nodes whose subtree requested fewer bytes.
@@ -592,6 +592,8 @@ fn kernel(args: KernelArgs) -> Result<()> {
 #[derive(Copy, Clone, PartialEq, Eq)]
 enum TreeColumn {
     Micros,
+    CpuMicros,
+    AcceleratorMicros,
     Bytes,
     PeakBytes,
     ResidualBytes,
@@ -600,8 +602,10 @@ enum TreeColumn {
 }
 
 impl TreeColumn {
-    const ALL: [(&'static str, TreeColumn); 6] = [
+    const ALL: [(&'static str, TreeColumn); 8] = [
         ("micros", TreeColumn::Micros),
+        ("cpu_micros", TreeColumn::CpuMicros),
+        ("accelerator_micros", TreeColumn::AcceleratorMicros),
         ("bytes", TreeColumn::Bytes),
         ("peak_bytes", TreeColumn::PeakBytes),
         ("residual_bytes", TreeColumn::ResidualBytes),
@@ -631,6 +635,8 @@ impl TreeColumn {
     fn legend(self) -> &'static str {
         match self {
             TreeColumn::Micros => "cpu time | accelerator time",
+            TreeColumn::CpuMicros => "cpu time",
+            TreeColumn::AcceleratorMicros => "accelerator time",
             TreeColumn::Bytes => "requested bytes",
             TreeColumn::PeakBytes => "peak bytes",
             TreeColumn::ResidualBytes => "residual bytes",
@@ -766,6 +772,12 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
                                 t(own.accelerator_ns),
                                 t(total.accelerator_ns)
                             ),
+                            TreeColumn::CpuMicros => {
+                                format!("{}/{}", t(own.cpu_ns), t(total.cpu_ns))
+                            }
+                            TreeColumn::AcceleratorMicros => {
+                                format!("{}/{}", t(own.accelerator_ns), t(total.accelerator_ns))
+                            }
                             TreeColumn::Bytes => pair(own.memory.requested, total.memory.requested),
                             TreeColumn::PeakBytes => pair(own.memory.peak, total.memory.peak),
                             TreeColumn::ResidualBytes => {
