@@ -106,6 +106,18 @@ impl SliceKind {
     }
 }
 
+/// Whether an op name is a collective as PyTorch records it (`c10d::allreduce_`,
+/// `nccl:all_reduce`, `gloo:broadcast`, `record_param_comms`): importers make such ops
+/// collectives, and analyses count the kernels they launch as communication. Only these
+/// exact forms: user ranges such as TorchRec's `## all2all_data:recat_values ##` wrap
+/// the computation that prepares a collective, not the collective.
+pub fn is_collective_op_name(name: &str) -> bool {
+    name.starts_with("nccl:")
+        || name.starts_with("c10d::")
+        || name.starts_with("gloo:")
+        || name == "record_param_comms"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

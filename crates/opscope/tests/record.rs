@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{python, repo_root, scratch_dir, test_cache_dir};
+use common::{python, python_with, repo_root, scratch_dir, test_cache_dir};
 use serde_json::Value;
 
 /// A binary built beside opscope by the workspace (the example, the injected library).
@@ -114,29 +114,6 @@ fn run_oracle_json(script: &str, files: &[PathBuf]) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-/// The test Python has `modules`; off CI a missing one skips the test (saying so).
-fn python_with(modules: &[&str]) -> bool {
-    let check = format!("import {}", modules.join(", "));
-    let ok = Command::new(python())
-        .args(["-c", &check])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-                python()
-            );
-        }
-        eprintln!(
-            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-            python()
-        );
-    }
-    ok
 }
 
 fn script(name: &str) -> String {
@@ -1129,6 +1106,15 @@ fn a_programs_own_pytorch_profilers_work_as_without_opscope() {
             && stderr.contains("a PyTorch profiler (4 times), PyTorch's legacy profiler"),
         "{stderr}"
     );
+    // The schedule's ProfilerStep ranges outside its warm-up and active steps (steps 0,
+    // 4, 5 and the one `step()` opens last) reach opscope as ITT tasks: they are steps,
+    // not ops.
+    assert!(stderr.contains("steps: 4 (from step markers)"), "{stderr}");
+    let table = stderr
+        .split("top ops by total time:")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(!table.contains("ProfilerStep#"), "{stderr}");
 }
 
 /// Keras's TensorBoard callback profiling batches, and `tf.profiler.experimental`
@@ -1206,7 +1192,17 @@ fn complete_events(dir: &Path, session: &Path) -> Vec<Value> {
     let Value::Array(all) = events["traceEvents"].take() else {
         panic!("no traceEvents array in {}", json.display());
     };
-    all.into_iter().filter(|e| e["ph"] == "X").collect()
+    // Slices whose own category a Kineto reader would not take for their kind are
+    // written as Kineto's, their own kept in an arg: the tests tell sources apart by it.
+    all.into_iter()
+        .filter(|e| e["ph"] == "X")
+        .map(|mut e| {
+            if let Some(own) = e["args"]["opscope.category"].as_str() {
+                e["cat"] = Value::String(own.to_string());
+            }
+            e
+        })
+        .collect()
 }
 
 /// A complete event's start and end, in µs.
@@ -1520,8 +1516,11 @@ fn process_samples_agree_with_the_programs_own_account() {
     let rss = track("resident bytes");
     let peak = rss.iter().copied().fold(0.0, f64::max);
     let hwm = own["hwm"].as_f64().unwrap();
+    // The program reads its VmHWM before its last moments (joining its threads,
+    // writing its account), which may touch a few more pages that a later sample sees.
+    let slack = 1024.0 * 1024.0;
     assert!(
-        peak >= 200.0 * 1024.0 * 1024.0 && peak <= hwm,
+        peak >= 200.0 * 1024.0 * 1024.0 && peak <= hwm + slack,
         "resident bytes peak {peak} against 200 MiB touched and VmHWM {hwm}"
     );
 }

@@ -10,31 +10,8 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{python, repo_root, scratch_dir, shared_traces, test_cache_dir};
+use common::{python, python_with, repo_root, scratch_dir, shared_traces, test_cache_dir};
 use serde_json::Value;
-
-/// The test Python has `modules`; off CI a missing one skips the test (saying so).
-fn python_with(modules: &[&str]) -> bool {
-    let check = format!("import {}", modules.join(", "));
-    let ok = Command::new(python())
-        .args(["-c", &check])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!(
-                "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-                python()
-            );
-        }
-        eprintln!(
-            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-            python()
-        );
-    }
-    ok
-}
 
 fn script(name: &str) -> PathBuf {
     repo_root().join("tests/record").join(name)

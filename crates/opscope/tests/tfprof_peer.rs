@@ -185,30 +185,9 @@ fn scope_view_equals_the_stored_tfprof_output() {
     assert_eq!(ours, theirs);
 }
 
-/// Whether the oracles' Python has TensorFlow; off CI, says why not (under CI its
-/// absence fails the test).
-fn has_tensorflow() -> bool {
-    let has_tf = Command::new(python())
-        .args(["-c", "import tensorflow"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !has_tf {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but {} cannot import tensorflow (tests/requirements.txt)",
-            python()
-        );
-        eprintln!(
-            "skipping: {} has no tensorflow (set OPSCOPE_PYTHON)",
-            python()
-        );
-    }
-    has_tf
-}
-
 /// tfprof run here, or `None` (saying why) off CI when TensorFlow is missing.
 fn tfprof_live(run: &Path) -> Option<Value> {
-    if !has_tensorflow() {
+    if !python_with(&["tensorflow"]) {
         return None;
     }
     let out = Command::new(python())
@@ -383,7 +362,7 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
 /// `stream:N` and again on `stream:all`, copies on `stream:N` and again on `memcpy`),
 /// in a directory of its own; `None` off CI without TensorFlow.
 fn tf1_gpu_run() -> Option<PathBuf> {
-    if !has_tensorflow() {
+    if !python_with(&["tensorflow"]) {
         return None;
     }
     let dir = scratch_dir("tfprof").join("tf1-gpu-run");

@@ -128,7 +128,9 @@ fn launched_by_a_collective(trace: &Trace, correlation: &Correlation, slice: usi
         let i = at as usize;
         match s.kind(i) {
             SliceKind::Collective => return true,
-            SliceKind::Op | SliceKind::Annotation if is_collective_op(trace.str(s.name[i])) => {
+            SliceKind::Op | SliceKind::Annotation
+                if opscope_model::kind::is_collective_op_name(trace.str(s.name[i])) =>
+            {
                 return true
             }
             _ => {}
@@ -136,16 +138,6 @@ fn launched_by_a_collective(trace: &Trace, correlation: &Correlation, slice: usi
         at = s.parent[i];
     }
     false
-}
-
-/// Op names of collectives as PyTorch records them. Only these exact forms: user
-/// ranges such as TorchRec's `## all2all_data:recat_values ##` wrap the computation
-/// that prepares a collective, not the collective.
-pub fn is_collective_op(name: &str) -> bool {
-    name.starts_with("c10d::")
-        || name.starts_with("nccl:")
-        || name.starts_with("gloo:")
-        || name == "record_param_comms"
 }
 
 /// Substrings (of the lower-cased name) that mark a communication kernel.

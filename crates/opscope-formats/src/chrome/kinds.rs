@@ -12,7 +12,7 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
             // The 2021 schema records profiler steps as operators.
             if name.starts_with("ProfilerStep#") {
                 SliceKind::Step
-            } else if is_collective_op(name) {
+            } else if opscope_model::kind::is_collective_op_name(name) {
                 SliceKind::Collective
             } else {
                 SliceKind::Op
@@ -52,14 +52,6 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
         _ => return None,
     };
     Some(kind)
-}
-
-/// Ops that are collectives although their category says "op".
-fn is_collective_op(name: &str) -> bool {
-    name.starts_with("nccl:")
-        || name.starts_with("c10d::")
-        || name.starts_with("gloo:")
-        || name == "record_param_comms"
 }
 
 /// The direction of a copy from its name: Kineto's `Memcpy HtoD (Pageable -> Device)`,

@@ -1110,7 +1110,7 @@ impl<'t> Importer<'t> {
         let name = self.name(te);
         let category = self.category(te);
         let (kind, _) = self.annotations(te);
-        let kind = kind.or_else(|| recorded_kind(self.trace.str(category)));
+        let kind = kind.or_else(|| recorded_kind(self.trace.str(category), self.trace.str(name)));
         if kind.is_none() {
             self.trace.note_unknown_category(category);
         }
@@ -1179,7 +1179,7 @@ impl<'t> Importer<'t> {
             w.push(k, v);
         }
         let args = w.finish();
-        let kind = kind.or_else(|| recorded_kind(trace.str(category)));
+        let kind = kind.or_else(|| recorded_kind(trace.str(category), trace.str(name)));
         if kind.is_none() {
             trace.note_unknown_category(category);
         }

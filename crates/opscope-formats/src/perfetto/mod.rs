@@ -38,11 +38,13 @@ pub use import::import;
 /// (`nvtx`, `nvtx/<domain>`) annotations, and CUPTI's records (`cuda/kernel`,
 /// `cuda/memcpy/<direction>`, `cuda/memset`, `cuda/runtime`, `cuda/driver`,
 /// `cuda/sync`) what they name. The category is the only place the library can say it
-/// without spending bytes on every event.
-fn recorded_kind(category: &str) -> Option<opscope_model::SliceKind> {
+/// without spending bytes on every event. One name says more: PyTorch's
+/// `ProfilerStep#N` range, an ITT task like its ops, is a step, as Kineto records it.
+fn recorded_kind(category: &str, name: &str) -> Option<opscope_model::SliceKind> {
     use opscope_model::{CopyDirection, SliceKind};
     let (source, rest) = category.split_once('/').unwrap_or((category, ""));
     match source {
+        "itt" if name.starts_with("ProfilerStep#") => Some(SliceKind::Step),
         "itt" => Some(SliceKind::Op),
         "itt.frame" => Some(SliceKind::Step),
         "nvtx" => Some(SliceKind::Annotation),
@@ -196,7 +198,12 @@ mod recorded_kind_tests {
             ("kernel", None),
             ("", None),
         ] {
-            assert_eq!(recorded_kind(category), kind, "{category}");
+            assert_eq!(recorded_kind(category, "aten::mm"), kind, "{category}");
         }
+        // torch.profiler's step range, recorded through emit_itt, is a step.
+        assert_eq!(
+            recorded_kind("itt/PyTorch", "ProfilerStep#3"),
+            Some(SliceKind::Step)
+        );
     }
 }

@@ -74,6 +74,30 @@ pub fn python() -> String {
     std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
 
+/// The test Python has `modules`; off CI a missing one skips the test (saying so), with
+/// `CI` set it fails the test.
+pub fn python_with(modules: &[&str]) -> bool {
+    let check = format!("import {}", modules.join(", "));
+    let ok = Command::new(python())
+        .args(["-c", &check])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON; tests/requirements.txt)",
+                python()
+            );
+        }
+        eprintln!(
+            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+            python()
+        );
+    }
+    ok
+}
+
 pub fn scratch_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("opscope-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
