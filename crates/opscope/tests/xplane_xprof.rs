@@ -118,3 +118,51 @@ fn tpu_derived_lines_match_xprof_trace_viewer() {
     assert_eq!(derived_lines, want);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `opscope memory` on an XPlane TensorFlow's profiler wrote with its allocator events:
+/// per allocator, the events, bytes allocated and freed, and the peak in use equal the
+/// figures the XPlane itself gives (`bytes_allocated`, `peak_bytes_in_use`), read by
+/// `tests/oracle/xplane_memory.py`.
+#[test]
+fn xplane_memory_matches_its_own_allocator_figures() {
+    if !python_with(&["tensorflow"]) {
+        return;
+    }
+    let dir = scratch_dir("xplane-memory");
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle/xplane_memory.py"))
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "xplane_memory.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = doc["path"].as_str().unwrap();
+    let want = doc["allocators"].as_object().unwrap();
+    assert!(!want.is_empty(), "TensorFlow wrote no allocator events");
+    let report = common::opscope_ok(&["memory", "--format", "json", path]);
+    let got: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let got = got.as_array().unwrap();
+    for (allocator, figures) in want {
+        let row = got
+            .iter()
+            .find(|r| r["allocator"] == allocator.as_str())
+            .unwrap_or_else(|| panic!("no allocator {allocator} in {got:#?}"));
+        assert_eq!(row["events"], figures["events"], "{allocator}");
+        assert_eq!(row["allocated_bytes"], figures["allocated"], "{allocator}");
+        assert_eq!(row["freed_bytes"], figures["freed"], "{allocator}");
+        assert_eq!(
+            row["peak_in_use"], figures["peak_bytes_allocated"],
+            "{allocator}"
+        );
+        assert_eq!(
+            row["peak_in_use"], figures["peak_bytes_in_use"],
+            "{allocator}"
+        );
+        assert_eq!(row["from_allocator_totals"], true);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -312,6 +312,16 @@ fn import_plane(
                     entries.push(entry);
                 }
             }
+            // TensorFlow's allocator events: instants in the keys the memory
+            // analysis reads (Kineto's), the allocation's bytes signed.
+            let allocation = match name_text.as_str() {
+                "MemoryAllocation" if !on_device => Some(1),
+                "MemoryDeallocation" if !on_device => Some(-1),
+                _ => None,
+            };
+            if let Some(sign) = allocation {
+                memory_args(trace, &mut entries, sign);
+            }
             let args = if entries.is_empty() {
                 ArgsId::NONE
             } else {
@@ -321,6 +331,18 @@ fn import_plane(
                 }
                 w.finish()
             };
+            if allocation.is_some() {
+                trace.instants.push(opscope_model::events::InstantRow {
+                    track,
+                    ts: base.saturating_add(offset_ps.div_euclid(1000)),
+                    name,
+                    category,
+                    kind: SliceKind::Alloc,
+                    scope: opscope_model::events::InstantScope::Thread,
+                    args,
+                });
+                continue;
+            }
             trace.slices.push(opscope_model::events::SliceRow {
                 track,
                 ts: base.saturating_add(offset_ps.div_euclid(1000)),
@@ -508,6 +530,30 @@ fn line_base(line: &proto::XLine, start_ns: Option<i64>) -> i64 {
     match start_ns {
         Some(start) if line.timestamp_ns < start / 2 => start.saturating_add(line.timestamp_ns),
         _ => line.timestamp_ns,
+    }
+}
+
+/// Adds to a `MemoryAllocation` (`sign` 1) or `MemoryDeallocation` (-1) event's stats
+/// the keys the memory analysis reads: `Bytes` (signed `allocation_bytes`), `Addr`,
+/// `Total Allocated` (the allocator's `bytes_allocated` after it) and `Total Reserved`.
+fn memory_args(trace: &mut Trace, entries: &mut Vec<(opscope_model::StrId, ArgValue)>, sign: i64) {
+    let find = |trace: &Trace, entries: &[(opscope_model::StrId, ArgValue)], key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| trace.str(*k) == key)
+            .and_then(|(_, v)| v.as_i64())
+    };
+    let pairs = [
+        ("allocation_bytes", "Bytes", sign),
+        ("addr", "Addr", 1),
+        ("bytes_allocated", "Total Allocated", 1),
+        ("bytes_reserved", "Total Reserved", 1),
+    ];
+    for (from, to, factor) in pairs {
+        if let Some(v) = find(trace, entries, from) {
+            let key = trace.intern(to);
+            entries.push((key, ArgValue::Int(v * factor)));
+        }
     }
 }
 
