@@ -1,7 +1,9 @@
 //! Memory per device and allocator: bytes in use (and reserved) over time, the peak and
 //! the blocks live at it, the ops that allocate most, and growth from step to step.
 //! Reads Kineto's `[memory]` events (and their `Total Allocated`/`Total Reserved` when
-//! present) and allocator counters (TensorFlow timelines' `Allocators`).
+//! present), XPlane's `MemoryAllocation`/`MemoryDeallocation` events (one allocator per
+//! `allocator_name`, with its `bytes_allocated` total), and allocator counters
+//! (TensorFlow timelines' `Allocators`).
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -114,8 +116,9 @@ pub(crate) struct Event {
     pub op: Option<usize>,
 }
 
-/// An allocator: a source, and Kineto's `Device Type` and `Device Id`.
-pub(crate) type AllocatorKey = (Option<SourceId>, i64, i64);
+/// An allocator: a source, Kineto's `Device Type` and `Device Id`, and the allocator's
+/// name where the trace gives one (TensorFlow's, in an XPlane).
+pub(crate) type AllocatorKey = (Option<SourceId>, i64, i64, Option<StrId>);
 
 fn int_arg(trace: &Trace, args: opscope_model::ArgsId, key: Option<StrId>) -> Option<i64> {
     match trace.args.find(args, key?)? {
@@ -127,13 +130,14 @@ fn int_arg(trace: &Trace, args: opscope_model::ArgsId, key: Option<StrId>) -> Op
 /// The allocation events of every allocator, each in time order, allocators sorted.
 pub(crate) fn allocation_events(trace: &Trace) -> Vec<(AllocatorKey, Vec<Event>)> {
     let key = |k: &str| trace.strings.find(k);
-    let (k_type, k_id, k_addr, k_bytes, k_total, k_reserved) = (
+    let (k_type, k_id, k_addr, k_bytes, k_total, k_reserved, k_allocator) = (
         key("Device Type"),
         key("Device Id"),
         key("Addr"),
         key("Bytes"),
         key("Total Allocated"),
         key("Total Reserved"),
+        key("allocator_name"),
     );
     let source_of_track = |t: u32| {
         trace.tracks[t as usize]
@@ -154,8 +158,17 @@ pub(crate) fn allocation_events(trace: &Trace) -> Vec<(AllocatorKey, Vec<Event>)
             int_arg(trace, args, k_type).unwrap_or(0),
             int_arg(trace, args, k_id).unwrap_or(-1),
         );
+        let allocator = k_allocator.and_then(|k| match trace.args.find(args, k)? {
+            ArgValue::Str(s) => Some(s),
+            _ => None,
+        });
         groups
-            .entry((source_of_track(inst.track[i]), device.0, device.1))
+            .entry((
+                source_of_track(inst.track[i]),
+                device.0,
+                device.1,
+                allocator,
+            ))
             .or_default()
             .push(Event {
                 ts: inst.ts[i],
@@ -178,8 +191,10 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
     let all_steps = steps::steps(trace, &StepOptions::default());
     let mut reports = Vec::new();
     for (group, events) in allocation_events(trace) {
-        let (source, device_type, device_id) = group;
-        let name = if device_id >= 0 {
+        let (source, device_type, device_id, allocator) = group;
+        let name = if let Some(a) = allocator {
+            trace.str(a).to_string()
+        } else if device_id >= 0 {
             format!("{} {device_id}", device_type_name(device_type))
         } else {
             device_type_name(device_type)

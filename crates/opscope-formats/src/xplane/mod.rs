@@ -4,6 +4,7 @@
 //! `timestamp_ns` plus the event's `offset_ps`, plus the profile's start time where the
 //! profiler normalised them.
 
+mod derived;
 mod proto;
 
 use std::collections::HashMap;
@@ -276,11 +277,7 @@ fn import_plane(
             },
         );
         trace.tracks[track.index()].device = device;
-        // Normalised planes count from the profile's start.
-        let base = match start_ns {
-            Some(start) if line.timestamp_ns < start / 2 => start.saturating_add(line.timestamp_ns),
-            _ => line.timestamp_ns,
-        };
+        let base = line_base(line, start_ns);
         for event in &line.events {
             let Some(offset_ps) = event.offset_ps else {
                 // Aggregated events (`num_occurrences`) have no time.
@@ -315,6 +312,16 @@ fn import_plane(
                     entries.push(entry);
                 }
             }
+            // TensorFlow's allocator events: instants in the keys the memory
+            // analysis reads (Kineto's), the allocation's bytes signed.
+            let allocation = match name_text.as_str() {
+                "MemoryAllocation" if !on_device => Some(1),
+                "MemoryDeallocation" if !on_device => Some(-1),
+                _ => None,
+            };
+            if let Some(sign) = allocation {
+                memory_args(trace, &mut entries, sign);
+            }
             let args = if entries.is_empty() {
                 ArgsId::NONE
             } else {
@@ -324,6 +331,18 @@ fn import_plane(
                 }
                 w.finish()
             };
+            if allocation.is_some() {
+                trace.instants.push(opscope_model::events::InstantRow {
+                    track,
+                    ts: base.saturating_add(offset_ps.div_euclid(1000)),
+                    name,
+                    category,
+                    kind: SliceKind::Alloc,
+                    scope: opscope_model::events::InstantScope::Thread,
+                    args,
+                });
+                continue;
+            }
             trace.slices.push(opscope_model::events::SliceRow {
                 track,
                 ts: base.saturating_add(offset_ps.div_euclid(1000)),
@@ -333,6 +352,207 @@ fn import_plane(
                 kind,
                 args,
             });
+        }
+    }
+    if derived::derives_from_stats(&plane_name) {
+        add_derived_lines(
+            trace,
+            process,
+            device,
+            category,
+            plane,
+            &stat_names,
+            start_ns,
+        );
+    }
+}
+
+/// Line ids for the lines xprof derives, above any a profiler writes (xprof's own
+/// derived ids start at 0xdeadbeef).
+const DERIVED_LINE_ID: i64 = 0xdead_beef;
+
+/// Adds the lines xprof's trace viewer derives from a TensorCore plane's stats.
+fn add_derived_lines(
+    trace: &mut Trace,
+    process: opscope_model::ProcessId,
+    device: Option<opscope_model::DeviceId>,
+    category: opscope_model::StrId,
+    plane: &XPlane,
+    stat_names: &HashMap<i64, String>,
+    start_ns: Option<i64>,
+) {
+    let id_of = |name: &str| {
+        stat_names
+            .iter()
+            .find(|(_, n)| *n == name)
+            .map(|(id, _)| *id)
+    };
+    let (tf_op_stat, source, group, is_async) = (
+        id_of("tf_op"),
+        id_of("source"),
+        id_of("group_id"),
+        // xprof's is-async stat.
+        id_of("_a"),
+    );
+    let str_of = |stat: &XStat| -> Option<String> {
+        if let Some(v) = &stat.str_value {
+            Some(text(v))
+        } else {
+            stat.ref_value
+                .and_then(|r| stat_names.get(&(r as i64)).cloned())
+        }
+    };
+    let int_of = |stat: &XStat| {
+        stat.int64_value
+            .or_else(|| stat.uint64_value.map(|v| v as i64))
+    };
+    // Times in ps from the first line's start: absolute ps overflow an i64.
+    let origin = plane.lines.first().map_or(0, |l| line_base(l, start_ns));
+    struct Owned {
+        begin_ps: i64,
+        duration_ps: i64,
+        metadata_id: i64,
+        tf_op: Option<String>,
+        source: Option<String>,
+        group_id: Option<i64>,
+        is_async: bool,
+    }
+    let mut owned = Vec::new();
+    for line in &plane.lines {
+        let base = (line_base(line, start_ns) - origin).saturating_mul(1000);
+        for event in &line.events {
+            let Some(offset_ps) = event.offset_ps else {
+                continue;
+            };
+            let mut e = Owned {
+                begin_ps: base.saturating_add(offset_ps),
+                duration_ps: event.duration_ps.max(0),
+                metadata_id: event.metadata_id,
+                tf_op: None,
+                source: None,
+                group_id: None,
+                is_async: false,
+            };
+            // The metadata's stats first: the event's own override them.
+            let metadata_stats = plane
+                .event_metadata
+                .get(&event.metadata_id)
+                .map_or(&[][..], |m| &m.stats[..]);
+            for stat in metadata_stats.iter().chain(&event.stats) {
+                let id = Some(stat.metadata_id);
+                if id == tf_op_stat {
+                    e.tf_op = str_of(stat);
+                } else if id == source {
+                    e.source = str_of(stat);
+                } else if id == group {
+                    e.group_id = int_of(stat);
+                } else if id == is_async {
+                    e.is_async = int_of(stat).is_some_and(|v| v != 0);
+                }
+            }
+            owned.push(e);
+        }
+    }
+    let names: HashMap<i64, (String, String)> = plane
+        .event_metadata
+        .iter()
+        .map(|(id, m)| (*id, (text(&m.name), text(&m.display_name))))
+        .collect();
+    let empty = (String::new(), String::new());
+    let events = owned
+        .iter()
+        .map(|e| {
+            let (name, display_name) = names.get(&e.metadata_id).unwrap_or(&empty);
+            derived::SourceEvent {
+                begin_ps: e.begin_ps,
+                duration_ps: e.duration_ps,
+                name,
+                display_name,
+                tf_op: e.tf_op.as_deref(),
+                source: e.source.as_deref(),
+                group_id: e.group_id,
+                is_async: e.is_async,
+            }
+        })
+        .collect();
+    for (index, line) in derived::derive_lines(events).into_iter().enumerate() {
+        let thread = trace.thread(process, DERIVED_LINE_ID + index as i64);
+        let line_name = trace.intern(&line.name);
+        trace.threads[thread.index()].name = Some(line_name);
+        let track = trace.thread_track(thread, TrackKind::GpuStream);
+        trace.tracks[track.index()].device = device;
+        let framework_ops = line.name == "Framework Ops";
+        for e in line.events {
+            let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
+            let mut kind = SliceKind::Annotation;
+            if let Some(long) = &e.long_name {
+                if framework_ops {
+                    if let Some((node, op)) = tf_op(long) {
+                        kind = SliceKind::Op;
+                        let (k1, v1) = (trace.intern("name"), trace.intern(node));
+                        let (k2, v2) = (trace.intern("op"), trace.intern(op));
+                        entries.push((k1, ArgValue::Str(v1)));
+                        entries.push((k2, ArgValue::Str(v2)));
+                    }
+                }
+                let (k, v) = (trace.intern("long_name"), trace.intern(long));
+                entries.push((k, ArgValue::Str(v)));
+            }
+            if let Some(g) = e.group_id {
+                let k = trace.intern("group_id");
+                entries.push((k, ArgValue::Int(g)));
+            }
+            let args = if entries.is_empty() {
+                ArgsId::NONE
+            } else {
+                let mut w = trace.args.writer();
+                for (k, v) in entries {
+                    w.push(k, v);
+                }
+                w.finish()
+            };
+            let name = trace.intern(&e.name);
+            trace.slices.push(opscope_model::events::SliceRow {
+                track,
+                ts: origin.saturating_add(e.begin_ps.div_euclid(1000)),
+                dur: (e.end_ps - e.begin_ps).max(0) / 1000,
+                name,
+                category,
+                kind,
+                args,
+            });
+        }
+    }
+}
+
+/// A line's start in Unix ns: normalised planes count from the profile's start.
+fn line_base(line: &proto::XLine, start_ns: Option<i64>) -> i64 {
+    match start_ns {
+        Some(start) if line.timestamp_ns < start / 2 => start.saturating_add(line.timestamp_ns),
+        _ => line.timestamp_ns,
+    }
+}
+
+/// Adds to a `MemoryAllocation` (`sign` 1) or `MemoryDeallocation` (-1) event's stats
+/// the keys the memory analysis reads: `Bytes` (signed `allocation_bytes`), `Addr`,
+/// `Total Allocated` (the allocator's `bytes_allocated` after it) and `Total Reserved`.
+fn memory_args(trace: &mut Trace, entries: &mut Vec<(opscope_model::StrId, ArgValue)>, sign: i64) {
+    let find = |trace: &Trace, entries: &[(opscope_model::StrId, ArgValue)], key: &str| {
+        entries
+            .iter()
+            .find(|(k, _)| trace.str(*k) == key)
+            .and_then(|(_, v)| v.as_i64())
+    };
+    let pairs = [
+        ("allocation_bytes", "Bytes", sign),
+        ("addr", "Addr", 1),
+        ("bytes_allocated", "Total Allocated", 1),
+        ("bytes_reserved", "Total Reserved", 1),
+    ];
+    for (from, to, factor) in pairs {
+        if let Some(v) = find(trace, entries, from) {
+            let key = trace.intern(to);
+            entries.push((key, ArgValue::Int(v * factor)));
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct XEventMetadata {
     pub name: Vec<u8>,
     #[prost(bytes = "vec", tag = "4")]
     pub display_name: Vec<u8>,
+    /// Stats every event of this metadata has (xprof's derivations read them too).
+    #[prost(message, repeated, tag = "5")]
+    pub stats: Vec<XStat>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

@@ -1,0 +1,168 @@
+//! XPlane as xprof shows it: every complete event of xprof's own trace-viewer
+//! conversion, the lines it derives from a TPU plane's stats included, is in opscope's
+//! model at the same nanosecond. The XPlane is built and converted by
+//! `tests/oracle/xplane_derived.py` (xprof is the oracle).
+
+mod common;
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use common::{python, repo_root, scratch_dir};
+use opscope_model::{Trace, TrackId};
+
+/// Whether the Python of the tests can import `modules`; off CI a missing one skips the
+/// test (saying why), on CI it fails it.
+fn python_with(modules: &[&str]) -> bool {
+    let check = format!("import {}", modules.join(", "));
+    let ok = Command::new(python())
+        .args(["-c", &check])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+            python()
+        );
+        eprintln!(
+            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+            python()
+        );
+    }
+    ok
+}
+
+/// (plane, line, name, start ns, duration ns) → how many.
+type Events = HashMap<(String, String, String, i64, i64), usize>;
+
+fn ours(trace: &Trace) -> Events {
+    let mut events = Events::new();
+    for (t, track) in trace.tracks.iter().enumerate() {
+        let (Some(p), Some(th)) = (track.process, track.thread) else {
+            continue;
+        };
+        let plane = trace.str(trace.processes[p.index()].name.unwrap());
+        let line = trace.str(trace.threads[th.index()].name.unwrap());
+        for i in trace.track_slices(TrackId(t as u32)) {
+            let key = (
+                plane.to_string(),
+                line.to_string(),
+                trace.str(trace.slices.name[i]).to_string(),
+                trace.slices.ts[i],
+                trace.slices.dur[i],
+            );
+            *events.entry(key).or_default() += 1;
+        }
+    }
+    events
+}
+
+#[test]
+fn tpu_derived_lines_match_xprof_trace_viewer() {
+    if !python_with(&["xprof.convert.raw_to_tool_data", "tensorflow"]) {
+        return;
+    }
+    let dir = scratch_dir("xplane-derived");
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle/xplane_derived.py"))
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "xplane_derived.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = doc["path"].as_str().unwrap();
+    let mut trace = Trace::new();
+    opscope_formats::import_bytes(&std::fs::read(path).unwrap(), path, &mut trace).unwrap();
+    let mut got = ours(&trace);
+    let (mut total, mut missing) = (0, Vec::new());
+    let mut derived_lines = std::collections::BTreeSet::new();
+    for e in doc["events"].as_array().unwrap() {
+        let key = (
+            e[0].as_str().unwrap().to_string(),
+            e[1].as_str().unwrap().to_string(),
+            e[2].as_str().unwrap().to_string(),
+            e[3].as_i64().unwrap(),
+            e[4].as_i64().unwrap(),
+        );
+        total += 1;
+        if !key.1.starts_with("XLA Ops") && key.1 != "python" {
+            derived_lines.insert(key.1.clone());
+        }
+        match got.get_mut(&key) {
+            Some(n) if *n > 0 => *n -= 1,
+            _ => missing.push(key),
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {total} events of xprof's not in ours: {missing:#?}",
+        missing.len()
+    );
+    // The oracle's XPlane exercises every derived line.
+    let want: std::collections::BTreeSet<String> = [
+        "Framework Ops",
+        "Framework Name Scope",
+        "Source code",
+        "Host Offload Ops row 0",
+        "Host Offload Ops row 1",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(derived_lines, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `opscope memory` on an XPlane TensorFlow's profiler wrote with its allocator events:
+/// per allocator, the events, bytes allocated and freed, and the peak in use equal the
+/// figures the XPlane itself gives (`bytes_allocated`, `peak_bytes_in_use`), read by
+/// `tests/oracle/xplane_memory.py`.
+#[test]
+fn xplane_memory_matches_its_own_allocator_figures() {
+    if !python_with(&["tensorflow"]) {
+        return;
+    }
+    let dir = scratch_dir("xplane-memory");
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle/xplane_memory.py"))
+        .arg(&dir)
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "xplane_memory.py failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let path = doc["path"].as_str().unwrap();
+    let want = doc["allocators"].as_object().unwrap();
+    assert!(!want.is_empty(), "TensorFlow wrote no allocator events");
+    let report = common::opscope_ok(&["memory", "--format", "json", path]);
+    let got: serde_json::Value = serde_json::from_slice(&report.stdout).unwrap();
+    let got = got.as_array().unwrap();
+    for (allocator, figures) in want {
+        let row = got
+            .iter()
+            .find(|r| r["allocator"] == allocator.as_str())
+            .unwrap_or_else(|| panic!("no allocator {allocator} in {got:#?}"));
+        assert_eq!(row["events"], figures["events"], "{allocator}");
+        assert_eq!(row["allocated_bytes"], figures["allocated"], "{allocator}");
+        assert_eq!(row["freed_bytes"], figures["freed"], "{allocator}");
+        assert_eq!(
+            row["peak_in_use"], figures["peak_bytes_allocated"],
+            "{allocator}"
+        );
+        assert_eq!(
+            row["peak_in_use"], figures["peak_bytes_in_use"],
+            "{allocator}"
+        );
+        assert_eq!(row["from_allocator_totals"], true);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
