@@ -46,6 +46,7 @@ fn export_part(
         first: true,
         keep,
         span,
+        keeps_category: Default::default(),
     };
     w.out.write_all(b"{\"traceEvents\":[\n")?;
     w.metadata_events()?;
@@ -94,6 +95,9 @@ struct JsonWriter<'a, W: Write> {
     keep: Option<&'a [bool]>,
     /// The time span of the kept slices: instants and counters outside it are left out.
     span: Option<(i64, i64)>,
+    /// Whether a (category, kind) keeps its category ([`kineto_category`]), decided
+    /// once: a trace has a few dozen of them across millions of slices.
+    keeps_category: std::collections::HashMap<(opscope_model::StrId, u8), bool>,
 }
 
 /// Microseconds with exactly three decimals: nanoseconds survive the round trip.
@@ -128,6 +132,11 @@ fn kineto_category<'c>(kind: SliceKind, category: &'c str, name: &str) -> &'c st
     if super::kinds::kind_of(category, name) == Some(kind) {
         return category;
     }
+    kineto_name(kind, category, name)
+}
+
+/// Kineto's category for a slice kind (`category` where Kineto has none for it).
+fn kineto_name<'c>(kind: SliceKind, category: &'c str, name: &str) -> &'c str {
     match kind {
         SliceKind::Op => "cpu_op",
         SliceKind::Kernel => "kernel",
@@ -272,7 +281,18 @@ impl<W: Write> JsonWriter<'_, W> {
             let track = TrackId(s.track[i]);
             let name = trace.str(s.name[i]);
             let original = trace.str(s.category[i]);
-            let category = kineto_category(s.kind(i), original, name);
+            let kind = s.kind(i);
+            // On import the kind came from the category and the name together, so one
+            // name answers for every slice of the same category and kind.
+            let keeps = *self
+                .keeps_category
+                .entry((s.category[i], kind.code()))
+                .or_insert_with(|| kineto_category(kind, original, name) == original);
+            let category = if keeps {
+                original
+            } else {
+                kineto_name(kind, original, name)
+            };
             // The category Kineto's readers need replaced the model's: keep that one
             // among the args.
             let kept = (category != original).then_some(original);
