@@ -83,13 +83,10 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// PyTorch names a DataLoader worker process's main thread so.
 const DATALOADER_WORKER_THREAD: &str = "pt_data_worker";
 
-/// What a source's process is, for people: its rank where the trace gives one, a
-/// DataLoader worker by its thread's name, a framework profiler's file by its format,
-/// else the process by its pid.
+/// What a source's process is, for people: a DataLoader worker by its thread's name
+/// (it inherits its rank's environment), its rank where the trace gives one, a
+/// framework profiler's file by its format, else the process by its pid.
 fn role(trace: &Trace, src: SourceId) -> String {
-    if let Some(rank) = trace.sources[src.index()].rank {
-        return format!("rank {rank}");
-    }
     let host = trace
         .processes
         .iter()
@@ -106,6 +103,9 @@ fn role(trace: &Trace, src: SourceId) -> String {
         }) {
             return format!("DataLoader worker {}", process.pid);
         }
+    }
+    if let Some(rank) = trace.sources[src.index()].rank {
+        return format!("rank {rank}");
     }
     if trace.sources[src.index()].format == "xplane" {
         return "TensorFlow/JAX profiler".to_string();

@@ -265,13 +265,32 @@ fn open_writer() -> Result<Writer, String> {
         {
             Ok(file) => {
                 WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
-                return Ok(Writer::new(file, pid, &process_name()));
+                return Ok(Writer::new(
+                    file,
+                    pid,
+                    &process_name(),
+                    &distributed_labels(),
+                ));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(format!("cannot write {}: {e}", path.display())),
         }
     }
     Err(format!("too many files for pid {pid} in {}", dir.display()))
+}
+
+/// The process's place in a distributed job as its launcher set it (torchrun, and
+/// `torch.distributed`'s env:// initialisation: `RANK`, `WORLD_SIZE`, `LOCAL_RANK`),
+/// as Perfetto process labels `rank=N`…; none outside one.
+fn distributed_labels() -> Vec<Vec<u8>> {
+    ["RANK", "WORLD_SIZE", "LOCAL_RANK"]
+        .iter()
+        .filter_map(|name| {
+            let value = std::env::var(name).ok()?;
+            let value: u32 = value.trim().parse().ok()?;
+            Some(format!("{}={value}", name.to_ascii_lowercase()).into_bytes())
+        })
+        .collect()
 }
 
 /// The command line, arguments joined by spaces (cut to 256 bytes).
@@ -648,7 +667,7 @@ mod tests {
         let _one = one_fork_test_at_a_time();
         let code = in_a_child(|| {
             let file = OpenOptions::new().write(true).open("/dev/null").unwrap();
-            let lock = ForkLock::new(Some(Writer::new(file, 1, b"test")));
+            let lock = ForkLock::new(Some(Writer::new(file, 1, b"test", &[])));
             if with_slot(&lock, |w| w.is_some()) != Some(true) {
                 return 8;
             }

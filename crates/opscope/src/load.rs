@@ -408,6 +408,7 @@ pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace> {
     }
     // A failed import may have stopped before finishing the model.
     trace.finish();
+    no_rank_for_dataloader_workers(&mut trace);
     warn_of_shared_ranks(&mut trace);
     number_hosts_of_runs(&mut trace);
     unite_recorded_processes(&mut trace);
@@ -707,6 +708,23 @@ fn number_hosts_of_runs(trace: &mut Trace) {
             trace.sources[i].rank = Some(rank as u32);
             trace.sources[i].world_size = Some(world);
         }
+    }
+}
+
+/// A DataLoader worker is forked by its rank's process and inherits its `RANK`, so the
+/// recorder labels its file with that rank too: it is a worker of the rank, not the
+/// rank (PyTorch names a worker's main thread `pt_data_worker`).
+fn no_rank_for_dataloader_workers(trace: &mut Trace) {
+    let mut workers = Vec::new();
+    for t in &trace.threads {
+        let process = &trace.processes[t.process.index()];
+        if t.tid == process.pid && t.name.is_some_and(|n| trace.str(n) == "pt_data_worker") {
+            workers.push(process.source);
+        }
+    }
+    for source in workers {
+        trace.sources[source.index()].rank = None;
+        trace.sources[source.index()].world_size = None;
     }
 }
 

@@ -1739,6 +1739,26 @@ fn each_torchrun_rank_writes_its_own_file() {
             .copied();
         assert_eq!(all_reduces, Some(3), "rank {rank}");
     }
+    // Each file is its rank's, as torch.distributed numbered it (the pid each rank
+    // wrote): `info` and `steps` say so.
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    for rank in 0..2 {
+        let pid = std::fs::read_to_string(format!("{}.{rank}", pids.display())).unwrap();
+        let file = info["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| {
+                f["path"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("opscope-{pid}.pftrace"))
+            })
+            .unwrap_or_else(|| panic!("no file for pid {pid}: {info}"));
+        assert_eq!(file["rank"], rank, "{file}");
+        assert_eq!(file["world_size"], 2, "{file}");
+    }
 }
 
 #[test]

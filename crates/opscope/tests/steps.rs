@@ -157,7 +157,8 @@ fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
 
 /// `steps` says what each process is: the DataLoader's workers (the pids the program
 /// saw its workers run as) are called workers and left out of the comparison across
-/// ranks; no process is called a rank the trace does not give.
+/// ranks, though they inherit their rank's `RANK`; the rank the launcher gave is the
+/// training process's; without one, no process is called a rank.
 #[test]
 fn processes_are_called_what_they_are() {
     if !python_with(&["torch"]) {
@@ -169,7 +170,13 @@ fn processes_are_called_what_they_are() {
     record(
         &session,
         "steps_torch_dataloader.py",
-        &[("STEPS_WORKER_PIDS", pids.to_str().unwrap())],
+        &[
+            ("STEPS_WORKER_PIDS", pids.to_str().unwrap()),
+            // As torchrun sets them for a job of one process.
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("LOCAL_RANK", "0"),
+        ],
     );
     let mut workers: Vec<String> = std::fs::read_to_string(&pids)
         .unwrap()
@@ -190,14 +197,34 @@ fn processes_are_called_what_they_are() {
         .into_iter()
         .partition(|r| r.starts_with("DataLoader worker"));
     assert_eq!(found_workers, workers);
-    assert_eq!(others.len(), 1, "{others:?}");
-    assert!(others[0].starts_with("process "), "{others:?}");
+    assert_eq!(others, ["rank 0"]);
     assert!(
         report["across"].is_null(),
         "one training process: nothing to compare"
     );
     let text = common::opscope_ok(&["steps", session.to_str().unwrap()]);
-    assert!(!String::from_utf8_lossy(&text.stdout).contains("rank"));
+    assert!(
+        !String::from_utf8_lossy(&text.stderr).contains("claim rank"),
+        "the workers claim no rank: {}",
+        String::from_utf8_lossy(&text.stderr)
+    );
+
+    // Without a launcher, no rank at all.
+    let plain = scratch_dir("steps-roles").join("plain");
+    record(&plain, "steps_torch_dataloader.py", &[]);
+    let report = steps_json(&plain);
+    let roles: Vec<&str> = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap())
+        .collect();
+    assert!(!roles.iter().any(|r| r.starts_with("rank")), "{roles:?}");
+    assert_eq!(
+        roles.iter().filter(|r| r.starts_with("process ")).count(),
+        1,
+        "{roles:?}"
+    );
 }
 
 #[test]

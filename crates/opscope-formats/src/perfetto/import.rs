@@ -621,6 +621,16 @@ impl<'t> Importer<'t> {
                 .iter()
                 .map(|l| String::from_utf8_lossy(l))
                 .collect();
+            // opscope's recorder labels a process of a distributed job `rank=N`,
+            // `world_size=M`: the file is that rank's.
+            let number = |key: &str| {
+                labels
+                    .iter()
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix('=')?.parse::<u32>().ok())
+            };
+            let source = &mut trace.sources[self.source.index()];
+            source.rank = source.rank.or(number("rank"));
+            source.world_size = source.world_size.or(number("world_size"));
             let labels = intern_str(trace, &labels.join(","));
             trace.processes[p.index()].labels = Some(labels);
         }

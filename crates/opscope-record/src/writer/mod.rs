@@ -128,8 +128,8 @@ unsafe impl Send for Writer {}
 
 impl Writer {
     /// Starts the trace in `file` for process `pid`: the clock snapshot and the
-    /// process's track.
-    pub fn new(file: File, pid: i32, process_name: &[u8]) -> Writer {
+    /// process's track, named and labelled (`rank=0`, …).
+    pub fn new(file: File, pid: i32, process_name: &[u8], labels: &[Vec<u8>]) -> Writer {
         let mut w = Writer {
             file,
             owner: std::process::id(),
@@ -177,6 +177,9 @@ impl Writer {
             message(d, pb::TRACK_PROCESS, |p| {
                 uint(p, pb::PROCESS_PID, pid);
                 pb::bytes(p, pb::PROCESS_NAME, process_name);
+                for label in labels {
+                    pb::bytes(p, pb::PROCESS_LABELS, label);
+                }
             });
         });
         // At once, so a process killed before its first flush still leaves a file that
@@ -868,7 +871,7 @@ mod tests {
             .write(true)
             .open("/dev/null")
             .unwrap();
-        Writer::new(file, 4321, b"test")
+        Writer::new(file, 4321, b"test", &[])
     }
 
     fn sequence() -> Sequence {
@@ -900,7 +903,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("opscope-owner-{}.pftrace", std::process::id()));
         let file = std::fs::File::create(&path).unwrap();
-        let mut w = Writer::new(file, 4321, b"test");
+        let mut w = Writer::new(file, 4321, b"test", &[]);
         feed(&mut w, Kind::Instant, 1_000, 1_000, &[]);
         assert!(!w.packets.is_empty());
         let before = std::fs::metadata(&path).unwrap().len();
@@ -929,7 +932,7 @@ mod tests {
         let path =
             std::env::temp_dir().join(format!("opscope-compact-{}.pftrace", std::process::id()));
         let file = std::fs::File::create(&path).unwrap();
-        let mut w = Writer::new(file, 4321, b"test");
+        let mut w = Writer::new(file, 4321, b"test", &[]);
         let mut seq = sequence();
         let mut buf = vec![0u8; crate::event::MAX_RECORD];
         let mut define = |w: &mut Writer, seq: &mut Sequence, id: u64, name: &[u8]| {
