@@ -8,31 +8,8 @@ mod common;
 use std::collections::HashMap;
 use std::process::Command;
 
-use common::{python, repo_root, scratch_dir};
+use common::{python, python_with, repo_root, scratch_dir};
 use opscope_model::{Trace, TrackId};
-
-/// Whether the Python of the tests can import `modules`; off CI a missing one skips the
-/// test (saying why), on CI it fails it.
-fn python_with(modules: &[&str]) -> bool {
-    let check = format!("import {}", modules.join(", "));
-    let ok = Command::new(python())
-        .args(["-c", &check])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-            python()
-        );
-        eprintln!(
-            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
-            python()
-        );
-    }
-    ok
-}
 
 /// (plane, line, name, start ns, duration ns) → how many.
 type Events = HashMap<(String, String, String, i64, i64), usize>;
