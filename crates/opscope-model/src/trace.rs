@@ -352,6 +352,17 @@ impl Trace {
     /// sampler's), where a pid names one process. The first process and thread met
     /// stay, with the first name any of them had; tracks and the import indexes follow.
     /// Process and thread ids change: call it before anything holds one.
+    /// Gives `process` the pid another file knows it by (an XPlane's host plane has
+    /// none of its own), keeping the import index on it.
+    pub fn set_pid(&mut self, process: ProcessId, pid: i64) {
+        let p = &mut self.processes[process.index()];
+        if self.process_index.get(&(p.source, p.pid)) == Some(&process) {
+            self.process_index.remove(&(p.source, p.pid));
+        }
+        p.pid = pid;
+        self.process_index.entry((p.source, pid)).or_insert(process);
+    }
+
     pub fn unite_processes(&mut self, sources: &[SourceId]) {
         let mut first_of_pid: HashMap<i64, ProcessId> = HashMap::new();
         let mut process_to = Vec::with_capacity(self.processes.len());

@@ -411,10 +411,11 @@ pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace> {
     no_rank_for_dataloader_workers(&mut trace);
     warn_of_shared_ranks(&mut trace);
     number_hosts_of_runs(&mut trace);
-    unite_recorded_processes(&mut trace);
     // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
-    // Unix-time ones (XPlane): one time line for all.
+    // Unix-time ones (XPlane): one time line for all. Before the processes are united:
+    // each track moves by the clock of its process's file.
     opscope_model::clock_sync::align_to_unix(&mut trace);
+    unite_recorded_processes(&mut trace);
     print_warnings(&trace);
     trace.shrink_to_fit();
     // A model missing a file that could not be read is not saved: the next command
@@ -711,6 +712,33 @@ fn number_hosts_of_runs(trace: &mut Trace) {
     }
 }
 
+/// The session and pid of an XPlane the recording bootstrap had TensorFlow's or JAX's
+/// profiler write: `SESSION/{tensorflow,jax}/PID.N/plugins/profile/RUN/HOST.xplane.pb`.
+fn profiled_by_the_bootstrap(path: &Path) -> Option<(PathBuf, i64)> {
+    if !path.to_string_lossy().ends_with(".xplane.pb") {
+        return None;
+    }
+    let run_dir = path.ancestors().nth(4)?;
+    let framework = run_dir.parent()?;
+    let pid = run_dir
+        .file_name()?
+        .to_str()?
+        .split_once('.')?
+        .0
+        .parse()
+        .ok()?;
+    let is_framework = framework
+        .file_name()
+        .is_some_and(|n| n == "tensorflow" || n == "jax");
+    let in_profile_dir = path.ancestors().nth(2)?.file_name()? == "profile";
+    (is_framework && in_profile_dir).then(|| {
+        (
+            framework.parent().unwrap_or(Path::new("")).to_path_buf(),
+            pid,
+        )
+    })
+}
+
 /// A DataLoader worker is forked by its rank's process and inherits its `RANK`, so the
 /// recorder labels its file with that rank too: it is a worker of the rank, not the
 /// rank (PyTorch names a worker's main thread `pt_data_worker`).
@@ -733,6 +761,7 @@ fn no_rank_for_dataloader_workers(trace: &mut Trace) {
 /// on one machine over one run: a pid there is one process, not one per file.
 fn unite_recorded_processes(trace: &mut Trace) {
     let mut sessions: std::collections::BTreeMap<PathBuf, Vec<SourceId>> = Default::default();
+    let mut profiled: Vec<(SourceId, i64)> = Vec::new();
     for (i, source) in trace.sources.iter().enumerate() {
         let path = Path::new(&source.path);
         let name = path
@@ -743,6 +772,22 @@ fn unite_recorded_processes(trace: &mut Trace) {
         {
             let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
             sessions.entry(dir).or_default().push(SourceId(i as u32));
+        } else if let Some((session, pid)) = profiled_by_the_bootstrap(path) {
+            sessions
+                .entry(session)
+                .or_default()
+                .push(SourceId(i as u32));
+            profiled.push((SourceId(i as u32), pid));
+        }
+    }
+    // The framework's profile of a recorded process describes that process.
+    for (source, pid) in profiled {
+        let host: Vec<opscope_model::ProcessId> = (0..trace.processes.len())
+            .filter(|&p| trace.processes[p].source == source && trace.processes[p].device.is_none())
+            .map(|p| opscope_model::ProcessId(p as u32))
+            .collect();
+        for process in host {
+            trace.set_pid(process, pid);
         }
     }
     for sources in sessions.into_values().filter(|s| s.len() > 1) {

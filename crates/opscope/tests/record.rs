@@ -765,6 +765,16 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
         1,
         "the TensorFlow profiler wrote its XPlane into the session"
     );
+    // One program, one process: its own file, the sampler's and TensorFlow's XPlane
+    // all describe it.
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert_eq!(info["processes"], 1, "{info}");
+    let duration = info["duration_ns"].as_i64().unwrap();
+    assert!(
+        duration > 0 && duration < 600_000_000_000,
+        "one time line: {duration} ns"
+    );
 
     let complete = complete_events(&dir, &session);
     let conv_ops: Vec<(f64, f64)> = complete

@@ -197,7 +197,9 @@ class _TslProfiler(object):
 
     def resume(self):
         self.runs += 1
-        self.start_ours(os.path.join(_SESSION, self.framework, str(self.runs)))
+        # PID.N: opscope reads the profile as this process's.
+        run = "%d.%d" % (os.getpid(), self.runs)
+        self.start_ours(os.path.join(_SESSION, self.framework, run))
         self.running = True
 
     def stop_at_exit(self):
