@@ -6,6 +6,12 @@
 //! and args (as JSON text) are event fields; the process and thread are the event
 //! context (`vpid`, `vtid`), as LTTng writes them.
 //!
+//! An event whose args name its CPU (`cpu`, as the CTF reader keeps a packet's
+//! `cpu_id`) goes to a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams
+//! have it, so that babeltrace2 and Trace Compass see it where they look for it; a
+//! slice's end goes with its begin. Packets of events with no known CPU say
+//! [`NO_CPU`].
+//!
 //! Everything is byte-aligned little-endian, so no field needs padding; timestamps are
 //! 64-bit nanoseconds from the trace's first event, on a clock whose offset places them
 //! in Unix time when the sources say where that is.
@@ -13,6 +19,7 @@
 use std::fmt::Write as _;
 use std::io;
 
+use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
 use opscope_model::{ArgsId, Trace, TrackKind, NONE};
 
@@ -24,6 +31,9 @@ const PACKET_EVENTS: usize = 4096;
 /// At most this many stream files: babeltrace2's muxer slows down with every stream it
 /// merges (a kernel trace with 16k thread tracks took minutes as one stream each).
 pub const MAX_STREAMS: usize = 64;
+
+/// The `cpu_id` of packets whose events have no known CPU (0 would claim CPU 0).
+pub const NO_CPU: u32 = u32::MAX;
 
 const SLICE_BEGIN: u32 = 0;
 const SLICE_END: u32 = 1;
@@ -45,6 +55,7 @@ pub fn export(
     for i in 0..inst.len() {
         per_track[inst.track[i] as usize].push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: inst.ts[i],
             order: 1,
             what: What::Instant(i),
@@ -54,14 +65,20 @@ pub fn export(
     for i in 0..c.len() {
         per_track[c.track[i] as usize].push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: c.ts[i],
             order: 1,
             what: What::Counter(i),
         });
     }
-    // The tracks of a process go to one stream (processes share streams beyond
-    // MAX_STREAMS); each event names its process and thread in its context.
-    let mut per_stream: Vec<Vec<Event>> = (0..MAX_STREAMS).map(|_| Vec::new()).collect();
+    // The tracks of a process go to one stream per CPU (events with no known CPU to
+    // one more), as LTTng's per-CPU streams; beyond MAX_STREAMS streams are shared and
+    // their packets are cut where the CPU changes. Each event names its process and
+    // thread in its context.
+    let mut stream_of: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut per_stream: Vec<Vec<Event>> = Vec::new();
+    let s = &trace.slices;
+    let slice_cpus: Vec<u32> = (0..s.len()).map(|i| cpu_of(trace, s.args[i])).collect();
     for (t, mut events) in per_track.into_iter().enumerate() {
         if events.is_empty() {
             continue;
@@ -77,10 +94,29 @@ pub fn export(
         let bucket = trace.tracks[t]
             .process
             .map_or(0, |p| p.index() % MAX_STREAMS);
-        per_stream[bucket].extend(events.into_iter().map(|e| Event {
-            track: t as u32,
-            ..e
-        }));
+        for e in events {
+            let cpu = match e.what {
+                What::Begin(i) | What::End(i) => slice_cpus[i],
+                What::Instant(i) => cpu_of(trace, trace.instants.args[i]),
+                What::Counter(_) => NO_CPU,
+            };
+            let next = per_stream.len();
+            let n = *stream_of
+                .entry((bucket, cpu))
+                .or_insert(if next < MAX_STREAMS {
+                    next
+                } else {
+                    (bucket + cpu as usize) % MAX_STREAMS
+                });
+            if n == per_stream.len() {
+                per_stream.push(Vec::new());
+            }
+            per_stream[n].push(Event {
+                track: t as u32,
+                cpu,
+                ..e
+            });
+        }
     }
     let mut stream = Vec::new();
     for (n, mut events) in per_stream.into_iter().enumerate() {
@@ -109,6 +145,8 @@ enum What {
 struct Event {
     /// Set when the tracks are gathered into streams.
     track: u32,
+    /// Set with `track`: the CPU from the event's args, or [`NO_CPU`].
+    cpu: u32,
     ts: i64,
     /// Among events at one time off thread tracks: 0 closes, 1 opens or marks, 2 closes
     /// a zero-length slice after it opened.
@@ -127,6 +165,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
     let close = |i: usize, out: &mut Vec<Event>| {
         out.push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: s.end(i),
             order: if s.dur[i] == 0 { 2 } else { 0 },
             what: What::End(i),
@@ -159,6 +198,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
         }
         out.push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: s.ts[i],
             order: 1,
             what: What::Begin(i),
@@ -169,6 +209,23 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
         while let Some(open) = stack.pop() {
             close(open, out);
         }
+    }
+}
+
+/// The CPU an event's args name (`cpu`), or [`NO_CPU`].
+fn cpu_of(trace: &Trace, args: ArgsId) -> u32 {
+    if args.is_none() {
+        return NO_CPU;
+    }
+    let value = trace
+        .args
+        .get(args)
+        .find(|&(k, _)| trace.str(k) == "cpu")
+        .map(|(_, v)| v);
+    match value {
+        Some(ArgValue::Int(c)) => u32::try_from(c).unwrap_or(NO_CPU),
+        Some(ArgValue::UInt(c)) => u32::try_from(c).unwrap_or(NO_CPU),
+        _ => NO_CPU,
     }
 }
 
@@ -405,7 +462,18 @@ fn write_stream(
 ) {
     let s = &trace.slices;
     let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
-    for (seq, packet) in events.chunks(PACKET_EVENTS).enumerate() {
+    // Packets of at most PACKET_EVENTS events of one CPU.
+    let mut rest = events;
+    let mut seq = 0u64;
+    while !rest.is_empty() {
+        let cpu = rest[0].cpu;
+        let n = rest
+            .iter()
+            .take(PACKET_EVENTS)
+            .position(|e| e.cpu != cpu)
+            .unwrap_or(rest.len().min(PACKET_EVENTS));
+        let (packet, after) = rest.split_at(n);
+        rest = after;
         let start = out.len();
         put_u32(out, MAGIC);
         out.extend_from_slice(uuid);
@@ -416,9 +484,10 @@ fn write_stream(
         let sizes_at = out.len();
         put_u64(out, 0); // content_size, filled in below
         put_u64(out, 0); // packet_size
-        put_u64(out, seq as u64);
+        put_u64(out, seq);
+        seq += 1;
         put_u64(out, 0);
-        put_u32(out, 0);
+        put_u32(out, cpu);
         for e in packet {
             let id = match e.what {
                 What::Begin(_) => SLICE_BEGIN,

@@ -22,6 +22,11 @@
 //! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
+//!
+//! An event from a packet with a `cpu_id` keeps it as the arg `cpu` (a slice: the CPU
+//! it began on), unless its payload has a field of that name: a thread moves
+//! between CPUs, so the lane cannot say it, and `ctf_export` writes it back as the
+//! packet's `cpu_id`. opscope's own events carry their args whole and take none.
 
 use std::rc::Rc;
 
@@ -125,6 +130,9 @@ struct Plan {
     arg_fields: Box<[usize]>,
     /// Instants of this event are process-scoped (statedump).
     process_scope: bool,
+    /// The packet's `cpu_id` becomes the arg `cpu` (not opscope's own events, nor
+    /// events with a payload field `cpu`).
+    cpu_arg: bool,
 }
 
 /// Where the pid/tid/procname of an event are, per scope.
@@ -189,9 +197,12 @@ struct Mapper<'t> {
     named_processes: hashbrown::HashSet<ProcessId>,
     positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
+    /// The current event's CPU as its first arg, when it has one (see the module doc).
+    cpu: Option<(StrId, ArgValue)>,
     last_ts: i64,
     default_category: StrId,
     k_bytes: StrId,
+    k_cpu: StrId,
     k_addr: StrId,
     s_running: StrId,
     s_cpus: StrId,
@@ -409,10 +420,18 @@ impl<'t> Mapper<'t> {
             Rule::Libc(libc) => libc.covered(),
             _ => 0,
         };
+        let cpu_arg = !matches!(
+            rule,
+            Rule::OwnBegin { .. }
+                | Rule::OwnEnd { .. }
+                | Rule::OwnInstant { .. }
+                | Rule::OwnCounter { .. }
+        ) && !names.iter().any(|n| n == "cpu");
         Plan {
             name,
             category,
             rule,
+            cpu_arg,
             arg_fields: (0..names.len())
                 .filter(|&i| covered & field_bit(i) == 0)
                 .collect(),
@@ -538,6 +557,10 @@ impl<'t> Mapper<'t> {
             r.scopes[3],
             &mut self.positions,
         );
+        self.cpu = match r.cpu_id {
+            Some(c) if plan.cpu_arg => Some((self.k_cpu, ArgValue::Int(c as i64))),
+            _ => None,
+        };
         let cpu = r.cpu_id.unwrap_or(stream_index as u64);
         let cpu_lane = pid.is_none() && tid.is_none();
         let (process, track) = match (pid, tid) {
@@ -586,6 +609,8 @@ impl<'t> Mapper<'t> {
         leave_out: u64,
         out: &mut Vec<(StrId, ArgValue)>,
     ) {
+        // A slice's end adds only keys its begin lacks: the slice keeps its begin's CPU.
+        out.extend(self.cpu);
         let el = &layout.events[r.event];
         let Some(Node::Struct { fields, .. }) = &el.fields else {
             return;
@@ -622,7 +647,7 @@ impl<'t> Mapper<'t> {
         extra: &[(StrId, ArgValue)],
         leave_out: u64,
     ) {
-        let args = if plan.arg_fields.is_empty() {
+        let args = if plan.arg_fields.is_empty() && self.cpu.is_none() {
             self.trace.args.push_bag(extra)
         } else {
             // One buffer for every instant: millions of events must not allocate.
@@ -1593,6 +1618,8 @@ pub(super) fn import_layout(
     let default_category = trace.intern(if domain.is_empty() { "ctf" } else { &domain });
     let mut m = Mapper {
         k_bytes: trace.intern("Bytes"),
+        k_cpu: trace.intern("cpu"),
+        cpu: None,
         k_addr: trace.intern("Addr"),
         s_running: trace.intern("running"),
         s_cpus: trace.intern("CPUs"),

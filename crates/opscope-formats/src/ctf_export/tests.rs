@@ -295,3 +295,85 @@ fn our_reader_reads_our_output_back() {
     };
     assert_eq!(counters(&back), counters(&trace));
 }
+
+/// Per event of DIR as babeltrace2 prints it (`--clock-seconds`): its time, the `vtid` of
+/// its context and the `cpu_id` of its packet, sorted and without repeats (a realloc is
+/// one event there and two instants here, at one time on one thread). Counter samples,
+/// which no CPU emitted, are left out.
+fn times_threads_cpus(dir: &Path) -> Option<Vec<(String, i64, u64)>> {
+    let out = match Command::new("babeltrace2")
+        .args(["--clock-seconds", "--no-delta"])
+        .arg(dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but babeltrace2 cannot run ({e})"
+            );
+            eprintln!("skipping: babeltrace2 is not installed ({e})");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "babeltrace2 refused {}",
+        dir.display()
+    );
+    let number = |line: &str, key: &str| -> Option<i64> {
+        let at = line.find(key)? + key.len();
+        let digits: String = line[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().ok()
+    };
+    let mut v: Vec<(String, i64, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains(" opscope:counter: "))
+        .map(|l| {
+            let time = l[1..l.find(']').unwrap()].to_string();
+            let tid = number(l, "vtid = ").unwrap_or_else(|| panic!("no vtid: {l}"));
+            let cpu = number(l, "cpu_id = ").unwrap_or_else(|| panic!("no cpu_id: {l}"));
+            (time, tid, cpu as u64)
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    Some(v)
+}
+
+/// An LTTng trace read, written as CTF and read by babeltrace2 again: every event is
+/// at the same time on the same thread and CPU (`cpu_id`) as babeltrace2 reads it in
+/// the original.
+#[test]
+fn cpu_ids_of_an_lttng_trace_survive_export() {
+    let Some(shared) = crate::shared_data::shared() else {
+        return;
+    };
+    // Four CPUs, one thread moving between them.
+    let original = shared.join("traces/ctf/tracecompass/memory");
+    let metadata = std::fs::read(original.join("metadata")).unwrap();
+    let files: Vec<(String, Vec<u8>)> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|n| {
+            let p = original.join(format!("channel0_{n}"));
+            (p.display().to_string(), std::fs::read(&p).unwrap())
+        })
+        .collect();
+    let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+    let mut trace = Trace::new();
+    crate::ctf::import("memory", &metadata, "memory/metadata", &streams, &mut trace).unwrap();
+    let dir = write_dir(&trace, "cpus");
+    let Some(theirs) = times_threads_cpus(&original) else {
+        return;
+    };
+    let ours = times_threads_cpus(&dir).unwrap();
+    let cpus: std::collections::BTreeSet<u64> = theirs.iter().map(|e| e.2).collect();
+    assert!(cpus.len() > 1, "the trace runs on several CPUs: {cpus:?}");
+    assert_eq!(ours.len(), theirs.len());
+    let first_difference = ours.iter().zip(&theirs).find(|(a, b)| a != b);
+    assert_eq!(first_difference, None, "(ours, babeltrace2's original)");
+}
