@@ -307,7 +307,7 @@ fn from_resident(trace: &Trace, all_steps: &[steps::SourceSteps]) -> Vec<Allocat
         });
     }
     // The program's own process first, before short-lived helpers (shells, shims).
-    reports.sort_by(|a, b| b.peak_in_use.cmp(&a.peak_in_use));
+    reports.sort_by_key(|r| std::cmp::Reverse(r.peak_in_use));
     reports
 }
 
