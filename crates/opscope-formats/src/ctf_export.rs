@@ -2,9 +2,23 @@
 //! files: the tracks of a process share one, and there are at most [`MAX_STREAMS`], as
 //! readers merge streams at a cost per stream) that babeltrace2 and Trace Compass read: slices as
 //! `opscope:slice_begin`/`opscope:slice_end` pairs (tied by the slice's `id`), instants
-//! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories, kinds
-//! and args (as JSON text) are event fields; the process and thread are the event
-//! context (`vpid`, `vtid`), as LTTng writes them.
+//! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories and
+//! kinds are event fields; the process and thread are the event context (`vpid`,
+//! `vtid`), as LTTng writes them.
+//!
+//! Args are typed fields of a struct `args`: integers as `int64_t` (`uint64_t` beyond
+//! it), floats as `double`, strings as `string`, booleans as `uint8_t`, JSON values as
+//! their text. CTF fixes an event's fields in its class, and args' keys and types vary
+//! from event to event, so each set of (key, type) in order gets a class of its own,
+//! named as the others (`opscope:slice_begin`, `opscope:instant`): babeltrace2 prints
+//! every arg as `args = { External_id = 7, … }`, and a reader decodes each value as
+//! its type says, with nothing to parse again. (A variant per arg would print its tag
+//! and make every reader choose a branch per value; one class per key set keeps the
+//! values plain.) Keys are cut to CTF identifiers in the class, so each class's exact
+//! keys and types are in the environment (`opscope_args_ID`, a JSON array of `[key,
+//! type]`), where opscope's reader takes them back. Past [`MAX_TYPED_CLASSES`] key
+//! sets, the rest have their args as one JSON text field, `args`, in the classes of
+//! id 0 to 3.
 //!
 //! An event whose args name its CPU (`cpu`, as the CTF reader keeps a packet's
 //! `cpu_id`) goes to a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams
@@ -21,7 +35,7 @@ use std::io;
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
-use opscope_model::{ArgsId, Trace, TrackKind, NONE};
+use opscope_model::{ArgsId, StrId, Trace, TrackKind, NONE};
 
 use crate::error::ExportError;
 
@@ -32,6 +46,9 @@ const PACKET_EVENTS: usize = 4096;
 /// merges (a kernel trace with 16k thread tracks took minutes as one stream each).
 pub const MAX_STREAMS: usize = 64;
 
+/// At most this many classes of typed args (metadata readers parse every class).
+pub const MAX_TYPED_CLASSES: usize = 2000;
+
 /// The `cpu_id` of packets whose events have no known CPU (0 would claim CPU 0).
 pub const NO_CPU: u32 = u32::MAX;
 
@@ -39,6 +56,167 @@ const SLICE_BEGIN: u32 = 0;
 const SLICE_END: u32 = 1;
 const INSTANT: u32 = 2;
 const COUNTER: u32 = 3;
+/// The first id of the classes with typed args.
+const FIRST_TYPED: u32 = 4;
+
+/// An arg's type in a class with typed args, as the environment names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ArgTag {
+    Int,
+    UInt,
+    Float,
+    Str,
+    Bool,
+    Json,
+    Null,
+}
+
+impl ArgTag {
+    pub(crate) const ALL: [ArgTag; 7] = [
+        ArgTag::Int,
+        ArgTag::UInt,
+        ArgTag::Float,
+        ArgTag::Str,
+        ArgTag::Bool,
+        ArgTag::Json,
+        ArgTag::Null,
+    ];
+
+    fn of(value: ArgValue) -> ArgTag {
+        match value {
+            ArgValue::Null => ArgTag::Null,
+            ArgValue::Bool(_) => ArgTag::Bool,
+            ArgValue::Int(_) => ArgTag::Int,
+            ArgValue::UInt(_) => ArgTag::UInt,
+            ArgValue::Float(_) => ArgTag::Float,
+            ArgValue::Str(_) => ArgTag::Str,
+            ArgValue::Json(_) => ArgTag::Json,
+        }
+    }
+
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            ArgTag::Int => "int",
+            ArgTag::UInt => "uint",
+            ArgTag::Float => "float",
+            ArgTag::Str => "str",
+            ArgTag::Bool => "bool",
+            ArgTag::Json => "json",
+            ArgTag::Null => "null",
+        }
+    }
+
+    fn tsdl(self) -> &'static str {
+        match self {
+            ArgTag::Int => "int64_t",
+            ArgTag::UInt => "uint64_t",
+            ArgTag::Float => "double",
+            ArgTag::Str | ArgTag::Json => "string",
+            ArgTag::Bool | ArgTag::Null => "uint8_t",
+        }
+    }
+}
+
+/// A class of typed args: slice begins or instants, with these keys and types.
+type Schema = (bool, Vec<(StrId, ArgTag)>);
+
+/// The classes of typed args a trace needs, by schema, with their ids.
+#[derive(Default)]
+struct Classes {
+    ids: HashMap<Schema, u32>,
+    /// In id order.
+    list: Vec<Schema>,
+}
+
+impl Classes {
+    /// The class of an event's args, made when new; `None` past MAX_TYPED_CLASSES.
+    fn of(&mut self, trace: &Trace, begin: bool, args: ArgsId) -> Option<u32> {
+        let keys: Vec<(StrId, ArgTag)> = trace
+            .args
+            .get(args)
+            .map(|(k, v)| (k, ArgTag::of(v)))
+            .collect();
+        let schema = (begin, keys);
+        if let Some(&id) = self.ids.get(&schema) {
+            return Some(id);
+        }
+        if self.list.len() >= MAX_TYPED_CLASSES {
+            return None;
+        }
+        let id = FIRST_TYPED + self.list.len() as u32;
+        self.ids.insert(schema.clone(), id);
+        self.list.push(schema);
+        Some(id)
+    }
+}
+
+/// TSDL's reserved words, which no field may be named.
+const TSDL_KEYWORDS: &[&str] = &[
+    "align",
+    "callsite",
+    "const",
+    "char",
+    "clock",
+    "double",
+    "enum",
+    "env",
+    "event",
+    "floating_point",
+    "float",
+    "integer",
+    "int",
+    "long",
+    "short",
+    "signed",
+    "stream",
+    "string",
+    "struct",
+    "trace",
+    "typealias",
+    "typedef",
+    "unsigned",
+    "variant",
+    "void",
+    "_Bool",
+    "_Complex",
+    "_Imaginary",
+];
+
+/// CTF field names for `keys`: each cut to an identifier (other characters become
+/// `_`; a leading `_` where it would start with a digit or be a reserved word, which
+/// babeltrace2 does not print) and made unique, also as babeltrace2 prints them (less
+/// one leading `_`).
+fn field_names(trace: &Trace, keys: &[(StrId, ArgTag)]) -> Vec<String> {
+    let mut shown = hashbrown::HashSet::new();
+    keys.iter()
+        .map(|&(k, _)| {
+            let mut base: String = trace
+                .str(k)
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if base.is_empty()
+                || base.starts_with(|c: char| c.is_ascii_digit())
+                || TSDL_KEYWORDS.contains(&base.as_str())
+            {
+                base.insert(0, '_');
+            }
+            let mut name = base.clone();
+            let mut n = 2;
+            while !shown.insert(name.strip_prefix('_').unwrap_or(&name).to_string()) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
 
 /// Writes `trace`: `write(file_name, bytes)` is called once for `metadata` and once per
 /// stream file, each with the whole file.
@@ -48,7 +226,24 @@ pub fn export(
 ) -> Result<(), ExportError> {
     let base = first_time(trace).unwrap_or(0);
     let uuid = trace_uuid(trace);
-    write("metadata", metadata(trace, base, &uuid).as_bytes())?;
+    // The class of each slice's begin and each instant.
+    let mut classes = Classes::default();
+    let s = &trace.slices;
+    let begin_class: Vec<u32> = (0..s.len())
+        .map(|i| classes.of(trace, true, s.args[i]).unwrap_or(SLICE_BEGIN))
+        .collect();
+    let inst = &trace.instants;
+    let instant_class: Vec<u32> = (0..inst.len())
+        .map(|i| classes.of(trace, false, inst.args[i]).unwrap_or(INSTANT))
+        .collect();
+    write(
+        "metadata",
+        metadata(trace, base, &uuid, &classes).as_bytes(),
+    )?;
+    let class_of = EventClasses {
+        begin: &begin_class,
+        instant: &instant_class,
+    };
     let mut per_track: Vec<Vec<Event>> = (0..trace.tracks.len()).map(|_| Vec::new()).collect();
     slice_events(trace, &mut per_track);
     let inst = &trace.instants;
@@ -127,10 +322,24 @@ pub fn export(
         // that order among equal times.
         events.sort_by_key(|e| e.ts);
         stream.clear();
-        write_stream(trace, n as u64, &events, base, &uuid, &mut stream);
+        write_stream(
+            trace,
+            &class_of,
+            n as u64,
+            &events,
+            base,
+            &uuid,
+            &mut stream,
+        );
         write(&format!("stream_{n}"), &stream)?;
     }
     Ok(())
+}
+
+/// The class id of each slice's begin and of each instant.
+struct EventClasses<'c> {
+    begin: &'c [u32],
+    instant: &'c [u32],
 }
 
 #[derive(Copy, Clone)]
@@ -284,7 +493,7 @@ fn tsdl_string(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16]) -> String {
+fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16], classes: &Classes) -> String {
     let mut m = String::new();
     let uuid = uuid_text(uuid);
     // The clock counts ns from the first event; its offset says when that was.
@@ -321,7 +530,7 @@ env {{
     tracer_name = "opscope";
     tracer_major = 0;
     tracer_minor = 1;
-    source = "{sources}";
+    source = "{sources}";{schemas}
 }};
 
 clock {{
@@ -404,13 +613,59 @@ event {{
 }};
 "#,
         sources = tsdl_string(&sources.join(", ")),
+        schemas = schemas(trace, classes),
         absolute = if unix_offset(trace).is_some() {
             "TRUE"
         } else {
             "FALSE"
         },
     );
+    for (n, (begin, keys)) in classes.list.iter().enumerate() {
+        let id = FIRST_TYPED as usize + n;
+        let (name, head) = if *begin {
+            ("opscope:slice_begin", "uint64_t id;\n        ")
+        } else {
+            ("opscope:instant", "")
+        };
+        let _ = write!(
+            m,
+            "\nevent {{\n    name = \"{name}\";\n    id = {id};\n    stream_id = 0;\n    fields := struct {{\n        {head}string name;\n        string category;\n        string kind;\n        struct {{\n"
+        );
+        for (field, (_, tag)) in field_names(trace, keys).iter().zip(keys) {
+            let _ = writeln!(m, "            {} {field};", tag.tsdl());
+        }
+        m.push_str("        } args;\n    };\n};\n");
+    }
     m
+}
+
+/// The environment entries that give each typed class its exact keys and types.
+fn schemas(trace: &Trace, classes: &Classes) -> String {
+    let mut out = String::new();
+    for (n, (_, keys)) in classes.list.iter().enumerate() {
+        let list: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|&(k, tag)| serde_json::json!([trace.str(k), tag.code()]))
+            .collect();
+        let text = serde_json::Value::Array(list).to_string();
+        let id = FIRST_TYPED as usize + n;
+        let _ = write!(out, "\n    opscope_args_{id} = \"{}\";", tsdl_string(&text));
+    }
+    out
+}
+
+/// Writes the args of a typed class: each value as its type (the class's) says.
+fn put_typed_args(trace: &Trace, args: ArgsId, out: &mut Vec<u8>) {
+    for (_, value) in trace.args.get(args) {
+        match value {
+            ArgValue::Null => out.push(0),
+            ArgValue::Bool(b) => out.push(u8::from(b)),
+            ArgValue::Int(i) => out.extend_from_slice(&i.to_le_bytes()),
+            ArgValue::UInt(u) => out.extend_from_slice(&u.to_le_bytes()),
+            ArgValue::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
+            ArgValue::Str(s) | ArgValue::Json(s) => put_str(out, trace.str(s)),
+        }
+    }
 }
 
 /// The args as one JSON object.
@@ -454,6 +709,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 fn write_stream(
     trace: &Trace,
+    classes: &EventClasses,
     instance: u64,
     events: &[Event],
     base: i64,
@@ -490,9 +746,9 @@ fn write_stream(
         put_u32(out, cpu);
         for e in packet {
             let id = match e.what {
-                What::Begin(_) => SLICE_BEGIN,
+                What::Begin(i) => classes.begin[i],
                 What::End(_) => SLICE_END,
-                What::Instant(_) => INSTANT,
+                What::Instant(i) => classes.instant[i],
                 What::Counter(_) => COUNTER,
             };
             let t = &trace.tracks[e.track as usize];
@@ -508,7 +764,11 @@ fn write_stream(
                     put_str(out, trace.str(s.name[i]));
                     put_str(out, trace.str(s.category[i]));
                     put_str(out, s.kind(i).name());
-                    put_str(out, &args_json(trace, s.args[i]));
+                    if id == SLICE_BEGIN {
+                        put_str(out, &args_json(trace, s.args[i]));
+                    } else {
+                        put_typed_args(trace, s.args[i], out);
+                    }
                 }
                 What::End(i) => {
                     put_u64(out, i as u64);
@@ -519,7 +779,11 @@ fn write_stream(
                     put_str(out, trace.str(inst.name[i]));
                     put_str(out, trace.str(inst.category[i]));
                     put_str(out, inst.kind(i).name());
-                    put_str(out, &args_json(trace, inst.args[i]));
+                    if id == INSTANT {
+                        put_str(out, &args_json(trace, inst.args[i]));
+                    } else {
+                        put_typed_args(trace, inst.args[i], out);
+                    }
                 }
                 What::Counter(i) => {
                     put_str(out, trace.str(t.name));

@@ -43,6 +43,7 @@ use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{skip, Event, Layout, Node, Val};
 use super::program::{FixedField, FixedInt, Op};
 use super::types::{ClockOrigin, EnvValue};
+use crate::ctf_export::ArgTag;
 use crate::error::ImportError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -117,6 +118,16 @@ enum Rule {
         name: usize,
         value: usize,
     },
+    /// opscope's own slice begins and instants with typed args: `args` is the payload
+    /// field of the struct whose fields are, in order, these keys of these types.
+    OwnTyped {
+        id: Option<usize>,
+        name: usize,
+        category: usize,
+        kind: usize,
+        args: usize,
+        keys: Box<[(StrId, ArgTag)]>,
+    },
 }
 
 struct Plan {
@@ -169,6 +180,15 @@ struct Open {
     args: Vec<(StrId, ArgValue)>,
 }
 
+/// One of opscope's own slices, begun: its args are in the model already.
+struct OwnOpen {
+    name: StrId,
+    ts: i64,
+    kind: SliceKind,
+    category: StrId,
+    args: ArgsId,
+}
+
 /// A lane: pid, tid, and whether the tid is a CPU number.
 type LaneKey = (i64, i64, bool);
 
@@ -186,7 +206,7 @@ struct Mapper<'t> {
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
     stacks: HashMap<TrackId, Vec<Open>>,
     /// opscope's own slices still open, by the id the writer gave them.
-    own_open: HashMap<u64, Open>,
+    own_open: HashMap<u64, OwnOpen>,
     allocations: Allocations,
     /// The bytes-in-use counter track of each process (by index) with allocator events.
     libc_tracks: Vec<Option<TrackId>>,
@@ -197,6 +217,9 @@ struct Mapper<'t> {
     named_processes: hashbrown::HashSet<ProcessId>,
     positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
+    /// The last text of each (event class, slot) of opscope's typed classes.
+    memo: Vec<StrId>,
+    last_kind: Option<(StrId, SliceKind)>,
     /// The current event's CPU as its first arg, when it has one (see the module doc).
     cpu: Option<(StrId, ArgValue)>,
     last_ts: i64,
@@ -317,7 +340,58 @@ impl<'t> Mapper<'t> {
         let name = self.trace.intern(short);
         let provider = provider.unwrap_or("");
         let mut process_scope = false;
+        let typed_keys = |m: &mut Self| -> Option<Box<[(StrId, ArgTag)]>> {
+            let schema = layout.meta.env_str(&format!("opscope_args_{}", el.id))?;
+            let Ok(serde_json::Value::Array(list)) = serde_json::from_str(schema) else {
+                return None;
+            };
+            let Some(Node::Struct { fields, .. }) = &el.fields else {
+                return None;
+            };
+            let args = fields.get(field("args")?)?;
+            let Node::Struct { fields: typed, .. } = args else {
+                return None;
+            };
+            let keys = list
+                .iter()
+                .map(|pair| {
+                    let key = pair.get(0)?.as_str()?;
+                    let code = pair.get(1)?.as_str()?;
+                    let tag = ArgTag::ALL.into_iter().find(|t| t.code() == code)?;
+                    Some((m.trace.intern(key), tag))
+                })
+                .collect::<Option<Box<[_]>>>()?;
+            // Every field a scalar value of the type the schema says.
+            let fits = keys.len() == typed.len()
+                && keys
+                    .iter()
+                    .zip(typed.iter())
+                    .all(|((_, tag), f)| match tag {
+                        ArgTag::Float => matches!(f, Node::Float { .. }),
+                        ArgTag::Str | ArgTag::Json => matches!(f, Node::Str),
+                        _ => matches!(f, Node::Int(_)),
+                    });
+            fits.then_some(keys)
+        };
+        let typed = match short {
+            "slice_begin" | "instant" => typed_keys(self),
+            _ => None,
+        };
         let own = (|| {
+            if let Some(keys) = typed {
+                return Some(Rule::OwnTyped {
+                    id: if short == "slice_begin" {
+                        Some(int_field("id")?)
+                    } else {
+                        None
+                    },
+                    name: str_field("name")?,
+                    category: str_field("category")?,
+                    kind: str_field("kind")?,
+                    args: field("args")?,
+                    keys,
+                });
+            }
             Some(match short {
                 "slice_begin" => Rule::OwnBegin {
                     id: int_field("id")?,
@@ -426,6 +500,7 @@ impl<'t> Mapper<'t> {
                 | Rule::OwnEnd { .. }
                 | Rule::OwnInstant { .. }
                 | Rule::OwnCounter { .. }
+                | Rule::OwnTyped { .. }
         ) && !names.iter().any(|n| n == "cpu");
         Plan {
             name,
@@ -717,6 +792,76 @@ impl<'t> Mapper<'t> {
             .collect()
     }
 
+    /// Field `i`'s text, as the previous event of its class in `slot` had it when its
+    /// bytes are the same: the category and kind of one class rarely change, nor the
+    /// name over runs of events, and comparing bytes is cheaper than checking and
+    /// hashing them.
+    fn memo_text(&mut self, r: &Event, slot: usize, i: usize) -> StrId {
+        let at = r.event * 3 + slot;
+        let Some(&Val::Str { start, len }) =
+            self.positions.get(i).and_then(|&p| r.vals.get(p as usize))
+        else {
+            return self.field_text(r, i);
+        };
+        let bytes = r.text(start, len);
+        if let Some(&prev) = self.memo.get(at) {
+            if prev != StrId::EMPTY && self.trace.str(prev).as_bytes() == bytes {
+                return prev;
+            }
+        }
+        let id = self.field_text(r, i);
+        if self.memo.len() <= at {
+            self.memo.resize(at + 1, StrId::EMPTY);
+        }
+        self.memo[at] = id;
+        id
+    }
+
+    /// The kind a kind's name says, remembering the last.
+    fn memo_kind(&mut self, name: StrId) -> SliceKind {
+        if let Some((n, k)) = self.last_kind {
+            if n == name {
+                return k;
+            }
+        }
+        let text = self.trace.str(name);
+        let kind = SliceKind::ALL
+            .into_iter()
+            .find(|k| k.name() == text)
+            .unwrap_or(SliceKind::Other);
+        self.last_kind = Some((name, kind));
+        kind
+    }
+
+    /// The args of a typed class (`ctf_export`): payload field `field` is a struct
+    /// whose fields hold `keys`' values, each of its type.
+    fn typed_args(&mut self, r: &Event, field: usize, keys: &[(StrId, ArgTag)]) -> ArgsId {
+        let Some(&at) = self.positions.get(field) else {
+            return ArgsId::NONE;
+        };
+        let mut entries = std::mem::take(&mut self.scratch);
+        entries.clear();
+        // The struct's own value, then one per field.
+        let vals = r.vals.get(at as usize + 1..).unwrap_or(&[]);
+        for (&(key, tag), &v) in keys.iter().zip(vals) {
+            let value = match (tag, v) {
+                (ArgTag::Int, Val::I(x)) => ArgValue::Int(x),
+                (ArgTag::Int, Val::U(x)) => ArgValue::Int(x as i64),
+                (ArgTag::UInt, Val::U(x)) => ArgValue::UInt(x),
+                (ArgTag::UInt, Val::I(x)) => ArgValue::UInt(x as u64),
+                (ArgTag::Float, Val::F(x)) => ArgValue::Float(x),
+                (ArgTag::Bool, Val::U(x)) => ArgValue::Bool(x != 0),
+                (ArgTag::Str, v @ Val::Str { .. }) => ArgValue::Str(self.text(r, v)),
+                (ArgTag::Json, v @ Val::Str { .. }) => ArgValue::Json(self.text(r, v)),
+                _ => ArgValue::Null,
+            };
+            entries.push((key, value));
+        }
+        let args = self.trace.args.push_bag(&entries);
+        self.scratch = entries;
+        args
+    }
+
     fn field_int(&self, r: &Event, i: usize) -> Option<i64> {
         int_at(r.vals, self.positions.get(i).copied())
     }
@@ -818,21 +963,31 @@ impl<'t> Mapper<'t> {
                 kind,
                 args,
             } => {
-                let open = Open {
-                    key: plan.name,
+                let entries = self.field_json_args(r, *args);
+                let open = OwnOpen {
                     name: self.field_text(r, *name),
                     ts,
                     kind: self.field_kind(r, *kind),
                     category: self.field_text(r, *category),
-                    args: self.field_json_args(r, *args),
+                    args: self.trace.args.push_bag(&entries),
                 };
                 let id = self.field_u(r, *id);
                 self.own_open.insert(id, open);
             }
-            Rule::OwnEnd { id } => {
-                let open = self.own_open.remove(&self.field_u(r, *id));
-                self.end_or_unmatched(open, plan, layout, r, ts, track);
-            }
+            Rule::OwnEnd { id } => match self.own_open.remove(&self.field_u(r, *id)) {
+                Some(open) => {
+                    self.trace.slices.push(SliceRow {
+                        track,
+                        ts: open.ts,
+                        dur: ts.saturating_sub(open.ts),
+                        name: open.name,
+                        category: open.category,
+                        kind: open.kind,
+                        args: open.args,
+                    });
+                }
+                None => self.end_or_unmatched(None, plan, layout, r, ts, track),
+            },
             Rule::OwnInstant {
                 name,
                 category,
@@ -851,6 +1006,46 @@ impl<'t> Mapper<'t> {
                     args,
                 };
                 self.trace.instants.push(row);
+            }
+            Rule::OwnTyped {
+                id,
+                name,
+                category,
+                kind,
+                args,
+                keys,
+            } => {
+                let args = self.typed_args(r, *args, keys);
+                let name = self.memo_text(r, 0, *name);
+                let category = self.memo_text(r, 1, *category);
+                let kind_text = self.memo_text(r, 2, *kind);
+                let kind = self.memo_kind(kind_text);
+                match id {
+                    Some(id) => {
+                        let id = self.field_u(r, *id);
+                        self.own_open.insert(
+                            id,
+                            OwnOpen {
+                                name,
+                                ts,
+                                kind,
+                                category,
+                                args,
+                            },
+                        );
+                    }
+                    None => {
+                        self.trace.instants.push(InstantRow {
+                            track,
+                            ts,
+                            name,
+                            category,
+                            kind,
+                            scope: InstantScope::Thread,
+                            args,
+                        });
+                    }
+                }
             }
             Rule::OwnCounter { name, value } => {
                 let name = self.field_text(r, *name);
@@ -1620,6 +1815,8 @@ pub(super) fn import_layout(
         k_bytes: trace.intern("Bytes"),
         k_cpu: trace.intern("cpu"),
         cpu: None,
+        memo: Vec::new(),
+        last_kind: None,
         k_addr: trace.intern("Addr"),
         s_running: trace.intern("running"),
         s_cpus: trace.intern("CPUs"),

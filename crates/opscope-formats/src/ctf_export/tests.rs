@@ -7,7 +7,7 @@ use super::*;
 /// async lane, instants, a counter, and args that need escaping.
 const SAMPLE: &str = r#"{"traceEvents":[
   {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
-  {"ph":"X","cat":"cpu_op","name":"outer","pid":1,"tid":2,"ts":10,"dur":10,"args":{"note":"say \"hi\"","n":3}},
+  {"ph":"X","cat":"cpu_op","name":"outer","pid":1,"tid":2,"ts":10,"dur":10,"args":{"note":"say \"hi\"","n":3,"External id":-7,"string":"a keyword","2x":1.5,"flag":true,"dims":[[1,2],[3]],"big":18446744073709551615,"none":null,"n_":0,"_n":1}},
   {"ph":"X","cat":"cpu_op","name":"first","pid":1,"tid":2,"ts":10,"dur":0},
   {"ph":"X","cat":"cpu_op","name":"inner","pid":1,"tid":2,"ts":12,"dur":5},
   {"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":2,"ts":20,"dur":0},
@@ -38,26 +38,18 @@ fn write_dir(trace: &Trace, name: &str) -> PathBuf {
     dir
 }
 
-/// One event as babeltrace2 prints it: clock cycles, name, and its payload fields.
+/// One event as babeltrace2 prints it: clock cycles, name, and its payload fields (but
+/// the struct `args`), and the fields of `args`.
 #[derive(Debug, Clone, PartialEq)]
 struct Printed {
     cycles: u64,
     event: String,
     fields: Vec<(String, String)>,
+    args: Vec<(String, String)>,
 }
 
-/// Reads `babeltrace2 --clock-cycles` text: `[N] (+D) EVENT: { cpu_id = 0 }, { vpid = …,
-/// vtid = … }, { name = "…", … }`.
-fn parse_line(line: &str) -> Printed {
-    let cycles = line[1..line.find(']').unwrap()].trim().parse().unwrap();
-    let after = &line[line.find(") ").unwrap() + 2..];
-    let (event, rest) = after.split_once(": ").unwrap();
-    let payload_at = rest.rfind("}, {").map_or(0, |i| i + 3);
-    let payload = rest[payload_at..].trim();
-    let inner = payload
-        .strip_prefix("{ ")
-        .and_then(|p| p.strip_suffix(" }"))
-        .unwrap_or("");
+/// `key = value, …` as babeltrace2 prints a struct's fields (strings unquoted).
+fn parse_fields(inner: &str) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     let bytes = inner.as_bytes();
     let mut i = 0;
@@ -86,10 +78,39 @@ fn parse_line(line: &str) -> Printed {
         fields.push((key, value));
         i = j;
     }
+    fields
+}
+
+/// Reads `babeltrace2 --clock-cycles` text: `[N] (+D) EVENT: { cpu_id = 0 }, { vpid = …,
+/// vtid = … }, { name = "…", … }`.
+fn parse_line(line: &str) -> Printed {
+    let cycles = line[1..line.find(']').unwrap()].trim().parse().unwrap();
+    let after = &line[line.find(") ").unwrap() + 2..];
+    let (event, rest) = after.split_once(": ").unwrap();
+    // The payload is the last `{ … }`; typed args end it as `args = { … }`.
+    let (rest, args) = match rest.find(", args = { ") {
+        Some(at) => {
+            let inner = &rest[at + ", args = { ".len()..];
+            let inner = inner.strip_suffix(" } }").unwrap_or("");
+            (format!("{} }}", &rest[..at]), parse_fields(inner))
+        }
+        None => match rest.find(", args = { } }") {
+            Some(at) => (format!("{} }}", &rest[..at]), Vec::new()),
+            None => (rest.to_string(), Vec::new()),
+        },
+    };
+    let payload_at = rest.rfind("}, {").map_or(0, |i| i + 3);
+    let payload = rest[payload_at..].trim();
+    let inner = payload
+        .strip_prefix("{ ")
+        .and_then(|p| p.strip_suffix(" }"))
+        .unwrap_or("");
+    let fields = parse_fields(inner);
     Printed {
         cycles,
         event: event.to_string(),
         fields,
+        args,
     }
 }
 
@@ -154,7 +175,7 @@ fn babeltrace2_reads_every_event_with_its_time_and_fields() {
                     assert_eq!(p.cycles as i64, s.ts[i] - base, "{p:?}");
                     assert_eq!(field(p, "category"), trace.str(s.category[i]));
                     assert_eq!(field(p, "kind"), s.kind(i).name());
-                    assert_eq!(field(p, "args"), args_json(&trace, s.args[i]));
+                    assert_args(&trace, s.args[i], &p.args);
                 } else {
                     ends += 1;
                     assert_eq!(p.cycles as i64, s.end(i) - base, "{p:?}");
@@ -170,9 +191,45 @@ fn babeltrace2_reads_every_event_with_its_time_and_fields() {
         }
     }
     assert_eq!((begins, ends), (s.len(), s.len()));
-    assert!(printed.iter().any(|p| field(p, "name") == "outer"
-        && p.event.ends_with("begin")
-        && field(p, "args").contains(r#"say \"hi\""#)));
+    let outer = printed
+        .iter()
+        .find(|p| field(p, "name") == "outer" && p.event.ends_with("begin"))
+        .unwrap();
+    assert!(outer.args.contains(&("note".into(), r#"say "hi""#.into())));
+    assert!(outer.args.contains(&("External_id".into(), "-7".into())));
+}
+
+/// babeltrace2 prints each arg as a field of its type: integers and strings as they
+/// are, floats as numbers, JSON as its text, booleans as 0 or 1; under its key cut to
+/// an identifier, in order.
+fn assert_args(trace: &Trace, args: ArgsId, printed: &[(String, String)]) {
+    let ours: Vec<(StrId, ArgValue)> = trace.args.get(args).collect();
+    assert_eq!(ours.len(), printed.len(), "{printed:?}");
+    let keys: Vec<(StrId, ArgTag)> = ours.iter().map(|&(k, v)| (k, ArgTag::of(v))).collect();
+    let names = field_names(trace, &keys);
+    for ((&(key, value), (name, text)), field) in ours.iter().zip(printed).zip(&names) {
+        assert_eq!(field.strip_prefix('_').unwrap_or(field), name);
+        let key = trace.str(key);
+        let cut: String = key
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        assert!(
+            name.starts_with(cut.trim_start_matches('_')),
+            "{key} printed as {name}"
+        );
+        match value {
+            ArgValue::Int(i) => assert_eq!(text, &i.to_string()),
+            ArgValue::UInt(u) => assert_eq!(text, &u.to_string()),
+            ArgValue::Float(f) => {
+                let g: f64 = text.parse().unwrap();
+                assert!((g - f).abs() <= 1e-6 * f.abs(), "{key}: {text} for {f}");
+            }
+            ArgValue::Str(x) | ArgValue::Json(x) => assert_eq!(text, trace.str(x)),
+            ArgValue::Bool(b) => assert_eq!(text, if b { "1" } else { "0" }),
+            ArgValue::Null => assert_eq!(text, "0"),
+        }
+    }
 }
 
 /// On a thread track, each slice's begin and end enclose exactly its children's, even
@@ -209,14 +266,14 @@ fn thread_tracks_keep_their_nesting() {
 #[test]
 fn metadata_declares_a_unix_clock_when_sources_know_it() {
     let mut trace = sample();
-    let m = metadata(&trace, 10_000, &[0; 16]);
+    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
     assert!(m.starts_with("/* CTF 1.8 */"));
     assert!(
         m.contains("absolute = FALSE"),
         "Chrome traces of µs have no epoch"
     );
     trace.clocks[0].unix_offset_ns = Some(1_700_000_000_500_000_000);
-    let m = metadata(&trace, 10_000, &[0; 16]);
+    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
     assert!(m.contains("offset_s = 1700000000;"), "{m}");
     assert!(m.contains("offset = 500010000;"), "{m}");
     assert!(m.contains("absolute = TRUE"));
@@ -258,7 +315,7 @@ fn our_reader_reads_our_output_back() {
                     s.kind(i).name(),
                     s.ts[i],
                     s.dur[i],
-                    args_json(t, s.args[i]),
+                    crate::roundtrip_tests::args_text(t, s.args[i]),
                 )
             })
             .collect();
@@ -274,7 +331,7 @@ fn our_reader_reads_our_output_back() {
                     t.str(inst.name[i]).to_string(),
                     inst.kind(i).name(),
                     inst.ts[i],
-                    args_json(t, inst.args[i]),
+                    crate::roundtrip_tests::args_text(t, inst.args[i]),
                 )
             })
             .collect();
