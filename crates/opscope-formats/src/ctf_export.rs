@@ -126,10 +126,12 @@ struct Classes {
     ids: HashMap<Schema, u32>,
     /// In id order.
     list: Vec<Schema>,
+    /// At most this many (the events of further schemas have their args as JSON).
+    limit: usize,
 }
 
 impl Classes {
-    /// The class of an event's args, made when new; `None` past MAX_TYPED_CLASSES.
+    /// The class of an event's args, made when new; `None` past the limit.
     fn of(&mut self, trace: &Trace, begin: bool, args: ArgsId) -> Option<u32> {
         let keys: Vec<(StrId, ArgTag)> = trace
             .args
@@ -140,7 +142,7 @@ impl Classes {
         if let Some(&id) = self.ids.get(&schema) {
             return Some(id);
         }
-        if self.list.len() >= MAX_TYPED_CLASSES {
+        if self.list.len() >= self.limit {
             return None;
         }
         let id = FIRST_TYPED + self.list.len() as u32;
@@ -224,10 +226,22 @@ pub fn export(
     trace: &Trace,
     write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,
 ) -> Result<(), ExportError> {
+    export_with(trace, MAX_TYPED_CLASSES, write)
+}
+
+/// [`export`] with at most `typed_classes` classes of typed args.
+fn export_with(
+    trace: &Trace,
+    typed_classes: usize,
+    write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,
+) -> Result<(), ExportError> {
     let base = first_time(trace).unwrap_or(0);
     let uuid = trace_uuid(trace);
     // The class of each slice's begin and each instant.
-    let mut classes = Classes::default();
+    let mut classes = Classes {
+        limit: typed_classes,
+        ..Classes::default()
+    };
     let s = &trace.slices;
     let begin_class: Vec<u32> = (0..s.len())
         .map(|i| classes.of(trace, true, s.args[i]).unwrap_or(SLICE_BEGIN))

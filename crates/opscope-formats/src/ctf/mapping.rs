@@ -219,6 +219,8 @@ struct Mapper<'t> {
     scratch: Vec<(StrId, ArgValue)>,
     /// The last text of each (event class, slot) of opscope's typed classes.
     memo: Vec<StrId>,
+    /// The last text of each string arg, per event class of opscope's typed classes.
+    arg_memo: Vec<Vec<StrId>>,
     last_kind: Option<(StrId, SliceKind)>,
     /// The current event's CPU as its first arg, when it has one (see the module doc).
     cpu: Option<(StrId, ArgValue)>,
@@ -843,7 +845,29 @@ impl<'t> Mapper<'t> {
         entries.clear();
         // The struct's own value, then one per field.
         let vals = r.vals.get(at as usize + 1..).unwrap_or(&[]);
-        for (&(key, tag), &v) in keys.iter().zip(vals) {
+        let mut memo = std::mem::take(&mut self.arg_memo);
+        if memo.len() <= r.event {
+            memo.resize_with(r.event + 1, Vec::new);
+        }
+        let memo_of_class = &mut memo[r.event];
+        if memo_of_class.len() < keys.len() {
+            memo_of_class.resize(keys.len(), StrId::EMPTY);
+        }
+        for (k, (&(key, tag), &v)) in keys.iter().zip(vals).enumerate() {
+            // A string arg often repeats the previous event's of its class (an op's
+            // input types and shapes): equal bytes are that string, as for names.
+            let mut text = |m: &mut Self, v: Val| match v {
+                Val::Str { start, len } => {
+                    let prev = memo_of_class[k];
+                    if prev != StrId::EMPTY && m.trace.str(prev).as_bytes() == r.text(start, len) {
+                        return prev;
+                    }
+                    let id = m.text(r, v);
+                    memo_of_class[k] = id;
+                    id
+                }
+                _ => StrId::EMPTY,
+            };
             let value = match (tag, v) {
                 (ArgTag::Int, Val::I(x)) => ArgValue::Int(x),
                 (ArgTag::Int, Val::U(x)) => ArgValue::Int(x as i64),
@@ -851,12 +875,13 @@ impl<'t> Mapper<'t> {
                 (ArgTag::UInt, Val::I(x)) => ArgValue::UInt(x as u64),
                 (ArgTag::Float, Val::F(x)) => ArgValue::Float(x),
                 (ArgTag::Bool, Val::U(x)) => ArgValue::Bool(x != 0),
-                (ArgTag::Str, v @ Val::Str { .. }) => ArgValue::Str(self.text(r, v)),
-                (ArgTag::Json, v @ Val::Str { .. }) => ArgValue::Json(self.text(r, v)),
+                (ArgTag::Str, v @ Val::Str { .. }) => ArgValue::Str(text(self, v)),
+                (ArgTag::Json, v @ Val::Str { .. }) => ArgValue::Json(text(self, v)),
                 _ => ArgValue::Null,
             };
             entries.push((key, value));
         }
+        self.arg_memo = memo;
         let args = self.trace.args.push_bag(&entries);
         self.scratch = entries;
         args
@@ -1816,6 +1841,7 @@ pub(super) fn import_layout(
         k_cpu: trace.intern("cpu"),
         cpu: None,
         memo: Vec::new(),
+        arg_memo: Vec::new(),
         last_kind: None,
         k_addr: trace.intern("Addr"),
         s_running: trace.intern("running"),

@@ -28,10 +28,15 @@ fn sample() -> Trace {
 }
 
 fn write_dir(trace: &Trace, name: &str) -> PathBuf {
+    write_dir_with(trace, name, MAX_TYPED_CLASSES)
+}
+
+/// The trace written with at most `typed` classes of typed args.
+fn write_dir_with(trace: &Trace, name: &str, typed: usize) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("opscope-ctf-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    export(trace, &mut |file, bytes| {
+    export_with(trace, typed, &mut |file, bytes| {
         std::fs::write(dir.join(file), bytes)
     })
     .unwrap();
@@ -280,12 +285,27 @@ fn metadata_declares_a_unix_clock_when_sources_know_it() {
 }
 
 /// opscope's CTF reader turns opscope's own events back into the slices, instants and
-/// counter samples they came from: names, categories, kinds, args, times and durations.
+/// counter samples they came from: names, categories, kinds, args (each of its type),
+/// times and durations; with typed args, and with args as JSON past the classes' limit
+/// (here after one class, and with none).
 #[test]
 fn our_reader_reads_our_output_back() {
+    for typed in [MAX_TYPED_CLASSES, 1, 0] {
+        reads_back(typed);
+    }
+}
+
+fn reads_back(typed: usize) {
     let trace = sample();
-    let dir = write_dir(&trace, "roundtrip");
+    let dir = write_dir_with(&trace, &format!("roundtrip-{typed}"), typed);
     let metadata = std::fs::read(dir.join("metadata")).unwrap();
+    let text = String::from_utf8_lossy(&metadata);
+    let classes = text.matches("opscope_args_").count();
+    if typed <= 1 {
+        assert_eq!(classes, typed, "{text}");
+    } else {
+        assert!(classes > 1, "{text}");
+    }
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
