@@ -1900,6 +1900,10 @@ pub(super) fn import_layout(
     let trace = m.trace;
     let mut entries: Vec<(StrId, ArgValue)> = Vec::new();
     for (k, v) in &meta.env {
+        // The keys and types of opscope's typed classes are the events' args already.
+        if k.starts_with("opscope_args_") && meta.env_str("tracer_name") == Some("opscope") {
+            continue;
+        }
         let key = trace.intern(&format!("env.{k}"));
         let value = match v {
             EnvValue::Int(i) => ArgValue::Int(*i),

@@ -323,6 +323,17 @@ fn reads_back(typed: usize) {
         &mut back,
     )
     .unwrap();
+    // The classes' keys and types are not repeated in the source's metadata.
+    let meta: Vec<String> = back
+        .args
+        .get(back.sources[0].metadata)
+        .map(|(k, _)| back.str(k).to_string())
+        .collect();
+    assert!(meta.iter().any(|k| k == "env.tracer_name"), "{meta:?}");
+    assert!(
+        !meta.iter().any(|k| k.starts_with("env.opscope_args_")),
+        "{meta:?}"
+    );
 
     type SliceKey = (String, String, &'static str, i64, i64, String);
     let slices = |t: &Trace| -> Vec<SliceKey> {
