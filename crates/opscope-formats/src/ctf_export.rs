@@ -20,11 +20,11 @@
 //! sets, the rest have their args as one JSON text field, `args`, in the classes of
 //! id 0 to 3.
 //!
-//! An event whose args name its CPU (`cpu`, as the CTF reader keeps a packet's
-//! `cpu_id`) goes to a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams
-//! have it, so that babeltrace2 and Trace Compass see it where they look for it; a
-//! slice's end goes with its begin. Packets of events with no known CPU say
-//! [`NO_CPU`].
+//! An event whose CPU is known — its args name it (`cpu`), or its thread has a CPU
+//! counter (`cpu (tid N)`, which the CTF reader makes from LTTng's packets) — goes to
+//! a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams have it, so that
+//! babeltrace2 and Trace Compass see it where they look for it. Packets of events with
+//! no known CPU say [`NO_CPU`].
 //!
 //! Everything is byte-aligned little-endian, so no field needs padding; timestamps are
 //! 64-bit nanoseconds from the trace's first event, on a clock whose offset places them
@@ -288,6 +288,7 @@ fn export_with(
     let mut per_stream: Vec<Vec<Event>> = Vec::new();
     let s = &trace.slices;
     let slice_cpus: Vec<u32> = (0..s.len()).map(|i| cpu_of(trace, s.args[i])).collect();
+    let thread_cpus = thread_cpus(trace);
     for (t, mut events) in per_track.into_iter().enumerate() {
         if events.is_empty() {
             continue;
@@ -303,11 +304,27 @@ fn export_with(
         let bucket = trace.tracks[t]
             .process
             .map_or(0, |p| p.index() % MAX_STREAMS);
+        let on_thread = match trace.tracks[t].thread {
+            Some(th) if trace.tracks[t].kind == TrackKind::Thread => thread_cpus.get(&th.index()),
+            _ => None,
+        };
         for e in events {
             let cpu = match e.what {
                 What::Begin(i) | What::End(i) => slice_cpus[i],
                 What::Instant(i) => cpu_of(trace, trace.instants.args[i]),
                 What::Counter(_) => NO_CPU,
+            };
+            // Else the CPU the thread's CPU counter says it was on then.
+            let cpu = match on_thread {
+                Some(series) if cpu == NO_CPU && !matches!(e.what, What::Counter(_)) => {
+                    let k = series.partition_point(|&(ts, _)| ts <= e.ts);
+                    if k == 0 {
+                        NO_CPU
+                    } else {
+                        series[k - 1].1
+                    }
+                }
+                _ => cpu,
             };
             let next = per_stream.len();
             let n = *stream_of
@@ -433,6 +450,39 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
             close(open, out);
         }
     }
+}
+
+/// Per thread (by index): the samples of its CPU counter (a counter track of the
+/// thread named `cpu…`, as the CTF reader makes them), in time order.
+fn thread_cpus(trace: &Trace) -> HashMap<usize, Vec<(i64, u32)>> {
+    let mut of_track: HashMap<usize, usize> = HashMap::new();
+    for (t, track) in trace.tracks.iter().enumerate() {
+        if let (TrackKind::Counter, Some(th)) = (track.kind, track.thread) {
+            if trace.str(track.name).starts_with("cpu") {
+                of_track.insert(t, th.index());
+            }
+        }
+    }
+    let mut out: HashMap<usize, Vec<(i64, u32)>> = HashMap::new();
+    if of_track.is_empty() {
+        return out;
+    }
+    let c = &trace.counters;
+    for i in 0..c.len() {
+        if let Some(&th) = of_track.get(&(c.track[i] as usize)) {
+            let v = c.value[i];
+            let cpu = if v >= 0.0 && v < f64::from(NO_CPU) {
+                v as u32
+            } else {
+                NO_CPU
+            };
+            out.entry(th).or_default().push((c.ts[i], cpu));
+        }
+    }
+    for series in out.values_mut() {
+        series.sort_by_key(|&(ts, _)| ts);
+    }
+    out
 }
 
 /// The CPU an event's args name (`cpu`), or [`NO_CPU`].

@@ -23,10 +23,11 @@
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
 //!
-//! An event from a packet with a `cpu_id` keeps it as the arg `cpu` (a slice: the CPU
-//! it began on), unless its payload has a field of that name: a thread moves
-//! between CPUs, so the lane cannot say it, and `ctf_export` writes it back as the
-//! packet's `cpu_id`. opscope's own events carry their args whole and take none.
+//! The CPU each event ran on (its packet's `cpu_id`) is kept per thread as a counter
+//! track `cpu (tid N)` of the thread, sampled where the thread's CPU changes: a thread
+//! moves between CPUs, so its lane cannot say it, and one sample per migration costs
+//! far less than an arg per event. `ctf_export` writes it back as the `cpu_id` of the
+//! packets of the thread's events. (Kernel traces' CPU lanes are their CPU already.)
 
 use std::rc::Rc;
 
@@ -141,9 +142,9 @@ struct Plan {
     arg_fields: Box<[usize]>,
     /// Instants of this event are process-scoped (statedump).
     process_scope: bool,
-    /// The packet's `cpu_id` becomes the arg `cpu` (not opscope's own events, nor
-    /// events with a payload field `cpu`).
-    cpu_arg: bool,
+    /// The packet's `cpu_id` is noted on the thread's CPU counter (not for opscope's
+    /// own events, whose CPU counters are events of their own).
+    note_cpu: bool,
 }
 
 /// Where the pid/tid/procname of an event are, per scope.
@@ -222,12 +223,11 @@ struct Mapper<'t> {
     /// The last text of each string arg, per event class of opscope's typed classes.
     arg_memo: Vec<Vec<StrId>>,
     last_kind: Option<(StrId, SliceKind)>,
-    /// The current event's CPU as its first arg, when it has one (see the module doc).
-    cpu: Option<(StrId, ArgValue)>,
+    /// Per track (by index): the CPU its thread last ran on, and its CPU counter track.
+    cpu_of_track: Vec<(u64, Option<TrackId>)>,
     last_ts: i64,
     default_category: StrId,
     k_bytes: StrId,
-    k_cpu: StrId,
     k_addr: StrId,
     s_running: StrId,
     s_cpus: StrId,
@@ -496,19 +496,19 @@ impl<'t> Mapper<'t> {
             Rule::Libc(libc) => libc.covered(),
             _ => 0,
         };
-        let cpu_arg = !matches!(
+        let note_cpu = !matches!(
             rule,
             Rule::OwnBegin { .. }
                 | Rule::OwnEnd { .. }
                 | Rule::OwnInstant { .. }
                 | Rule::OwnCounter { .. }
                 | Rule::OwnTyped { .. }
-        ) && !names.iter().any(|n| n == "cpu");
+        );
         Plan {
             name,
             category,
             rule,
-            cpu_arg,
+            note_cpu,
             arg_fields: (0..names.len())
                 .filter(|&i| covered & field_bit(i) == 0)
                 .collect(),
@@ -634,10 +634,6 @@ impl<'t> Mapper<'t> {
             r.scopes[3],
             &mut self.positions,
         );
-        self.cpu = match r.cpu_id {
-            Some(c) if plan.cpu_arg => Some((self.k_cpu, ArgValue::Int(c as i64))),
-            _ => None,
-        };
         let cpu = r.cpu_id.unwrap_or(stream_index as u64);
         let cpu_lane = pid.is_none() && tid.is_none();
         let (process, track) = match (pid, tid) {
@@ -659,6 +655,9 @@ impl<'t> Mapper<'t> {
                     }
                 }
             }
+        }
+        if let (Some(c), true, false) = (r.cpu_id, plan.note_cpu, cpu_lane) {
+            self.note_cpu(process, track, ts, c);
         }
         // Kernel pairs (syscalls, irq handlers) belong to the thread running on the CPU.
         let (process, track) = match (&plan.rule, cpu_lane) {
@@ -686,8 +685,6 @@ impl<'t> Mapper<'t> {
         leave_out: u64,
         out: &mut Vec<(StrId, ArgValue)>,
     ) {
-        // A slice's end adds only keys its begin lacks: the slice keeps its begin's CPU.
-        out.extend(self.cpu);
         let el = &layout.events[r.event];
         let Some(Node::Struct { fields, .. }) = &el.fields else {
             return;
@@ -724,7 +721,7 @@ impl<'t> Mapper<'t> {
         extra: &[(StrId, ArgValue)],
         leave_out: u64,
     ) {
-        let args = if plan.arg_fields.is_empty() && self.cpu.is_none() {
+        let args = if plan.arg_fields.is_empty() {
             self.trace.args.push_bag(extra)
         } else {
             // One buffer for every instant: millions of events must not allocate.
@@ -792,6 +789,34 @@ impl<'t> Mapper<'t> {
                 (self.trace.intern(&k), value)
             })
             .collect()
+    }
+
+    /// Notes that the thread of `track` ran on `cpu` at `ts`: a sample of its CPU
+    /// counter where that changed.
+    fn note_cpu(&mut self, process: ProcessId, track: TrackId, ts: i64, cpu: u64) {
+        let t = track.index();
+        if self.cpu_of_track.len() <= t {
+            self.cpu_of_track.resize(t + 1, (u64::MAX, None));
+        }
+        let (last, counter) = self.cpu_of_track[t];
+        if last == cpu {
+            return;
+        }
+        let counter = match counter {
+            Some(c) => c,
+            None => {
+                let thread = self.trace.tracks[t].thread;
+                let tid = thread.map_or(-1, |th| self.trace.threads[th.index()].tid);
+                let name = self.trace.intern(&format!("cpu (tid {tid})"));
+                let c = self
+                    .trace
+                    .named_track(Some(process), TrackKind::Counter, name, 0);
+                self.trace.tracks[c.index()].thread = thread;
+                c
+            }
+        };
+        self.cpu_of_track[t] = (cpu, Some(counter));
+        self.trace.counters.push(counter, ts, cpu as f64);
     }
 
     /// Field `i`'s text, as the previous event of its class in `slot` had it when its
@@ -1080,6 +1105,12 @@ impl<'t> Mapper<'t> {
                         let t = self
                             .trace
                             .named_track(Some(process), TrackKind::Counter, name, 0);
+                        // A thread's counter (its CPU) is written with the thread's tid,
+                        // a process's with -1.
+                        let thread = self.trace.tracks[track.index()]
+                            .thread
+                            .filter(|th| self.trace.threads[th.index()].tid != -1);
+                        self.trace.tracks[t.index()].thread = thread;
                         self.counters.insert((process, name), t);
                         t
                     }
@@ -1838,8 +1869,7 @@ pub(super) fn import_layout(
     let default_category = trace.intern(if domain.is_empty() { "ctf" } else { &domain });
     let mut m = Mapper {
         k_bytes: trace.intern("Bytes"),
-        k_cpu: trace.intern("cpu"),
-        cpu: None,
+        cpu_of_track: Vec::new(),
         memo: Vec::new(),
         arg_memo: Vec::new(),
         last_kind: None,
