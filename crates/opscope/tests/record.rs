@@ -2050,3 +2050,48 @@ fn memory_reports_a_recordings_sampled_resident_memory() {
     assert!(text.contains("peak resident"), "{text}");
     assert!(!text.contains("profile_memory"), "{text}");
 }
+
+/// On a recording with steps (NVTX ranges `train_step_N`) and no allocator events, the
+/// growth of resident memory per step is what the program's own VmRSS says it grew by
+/// in each step (the sampler's last sample before each boundary stands for it).
+#[test]
+fn memory_reports_resident_growth_per_step() {
+    if !python_with(&["nvtx"]) {
+        return;
+    }
+    let dir = scratch_dir("record-resident-steps");
+    let session = dir.join("s");
+    let out = record_with(
+        &["--sample-ms", "20"],
+        &session,
+        Path::new(&python()),
+        &[&script("resident_steps.py")],
+        &[],
+    );
+    assert_ok(&out, "recording resident_steps.py");
+    let told: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let block = told["block"].as_i64().unwrap();
+    let report = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["memory", "--quiet", "--format", "json"])
+        .arg(&session)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&report, "opscope memory");
+    let reports: Value = serde_json::from_slice(&report.stdout).unwrap();
+    // The program's process holds the most.
+    let mine = &reports[0];
+    assert_eq!(mine["data"], "resident", "{reports:#}");
+    let steps = mine["steps"].as_array().unwrap();
+    let theirs = told["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), theirs.len(), "{steps:?}");
+    for (ours, theirs) in steps.iter().zip(theirs) {
+        let growth = ours["growth"].as_i64().unwrap();
+        let own = theirs["end"].as_i64().unwrap() - theirs["start"].as_i64().unwrap();
+        assert!(own >= block, "the program grew by {own} in a step");
+        assert!(
+            (growth - own).abs() <= 4 << 20,
+            "growth {growth} sampled, {own} by VmRSS: {ours}"
+        );
+    }
+}
