@@ -40,6 +40,14 @@ answering where the GPU time goes and which ops take it.
   folder <out>/ust/uid/<uid>/64-bit. Without `lttng` (Debian packages lttng-tools and
   liblttng-ust-dev) that trace is skipped with a message.
 
+--task ctf-own: reading the CTF that opscope itself writes.
+  opscope      `opscope info DIR --format json`
+  babeltrace2  `babeltrace2 DIR -c sink.utils.counter --params=step=+0`
+  on the CTF that `opscope convert FILE -o DIR --to ctf` writes (untimed, into a
+  temporary folder, with the --opscope binary) from each of the two largest shared
+  Kineto traces (CTF_OWN below): slice begins and ends with typed args, instants and
+  counter samples. Events and rates are counted as in --task ctf.
+
 --task xplane: importing an XSpace protobuf (*.xplane.pb), as TensorFlow, JAX and
 PyTorch/XLA profilers write them.
   opscope  `opscope info FILE --format json`
@@ -69,7 +77,7 @@ the tool's own peak; a figure at the floor means "at most this".
 Run it from the repository root with the venv that bench/setup-venv.sh makes (it holds
 HTA and xprof; babeltrace2 is the Debian package):
 
-    "$(bench/setup-venv.sh | tail -n 1)" bench/vs_peers.py [--task info|gpu|ctf|xplane]
+    "$(bench/setup-venv.sh | tail -n 1)" bench/vs_peers.py [--task info|gpu|ctf|ctf-own|xplane]
         [--repeat 3] [--lttng-iterations 2000000] [--json OUT]
 """
 
@@ -109,11 +117,17 @@ TRACES = {
 # The largest shared CTF trace (328k events, 12 MB); the recorded one comes after it.
 CTF_SHARED = ["ctf/tracecompass/memory"]
 XPLANE_PATTERN = "xplane/**/*.xplane.pb"
+# --task ctf-own: the Kineto traces whose CTF (as opscope writes it) is read.
+CTF_OWN = [
+    "kineto/hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
+    "kineto/hta/df_index_resolver/df_index_resolver.json.gz",
+]
 
 TASKS = {
     "info": ("opscope", "json.load", "HTA"),
     "gpu": ("opscope", "opscope-no-cache", "HTA"),
     "ctf": ("opscope", "babeltrace2"),
+    "ctf-own": ("opscope", "babeltrace2"),
     "xplane": ("opscope", "xprof"),
 }
 WORKER_FLAG = "--worker"
@@ -598,6 +612,28 @@ def bench_ctf(args: argparse.Namespace) -> dict:
     return output
 
 
+def bench_ctf_own(args: argparse.Namespace) -> dict:
+    """--task ctf-own: the CTF opscope writes from each CTF_OWN trace, read by both."""
+    output = {}
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-ctf-") as folder:
+        for name in CTF_OWN:
+            source = args.shared / "traces" / name
+            trace_dir = Path(folder) / (Path(name).name.split(".")[0] + ".ctf")
+            measure([str(args.opscope), "convert", "--quiet", str(source), "-o", str(trace_dir), "--to", "ctf"])
+            size = sum(f.stat().st_size for f in trace_dir.rglob("*") if f.is_file())
+            results = bench_ctf_trace(trace_dir, args.tools, args.opscope, args.repeat, args.warmup)
+            floor = rss_floor_mib()
+            heading = f"{name} as CTF by opscope  ({size / 2**20:.1f} MiB on disk; peak RSS floor {floor:.1f} MiB)"
+            events, source_of_count = ctf_events(results)
+            print_results(heading, results, ("events/s", lambda r: fmt(r["events_per_s"], ",.0f")))
+            print(f"  events: {events:,} ({source_of_count})" if events else f"  events: - ({source_of_count})")
+            if {"opscope", "babeltrace2"} <= results.keys():
+                ratio = results["babeltrace2"]["wall_s"] / results["opscope"]["wall_s"]
+                print(f"opscope {ratio:.2f}x babeltrace2's event rate")
+            output[name] = {"bytes": size, "events": events, "rss_floor_mib": floor, "tools": results}
+    return output
+
+
 # --- XPlane task ----------------------------------------------------------------------
 
 
@@ -669,7 +705,7 @@ def parse_args() -> argparse.Namespace:
         choices=sorted(TASKS),
         default="info",
         help="info: load a Kineto trace; gpu: load it and break down GPU time; "
-        "ctf: read CTF (LTTng) traces; xplane: import XSpace protobufs (default: info)",
+        "ctf: read CTF (LTTng) traces; ctf-own: read the CTF opscope writes; xplane: import XSpace protobufs (default: info)",
     )
     parser.add_argument("--repeat", type=int, default=3, help="timed rounds (default: 3)")
     parser.add_argument(
@@ -747,7 +783,13 @@ def main() -> None:
     # Every opscope run parses its input, but the gpu task's opscope (FRESH_CACHE).
     os.environ["OPSCOPE_CACHE_DIR"] = "off"
     output = run_header(args, f"Python {sys.version.split()[0]}")
-    bench = {"info": bench_kineto, "gpu": bench_kineto, "ctf": bench_ctf, "xplane": bench_xplane}
+    bench = {
+        "info": bench_kineto,
+        "gpu": bench_kineto,
+        "ctf": bench_ctf,
+        "ctf-own": bench_ctf_own,
+        "xplane": bench_xplane,
+    }
     output["traces"] = bench[args.task](args)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,10 @@
 //! Reads Kineto's `[memory]` events (and their `Total Allocated`/`Total Reserved` when
 //! present), XPlane's `MemoryAllocation`/`MemoryDeallocation` events (one allocator per
 //! `allocator_name`, with its `bytes_allocated` total), and allocator counters
-//! (TensorFlow timelines' `Allocators`).
+//! (TensorFlow timelines' `Allocators`). A trace with none of them, such as an `opscope
+//! record` session, is reported from the resident memory its process sampler took
+//! (`resident bytes` counters): per process, the peak, growth over the run and per
+//! step. (A recording cannot turn on `profile_memory`.)
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -48,6 +51,15 @@ pub struct StepGrowth {
     pub growth: i64,
 }
 
+/// A part of a resident-memory series: its highest sample and the last one.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Period {
+    pub from_ns: i64,
+    pub to_ns: i64,
+    pub peak: i64,
+    pub at_end: i64,
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct AllocatorReport {
     pub file: String,
@@ -57,7 +69,8 @@ pub struct AllocatorReport {
     /// Kineto's `Device Type` (c10's numbering) and `Device Id`, for event data.
     pub device_type: Option<i64>,
     pub device_id: Option<i64>,
-    /// `events` (allocations and frees) or `counter` (bytes in use sampled).
+    /// `events` (allocations and frees), `counter` (bytes in use sampled) or `resident`
+    /// (a process's resident memory, sampled by the recorder).
     pub data: &'static str,
     pub events: usize,
     pub allocated_bytes: i64,
@@ -72,7 +85,14 @@ pub struct AllocatorReport {
     pub live_at_peak: Vec<LiveBlock>,
     pub top_ops: Vec<OpAllocations>,
     pub steps: Vec<StepGrowth>,
+    /// For `resident` data: the first sample, and the run cut into
+    /// [`RESIDENT_PERIODS`] periods of equal time.
+    pub first_in_use: Option<i64>,
+    pub over_time: Vec<Period>,
 }
+
+/// Periods of a resident-memory series in a report.
+pub const RESIDENT_PERIODS: usize = 10;
 
 /// c10's device types, as Kineto writes them in `Device Type`.
 fn device_type_name(code: i64) -> String {
@@ -213,7 +233,130 @@ pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
         reports.push(report);
     }
     reports.extend(from_counters(trace, options));
+    if reports.is_empty() {
+        reports.extend(from_resident(trace, &all_steps));
+    }
     reports
+}
+
+/// Per process with a `resident bytes` counter (the recorder's sampler): its peak,
+/// growth over time and per step.
+fn from_resident(trace: &Trace, all_steps: &[steps::SourceSteps]) -> Vec<AllocatorReport> {
+    let c = &trace.counters;
+    let mut per_track: HashMap<usize, Vec<usize>> = HashMap::new();
+    for i in 0..c.len() {
+        let t = c.track[i] as usize;
+        let track = &trace.tracks[t];
+        if track.kind == TrackKind::Counter
+            && track.process.is_some()
+            && trace.str(track.name) == "resident bytes"
+        {
+            per_track.entry(t).or_default().push(i);
+        }
+    }
+    let mut tracks: Vec<(usize, Vec<usize>)> = per_track.into_iter().collect();
+    tracks.sort_by_key(|(t, _)| *t);
+    let mut reports = Vec::new();
+    for (t, mut samples) in tracks {
+        samples.sort_by_key(|&i| c.ts[i]);
+        let series: Vec<(i64, i64)> = samples
+            .iter()
+            .map(|&i| (c.ts[i], c.value[i] as i64))
+            .collect();
+        let Some(&(peak_at, peak)) = series.iter().rev().max_by_key(|(_, v)| *v) else {
+            continue;
+        };
+        let Some(p) = trace.tracks[t].process else {
+            continue;
+        };
+        let process = &trace.processes[p.index()];
+        let name = process.name.map_or("process", |n| trace.str(n));
+        let source = &trace.sources[process.source.index()];
+        // Steps are found in the files of the process's own events, not the sampler's:
+        // those of a source that has a process of the same pid.
+        let steps_of = all_steps.iter().find(|st| {
+            trace
+                .processes
+                .iter()
+                .any(|q| q.pid == process.pid && trace.sources[q.source.index()].path == st.file)
+        });
+        let before = |at: i64| -> i64 {
+            let k = series.partition_point(|s| s.0 < at);
+            series[k.saturating_sub(1)].1
+        };
+        let steps = steps_of.map_or_else(Vec::new, |found| {
+            found
+                .steps
+                .iter()
+                .map(|s| {
+                    let (start, end) = (before(s.start_ns), before(s.start_ns + s.dur_ns));
+                    StepGrowth {
+                        step: s.name.clone(),
+                        in_use_at_start: start,
+                        in_use_at_end: end,
+                        growth: end - start,
+                    }
+                })
+                .collect()
+        });
+        reports.push(AllocatorReport {
+            file: source.path.clone(),
+            rank: source.rank,
+            allocator: format!("{name} (pid {}) resident", process.pid),
+            device_type: None,
+            device_id: None,
+            data: "resident",
+            events: series.len(),
+            allocated_bytes: 0,
+            freed_bytes: 0,
+            peak_in_use: peak,
+            peak_at_ns: peak_at,
+            final_in_use: series.last().map_or(0, |s| s.1),
+            peak_reserved: None,
+            from_allocator_totals: true,
+            live_at_peak: Vec::new(),
+            top_ops: Vec::new(),
+            steps,
+            first_in_use: series.first().map(|s| s.1),
+            over_time: periods(&series),
+        });
+    }
+    // The program's own process first, before short-lived helpers (shells, shims).
+    reports.sort_by_key(|r| std::cmp::Reverse(r.peak_in_use));
+    reports
+}
+
+/// The series cut into [`RESIDENT_PERIODS`] periods of equal time (fewer when it has
+/// fewer samples); each sample belongs to the period its time falls in.
+fn periods(series: &[(i64, i64)]) -> Vec<Period> {
+    let (Some(first), Some(last)) = (series.first(), series.last()) else {
+        return Vec::new();
+    };
+    let n = RESIDENT_PERIODS.min(series.len()) as i64;
+    let span = (last.0 - first.0).max(1);
+    let mut out: Vec<Period> = (0..n)
+        .map(|k| Period {
+            from_ns: first.0 + span * k / n,
+            to_ns: first.0 + span * (k + 1) / n,
+            peak: i64::MIN,
+            at_end: 0,
+        })
+        .collect();
+    for &(ts, v) in series {
+        // The last period takes the last sample (its end is inclusive).
+        let k = (((ts - first.0) as i128 * n as i128 / span as i128) as usize).min(out.len() - 1);
+        out[k].peak = out[k].peak.max(v);
+        out[k].at_end = v;
+    }
+    // A period with no sample holds what the one before it ended with.
+    let mut prev = first.1;
+    for p in &mut out {
+        if p.peak == i64::MIN {
+            (p.peak, p.at_end) = (prev, prev);
+        }
+        prev = p.at_end;
+    }
+    out
 }
 
 /// Bytes in use after each event.
@@ -311,6 +454,8 @@ fn from_events(
         live_at_peak: live,
         top_ops,
         steps: Vec::new(),
+        first_in_use: None,
+        over_time: Vec::new(),
     }
 }
 
@@ -428,6 +573,8 @@ fn from_counters(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport>
                 Vec::new()
             },
             steps: Vec::new(),
+            first_in_use: None,
+            over_time: Vec::new(),
         });
     }
     reports

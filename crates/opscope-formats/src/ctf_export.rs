@@ -2,9 +2,29 @@
 //! files: the tracks of a process share one, and there are at most [`MAX_STREAMS`], as
 //! readers merge streams at a cost per stream) that babeltrace2 and Trace Compass read: slices as
 //! `opscope:slice_begin`/`opscope:slice_end` pairs (tied by the slice's `id`), instants
-//! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories, kinds
-//! and args (as JSON text) are event fields; the process and thread are the event
-//! context (`vpid`, `vtid`), as LTTng writes them.
+//! as `opscope:instant`, counter samples as `opscope:counter`. Names, categories and
+//! kinds are event fields; the process and thread are the event context (`vpid`,
+//! `vtid`), as LTTng writes them.
+//!
+//! Args are typed fields of a struct `args`: integers as `int64_t` (`uint64_t` beyond
+//! it), floats as `double`, strings as `string`, booleans as `uint8_t`, JSON values as
+//! their text. CTF fixes an event's fields in its class, and args' keys and types vary
+//! from event to event, so each set of (key, type) in order gets a class of its own,
+//! named as the others (`opscope:slice_begin`, `opscope:instant`): babeltrace2 prints
+//! every arg as `args = { External_id = 7, … }`, and a reader decodes each value as
+//! its type says, with nothing to parse again. (A variant per arg would print its tag
+//! and make every reader choose a branch per value; one class per key set keeps the
+//! values plain.) Keys are cut to CTF identifiers in the class, so each class's exact
+//! keys and types are in the environment (`opscope_args_ID`, a JSON array of `[key,
+//! type]`), where opscope's reader takes them back. Past [`MAX_TYPED_CLASSES`] key
+//! sets, the rest have their args as one JSON text field, `args`, in the classes of
+//! id 0 to 3.
+//!
+//! An event whose CPU is known — its args name it (`cpu`), or its thread has a CPU
+//! counter (`cpu (tid N)`, which the CTF reader makes from LTTng's packets) — goes to
+//! a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams have it, so that
+//! babeltrace2 and Trace Compass see it where they look for it. Packets of events with
+//! no known CPU say [`NO_CPU`].
 //!
 //! Everything is byte-aligned little-endian, so no field needs padding; timestamps are
 //! 64-bit nanoseconds from the trace's first event, on a clock whose offset places them
@@ -13,8 +33,9 @@
 use std::fmt::Write as _;
 use std::io;
 
+use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
-use opscope_model::{ArgsId, Trace, TrackKind, NONE};
+use opscope_model::{ArgsId, StrId, Trace, TrackKind, NONE};
 
 use crate::error::ExportError;
 
@@ -25,10 +46,179 @@ const PACKET_EVENTS: usize = 4096;
 /// merges (a kernel trace with 16k thread tracks took minutes as one stream each).
 pub const MAX_STREAMS: usize = 64;
 
+/// At most this many classes of typed args (metadata readers parse every class).
+pub const MAX_TYPED_CLASSES: usize = 2000;
+
+/// The `cpu_id` of packets whose events have no known CPU (0 would claim CPU 0).
+pub const NO_CPU: u32 = u32::MAX;
+
 const SLICE_BEGIN: u32 = 0;
 const SLICE_END: u32 = 1;
 const INSTANT: u32 = 2;
 const COUNTER: u32 = 3;
+/// The first id of the classes with typed args.
+const FIRST_TYPED: u32 = 4;
+
+/// An arg's type in a class with typed args, as the environment names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum ArgTag {
+    Int,
+    UInt,
+    Float,
+    Str,
+    Bool,
+    Json,
+    Null,
+}
+
+impl ArgTag {
+    pub(crate) const ALL: [ArgTag; 7] = [
+        ArgTag::Int,
+        ArgTag::UInt,
+        ArgTag::Float,
+        ArgTag::Str,
+        ArgTag::Bool,
+        ArgTag::Json,
+        ArgTag::Null,
+    ];
+
+    fn of(value: ArgValue) -> ArgTag {
+        match value {
+            ArgValue::Null => ArgTag::Null,
+            ArgValue::Bool(_) => ArgTag::Bool,
+            ArgValue::Int(_) => ArgTag::Int,
+            ArgValue::UInt(_) => ArgTag::UInt,
+            ArgValue::Float(_) => ArgTag::Float,
+            ArgValue::Str(_) => ArgTag::Str,
+            ArgValue::Json(_) => ArgTag::Json,
+        }
+    }
+
+    pub(crate) fn code(self) -> &'static str {
+        match self {
+            ArgTag::Int => "int",
+            ArgTag::UInt => "uint",
+            ArgTag::Float => "float",
+            ArgTag::Str => "str",
+            ArgTag::Bool => "bool",
+            ArgTag::Json => "json",
+            ArgTag::Null => "null",
+        }
+    }
+
+    fn tsdl(self) -> &'static str {
+        match self {
+            ArgTag::Int => "int64_t",
+            ArgTag::UInt => "uint64_t",
+            ArgTag::Float => "double",
+            ArgTag::Str | ArgTag::Json => "string",
+            ArgTag::Bool | ArgTag::Null => "uint8_t",
+        }
+    }
+}
+
+/// A class of typed args: slice begins or instants, with these keys and types.
+type Schema = (bool, Vec<(StrId, ArgTag)>);
+
+/// The classes of typed args a trace needs, by schema, with their ids.
+#[derive(Default)]
+struct Classes {
+    ids: HashMap<Schema, u32>,
+    /// In id order.
+    list: Vec<Schema>,
+    /// At most this many (the events of further schemas have their args as JSON).
+    limit: usize,
+}
+
+impl Classes {
+    /// The class of an event's args, made when new; `None` past the limit.
+    fn of(&mut self, trace: &Trace, begin: bool, args: ArgsId) -> Option<u32> {
+        let keys: Vec<(StrId, ArgTag)> = trace
+            .args
+            .get(args)
+            .map(|(k, v)| (k, ArgTag::of(v)))
+            .collect();
+        let schema = (begin, keys);
+        if let Some(&id) = self.ids.get(&schema) {
+            return Some(id);
+        }
+        if self.list.len() >= self.limit {
+            return None;
+        }
+        let id = FIRST_TYPED + self.list.len() as u32;
+        self.ids.insert(schema.clone(), id);
+        self.list.push(schema);
+        Some(id)
+    }
+}
+
+/// TSDL's reserved words, which no field may be named.
+const TSDL_KEYWORDS: &[&str] = &[
+    "align",
+    "callsite",
+    "const",
+    "char",
+    "clock",
+    "double",
+    "enum",
+    "env",
+    "event",
+    "floating_point",
+    "float",
+    "integer",
+    "int",
+    "long",
+    "short",
+    "signed",
+    "stream",
+    "string",
+    "struct",
+    "trace",
+    "typealias",
+    "typedef",
+    "unsigned",
+    "variant",
+    "void",
+    "_Bool",
+    "_Complex",
+    "_Imaginary",
+];
+
+/// CTF field names for `keys`: each cut to an identifier (other characters become
+/// `_`; a leading `_` where it would start with a digit or be a reserved word, which
+/// babeltrace2 does not print) and made unique, also as babeltrace2 prints them (less
+/// one leading `_`).
+fn field_names(trace: &Trace, keys: &[(StrId, ArgTag)]) -> Vec<String> {
+    let mut shown = hashbrown::HashSet::new();
+    keys.iter()
+        .map(|&(k, _)| {
+            let mut base: String = trace
+                .str(k)
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            if base.is_empty()
+                || base.starts_with(|c: char| c.is_ascii_digit())
+                || TSDL_KEYWORDS.contains(&base.as_str())
+            {
+                base.insert(0, '_');
+            }
+            let mut name = base.clone();
+            let mut n = 2;
+            while !shown.insert(name.strip_prefix('_').unwrap_or(&name).to_string()) {
+                name = format!("{base}_{n}");
+                n += 1;
+            }
+            name
+        })
+        .collect()
+}
 
 /// Writes `trace`: `write(file_name, bytes)` is called once for `metadata` and once per
 /// stream file, each with the whole file.
@@ -36,15 +226,45 @@ pub fn export(
     trace: &Trace,
     write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,
 ) -> Result<(), ExportError> {
+    export_with(trace, MAX_TYPED_CLASSES, write)
+}
+
+/// [`export`] with at most `typed_classes` classes of typed args.
+fn export_with(
+    trace: &Trace,
+    typed_classes: usize,
+    write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,
+) -> Result<(), ExportError> {
     let base = first_time(trace).unwrap_or(0);
     let uuid = trace_uuid(trace);
-    write("metadata", metadata(trace, base, &uuid).as_bytes())?;
+    // The class of each slice's begin and each instant.
+    let mut classes = Classes {
+        limit: typed_classes,
+        ..Classes::default()
+    };
+    let s = &trace.slices;
+    let begin_class: Vec<u32> = (0..s.len())
+        .map(|i| classes.of(trace, true, s.args[i]).unwrap_or(SLICE_BEGIN))
+        .collect();
+    let inst = &trace.instants;
+    let instant_class: Vec<u32> = (0..inst.len())
+        .map(|i| classes.of(trace, false, inst.args[i]).unwrap_or(INSTANT))
+        .collect();
+    write(
+        "metadata",
+        metadata(trace, base, &uuid, &classes).as_bytes(),
+    )?;
+    let class_of = EventClasses {
+        begin: &begin_class,
+        instant: &instant_class,
+    };
     let mut per_track: Vec<Vec<Event>> = (0..trace.tracks.len()).map(|_| Vec::new()).collect();
     slice_events(trace, &mut per_track);
     let inst = &trace.instants;
     for i in 0..inst.len() {
         per_track[inst.track[i] as usize].push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: inst.ts[i],
             order: 1,
             what: What::Instant(i),
@@ -54,14 +274,21 @@ pub fn export(
     for i in 0..c.len() {
         per_track[c.track[i] as usize].push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: c.ts[i],
             order: 1,
             what: What::Counter(i),
         });
     }
-    // The tracks of a process go to one stream (processes share streams beyond
-    // MAX_STREAMS); each event names its process and thread in its context.
-    let mut per_stream: Vec<Vec<Event>> = (0..MAX_STREAMS).map(|_| Vec::new()).collect();
+    // The tracks of a process go to one stream per CPU (events with no known CPU to
+    // one more), as LTTng's per-CPU streams; beyond MAX_STREAMS streams are shared and
+    // their packets are cut where the CPU changes. Each event names its process and
+    // thread in its context.
+    let mut stream_of: HashMap<(usize, u32), usize> = HashMap::new();
+    let mut per_stream: Vec<Vec<Event>> = Vec::new();
+    let s = &trace.slices;
+    let slice_cpus: Vec<u32> = (0..s.len()).map(|i| cpu_of(trace, s.args[i])).collect();
+    let thread_cpus = thread_cpus(trace);
     for (t, mut events) in per_track.into_iter().enumerate() {
         if events.is_empty() {
             continue;
@@ -77,10 +304,45 @@ pub fn export(
         let bucket = trace.tracks[t]
             .process
             .map_or(0, |p| p.index() % MAX_STREAMS);
-        per_stream[bucket].extend(events.into_iter().map(|e| Event {
-            track: t as u32,
-            ..e
-        }));
+        let on_thread = match trace.tracks[t].thread {
+            Some(th) if trace.tracks[t].kind == TrackKind::Thread => thread_cpus.get(&th.index()),
+            _ => None,
+        };
+        for e in events {
+            let cpu = match e.what {
+                What::Begin(i) | What::End(i) => slice_cpus[i],
+                What::Instant(i) => cpu_of(trace, trace.instants.args[i]),
+                What::Counter(_) => NO_CPU,
+            };
+            // Else the CPU the thread's CPU counter says it was on then.
+            let cpu = match on_thread {
+                Some(series) if cpu == NO_CPU && !matches!(e.what, What::Counter(_)) => {
+                    let k = series.partition_point(|&(ts, _)| ts <= e.ts);
+                    if k == 0 {
+                        NO_CPU
+                    } else {
+                        series[k - 1].1
+                    }
+                }
+                _ => cpu,
+            };
+            let next = per_stream.len();
+            let n = *stream_of
+                .entry((bucket, cpu))
+                .or_insert(if next < MAX_STREAMS {
+                    next
+                } else {
+                    (bucket + cpu as usize) % MAX_STREAMS
+                });
+            if n == per_stream.len() {
+                per_stream.push(Vec::new());
+            }
+            per_stream[n].push(Event {
+                track: t as u32,
+                cpu,
+                ..e
+            });
+        }
     }
     let mut stream = Vec::new();
     for (n, mut events) in per_stream.into_iter().enumerate() {
@@ -91,10 +353,24 @@ pub fn export(
         // that order among equal times.
         events.sort_by_key(|e| e.ts);
         stream.clear();
-        write_stream(trace, n as u64, &events, base, &uuid, &mut stream);
+        write_stream(
+            trace,
+            &class_of,
+            n as u64,
+            &events,
+            base,
+            &uuid,
+            &mut stream,
+        );
         write(&format!("stream_{n}"), &stream)?;
     }
     Ok(())
+}
+
+/// The class id of each slice's begin and of each instant.
+struct EventClasses<'c> {
+    begin: &'c [u32],
+    instant: &'c [u32],
 }
 
 #[derive(Copy, Clone)]
@@ -109,6 +385,8 @@ enum What {
 struct Event {
     /// Set when the tracks are gathered into streams.
     track: u32,
+    /// Set with `track`: the CPU from the event's args, or [`NO_CPU`].
+    cpu: u32,
     ts: i64,
     /// Among events at one time off thread tracks: 0 closes, 1 opens or marks, 2 closes
     /// a zero-length slice after it opened.
@@ -127,6 +405,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
     let close = |i: usize, out: &mut Vec<Event>| {
         out.push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: s.end(i),
             order: if s.dur[i] == 0 { 2 } else { 0 },
             what: What::End(i),
@@ -159,6 +438,7 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
         }
         out.push(Event {
             track: 0,
+            cpu: NO_CPU,
             ts: s.ts[i],
             order: 1,
             what: What::Begin(i),
@@ -169,6 +449,56 @@ fn slice_events(trace: &Trace, per_track: &mut [Vec<Event>]) {
         while let Some(open) = stack.pop() {
             close(open, out);
         }
+    }
+}
+
+/// Per thread (by index): the samples of its CPU counter (a counter track of the
+/// thread named `cpu…`, as the CTF reader makes them), in time order.
+fn thread_cpus(trace: &Trace) -> HashMap<usize, Vec<(i64, u32)>> {
+    let mut of_track: HashMap<usize, usize> = HashMap::new();
+    for (t, track) in trace.tracks.iter().enumerate() {
+        if let (TrackKind::Counter, Some(th)) = (track.kind, track.thread) {
+            if trace.str(track.name).starts_with("cpu") {
+                of_track.insert(t, th.index());
+            }
+        }
+    }
+    let mut out: HashMap<usize, Vec<(i64, u32)>> = HashMap::new();
+    if of_track.is_empty() {
+        return out;
+    }
+    let c = &trace.counters;
+    for i in 0..c.len() {
+        if let Some(&th) = of_track.get(&(c.track[i] as usize)) {
+            let v = c.value[i];
+            let cpu = if v >= 0.0 && v < f64::from(NO_CPU) {
+                v as u32
+            } else {
+                NO_CPU
+            };
+            out.entry(th).or_default().push((c.ts[i], cpu));
+        }
+    }
+    for series in out.values_mut() {
+        series.sort_by_key(|&(ts, _)| ts);
+    }
+    out
+}
+
+/// The CPU an event's args name (`cpu`), or [`NO_CPU`].
+fn cpu_of(trace: &Trace, args: ArgsId) -> u32 {
+    if args.is_none() {
+        return NO_CPU;
+    }
+    let value = trace
+        .args
+        .get(args)
+        .find(|&(k, _)| trace.str(k) == "cpu")
+        .map(|(_, v)| v);
+    match value {
+        Some(ArgValue::Int(c)) => u32::try_from(c).unwrap_or(NO_CPU),
+        Some(ArgValue::UInt(c)) => u32::try_from(c).unwrap_or(NO_CPU),
+        _ => NO_CPU,
     }
 }
 
@@ -227,7 +557,7 @@ fn tsdl_string(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16]) -> String {
+fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16], classes: &Classes) -> String {
     let mut m = String::new();
     let uuid = uuid_text(uuid);
     // The clock counts ns from the first event; its offset says when that was.
@@ -264,7 +594,7 @@ env {{
     tracer_name = "opscope";
     tracer_major = 0;
     tracer_minor = 1;
-    source = "{sources}";
+    source = "{sources}";{schemas}
 }};
 
 clock {{
@@ -347,13 +677,59 @@ event {{
 }};
 "#,
         sources = tsdl_string(&sources.join(", ")),
+        schemas = schemas(trace, classes),
         absolute = if unix_offset(trace).is_some() {
             "TRUE"
         } else {
             "FALSE"
         },
     );
+    for (n, (begin, keys)) in classes.list.iter().enumerate() {
+        let id = FIRST_TYPED as usize + n;
+        let (name, head) = if *begin {
+            ("opscope:slice_begin", "uint64_t id;\n        ")
+        } else {
+            ("opscope:instant", "")
+        };
+        let _ = write!(
+            m,
+            "\nevent {{\n    name = \"{name}\";\n    id = {id};\n    stream_id = 0;\n    fields := struct {{\n        {head}string name;\n        string category;\n        string kind;\n        struct {{\n"
+        );
+        for (field, (_, tag)) in field_names(trace, keys).iter().zip(keys) {
+            let _ = writeln!(m, "            {} {field};", tag.tsdl());
+        }
+        m.push_str("        } args;\n    };\n};\n");
+    }
     m
+}
+
+/// The environment entries that give each typed class its exact keys and types.
+fn schemas(trace: &Trace, classes: &Classes) -> String {
+    let mut out = String::new();
+    for (n, (_, keys)) in classes.list.iter().enumerate() {
+        let list: Vec<serde_json::Value> = keys
+            .iter()
+            .map(|&(k, tag)| serde_json::json!([trace.str(k), tag.code()]))
+            .collect();
+        let text = serde_json::Value::Array(list).to_string();
+        let id = FIRST_TYPED as usize + n;
+        let _ = write!(out, "\n    opscope_args_{id} = \"{}\";", tsdl_string(&text));
+    }
+    out
+}
+
+/// Writes the args of a typed class: each value as its type (the class's) says.
+fn put_typed_args(trace: &Trace, args: ArgsId, out: &mut Vec<u8>) {
+    for (_, value) in trace.args.get(args) {
+        match value {
+            ArgValue::Null => out.push(0),
+            ArgValue::Bool(b) => out.push(u8::from(b)),
+            ArgValue::Int(i) => out.extend_from_slice(&i.to_le_bytes()),
+            ArgValue::UInt(u) => out.extend_from_slice(&u.to_le_bytes()),
+            ArgValue::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
+            ArgValue::Str(s) | ArgValue::Json(s) => put_str(out, trace.str(s)),
+        }
+    }
 }
 
 /// The args as one JSON object.
@@ -397,6 +773,7 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
 
 fn write_stream(
     trace: &Trace,
+    classes: &EventClasses,
     instance: u64,
     events: &[Event],
     base: i64,
@@ -405,7 +782,18 @@ fn write_stream(
 ) {
     let s = &trace.slices;
     let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
-    for (seq, packet) in events.chunks(PACKET_EVENTS).enumerate() {
+    // Packets of at most PACKET_EVENTS events of one CPU.
+    let mut rest = events;
+    let mut seq = 0u64;
+    while !rest.is_empty() {
+        let cpu = rest[0].cpu;
+        let n = rest
+            .iter()
+            .take(PACKET_EVENTS)
+            .position(|e| e.cpu != cpu)
+            .unwrap_or(rest.len().min(PACKET_EVENTS));
+        let (packet, after) = rest.split_at(n);
+        rest = after;
         let start = out.len();
         put_u32(out, MAGIC);
         out.extend_from_slice(uuid);
@@ -416,14 +804,15 @@ fn write_stream(
         let sizes_at = out.len();
         put_u64(out, 0); // content_size, filled in below
         put_u64(out, 0); // packet_size
-        put_u64(out, seq as u64);
+        put_u64(out, seq);
+        seq += 1;
         put_u64(out, 0);
-        put_u32(out, 0);
+        put_u32(out, cpu);
         for e in packet {
             let id = match e.what {
-                What::Begin(_) => SLICE_BEGIN,
+                What::Begin(i) => classes.begin[i],
                 What::End(_) => SLICE_END,
-                What::Instant(_) => INSTANT,
+                What::Instant(i) => classes.instant[i],
                 What::Counter(_) => COUNTER,
             };
             let t = &trace.tracks[e.track as usize];
@@ -439,7 +828,11 @@ fn write_stream(
                     put_str(out, trace.str(s.name[i]));
                     put_str(out, trace.str(s.category[i]));
                     put_str(out, s.kind(i).name());
-                    put_str(out, &args_json(trace, s.args[i]));
+                    if id == SLICE_BEGIN {
+                        put_str(out, &args_json(trace, s.args[i]));
+                    } else {
+                        put_typed_args(trace, s.args[i], out);
+                    }
                 }
                 What::End(i) => {
                     put_u64(out, i as u64);
@@ -450,7 +843,11 @@ fn write_stream(
                     put_str(out, trace.str(inst.name[i]));
                     put_str(out, trace.str(inst.category[i]));
                     put_str(out, inst.kind(i).name());
-                    put_str(out, &args_json(trace, inst.args[i]));
+                    if id == INSTANT {
+                        put_str(out, &args_json(trace, inst.args[i]));
+                    } else {
+                        put_typed_args(trace, inst.args[i], out);
+                    }
                 }
                 What::Counter(i) => {
                     put_str(out, trace.str(t.name));

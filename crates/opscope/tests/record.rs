@@ -2004,3 +2004,123 @@ fn each_file_snapshots_monotonic_realtime_and_boottime() {
         }
     }
 }
+
+/// `opscope memory` on a session whose program has no allocator events reports the
+/// resident memory the recorder sampled: a Python program holds 200 MiB, then frees
+/// it. The peak lies between what it held and its own VmHWM (the sampler sees only
+/// some instants), and the memory after the free is below the peak by most of it.
+#[test]
+fn memory_reports_a_recordings_sampled_resident_memory() {
+    let dir = scratch_dir("record-resident");
+    let session = dir.join("s");
+    let out = record_with(
+        &["--sample-ms", "20"],
+        &session,
+        Path::new(&python()),
+        &[&script("resident.py")],
+        &[],
+    );
+    assert_ok(&out, "recording resident.py");
+    let told: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (pid, held, vmhwm) = (
+        told["pid"].as_i64().unwrap(),
+        told["held"].as_i64().unwrap(),
+        told["vmhwm"].as_i64().unwrap(),
+    );
+    let report = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["memory", "--quiet", "--format", "json"])
+        .arg(&session)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&report, "opscope memory");
+    let reports: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let mine = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["data"] == "resident"
+                && r["allocator"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("(pid {pid})"))
+        })
+        .unwrap_or_else(|| panic!("no resident memory of pid {pid}: {reports:#}"));
+    let peak = mine["peak_in_use"].as_i64().unwrap();
+    assert!(
+        held <= peak && peak <= vmhwm,
+        "held {held} <= peak {peak} <= VmHWM {vmhwm}"
+    );
+    let last = mine["final_in_use"].as_i64().unwrap();
+    assert!(
+        last < peak - held / 2,
+        "freed: {last} after a peak of {peak}"
+    );
+    let first = mine["first_in_use"].as_i64().unwrap();
+    assert!(first < held / 2, "before the block: {first}");
+    // Over time: the periods hold the peak, and the run begins and ends low.
+    let periods = mine["over_time"].as_array().unwrap();
+    assert!(periods.len() > 2, "{periods:?}");
+    let peaks: Vec<i64> = periods
+        .iter()
+        .map(|p| p["peak"].as_i64().unwrap())
+        .collect();
+    assert_eq!(peaks.iter().max(), Some(&peak));
+    assert!(peaks[0] < held / 2 && periods.last().unwrap()["at_end"].as_i64() == Some(last));
+    // The text report says it too, and no longer asks for profile_memory.
+    let text = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["memory", "--quiet"])
+        .arg(&session)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("peak resident"), "{text}");
+    assert!(!text.contains("profile_memory"), "{text}");
+}
+
+/// On a recording with steps (NVTX ranges `train_step_N`) and no allocator events, the
+/// growth of resident memory per step is what the program's own VmRSS says it grew by
+/// in each step (the sampler's last sample before each boundary stands for it).
+#[test]
+fn memory_reports_resident_growth_per_step() {
+    if !python_with(&["nvtx"]) {
+        return;
+    }
+    let dir = scratch_dir("record-resident-steps");
+    let session = dir.join("s");
+    let out = record_with(
+        &["--sample-ms", "20"],
+        &session,
+        Path::new(&python()),
+        &[&script("resident_steps.py")],
+        &[],
+    );
+    assert_ok(&out, "recording resident_steps.py");
+    let told: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let block = told["block"].as_i64().unwrap();
+    let report = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["memory", "--quiet", "--format", "json"])
+        .arg(&session)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&report, "opscope memory");
+    let reports: Value = serde_json::from_slice(&report.stdout).unwrap();
+    // The program's process holds the most.
+    let mine = &reports[0];
+    assert_eq!(mine["data"], "resident", "{reports:#}");
+    let steps = mine["steps"].as_array().unwrap();
+    let theirs = told["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), theirs.len(), "{steps:?}");
+    for (ours, theirs) in steps.iter().zip(theirs) {
+        let growth = ours["growth"].as_i64().unwrap();
+        let own = theirs["end"].as_i64().unwrap() - theirs["start"].as_i64().unwrap();
+        assert!(own >= block, "the program grew by {own} in a step");
+        assert!(
+            (growth - own).abs() <= 4 << 20,
+            "growth {growth} sampled, {own} by VmRSS: {ours}"
+        );
+    }
+}

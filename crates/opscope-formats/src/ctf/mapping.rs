@@ -22,6 +22,12 @@
 //! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
+//!
+//! The CPU each event ran on (its packet's `cpu_id`) is kept per thread as a counter
+//! track `cpu (tid N)` of the thread, sampled where the thread's CPU changes: a thread
+//! moves between CPUs, so its lane cannot say it, and one sample per migration costs
+//! far less than an arg per event. `ctf_export` writes it back as the `cpu_id` of the
+//! packets of the thread's events. (Kernel traces' CPU lanes are their CPU already.)
 
 use std::rc::Rc;
 
@@ -38,6 +44,7 @@ use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{skip, Event, Layout, Node, Val};
 use super::program::{FixedField, FixedInt, Op};
 use super::types::{ClockOrigin, EnvValue};
+use crate::ctf_export::ArgTag;
 use crate::error::ImportError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -112,6 +119,16 @@ enum Rule {
         name: usize,
         value: usize,
     },
+    /// opscope's own slice begins and instants with typed args: `args` is the payload
+    /// field of the struct whose fields are, in order, these keys of these types.
+    OwnTyped {
+        id: Option<usize>,
+        name: usize,
+        category: usize,
+        kind: usize,
+        args: usize,
+        keys: Box<[(StrId, ArgTag)]>,
+    },
 }
 
 struct Plan {
@@ -125,6 +142,9 @@ struct Plan {
     arg_fields: Box<[usize]>,
     /// Instants of this event are process-scoped (statedump).
     process_scope: bool,
+    /// The packet's `cpu_id` is noted on the thread's CPU counter (not for opscope's
+    /// own events, whose CPU counters are events of their own).
+    note_cpu: bool,
 }
 
 /// Where the pid/tid/procname of an event are, per scope.
@@ -161,6 +181,15 @@ struct Open {
     args: Vec<(StrId, ArgValue)>,
 }
 
+/// One of opscope's own slices, begun: its args are in the model already.
+struct OwnOpen {
+    name: StrId,
+    ts: i64,
+    kind: SliceKind,
+    category: StrId,
+    args: ArgsId,
+}
+
 /// A lane: pid, tid, and whether the tid is a CPU number.
 type LaneKey = (i64, i64, bool);
 
@@ -178,7 +207,7 @@ struct Mapper<'t> {
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
     stacks: HashMap<TrackId, Vec<Open>>,
     /// opscope's own slices still open, by the id the writer gave them.
-    own_open: HashMap<u64, Open>,
+    own_open: HashMap<u64, OwnOpen>,
     allocations: Allocations,
     /// The bytes-in-use counter track of each process (by index) with allocator events.
     libc_tracks: Vec<Option<TrackId>>,
@@ -189,6 +218,13 @@ struct Mapper<'t> {
     named_processes: hashbrown::HashSet<ProcessId>,
     positions: Vec<u32>,
     scratch: Vec<(StrId, ArgValue)>,
+    /// The last text of each (event class, slot) of opscope's typed classes.
+    memo: Vec<StrId>,
+    /// The last text of each string arg, per event class of opscope's typed classes.
+    arg_memo: Vec<Vec<StrId>>,
+    last_kind: Option<(StrId, SliceKind)>,
+    /// Per track (by index): the CPU its thread last ran on, and its CPU counter track.
+    cpu_of_track: Vec<(u64, Option<TrackId>)>,
     last_ts: i64,
     default_category: StrId,
     k_bytes: StrId,
@@ -306,7 +342,58 @@ impl<'t> Mapper<'t> {
         let name = self.trace.intern(short);
         let provider = provider.unwrap_or("");
         let mut process_scope = false;
+        let typed_keys = |m: &mut Self| -> Option<Box<[(StrId, ArgTag)]>> {
+            let schema = layout.meta.env_str(&format!("opscope_args_{}", el.id))?;
+            let Ok(serde_json::Value::Array(list)) = serde_json::from_str(schema) else {
+                return None;
+            };
+            let Some(Node::Struct { fields, .. }) = &el.fields else {
+                return None;
+            };
+            let args = fields.get(field("args")?)?;
+            let Node::Struct { fields: typed, .. } = args else {
+                return None;
+            };
+            let keys = list
+                .iter()
+                .map(|pair| {
+                    let key = pair.get(0)?.as_str()?;
+                    let code = pair.get(1)?.as_str()?;
+                    let tag = ArgTag::ALL.into_iter().find(|t| t.code() == code)?;
+                    Some((m.trace.intern(key), tag))
+                })
+                .collect::<Option<Box<[_]>>>()?;
+            // Every field a scalar value of the type the schema says.
+            let fits = keys.len() == typed.len()
+                && keys
+                    .iter()
+                    .zip(typed.iter())
+                    .all(|((_, tag), f)| match tag {
+                        ArgTag::Float => matches!(f, Node::Float { .. }),
+                        ArgTag::Str | ArgTag::Json => matches!(f, Node::Str),
+                        _ => matches!(f, Node::Int(_)),
+                    });
+            fits.then_some(keys)
+        };
+        let typed = match short {
+            "slice_begin" | "instant" => typed_keys(self),
+            _ => None,
+        };
         let own = (|| {
+            if let Some(keys) = typed {
+                return Some(Rule::OwnTyped {
+                    id: if short == "slice_begin" {
+                        Some(int_field("id")?)
+                    } else {
+                        None
+                    },
+                    name: str_field("name")?,
+                    category: str_field("category")?,
+                    kind: str_field("kind")?,
+                    args: field("args")?,
+                    keys,
+                });
+            }
             Some(match short {
                 "slice_begin" => Rule::OwnBegin {
                     id: int_field("id")?,
@@ -409,10 +496,19 @@ impl<'t> Mapper<'t> {
             Rule::Libc(libc) => libc.covered(),
             _ => 0,
         };
+        let note_cpu = !matches!(
+            rule,
+            Rule::OwnBegin { .. }
+                | Rule::OwnEnd { .. }
+                | Rule::OwnInstant { .. }
+                | Rule::OwnCounter { .. }
+                | Rule::OwnTyped { .. }
+        );
         Plan {
             name,
             category,
             rule,
+            note_cpu,
             arg_fields: (0..names.len())
                 .filter(|&i| covered & field_bit(i) == 0)
                 .collect(),
@@ -560,6 +656,9 @@ impl<'t> Mapper<'t> {
                 }
             }
         }
+        if let (Some(c), true, false) = (r.cpu_id, plan.note_cpu, cpu_lane) {
+            self.note_cpu(process, track, ts, c);
+        }
         // Kernel pairs (syscalls, irq handlers) belong to the thread running on the CPU.
         let (process, track) = match (&plan.rule, cpu_lane) {
             (Rule::Begin { .. } | Rule::End { .. }, true) => match self.running.get(&cpu) {
@@ -692,6 +791,127 @@ impl<'t> Mapper<'t> {
             .collect()
     }
 
+    /// Notes that the thread of `track` ran on `cpu` at `ts`: a sample of its CPU
+    /// counter where that changed.
+    fn note_cpu(&mut self, process: ProcessId, track: TrackId, ts: i64, cpu: u64) {
+        let t = track.index();
+        if self.cpu_of_track.len() <= t {
+            self.cpu_of_track.resize(t + 1, (u64::MAX, None));
+        }
+        let (last, counter) = self.cpu_of_track[t];
+        if last == cpu {
+            return;
+        }
+        let counter = match counter {
+            Some(c) => c,
+            None => {
+                let thread = self.trace.tracks[t].thread;
+                let tid = thread.map_or(-1, |th| self.trace.threads[th.index()].tid);
+                let name = self.trace.intern(&format!("cpu (tid {tid})"));
+                let c = self
+                    .trace
+                    .named_track(Some(process), TrackKind::Counter, name, 0);
+                self.trace.tracks[c.index()].thread = thread;
+                c
+            }
+        };
+        self.cpu_of_track[t] = (cpu, Some(counter));
+        self.trace.counters.push(counter, ts, cpu as f64);
+    }
+
+    /// Field `i`'s text, as the previous event of its class in `slot` had it when its
+    /// bytes are the same: the category and kind of one class rarely change, nor the
+    /// name over runs of events, and comparing bytes is cheaper than checking and
+    /// hashing them.
+    fn memo_text(&mut self, r: &Event, slot: usize, i: usize) -> StrId {
+        let at = r.event * 3 + slot;
+        let Some(&Val::Str { start, len }) =
+            self.positions.get(i).and_then(|&p| r.vals.get(p as usize))
+        else {
+            return self.field_text(r, i);
+        };
+        let bytes = r.text(start, len);
+        if let Some(&prev) = self.memo.get(at) {
+            if prev != StrId::EMPTY && self.trace.str(prev).as_bytes() == bytes {
+                return prev;
+            }
+        }
+        let id = self.field_text(r, i);
+        if self.memo.len() <= at {
+            self.memo.resize(at + 1, StrId::EMPTY);
+        }
+        self.memo[at] = id;
+        id
+    }
+
+    /// The kind a kind's name says, remembering the last.
+    fn memo_kind(&mut self, name: StrId) -> SliceKind {
+        if let Some((n, k)) = self.last_kind {
+            if n == name {
+                return k;
+            }
+        }
+        let text = self.trace.str(name);
+        let kind = SliceKind::ALL
+            .into_iter()
+            .find(|k| k.name() == text)
+            .unwrap_or(SliceKind::Other);
+        self.last_kind = Some((name, kind));
+        kind
+    }
+
+    /// The args of a typed class (`ctf_export`): payload field `field` is a struct
+    /// whose fields hold `keys`' values, each of its type.
+    fn typed_args(&mut self, r: &Event, field: usize, keys: &[(StrId, ArgTag)]) -> ArgsId {
+        let Some(&at) = self.positions.get(field) else {
+            return ArgsId::NONE;
+        };
+        let mut entries = std::mem::take(&mut self.scratch);
+        entries.clear();
+        // The struct's own value, then one per field.
+        let vals = r.vals.get(at as usize + 1..).unwrap_or(&[]);
+        let mut memo = std::mem::take(&mut self.arg_memo);
+        if memo.len() <= r.event {
+            memo.resize_with(r.event + 1, Vec::new);
+        }
+        let memo_of_class = &mut memo[r.event];
+        if memo_of_class.len() < keys.len() {
+            memo_of_class.resize(keys.len(), StrId::EMPTY);
+        }
+        for (k, (&(key, tag), &v)) in keys.iter().zip(vals).enumerate() {
+            // A string arg often repeats the previous event's of its class (an op's
+            // input types and shapes): equal bytes are that string, as for names.
+            let mut text = |m: &mut Self, v: Val| match v {
+                Val::Str { start, len } => {
+                    let prev = memo_of_class[k];
+                    if prev != StrId::EMPTY && m.trace.str(prev).as_bytes() == r.text(start, len) {
+                        return prev;
+                    }
+                    let id = m.text(r, v);
+                    memo_of_class[k] = id;
+                    id
+                }
+                _ => StrId::EMPTY,
+            };
+            let value = match (tag, v) {
+                (ArgTag::Int, Val::I(x)) => ArgValue::Int(x),
+                (ArgTag::Int, Val::U(x)) => ArgValue::Int(x as i64),
+                (ArgTag::UInt, Val::U(x)) => ArgValue::UInt(x),
+                (ArgTag::UInt, Val::I(x)) => ArgValue::UInt(x as u64),
+                (ArgTag::Float, Val::F(x)) => ArgValue::Float(x),
+                (ArgTag::Bool, Val::U(x)) => ArgValue::Bool(x != 0),
+                (ArgTag::Str, v @ Val::Str { .. }) => ArgValue::Str(text(self, v)),
+                (ArgTag::Json, v @ Val::Str { .. }) => ArgValue::Json(text(self, v)),
+                _ => ArgValue::Null,
+            };
+            entries.push((key, value));
+        }
+        self.arg_memo = memo;
+        let args = self.trace.args.push_bag(&entries);
+        self.scratch = entries;
+        args
+    }
+
     fn field_int(&self, r: &Event, i: usize) -> Option<i64> {
         int_at(r.vals, self.positions.get(i).copied())
     }
@@ -793,21 +1013,31 @@ impl<'t> Mapper<'t> {
                 kind,
                 args,
             } => {
-                let open = Open {
-                    key: plan.name,
+                let entries = self.field_json_args(r, *args);
+                let open = OwnOpen {
                     name: self.field_text(r, *name),
                     ts,
                     kind: self.field_kind(r, *kind),
                     category: self.field_text(r, *category),
-                    args: self.field_json_args(r, *args),
+                    args: self.trace.args.push_bag(&entries),
                 };
                 let id = self.field_u(r, *id);
                 self.own_open.insert(id, open);
             }
-            Rule::OwnEnd { id } => {
-                let open = self.own_open.remove(&self.field_u(r, *id));
-                self.end_or_unmatched(open, plan, layout, r, ts, track);
-            }
+            Rule::OwnEnd { id } => match self.own_open.remove(&self.field_u(r, *id)) {
+                Some(open) => {
+                    self.trace.slices.push(SliceRow {
+                        track,
+                        ts: open.ts,
+                        dur: ts.saturating_sub(open.ts),
+                        name: open.name,
+                        category: open.category,
+                        kind: open.kind,
+                        args: open.args,
+                    });
+                }
+                None => self.end_or_unmatched(None, plan, layout, r, ts, track),
+            },
             Rule::OwnInstant {
                 name,
                 category,
@@ -827,6 +1057,46 @@ impl<'t> Mapper<'t> {
                 };
                 self.trace.instants.push(row);
             }
+            Rule::OwnTyped {
+                id,
+                name,
+                category,
+                kind,
+                args,
+                keys,
+            } => {
+                let args = self.typed_args(r, *args, keys);
+                let name = self.memo_text(r, 0, *name);
+                let category = self.memo_text(r, 1, *category);
+                let kind_text = self.memo_text(r, 2, *kind);
+                let kind = self.memo_kind(kind_text);
+                match id {
+                    Some(id) => {
+                        let id = self.field_u(r, *id);
+                        self.own_open.insert(
+                            id,
+                            OwnOpen {
+                                name,
+                                ts,
+                                kind,
+                                category,
+                                args,
+                            },
+                        );
+                    }
+                    None => {
+                        self.trace.instants.push(InstantRow {
+                            track,
+                            ts,
+                            name,
+                            category,
+                            kind,
+                            scope: InstantScope::Thread,
+                            args,
+                        });
+                    }
+                }
+            }
             Rule::OwnCounter { name, value } => {
                 let name = self.field_text(r, *name);
                 let counter = match self.counters.get(&(process, name)) {
@@ -835,6 +1105,12 @@ impl<'t> Mapper<'t> {
                         let t = self
                             .trace
                             .named_track(Some(process), TrackKind::Counter, name, 0);
+                        // A thread's counter (its CPU) is written with the thread's tid,
+                        // a process's with -1.
+                        let thread = self.trace.tracks[track.index()]
+                            .thread
+                            .filter(|th| self.trace.threads[th.index()].tid != -1);
+                        self.trace.tracks[t.index()].thread = thread;
                         self.counters.insert((process, name), t);
                         t
                     }
@@ -1593,6 +1869,10 @@ pub(super) fn import_layout(
     let default_category = trace.intern(if domain.is_empty() { "ctf" } else { &domain });
     let mut m = Mapper {
         k_bytes: trace.intern("Bytes"),
+        cpu_of_track: Vec::new(),
+        memo: Vec::new(),
+        arg_memo: Vec::new(),
+        last_kind: None,
         k_addr: trace.intern("Addr"),
         s_running: trace.intern("running"),
         s_cpus: trace.intern("CPUs"),
@@ -1650,6 +1930,10 @@ pub(super) fn import_layout(
     let trace = m.trace;
     let mut entries: Vec<(StrId, ArgValue)> = Vec::new();
     for (k, v) in &meta.env {
+        // The keys and types of opscope's typed classes are the events' args already.
+        if k.starts_with("opscope_args_") && meta.env_str("tracer_name") == Some("opscope") {
+            continue;
+        }
         let key = trace.intern(&format!("env.{k}"));
         let value = match v {
             EnvValue::Int(i) => ArgValue::Int(*i),

@@ -776,12 +776,15 @@ event { name = "lttng_ust_libc:posix_memalign"; id = 4; stream_id = 0; fields :=
     r.unwrap();
     // One process for both threads; its counter.
     assert_eq!(trace.processes.len(), 1);
-    let values: Vec<f64> = trace.counters.value.clone();
+    let values = counter_values(&trace);
     assert_eq!(
         values,
         vec![100.0, 200.0, 400.0, 300.0, 1300.0, 1000.0, 1000.0]
     );
-    let track = &trace.tracks[trace.counters.track[0] as usize];
+    let first = (0..trace.counters.len())
+        .find(|&i| !cpu_counter(&trace, trace.counters.track[i]))
+        .unwrap();
+    let track = &trace.tracks[trace.counters.track[first] as usize];
     assert_eq!(track.kind, opscope_model::TrackKind::Counter);
     // Alloc instants: realloc is a free and an allocation.
     let mut order: Vec<usize> = (0..trace.instants.len())
@@ -920,8 +923,11 @@ event { name = "grpcTracer:send_request_exit"; id = 10; stream_id = 0; };
     let names: Vec<&str> = trace
         .tracks
         .iter()
-        .filter(|t| t.kind == opscope_model::TrackKind::Counter)
-        .map(|t| trace.str(t.name))
+        .enumerate()
+        .filter(|(i, t)| {
+            t.kind == opscope_model::TrackKind::Counter && !cpu_counter(&trace, *i as u32)
+        })
+        .map(|(_, t)| trace.str(t.name))
         .collect();
     assert_eq!(
         names,
@@ -930,7 +936,7 @@ event { name = "grpcTracer:send_request_exit"; id = 10; stream_id = 0; };
             "bfc_allocator_stats.bytes_in_use"
         ]
     );
-    assert_eq!(trace.counters.value, vec![3.0, 4096.0]);
+    assert_eq!(counter_values(&trace), vec![3.0, 4096.0]);
 }
 
 #[test]
@@ -1203,7 +1209,23 @@ event { name = "lttng_ust_libc:free"; id = 1; stream_id = 0; fields := struct { 
     );
     let (trace, r) = import_fixture(&meta, &[p]);
     r.unwrap();
-    assert_eq!(trace.counters.value.len(), 4);
+    assert_eq!(counter_values(&trace).len(), 4);
+}
+
+/// Whether counter track `t` is a thread's CPU (which every event with a `cpu_id`
+/// feeds), not one of the events' own counters.
+fn cpu_counter(trace: &opscope_model::Trace, t: u32) -> bool {
+    let track = &trace.tracks[t as usize];
+    track.thread.is_some() && trace.str(track.name).starts_with("cpu (tid ")
+}
+
+/// The counter samples but the threads' CPUs, in order.
+fn counter_values(trace: &opscope_model::Trace) -> Vec<f64> {
+    let c = &trace.counters;
+    (0..c.len())
+        .filter(|&i| !cpu_counter(trace, c.track[i]))
+        .map(|i| c.value[i])
+        .collect()
 }
 
 /// One event as read: stream, event class, time and values.

@@ -7,7 +7,7 @@ use super::*;
 /// async lane, instants, a counter, and args that need escaping.
 const SAMPLE: &str = r#"{"traceEvents":[
   {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
-  {"ph":"X","cat":"cpu_op","name":"outer","pid":1,"tid":2,"ts":10,"dur":10,"args":{"note":"say \"hi\"","n":3}},
+  {"ph":"X","cat":"cpu_op","name":"outer","pid":1,"tid":2,"ts":10,"dur":10,"args":{"note":"say \"hi\"","n":3,"External id":-7,"string":"a keyword","2x":1.5,"flag":true,"dims":[[1,2],[3]],"big":18446744073709551615,"none":null,"n_":0,"_n":1}},
   {"ph":"X","cat":"cpu_op","name":"first","pid":1,"tid":2,"ts":10,"dur":0},
   {"ph":"X","cat":"cpu_op","name":"inner","pid":1,"tid":2,"ts":12,"dur":5},
   {"ph":"X","cat":"cpu_op","name":"last","pid":1,"tid":2,"ts":20,"dur":0},
@@ -28,36 +28,33 @@ fn sample() -> Trace {
 }
 
 fn write_dir(trace: &Trace, name: &str) -> PathBuf {
+    write_dir_with(trace, name, MAX_TYPED_CLASSES)
+}
+
+/// The trace written with at most `typed` classes of typed args.
+fn write_dir_with(trace: &Trace, name: &str, typed: usize) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("opscope-ctf-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    export(trace, &mut |file, bytes| {
+    export_with(trace, typed, &mut |file, bytes| {
         std::fs::write(dir.join(file), bytes)
     })
     .unwrap();
     dir
 }
 
-/// One event as babeltrace2 prints it: clock cycles, name, and its payload fields.
+/// One event as babeltrace2 prints it: clock cycles, name, and its payload fields (but
+/// the struct `args`), and the fields of `args`.
 #[derive(Debug, Clone, PartialEq)]
 struct Printed {
     cycles: u64,
     event: String,
     fields: Vec<(String, String)>,
+    args: Vec<(String, String)>,
 }
 
-/// Reads `babeltrace2 --clock-cycles` text: `[N] (+D) EVENT: { cpu_id = 0 }, { vpid = …,
-/// vtid = … }, { name = "…", … }`.
-fn parse_line(line: &str) -> Printed {
-    let cycles = line[1..line.find(']').unwrap()].trim().parse().unwrap();
-    let after = &line[line.find(") ").unwrap() + 2..];
-    let (event, rest) = after.split_once(": ").unwrap();
-    let payload_at = rest.rfind("}, {").map_or(0, |i| i + 3);
-    let payload = rest[payload_at..].trim();
-    let inner = payload
-        .strip_prefix("{ ")
-        .and_then(|p| p.strip_suffix(" }"))
-        .unwrap_or("");
+/// `key = value, …` as babeltrace2 prints a struct's fields (strings unquoted).
+fn parse_fields(inner: &str) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     let bytes = inner.as_bytes();
     let mut i = 0;
@@ -86,10 +83,39 @@ fn parse_line(line: &str) -> Printed {
         fields.push((key, value));
         i = j;
     }
+    fields
+}
+
+/// Reads `babeltrace2 --clock-cycles` text: `[N] (+D) EVENT: { cpu_id = 0 }, { vpid = …,
+/// vtid = … }, { name = "…", … }`.
+fn parse_line(line: &str) -> Printed {
+    let cycles = line[1..line.find(']').unwrap()].trim().parse().unwrap();
+    let after = &line[line.find(") ").unwrap() + 2..];
+    let (event, rest) = after.split_once(": ").unwrap();
+    // The payload is the last `{ … }`; typed args end it as `args = { … }`.
+    let (rest, args) = match rest.find(", args = { ") {
+        Some(at) => {
+            let inner = &rest[at + ", args = { ".len()..];
+            let inner = inner.strip_suffix(" } }").unwrap_or("");
+            (format!("{} }}", &rest[..at]), parse_fields(inner))
+        }
+        None => match rest.find(", args = { } }") {
+            Some(at) => (format!("{} }}", &rest[..at]), Vec::new()),
+            None => (rest.to_string(), Vec::new()),
+        },
+    };
+    let payload_at = rest.rfind("}, {").map_or(0, |i| i + 3);
+    let payload = rest[payload_at..].trim();
+    let inner = payload
+        .strip_prefix("{ ")
+        .and_then(|p| p.strip_suffix(" }"))
+        .unwrap_or("");
+    let fields = parse_fields(inner);
     Printed {
         cycles,
         event: event.to_string(),
         fields,
+        args,
     }
 }
 
@@ -154,7 +180,7 @@ fn babeltrace2_reads_every_event_with_its_time_and_fields() {
                     assert_eq!(p.cycles as i64, s.ts[i] - base, "{p:?}");
                     assert_eq!(field(p, "category"), trace.str(s.category[i]));
                     assert_eq!(field(p, "kind"), s.kind(i).name());
-                    assert_eq!(field(p, "args"), args_json(&trace, s.args[i]));
+                    assert_args(&trace, s.args[i], &p.args);
                 } else {
                     ends += 1;
                     assert_eq!(p.cycles as i64, s.end(i) - base, "{p:?}");
@@ -170,9 +196,45 @@ fn babeltrace2_reads_every_event_with_its_time_and_fields() {
         }
     }
     assert_eq!((begins, ends), (s.len(), s.len()));
-    assert!(printed.iter().any(|p| field(p, "name") == "outer"
-        && p.event.ends_with("begin")
-        && field(p, "args").contains(r#"say \"hi\""#)));
+    let outer = printed
+        .iter()
+        .find(|p| field(p, "name") == "outer" && p.event.ends_with("begin"))
+        .unwrap();
+    assert!(outer.args.contains(&("note".into(), r#"say "hi""#.into())));
+    assert!(outer.args.contains(&("External_id".into(), "-7".into())));
+}
+
+/// babeltrace2 prints each arg as a field of its type: integers and strings as they
+/// are, floats as numbers, JSON as its text, booleans as 0 or 1; under its key cut to
+/// an identifier, in order.
+fn assert_args(trace: &Trace, args: ArgsId, printed: &[(String, String)]) {
+    let ours: Vec<(StrId, ArgValue)> = trace.args.get(args).collect();
+    assert_eq!(ours.len(), printed.len(), "{printed:?}");
+    let keys: Vec<(StrId, ArgTag)> = ours.iter().map(|&(k, v)| (k, ArgTag::of(v))).collect();
+    let names = field_names(trace, &keys);
+    for ((&(key, value), (name, text)), field) in ours.iter().zip(printed).zip(&names) {
+        assert_eq!(field.strip_prefix('_').unwrap_or(field), name);
+        let key = trace.str(key);
+        let cut: String = key
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        assert!(
+            name.starts_with(cut.trim_start_matches('_')),
+            "{key} printed as {name}"
+        );
+        match value {
+            ArgValue::Int(i) => assert_eq!(text, &i.to_string()),
+            ArgValue::UInt(u) => assert_eq!(text, &u.to_string()),
+            ArgValue::Float(f) => {
+                let g: f64 = text.parse().unwrap();
+                assert!((g - f).abs() <= 1e-6 * f.abs(), "{key}: {text} for {f}");
+            }
+            ArgValue::Str(x) | ArgValue::Json(x) => assert_eq!(text, trace.str(x)),
+            ArgValue::Bool(b) => assert_eq!(text, if b { "1" } else { "0" }),
+            ArgValue::Null => assert_eq!(text, "0"),
+        }
+    }
 }
 
 /// On a thread track, each slice's begin and end enclose exactly its children's, even
@@ -209,26 +271,41 @@ fn thread_tracks_keep_their_nesting() {
 #[test]
 fn metadata_declares_a_unix_clock_when_sources_know_it() {
     let mut trace = sample();
-    let m = metadata(&trace, 10_000, &[0; 16]);
+    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
     assert!(m.starts_with("/* CTF 1.8 */"));
     assert!(
         m.contains("absolute = FALSE"),
         "Chrome traces of µs have no epoch"
     );
     trace.clocks[0].unix_offset_ns = Some(1_700_000_000_500_000_000);
-    let m = metadata(&trace, 10_000, &[0; 16]);
+    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
     assert!(m.contains("offset_s = 1700000000;"), "{m}");
     assert!(m.contains("offset = 500010000;"), "{m}");
     assert!(m.contains("absolute = TRUE"));
 }
 
 /// opscope's CTF reader turns opscope's own events back into the slices, instants and
-/// counter samples they came from: names, categories, kinds, args, times and durations.
+/// counter samples they came from: names, categories, kinds, args (each of its type),
+/// times and durations; with typed args, and with args as JSON past the classes' limit
+/// (here after one class, and with none).
 #[test]
 fn our_reader_reads_our_output_back() {
+    for typed in [MAX_TYPED_CLASSES, 1, 0] {
+        reads_back(typed);
+    }
+}
+
+fn reads_back(typed: usize) {
     let trace = sample();
-    let dir = write_dir(&trace, "roundtrip");
+    let dir = write_dir_with(&trace, &format!("roundtrip-{typed}"), typed);
     let metadata = std::fs::read(dir.join("metadata")).unwrap();
+    let text = String::from_utf8_lossy(&metadata);
+    let classes = text.matches("opscope_args_").count();
+    if typed <= 1 {
+        assert_eq!(classes, typed, "{text}");
+    } else {
+        assert!(classes > 1, "{text}");
+    }
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -246,6 +323,17 @@ fn our_reader_reads_our_output_back() {
         &mut back,
     )
     .unwrap();
+    // The classes' keys and types are not repeated in the source's metadata.
+    let meta: Vec<String> = back
+        .args
+        .get(back.sources[0].metadata)
+        .map(|(k, _)| back.str(k).to_string())
+        .collect();
+    assert!(meta.iter().any(|k| k == "env.tracer_name"), "{meta:?}");
+    assert!(
+        !meta.iter().any(|k| k.starts_with("env.opscope_args_")),
+        "{meta:?}"
+    );
 
     type SliceKey = (String, String, &'static str, i64, i64, String);
     let slices = |t: &Trace| -> Vec<SliceKey> {
@@ -258,7 +346,7 @@ fn our_reader_reads_our_output_back() {
                     s.kind(i).name(),
                     s.ts[i],
                     s.dur[i],
-                    args_json(t, s.args[i]),
+                    crate::roundtrip_tests::args_text(t, s.args[i]),
                 )
             })
             .collect();
@@ -274,7 +362,7 @@ fn our_reader_reads_our_output_back() {
                     t.str(inst.name[i]).to_string(),
                     inst.kind(i).name(),
                     inst.ts[i],
-                    args_json(t, inst.args[i]),
+                    crate::roundtrip_tests::args_text(t, inst.args[i]),
                 )
             })
             .collect();
@@ -294,4 +382,86 @@ fn our_reader_reads_our_output_back() {
         v
     };
     assert_eq!(counters(&back), counters(&trace));
+}
+
+/// Per event of DIR as babeltrace2 prints it (`--clock-seconds`): its time, the `vtid` of
+/// its context and the `cpu_id` of its packet, sorted and without repeats (a realloc is
+/// one event there and two instants here, at one time on one thread). Counter samples,
+/// which no CPU emitted, are left out.
+fn times_threads_cpus(dir: &Path) -> Option<Vec<(String, i64, u64)>> {
+    let out = match Command::new("babeltrace2")
+        .args(["--clock-seconds", "--no-delta"])
+        .arg(dir)
+        .output()
+    {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but babeltrace2 cannot run ({e})"
+            );
+            eprintln!("skipping: babeltrace2 is not installed ({e})");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "babeltrace2 refused {}",
+        dir.display()
+    );
+    let number = |line: &str, key: &str| -> Option<i64> {
+        let at = line.find(key)? + key.len();
+        let digits: String = line[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '-')
+            .collect();
+        digits.parse().ok()
+    };
+    let mut v: Vec<(String, i64, u64)> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.contains(" opscope:counter: "))
+        .map(|l| {
+            let time = l[1..l.find(']').unwrap()].to_string();
+            let tid = number(l, "vtid = ").unwrap_or_else(|| panic!("no vtid: {l}"));
+            let cpu = number(l, "cpu_id = ").unwrap_or_else(|| panic!("no cpu_id: {l}"));
+            (time, tid, cpu as u64)
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    Some(v)
+}
+
+/// An LTTng trace read, written as CTF and read by babeltrace2 again: every event is
+/// at the same time on the same thread and CPU (`cpu_id`) as babeltrace2 reads it in
+/// the original.
+#[test]
+fn cpu_ids_of_an_lttng_trace_survive_export() {
+    let Some(shared) = crate::shared_data::shared() else {
+        return;
+    };
+    // Four CPUs, one thread moving between them.
+    let original = shared.join("traces/ctf/tracecompass/memory");
+    let metadata = std::fs::read(original.join("metadata")).unwrap();
+    let files: Vec<(String, Vec<u8>)> = ["0", "1", "2", "3"]
+        .iter()
+        .map(|n| {
+            let p = original.join(format!("channel0_{n}"));
+            (p.display().to_string(), std::fs::read(&p).unwrap())
+        })
+        .collect();
+    let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+    let mut trace = Trace::new();
+    crate::ctf::import("memory", &metadata, "memory/metadata", &streams, &mut trace).unwrap();
+    let dir = write_dir(&trace, "cpus");
+    let Some(theirs) = times_threads_cpus(&original) else {
+        return;
+    };
+    let ours = times_threads_cpus(&dir).unwrap();
+    let cpus: std::collections::BTreeSet<u64> = theirs.iter().map(|e| e.2).collect();
+    assert!(cpus.len() > 1, "the trace runs on several CPUs: {cpus:?}");
+    assert_eq!(ours.len(), theirs.len());
+    let first_difference = ours.iter().zip(&theirs).find(|(a, b)| a != b);
+    assert_eq!(first_difference, None, "(ours, babeltrace2's original)");
 }

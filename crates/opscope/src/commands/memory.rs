@@ -13,7 +13,8 @@ use crate::output::{self, duration_text, Table, TextOrJson};
 #[command(
     about = "Memory per device and allocator: peak, what was live at it, top allocating ops, growth per step",
     after_help = "Reads PyTorch's [memory] events (profile_memory=True) and TensorFlow \
-                  timelines' allocator counters.\n\nExamples:\n  opscope memory trace.json.gz\n  opscope memory --top 20 --format json trace.json"
+                  timelines' allocator counters; without them, the resident memory \
+                  `opscope record` sampled per process.\n\nExamples:\n  opscope memory trace.json.gz\n  opscope memory --top 20 --format json trace.json"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -54,7 +55,7 @@ fn print_text(
     if reports.is_empty() {
         return writeln!(
             out,
-            "no memory data: record with profile_memory=True (PyTorch) or a timeline with allocator counters (TensorFlow)"
+            "no memory data: no allocator events (PyTorch's profile_memory=True), allocator counters (TensorFlow timelines) or sampled resident memory (opscope record)"
         );
     }
     for r in reports {
@@ -65,12 +66,16 @@ fn print_text(
             who,
             r.allocator,
             r.events,
-            if r.data == "events" {
-                "allocation events"
-            } else {
-                "counter samples"
+            match r.data {
+                "events" => "allocation events",
+                "resident" => "samples of resident memory",
+                _ => "counter samples",
             }
         )?;
+        if r.data == "resident" {
+            print_resident(r, origin, out)?;
+            continue;
+        }
         write!(
             out,
             "peak in use {} at {}",
@@ -120,25 +125,69 @@ fn print_text(
             }
             table.write_text(out)?;
         }
-        if !r.steps.is_empty() {
-            writeln!(out)?;
-            let mut table = Table::new(&[
-                ("step", false),
-                ("in use at start", true),
-                ("at end", true),
-                ("growth", true),
-            ]);
-            for s in &r.steps {
-                table.rows.push(vec![
-                    s.step.clone(),
-                    bytes_text(s.in_use_at_start),
-                    bytes_text(s.in_use_at_end),
-                    bytes_text(s.growth),
-                ]);
-            }
-            table.write_text(out)?;
-        }
+        print_steps(r, out)?;
         writeln!(out)?;
     }
     Ok(())
+}
+
+/// A process's resident memory: peak, growth from the first sample to the last, per
+/// part of the run, and per step.
+fn print_resident(
+    r: &AllocatorReport,
+    origin: i64,
+    out: &mut (impl Write + ?Sized),
+) -> std::io::Result<()> {
+    let first = r.first_in_use.unwrap_or(0);
+    writeln!(
+        out,
+        "peak resident {} at {}; first sample {}, last {} (growth {})",
+        bytes_text(r.peak_in_use),
+        duration_text((r.peak_at_ns - origin) as f64),
+        bytes_text(first),
+        bytes_text(r.final_in_use),
+        bytes_text(r.final_in_use - first)
+    )?;
+    if r.over_time.len() > 1 {
+        writeln!(out)?;
+        let mut table = Table::new(&[
+            ("from", true),
+            ("to", true),
+            ("peak resident", true),
+            ("at end", true),
+        ]);
+        for p in &r.over_time {
+            table.rows.push(vec![
+                duration_text((p.from_ns - origin) as f64),
+                duration_text((p.to_ns - origin) as f64),
+                bytes_text(p.peak),
+                bytes_text(p.at_end),
+            ]);
+        }
+        table.write_text(out)?;
+    }
+    print_steps(r, out)?;
+    writeln!(out)
+}
+
+fn print_steps(r: &AllocatorReport, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+    if r.steps.is_empty() {
+        return Ok(());
+    }
+    writeln!(out)?;
+    let mut table = Table::new(&[
+        ("step", false),
+        ("in use at start", true),
+        ("at end", true),
+        ("growth", true),
+    ]);
+    for s in &r.steps {
+        table.rows.push(vec![
+            s.step.clone(),
+            bytes_text(s.in_use_at_start),
+            bytes_text(s.in_use_at_end),
+            bytes_text(s.growth),
+        ]);
+    }
+    table.write_text(out)
 }
