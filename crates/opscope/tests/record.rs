@@ -913,6 +913,23 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
     );
 }
 
+/// Runs `tests/oracle/SCRIPT PATH` and returns the JSON of its last line (the peers
+/// log to stdout before it).
+fn oracle_report(script: &str, path: &Path, what: &str) -> Value {
+    let out = Command::new(python())
+        .arg(repo_root().join("tests/oracle").join(script))
+        .arg(path)
+        .output()
+        .unwrap();
+    assert_ok(&out, what);
+    let last = out
+        .stdout
+        .split(|&b| b == b'\n')
+        .rfind(|l| !l.is_empty())
+        .unwrap_or_default();
+    serde_json::from_slice(last).unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
 /// The Chrome JSON `opscope convert` writes from a recorded PyTorch session reads as a
 /// Kineto trace: opscope's own `stats op` gives the same table as on the session, and
 /// HolisticTraceAnalysis and TensorBoard's PyTorch plugin find every op with its calls.
@@ -975,19 +992,7 @@ fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
     );
     let calls: BTreeMap<String, u64> = recorded.iter().map(|(k, v)| (k.clone(), v.0)).collect();
 
-    let hta = Command::new(python())
-        .arg(repo_root().join("tests/oracle/hta_ops.py"))
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert_ok(&hta, "HTA on the JSON");
-    let hta: Value = serde_json::from_slice(
-        hta.stdout
-            .split(|&b| b == b'\n')
-            .rfind(|l| !l.is_empty())
-            .unwrap(),
-    )
-    .unwrap();
+    let hta = oracle_report("hta_ops.py", &json, "HTA on the JSON");
     let hta_calls: BTreeMap<String, u64> = hta["cpu_ops"]
         .as_object()
         .unwrap()
@@ -996,19 +1001,11 @@ fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
         .collect();
     assert_eq!(hta_calls, calls, "HTA's cpu_op calls per name");
 
-    let tb = Command::new(python())
-        .arg(repo_root().join("tests/oracle/tb_plugin_ops.py"))
-        .arg(&runs)
-        .output()
-        .unwrap();
-    assert_ok(&tb, "TensorBoard's PyTorch plugin on the JSON");
-    let tb: Value = serde_json::from_slice(
-        tb.stdout
-            .split(|&b| b == b'\n')
-            .rfind(|l| !l.is_empty())
-            .unwrap(),
-    )
-    .unwrap();
+    let tb = oracle_report(
+        "tb_plugin_ops.py",
+        &runs,
+        "TensorBoard's PyTorch plugin on the JSON",
+    );
     let worker = &tb["worker0"];
     let tb_calls: BTreeMap<String, u64> = worker["ops"]
         .as_object()
