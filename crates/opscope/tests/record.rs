@@ -10,28 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{python, python_with, repo_root, scratch_dir, test_cache_dir};
+use common::{built, python, python_with, repo_root, scratch_dir, test_cache_dir};
 use serde_json::Value;
-
-/// A binary built beside opscope by the workspace (the example, the injected library).
-/// `cargo test` leaves a library built only for tests in `deps/`: the newer copy wins.
-fn built(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_opscope"))
-        .parent()
-        .unwrap()
-        .to_path_buf();
-    let newest = [dir.join(name), dir.join("deps").join(name)]
-        .into_iter()
-        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
-        .max();
-    match newest {
-        Some((_, path)) => path,
-        None => panic!(
-            "{name} is missing from {}: build the workspace (`cargo test --workspace` does)",
-            dir.display()
-        ),
-    }
-}
 
 /// Runs `opscope record -o DIR -- program args` with extra environment.
 fn record(dir: &Path, program: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {

@@ -10,24 +10,11 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{python, python_with, repo_root, scratch_dir, shared_traces, test_cache_dir};
+use common::{built, python, python_with, repo_root, scratch_dir, shared_traces, test_cache_dir};
 use serde_json::Value;
 
 fn script(name: &str) -> PathBuf {
     repo_root().join("tests/record").join(name)
-}
-
-/// The injected library the workspace built beside opscope (`cargo build -p
-/// opscope-record`).
-fn record_lib() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_opscope")).parent().unwrap();
-    let lib = dir.join("libopscope_record.so");
-    assert!(
-        lib.exists(),
-        "{} is missing: `cargo build -p opscope-record`",
-        lib.display()
-    );
-    lib
 }
 
 /// Records `python SCRIPT LOG` into `session`; returns the program's step log.
@@ -43,7 +30,7 @@ fn record(session: &Path, name: &str, env: &[(&str, &str)]) -> Vec<Value> {
         .arg(python())
         .arg(script(name))
         .arg(&log)
-        .env("OPSCOPE_RECORD_LIB", record_lib())
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
         .env("OPSCOPE_CACHE_DIR", test_cache_dir())
         .env("PYTHONPATH", repo_root().join("tests/record"));
     for (k, v) in env {

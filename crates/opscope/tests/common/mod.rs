@@ -127,3 +127,23 @@ pub fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json
         })
         .collect()
 }
+
+/// A binary built beside opscope by the workspace (the example, the injected library).
+/// `cargo test` leaves a library built only for tests in `deps/`: the newer copy wins.
+pub fn built(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_opscope"))
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    let newest = [dir.join(name), dir.join("deps").join(name)]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).ok()?.modified().ok()?, p)))
+        .max();
+    match newest {
+        Some((_, path)) => path,
+        None => panic!(
+            "{name} is missing from {}: build the workspace (`cargo test --workspace` does)",
+            dir.display()
+        ),
+    }
+}
