@@ -92,6 +92,19 @@ fn log_steps(log: &[Value], report: &Value) -> Vec<(i64, i64)> {
         .collect()
 }
 
+/// Records `script` (which logs its own steps), and checks the steps `opscope steps`
+/// finds in the session against that log: found by `kind`, as many, each boundary
+/// within 1 % of the median step, the first step's within `first`.
+fn recorded_steps_match(what: &str, script: &str, env: &[(&str, &str)], kind: &str, first: f64) {
+    let session = scratch_dir(&format!("steps-{script}")).join("session");
+    let log = record(&session, script, env);
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], kind, "{what}");
+    assert_steps_match_but_first(what, found, &want, first);
+}
+
 /// The steps found equal the steps run, each boundary within 1 % of the median step
 /// time; returns the worst error as a share of it.
 fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
@@ -224,13 +237,13 @@ fn torch_dataloader_steps_are_found_without_markers() {
     if !python_with(&["torch"]) {
         return;
     }
-    let session = scratch_dir("steps-torch").join("session");
-    let log = record(&session, "steps_torch_dataloader.py", &[]);
-    let report = steps_json(&session);
-    let want = log_steps(&log, &report);
-    let found = source_for(&report, &want);
-    assert_eq!(found["found_by"]["kind"], "period");
-    assert_steps_match_but_first("torch DataLoader", found, &want, 0.25);
+    recorded_steps_match(
+        "torch DataLoader",
+        "steps_torch_dataloader.py",
+        &[],
+        "period",
+        0.25,
+    );
 }
 
 /// Every step but the first is within 1 %; Keras's one-time work after the first call
@@ -241,13 +254,13 @@ fn keras_fit_steps_are_its_train_function_calls() {
     if !python_with(&["tensorflow"]) {
         return;
     }
-    let session = scratch_dir("steps-keras").join("session");
-    let log = record(&session, "steps_keras.py", &[("TF_CPP_MIN_LOG_LEVEL", "2")]);
-    let report = steps_json(&session);
-    let want = log_steps(&log, &report);
-    let found = source_for(&report, &want);
-    assert_eq!(found["found_by"]["kind"], "framework");
-    assert_steps_match_but_first("Keras fit", found, &want, 0.25);
+    recorded_steps_match(
+        "Keras fit",
+        "steps_keras.py",
+        &[("TF_CPP_MIN_LOG_LEVEL", "2")],
+        "framework",
+        0.25,
+    );
 }
 
 #[test]
@@ -255,13 +268,7 @@ fn jax_steps_are_the_executions_of_the_jitted_step() {
     if !python_with(&["jax"]) {
         return;
     }
-    let session = scratch_dir("steps-jax").join("session");
-    let log = record(&session, "steps_jax.py", &[]);
-    let report = steps_json(&session);
-    let want = log_steps(&log, &report);
-    let found = source_for(&report, &want);
-    assert_eq!(found["found_by"]["kind"], "framework");
-    assert_steps_match("JAX jit", found, &want);
+    recorded_steps_match("JAX jit", "steps_jax.py", &[], "framework", 0.01);
 }
 
 #[test]

@@ -322,15 +322,7 @@ fn import_plane(
             if let Some(sign) = allocation {
                 memory_args(trace, &mut entries, sign);
             }
-            let args = if entries.is_empty() {
-                ArgsId::NONE
-            } else {
-                let mut w = trace.args.writer();
-                for (k, v) in entries {
-                    w.push(k, v);
-                }
-                w.finish()
-            };
+            let args = trace.args.push_bag(&entries);
             if allocation.is_some() {
                 trace.instants.push(opscope_model::events::InstantRow {
                     track,
@@ -502,15 +494,7 @@ fn add_derived_lines(
                 let k = trace.intern("group_id");
                 entries.push((k, ArgValue::Int(g)));
             }
-            let args = if entries.is_empty() {
-                ArgsId::NONE
-            } else {
-                let mut w = trace.args.writer();
-                for (k, v) in entries {
-                    w.push(k, v);
-                }
-                w.finish()
-            };
+            let args = trace.args.push_bag(&entries);
             let name = trace.intern(&e.name);
             trace.slices.push(opscope_model::events::SliceRow {
                 track,
