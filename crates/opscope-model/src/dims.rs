@@ -47,6 +47,10 @@ pub struct Thread {
     pub tid: i64,
     pub name: Option<StrId>,
     pub sort_index: Option<i64>,
+    /// The thread's `pthread_t` (what Python's `threading.get_ident()` gives), when the
+    /// recorder saw it: profilers that name threads by it (TSL's XPlane lines, by a
+    /// hash of it) are matched to the thread through it.
+    pub handle: Option<u64>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]

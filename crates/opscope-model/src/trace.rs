@@ -136,6 +136,7 @@ impl Trace {
             tid,
             name: None,
             sort_index: None,
+            handle: None,
         });
         self.thread_index.insert((process, tid), id);
         id
@@ -363,6 +364,16 @@ impl Trace {
         self.process_index.entry((p.source, pid)).or_insert(process);
     }
 
+    /// Gives a thread the tid another source knows it by (see [`Trace::set_pid`]).
+    pub fn set_tid(&mut self, thread: ThreadId, tid: i64) {
+        let t = &mut self.threads[thread.index()];
+        if self.thread_index.get(&(t.process, t.tid)) == Some(&thread) {
+            self.thread_index.remove(&(t.process, t.tid));
+        }
+        t.tid = tid;
+        self.thread_index.entry((t.process, tid)).or_insert(thread);
+    }
+
     pub fn unite_processes(&mut self, sources: &[SourceId]) {
         let mut first_of_pid: HashMap<i64, ProcessId> = HashMap::new();
         let mut process_to = Vec::with_capacity(self.processes.len());
@@ -400,6 +411,7 @@ impl Trace {
                     let kept = &mut kept_threads[to.index()];
                     kept.name = kept.name.or(t.name);
                     kept.sort_index = kept.sort_index.or(t.sort_index);
+                    kept.handle = kept.handle.or(t.handle);
                     thread_to.push(to);
                 }
                 None => {
@@ -432,12 +444,50 @@ impl Trace {
                     TrackKey::Named(p.map(|p| process_to[p.index()]), kind, name, id)
                 }
             };
-            // Two tracks of one united thread stay two tracks; the index keeps one.
+            // Two tracks of one united thread: the index keeps one, and
+            // `merge_thread_tracks` moves the other's events onto it.
             track_index.entry(key).or_insert(track);
         }
         self.track_index = track_index;
         self.processes = kept_processes;
         self.threads = kept_threads;
+        self.merge_thread_tracks();
+    }
+
+    /// The thread tracks of one kind of one thread (its files' tracks, once their
+    /// processes are united) become one, so that what ran on the thread nests as one
+    /// stack: a oneDNN primitive inside the TensorFlow op that ran it, not beside it
+    /// with its time counted twice. The emptied tracks stay (ids held elsewhere stay
+    /// valid) with nothing on them.
+    fn merge_thread_tracks(&mut self) {
+        let mut first: HashMap<(ThreadId, TrackKind), u32> = HashMap::new();
+        let mut track_to: Vec<u32> = Vec::with_capacity(self.tracks.len());
+        let mut moved = false;
+        for (i, track) in self.tracks.iter().enumerate() {
+            let to = match track.thread {
+                Some(th) => *first.entry((th, track.kind)).or_insert(i as u32),
+                None => i as u32,
+            };
+            moved |= to != i as u32;
+            track_to.push(to);
+        }
+        if !moved {
+            return;
+        }
+        for t in self
+            .slices
+            .track
+            .iter_mut()
+            .chain(self.instants.track.iter_mut())
+            .chain(self.counters.track.iter_mut())
+        {
+            *t = track_to[*t as usize];
+        }
+        for t in self.track_index.values_mut() {
+            *t = TrackId(track_to[t.index()]);
+        }
+        // Sorted and nested again as one track.
+        self.finish();
     }
 }
 
@@ -456,6 +506,51 @@ mod tests {
             world_size: None,
             metadata: ArgsId::NONE,
         })
+    }
+
+    /// A thread that two files describe (a framework's op on one, the library call
+    /// inside it on the other) is one stack once united: the call nests in the op, so
+    /// the op's self time no longer includes it.
+    #[test]
+    fn a_united_threads_tracks_become_one_stack() {
+        let mut trace = Trace::new();
+        let (recorded, profiled) = (
+            source(&mut trace, "s/opscope-7.pftrace"),
+            source(&mut trace, "s/framework.xplane.pb"),
+        );
+        let row = |track, ts, dur, name| SliceRow {
+            track,
+            ts,
+            dur,
+            name,
+            category: StrId::EMPTY,
+            kind: crate::SliceKind::Op,
+            args: ArgsId::NONE,
+        };
+        let (op, call) = (trace.intern("Conv2D"), trace.intern("convolution"));
+        let p = trace.process(recorded, 7);
+        let t = trace.thread(p, 8);
+        let call_track = trace.thread_track(t, TrackKind::Thread);
+        trace.slices.push(row(call_track, 120, 50, call));
+        let q = trace.process(profiled, 7);
+        let u = trace.thread(q, 8);
+        let op_track = trace.thread_track(u, TrackKind::Thread);
+        trace.slices.push(row(op_track, 100, 100, op));
+        trace.finish();
+        assert_ne!(call_track, op_track);
+
+        trace.unite_processes(&[recorded, profiled]);
+
+        assert_eq!(trace.threads.len(), 1);
+        let tracks: Vec<u32> = trace.slices.track.clone();
+        assert_eq!(tracks, vec![call_track.0; 2], "both on the first track");
+        let range = trace.track_slices(call_track);
+        assert_eq!(range.len(), 2);
+        let names: Vec<StrId> = range.clone().map(|i| trace.slices.name[i]).collect();
+        assert_eq!(names, vec![op, call], "sorted by time");
+        assert_eq!(trace.slices.parent[range.start + 1], range.start as u32);
+        assert!(trace.track_slices(op_track).is_empty());
+        assert_eq!(trace.repairs.total(), 0);
     }
 
     #[test]

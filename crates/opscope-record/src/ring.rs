@@ -37,6 +37,9 @@ pub struct ThreadBuffer {
     dropped: AtomicU64,
     state: AtomicU8,
     tid: AtomicI32,
+    /// The owner's `pthread_self()`: some profilers name threads by it (see
+    /// `Thread::handle` in the model).
+    handle: AtomicU64,
     /// Bumped each time a thread takes the buffer over, so the writer starts a new
     /// packet sequence for it.
     claim: AtomicU64,
@@ -81,6 +84,7 @@ impl ThreadBuffer {
             dropped: AtomicU64::new(0),
             state: AtomicU8::new(CLAIMING),
             tid: AtomicI32::new(0),
+            handle: AtomicU64::new(0),
             claim: AtomicU64::new(0),
             next: AtomicPtr::new(ptr::null_mut()),
         })))
@@ -113,6 +117,7 @@ impl ThreadBuffer {
                 Some(b)
             })?;
         buffer.tid.store(tid, Ordering::Relaxed);
+        buffer.handle.store(current_handle(), Ordering::Relaxed);
         buffer.dropped.store(0, Ordering::Relaxed);
         buffer.claim.fetch_add(1, Ordering::Relaxed);
         // Publishes the tid and claim with the state the writer reads first.
@@ -222,6 +227,10 @@ impl ThreadBuffer {
         self.tid.load(Ordering::Relaxed)
     }
 
+    pub fn handle(&self) -> u64 {
+        self.handle.load(Ordering::Relaxed)
+    }
+
     pub fn claim_count(&self) -> u64 {
         self.claim.load(Ordering::Acquire)
     }
@@ -282,6 +291,11 @@ pub fn registry() -> impl Iterator<Item = &'static ThreadBuffer> {
 fn current_tid() -> i32 {
     // SAFETY: gettid has no preconditions; called once per thread (and after fork).
     unsafe { libc::gettid() }
+}
+
+fn current_handle() -> u64 {
+    // SAFETY: pthread_self has no preconditions and cannot fail.
+    unsafe { libc::pthread_self() as u64 }
 }
 
 /// The calling thread's hold on its buffer; dropping it (at thread exit) retires it.

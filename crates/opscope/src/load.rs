@@ -761,7 +761,7 @@ fn no_rank_for_dataloader_workers(trace: &mut Trace) {
 /// on one machine over one run: a pid there is one process, not one per file.
 fn unite_recorded_processes(trace: &mut Trace) {
     let mut sessions: std::collections::BTreeMap<PathBuf, Vec<SourceId>> = Default::default();
-    let mut profiled: Vec<(SourceId, i64)> = Vec::new();
+    let mut profiled: Vec<(SourceId, i64, PathBuf)> = Vec::new();
     for (i, source) in trace.sources.iter().enumerate() {
         let path = Path::new(&source.path);
         let name = path
@@ -774,20 +774,30 @@ fn unite_recorded_processes(trace: &mut Trace) {
             sessions.entry(dir).or_default().push(SourceId(i as u32));
         } else if let Some((session, pid)) = profiled_by_the_bootstrap(path) {
             sessions
-                .entry(session)
+                .entry(session.clone())
                 .or_default()
                 .push(SourceId(i as u32));
-            profiled.push((SourceId(i as u32), pid));
+            profiled.push((SourceId(i as u32), pid, session));
         }
     }
-    // The framework's profile of a recorded process describes that process.
-    for (source, pid) in profiled {
+    // The framework's profile of a recorded process describes that process, and its
+    // lines the threads the recorder saw (by their `pthread_t`).
+    for (source, pid, session) in profiled {
+        let session = &sessions[&session];
+        let known: Vec<(u64, opscope_model::ThreadId)> = (trace.threads.iter().enumerate())
+            .filter(|(_, t)| {
+                let p = &trace.processes[t.process.index()];
+                p.pid == pid && p.source != source && session.contains(&p.source)
+            })
+            .filter_map(|(i, t)| Some((t.handle?, opscope_model::ThreadId(i as u32))))
+            .collect();
         let host: Vec<opscope_model::ProcessId> = (0..trace.processes.len())
             .filter(|&p| trace.processes[p].source == source && trace.processes[p].device.is_none())
             .map(|p| opscope_model::ProcessId(p as u32))
             .collect();
         for process in host {
             trace.set_pid(process, pid);
+            opscope_formats::xplane::threads::adopt_tids(trace, process, &known);
         }
     }
     for sources in sessions.into_values().filter(|s| s.len() > 1) {

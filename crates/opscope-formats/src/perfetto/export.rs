@@ -534,6 +534,7 @@ fn write_descriptors<W: Write>(
         }
         let marker = Marker {
             kind: (track.kind != implied).then(|| track.kind.name().to_string()),
+            pthread: thread.and_then(|th| th.handle),
             ..Default::default()
         };
         desc.description = description(&marker);

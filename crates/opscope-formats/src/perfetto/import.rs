@@ -698,6 +698,9 @@ impl<'t> Importer<'t> {
             if thread.legacy_sort_index.is_some() {
                 trace.threads[th.index()].sort_index = thread.legacy_sort_index;
             }
+            if marker.pthread.is_some() {
+                trace.threads[th.index()].handle = marker.pthread;
+            }
             let kind = marked_kind.unwrap_or(if counter.is_some() {
                 TrackKind::Counter
             } else {

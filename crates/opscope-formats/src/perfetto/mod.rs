@@ -91,6 +91,8 @@ struct Marker {
     device_name: Option<String>,
     /// The track only holds slices of its parent track that overlap others.
     lane: bool,
+    /// The `pthread_t` of a thread track's thread (`Thread::handle`).
+    pthread: Option<u64>,
 }
 
 impl Marker {
@@ -114,6 +116,9 @@ impl Marker {
         if self.lane {
             parts.push("lane".to_string());
         }
+        if let Some(h) = self.pthread {
+            parts.push(format!("pthread={h}"));
+        }
         format!("{}{}", Self::PREFIX, parts.join(";"))
     }
 
@@ -131,6 +136,7 @@ impl Marker {
                 "device" => marker.device = Some(value),
                 "device_name" => marker.device_name = Some(value),
                 "lane" => marker.lane = true,
+                "pthread" => marker.pthread = value.parse().ok(),
                 _ => {}
             }
         }

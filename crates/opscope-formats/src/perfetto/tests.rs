@@ -371,6 +371,7 @@ fn perfetto_marker_round_trips() {
         device: Some("gpu:1".into()),
         device_name: Some("a;b%3Bc".into()),
         lane: true,
+        pthread: Some(140444649003904),
     };
     assert_eq!(Marker::parse(&m.format()), m);
     assert_eq!(Marker::parse("a track of stream 7"), Marker::default());

@@ -6,6 +6,7 @@
 
 mod derived;
 mod proto;
+pub mod threads;
 
 use std::collections::HashMap;
 

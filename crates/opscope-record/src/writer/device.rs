@@ -187,7 +187,7 @@ impl Writer {
 
     /// A CUDA API call on its thread's track.
     pub(super) fn write_call(&mut self, call: HeldCall, flow: Flow) {
-        let track = self.thread_track(call.tid, None);
+        let track = self.thread_track(call.tid, 0, None);
         self.write_pending(&call.slice, track, flow);
     }
 

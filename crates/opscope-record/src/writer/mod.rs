@@ -100,7 +100,8 @@ pub struct Writer {
     next_sequence: u64,
     next_uuid: u64,
     process_uuid: u64,
-    thread_tracks: Map<i32, u64>,
+    /// tid → (track uuid, the `pthread_t` its descriptor gave, or 0).
+    thread_tracks: Map<i32, (u64, u64)>,
     counters: Map<(Vec<u8>, Vec<u8>), u64>,
     lanes: Map<Vec<u8>, Lanes>,
     open_ranges: Map<(Vec<u8>, u64), OpenRange>,
@@ -206,19 +207,18 @@ impl Writer {
         });
     }
 
-    fn thread_track(&mut self, tid: i32, name: Option<&[u8]>) -> u64 {
+    /// The track of thread `tid`, described (again) when it is new, renamed, or its
+    /// `pthread_t` (`handle`, 0 when not known) is newly known.
+    fn thread_track(&mut self, tid: i32, handle: u64, name: Option<&[u8]>) -> u64 {
         let known = self.thread_tracks.get(&tid).copied();
-        if let (Some(uuid), None) = (known, name) {
-            return uuid;
-        }
-        let uuid = match known {
-            Some(uuid) => uuid,
-            None => {
-                let uuid = self.uuid();
-                self.thread_tracks.insert(tid, uuid);
-                uuid
+        let (uuid, handle) = match known {
+            Some((uuid, written)) if name.is_none() && (handle == 0 || handle == written) => {
+                return uuid;
             }
+            Some((uuid, written)) => (uuid, if handle == 0 { written } else { handle }),
+            None => (self.uuid(), handle),
         };
+        self.thread_tracks.insert(tid, (uuid, handle));
         let comm = match name {
             Some(n) => n.to_vec(),
             None => std::fs::read(format!("/proc/self/task/{tid}/comm"))
@@ -231,6 +231,12 @@ impl Writer {
         let pid = self.pid as u64;
         self.descriptor(|d| {
             uint(d, pb::TRACK_UUID, uuid);
+            if handle != 0 {
+                // The importer's marker syntax (`perfetto::Marker`): Perfetto shows it
+                // as the track's description and reads the thread as usual.
+                let marker = format!("opscope:pthread={handle}");
+                pb::bytes(d, pb::TRACK_DESCRIPTION, marker.as_bytes());
+            }
             message(d, pb::TRACK_THREAD, |t| {
                 uint(t, pb::THREAD_PID, pid);
                 uint(t, pb::THREAD_TID, tid as u64);
@@ -269,7 +275,7 @@ impl Writer {
         let mut seq = match self.sequences.remove(&key) {
             Some(s) if s.claim == claim => s,
             _ => {
-                let track = self.thread_track(buffer.tid(), None);
+                let track = self.thread_track(buffer.tid(), buffer.handle(), None);
                 let id = self.next_sequence;
                 self.next_sequence += 1;
                 Sequence::new(claim, id, track)
@@ -396,10 +402,10 @@ impl Writer {
                 );
             }
             Kind::ThreadName => {
-                seq.track = self.thread_track(tid, Some(r.name));
+                seq.track = self.thread_track(tid, 0, Some(r.name));
             }
             Kind::OtherThreadName => {
-                self.thread_track(r.id as i32, Some(r.name));
+                self.thread_track(r.id as i32, 0, Some(r.name));
             }
             Kind::AsyncBegin => {
                 let key = (r.category.to_vec(), r.id);
