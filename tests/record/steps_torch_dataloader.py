@@ -12,10 +12,11 @@ from torch.utils.data import DataLoader, Dataset
 from steps_log import StepLog
 
 STEPS = 12
-# Steps of about 50 ms: 1 % of one (the tests' bound) stays well above the Python work
-# between the program's log and the loader's first recorded call, however busy the
-# machine.
-BATCH = 128
+# Steps of about 100 ms: 1 % of one (the tests' bound) stays above the time between the
+# program's log and the loader's first recorded call, however busy the machine. In the
+# first step that is 0.2-0.7 ms: the copy-on-write faults the parent takes after forking
+# its workers, before its first range (no tracer sees them without a marker).
+BATCH = 256
 
 
 class Images(Dataset):

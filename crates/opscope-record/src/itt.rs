@@ -7,7 +7,7 @@
 
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::event::{Builder, Kind, Value, MAX_RECORD};
 use crate::ffi::{cstr, guard};
@@ -126,13 +126,44 @@ fn new_domain(name: &[u8]) -> usize {
 }
 
 fn new_string_handle(name: &[u8]) -> usize {
-    Box::leak(Box::new(StringHandle {
+    let handle = Box::leak(Box::new(StringHandle {
         str_a: leak_cstring(name),
         str_w: std::ptr::null(),
         extra1: 0,
         extra2: std::ptr::null_mut(),
         next: std::ptr::null_mut(),
-    })) as *mut StringHandle as usize
+    })) as *mut StringHandle as usize;
+    if name == WARM_UP_NAME {
+        WARM_UP.store(handle, Ordering::Relaxed);
+    }
+    handle
+}
+
+/// The name of the range opscope's Python bootstrap enters before the program runs,
+/// so that ITT's start (loading this library into PyTorch's ITT, the thread's buffer)
+/// is paid then and not in the program's first step. Its tasks are not recorded.
+const WARM_UP_NAME: &[u8] = b"opscope warm-up";
+
+/// The string handle of [`WARM_UP_NAME`], once this library made it.
+static WARM_UP: AtomicUsize = AtomicUsize::new(0);
+
+/// Whether a task is the bootstrap's warm-up. Its first handle is the one ITT's static
+/// part makes while it is still loading this library, so until the library has made
+/// its own the name itself is compared (its first byte first: a load and a compare
+/// for the program's own tasks).
+fn is_warm_up(name: *const StringHandle) -> bool {
+    let ours = WARM_UP.load(Ordering::Relaxed);
+    if ours != 0 {
+        return name as usize == ours;
+    }
+    // SAFETY: string handles are never freed; their name is NUL-terminated.
+    unsafe {
+        name.as_ref().is_some_and(|h| {
+            !h.str_a.is_null()
+                && *h.str_a == WARM_UP_NAME[0] as c_char
+                && cstr(h.str_a) == WARM_UP_NAME
+        })
+    }
 }
 
 /// The name of a domain, whoever made it.
@@ -271,6 +302,10 @@ extern "C" fn string_handle_create(name: *const c_char) -> *mut StringHandle {
 extern "C" fn task_begin(domain: *const Domain, _id: Id, _parent: Id, name: *mut StringHandle) {
     guard((), || {
         if !session::enabled() {
+            return;
+        }
+        if is_warm_up(name) {
+            crate::ring::skip_begin();
             return;
         }
         let ts = crate::clock::now();

@@ -31,6 +31,15 @@ pub extern "C" fn opscope_record_flush() {
     session::flush();
 }
 
+/// Loads and starts the recording now (opens the process's file, starts the writer),
+/// rather than at the first ITT call, which PyTorch makes inside the program's first
+/// step: the Python bootstrap calls it before the program runs, so that the first
+/// step does not pay for it.
+#[no_mangle]
+pub extern "C" fn opscope_record_start() {
+    session::start();
+}
+
 /// The library's Rust allocations stay out of the program's heap (see `alloc`).
 #[global_allocator]
 static OWN_MEMORY: alloc::OwnMemory = alloc::OwnMemory;

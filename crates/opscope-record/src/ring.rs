@@ -519,6 +519,12 @@ pub fn emit_named_begin(
     });
 }
 
+/// A begin the program made but that is not recorded (its end is not either): takes
+/// the thread's buffer, as a recorded one would, and nothing else.
+pub fn skip_begin() {
+    with_slot(|slot, _| slot.opened(false));
+}
+
 /// The hot path of an end: a 16-byte record.
 pub fn emit_end(ts: u64) {
     emit(Kind::End, COMPACT, |bytes| compact(bytes, Kind::End, 0, ts));

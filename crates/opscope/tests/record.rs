@@ -716,6 +716,45 @@ fn pytorch_ops_are_counted_as_torch_profiler_counts_them() {
     assert!(onednn > 0, "torch's oneDNN primitives are recorded too");
 }
 
+/// The library is loaded and recording before the program's first line: what a
+/// process pays once (ITT loading the library, the library's file and writer thread,
+/// the profiler ops' look-up: 0.5-1.7 ms) fell inside the program's first step, before
+/// its first range, which then started that late. The bootstrap's warm-up range itself
+/// is not recorded.
+#[test]
+fn torch_programs_first_range_finds_recording_started() {
+    if !python_with(&["torch", "perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-first-range");
+    let session = dir.join("session");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("torch_first_range.py")],
+        &[],
+    );
+    assert_ok(&out, "torch_first_range.py");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let seen: Value = stdout
+        .lines()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("no JSON line from the program: {stdout}"));
+    assert_eq!(seen["loaded"], true, "{seen}");
+    assert_eq!(seen["started"], true, "{seen}");
+    let files = recorded(&session);
+    let counts = slice_counts(files.values().next().expect("the program's file"));
+    let named = |name: &str| -> u64 {
+        counts
+            .iter()
+            .filter(|((_, n), _)| n == name)
+            .map(|(_, c)| c)
+            .sum()
+    };
+    assert_eq!(named("first"), 1, "{counts:?}");
+    assert_eq!(named("opscope warm-up"), 0, "{counts:?}");
+}
+
 #[test]
 fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
     if !python_with(&["tensorflow", "perfetto"]) {
