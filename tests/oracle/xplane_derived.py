@@ -152,6 +152,19 @@ def build(path):
     offload("copy-done.9", t + 1300, 50)
     tpu.event(ops, "%copy-start.5 = f32[8]{0} copy-start()", t + 1400, 50, display="copy-start.5")
     tpu.event(ops, "%copy-done.5 = f32[8]{0} copy-done()", t + 1500, 50, display="copy-done.5")
+    t += 2000
+    # Without a group, an op extends the last one only when it starts at most twice
+    # the last one's length after its end.
+    tpu.event(ops, "ungrouped.1", t, 100, tf_op="free/Op:Op")
+    tpu.event(ops, "ungrouped.2", t + 150, 100, tf_op="free/Op:Op")
+    tpu.event(ops, "ungrouped.3", t + 700, 100, tf_op="free/Op:Op")
+    tpu.event(ops, "ungrouped.4", t + 3000, 100, tf_op="free/Op:Op")
+    t += 4000
+    # Of events that start together the shorter is taken first, whatever its line:
+    # here it ends the run of the longer one's op.
+    tpu.event(ops, "tie.0", t, 100, tf_op="tie/Long:Long", group_id=4)
+    tpu.event(ops, "tie.1", t + 200, 500, tf_op="tie/Long:Long", group_id=4)
+    tpu.event(other, "tie.2", t + 200, 300, tf_op="tie/Short:Short", group_id=4)
     with open(path, "wb") as f:
         f.write(space.SerializeToString())
 
@@ -160,11 +173,9 @@ def ns(value):
     return int((decimal.Decimal(value) * 1000).to_integral_value(rounding=decimal.ROUND_HALF_EVEN))
 
 
-def main():
-    out = sys.argv[1]
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "derived.xplane.pb")
-    build(path)
+def convert(path):
+    """Every complete event of xprof's trace-viewer conversion of `path`, as
+    [plane, line, name, start ns, duration ns]."""
     data, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {"use_saved_result": False})
     if isinstance(data, bytes):
         data = data.decode()
@@ -176,12 +187,19 @@ def main():
         for e in events
         if e.get("ph") == "M" and e["name"] == "thread_name"
     }
-    rows = [
+    return [
         [processes[e["pid"]], threads[(e["pid"], e["tid"])], e["name"], ns(e["ts"]), ns(e.get("dur", 0))]
         for e in events
         if e.get("ph") == "X"
     ]
-    print(json.dumps({"path": path, "events": rows}))
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "derived.xplane.pb")
+    build(path)
+    print(json.dumps({"path": path, "events": convert(path)}))
 
 
 if __name__ == "__main__":

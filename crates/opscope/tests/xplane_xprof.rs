@@ -1,7 +1,7 @@
 //! XPlane as xprof shows it: every complete event of xprof's own trace-viewer
-//! conversion, the lines it derives from a TPU plane's stats included, is in opscope's
-//! model at the same nanosecond. The XPlane is built and converted by
-//! `tests/oracle/xplane_derived.py` (xprof is the oracle).
+//! conversion, the lines it derives from a TPU or GPU plane's stats included, is in
+//! opscope's model at the same nanosecond. The XPlanes are built and converted by
+//! `tests/oracle/xplane_derived.py` and `xplane_derived_gpu.py` (xprof is the oracle).
 
 mod common;
 
@@ -36,20 +36,19 @@ fn ours(trace: &Trace) -> Events {
     events
 }
 
-#[test]
-fn tpu_derived_lines_match_xprof_trace_viewer() {
-    if !python_with(&["xprof.convert.raw_to_tool_data", "tensorflow"]) {
-        return;
-    }
-    let dir = scratch_dir("xplane-derived");
+/// Runs an oracle script that builds an XPlane and converts it with xprof, imports the
+/// XPlane, asserts that every complete event of xprof's is in ours, and returns the
+/// names of the lines xprof's output has.
+fn check_against_xprof(script: &str, scratch: &str) -> std::collections::BTreeSet<String> {
+    let dir = scratch_dir(scratch);
     let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle/xplane_derived.py"))
+        .arg(repo_root().join("tests/oracle").join(script))
         .arg(&dir)
         .output()
         .expect("python runs");
     assert!(
         out.status.success(),
-        "xplane_derived.py failed: {}",
+        "{script} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -58,7 +57,7 @@ fn tpu_derived_lines_match_xprof_trace_viewer() {
     opscope_formats::import_bytes(&std::fs::read(path).unwrap(), path, &mut trace).unwrap();
     let mut got = ours(&trace);
     let (mut total, mut missing) = (0, Vec::new());
-    let mut derived_lines = std::collections::BTreeSet::new();
+    let mut lines = std::collections::BTreeSet::new();
     for e in doc["events"].as_array().unwrap() {
         let key = (
             e[0].as_str().unwrap().to_string(),
@@ -68,9 +67,7 @@ fn tpu_derived_lines_match_xprof_trace_viewer() {
             e[4].as_i64().unwrap(),
         );
         total += 1;
-        if !key.1.starts_with("XLA Ops") && key.1 != "python" {
-            derived_lines.insert(key.1.clone());
-        }
+        lines.insert(key.1.clone());
         match got.get_mut(&key) {
             Some(n) if *n > 0 => *n -= 1,
             _ => missing.push(key),
@@ -78,22 +75,63 @@ fn tpu_derived_lines_match_xprof_trace_viewer() {
     }
     assert!(
         missing.is_empty(),
-        "{} of {total} events of xprof's not in ours: {missing:#?}",
+        "{script}: {} of {total} events of xprof's not in ours: {missing:#?}",
         missing.len()
     );
-    // The oracle's XPlane exercises every derived line.
-    let want: std::collections::BTreeSet<String> = [
-        "Framework Ops",
-        "Framework Name Scope",
-        "Source code",
-        "Host Offload Ops row 0",
-        "Host Offload Ops row 1",
-    ]
-    .into_iter()
-    .map(String::from)
-    .collect();
-    assert_eq!(derived_lines, want);
     let _ = std::fs::remove_dir_all(&dir);
+    lines
+}
+
+fn names(names: &[&str]) -> std::collections::BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+#[test]
+fn tpu_derived_lines_match_xprof_trace_viewer() {
+    if !python_with(&["xprof.convert.raw_to_tool_data", "tensorflow"]) {
+        return;
+    }
+    let lines = check_against_xprof("xplane_derived.py", "xplane-derived");
+    // The oracle's XPlane exercises every derived line.
+    assert_eq!(
+        lines,
+        names(&[
+            "python",
+            "XLA Ops",
+            "XLA Ops 2",
+            "Framework Ops",
+            "Framework Name Scope",
+            "Source code",
+            "Host Offload Ops row 0",
+            "Host Offload Ops row 1",
+        ])
+    );
+}
+
+/// The lines xprof derives for GPU planes: steps from `group_id`, and per stream the
+/// XLA modules and ops and the framework ops and name scopes of its kernels.
+#[test]
+fn gpu_derived_lines_match_xprof_trace_viewer() {
+    if !python_with(&["xprof.convert.raw_to_tool_data", "tensorflow"]) {
+        return;
+    }
+    let lines = check_against_xprof("xplane_derived_gpu.py", "xplane-derived-gpu");
+    assert_eq!(
+        lines,
+        names(&[
+            "python",
+            "Stream #7(Compute)",
+            "Stream #9(Compute)",
+            "Stream #11(MemcpyH2D)",
+            "Steps",
+            "XLA Modules - from #7",
+            "XLA Ops - from #7",
+            "Framework Ops - from #7",
+            "Framework Name Scope - from #7",
+            "Framework Ops - from #9",
+            "Framework Name Scope - from #9",
+        ])
+    );
 }
 
 /// `opscope memory` on an XPlane TensorFlow's profiler wrote with its allocator events:

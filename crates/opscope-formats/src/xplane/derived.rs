@@ -4,9 +4,11 @@
 //! `source` stat) and "Host Offload Ops row N" (an offloaded `copy-start`/`copy-done`
 //! pair on host memory, `S(5)`, as one span). The XPlane file does not hold these lines:
 //! xprof builds them when it converts, so without them a TPU profile has no
-//! framework-op view. The rules follow xprof's (facts, our own code): which events merge,
-//! how stacked events of equal span are shortened by 1 ns per level so the viewer stacks
-//! them in order, and which row an offload span goes to.
+//! framework-op view. The rules follow xprof's (facts, our own code): in which order
+//! events are read, which events merge (an event without a group only across a short
+//! gap), how stacked events of equal span are shortened by 1 ns per level so the viewer
+//! stacks them in order, and which row an offload span goes to. The line building and
+//! the framework-op rules are shared with the GPU derivation (`derived_gpu`).
 
 /// One event of the plane, as the derivation reads it.
 pub struct SourceEvent<'a> {
@@ -56,16 +58,29 @@ struct Open {
     event: usize,
 }
 
+/// Builds one derived line: events of one key and group in a row merge into one, per
+/// nesting level. Shared with the GPU derivation (`derived_gpu`).
 #[derive(Default)]
-struct LineBuilder {
-    events: Vec<DerivedEvent>,
+pub(super) struct LineBuilder {
+    pub(super) events: Vec<DerivedEvent>,
     open: Vec<Option<Open>>,
+    /// On GPU planes xprof merges a run across any gap; elsewhere an event without a
+    /// group only extends one that ends at most twice its length before it.
+    merge_across_gaps: bool,
 }
 
 impl LineBuilder {
+    /// A builder for a GPU plane's line.
+    pub(super) fn merging_across_gaps() -> Self {
+        LineBuilder {
+            merge_across_gaps: true,
+            ..Default::default()
+        }
+    }
+
     /// Extends the event open at `level` when it has the same key and group, else
     /// opens a new one there (closing the deeper ones); true when it opened one.
-    fn expand_or_add(
+    pub(super) fn expand_or_add(
         &mut self,
         level: usize,
         key: &str,
@@ -78,7 +93,11 @@ impl LineBuilder {
             self.open.resize(level + 1, None);
         }
         if let Some(open) = &self.open[level] {
-            if open.key == key && open.group_id == group_id {
+            let last = &self.events[open.event];
+            let near = self.merge_across_gaps
+                || group_id.is_some()
+                || last.end_ps + 2 * (last.end_ps - last.begin_ps) >= span.0;
+            if open.key == key && open.group_id == group_id && near {
                 let e = &mut self.events[open.event];
                 e.begin_ps = e.begin_ps.min(span.0);
                 e.end_ps = e.end_ps.max(span.1);
@@ -104,7 +123,7 @@ impl LineBuilder {
     /// Closes the open events from `level` down. A stack of closed events of one span
     /// is shortened, deeper ones by 1 ns more each (never the top one below 1 ns), as
     /// xprof does so that its viewer nests them in order.
-    fn reset(&mut self, level: usize) {
+    pub(super) fn reset(&mut self, level: usize) {
         if level < self.open.len() && self.open[level].is_some() {
             let mut top = level;
             while top + 1 < self.open.len() && self.open[top + 1].is_some() {
@@ -219,6 +238,37 @@ fn derive_op_type(name: &str) -> &str {
     }
 }
 
+/// The order in which xprof derives from events, (begin, duration) in ps: by start,
+/// and of events that start together the shorter first (found by experiment: an event
+/// of a second line, or a later one of the same line, that is shorter comes first).
+pub(super) fn xprof_order(a: (i64, i64), b: (i64, i64)) -> std::cmp::Ordering {
+    a.cmp(&b)
+}
+
+/// Adds a framework op (`tf_op`) to the name-scope line (its scopes, nested) and the op
+/// line (the op, shown by its type).
+pub(super) fn add_framework_op(
+    scopes: &mut LineBuilder,
+    ops: &mut LineBuilder,
+    full: &str,
+    span: (i64, i64),
+    group_id: Option<i64>,
+) {
+    let (shown, names) = parse_op(full);
+    if !names.is_empty() {
+        for (level, scope) in names.iter().enumerate() {
+            let opened = scopes.expand_or_add(level, scope, scope, None, span, group_id);
+            // The op line depends on the scope line: a new outermost scope also ends
+            // the op open in it.
+            if opened && level == 0 {
+                ops.reset(0);
+            }
+        }
+        scopes.reset(names.len());
+    }
+    ops.expand_or_add(0, full, &shown, Some(full), span, group_id);
+}
+
 /// Offloaded copies and slices name tensors in host memory with this memory space.
 const HOST_MEMORY: &str = "S(5)";
 /// xprof keeps at most this many offload rows (its thread id range for them).
@@ -256,12 +306,7 @@ fn is_offload(e: &SourceEvent) -> bool {
 
 /// Derives the lines of one TensorCore plane from all its events.
 pub fn derive_lines(mut events: Vec<SourceEvent>) -> Vec<DerivedLine> {
-    // Outer events first: by start, then the longer first.
-    events.sort_by(|a, b| {
-        a.begin_ps
-            .cmp(&b.begin_ps)
-            .then(b.duration_ps.cmp(&a.duration_ps))
-    });
+    events.sort_by(|a, b| xprof_order((a.begin_ps, a.duration_ps), (b.begin_ps, b.duration_ps)));
     let (mut ops, mut scopes, mut source) = (
         LineBuilder::default(),
         LineBuilder::default(),
@@ -277,19 +322,7 @@ pub fn derive_lines(mut events: Vec<SourceEvent>) -> Vec<DerivedLine> {
         }
         let span = (e.begin_ps, e.begin_ps + e.duration_ps);
         if let Some(full) = e.tf_op.filter(|s| !s.is_empty()) {
-            let (shown, names) = parse_op(full);
-            if !names.is_empty() {
-                for (level, scope) in names.iter().enumerate() {
-                    let opened = scopes.expand_or_add(level, scope, scope, None, span, e.group_id);
-                    // The op line depends on the scope line: a new outermost scope
-                    // also ends the op open in it.
-                    if opened && level == 0 {
-                        ops.reset(0);
-                    }
-                }
-                scopes.reset(names.len());
-            }
-            ops.expand_or_add(0, full, &shown, Some(full), span, e.group_id);
+            add_framework_op(&mut scopes, &mut ops, full, span, e.group_id);
         }
         if let Some(s) = e.source.filter(|s| !s.is_empty()) {
             source.expand_or_add(0, s, s, None, span, e.group_id);

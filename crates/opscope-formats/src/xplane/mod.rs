@@ -5,6 +5,7 @@
 //! profiler normalised them.
 
 mod derived;
+mod derived_gpu;
 mod proto;
 pub mod threads;
 
@@ -347,39 +348,160 @@ fn import_plane(
             });
         }
     }
+    let target = DerivedTarget {
+        process,
+        device,
+        category,
+        // Times in ps from the first line's start: absolute ps overflow an i64.
+        origin: plane.lines.first().map_or(0, |l| line_base(l, start_ns)),
+    };
     if derived::derives_from_stats(&plane_name) {
-        add_derived_lines(
-            trace,
-            process,
-            device,
-            category,
-            plane,
-            &stat_names,
-            start_ns,
-        );
+        let lines = tpu_derived_lines(plane, &stat_names, start_ns, target.origin);
+        add_derived_lines(trace, &target, lines);
+    } else if derived_gpu::is_gpu_plane(&plane_name) {
+        let lines = gpu_derived_lines(plane, &stat_names, start_ns, target.origin);
+        add_derived_lines(trace, &target, lines);
     }
 }
 
 /// Line ids for the lines xprof derives, above any a profiler writes (xprof's own
-/// derived ids start at 0xdeadbeef).
+/// derived ids start at 0xdeadbeef, and lines from there on are not streams).
 const DERIVED_LINE_ID: i64 = 0xdead_beef;
 
-/// Adds the lines xprof's trace viewer derives from a TensorCore plane's stats.
-fn add_derived_lines(
-    trace: &mut Trace,
+/// Where a plane's derived lines go: its process and device, in ps from `origin` ns.
+struct DerivedTarget {
     process: opscope_model::ProcessId,
     device: Option<opscope_model::DeviceId>,
     category: opscope_model::StrId,
+    origin: i64,
+}
+
+/// The id of the stat metadata of this name.
+fn stat_id(stat_names: &HashMap<i64, String>, name: &str) -> Option<i64> {
+    stat_names
+        .iter()
+        .find(|(_, n)| *n == name)
+        .map(|(id, _)| *id)
+}
+
+/// A stat's string value, or the name its reference points to.
+fn stat_str(stat_names: &HashMap<i64, String>, stat: &XStat) -> Option<String> {
+    if let Some(v) = &stat.str_value {
+        Some(text(v))
+    } else {
+        stat.ref_value
+            .and_then(|r| stat_names.get(&(r as i64)).cloned())
+    }
+}
+
+fn stat_int(stat: &XStat) -> Option<i64> {
+    stat.int64_value
+        .or_else(|| stat.uint64_value.map(|v| v as i64))
+}
+
+/// The lines xprof's trace viewer derives from a GPU plane's kernel stats.
+fn gpu_derived_lines(
     plane: &XPlane,
     stat_names: &HashMap<i64, String>,
     start_ns: Option<i64>,
-) {
-    let id_of = |name: &str| {
-        stat_names
-            .iter()
-            .find(|(_, n)| *n == name)
-            .map(|(id, _)| *id)
-    };
+    origin: i64,
+) -> Vec<derived::DerivedLine> {
+    let id = |name| stat_id(stat_names, name);
+    let (kernel, hlo_op, hlo_module, program, tf_op_stat, group) = (
+        id("kernel_details"),
+        id("hlo_op"),
+        id("hlo_module"),
+        id("program_id"),
+        id("tf_op"),
+        id("group_id"),
+    );
+    struct Owned {
+        begin_ps: i64,
+        duration_ps: i64,
+        kernel: bool,
+        hlo_op: Option<String>,
+        hlo_module: Option<String>,
+        program_id: Option<i64>,
+        tf_op: Option<String>,
+        group_id: Option<i64>,
+    }
+    let mut owned: Vec<(i64, String, Vec<Owned>)> = Vec::new();
+    for line in &plane.lines {
+        let base = (line_base(line, start_ns) - origin).saturating_mul(1000);
+        let mut events = Vec::new();
+        for event in &line.events {
+            let Some(offset_ps) = event.offset_ps else {
+                continue;
+            };
+            let mut e = Owned {
+                begin_ps: base.saturating_add(offset_ps),
+                duration_ps: event.duration_ps.max(0),
+                kernel: false,
+                hlo_op: None,
+                hlo_module: None,
+                program_id: None,
+                tf_op: None,
+                group_id: None,
+            };
+            // Only the event's own stats: xprof reads no metadata stats here.
+            for stat in &event.stats {
+                let id = Some(stat.metadata_id);
+                if id == kernel {
+                    e.kernel = stat_str(stat_names, stat).is_some_and(|s| !s.is_empty());
+                } else if id == hlo_op {
+                    e.hlo_op = stat_str(stat_names, stat);
+                } else if id == hlo_module {
+                    e.hlo_module = stat_str(stat_names, stat);
+                } else if id == program {
+                    e.program_id = stat_int(stat);
+                } else if id == tf_op_stat {
+                    e.tf_op = stat_str(stat_names, stat);
+                } else if id == group {
+                    e.group_id = stat_int(stat);
+                }
+            }
+            events.push(e);
+        }
+        let name = text(if line.display_name.is_empty() {
+            &line.name
+        } else {
+            &line.display_name
+        });
+        owned.push((line.id, name, events));
+    }
+    let with_steps = !owned.iter().any(|(_, name, _)| name == "Steps");
+    let lines = owned
+        .iter()
+        .map(|(id, name, events)| derived_gpu::GpuLine {
+            id: *id,
+            name,
+            derived: *id >= DERIVED_LINE_ID,
+            events: events
+                .iter()
+                .map(|e| derived_gpu::GpuEvent {
+                    begin_ps: e.begin_ps,
+                    duration_ps: e.duration_ps,
+                    kernel: e.kernel,
+                    hlo_op: e.hlo_op.as_deref(),
+                    hlo_module: e.hlo_module.as_deref(),
+                    program_id: e.program_id,
+                    tf_op: e.tf_op.as_deref(),
+                    group_id: e.group_id,
+                })
+                .collect(),
+        })
+        .collect();
+    derived_gpu::derive_lines(lines, with_steps)
+}
+
+/// The lines xprof's trace viewer derives from a TensorCore plane's stats.
+fn tpu_derived_lines(
+    plane: &XPlane,
+    stat_names: &HashMap<i64, String>,
+    start_ns: Option<i64>,
+    origin: i64,
+) -> Vec<derived::DerivedLine> {
+    let id_of = |name: &str| stat_id(stat_names, name);
     let (tf_op_stat, source, group, is_async) = (
         id_of("tf_op"),
         id_of("source"),
@@ -387,20 +509,8 @@ fn add_derived_lines(
         // xprof's is-async stat.
         id_of("_a"),
     );
-    let str_of = |stat: &XStat| -> Option<String> {
-        if let Some(v) = &stat.str_value {
-            Some(text(v))
-        } else {
-            stat.ref_value
-                .and_then(|r| stat_names.get(&(r as i64)).cloned())
-        }
-    };
-    let int_of = |stat: &XStat| {
-        stat.int64_value
-            .or_else(|| stat.uint64_value.map(|v| v as i64))
-    };
-    // Times in ps from the first line's start: absolute ps overflow an i64.
-    let origin = plane.lines.first().map_or(0, |l| line_base(l, start_ns));
+    let str_of = |stat: &XStat| stat_str(stat_names, stat);
+    let int_of = stat_int;
     struct Owned {
         begin_ps: i64,
         duration_ps: i64,
@@ -468,16 +578,33 @@ fn add_derived_lines(
             }
         })
         .collect();
-    for (index, line) in derived::derive_lines(events).into_iter().enumerate() {
+    derived::derive_lines(events)
+}
+
+/// Adds a plane's derived lines as tracks of its process.
+fn add_derived_lines(trace: &mut Trace, target: &DerivedTarget, lines: Vec<derived::DerivedLine>) {
+    let DerivedTarget {
+        process,
+        device,
+        category,
+        origin,
+    } = *target;
+    for (index, line) in lines.into_iter().enumerate() {
         let thread = trace.thread(process, DERIVED_LINE_ID + index as i64);
         let line_name = trace.intern(&line.name);
         trace.threads[thread.index()].name = Some(line_name);
         let track = trace.thread_track(thread, TrackKind::GpuStream);
         trace.tracks[track.index()].device = device;
-        let framework_ops = line.name == "Framework Ops";
+        // GPU planes have one "Framework Ops - from #N" per stream.
+        let framework_ops = line.name.starts_with("Framework Ops");
+        let steps = line.name == "Steps";
         for e in line.events {
             let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
-            let mut kind = SliceKind::Annotation;
+            let mut kind = if steps {
+                SliceKind::Step
+            } else {
+                SliceKind::Annotation
+            };
             if let Some(long) = &e.long_name {
                 if framework_ops {
                     if let Some((node, op)) = tf_op(long) {
