@@ -251,9 +251,9 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
         .collect();
     assert_eq!(ours, theirs);
 
-    // No limits: tfprof also lists the graph's op types that never ran (all zero), and
-    // leaves out the executor's `_SOURCE` node by name (CreateRunMetadataNode's deny
-    // list); otherwise the same rows in the same order.
+    // No limits: tfprof also lists the graph's op types that never ran (all zero);
+    // otherwise the same rows in the same order (the executor's `_SOURCE`, which
+    // tfprof leaves out by name, is no op of ours either).
     let ours: Vec<(String, [i64; 6])> =
         stats_json("op", &run, &["-tfprof_micros", select[0], select[1]])
             .iter()
@@ -268,9 +268,7 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
         }
         theirs.push((r["name"].as_str().unwrap().to_string(), values));
     }
-    let ours_without_source: Vec<_> = ours.iter().filter(|r| r.0 != "_SOURCE").cloned().collect();
-    assert_eq!(ours.len(), ours_without_source.len() + 1);
-    assert_eq!(ours_without_source, theirs);
+    assert_eq!(ours, theirs);
 
     // The scope view: every node's self and shown-total figures.
     let node_values = |n: &Value| -> [i64; 9] {
@@ -335,17 +333,10 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
     .iter()
     .map(|n| (name_of(n), node_values(n)))
     .collect();
-    let source = ours["_SOURCE"];
     let mut matched = 0;
     for n in tfprof["scope_all"].as_array().unwrap() {
         let name = n["name"].as_str().unwrap();
-        let mut expected = peer_node(n);
-        if name == "_TFProfRoot" {
-            // Our root also holds `_SOURCE`, which tfprof drops.
-            for total in [1, 3, 5, 6, 8] {
-                expected[total] += source[total];
-            }
-        }
+        let expected = peer_node(n);
         match ours.get(name) {
             Some(values) => {
                 assert_eq!(values, &expected, "{name}");
@@ -354,7 +345,7 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
             None => assert_eq!(peer_node(n), [0; 9], "{name} ran but is missing"),
         }
     }
-    assert_eq!(matched + 1, ours.len(), "only _SOURCE is ours alone");
+    assert_eq!(matched, ours.len(), "every node of ours is tfprof's");
 }
 
 /// A TF 1.x GPU step written by `tests/oracle/tf1_gpu_run_meta.py` with TensorFlow's
@@ -429,11 +420,9 @@ fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
             .map(peer_row)
             .collect()
     };
-    // tfprof leaves out the executor's `_SOURCE` by name; opscope keeps it (it ran).
     let ours: Vec<_> = stats_json("op", &run, &options)
         .iter()
         .map(ours_row)
-        .filter(|r| r.0 != "_SOURCE")
         .collect();
     let theirs = peer_rows("op_default");
     assert!(theirs.len() >= 30, "{theirs:?}");
@@ -444,7 +433,6 @@ fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
     let ours: Vec<_> = stats_json("op", &run, &["-tfprof_micros", select[0], select[1]])
         .iter()
         .map(ours_row)
-        .filter(|r| r.0 != "_SOURCE")
         .collect();
     let theirs: Vec<_> = peer_rows("op_all")
         .into_iter()
@@ -499,7 +487,7 @@ fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
     assert!(theirs.len() >= 30, "{theirs:?}");
     assert_eq!(ours, theirs);
 
-    // Without limits, node by node; our root also holds `_SOURCE`.
+    // Without limits, node by node.
     let ours: std::collections::HashMap<String, [i64; 5]> = stats_json(
         "scope",
         &run,
@@ -511,14 +499,9 @@ fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
         (name, values)
     })
     .collect();
-    let source = ours["_SOURCE"];
     let mut matched = 0;
     for n in tfprof["scope_all"].as_array().unwrap() {
-        let (_, name, mut expected) = peer_node(n);
-        if name == "_TFProfRoot" {
-            expected[1] += source[1];
-            expected[3] += source[3];
-        }
+        let (_, name, expected) = peer_node(n);
         match ours.get(&name) {
             Some(values) => {
                 assert_eq!(values, &expected, "{name}");
@@ -527,5 +510,5 @@ fn tfprof_itself_agrees_on_a_tf1_gpu_run() {
             None => assert_eq!(expected, [0; 5], "{name} ran but is missing"),
         }
     }
-    assert_eq!(matched + 1, ours.len(), "only _SOURCE is ours alone");
+    assert_eq!(matched, ours.len(), "every node of ours is tfprof's");
 }

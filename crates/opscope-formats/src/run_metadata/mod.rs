@@ -19,6 +19,8 @@
 //! charges an op with its `stream:all` entries only (TF 1.x left copies out of that
 //! lane), so work on a `stream:N` that `stream:all` does not repeat names its node
 //! under `uncharged_node` rather than `name`, the key that links work to its op.
+//! So do the entries tfprof drops by name when the graph lacks them (the executor's
+//! `_SOURCE`, `RecvTensor`, `*MEMCPY*`); a host one is no op either (kind `Other`).
 
 mod proto;
 
@@ -334,7 +336,14 @@ pub fn import(
                     .unwrap_or(node_part)
                     .to_string()
             };
+            // Entries tfprof leaves out (`CreateRunMetadataNode`'s deny list, for names
+            // the graph lacks): kept on the time line, charged to no op.
+            let run_metadata_only = (!graph_given || types.op_type(node_part).is_none())
+                && (node_part == "_SOURCE"
+                    || node_part == "RecvTensor"
+                    || node_part.contains("MEMCPY"));
             let (tid, kind) = match place.lane {
+                Lane::Host if run_metadata_only => (i64::from(node.thread_id), SliceKind::Other),
                 Lane::Host => (i64::from(node.thread_id), SliceKind::Op),
                 // Repeats of the copies on the `stream:N` lanes.
                 Lane::Memcpy if repeats.on_streams.contains(&entry_key(&place.base, node)) => {
@@ -393,10 +402,11 @@ pub fn import(
             let mut entries: Vec<(StrId, ArgValue)> = Vec::with_capacity(10);
             let node_str = trace.intern(node_part);
             let op_str = trace.intern(&op_type);
-            let charged = match place.lane {
-                Lane::Stream(_) => repeats.charged(&place.base, node),
-                _ => true,
-            };
+            let charged = !run_metadata_only
+                && match place.lane {
+                    Lane::Stream(_) => repeats.charged(&place.base, node),
+                    _ => true,
+                };
             entries.push((
                 if charged {
                     keys.name
