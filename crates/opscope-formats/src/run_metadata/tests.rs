@@ -262,8 +262,10 @@ fn real_run_matches_tensorflows_timeline() {
             let Some(ArgValue::Int(all_end)) = arg(&trace, i, "all_end_rel_ns") else {
                 panic!("no all_end_rel_ns")
             };
+            // tfprof's left-out entries (`_SOURCE`) name their node under another key.
+            let node = arg_str(&trace, i, "name").or_else(|| arg_str(&trace, i, "uncharged_node"));
             (
-                arg_str(&trace, i, "name").unwrap(),
+                node.unwrap(),
                 ts.div_euclid(1000),
                 (ts + all_end).div_euclid(1000) - ts.div_euclid(1000),
             )
