@@ -604,3 +604,43 @@ fn a_field_of_too_many_texts_stays_a_string() {
     assert!(metadata.contains("enum opscope_category category;"));
     assert_eq!(slice_keys(&read_ours(&dir)), slice_keys(&trace));
 }
+
+/// A trace cut after its first packet: the slices begun there and not ended (the
+/// outer one, and the child whose begin is the packet's last event) end at the last
+/// event read, counted as unmatched begins, as the reader's other open slices do
+/// (they were dropped).
+#[test]
+fn own_slices_cut_off_before_their_end_end_at_the_last_event() {
+    let mut events = vec![
+        r#"{"ph":"X","cat":"op","name":"outer","pid":1,"tid":2,"ts":0,"dur":100000}"#.to_string(),
+    ];
+    for n in 0..3000 {
+        events.push(format!(
+            r#"{{"ph":"X","cat":"op","name":"child","pid":1,"tid":2,"ts":{},"dur":1}}"#,
+            10 + 2 * n
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
+    let mut trace = Trace::new();
+    crate::chrome::import(json.as_bytes(), "cut.json", &mut trace).unwrap();
+    let dir = write_dir(&trace, "cut");
+    // One stream; its first packet's size (in bits) is the packet context's fourth
+    // field, after the header (32 bytes) and the two timestamps.
+    let stream = dir.join("stream_0");
+    let bytes = std::fs::read(&stream).unwrap();
+    let bits = u64::from_le_bytes(bytes[56..64].try_into().unwrap());
+    let first = (bits / 8) as usize;
+    assert!(first < bytes.len(), "one packet only");
+    std::fs::write(&stream, &bytes[..first]).unwrap();
+    let back = read_ours(&dir);
+    assert_eq!(back.repairs.unmatched_begins, 2);
+    let s = &back.slices;
+    let outer = (0..s.len())
+        .find(|&i| back.str(s.name[i]) == "outer")
+        .expect("the outer slice, begun in the first packet");
+    let last = (0..s.len()).map(|i| s.end(i)).max().unwrap();
+    assert_eq!(s.end(outer), last);
+    // The first packet's 4,096 events: the outer begin, 2,047 children's begins and
+    // ends, and the next child's begin.
+    assert_eq!(s.len(), 1 + PACKET_EVENTS / 2);
+}
