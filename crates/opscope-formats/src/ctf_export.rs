@@ -20,6 +20,19 @@
 //! sets, the rest have their args as one JSON text field, `args`, in the classes of
 //! id 0 to 3.
 //!
+//! Names, categories and kinds, and the string args of a key whose values repeat, are
+//! enumeration labels rather than strings: each such field is a `uint32_t` enumeration
+//! (`enum opscope_name : uint32_t { "aten::mm" = 0, … }`) whose labels are the field's
+//! distinct texts, written once in the metadata. babeltrace2 and Trace Compass show the
+//! label, and an event's fields are then fixed-size runs, as LTTng's are, which a reader
+//! decodes without finding where each string ends or hashing its text again. Keys whose
+//! values rarely repeat (ids, unique text) stay strings, as does any field past
+//! [`MAX_LABELS`] labels or with texts that a TSDL string literal does not carry as
+//! they are (control characters). The limit is babeltrace2's: it takes time
+//! quadratic in an enumeration's labels to read its declaration (2.0.4: 13 ms for
+//! 1,024 labels, 165 ms for 4,096), so a field of thousands of distinct texts would
+//! cost it more than their strings do.
+//!
 //! An event whose CPU is known — its args name it (`cpu`), or its thread has a CPU
 //! counter (`cpu (tid N)`, which the CTF reader makes from LTTng's packets) — goes to
 //! a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams have it, so that
@@ -35,7 +48,7 @@ use std::io;
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
-use opscope_model::{ArgsId, StrId, Trace, TrackKind, NONE};
+use opscope_model::{ArgsId, SliceKind, StrId, Trace, TrackKind, NONE};
 
 use crate::error::ExportError;
 
@@ -51,6 +64,12 @@ pub const MAX_TYPED_CLASSES: usize = 2000;
 
 /// The `cpu_id` of packets whose events have no known CPU (0 would claim CPU 0).
 pub const NO_CPU: u32 = u32::MAX;
+
+/// At most this many labels in one enumeration: past it, the field stays a string.
+pub const MAX_LABELS: usize = 1024;
+/// At most this sum, over the enumerations, of their labels squared: what
+/// babeltrace2's reading of their declarations takes (about 13 ms per million).
+const MAX_LABELS_SQUARED: usize = 1 << 20;
 
 const SLICE_BEGIN: u32 = 0;
 const SLICE_END: u32 = 1;
@@ -220,6 +239,154 @@ fn field_names(trace: &Trace, keys: &[(StrId, ArgTag)]) -> Vec<String> {
         .collect()
 }
 
+/// A field written as an enumeration: its texts and their values.
+struct Labels {
+    /// The enumeration's TSDL name.
+    name: String,
+    /// The texts, in value order.
+    texts: Vec<StrId>,
+    value: HashMap<StrId, u32>,
+}
+
+/// The fields written as enumerations (see the module's documentation).
+#[derive(Default)]
+struct Enums {
+    name: Option<Labels>,
+    category: Option<Labels>,
+    /// Per arg key (of string or JSON args of the typed classes).
+    args: HashMap<StrId, Labels>,
+}
+
+/// The distinct texts of one field, in order of first use, and how often it occurs.
+#[derive(Default)]
+struct Census {
+    texts: Vec<StrId>,
+    seen: HashMap<StrId, u32>,
+    uses: usize,
+}
+
+impl Census {
+    fn add(&mut self, text: StrId) {
+        self.uses += 1;
+        if !self.seen.contains_key(&text) {
+            self.seen.insert(text, self.texts.len() as u32);
+            self.texts.push(text);
+        }
+    }
+}
+
+/// Whether a TSDL string literal carries `text` as it is, with `\\` and `\"` escaped
+/// (babeltrace2 reads other escapes, but not every reader does).
+fn label_safe(text: &str) -> bool {
+    !text.bytes().any(|b| b < 0x20 || b == 0x7f)
+}
+
+impl Enums {
+    /// The fields worth an enumeration: those whose texts repeat (each on average at
+    /// least twice), most used first, within the limits on labels.
+    fn of(trace: &Trace, begin_class: &[u32], instant_class: &[u32]) -> Enums {
+        let s = &trace.slices;
+        let inst = &trace.instants;
+        let mut names = Census::default();
+        let mut categories = Census::default();
+        for i in 0..s.len() {
+            // A slice's name is in its begin and its end.
+            names.add(s.name[i]);
+            names.add(s.name[i]);
+            categories.add(s.category[i]);
+        }
+        for i in 0..inst.len() {
+            names.add(inst.name[i]);
+            categories.add(inst.category[i]);
+        }
+        let mut args: HashMap<StrId, Census> = HashMap::new();
+        let typed = |class: u32| class >= FIRST_TYPED;
+        let bags = (0..s.len())
+            .filter(|&i| typed(begin_class[i]))
+            .map(|i| s.args[i])
+            .chain(
+                (0..inst.len())
+                    .filter(|&i| typed(instant_class[i]))
+                    .map(|i| inst.args[i]),
+            );
+        for bag in bags {
+            for (key, value) in trace.args.get(bag) {
+                if let ArgValue::Str(text) | ArgValue::Json(text) = value {
+                    args.entry(key).or_default().add(text);
+                }
+            }
+        }
+        // (uses, which: 0 names, 1 categories, 2 an arg, its key).
+        let mut fields: Vec<(usize, u8, StrId, Census)> = vec![
+            (names.uses, 0, StrId::EMPTY, names),
+            (categories.uses, 1, StrId::EMPTY, categories),
+        ];
+        let mut keys: Vec<(StrId, Census)> = args.into_iter().collect();
+        // In key order, so that one trace always gets the same enumerations.
+        keys.sort_by_key(|(k, _)| trace.str(*k));
+        fields.extend(keys.into_iter().map(|(k, c)| (c.uses, 2, k, c)));
+        fields.sort_by_key(|f| std::cmp::Reverse(f.0));
+        let mut enums = Enums::default();
+        let mut squared = 0;
+        let mut arg_number = 0;
+        for (uses, which, key, census) in fields {
+            let n = census.texts.len();
+            let worth = n <= MAX_LABELS
+                && 2 * n <= uses
+                && squared + n * n <= MAX_LABELS_SQUARED
+                && census.texts.iter().all(|&t| label_safe(trace.str(t)));
+            if !worth {
+                continue;
+            }
+            squared += n * n;
+            let name = match which {
+                0 => "opscope_name".to_string(),
+                1 => "opscope_category".to_string(),
+                _ => {
+                    arg_number += 1;
+                    format!("opscope_arg_{arg_number}")
+                }
+            };
+            let field = Labels {
+                name,
+                texts: census.texts,
+                value: census.seen,
+            };
+            match which {
+                0 => enums.name = Some(field),
+                1 => enums.category = Some(field),
+                _ => {
+                    enums.args.insert(key, field);
+                }
+            }
+        }
+        enums
+    }
+}
+
+/// The TSDL of an enumeration label: `text` quoted.
+fn label_literal(text: &str) -> String {
+    format!("\"{}\"", tsdl_string(text))
+}
+
+/// The TSDL type of a text field: its enumeration, or `string`.
+fn text_type(labels: Option<&Labels>) -> String {
+    labels.map_or("string".to_string(), |l| format!("enum {}", l.name))
+}
+
+/// The field's text: its value when it is an enumeration, else the string.
+fn put_text(out: &mut Vec<u8>, trace: &Trace, labels: Option<&Labels>, text: StrId) {
+    match labels {
+        Some(l) => put_u32(
+            out,
+            *l.value
+                .get(&text)
+                .expect("an enumerated field's labels are all its texts"),
+        ),
+        None => put_str(out, trace.str(text)),
+    }
+}
+
 /// Writes `trace`: `write(file_name, bytes)` is called once for `metadata` and once per
 /// stream file, each with the whole file.
 pub fn export(
@@ -250,13 +417,15 @@ fn export_with(
     let instant_class: Vec<u32> = (0..inst.len())
         .map(|i| classes.of(trace, false, inst.args[i]).unwrap_or(INSTANT))
         .collect();
+    let enums = Enums::of(trace, &begin_class, &instant_class);
     write(
         "metadata",
-        metadata(trace, base, &uuid, &classes).as_bytes(),
+        metadata(trace, base, &uuid, &classes, &enums).as_bytes(),
     )?;
     let class_of = EventClasses {
         begin: &begin_class,
         instant: &instant_class,
+        enums: &enums,
     };
     let mut per_track: Vec<Vec<Event>> = (0..trace.tracks.len()).map(|_| Vec::new()).collect();
     slice_events(trace, &mut per_track);
@@ -371,6 +540,7 @@ fn export_with(
 struct EventClasses<'c> {
     begin: &'c [u32],
     instant: &'c [u32],
+    enums: &'c Enums,
 }
 
 #[derive(Copy, Clone)]
@@ -557,7 +727,7 @@ fn tsdl_string(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16], classes: &Classes) -> String {
+fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16], classes: &Classes, enums: &Enums) -> String {
     let mut m = String::new();
     let uuid = uuid_text(uuid);
     // The clock counts ns from the first event; its offset says when that was.
@@ -609,7 +779,7 @@ clock {{
 }};
 
 typealias integer {{ size = 64; align = 8; signed = false; map = clock.opscope.value; }} := uint64_clock_t;
-
+{enum_types}
 stream {{
     id = 0;
     packet.context := struct {{
@@ -637,9 +807,9 @@ event {{
     stream_id = 0;
     fields := struct {{
         uint64_t id;
-        string name;
-        string category;
-        string kind;
+        {name_t} name;
+        {category_t} category;
+        enum opscope_kind kind;
         string args;
     }};
 }};
@@ -650,7 +820,7 @@ event {{
     stream_id = 0;
     fields := struct {{
         uint64_t id;
-        string name;
+        {name_t} name;
     }};
 }};
 
@@ -659,9 +829,9 @@ event {{
     id = {INSTANT};
     stream_id = 0;
     fields := struct {{
-        string name;
-        string category;
-        string kind;
+        {name_t} name;
+        {category_t} category;
+        enum opscope_kind kind;
         string args;
     }};
 }};
@@ -678,6 +848,9 @@ event {{
 "#,
         sources = tsdl_string(&sources.join(", ")),
         schemas = schemas(trace, classes),
+        enum_types = enum_types(trace, enums),
+        name_t = text_type(enums.name.as_ref()),
+        category_t = text_type(enums.category.as_ref()),
         absolute = if unix_offset(trace).is_some() {
             "TRUE"
         } else {
@@ -693,14 +866,54 @@ event {{
         };
         let _ = write!(
             m,
-            "\nevent {{\n    name = \"{name}\";\n    id = {id};\n    stream_id = 0;\n    fields := struct {{\n        {head}string name;\n        string category;\n        string kind;\n        struct {{\n"
+            "\nevent {{\n    name = \"{name}\";\n    id = {id};\n    stream_id = 0;\n    fields := struct {{\n        {head}{} name;\n        {} category;\n        enum opscope_kind kind;\n        struct {{\n",
+            text_type(enums.name.as_ref()),
+            text_type(enums.category.as_ref()),
         );
-        for (field, (_, tag)) in field_names(trace, keys).iter().zip(keys) {
-            let _ = writeln!(m, "            {} {field};", tag.tsdl());
+        for (field, (key, tag)) in field_names(trace, keys).iter().zip(keys) {
+            let ty = match (tag, enums.args.get(key)) {
+                (ArgTag::Str | ArgTag::Json, Some(labels)) => format!("enum {}", labels.name),
+                _ => tag.tsdl().to_string(),
+            };
+            let _ = writeln!(m, "            {ty} {field};");
         }
         m.push_str("        } args;\n    };\n};\n");
     }
     m
+}
+
+/// The declarations of the enumerations: kinds, and the fields of `enums`.
+fn enum_types(trace: &Trace, enums: &Enums) -> String {
+    let mut out = String::new();
+    let mut declare = |name: &str, labels: &mut dyn Iterator<Item = (String, u32)>| {
+        let _ = write!(out, "\nenum {name} : uint32_t {{");
+        for (n, (label, value)) in labels.enumerate() {
+            let sep = if n == 0 { "" } else { "," };
+            let _ = write!(out, "{sep}\n    {} = {value}", label_literal(&label));
+        }
+        out.push_str("\n};\n");
+    };
+    declare(
+        "opscope_kind",
+        &mut SliceKind::ALL
+            .iter()
+            .map(|k| (k.name().to_string(), u32::from(k.code()))),
+    );
+    let mut fields: Vec<&Labels> = enums.name.iter().chain(&enums.category).collect();
+    let mut args: Vec<&Labels> = enums.args.values().collect();
+    args.sort_by(|a, b| a.name.cmp(&b.name));
+    fields.extend(args);
+    for f in fields {
+        declare(
+            &f.name,
+            &mut f
+                .texts
+                .iter()
+                .enumerate()
+                .map(|(v, &t)| (trace.str(t).to_string(), v as u32)),
+        );
+    }
+    out
 }
 
 /// The environment entries that give each typed class its exact keys and types.
@@ -719,15 +932,15 @@ fn schemas(trace: &Trace, classes: &Classes) -> String {
 }
 
 /// Writes the args of a typed class: each value as its type (the class's) says.
-fn put_typed_args(trace: &Trace, args: ArgsId, out: &mut Vec<u8>) {
-    for (_, value) in trace.args.get(args) {
+fn put_typed_args(trace: &Trace, enums: &Enums, args: ArgsId, out: &mut Vec<u8>) {
+    for (key, value) in trace.args.get(args) {
         match value {
             ArgValue::Null => out.push(0),
             ArgValue::Bool(b) => out.push(u8::from(b)),
             ArgValue::Int(i) => out.extend_from_slice(&i.to_le_bytes()),
             ArgValue::UInt(u) => out.extend_from_slice(&u.to_le_bytes()),
             ArgValue::Float(f) => out.extend_from_slice(&f.to_le_bytes()),
-            ArgValue::Str(s) | ArgValue::Json(s) => put_str(out, trace.str(s)),
+            ArgValue::Str(s) | ArgValue::Json(s) => put_text(out, trace, enums.args.get(&key), s),
         }
     }
 }
@@ -781,6 +994,7 @@ fn write_stream(
     out: &mut Vec<u8>,
 ) {
     let s = &trace.slices;
+    let enums = classes.enums;
     let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
     // Packets of at most PACKET_EVENTS events of one CPU.
     let mut rest = events;
@@ -825,28 +1039,28 @@ fn write_stream(
             match e.what {
                 What::Begin(i) => {
                     put_u64(out, i as u64);
-                    put_str(out, trace.str(s.name[i]));
-                    put_str(out, trace.str(s.category[i]));
-                    put_str(out, s.kind(i).name());
+                    put_text(out, trace, enums.name.as_ref(), s.name[i]);
+                    put_text(out, trace, enums.category.as_ref(), s.category[i]);
+                    put_u32(out, u32::from(s.kind(i).code()));
                     if id == SLICE_BEGIN {
                         put_str(out, &args_json(trace, s.args[i]));
                     } else {
-                        put_typed_args(trace, s.args[i], out);
+                        put_typed_args(trace, enums, s.args[i], out);
                     }
                 }
                 What::End(i) => {
                     put_u64(out, i as u64);
-                    put_str(out, trace.str(s.name[i]));
+                    put_text(out, trace, enums.name.as_ref(), s.name[i]);
                 }
                 What::Instant(i) => {
                     let inst = &trace.instants;
-                    put_str(out, trace.str(inst.name[i]));
-                    put_str(out, trace.str(inst.category[i]));
-                    put_str(out, inst.kind(i).name());
+                    put_text(out, trace, enums.name.as_ref(), inst.name[i]);
+                    put_text(out, trace, enums.category.as_ref(), inst.category[i]);
+                    put_u32(out, u32::from(inst.kind(i).code()));
                     if id == INSTANT {
                         put_str(out, &args_json(trace, inst.args[i]));
                     } else {
-                        put_typed_args(trace, inst.args[i], out);
+                        put_typed_args(trace, enums, inst.args[i], out);
                     }
                 }
                 What::Counter(i) => {

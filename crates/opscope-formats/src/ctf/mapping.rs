@@ -19,6 +19,13 @@
 //!   `hsaTracer`, `hipTracer`, `streamTracer`, `grpcTracer`): their pairs become slices
 //!   of the matching kind; `cuptiTracer` events are placed at their `timestamp` field;
 //!   `*_stats` events become counters;
+//! - opscope's own events (`opscope:*`, see `ctf_export`) → the slices, instants and
+//!   counter samples they were written from. Their names, categories, kinds and
+//!   repeated string args are enumerations: each enumeration's labels are interned at
+//!   most once, through a table by value built at its first event, so that an event's
+//!   text is a load rather than a scan, a UTF-8 check and a hash. A slice's row is
+//!   added at its begin (the model's order) and its end sets its duration; begins
+//!   never ended (a cut trace) end at the trace's last event, counted as unmatched;
 //! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
@@ -29,6 +36,7 @@
 //! far less than an arg per event. `ctf_export` writes it back as the `cpu_id` of the
 //! packets of the thread's events. (Kernel traces' CPU lanes are their CPU already.)
 
+use std::cell::Cell;
 use std::rc::Rc;
 
 use hashbrown::HashMap;
@@ -41,9 +49,9 @@ use opscope_model::{
 };
 
 use super::allocations::{field_bit, Allocations, Libc};
-use super::decode::{skip, Event, Layout, Node, Val};
+use super::decode::{skip, Event, IntNode, Layout, Node, Val};
 use super::program::{FixedField, FixedInt, Op};
-use super::types::{ClockOrigin, EnvValue};
+use super::types::{ClockOrigin, EnumTy, EnvValue};
 use crate::ctf_export::ArgTag;
 use crate::error::ImportError;
 
@@ -101,18 +109,18 @@ enum Rule {
     /// samples they were written from. Field indexes in the payload.
     OwnBegin {
         id: usize,
-        name: usize,
-        category: usize,
-        kind: usize,
+        name: OwnText,
+        category: OwnText,
+        kind: OwnText,
         args: usize,
     },
     OwnEnd {
         id: usize,
     },
     OwnInstant {
-        name: usize,
-        category: usize,
-        kind: Option<usize>,
+        name: OwnText,
+        category: OwnText,
+        kind: Option<OwnText>,
         args: usize,
     },
     OwnCounter {
@@ -123,12 +131,86 @@ enum Rule {
     /// field of the struct whose fields are, in order, these keys of these types.
     OwnTyped {
         id: Option<usize>,
-        name: usize,
-        category: usize,
-        kind: usize,
+        name: OwnText,
+        category: OwnText,
+        kind: OwnText,
         args: usize,
         keys: Box<[(StrId, ArgTag)]>,
+        /// Per key: its enumeration's labels, when its values are written so.
+        labels: Box<[Option<Rc<LabelTable>>]>,
     },
+}
+
+/// A text field of opscope's own events: a string, or an enumeration whose labels are
+/// the texts (`ctf_export` writes names, categories and kinds so).
+#[derive(Clone, Debug)]
+struct OwnText {
+    field: usize,
+    labels: Option<Rc<LabelTable>>,
+}
+
+/// An enumeration's labels, by value, each interned at its first use (so that the
+/// model holds the texts the events use, in the order they use them): built once per
+/// enumeration, so that an event's text is one load, with nothing to scan or hash.
+#[derive(Debug)]
+struct LabelTable {
+    labels: std::sync::Arc<EnumTy>,
+    /// Per value from 0 (as `ctf_export` numbers them): its entry, and once used,
+    /// its text.
+    dense: Vec<(u32, Cell<Option<StrId>>)>,
+    /// Any other entries (their indexes), in declaration order.
+    ranges: Vec<u32>,
+}
+
+/// No entry: a value of `LabelTable::dense` that has no label.
+const NO_ENTRY: u32 = u32::MAX;
+
+impl LabelTable {
+    fn new(labels: std::sync::Arc<EnumTy>) -> LabelTable {
+        let mut dense: Vec<(u32, Cell<Option<StrId>>)> = Vec::new();
+        let mut ranges = Vec::new();
+        // Values beyond this are not dense: a corrupt value cannot make a huge table.
+        let dense_limit = 4 * labels.entries.len() as i128 + 16;
+        for (n, (_, lo, hi)) in labels.entries.iter().enumerate() {
+            if lo == hi && (0..dense_limit).contains(lo) {
+                let v = *lo as usize;
+                if dense.len() <= v {
+                    dense.resize(v + 1, (NO_ENTRY, Cell::new(None)));
+                }
+                // The first label of a value is the one shown, as for other enums.
+                if dense[v].0 == NO_ENTRY {
+                    dense[v].0 = n as u32;
+                }
+            } else {
+                ranges.push(n as u32);
+            }
+        }
+        LabelTable {
+            labels,
+            dense,
+            ranges,
+        }
+    }
+
+    /// The text of value `v`, if it has a label.
+    fn get(&self, trace: &mut Trace, v: i128) -> Option<StrId> {
+        if let Some((entry, id)) = usize::try_from(v).ok().and_then(|v| self.dense.get(v)) {
+            if let Some(id) = id.get() {
+                return Some(id);
+            }
+            if *entry != NO_ENTRY {
+                let text = trace.intern(&self.labels.entries[*entry as usize].0);
+                id.set(Some(text));
+                return Some(text);
+            }
+        }
+        let e = &self.labels.entries;
+        let n = *self.ranges.iter().find(|&&n| {
+            let (_, lo, hi) = &e[n as usize];
+            *lo <= v && v <= *hi
+        })?;
+        Some(trace.intern(&e[n as usize].0))
+    }
 }
 
 struct Plan {
@@ -181,14 +263,8 @@ struct Open {
     args: Vec<(StrId, ArgValue)>,
 }
 
-/// One of opscope's own slices, begun: its args are in the model already.
-struct OwnOpen {
-    name: StrId,
-    ts: i64,
-    kind: SliceKind,
-    category: StrId,
-    args: ArgsId,
-}
+/// No row: an id of `own_rows` that is not open.
+const NO_ROW: u32 = u32::MAX;
 
 /// A lane: pid, tid, and whether the tid is a CPU number.
 type LaneKey = (i64, i64, bool);
@@ -206,8 +282,14 @@ struct Mapper<'t> {
     /// The lane of the previous event: runs of events come from one thread.
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
     stacks: HashMap<TrackId, Vec<Open>>,
-    /// opscope's own slices still open, by the id the writer gave them.
-    own_open: HashMap<u64, OwnOpen>,
+    /// opscope's own slices still open (their rows), by the id the writer gave them:
+    /// ids are the slices' indexes, so most fit `own_rows`; others go to `own_open`.
+    own_rows: Vec<u32>,
+    own_open: HashMap<u64, u32>,
+    /// Rows of own slices begun again under the same id before they ended.
+    own_replaced: Vec<u32>,
+    /// The label tables of the enumerations of opscope's own events, by declaration.
+    label_tables: HashMap<*const EnumTy, Rc<LabelTable>>,
     allocations: Allocations,
     /// The bytes-in-use counter track of each process (by index) with allocator events.
     libc_tracks: Vec<Option<TrackId>>,
@@ -370,45 +452,95 @@ impl<'t> Mapper<'t> {
                     .zip(typed.iter())
                     .all(|((_, tag), f)| match tag {
                         ArgTag::Float => matches!(f, Node::Float { .. }),
-                        ArgTag::Str | ArgTag::Json => matches!(f, Node::Str),
+                        ArgTag::Str | ArgTag::Json => matches!(
+                            f,
+                            Node::Str
+                                | Node::Int(IntNode {
+                                    labels: Some(_),
+                                    ..
+                                })
+                        ),
                         _ => matches!(f, Node::Int(_)),
                     });
             fits.then_some(keys)
         };
-        let typed = match short {
-            "slice_begin" | "instant" => typed_keys(self),
+        let typed = match (provider, short) {
+            ("opscope", "slice_begin" | "instant") => typed_keys(self),
             _ => None,
         };
+        // A text field of opscope's own: a string or an enumeration of its texts.
+        let text_field = |m: &mut Self, n: &str| -> Option<OwnText> {
+            if let Some(i) = str_field(n) {
+                return Some(OwnText {
+                    field: i,
+                    labels: None,
+                });
+            }
+            let i = field(n)?;
+            let Some(Node::Struct { fields, .. }) = &el.fields else {
+                return None;
+            };
+            let Node::Int(IntNode {
+                labels: Some(e), ..
+            }) = &fields[i]
+            else {
+                return None;
+            };
+            Some(OwnText {
+                field: i,
+                labels: Some(m.label_table(e)),
+            })
+        };
         let own = (|| {
+            if provider != "opscope" {
+                return None;
+            }
             if let Some(keys) = typed {
+                let Some(Node::Struct { fields, .. }) = &el.fields else {
+                    return None;
+                };
+                let args = field("args")?;
+                let Node::Struct { fields: typed, .. } = &fields[args] else {
+                    return None;
+                };
+                let labels = typed
+                    .iter()
+                    .map(|f| match f {
+                        Node::Int(IntNode {
+                            labels: Some(e), ..
+                        }) => Some(self.label_table(e)),
+                        _ => None,
+                    })
+                    .collect();
                 return Some(Rule::OwnTyped {
                     id: if short == "slice_begin" {
                         Some(int_field("id")?)
                     } else {
                         None
                     },
-                    name: str_field("name")?,
-                    category: str_field("category")?,
-                    kind: str_field("kind")?,
-                    args: field("args")?,
+                    name: text_field(self, "name")?,
+                    category: text_field(self, "category")?,
+                    kind: text_field(self, "kind")?,
+                    args,
                     keys,
+                    labels,
                 });
             }
             Some(match short {
                 "slice_begin" => Rule::OwnBegin {
                     id: int_field("id")?,
-                    name: str_field("name")?,
-                    category: str_field("category")?,
-                    kind: str_field("kind")?,
+                    name: text_field(self, "name")?,
+                    category: text_field(self, "category")?,
+                    kind: text_field(self, "kind")?,
                     args: str_field("args")?,
                 },
                 "slice_end" => Rule::OwnEnd {
                     id: int_field("id")?,
                 },
                 "instant" => Rule::OwnInstant {
-                    name: str_field("name")?,
-                    category: str_field("category")?,
-                    kind: str_field("kind"),
+                    name: text_field(self, "name")?,
+                    category: text_field(self, "category")?,
+                    kind: text_field(self, "kind"),
                     args: str_field("args")?,
                 },
                 "counter" => Rule::OwnCounter {
@@ -755,15 +887,6 @@ impl<'t> Mapper<'t> {
         }
     }
 
-    fn field_kind(&mut self, r: &Event, i: usize) -> SliceKind {
-        let name = self.field_text(r, i);
-        let name = self.trace.str(name);
-        SliceKind::ALL
-            .into_iter()
-            .find(|k| k.name() == name)
-            .unwrap_or(SliceKind::Other)
-    }
-
     /// A field holding the args as a JSON object (`ctf_export` writes them so).
     fn field_json_args(&mut self, r: &Event, i: usize) -> Vec<(StrId, ArgValue)> {
         let text = self.field_text(r, i);
@@ -844,6 +967,101 @@ impl<'t> Mapper<'t> {
         id
     }
 
+    /// The label table of an enumeration, built at its first use.
+    fn label_table(&mut self, e: &std::sync::Arc<EnumTy>) -> Rc<LabelTable> {
+        let key = std::sync::Arc::as_ptr(e);
+        if let Some(t) = self.label_tables.get(&key) {
+            return Rc::clone(t);
+        }
+        let table = Rc::new(LabelTable::new(std::sync::Arc::clone(e)));
+        self.label_tables.insert(key, Rc::clone(&table));
+        table
+    }
+
+    /// The text of one of opscope's own text fields (`slot`: its place among the
+    /// event class's three, for [`Mapper::memo_text`]).
+    fn own_text(&mut self, r: &Event, slot: usize, f: &OwnText) -> StrId {
+        let Some(labels) = &f.labels else {
+            return self.memo_text(r, slot, f.field);
+        };
+        let v = match self
+            .positions
+            .get(f.field)
+            .and_then(|&p| r.vals.get(p as usize))
+        {
+            Some(Val::U(v)) => *v as i128,
+            Some(Val::I(v)) => *v as i128,
+            _ => return StrId::EMPTY,
+        };
+        match labels.get(self.trace, v) {
+            Some(id) => id,
+            // A value with no label (not ours): its number.
+            None => self.trace.intern(&v.to_string()),
+        }
+    }
+
+    /// One of opscope's own slices begins: its row is added now, in the order of
+    /// begins, which is the model's order (by track, time, then longest first), so
+    /// that finishing the trace finds each track sorted; its end sets its duration.
+    #[allow(clippy::too_many_arguments)]
+    fn begin_own(
+        &mut self,
+        id: u64,
+        track: TrackId,
+        ts: i64,
+        name: StrId,
+        category: StrId,
+        kind: SliceKind,
+        args: ArgsId,
+    ) {
+        let row = self.trace.slices.push(SliceRow {
+            track,
+            ts,
+            dur: 0,
+            name,
+            category,
+            kind,
+            args,
+        });
+        self.open_own(id, row);
+    }
+
+    /// Slice `row` ends at `ts` (on `track`, where its end is).
+    fn end_own(&mut self, row: u32, track: TrackId, ts: i64) {
+        let s = &mut self.trace.slices;
+        let i = row as usize;
+        s.dur[i] = ts.saturating_sub(s.ts[i]);
+        s.track[i] = track.0;
+    }
+
+    /// Notes that slice `row` is open under the writer's `id`.
+    fn open_own(&mut self, id: u64, row: u32) {
+        // Ids are slice indexes: a vector holds them, but for ids far beyond the
+        // events seen (a corrupt or foreign file), which must not grow it.
+        let dense_limit = 2 * self.trace.slices.len() as u64 + 4096;
+        if id < dense_limit {
+            let i = id as usize;
+            if self.own_rows.len() <= i {
+                self.own_rows.resize(i + 1, NO_ROW);
+            }
+            if self.own_rows[i] != NO_ROW {
+                // Begun twice: the first is replaced, as a map would have it.
+                self.own_replaced.push(self.own_rows[i]);
+            }
+            self.own_rows[i] = row;
+        } else if let Some(old) = self.own_open.insert(id, row) {
+            self.own_replaced.push(old);
+        }
+    }
+
+    /// The row of the open slice of the writer's `id`, no longer open.
+    fn take_own(&mut self, id: u64) -> Option<u32> {
+        match self.own_rows.get_mut(id as usize) {
+            Some(row) if *row != NO_ROW => Some(std::mem::replace(row, NO_ROW)),
+            _ => self.own_open.remove(&id),
+        }
+    }
+
     /// The kind a kind's name says, remembering the last.
     fn memo_kind(&mut self, name: StrId) -> SliceKind {
         if let Some((n, k)) = self.last_kind {
@@ -862,7 +1080,13 @@ impl<'t> Mapper<'t> {
 
     /// The args of a typed class (`ctf_export`): payload field `field` is a struct
     /// whose fields hold `keys`' values, each of its type.
-    fn typed_args(&mut self, r: &Event, field: usize, keys: &[(StrId, ArgTag)]) -> ArgsId {
+    fn typed_args(
+        &mut self,
+        r: &Event,
+        field: usize,
+        keys: &[(StrId, ArgTag)],
+        labels: &[Option<Rc<LabelTable>>],
+    ) -> ArgsId {
         let Some(&at) = self.positions.get(field) else {
             return ArgsId::NONE;
         };
@@ -893,6 +1117,22 @@ impl<'t> Mapper<'t> {
                 }
                 _ => StrId::EMPTY,
             };
+            // Written as an enumeration: its label.
+            if let (Some(Some(table)), ArgTag::Str | ArgTag::Json, Val::U(x)) =
+                (labels.get(k), tag, v)
+            {
+                let text = match table.get(self.trace, x as i128) {
+                    Some(id) => id,
+                    None => self.trace.intern(&x.to_string()),
+                };
+                let value = if tag == ArgTag::Str {
+                    ArgValue::Str(text)
+                } else {
+                    ArgValue::Json(text)
+                };
+                entries.push((key, value));
+                continue;
+            }
             let value = match (tag, v) {
                 (ArgTag::Int, Val::I(x)) => ArgValue::Int(x),
                 (ArgTag::Int, Val::U(x)) => ArgValue::Int(x as i64),
@@ -1014,28 +1254,16 @@ impl<'t> Mapper<'t> {
                 args,
             } => {
                 let entries = self.field_json_args(r, *args);
-                let open = OwnOpen {
-                    name: self.field_text(r, *name),
-                    ts,
-                    kind: self.field_kind(r, *kind),
-                    category: self.field_text(r, *category),
-                    args: self.trace.args.push_bag(&entries),
-                };
+                let args = self.trace.args.push_bag(&entries);
+                let name = self.own_text(r, 0, name);
+                let category = self.own_text(r, 1, category);
+                let kind_text = self.own_text(r, 2, kind);
+                let kind = self.memo_kind(kind_text);
                 let id = self.field_u(r, *id);
-                self.own_open.insert(id, open);
+                self.begin_own(id, track, ts, name, category, kind, args);
             }
-            Rule::OwnEnd { id } => match self.own_open.remove(&self.field_u(r, *id)) {
-                Some(open) => {
-                    self.trace.slices.push(SliceRow {
-                        track,
-                        ts: open.ts,
-                        dur: ts.saturating_sub(open.ts),
-                        name: open.name,
-                        category: open.category,
-                        kind: open.kind,
-                        args: open.args,
-                    });
-                }
+            Rule::OwnEnd { id } => match self.take_own(self.field_u(r, *id)) {
+                Some(row) => self.end_own(row, track, ts),
                 None => self.end_or_unmatched(None, plan, layout, r, ts, track),
             },
             Rule::OwnInstant {
@@ -1046,12 +1274,19 @@ impl<'t> Mapper<'t> {
             } => {
                 let entries = self.field_json_args(r, *args);
                 let args = self.trace.args.push_bag(&entries);
+                let kind = match kind {
+                    Some(k) => {
+                        let text = self.own_text(r, 2, k);
+                        self.memo_kind(text)
+                    }
+                    None => SliceKind::Other,
+                };
                 let row = InstantRow {
                     track,
                     ts,
-                    name: self.field_text(r, *name),
-                    category: self.field_text(r, *category),
-                    kind: kind.map_or(SliceKind::Other, |k| self.field_kind(r, k)),
+                    name: self.own_text(r, 0, name),
+                    category: self.own_text(r, 1, category),
+                    kind,
                     scope: InstantScope::Thread,
                     args,
                 };
@@ -1064,25 +1299,17 @@ impl<'t> Mapper<'t> {
                 kind,
                 args,
                 keys,
+                labels,
             } => {
-                let args = self.typed_args(r, *args, keys);
-                let name = self.memo_text(r, 0, *name);
-                let category = self.memo_text(r, 1, *category);
-                let kind_text = self.memo_text(r, 2, *kind);
+                let args = self.typed_args(r, *args, keys, labels);
+                let name = self.own_text(r, 0, name);
+                let category = self.own_text(r, 1, category);
+                let kind_text = self.own_text(r, 2, kind);
                 let kind = self.memo_kind(kind_text);
                 match id {
                     Some(id) => {
                         let id = self.field_u(r, *id);
-                        self.own_open.insert(
-                            id,
-                            OwnOpen {
-                                name,
-                                ts,
-                                kind,
-                                category,
-                                args,
-                            },
-                        );
+                        self.begin_own(id, track, ts, name, category, kind, args);
                     }
                     None => {
                         self.trace.instants.push(InstantRow {
@@ -1884,6 +2111,9 @@ pub(super) fn import_layout(
         last_lane: None,
         stacks: HashMap::new(),
         own_open: HashMap::new(),
+        own_rows: Vec::new(),
+        own_replaced: Vec::new(),
+        label_tables: HashMap::new(),
         allocations: Allocations::default(),
         libc_tracks: Vec::new(),
         counters: HashMap::new(),
@@ -1921,6 +2151,16 @@ pub(super) fn import_layout(
         m.trace.repairs.unmatched_begins += 1;
         let at = end.max(o.ts);
         m.close(o, track, at, &[]);
+    }
+    // opscope's own slices with no end (a cut trace) end there too, as the others.
+    let mut own: Vec<u32> = std::mem::take(&mut m.own_replaced);
+    own.extend(m.own_rows.iter().copied().filter(|&r| r != NO_ROW));
+    own.extend(m.own_open.values().copied());
+    for row in own {
+        m.trace.repairs.unmatched_begins += 1;
+        let s = &mut m.trace.slices;
+        let i = row as usize;
+        s.dur[i] = end.saturating_sub(s.ts[i]).max(0);
     }
     let running: Vec<(u64, (i64, i64, StrId))> = m.running.drain().collect();
     for (cpu, (tid, since, name)) in running {

@@ -53,7 +53,23 @@ struct Printed {
     args: Vec<(String, String)>,
 }
 
-/// `key = value, …` as babeltrace2 prints a struct's fields (strings unquoted).
+/// The text of the quoted string at `j` of `bytes` (babeltrace2 escapes `"` and `\\`),
+/// and where it ends.
+fn quoted(bytes: &[u8], mut j: usize) -> (String, usize) {
+    let mut text = Vec::new();
+    j += 1;
+    while bytes[j] != b'"' {
+        if bytes[j] == b'\\' {
+            j += 1;
+        }
+        text.push(bytes[j]);
+        j += 1;
+    }
+    (String::from_utf8(text).unwrap(), j + 1)
+}
+
+/// `key = value, …` as babeltrace2 prints a struct's fields (strings unquoted, and
+/// enumerations, `( "label" : container = N )`, as their label).
 fn parse_fields(inner: &str) -> Vec<(String, String)> {
     let mut fields = Vec::new();
     let bytes = inner.as_bytes();
@@ -64,17 +80,10 @@ fn parse_fields(inner: &str) -> Vec<(String, String)> {
         let mut j = eq + 3;
         let value;
         if bytes[j] == b'"' {
-            let mut text = String::new();
-            j += 1;
-            while bytes[j] != b'"' {
-                if bytes[j] == b'\\' {
-                    j += 1;
-                }
-                text.push(bytes[j] as char);
-                j += 1;
-            }
-            j += 1;
-            value = text;
+            (value, j) = quoted(bytes, j);
+        } else if inner[j..].starts_with("( \"") {
+            (value, j) = quoted(bytes, j + 2);
+            j += inner[j..].find(" )").unwrap() + 2;
         } else {
             let end = inner[j..].find(", ").map_or(inner.len(), |e| e + j);
             value = inner[j..end].to_string();
@@ -271,14 +280,26 @@ fn thread_tracks_keep_their_nesting() {
 #[test]
 fn metadata_declares_a_unix_clock_when_sources_know_it() {
     let mut trace = sample();
-    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
+    let m = metadata(
+        &trace,
+        10_000,
+        &[0; 16],
+        &Classes::default(),
+        &Enums::default(),
+    );
     assert!(m.starts_with("/* CTF 1.8 */"));
     assert!(
         m.contains("absolute = FALSE"),
         "Chrome traces of µs have no epoch"
     );
     trace.clocks[0].unix_offset_ns = Some(1_700_000_000_500_000_000);
-    let m = metadata(&trace, 10_000, &[0; 16], &Classes::default());
+    let m = metadata(
+        &trace,
+        10_000,
+        &[0; 16],
+        &Classes::default(),
+        &Enums::default(),
+    );
     assert!(m.contains("offset_s = 1700000000;"), "{m}");
     assert!(m.contains("offset = 500010000;"), "{m}");
     assert!(m.contains("absolute = TRUE"));
@@ -464,4 +485,162 @@ fn cpu_ids_of_an_lttng_trace_survive_export() {
     assert_eq!(ours.len(), theirs.len());
     let first_difference = ours.iter().zip(&theirs).find(|(a, b)| a != b);
     assert_eq!(first_difference, None, "(ours, babeltrace2's original)");
+}
+
+/// opscope's reader's model of the CTF in DIR.
+fn read_ours(dir: &Path) -> Trace {
+    let metadata = std::fs::read(dir.join("metadata")).unwrap();
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap() != "metadata")
+        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
+        .collect();
+    files.sort();
+    let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
+    let mut back = Trace::new();
+    crate::ctf::import("ours", &metadata, "ours/metadata", &streams, &mut back).unwrap();
+    back
+}
+
+/// Each slice as (name, category, kind, time, duration, args), sorted.
+fn slice_keys(t: &Trace) -> Vec<(String, String, &'static str, i64, i64, String)> {
+    let s = &t.slices;
+    let mut v: Vec<_> = (0..s.len())
+        .map(|i| {
+            (
+                t.str(s.name[i]).to_string(),
+                t.str(s.category[i]).to_string(),
+                s.kind(i).name(),
+                s.ts[i],
+                s.dur[i],
+                crate::roundtrip_tests::args_text(t, s.args[i]),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Ops whose names, categories and `Input type` repeat (texts with quotes, a
+/// backslash, a leading `_`, non-ASCII and an empty one), with an arg of a new text
+/// each time (`uid`).
+fn repeating_ops() -> Trace {
+    let types = [r#"float \"x\""#, r"c:\\dir", "_under", "µs ≥ 1", ""];
+    let mut events = Vec::new();
+    for n in 0..40 {
+        let name = ["aten::mm", "aten::add", "_private"][n % 3];
+        let cat = if n % 4 == 0 { "" } else { "cpu_op" };
+        let ty = types[n % types.len()];
+        events.push(format!(
+            r#"{{"ph":"X","cat":"{cat}","name":"{name}","pid":1,"tid":2,"ts":{},"dur":5,"args":{{"Input type":"{ty}","uid":"u{n}","n":{n}}}}}"#,
+            10 * n
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
+    let mut trace = Trace::new();
+    crate::chrome::import(json.as_bytes(), "ops.json", &mut trace).unwrap();
+    trace
+}
+
+/// Names, categories, kinds and the string args whose texts repeat are enumerations
+/// whose labels are the texts: babeltrace2 prints each label, opscope's reader takes
+/// each back as its text. An arg of a new text each time stays a string.
+#[test]
+fn repeated_texts_are_enumeration_labels() {
+    let trace = repeating_ops();
+    let dir = write_dir(&trace, "labels");
+    let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
+    for declared in [
+        "enum opscope_kind : uint32_t",
+        "enum opscope_name : uint32_t",
+        "enum opscope_category : uint32_t",
+        "enum opscope_arg_1 : uint32_t",
+        "enum opscope_name name;",
+        "enum opscope_category category;",
+        "enum opscope_kind kind;",
+        "enum opscope_arg_1 Input_type;",
+        "string uid;",
+        r#""c:\\dir" = "#,
+    ] {
+        assert!(metadata.contains(declared), "no {declared} in {metadata}");
+    }
+    assert_eq!(slice_keys(&read_ours(&dir)), slice_keys(&trace));
+    let Some(printed) = babeltrace(&dir) else {
+        return;
+    };
+    let s = &trace.slices;
+    let mut begins = 0;
+    for p in printed.iter().filter(|p| p.event == "opscope:slice_begin") {
+        let i: usize = field(p, "id").parse().unwrap();
+        assert_eq!(field(p, "name"), trace.str(s.name[i]), "{p:?}");
+        assert_eq!(field(p, "category"), trace.str(s.category[i]), "{p:?}");
+        assert_eq!(field(p, "kind"), s.kind(i).name(), "{p:?}");
+        assert_args(&trace, s.args[i], &p.args);
+        begins += 1;
+    }
+    assert_eq!(begins, s.len());
+}
+
+/// A field of more distinct texts than an enumeration may hold (babeltrace2 reads
+/// large ones slowly) stays a string, and reads back the same.
+#[test]
+fn a_field_of_too_many_texts_stays_a_string() {
+    let events: Vec<String> = (0..=MAX_LABELS)
+        .map(|n| {
+            format!(
+                r#"{{"ph":"X","cat":"op","name":"op {n}","pid":1,"tid":2,"ts":{},"dur":1}}"#,
+                2 * n
+            )
+        })
+        .collect();
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
+    let mut trace = Trace::new();
+    crate::chrome::import(json.as_bytes(), "many.json", &mut trace).unwrap();
+    let dir = write_dir(&trace, "many-names");
+    let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
+    assert!(!metadata.contains("enum opscope_name"), "{metadata}");
+    assert!(metadata.contains("string name;"));
+    assert!(metadata.contains("enum opscope_category category;"));
+    assert_eq!(slice_keys(&read_ours(&dir)), slice_keys(&trace));
+}
+
+/// A trace cut after its first packet: the slices begun there and not ended (the
+/// outer one, and the child whose begin is the packet's last event) end at the last
+/// event read, counted as unmatched begins, as the reader's other open slices do
+/// (they were dropped).
+#[test]
+fn own_slices_cut_off_before_their_end_end_at_the_last_event() {
+    let mut events = vec![
+        r#"{"ph":"X","cat":"op","name":"outer","pid":1,"tid":2,"ts":0,"dur":100000}"#.to_string(),
+    ];
+    for n in 0..3000 {
+        events.push(format!(
+            r#"{{"ph":"X","cat":"op","name":"child","pid":1,"tid":2,"ts":{},"dur":1}}"#,
+            10 + 2 * n
+        ));
+    }
+    let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
+    let mut trace = Trace::new();
+    crate::chrome::import(json.as_bytes(), "cut.json", &mut trace).unwrap();
+    let dir = write_dir(&trace, "cut");
+    // One stream; its first packet's size (in bits) is the packet context's fourth
+    // field, after the header (32 bytes) and the two timestamps.
+    let stream = dir.join("stream_0");
+    let bytes = std::fs::read(&stream).unwrap();
+    let bits = u64::from_le_bytes(bytes[56..64].try_into().unwrap());
+    let first = (bits / 8) as usize;
+    assert!(first < bytes.len(), "one packet only");
+    std::fs::write(&stream, &bytes[..first]).unwrap();
+    let back = read_ours(&dir);
+    assert_eq!(back.repairs.unmatched_begins, 2);
+    let s = &back.slices;
+    let outer = (0..s.len())
+        .find(|&i| back.str(s.name[i]) == "outer")
+        .expect("the outer slice, begun in the first packet");
+    let last = (0..s.len()).map(|i| s.end(i)).max().unwrap();
+    assert_eq!(s.end(outer), last);
+    // The first packet's 4,096 events: the outer begin, 2,047 children's begins and
+    // ends, and the next child's begin.
+    assert_eq!(s.len(), 1 + PACKET_EVENTS / 2);
 }
