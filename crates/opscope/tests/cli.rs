@@ -1295,3 +1295,27 @@ fn communication_kernels_are_known_by_their_real_names_and_their_launching_op() 
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--comm-kernels: not a valid regex"));
 }
+
+/// A CPU-only run has no device: its steps table gives step times, not a "device idle
+/// 100%" that reads as an idle GPU; a GPU run keeps its device columns.
+#[test]
+fn steps_of_a_cpu_only_run_show_no_device_columns() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let text = |trace: &str| {
+        let out = opscope_ok(&["steps", traces.join(trace).to_str().unwrap()]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let cpu = text("kineto/generated-here/torch2.15-cpu-kineto/torch-cpu-trace.json");
+    assert!(cpu.contains("3 steps from step markers"), "{cpu}");
+    assert!(!cpu.contains("device idle"), "{cpu}");
+    assert!(cpu.contains("no device work in these steps"), "{cpu}");
+    let gpu = text(
+        "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+    );
+    assert!(
+        gpu.contains("device idle") && gpu.contains("kernels"),
+        "{gpu}"
+    );
+}

@@ -79,17 +79,25 @@ fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io:
             )?;
         }
         let origin = source.steps.first().map_or(0, |s| s.start_ns);
-        let mut table = Table::new(&[
-            ("step", false),
-            ("start", true),
-            ("time", true),
-            ("device busy", true),
-            ("device idle", true),
-            ("computation", true),
-            ("communication", true),
-            ("memory", true),
-            ("kernels", true),
-        ]);
+        // A CPU-only run has no device to be idle: its steps would read "device idle
+        // 100%", which misleads. Its table keeps the step times only.
+        let device_work = source.steps.iter().any(|s| {
+            s.kernels > 0 || s.device_busy_ns > 0 || s.communication_ns > 0 || s.memory_ns > 0
+        });
+        let mut columns = vec![("step", false), ("start", true), ("time", true)];
+        if device_work {
+            columns.extend([
+                ("device busy", true),
+                ("device idle", true),
+                ("computation", true),
+                ("communication", true),
+                ("memory", true),
+                ("kernels", true),
+            ]);
+        } else {
+            writeln!(out, "no device work in these steps: times only")?;
+        }
+        let mut table = Table::new(&columns);
         for s in &source.steps {
             let share = |ns: i64| {
                 format!(
@@ -98,17 +106,22 @@ fn print_text(report: &StepsReport, out: &mut (impl Write + ?Sized)) -> std::io:
                     100.0 * ns as f64 / s.dur_ns.max(1) as f64
                 )
             };
-            table.rows.push(vec![
+            let mut row = vec![
                 s.name.clone(),
                 duration_text((s.start_ns - origin) as f64),
                 duration_text(s.dur_ns as f64),
-                share(s.device_busy_ns),
-                share(s.device_idle_ns),
-                duration_text(s.computation_ns as f64),
-                duration_text(s.communication_ns as f64),
-                duration_text(s.memory_ns as f64),
-                s.kernels.to_string(),
-            ]);
+            ];
+            if device_work {
+                row.extend([
+                    share(s.device_busy_ns),
+                    share(s.device_idle_ns),
+                    duration_text(s.computation_ns as f64),
+                    duration_text(s.communication_ns as f64),
+                    duration_text(s.memory_ns as f64),
+                    s.kernels.to_string(),
+                ]);
+            }
+            table.rows.push(row);
         }
         table.write_text(out)?;
         writeln!(out)?;
