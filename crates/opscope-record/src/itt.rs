@@ -488,9 +488,10 @@ extern "C" fn counter_create_typed(
     domain: *const c_char,
     kind: c_int,
 ) -> *mut Counter {
-    // SAFETY: ITT passes NUL-terminated names (the domain may be null).
     guard(std::ptr::null_mut(), || {
-        new_counter(unsafe { cstr(name) }, unsafe { cstr(domain) }, kind)
+        // SAFETY: ITT passes NUL-terminated names (the domain may be null).
+        let (name, domain) = unsafe { (cstr(name), cstr(domain)) };
+        new_counter(name, domain, kind)
     })
 }
 
@@ -499,9 +500,10 @@ extern "C" fn counter_create_v3(
     name: *const c_char,
     kind: c_int,
 ) -> *mut Counter {
-    // SAFETY: ITT passes a NUL-terminated name.
     guard(std::ptr::null_mut(), || {
-        new_counter(unsafe { cstr(name) }, domain_name(domain), kind)
+        // SAFETY: ITT passes a NUL-terminated name.
+        let name = unsafe { cstr(name) };
+        new_counter(name, domain_name(domain), kind)
     })
 }
 
@@ -564,6 +566,7 @@ extern "C" fn counter_set_value(counter: *mut Counter, value: *mut c_void) {
     guard((), || {
         // SAFETY: see `counter_sample`; the value has the counter's type.
         let kind = unsafe { counter.as_ref() }.map_or(0, |c| c.kind);
+        // SAFETY: ITT passes a value of the type the counter was made with.
         if let Some(v) = unsafe { read_value(kind, value) } {
             counter_sample(counter, None, as_f64(v));
         }
@@ -579,6 +582,7 @@ extern "C" fn counter_set_value_ex(
     guard((), || {
         // SAFETY: as in `counter_set_value`.
         let kind = unsafe { counter.as_ref() }.map_or(0, |c| c.kind);
+        // SAFETY: as in `counter_set_value`.
         if let Some(v) = unsafe { read_value(kind, value) } {
             counter_sample(counter, (ts != 0).then_some(ts), as_f64(v));
         }

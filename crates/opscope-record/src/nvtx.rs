@@ -520,9 +520,10 @@ extern "C" fn domain_range_pop(_domain: *const Domain) -> c_int {
     })
 }
 extern "C" fn domain_name_category_a(domain: *const Domain, id: u32, name: *const c_char) {
-    // SAFETY: a NUL-terminated name.
     guard((), || {
-        name_category(domain as usize, id, unsafe { cstr(name) })
+        // SAFETY: NVTX passes a NUL-terminated name.
+        let name = unsafe { cstr(name) };
+        name_category(domain as usize, id, name)
     })
 }
 extern "C" fn domain_name_category_w(domain: *const Domain, id: u32, name: *const libc::wchar_t) {

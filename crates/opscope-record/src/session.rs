@@ -546,9 +546,9 @@ mod tests {
             let blocked =
                 |signal: libc::c_int| writer_mask.is_some_and(|m| m & 1 << (signal - 1) != 0);
             let mine_unblocked = {
-                // SAFETY: a zeroed set is a valid empty one; reads this thread's mask
-                // into it.
+                // SAFETY: a zeroed set is a valid empty one.
                 let mut now: libc::sigset_t = unsafe { std::mem::zeroed() };
+                // SAFETY: no new set (null): reads this thread's mask into `now`.
                 unsafe { libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut now) };
                 // SAFETY: a valid set and signal number.
                 unsafe { libc::sigismember(&now, libc::SIGINT) == 0 }
