@@ -1,6 +1,8 @@
 //! opscope importers and exporters: one module per format, over byte slices and
-//! `Write`rs, with no I/O policy of their own (the CLI opens, maps and decompresses
-//! files). Importers add one source to a [`opscope_model::Trace`]; exporters read one.
+//! `Write`rs, with no I/O of their own (the CLI finds, opens and maps the files and
+//! hands over their bytes; gzip'd input is inflated here, by `input`, streaming where
+//! the format allows). Importers add one source to a [`opscope_model::Trace`];
+//! exporters read one.
 
 pub mod chrome;
 pub mod ctf;
