@@ -3,30 +3,11 @@
 // Each test binary compiles its own copy and uses part of it.
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use opscope_model::Trace;
 
-/// The shared data folder (`OPSCOPE_SHARED`, or `../shared` beside the repository).
-/// Missing data fails under CI and skips, saying so, elsewhere.
-pub fn shared() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    if shared.join("peer-outputs").is_dir() {
-        return Some(shared);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI is set but the shared data is missing at {}",
-        shared.display()
-    );
-    eprintln!(
-        "skipping: no shared data at {} (set OPSCOPE_SHARED)",
-        shared.display()
-    );
-    None
-}
+pub use opscope_corpus::shared;
 
 /// One trace file (gzip or not) into a new trace.
 pub fn load(path: &Path) -> Trace {

@@ -47,28 +47,9 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// The shared trace corpus, beside the repository. Missing data fails under CI and
-/// skips (saying so) elsewhere.
-pub fn shared_traces() -> Option<PathBuf> {
-    let shared = std::env::var_os("OPSCOPE_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("../shared"));
-    let traces = shared.join("traces");
-    if traces.is_dir() {
-        return Some(traces);
-    }
-    if std::env::var_os("CI").is_some() {
-        panic!(
-            "CI is set but the shared traces are missing at {}",
-            traces.display()
-        );
-    }
-    eprintln!(
-        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
-        traces.display()
-    );
-    None
-}
+// Not every test binary that compiles this module looks for the corpus.
+#[allow(unused_imports)]
+pub use opscope_corpus::traces as shared_traces;
 
 pub fn python() -> String {
     std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
