@@ -239,22 +239,17 @@ impl Table {
         Ok(())
     }
 
-    /// RFC 4180 CSV: fields with commas, quotes or line breaks are quoted.
+    /// RFC 4180 CSV (fields with commas, quotes or line breaks quoted), lines ended by
+    /// `\n`.
     pub fn write_csv(&self, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
-        let field = |s: &str| {
-            if s.contains([',', '"', '\n', '\r']) {
-                format!("\"{}\"", s.replace('"', "\"\""))
-            } else {
-                s.to_string()
-            }
-        };
-        let header: Vec<String> = self.header.iter().map(|h| field(h)).collect();
-        writeln!(out, "{}", header.join(","))?;
+        let mut writer = csv::WriterBuilder::new()
+            .terminator(csv::Terminator::Any(b'\n'))
+            .from_writer(out);
+        writer.write_record(&self.header)?;
         for row in &self.rows {
-            let cells: Vec<String> = row.iter().map(|c| field(c)).collect();
-            writeln!(out, "{}", cells.join(","))?;
+            writer.write_record(row)?;
         }
-        Ok(())
+        writer.flush()
     }
 }
 
