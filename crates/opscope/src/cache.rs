@@ -19,7 +19,7 @@ use opscope_model::Trace;
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
 /// build identity (it is part of every key, with the binary's own size and times).
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
 /// After the payload: its length (u64) and CRC-32 (u32), little-endian.
@@ -90,7 +90,7 @@ impl Entry {
         // finished one over it, never modify in place; it lives only for this function.
         let bytes = unsafe { memmap2::Mmap::map(&file) }.ok()?;
         let payload = payload_of(&bytes, &self.key)?;
-        let mut trace: Trace = bincode::deserialize(payload).ok()?;
+        let mut trace: Trace = postcard::from_bytes(payload).ok()?;
         trace.check().ok()?;
         // Vectors read back grow by doubling: give the slack back, as after parsing.
         trace.shrink_to_fit();
@@ -193,7 +193,7 @@ fn write_entry(file: File, key: &str, trace: &Trace) -> std::io::Result<()> {
         crc: crc32fast::Hasher::new(),
         len: 0,
     };
-    bincode::serialize_into(&mut payload, trace).map_err(std::io::Error::other)?;
+    postcard::to_io(trace, &mut payload).map_err(std::io::Error::other)?;
     let Checksummed {
         inner: mut out,
         crc,
@@ -302,7 +302,7 @@ mod tests {
         let trace = small_trace();
         let bytes = entry_bytes("key A", &trace);
         let payload = payload_of(&bytes, "key A").expect("an entry reads back");
-        let back: Trace = bincode::deserialize(payload).unwrap();
+        let back: Trace = postcard::from_bytes(payload).unwrap();
         assert_eq!(
             back.strings.find("aten::mm").map(|id| back.str(id)),
             Some("aten::mm")
