@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
         Some(at) => (&data[..at], &data[at + 1..]),
         None => (&[][..], data),
     };
-    let graph = opscope_formats::tf_graph::parse(graph_bytes, "fuzz/graph.pbtxt").ok();
+    let graph = opscope_formats::run_metadata::graph::parse(graph_bytes, "fuzz/graph.pbtxt").ok();
     let mut trace = Trace::new();
     let result =
         opscope_formats::run_metadata::import(run_meta, "fuzz/run_meta", graph.as_ref(), &mut trace);

@@ -6,7 +6,6 @@
 
 pub mod chrome;
 pub mod ctf;
-pub mod ctf_export;
 pub mod error;
 pub mod input;
 #[cfg(feature = "nsys")]
@@ -15,7 +14,6 @@ pub mod perfetto;
 mod prefault;
 mod read_ahead;
 pub mod run_metadata;
-pub mod tf_graph;
 pub mod xplane;
 
 #[cfg(test)]

@@ -10,9 +10,9 @@ pub mod clock_sync;
 pub mod dims;
 pub mod events;
 pub mod kind;
+pub mod repair;
 pub mod strings;
 pub mod trace;
-pub mod validate;
 
 pub use args::{ArgValue, Args, ArgsId, ArgsWriter};
 pub use clock::{ClockDomain, ClockId, LinearTransform};

@@ -256,7 +256,7 @@ impl Trace {
     /// invariants and counts the repairs. Importers call it when done; it is cheap to
     /// call again.
     pub fn finish(&mut self) {
-        crate::validate::finish(self);
+        crate::repair::finish(self);
     }
 
     pub(crate) fn set_track_slices(&mut self, ranges: Vec<Range<u32>>) {

@@ -807,7 +807,7 @@ fn unite_recorded_processes(trace: &mut Trace) {
 
 /// The GraphDef saved beside a RunMetadata (`graph.pbtxt`, `graph.pb`, or the one
 /// `*.pbtxt`), which types its nodes as tfprof's `--graph_path` does.
-fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::Graph>> {
+fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::run_metadata::graph::Graph>> {
     let candidates = graph_candidates(run_meta)?;
     let chosen = candidates
         .iter()
@@ -825,7 +825,9 @@ fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::tf_graph::
     };
     let shown = path.display().to_string();
     let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
-    Ok(Some(opscope_formats::tf_graph::parse(&bytes, &shown)?))
+    Ok(Some(opscope_formats::run_metadata::graph::parse(
+        &bytes, &shown,
+    )?))
 }
 
 /// The GraphDef files beside a RunMetadata, in name order.
@@ -838,7 +840,7 @@ fn graph_candidates(run_meta: &Path) -> Result<Vec<PathBuf>> {
     let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
         .with_context(|| format!("{}: cannot list", dir.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| opscope_formats::tf_graph::is_graph_path(&p.to_string_lossy()))
+        .filter(|p| opscope_formats::run_metadata::graph::is_graph_path(&p.to_string_lossy()))
         .collect();
     candidates.sort();
     Ok(candidates)

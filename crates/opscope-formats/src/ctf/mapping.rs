@@ -19,7 +19,7 @@
 //!   `hsaTracer`, `hipTracer`, `streamTracer`, `grpcTracer`): their pairs become slices
 //!   of the matching kind; `cuptiTracer` events are placed at their `timestamp` field;
 //!   `*_stats` events become counters;
-//! - opscope's own events (`opscope:*`, see `ctf_export`) → the slices, instants and
+//! - opscope's own events (`opscope:*`, see `ctf::export`) → the slices, instants and
 //!   counter samples they were written from. Their names, categories, kinds and
 //!   repeated string args are enumerations: each enumeration's labels are interned at
 //!   most once, through a table by value built at its first event, so that an event's
@@ -33,7 +33,7 @@
 //! The CPU each event ran on (its packet's `cpu_id`) is kept per thread as a counter
 //! track `cpu (tid N)` of the thread, sampled where the thread's CPU changes: a thread
 //! moves between CPUs, so its lane cannot say it, and one sample per migration costs
-//! far less than an arg per event. `ctf_export` writes it back as the `cpu_id` of the
+//! far less than an arg per event. `ctf::export` writes it back as the `cpu_id` of the
 //! packets of the thread's events. (Kernel traces' CPU lanes are their CPU already.)
 
 use std::cell::Cell;
@@ -52,7 +52,7 @@ use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{skip, Event, IntNode, Layout, Node, Val};
 use super::program::{FixedField, FixedInt, Op};
 use super::types::{ClockOrigin, EnumTy, EnvValue};
-use crate::ctf_export::ArgTag;
+use crate::ctf::export::ArgTag;
 use crate::error::ImportError;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -105,7 +105,7 @@ enum Rule {
         pid: usize,
         name: Option<usize>,
     },
-    /// opscope's own events (`ctf_export`): back to the slices, instants and counter
+    /// opscope's own events (`ctf::export`): back to the slices, instants and counter
     /// samples they were written from. Field indexes in the payload.
     OwnBegin {
         id: usize,
@@ -142,7 +142,7 @@ enum Rule {
 }
 
 /// A text field of opscope's own events: a string, or an enumeration whose labels are
-/// the texts (`ctf_export` writes names, categories and kinds so).
+/// the texts (`ctf::export` writes names, categories and kinds so).
 #[derive(Clone, Debug)]
 struct OwnText {
     field: usize,
@@ -155,7 +155,7 @@ struct OwnText {
 #[derive(Debug)]
 struct LabelTable {
     labels: std::sync::Arc<EnumTy>,
-    /// Per value from 0 (as `ctf_export` numbers them): its entry, and once used,
+    /// Per value from 0 (as `ctf::export` numbers them): its entry, and once used,
     /// its text.
     dense: Vec<(u32, Cell<Option<StrId>>)>,
     /// Any other entries (their indexes), in declaration order.
@@ -887,7 +887,7 @@ impl<'t> Mapper<'t> {
         }
     }
 
-    /// A field holding the args as a JSON object (`ctf_export` writes them so).
+    /// A field holding the args as a JSON object (`ctf::export` writes them so).
     fn field_json_args(&mut self, r: &Event, i: usize) -> Vec<(StrId, ArgValue)> {
         let text = self.field_text(r, i);
         let Ok(serde_json::Value::Object(map)) =
@@ -1078,7 +1078,7 @@ impl<'t> Mapper<'t> {
         kind
     }
 
-    /// The args of a typed class (`ctf_export`): payload field `field` is a struct
+    /// The args of a typed class (`ctf::export`): payload field `field` is a struct
     /// whose fields hold `keys`' values, each of its type.
     fn typed_args(
         &mut self,

@@ -12,6 +12,7 @@
 
 mod allocations;
 pub mod decode;
+pub mod export;
 mod mapping;
 pub mod metadata;
 mod pipeline;

@@ -22,6 +22,7 @@
 //! So do the entries tfprof drops by name when the graph lacks them (the executor's
 //! `_SOURCE`, `RecvTensor`, `*MEMCPY*`); a host one is no op either (kind `Other`).
 
+pub mod graph;
 mod proto;
 
 use std::collections::{HashMap, HashSet};
@@ -34,7 +35,7 @@ use opscope_model::{
 use prost::Message;
 
 use crate::error::ImportError;
-use crate::tf_graph::Graph;
+use crate::run_metadata::graph::Graph;
 
 /// Arg keys of an op's memory, in TensorFlow's own accounting (tfprof's columns); any
 /// importer whose source measures per-op memory this way may set them.

@@ -11,7 +11,7 @@ pub struct RunMetadata {
     pub step_stats: Option<StepStats>,
     /// The graphs the session ran, after placement: op types when no GraphDef is given.
     #[prost(message, repeated, tag = "3")]
-    pub partition_graphs: Vec<super::super::tf_graph::proto::GraphDef>,
+    pub partition_graphs: Vec<super::graph::proto::GraphDef>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -93,7 +93,7 @@ pub struct TensorDescription {
     #[prost(int32, tag = "1")]
     pub dtype: i32,
     #[prost(message, optional, tag = "2")]
-    pub shape: Option<super::super::tf_graph::proto::TensorShape>,
+    pub shape: Option<super::graph::proto::TensorShape>,
     #[prost(message, optional, tag = "4")]
     pub allocation_description: Option<AllocationDescription>,
 }

@@ -188,7 +188,7 @@ fn op_types_come_from_the_graph_and_else_from_the_label() {
     let mut trace = Trace::new();
     import(&bytes, "run_meta", None, &mut trace).unwrap();
     assert_eq!(names(&trace), ["_MklMatMul", "NoOp"]);
-    let graph = crate::tf_graph::parse_text(
+    let graph = crate::run_metadata::graph::parse_text(
         b"node { name: \"dense/MatMul\" op: \"MatMul\" }",
         "graph.pbtxt",
     )
@@ -234,7 +234,7 @@ fn real_run_matches_tensorflows_timeline() {
     let dir = shared.join("traces/tf-timeline/generated-here/tf2.21-cpu-mlp");
     let bytes = std::fs::read(dir.join("run_meta")).unwrap();
     let graph_bytes = std::fs::read(dir.join("graph.pbtxt")).unwrap();
-    let graph = crate::tf_graph::parse(&graph_bytes, "graph.pbtxt").unwrap();
+    let graph = crate::run_metadata::graph::parse(&graph_bytes, "graph.pbtxt").unwrap();
     assert_eq!(graph.nodes.len(), 141);
     let mut trace = Trace::new();
     import(&bytes, "run_meta", Some(&graph), &mut trace).unwrap();

@@ -205,7 +205,7 @@ fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
     }
     std::fs::create_dir(&partial)
         .with_context(|| format!("{}: cannot create", partial.display()))?;
-    let written = opscope_formats::ctf_export::export(trace, &mut |name, bytes| {
+    let written = opscope_formats::ctf::export::export(trace, &mut |name, bytes| {
         std::fs::write(partial.join(name), bytes)
     });
     if let Err(e) = written {

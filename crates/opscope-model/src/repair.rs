@@ -1,7 +1,8 @@
-//! The invariants [`crate::Trace::finish`] establishes: every reference resolves,
-//! durations are non-negative, slices are sorted by track and time, and slices on a
-//! thread track nest. What breaks them is repaired and counted in
-//! [`crate::RepairCounts`].
+//! Repairs: [`crate::Trace::finish`] establishes the model's invariants (every
+//! reference resolves, durations are non-negative, slices are sorted by track and time,
+//! and slices on a thread track nest), repairing what breaks them and counting it in
+//! [`crate::RepairCounts`]. `check` verifies the same invariants without changing
+//! anything (a model read back from the cache).
 
 use std::ops::Range;
 
