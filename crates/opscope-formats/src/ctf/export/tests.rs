@@ -130,34 +130,8 @@ fn parse_line(line: &str) -> Printed {
 
 /// babeltrace2's reading of DIR, or `None` (saying why) off CI without babeltrace2.
 fn babeltrace(dir: &Path) -> Option<Vec<Printed>> {
-    let out = match Command::new("babeltrace2")
-        .arg("--clock-cycles")
-        .arg(dir)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but babeltrace2 cannot run ({e})"
-            );
-            eprintln!("skipping: babeltrace2 is not installed ({e})");
-            return None;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "babeltrace2 refused {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(
-        String::from_utf8(out.stdout)
-            .unwrap()
-            .lines()
-            .map(parse_line)
-            .collect(),
-    )
+    let text = babeltrace2_text(&["--clock-cycles"], dir)?;
+    Some(text.lines().map(parse_line).collect())
 }
 
 fn field<'p>(p: &'p Printed, key: &str) -> &'p str {
@@ -410,26 +384,7 @@ fn reads_back(typed: usize) {
 /// one event there and two instants here, at one time on one thread). Counter samples,
 /// which no CPU emitted, are left out.
 fn times_threads_cpus(dir: &Path) -> Option<Vec<(String, i64, u64)>> {
-    let out = match Command::new("babeltrace2")
-        .args(["--clock-seconds", "--no-delta"])
-        .arg(dir)
-        .output()
-    {
-        Ok(out) => out,
-        Err(e) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but babeltrace2 cannot run ({e})"
-            );
-            eprintln!("skipping: babeltrace2 is not installed ({e})");
-            return None;
-        }
-    };
-    assert!(
-        out.status.success(),
-        "babeltrace2 refused {}",
-        dir.display()
-    );
+    let text = babeltrace2_text(&["--clock-seconds", "--no-delta"], dir)?;
     let number = |line: &str, key: &str| -> Option<i64> {
         let at = line.find(key)? + key.len();
         let digits: String = line[at..]
@@ -438,8 +393,7 @@ fn times_threads_cpus(dir: &Path) -> Option<Vec<(String, i64, u64)>> {
             .collect();
         digits.parse().ok()
     };
-    let mut v: Vec<(String, i64, u64)> = String::from_utf8(out.stdout)
-        .unwrap()
+    let mut v: Vec<(String, i64, u64)> = text
         .lines()
         .filter(|l| !l.contains(" opscope:counter: "))
         .map(|l| {
@@ -643,4 +597,27 @@ fn own_slices_cut_off_before_their_end_end_at_the_last_event() {
     // The first packet's 4,096 events: the outer begin, 2,047 children's begins and
     // ends, and the next child's begin.
     assert_eq!(s.len(), 1 + PACKET_EVENTS / 2);
+}
+
+/// What babeltrace2 prints of DIR with `options`, or `None` (saying why) off CI
+/// without babeltrace2.
+fn babeltrace2_text(options: &[&str], dir: &Path) -> Option<String> {
+    let out = match Command::new("babeltrace2").args(options).arg(dir).output() {
+        Ok(out) => out,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but babeltrace2 cannot run ({e})"
+            );
+            eprintln!("skipping: babeltrace2 is not installed ({e})");
+            return None;
+        }
+    };
+    assert!(
+        out.status.success(),
+        "babeltrace2 refused {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(String::from_utf8(out.stdout).unwrap())
 }
