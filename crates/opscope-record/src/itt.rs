@@ -144,25 +144,36 @@ fn new_string_handle(name: &[u8]) -> usize {
 /// is paid then and not in the program's first step. Its tasks are not recorded.
 const WARM_UP_NAME: &[u8] = b"opscope warm-up";
 
-/// The string handle of [`WARM_UP_NAME`], once this library made it.
-static WARM_UP: AtomicUsize = AtomicUsize::new(0);
+/// The bootstrap's warm-up: [`NO_WARM_UP`] in a program without it (the hot path then
+/// pays one load and one compare), [`WARM_UP_EXPECTED`] once the bootstrap said one
+/// comes ([`expect_warm_up`]), then the string handle this library made for it.
+static WARM_UP: AtomicUsize = AtomicUsize::new(NO_WARM_UP);
+const NO_WARM_UP: usize = 0;
+const WARM_UP_EXPECTED: usize = 1;
+
+/// Called by the bootstrap (through `opscope_record_start`) before its warm-up range.
+pub fn expect_warm_up() {
+    let _ = WARM_UP.compare_exchange(
+        NO_WARM_UP,
+        WARM_UP_EXPECTED,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+}
 
 /// Whether a task is the bootstrap's warm-up. Its first handle is the one ITT's static
 /// part makes while it is still loading this library, so until the library has made
-/// its own the name itself is compared (its first byte first: a load and a compare
-/// for the program's own tasks).
+/// its own, the name itself is compared (only in a process whose bootstrap said a
+/// warm-up comes).
 fn is_warm_up(name: *const StringHandle) -> bool {
-    let ours = WARM_UP.load(Ordering::Relaxed);
-    if ours != 0 {
-        return name as usize == ours;
-    }
-    // SAFETY: string handles are never freed; their name is NUL-terminated.
-    unsafe {
-        name.as_ref().is_some_and(|h| {
-            !h.str_a.is_null()
-                && *h.str_a == WARM_UP_NAME[0] as c_char
-                && cstr(h.str_a) == WARM_UP_NAME
-        })
+    match WARM_UP.load(Ordering::Relaxed) {
+        NO_WARM_UP => false,
+        // SAFETY: string handles are never freed; their name is NUL-terminated.
+        WARM_UP_EXPECTED => unsafe {
+            name.as_ref()
+                .is_some_and(|h| !h.str_a.is_null() && cstr(h.str_a) == WARM_UP_NAME)
+        },
+        ours => name as usize == ours,
     }
 }
 

@@ -37,6 +37,7 @@ pub extern "C" fn opscope_record_flush() {
 /// step does not pay for it.
 #[no_mangle]
 pub extern "C" fn opscope_record_start() {
+    itt::expect_warm_up();
     session::start();
 }
 
