@@ -32,13 +32,20 @@ pub extern "C" fn opscope_record_flush() {
 }
 
 /// Loads and starts the recording now (opens the process's file, starts the writer),
-/// rather than at the first ITT call, which PyTorch makes inside the program's first
-/// step: the Python bootstrap calls it before the program runs, so that the first
-/// step does not pay for it.
+/// rather than at the first ITT call, which a framework may make inside the program's
+/// first step. The Python bootstrap calls it on the main thread before the program
+/// runs, which also lets the file name the main thread's `pthread_t` (see
+/// `session::start`).
 #[no_mangle]
 pub extern "C" fn opscope_record_start() {
-    itt::expect_warm_up();
     session::start();
+}
+
+/// Says that the bootstrap is about to enter its warm-up ranges (see `itt`), which are
+/// not recorded.
+#[no_mangle]
+pub extern "C" fn opscope_record_expect_warm_up() {
+    itt::expect_warm_up();
 }
 
 /// The library's Rust allocations stay out of the program's heap (see `alloc`).

@@ -178,7 +178,16 @@ pub fn start() {
     }
     let pid = std::process::id();
     match open_writer() {
-        Ok(writer) => {
+        Ok(mut writer) => {
+            // Started on the main thread (the Python bootstrap does so): its `pthread_t`
+            // goes in the file even if the thread never records, so that a framework's
+            // profile naming the thread by it (TSL's XPlane) joins this process's main
+            // thread.
+            // SAFETY: gettid and pthread_self have no preconditions.
+            let (tid, handle) = unsafe { (libc::gettid(), libc::pthread_self() as u64) };
+            if tid as u32 == pid {
+                writer.describe_thread(tid, handle);
+            }
             with_slot(&WRITER, |w| {
                 // Unless a signal handler forked since, and this is the child: its
                 // fork handler closed the file and set the state back to idle, and the

@@ -858,6 +858,14 @@ fn keras_onednn_primitives_and_tensorflow_ops_share_one_clock() {
             "oneDNN runs on TF's worker threads, not the main one"
         );
     }
+    // The main thread too, though it records nothing itself: the bootstrap starts the
+    // library on it, and the library's file names its `pthread_t`.
+    assert!(
+        complete
+            .iter()
+            .any(|e| e["cat"] == "xplane_host" && e["tid"] == e["pid"]),
+        "the XPlane's main-thread line is not the process's main thread"
+    );
     assert!(
         on_the_ops_thread > 0,
         "no oneDNN convolution on the thread of a TF Conv2D op: the XPlane's threads \

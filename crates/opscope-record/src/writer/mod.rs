@@ -207,6 +207,11 @@ impl Writer {
         });
     }
 
+    /// Describes thread `tid` and its `pthread_t` now, whether or not it records.
+    pub fn describe_thread(&mut self, tid: i32, handle: u64) {
+        self.thread_track(tid, handle, None);
+    }
+
     /// The track of thread `tid`, described (again) when it is new, renamed, or its
     /// `pthread_t` (`handle`, 0 when not known) is newly known.
     fn thread_track(&mut self, tid: i32, handle: u64, name: Option<&[u8]>) -> u64 {

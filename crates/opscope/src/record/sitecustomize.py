@@ -12,6 +12,7 @@ every hook is guarded.
 """
 
 import os
+import threading
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -159,6 +160,24 @@ class _TorchModes(object):
             self.profiler._run_on_profiler_stop = on_profiler_stop
 
 
+def _start_recording(expect_warm_up=False):
+    """Starts the injected library now, on the main thread (see `opscope_record_start`):
+    its file then names the main thread's `pthread_t`, by which a framework's profile
+    (TSL's XPlane) names the thread."""
+    library = os.environ.get("INTEL_LIBITTNOTIFY64")
+    if not library:
+        return
+    try:
+        import ctypes
+
+        lib = ctypes.CDLL(library)
+        if expect_warm_up:
+            lib.opscope_record_expect_warm_up()
+        lib.opscope_record_start()
+    except Exception:
+        pass
+
+
 def _warm_up(torch):
     """What a process pays once, at its first range, is paid here, before the program
     runs: else it falls inside the program's first step, before that step's first
@@ -167,14 +186,7 @@ def _warm_up(torch):
     collector and the collector's start (its file, its writer thread: 0.5 ms), and the
     thread's buffer. Called with opscope's emit_itt on; the library does not record
     ranges of this name."""
-    library = os.environ.get("INTEL_LIBITTNOTIFY64")
-    if library:
-        try:
-            import ctypes
-
-            ctypes.CDLL(library).opscope_record_start()
-        except Exception:
-            pass
+    _start_recording(expect_warm_up=True)
     for _ in range(3):
         try:
             with torch.autograd.profiler.record_function("opscope warm-up"):
@@ -215,6 +227,8 @@ class _TslProfiler(object):
 
     def own(self, framework, start, stop):
         self.framework, self.start_ours, self.stop_ours = framework, start, stop
+        if threading.current_thread() is threading.main_thread():
+            _start_recording()
         self.resume()
         import atexit
 
