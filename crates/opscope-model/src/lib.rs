@@ -6,7 +6,6 @@
 pub mod args;
 mod check;
 pub mod clock;
-pub mod clock_sync;
 pub mod dims;
 pub mod events;
 pub mod kind;

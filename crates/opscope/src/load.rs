@@ -414,7 +414,7 @@ pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace> {
     // A recording session mixes opscope's CLOCK_MONOTONIC files with frameworks'
     // Unix-time ones (XPlane): one time line for all. Before the processes are united:
     // each track moves by the clock of its process's file.
-    opscope_model::clock_sync::align_to_unix(&mut trace);
+    opscope_analysis::clock_sync::align_to_unix(&mut trace);
     unite_recorded_processes(&mut trace);
     print_warnings(&trace);
     trace.shrink_to_fit();

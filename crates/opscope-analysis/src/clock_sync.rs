@@ -3,7 +3,7 @@
 //! TensorFlow profiler's XPlane); each knows its offset to Unix time, so all of them
 //! are moved onto Unix time.
 
-use crate::trace::Trace;
+use opscope_model::Trace;
 
 /// When sources of `trace` sit on clocks of different names whose Unix offsets are
 /// known, moves every such source onto Unix time (its timestamps shifted by its
