@@ -330,24 +330,7 @@ fn reads_back(typed: usize) {
         "{meta:?}"
     );
 
-    type SliceKey = (String, String, &'static str, i64, i64, String);
-    let slices = |t: &Trace| -> Vec<SliceKey> {
-        let s = &t.slices;
-        let mut v: Vec<SliceKey> = (0..s.len())
-            .map(|i| {
-                (
-                    t.str(s.name[i]).to_string(),
-                    t.str(s.category[i]).to_string(),
-                    s.kind(i).name(),
-                    s.ts[i],
-                    s.dur[i],
-                    crate::roundtrip_tests::args_text(t, s.args[i]),
-                )
-            })
-            .collect();
-        v.sort();
-        v
-    };
+    let slices = slice_keys;
     assert_eq!(slices(&back), slices(&trace));
     let instants = |t: &Trace| -> Vec<(String, &'static str, i64, String)> {
         let inst = &t.instants;
