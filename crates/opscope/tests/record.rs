@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{built, python, python_with, repo_root, scratch_dir, test_cache_dir};
+use common::{built, python, python_with, repo_root, run_oracle_json, scratch_dir, test_cache_dir};
 use serde_json::Value;
 
 /// Runs `opscope record -o DIR -- program args` with extra environment.
@@ -80,20 +80,6 @@ fn recorded(dir: &Path) -> BTreeMap<i64, Value> {
         .values()
         .map(|f| (f["pid"].as_i64().unwrap(), f.clone()))
         .collect()
-}
-
-fn run_oracle_json(script: &str, files: &[PathBuf]) -> Value {
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle").join(script))
-        .args(files)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{script}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn script(name: &str) -> String {
@@ -967,14 +953,8 @@ fn a_kineto_trace_in_the_session_shares_the_recorded_clock() {
 /// Runs `tests/oracle/SCRIPT PATH` and returns the JSON of its last line (the peers
 /// log to stdout before it).
 fn oracle_report(script: &str, path: &Path, what: &str) -> Value {
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle").join(script))
-        .arg(path)
-        .output()
-        .unwrap();
-    assert_ok(&out, what);
-    let last = out
-        .stdout
+    let stdout = common::oracle_stdout(script, &[path]);
+    let last = stdout
         .split(|&b| b == b'\n')
         .rfind(|l| !l.is_empty())
         .unwrap_or_default();

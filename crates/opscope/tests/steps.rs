@@ -345,17 +345,7 @@ fn marker_less_kineto_traces_give_the_marked_steps() {
             })
             .collect::<Vec<_>>();
         let stripped = dir.join(format!("{name}.json"));
-        let out = Command::new(python())
-            .arg(repo_root().join("tests/oracle/strip_steps.py"))
-            .arg(&original)
-            .arg(&stripped)
-            .output()
-            .expect("python runs");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        common::oracle_stdout("strip_steps.py", &[&original, &stripped]);
         let report = steps_json(&stripped);
         let found = &report["sources"][0];
         assert_eq!(found["found_by"]["kind"], "period", "{name}");

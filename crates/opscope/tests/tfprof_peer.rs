@@ -6,7 +6,6 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
@@ -190,17 +189,7 @@ fn tfprof_live(run: &Path) -> Option<Value> {
     if !python_with(&["tensorflow"]) {
         return None;
     }
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle/tfprof_views.py"))
-        .arg(run)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tfprof_views.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(serde_json::from_slice(&out.stdout).unwrap())
+    Some(common::run_oracle_json("tfprof_views.py", &[run]))
 }
 
 /// Every column of both views, as tfprof's own integers, with its limits and without.
@@ -357,16 +346,7 @@ fn tf1_gpu_run() -> Option<PathBuf> {
         return None;
     }
     let dir = scratch_dir("tfprof").join("tf1-gpu-run");
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle/tf1_gpu_run_meta.py"))
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "tf1_gpu_run_meta.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    common::oracle_stdout("tf1_gpu_run_meta.py", &[&dir]);
     Some(dir)
 }
 

@@ -6,9 +6,8 @@
 mod common;
 
 use std::collections::HashMap;
-use std::process::Command;
 
-use common::{python, python_with, repo_root, scratch_dir};
+use common::{python_with, scratch_dir};
 use opscope_model::{Trace, TrackId};
 
 /// (plane, line, name, start ns, duration ns) → how many.
@@ -41,17 +40,7 @@ fn ours(trace: &Trace) -> Events {
 /// names of the lines xprof's output has.
 fn check_against_xprof(script: &str, scratch: &str) -> std::collections::BTreeSet<String> {
     let dir = scratch_dir(scratch);
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle").join(script))
-        .arg(&dir)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "{script} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = common::run_oracle_json(script, &[&dir]);
     let path = doc["path"].as_str().unwrap();
     let mut trace = Trace::new();
     opscope_formats::import_bytes(&std::fs::read(path).unwrap(), path, &mut trace).unwrap();
@@ -144,17 +133,7 @@ fn xplane_memory_matches_its_own_allocator_figures() {
         return;
     }
     let dir = scratch_dir("xplane-memory");
-    let out = Command::new(python())
-        .arg(repo_root().join("tests/oracle/xplane_memory.py"))
-        .arg(&dir)
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "xplane_memory.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = common::run_oracle_json("xplane_memory.py", &[&dir]);
     let path = doc["path"].as_str().unwrap();
     let want = doc["allocators"].as_object().unwrap();
     assert!(!want.is_empty(), "TensorFlow wrote no allocator events");

@@ -85,13 +85,12 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     dir
 }
 
-/// Runs one of the Python oracles in `tests/oracle` on `files`: one JSON line per file,
-/// by path.
-pub fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json::Value> {
-    let oracle = repo_root().join("tests/oracle").join(script);
+/// Runs one of the Python oracles in `tests/oracle` with `args`; its standard output,
+/// once it succeeded.
+pub fn oracle_stdout<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> Vec<u8> {
     let out = Command::new(python())
-        .arg(&oracle)
-        .args(files)
+        .arg(repo_root().join("tests/oracle").join(script))
+        .args(args)
         .output()
         .expect("python runs");
     assert!(
@@ -99,7 +98,17 @@ pub fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json
         "{script} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    String::from_utf8(out.stdout)
+    out.stdout
+}
+
+/// An oracle that prints one JSON document.
+pub fn run_oracle_json<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> serde_json::Value {
+    serde_json::from_slice(&oracle_stdout(script, args)).unwrap()
+}
+
+/// An oracle that prints one JSON line per file of `files`, by path.
+pub fn run_oracle(script: &str, files: &[PathBuf]) -> HashMap<String, serde_json::Value> {
+    String::from_utf8(oracle_stdout(script, files))
         .unwrap()
         .lines()
         .map(|line| {
