@@ -301,23 +301,7 @@ fn reads_back(typed: usize) {
     } else {
         assert!(classes > 1, "{text}");
     }
-    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap() != "metadata")
-        .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-        .collect();
-    files.sort();
-    let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
-    let mut back = Trace::new();
-    crate::ctf::import(
-        "roundtrip",
-        &metadata,
-        "roundtrip/metadata",
-        &streams,
-        &mut back,
-    )
-    .unwrap();
+    let back = read_ours(&dir);
     // The classes' keys and types are not repeated in the source's metadata.
     let meta: Vec<String> = back
         .args
@@ -436,7 +420,8 @@ fn read_ours(dir: &Path) -> Trace {
     files.sort();
     let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
     let mut back = Trace::new();
-    crate::ctf::import("ours", &metadata, "ours/metadata", &streams, &mut back).unwrap();
+    let metadata_path = dir.join("metadata").display().to_string();
+    crate::ctf::import("ours", &metadata, &metadata_path, &streams, &mut back).unwrap();
     back
 }
 
