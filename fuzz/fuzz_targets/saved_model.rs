@@ -1,5 +1,5 @@
 //! The model cache's payload (`crates/opscope/src/cache.rs` saves a finished model with
-//! bincode and refuses one that fails `Trace::check`): arbitrary bytes never panic nor
+//! postcard and refuses one that fails `Trace::check`): arbitrary bytes never panic nor
 //! exhaust memory when read back as a model and checked, and a model that reads back
 //! and passes the check saves and reads back again with the same tables. The cache
 //! checks a CRC-32 before decoding: this is the defence against a hostile entry, not a
@@ -10,15 +10,15 @@ use libfuzzer_sys::fuzz_target;
 use opscope_model::Trace;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(trace) = bincode::deserialize::<Trace>(data) else {
+    let Ok(trace) = postcard::from_bytes::<Trace>(data) else {
         return;
     };
     if trace.check().is_err() {
         return;
     }
     let _ = trace.time_span();
-    let saved = bincode::serialize(&trace).expect("a model read back saves");
-    let again: Trace = bincode::deserialize(&saved).expect("a saved model reads back");
+    let saved = postcard::to_stdvec(&trace).expect("a model read back saves");
+    let again: Trace = postcard::from_bytes(&saved).expect("a saved model reads back");
     again.check().expect("a saved model keeps the invariants");
     assert_eq!(again.strings.len(), trace.strings.len());
     assert_eq!(again.slices.ts, trace.slices.ts);
