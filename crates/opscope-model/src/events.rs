@@ -95,14 +95,42 @@ impl Slices {
     /// Reorders every column by `order` (`new[i] = old[order[i]]`); rows not in
     /// `order` are dropped.
     pub(crate) fn permute(&mut self, order: &[u32]) {
-        apply(&mut self.ts, order);
-        apply(&mut self.dur, order);
-        apply(&mut self.track, order);
-        apply(&mut self.name, order);
-        apply(&mut self.category, order);
-        apply(&mut self.kind, order);
-        apply(&mut self.parent, order);
-        apply(&mut self.args, order);
+        let Slices {
+            ts,
+            dur,
+            track,
+            name,
+            category,
+            kind,
+            parent,
+            args,
+        } = self;
+        let mut times = move || {
+            let mut wide = Vec::new();
+            apply_via(ts, order, &mut wide);
+            apply_via(dur, order, &mut wide);
+            let mut bytes = Vec::new();
+            apply_via(kind, order, &mut bytes);
+        };
+        let mut ids = move || {
+            let mut numbers = Vec::new();
+            apply_via(track, order, &mut numbers);
+            apply_via(parent, order, &mut numbers);
+            let mut texts = Vec::new();
+            apply_via(name, order, &mut texts);
+            apply_via(category, order, &mut texts);
+            apply(args, order);
+        };
+        // A large trace's columns are reordered on two threads, half each.
+        if order.len() >= PARALLEL_ROWS {
+            std::thread::scope(|scope| {
+                scope.spawn(times);
+                ids();
+            });
+        } else {
+            times();
+            ids();
+        }
     }
 
     /// Whether every column has one entry per slice (a model read back could differ).
@@ -169,9 +197,22 @@ pub(crate) fn push_spare<T>(column: &Vec<T>, out: &mut Vec<Range<usize>>) {
 
 /// Replaces a column by its rows `order` (`new[i] = old[order[i]]`).
 fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
-    let new: Vec<T> = order.iter().map(|&i| column[i as usize]).collect();
-    *column = new;
+    apply_via(column, order, &mut Vec::new());
 }
+
+/// [`apply`] through `scratch`, which the caller reuses for its other columns: the
+/// reordered rows are written back into the column's own pages, where a new column
+/// per reordering would fault in fresh pages and unmap the old ones (most of the
+/// time of sorting a large trace).
+fn apply_via<T: Copy>(column: &mut Vec<T>, order: &[u32], scratch: &mut Vec<T>) {
+    scratch.clear();
+    scratch.extend(order.iter().map(|&i| column[i as usize]));
+    column.truncate(order.len());
+    column.copy_from_slice(scratch);
+}
+
+/// Rows from which reordering a table's columns takes two threads.
+const PARALLEL_ROWS: usize = 64 * 1024;
 
 /// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
