@@ -126,7 +126,7 @@ pub(crate) fn event_lines(t: &Trace, place: impl Fn(&Trace, u32) -> String) -> [
     [slices, instants, counters, flows]
 }
 
-fn assert_same_events(file: &Path, via: &str, a: &Trace, b: &Trace) {
+pub(crate) fn assert_same_events(file: &Path, via: &str, a: &Trace, b: &Trace) {
     let names = ["slices", "instants", "counter samples", "flows"];
     for ((x, y), what) in event_lines(a, place)
         .iter()

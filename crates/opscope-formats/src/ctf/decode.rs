@@ -1358,6 +1358,21 @@ impl<'a> Event<'a, '_> {
     }
 }
 
+/// Where a packet's events are in its stream file (byte offsets), for readers that
+/// decode them themselves ([`StreamReader::next_packet`]).
+#[derive(Clone, Copy, Debug)]
+pub struct PacketEvents {
+    /// The first event's byte.
+    pub start: u64,
+    /// The end of what the file holds of the content.
+    pub end: u64,
+    /// The end of the content: beyond `end` when the file cuts the packet off.
+    pub content_end: u64,
+    pub packet_start: u64,
+    /// Whether the header and the content end on byte boundaries.
+    pub aligned: bool,
+}
+
 /// Reads the packets and events of one stream file in order.
 pub struct StreamReader<'a> {
     pub layout: &'a Layout,
@@ -1653,6 +1668,25 @@ impl<'a> StreamReader<'a> {
                 })
             }
         }
+    }
+
+    /// For a reader that decodes a packet's events itself: opens the next packet and
+    /// returns where its events are; the reader then stands after it. `Ok(None)` at the
+    /// end of the stream.
+    pub fn next_packet(&mut self) -> Result<Option<PacketEvents>, DecodeError> {
+        if self.next_packet >= self.file.len() as u64 {
+            return Ok(None);
+        }
+        self.open_packet()?;
+        self.in_packet = false;
+        let start = self.pkt_start;
+        Ok(Some(PacketEvents {
+            start: start + self.pkt_bit.div_ceil(8),
+            end: start + self.pkt_avail_bits / 8,
+            content_end: start + self.pkt_end_bits / 8,
+            packet_start: start,
+            aligned: self.pkt_bit.is_multiple_of(8) && self.pkt_end_bits.is_multiple_of(8),
+        }))
     }
 
     /// The event just read, as the mapping sees it.

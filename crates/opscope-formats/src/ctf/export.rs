@@ -397,7 +397,7 @@ pub fn export(
 }
 
 /// [`export`] with at most `typed_classes` classes of typed args.
-fn export_with(
+pub(crate) fn export_with(
     trace: &Trace,
     typed_classes: usize,
     write: &mut dyn FnMut(&str, &[u8]) -> io::Result<()>,

@@ -25,7 +25,10 @@
 //!   most once, through a table by value built at its first event, so that an event's
 //!   text is a load rather than a scan, a UTF-8 check and a hash. A slice's row is
 //!   added at its begin (the model's order) and its end sets its duration; begins
-//!   never ended (a cut trace) end at the trace's last event, counted as unmatched;
+//!   never ended (a cut trace) end at the trace's last event, counted as unmatched.
+//!   A trace whose layout is exactly what `ctf::export` writes is read by [`own`],
+//!   which decodes those classes at fixed places; the rules here map the same events
+//!   the same way in any other layout;
 //! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
@@ -54,6 +57,8 @@ use super::program::{FixedField, FixedInt, Op};
 use super::types::{ClockOrigin, EnumTy, EnvValue};
 use crate::ctf::export::ArgTag;
 use crate::error::ImportError;
+
+mod own;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Lane {
@@ -425,10 +430,6 @@ impl<'t> Mapper<'t> {
         let provider = provider.unwrap_or("");
         let mut process_scope = false;
         let typed_keys = |m: &mut Self| -> Option<Box<[(StrId, ArgTag)]>> {
-            let schema = layout.meta.env_str(&format!("opscope_args_{}", el.id))?;
-            let Ok(serde_json::Value::Array(list)) = serde_json::from_str(schema) else {
-                return None;
-            };
             let Some(Node::Struct { fields, .. }) = &el.fields else {
                 return None;
             };
@@ -436,15 +437,7 @@ impl<'t> Mapper<'t> {
             let Node::Struct { fields: typed, .. } = args else {
                 return None;
             };
-            let keys = list
-                .iter()
-                .map(|pair| {
-                    let key = pair.get(0)?.as_str()?;
-                    let code = pair.get(1)?.as_str()?;
-                    let tag = ArgTag::ALL.into_iter().find(|t| t.code() == code)?;
-                    Some((m.trace.intern(key), tag))
-                })
-                .collect::<Option<Box<[_]>>>()?;
+            let keys = m.typed_keys(layout, el, typed.len())?;
             // Every field a scalar value of the type the schema says.
             let fits = keys.len() == typed.len()
                 && keys
@@ -647,6 +640,30 @@ impl<'t> Mapper<'t> {
             keys,
             process_scope,
         }
+    }
+
+    /// The keys and types of the `count` args of opscope's typed class `e`, from the
+    /// trace's environment (`opscope_args_ID`).
+    fn typed_keys(
+        &mut self,
+        layout: &Layout,
+        e: &super::decode::EventLayout,
+        count: usize,
+    ) -> Option<Box<[(StrId, ArgTag)]>> {
+        let schema = layout.meta.env_str(&format!("opscope_args_{}", e.id))?;
+        let Ok(serde_json::Value::Array(list)) = serde_json::from_str(schema) else {
+            return None;
+        };
+        let keys = list
+            .iter()
+            .map(|pair| {
+                let key = pair.get(0)?.as_str()?;
+                let code = pair.get(1)?.as_str()?;
+                let tag = ArgTag::ALL.into_iter().find(|t| t.code() == code)?;
+                Some((self.trace.intern(key), tag))
+            })
+            .collect::<Option<Box<[_]>>>()?;
+        (keys.len() == count).then_some(keys)
     }
 
     fn text(&mut self, r: &Event, v: Val) -> StrId {
@@ -890,6 +907,11 @@ impl<'t> Mapper<'t> {
     /// A field holding the args as a JSON object (`ctf::export` writes them so).
     fn field_json_args(&mut self, r: &Event, i: usize) -> Vec<(StrId, ArgValue)> {
         let text = self.field_text(r, i);
+        self.json_args(text)
+    }
+
+    /// Args held as the text of a JSON object.
+    fn json_args(&mut self, text: StrId) -> Vec<(StrId, ArgValue)> {
         let Ok(serde_json::Value::Object(map)) =
             serde_json::from_str::<serde_json::Value>(self.trace.str(text))
         else {
@@ -1326,22 +1348,7 @@ impl<'t> Mapper<'t> {
             }
             Rule::OwnCounter { name, value } => {
                 let name = self.field_text(r, *name);
-                let counter = match self.counters.get(&(process, name)) {
-                    Some(&t) => t,
-                    None => {
-                        let t = self
-                            .trace
-                            .named_track(Some(process), TrackKind::Counter, name, 0);
-                        // A thread's counter (its CPU) is written with the thread's tid,
-                        // a process's with -1.
-                        let thread = self.trace.tracks[track.index()]
-                            .thread
-                            .filter(|th| self.trace.threads[th.index()].tid != -1);
-                        self.trace.tracks[t.index()].thread = thread;
-                        self.counters.insert((process, name), t);
-                        t
-                    }
-                };
+                let counter = self.own_counter_track(process, track, name);
                 let v = match self
                     .positions
                     .get(*value)
@@ -1446,6 +1453,25 @@ impl<'t> Mapper<'t> {
                 self.instant(plan, layout, r, ts, track);
             }
         }
+    }
+
+    /// The counter track `name` of opscope's own counter events of `process` (written
+    /// on `track`).
+    fn own_counter_track(&mut self, process: ProcessId, track: TrackId, name: StrId) -> TrackId {
+        if let Some(&t) = self.counters.get(&(process, name)) {
+            return t;
+        }
+        let t = self
+            .trace
+            .named_track(Some(process), TrackKind::Counter, name, 0);
+        // A thread's counter (its CPU) is written with the thread's tid, a process's
+        // with -1.
+        let thread = self.trace.tracks[track.index()]
+            .thread
+            .filter(|th| self.trace.threads[th.index()].tid != -1);
+        self.trace.tracks[t.index()].thread = thread;
+        self.counters.insert((process, name), t);
+        t
     }
 
     fn lane_track(&mut self, lane: Lane, process: ProcessId, track: TrackId) -> TrackId {
@@ -2061,12 +2087,23 @@ impl<'a> super::pipeline::Sink<'a, Who> for MapperSink<'_, '_, '_> {
     }
 }
 
+/// Which reader maps opscope's own CTF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// Its own reader ([`own`]), when the layout is exactly what `ctf::export` writes.
+    Fast,
+    /// The general reader, as for any CTF (for tests that compare the two).
+    #[cfg_attr(not(test), allow(dead_code))]
+    General,
+}
+
 /// Imports one trace into a new source; returns it and the first stream error.
 pub(super) fn import_layout(
     trace_name: &str,
     layout: &Layout,
     streams: &[(String, &[u8])],
     trace: &mut Trace,
+    path: Path,
 ) -> (SourceId, Option<ImportError>) {
     let meta = &layout.meta;
     let clock_name = trace.intern(layout.clock.as_ref().map_or("ctf", |c| c.name.as_str()));
@@ -2126,19 +2163,23 @@ pub(super) fn import_layout(
         default_category,
     };
     let ident = Identify::new(layout);
-    let mut positions = Vec::new();
-    let mut sink = MapperSink {
-        mapper: &mut m,
-        layout,
-        ident: &ident,
+    let (readers, error) = if path == Path::Fast && own::applies(layout) {
+        own::import(&mut m, layout, ident.origin, streams)
+    } else {
+        let mut positions = Vec::new();
+        let mut sink = MapperSink {
+            mapper: &mut m,
+            layout,
+            ident: &ident,
+        };
+        super::pipeline::read_merged_batched(
+            layout,
+            streams,
+            !ident.context_by_bytes,
+            |r| ident.who(layout, r, &mut positions),
+            &mut sink,
+        )
     };
-    let (readers, error) = super::pipeline::read_merged_batched(
-        layout,
-        streams,
-        !ident.context_by_bytes,
-        |r| ident.who(layout, r, &mut positions),
-        &mut sink,
-    );
     // Close what is still open at the last timestamp.
     let end = m.last_ts;
     let mut open: Vec<(TrackId, Open)> = m

@@ -4,7 +4,9 @@
 //! - [`metadata`]: TSDL text (plain or packetized) → [`types::Metadata`];
 //! - [`decode`]: metadata → compiled layouts; the bit-level reader of a stream's packets
 //!   and events;
-//! - [`mapping`]: CTF events → the opscope model (slices, instants, counters).
+//! - [`mapping`]: CTF events → the opscope model (slices, instants, counters);
+//!   opscope's own CTF on a path of its own (`mapping::own`);
+//! - `pipeline`: decoding on a second thread, handing batches to the mapping.
 //!
 //! One trace is a metadata file and its stream files; the caller (the CLI) finds them
 //! and maps them. Streams are merged by time. CTF 2 (JSON metadata) is refused with a
@@ -13,7 +15,7 @@
 mod allocations;
 pub mod decode;
 pub mod export;
-mod mapping;
+pub(crate) mod mapping;
 pub mod metadata;
 mod pipeline;
 pub mod program;
@@ -162,8 +164,27 @@ pub fn import(
     streams: &[(String, &[u8])],
     trace: &mut Trace,
 ) -> Result<SourceId, ImportError> {
+    import_via(
+        trace_name,
+        metadata,
+        metadata_path,
+        streams,
+        trace,
+        mapping::Path::Fast,
+    )
+}
+
+/// [`import`] with opscope's own CTF read by the reader `path` says.
+pub(crate) fn import_via(
+    trace_name: &str,
+    metadata: &[u8],
+    metadata_path: &str,
+    streams: &[(String, &[u8])],
+    trace: &mut Trace,
+    path: mapping::Path,
+) -> Result<SourceId, ImportError> {
     let layout = layout(metadata, metadata_path)?;
-    let (source, error) = mapping::import_layout(trace_name, &layout, streams, trace);
+    let (source, error) = mapping::import_layout(trace_name, &layout, streams, trace, path);
     trace.finish();
     match error {
         Some(e) => Err(e),

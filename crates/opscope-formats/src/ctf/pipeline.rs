@@ -4,6 +4,10 @@
 //! Only the payload's values are copied into the batch: the headers and contexts are
 //! read on the decoding thread (`prepare`), and every byte handed over is a cache miss
 //! on the mapping thread. String values keep pointing into the stream files.
+//!
+//! [`pipelined`] is the hand-over itself (batches one way, the model's spare capacity
+//! the other, for the decoding thread to map in while it waits), which opscope's own
+//! reader (`mapping::own`) uses too.
 
 use std::ops::Range;
 use std::sync::mpsc;
@@ -40,8 +44,6 @@ struct Head<P> {
 struct Batch<P> {
     heads: Vec<Head<P>>,
     vals: Vec<Val>,
-    /// On its way back empty: the model's spare capacity once the batch was mapped.
-    spare: Vec<Range<usize>>,
 }
 
 impl<P> Default for Batch<P> {
@@ -49,7 +51,6 @@ impl<P> Default for Batch<P> {
         Batch {
             heads: Vec::new(),
             vals: Vec::new(),
-            spare: Vec::new(),
         }
     }
 }
@@ -85,105 +86,147 @@ pub fn read_merged_batched<'a, P: Copy + Send>(
     mut prepare: impl FnMut(&Event<'a, '_>) -> P + Send,
     sink: &mut impl Sink<'a, P>,
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
-    std::thread::scope(|scope| {
-        let (full_tx, full_rx) = mpsc::sync_channel::<Batch<P>>(BATCHES_AHEAD);
-        let (empty_tx, empty_rx) = mpsc::channel::<Batch<P>>();
-        let decoder = scope.spawn(move || {
-            let mut batch = Batch::<P>::default();
-            let mut receiver_gone = false;
-            let mut prefaulter = Prefaulter::default();
-            let mut empties: Vec<Batch<P>> = Vec::new();
-            // Hands a full batch over; while the mapping thread is behind, maps in the
-            // model's next pages instead of waiting.
-            let mut hand_over = |mut full: Batch<P>, empties: &mut Vec<Batch<P>>| -> bool {
-                loop {
-                    let returned = empties.len();
-                    empties.extend(empty_rx.try_iter());
-                    // Only the latest ranges matter: the columns may have moved since.
-                    if let Some(latest) = empties[returned..].last() {
-                        prefaulter.update(&latest.spare);
-                    }
-                    match full_tx.try_send(full) {
-                        Ok(()) => return true,
-                        Err(mpsc::TrySendError::Disconnected(_)) => return false,
-                        Err(mpsc::TrySendError::Full(back)) => full = back,
-                    }
-                    if !prefaulter.has_work() {
-                        return full_tx.send(full).is_ok();
-                    }
-                    prefaulter.step();
-                }
-            };
-            // Nobody here reads the event headers' values.
-            let keep = super::Keep {
-                header: false,
-                context: keep_context,
-            };
-            let (readers, error) = super::read_merged_keeping(layout, streams, keep, |i, r| {
-                if receiver_gone {
-                    return;
-                }
-                let prepared = prepare(&r.current());
-                let payload = r.scopes[3];
-                batch.heads.push(Head {
-                    prepared,
-                    stream_index: i as u32,
-                    stream: r.stream as u32,
-                    event: r.event as u32,
-                    timestamp: r.timestamp,
-                    cpu_id: r.cpu_id,
-                    start: batch.vals.len() as u32,
-                    has_payload: payload != u32::MAX,
-                });
-                if let Some(vals) = r.vals.get(payload as usize..) {
-                    batch.vals.extend_from_slice(vals);
-                }
-                if batch.heads.len() >= BATCH_EVENTS {
-                    let mut next = empties.pop().unwrap_or_default();
-                    next.clear();
-                    let full = std::mem::replace(&mut batch, next);
-                    receiver_gone = !hand_over(full, &mut empties);
-                }
+    let decode = |hand_over: &mut HandOver<Batch<P>>| {
+        let mut batch = Batch::<P>::default();
+        let mut receiver_gone = false;
+        // Nobody here reads the event headers' values.
+        let keep = super::Keep {
+            header: false,
+            context: keep_context,
+        };
+        let (readers, error) = super::read_merged_keeping(layout, streams, keep, |i, r| {
+            if receiver_gone {
+                return;
+            }
+            let prepared = prepare(&r.current());
+            let payload = r.scopes[3];
+            batch.heads.push(Head {
+                prepared,
+                stream_index: i as u32,
+                stream: r.stream as u32,
+                event: r.event as u32,
+                timestamp: r.timestamp,
+                cpu_id: r.cpu_id,
+                start: batch.vals.len() as u32,
+                has_payload: payload != u32::MAX,
             });
-            if !batch.heads.is_empty() && !receiver_gone {
-                let _ = full_tx.send(batch);
+            if let Some(vals) = r.vals.get(payload as usize..) {
+                batch.vals.extend_from_slice(vals);
             }
-            let counts: Vec<StreamCounts> = readers
-                .iter()
-                .map(|r| StreamCounts {
-                    events: r.events,
-                    events_discarded: r.events_discarded,
-                })
-                .collect();
-            (counts, error)
+            if batch.heads.len() >= BATCH_EVENTS {
+                receiver_gone = !hand_over.send(&mut batch);
+            }
         });
-        for mut batch in full_rx {
-            for (n, h) in batch.heads.iter().enumerate() {
-                let end = batch
-                    .heads
-                    .get(n + 1)
-                    .map_or(batch.vals.len(), |next| next.start as usize);
-                let i = h.stream_index as usize;
-                let event = Event {
-                    file: streams[i].1,
-                    stream: h.stream as usize,
-                    event: h.event as usize,
-                    timestamp: h.timestamp,
-                    cpu_id: h.cpu_id,
-                    scopes: [
-                        u32::MAX,
-                        u32::MAX,
-                        u32::MAX,
-                        if h.has_payload { 0 } else { u32::MAX },
-                    ],
-                    vals: &batch.vals[h.start as usize..end],
-                    context_at: None,
-                };
-                sink.event(i, &event, h.prepared);
+        if !batch.heads.is_empty() && !receiver_gone {
+            hand_over.send(&mut batch);
+        }
+        let counts: Vec<StreamCounts> = readers
+            .iter()
+            .map(|r| StreamCounts {
+                events: r.events,
+                events_discarded: r.events_discarded,
+            })
+            .collect();
+        (counts, error)
+    };
+    pipelined(decode, |batch: &mut Batch<P>, spare| {
+        for (n, h) in batch.heads.iter().enumerate() {
+            let end = batch
+                .heads
+                .get(n + 1)
+                .map_or(batch.vals.len(), |next| next.start as usize);
+            let i = h.stream_index as usize;
+            let event = Event {
+                file: streams[i].1,
+                stream: h.stream as usize,
+                event: h.event as usize,
+                timestamp: h.timestamp,
+                cpu_id: h.cpu_id,
+                scopes: [
+                    u32::MAX,
+                    u32::MAX,
+                    u32::MAX,
+                    if h.has_payload { 0 } else { u32::MAX },
+                ],
+                vals: &batch.vals[h.start as usize..end],
+                context_at: None,
+            };
+            sink.event(i, &event, h.prepared);
+        }
+        batch.clear();
+        sink.spare_capacity(spare);
+    })
+}
+
+/// A batch on its way between the two threads, with, on its way back, the model's
+/// spare capacity once the batch was mapped.
+struct Carrier<B> {
+    batch: B,
+    spare: Vec<Range<usize>>,
+}
+
+/// The decoding thread's end of [`pipelined`].
+pub(crate) struct HandOver<B> {
+    full: mpsc::SyncSender<Carrier<B>>,
+    empty: mpsc::Receiver<Carrier<B>>,
+    /// Batches back from the mapping thread, for reuse.
+    empties: Vec<Carrier<B>>,
+    prefaulter: Prefaulter,
+}
+
+impl<B: Default> HandOver<B> {
+    /// Hands a full batch over, leaving an empty one in its place; while the mapping
+    /// thread is behind, maps in the model's next pages instead of waiting. False once
+    /// the mapping thread is gone.
+    pub(crate) fn send(&mut self, batch: &mut B) -> bool {
+        let next = self.empties.pop().map(|c| c.batch).unwrap_or_default();
+        let mut full = Carrier {
+            batch: std::mem::replace(batch, next),
+            spare: Vec::new(),
+        };
+        loop {
+            let returned = self.empties.len();
+            self.empties.extend(self.empty.try_iter());
+            // Only the latest ranges matter: the columns may have moved since.
+            if let Some(latest) = self.empties[returned..].last() {
+                self.prefaulter.update(&latest.spare);
             }
-            sink.spare_capacity(&mut batch.spare);
+            match self.full.try_send(full) {
+                Ok(()) => return true,
+                Err(mpsc::TrySendError::Disconnected(_)) => return false,
+                Err(mpsc::TrySendError::Full(back)) => full = back,
+            }
+            if !self.prefaulter.has_work() {
+                return self.full.send(full).is_ok();
+            }
+            self.prefaulter.step();
+        }
+    }
+}
+
+/// Runs `decode` on a thread of its own, handing batches over to `map` on the
+/// caller's thread (which empties each and says the model's spare capacity, see
+/// [`crate::prefault`]); returns what `decode` returns.
+pub(crate) fn pipelined<B: Default + Send, R: Send>(
+    decode: impl FnOnce(&mut HandOver<B>) -> R + Send,
+    mut map: impl FnMut(&mut B, &mut Vec<Range<usize>>),
+) -> R {
+    std::thread::scope(|scope| {
+        let (full_tx, full_rx) = mpsc::sync_channel::<Carrier<B>>(BATCHES_AHEAD);
+        let (empty_tx, empty_rx) = mpsc::channel::<Carrier<B>>();
+        let decoder = scope.spawn(move || {
+            let mut hand_over = HandOver {
+                full: full_tx,
+                empty: empty_rx,
+                empties: Vec::new(),
+                prefaulter: Prefaulter::default(),
+            };
+            decode(&mut hand_over)
+        });
+        for mut carrier in full_rx {
+            map(&mut carrier.batch, &mut carrier.spare);
             // The decoder may have finished: then nobody reuses the batch.
-            let _ = empty_tx.send(batch);
+            let _ = empty_tx.send(carrier);
         }
         decoder
             .join()
