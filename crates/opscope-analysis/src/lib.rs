@@ -3,6 +3,7 @@
 //! every trace opscope can read.
 
 pub mod across;
+pub mod attribution;
 pub mod clock_sync;
 pub mod correlate;
 pub mod distribution;

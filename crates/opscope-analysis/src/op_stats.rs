@@ -6,9 +6,10 @@
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
-use opscope_model::{SliceKind, StrId, Trace, TrackId, TrackKind, NONE};
+use opscope_model::{StrId, Trace, NONE};
 use serde::Serialize;
 
+use crate::attribution::is_op_slice;
 use crate::correlate::{self, Correlation};
 use crate::window::{self, Window};
 
@@ -129,29 +130,6 @@ impl OpRow {
     pub fn total_ns(&self) -> i64 {
         self.cpu_ns + self.accelerator_ns
     }
-}
-
-/// Whether a slice kind is an op for this view.
-pub fn is_op_kind(kind: SliceKind) -> bool {
-    matches!(
-        kind,
-        SliceKind::Op
-            | SliceKind::Collective
-            | SliceKind::Annotation
-            | SliceKind::Step
-            | SliceKind::Runtime
-            | SliceKind::Driver
-            | SliceKind::Sync
-    )
-}
-
-/// Whether slice `i` is an op of the views: an op kind on a host thread, or an `Op`
-/// anywhere (TensorFlow puts the ops it runs for a GPU on a lane of that GPU).
-pub fn is_op_slice(trace: &Trace, i: usize) -> bool {
-    let kind = trace.slices.kind(i);
-    is_op_kind(kind)
-        && (kind == SliceKind::Op
-            || trace.tracks[trace.slices.track[i] as usize].kind == TrackKind::Thread)
 }
 
 /// Rows in no particular order.
@@ -289,7 +267,7 @@ fn allocations(trace: &Trace) -> Vec<Allocation> {
     let mut result: Vec<Allocation> = Vec::new();
     // Each allocator's blocks by address. Ranks reuse addresses, so blocks never meet
     // across allocators.
-    for (_, events) in crate::memory::allocation_events(trace) {
+    for (_, events) in crate::attribution::allocation_events(trace) {
         let mut live: HashMap<i64, usize> = HashMap::new();
         for e in events {
             if e.bytes > 0 {
@@ -334,20 +312,6 @@ fn peaks_per_call(trace: &Trace, allocs: &[Allocation]) -> HashMap<usize, i64> {
             (op, peak)
         })
         .collect()
-}
-
-/// The innermost op running on `track` at `ts`.
-pub fn innermost_op(trace: &Trace, track: TrackId, ts: i64) -> Option<usize> {
-    let mut at = trace.enclosing_slice(track, ts)?;
-    loop {
-        if is_op_kind(trace.slices.kind(at as usize)) {
-            return Some(at as usize);
-        }
-        at = trace.slices.parent[at as usize];
-        if at == NONE {
-            return None;
-        }
-    }
 }
 
 #[cfg(test)]

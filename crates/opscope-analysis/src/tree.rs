@@ -11,8 +11,9 @@ use opscope_model::{SliceKind, Trace, NONE};
 use regex::Regex;
 use serde::Serialize;
 
+use crate::attribution::{is_op_kind, is_op_slice};
 use crate::correlate::{self, Correlation};
-use crate::op_stats::{charged_ns, is_op_kind, is_op_slice, MemoryKeys, ReportedMemory, Timing};
+use crate::op_stats::{charged_ns, MemoryKeys, ReportedMemory, Timing};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TreeKind {

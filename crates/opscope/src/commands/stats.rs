@@ -341,7 +341,7 @@ fn timeline_selection(
     wanted: impl Fn(usize) -> bool,
 ) -> Vec<bool> {
     let s = &trace.slices;
-    let is_op = |i: usize| opscope_analysis::op_stats::is_op_slice(trace, i);
+    let is_op = |i: usize| opscope_analysis::attribution::is_op_slice(trace, i);
     (0..s.len())
         .map(|i| {
             selected[i]
