@@ -1,9 +1,8 @@
 //! CTF 1.8 (Common Trace Format) reader: LTTng user-space and kernel traces, DPDK and
 //! `perf data convert --to-ctf` traces.
 //!
-//! - [`metadata`]: TSDL text (plain or packetized) → [`types::Metadata`];
-//! - [`decode`]: metadata → compiled layouts; the bit-level reader of a stream's packets
-//!   and events;
+//! - decoding is the crate `opscope-ctf` (re-exported here: [`metadata`], [`decode`],
+//!   [`program`], [`types`]);
 //! - [`mapping`]: CTF events → the opscope model (slices, instants, counters);
 //!   opscope's own CTF on a path of its own (`mapping::own`);
 //! - `pipeline`: decoding on a second thread, handing batches to the mapping.
@@ -13,13 +12,11 @@
 //! clear error.
 
 mod allocations;
-pub mod decode;
 pub mod export;
 pub(crate) mod mapping;
-pub mod metadata;
 mod pipeline;
-pub mod program;
-pub mod types;
+
+pub use opscope_ctf::{decode, metadata, program, types};
 
 #[cfg(test)]
 mod tests;

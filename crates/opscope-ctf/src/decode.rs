@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::program::{program, BitField, FixedField, FixedInt, FlatHeader, IntOp, Op, Program};
-use super::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
+use crate::program::{program, BitField, FixedField, FixedInt, FlatHeader, IntOp, Op, Program};
+use crate::types::{too_deep, ByteOrder, ClockClass, EnumTy, IntTy, Metadata, StructTy, Ty};
 
 pub const NO_REG: u32 = u32::MAX;
 pub const REG_MAGIC: u32 = 0;
@@ -224,10 +224,9 @@ pub struct Layout {
 
 impl Layout {
     /// The same layout decoded field by field (no fixed runs), for tests that check
-    /// the fixed runs against it.
-    #[cfg(test)]
+    /// the fixed runs against it (`opscope-formats`' tests of real traces).
     pub fn per_field(&self) -> Layout {
-        use super::program::program_per_field as p;
+        use crate::program::program_per_field as p;
         Layout {
             meta: self.meta.clone(),
             packet_header: self.packet_header.clone(),
@@ -635,7 +634,7 @@ fn display_loc(loc: &str) -> String {
 pub fn compile(meta: Metadata) -> Result<Layout, LayoutError> {
     let mut meta = meta;
     if meta.streams.is_empty() {
-        meta.streams.push(super::types::StreamClass {
+        meta.streams.push(crate::types::StreamClass {
             id: 0,
             packet_context: None,
             event_header: None,
@@ -1283,7 +1282,7 @@ fn variant_option(map: &[(i128, i128, u32)], tag: u64) -> Option<u32> {
 /// The length of text up to its first NUL. Fixed texts are mostly short names
 /// (`procname` has 17 bytes), for which a plain loop beats a call to `memchr`.
 #[inline]
-pub(super) fn text_len(text: &[u8]) -> usize {
+pub fn text_len(text: &[u8]) -> usize {
     if text.len() <= 32 {
         text.iter().position(|&b| b == 0).unwrap_or(text.len())
     } else {

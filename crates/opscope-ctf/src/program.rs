@@ -2,14 +2,14 @@
 //!
 //! A struct's fields become consecutive ops, so the reader runs one loop per event
 //! instead of one call per field; only arrays, sequences and variants run a nested
-//! program. Running a program appends the same pre-order [`super::decode::Val`]s that
+//! program. Running a program appends the same pre-order [`crate::decode::Val`]s that
 //! the node tree describes, so the mapping walks values with the tree.
 //!
 //! Runs of whole-byte fields at offsets known in advance (most LTTng events are nothing
 //! else) are merged into one [`Op::Fixed`]: one bounds check and direct loads instead
 //! of an alignment and a bounds check per field.
 
-use super::decode::{Node, NO_REG};
+use crate::decode::{Node, NO_REG};
 
 /// One integer field, as the reader needs it (its display base and enum labels are for
 /// the mapping).
@@ -119,7 +119,6 @@ pub fn program(node: &Node) -> Program {
 
 /// The program with every field its own op (no [`Op::Fixed`] runs): the reference
 /// the merged programs are tested against.
-#[cfg(test)]
 pub fn program_per_field(node: &Node) -> Program {
     fn unmerge(ops: Vec<Op>) -> Vec<Op> {
         ops.into_iter()

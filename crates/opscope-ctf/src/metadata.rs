@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::types::{
+use crate::types::{
     ByteOrder, ClockClass, EnumTy, EventClass, FloatTy, IntTy, Metadata, StreamClass, StructTy, Ty,
     VariantTy,
 };
@@ -407,9 +407,9 @@ impl Parser {
                                 meta.env.push((
                                     k,
                                     match v {
-                                        Value::Int(i) => super::types::EnvValue::Int(i as i64),
-                                        Value::Str(s) => super::types::EnvValue::Str(s),
-                                        Value::Path(p) => super::types::EnvValue::Str(p.join(".")),
+                                        Value::Int(i) => crate::types::EnvValue::Int(i as i64),
+                                        Value::Str(s) => crate::types::EnvValue::Str(s),
+                                        Value::Path(p) => crate::types::EnvValue::Str(p.join(".")),
                                     },
                                 ));
                             }
@@ -628,7 +628,7 @@ impl Parser {
 
     /// Records a named type or alias, refusing types nested too deeply.
     fn check_depth(&self, ty: &Ty) -> Result<(), MetaError> {
-        if super::types::too_deep(ty, MAX_ALIAS_DEPTH) {
+        if crate::types::too_deep(ty, MAX_ALIAS_DEPTH) {
             return err(self.offset(), "types nested too deeply (through aliases)");
         }
         Ok(())
@@ -802,7 +802,7 @@ impl Parser {
                         align = self.align_attr()?;
                     }
                     let t = Ty::Struct(std::sync::Arc::new(StructTy {
-                        depth: super::types::depth_of(&fields),
+                        depth: crate::types::depth_of(&fields),
                         fields,
                         min_align: align,
                     }));
@@ -910,7 +910,7 @@ impl Parser {
                 if self.is_punct("{") {
                     let options = self.fields()?;
                     let t = Ty::Variant(std::sync::Arc::new(VariantTy {
-                        depth: super::types::depth_of(&options),
+                        depth: crate::types::depth_of(&options),
                         tag,
                         options,
                     }));
