@@ -1,6 +1,7 @@
-//! Format detection and the one entry point that imports any supported bytes.
-//! Protobuf formats that share a first byte (Perfetto, XSpace, RunMetadata) are told
-//! apart by their file names.
+//! The one entry point that imports the bytes of any one file, gzip'd or not, through
+//! the format that claims them (see [`crate::registry`]); and the first bytes that
+//! formats are told apart by. Protobuf formats that share a first byte (Perfetto,
+//! XSpace, RunMetadata) are told apart by their file names.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -16,10 +17,6 @@ pub enum Format {
     ChromeJson,
     /// Perfetto protobuf (`Trace` of `TracePacket`s).
     Perfetto,
-    /// TensorFlow/JAX profiler XSpace protobuf (`*.xplane.pb`).
-    XPlane,
-    /// TensorFlow `RunMetadata` step stats (`run_meta`), tfprof's input.
-    RunMetadata,
     /// Nsight Systems SQLite export.
     NsysSqlite,
 }
@@ -29,8 +26,6 @@ impl Format {
         match self {
             Format::ChromeJson => "chrome-json",
             Format::Perfetto => "perfetto",
-            Format::XPlane => "xplane",
-            Format::RunMetadata => "tf-run-metadata",
             Format::NsysSqlite => "nsys-sqlite",
         }
     }
@@ -175,37 +170,49 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
     import_plain(bytes, path, trace)
 }
 
+/// Imports decompressed bytes through the format that claims them.
 fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
-    // XSpace and Perfetto files both open with a length-delimited field 1: the name
-    // tells them apart.
-    if crate::xplane::is_xplane_path(path) {
-        return crate::xplane::import(bytes, path, trace);
-    }
-    if crate::run_metadata::is_run_metadata_path(path) {
-        return crate::run_metadata::import(bytes, path, None, trace);
+    if let Some(imported) =
+        crate::registry::for_bytes(path, bytes).and_then(|i| i.import_bytes(bytes, path, trace))
+    {
+        return imported;
     }
     match detect(bytes) {
-        #[cfg(feature = "nsys")]
-        Some(Format::NsysSqlite) => crate::nsys::import_bytes(bytes, path, trace),
-        #[cfg(not(feature = "nsys"))]
         Some(Format::NsysSqlite) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "an Nsight Systems export, but opscope was built without `nsys`".into(),
         }),
-        Some(Format::ChromeJson) => crate::chrome::import(bytes, path, trace),
-        Some(Format::Perfetto) => crate::perfetto::import(bytes, path, trace),
-        Some(Format::XPlane) => crate::xplane::import(bytes, path, trace),
-        Some(Format::RunMetadata) => crate::run_metadata::import(bytes, path, None, trace),
-        None if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
+        _ if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "the file holds no data (byte 0 onwards is empty or blank)".into(),
         }),
-        None => Err(ImportError::UnknownFormat {
+        _ => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "neither JSON nor a Perfetto protobuf (from byte 0)".into(),
         }),
     }
 }
+
+/// The first bytes of the file at `path`, inflated when it is gzip'd: what formats are
+/// told apart by.
+pub fn head_of_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    let mut raw = Vec::with_capacity(HEAD);
+    std::fs::File::open(path)?
+        .take(HEAD as u64)
+        .read_to_end(&mut raw)?;
+    if !raw.starts_with(&GZIP_MAGIC) {
+        return Ok(raw);
+    }
+    let mut head = Vec::with_capacity(HEAD);
+    let file = std::fs::File::open(path)?;
+    let _ = flate2::read::MultiGzDecoder::new(file)
+        .take(HEAD as u64)
+        .read_to_end(&mut head);
+    Ok(head)
+}
+
+/// How many first bytes [`head_of_file`] reads.
+const HEAD: usize = 256;
 
 #[cfg(test)]
 mod tests {

@@ -1,8 +1,9 @@
 //! opscope importers and exporters: one module per format, over byte slices and
-//! `Write`rs, with no I/O of their own (the CLI finds, opens and maps the files and
-//! hands over their bytes; gzip'd input is inflated here, by `input`, streaming where
-//! the format allows). Importers add one source to a [`opscope_model::Trace`];
-//! exporters read one.
+//! `Write`rs. [`registry`] lists the importers: how each knows its inputs and which
+//! files one input is made of; the CLI finds, opens and maps those files and hands
+//! over their bytes (SQLite alone opens its database itself). Gzip'd input is
+//! inflated here, by `input`, streaming where the format allows. Importers add one
+//! source to a [`opscope_model::Trace`]; exporters read one.
 
 pub mod chrome;
 pub mod ctf;
@@ -13,6 +14,7 @@ pub mod nsys;
 pub mod perfetto;
 mod prefault;
 mod read_ahead;
+pub mod registry;
 pub mod run_metadata;
 pub mod xplane;
 

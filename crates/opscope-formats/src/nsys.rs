@@ -29,6 +29,57 @@ pub fn is_sqlite(bytes: &[u8]) -> bool {
     bytes.starts_with(SQLITE_MAGIC)
 }
 
+/// Nsight Systems SQLite exports (`nsys export --type sqlite`) in the registry. SQLite
+/// reads the file itself (and its write-ahead log, when there is one).
+pub struct NsysFormat;
+
+impl crate::registry::Importer for NsysFormat {
+    fn name(&self) -> &'static str {
+        "nsys-sqlite"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        ".sqlite"
+    }
+
+    fn claims_name(&self, name: &str) -> bool {
+        name.ends_with(".sqlite")
+    }
+
+    fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
+        is_sqlite(head)
+    }
+
+    /// The database, then its write-ahead log beside it (which SQLite reads when it is
+    /// there: its coming or going is a changed input).
+    fn files(&self, path: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        Ok(vec![path.to_path_buf(), wal.into()])
+    }
+
+    fn opens_files_itself(&self) -> bool {
+        true
+    }
+
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        path: &str,
+        trace: &mut Trace,
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import_bytes(bytes, path, trace))
+    }
+
+    fn import(
+        &self,
+        input: &crate::registry::Input,
+        trace: &mut Trace,
+    ) -> Result<SourceId, ImportError> {
+        import_path(input.path, input.shown, trace)
+    }
+}
+
 /// Imports the export at `path` (opened read-only) as a new source; `shown` names it
 /// in errors.
 pub fn import_path(path: &Path, shown: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
@@ -319,7 +370,7 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
     });
     let source = trace.add_source(Source {
         path: shown.to_string(),
-        format: "nsys-sqlite".into(),
+        format: crate::registry::Importer::name(&NsysFormat).into(),
         clock,
         host: None,
         rank: None,

@@ -13,6 +13,8 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use opscope_model::{SourceId, Trace};
 
+use opscope_formats::registry;
+
 use crate::cache;
 
 /// What loading was asked to do.
@@ -54,32 +56,15 @@ impl Inputs {
     }
 }
 
-/// File names opscope reads when it walks a directory.
+/// Whether some format reads files of this name, when a directory is walked.
 fn is_trace_file(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
-    if opscope_formats::run_metadata::is_run_metadata_path(&name) {
-        return true;
-    }
-    [
-        ".json",
-        ".json.gz",
-        ".pftrace",
-        ".xplane.pb",
-        ".perfetto-trace",
-        ".pftrace.gz",
-        ".perfetto",
-        ".sqlite",
-    ]
-    .iter()
-    .any(|ext| name.ends_with(ext))
+    path.file_name()
+        .is_some_and(|n| registry::claims_name(&n.to_string_lossy()))
 }
 
-/// Whether `dir` is a CTF trace (it holds a `metadata` file).
-fn is_ctf_dir(dir: &Path) -> bool {
-    dir.join("metadata").is_file()
+/// Whether `dir` is itself one trace (a CTF trace: it holds a `metadata` file).
+fn is_trace_dir(dir: &Path) -> bool {
+    registry::for_dir(dir).is_some()
 }
 
 /// One input to read, as [`expand`] found it.
@@ -159,8 +144,9 @@ pub fn expand(inputs: &[PathBuf]) -> Result<Vec<Found>> {
             let mut found = walker.found;
             if found.is_empty() {
                 bail!(
-                    "{}: no trace files in this directory (looked for .json, .json.gz, .pftrace, .xplane.pb, run_meta, .sqlite, and CTF directories with a `metadata` file)",
-                    input.display()
+                    "{}: no trace files in this directory (looked for {})",
+                    input.display(),
+                    registry::looked_for()
                 );
             }
             found.sort();
@@ -258,7 +244,7 @@ impl<'s> Walker<'s> {
         if !self.dirs.insert(file_id(meta)) {
             return;
         }
-        if is_ctf_dir(dir) {
+        if is_trace_dir(dir) {
             if self.seen.insert(file_id(meta)) {
                 self.found.push(dir.to_path_buf());
             }
@@ -282,7 +268,7 @@ impl<'s> Walker<'s> {
                 if let Ok(meta) = std::fs::metadata(&path) {
                     self.dir(&path, &meta);
                 }
-            } else if is_trace_file(&path) && !is_copy_of_an_xplane(&path) {
+            } else if is_trace_file(&path) && !is_a_copy(&path) {
                 if let Ok(meta) = std::fs::metadata(&path) {
                     self.file(&path, &meta);
                 }
@@ -331,24 +317,17 @@ impl<'s> Walker<'s> {
         }
         match meta {
             Some(meta) if meta.is_dir() => self.dir(link, &meta),
-            Some(meta) if is_trace_file(link) && !is_copy_of_an_xplane(link) => {
-                self.file(link, &meta)
-            }
+            Some(meta) if is_trace_file(link) && !is_a_copy(link) => self.file(link, &meta),
             _ => {}
         }
     }
 }
 
-/// The JAX and TensorFlow profilers write `<host>.trace.json.gz` beside
-/// `<host>.xplane.pb`: the same events, converted. In a directory only the XPlane is
-/// read, so nothing counts twice (named on the command line, the JSON is read).
-fn is_copy_of_an_xplane(path: &Path) -> bool {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    name.strip_suffix(".trace.json.gz")
-        .is_some_and(|host| path.with_file_name(format!("{host}.xplane.pb")).is_file())
+/// A file beside the input it copies (the JAX and TensorFlow profilers write
+/// `<host>.trace.json.gz` beside `<host>.xplane.pb`): in a directory only the input is
+/// read, so nothing counts twice (named on the command line, the copy is read).
+fn is_a_copy(path: &Path) -> bool {
+    registry::is_a_copy(path)
 }
 
 /// Loads every file of `inputs` into one trace. A file found in a directory that
@@ -466,67 +445,19 @@ fn print_warnings(trace: &Trace) {
 
 /// The files importing `input` reads: a CTF trace's metadata and stream files, a
 /// RunMetadata and the GraphDef beside it, an SQLite database and its write-ahead log
-/// (which SQLite reads, when there is one), or the file alone.
+/// (which SQLite reads, when there is one), or the file alone (as its format says).
 pub fn files_read(input: &Path) -> Vec<PathBuf> {
-    if input.is_dir() {
-        let mut files = vec![input.join("metadata")];
-        files.extend(ctf_stream_files(input).unwrap_or_default());
-        return files;
-    }
-    let mut files = vec![input.to_path_buf()];
-    if opscope_formats::run_metadata::is_run_metadata_path(&input.to_string_lossy()) {
-        files.extend(graph_candidates(input).unwrap_or_default());
-    }
-    if is_sqlite(input) {
-        let mut wal = input.as_os_str().to_owned();
-        wal.push("-wal");
-        files.push(wal.into());
-    }
-    files
+    registry::files_of(input)
 }
 
-fn is_sqlite(path: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 16];
-    File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| &magic == b"SQLite format 3\0")
-}
-
-/// Bytes of a trace file, or of a CTF directory's files.
+/// Bytes of a trace file, or of the files of a trace directory.
 fn input_bytes(path: &Path) -> u64 {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     if path.is_dir() {
-        ctf_stream_files(path)
-            .map(|files| {
-                files
-                    .iter()
-                    .map(|f| std::fs::metadata(f).map(|m| m.len()).unwrap_or(0))
-                    .sum()
-            })
-            .unwrap_or(0)
+        registry::files_of(path).iter().map(|f| size(f)).sum()
     } else {
-        std::fs::metadata(path).map(|m| m.len()).unwrap_or(0)
+        size(path)
     }
-}
-
-/// The stream files of a CTF trace directory: every regular file but `metadata` and
-/// hidden files, in name order (`index/` and other directories are skipped).
-fn ctf_stream_files(dir: &Path) -> Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
-    for entry in
-        std::fs::read_dir(dir).with_context(|| format!("{}: cannot list", dir.display()))?
-    {
-        let path = entry?.path();
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if path.is_file() && name != "metadata" && !name.starts_with('.') {
-            files.push(path);
-        }
-    }
-    files.sort();
-    Ok(files)
 }
 
 fn map_file(file: &Path, shown: &str) -> Result<Option<memmap2::Mmap>> {
@@ -534,30 +465,12 @@ fn map_file(file: &Path, shown: &str) -> Result<Option<memmap2::Mmap>> {
     if handle.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
         return Ok(None);
     }
-    // SAFETY: as in `load_file`: read-only, alive only while the trace is imported.
+    // SAFETY: the map is read-only and lives only while its input is imported; a trace
+    // file truncated by another process meanwhile would fault, which is the same risk
+    // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
     Ok(Some(map))
-}
-
-/// Loads a CTF trace directory (its `metadata` and stream files) as one source.
-fn load_ctf(dir: &Path, shown: &str, trace: &mut Trace) -> Result<()> {
-    let metadata_path = dir.join("metadata");
-    let metadata_shown = metadata_path.display().to_string();
-    let metadata =
-        std::fs::read(&metadata_path).with_context(|| format!("{metadata_shown}: cannot read"))?;
-    let files = ctf_stream_files(dir)?;
-    let mut maps = Vec::with_capacity(files.len());
-    for f in &files {
-        let shown = f.display().to_string();
-        maps.push((shown.clone(), map_file(f, &shown)?));
-    }
-    let streams: Vec<(String, &[u8])> = maps
-        .iter()
-        .map(|(name, map)| (name.clone(), map.as_deref().unwrap_or(&[])))
-        .collect();
-    opscope_formats::ctf::import(shown, &metadata, &metadata_shown, &streams, trace)?;
-    Ok(())
 }
 
 fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
@@ -567,32 +480,45 @@ fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
         opscope_formats::import_bytes(&bytes, shown, trace)?;
         return Ok(());
     }
-    if path.is_dir() {
-        return load_ctf(path, shown, trace);
-    }
-    let handle = File::open(path).with_context(|| format!("{shown}: cannot open"))?;
-    let len = handle.metadata().map(|m| m.len()).unwrap_or(0);
-    if len == 0 {
+    if !path.is_dir() && std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
+        File::open(path).with_context(|| format!("{shown}: cannot open"))?;
         bail!("{shown}: the file is empty (0 bytes)");
     }
-    // SAFETY: the map is read-only and lives only while this file is imported; a trace
-    // file truncated by another process meanwhile would fault, which is the same risk
-    // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
-    let map =
-        unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
-    // SQLite reads the file itself, without a copy in memory.
-    #[cfg(feature = "nsys")]
-    if opscope_formats::detect(&map) == Some(opscope_formats::Format::NsysSqlite) {
-        drop(map);
-        opscope_formats::nsys::import_path(path, shown, trace)?;
+    let importer = registry::for_path(path).with_context(|| format!("{shown}: cannot open"))?;
+    let Some(importer) = importer else {
+        // No format claims it: the one entry point says what it is not.
+        let map = map_file(path, shown)?;
+        opscope_formats::import_bytes(map.as_deref().unwrap_or(&[]), shown, trace)?;
         return Ok(());
+    };
+    let names = if importer.opens_files_itself() {
+        Vec::new()
+    } else {
+        importer
+            .files(path)
+            .with_context(|| format!("{shown}: cannot list the files it is made of"))?
+    };
+    let mut maps = Vec::with_capacity(names.len());
+    for name in &names {
+        // The input's own file keeps the name it was given.
+        let file_shown = if name == path {
+            shown.to_string()
+        } else {
+            name.display().to_string()
+        };
+        let map = map_file(name, &file_shown)?;
+        maps.push((file_shown, map));
     }
-    if opscope_formats::run_metadata::is_run_metadata_path(shown) {
-        let graph = companion_graph(path)?;
-        opscope_formats::run_metadata::import(&map, shown, graph.as_ref(), trace)?;
-        return Ok(());
-    }
-    opscope_formats::import_bytes(&map, shown, trace)?;
+    let files: Vec<(String, &[u8])> = maps
+        .iter()
+        .map(|(name, map)| (name.clone(), map.as_deref().unwrap_or(&[])))
+        .collect();
+    let input = registry::Input {
+        path,
+        shown,
+        files: &files,
+    };
+    importer.import(&input, trace)?;
     Ok(())
 }
 
@@ -697,7 +623,9 @@ fn open_fifo(path: &Path, shown: &str) -> Result<File> {
 fn number_hosts_of_runs(trace: &mut Trace) {
     let mut runs: std::collections::BTreeMap<PathBuf, Vec<usize>> = Default::default();
     for (i, source) in trace.sources.iter().enumerate() {
-        if source.format == "xplane" && source.rank.is_none() {
+        if source.format == registry::Importer::name(&opscope_formats::xplane::XPlaneFormat)
+            && source.rank.is_none()
+        {
             let dir = Path::new(&source.path).parent().unwrap_or(Path::new(""));
             runs.entry(dir.to_path_buf()).or_default().push(i);
         }
@@ -768,7 +696,9 @@ fn unite_recorded_processes(trace: &mut Trace) {
             .file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default();
-        if source.format == "perfetto" && name.starts_with("opscope-") && name.ends_with(".pftrace")
+        if source.format == registry::Importer::name(&opscope_formats::perfetto::PerfettoFormat)
+            && name.starts_with("opscope-")
+            && name.ends_with(".pftrace")
         {
             let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
             sessions.entry(dir).or_default().push(SourceId(i as u32));
@@ -807,45 +737,6 @@ fn unite_recorded_processes(trace: &mut Trace) {
 
 /// The GraphDef saved beside a RunMetadata (`graph.pbtxt`, `graph.pb`, or the one
 /// `*.pbtxt`), which types its nodes as tfprof's `--graph_path` does.
-fn companion_graph(run_meta: &Path) -> Result<Option<opscope_formats::run_metadata::graph::Graph>> {
-    let candidates = graph_candidates(run_meta)?;
-    let chosen = candidates
-        .iter()
-        .find(|p| {
-            p.file_name()
-                .is_some_and(|n| n == "graph.pbtxt" || n == "graph.pb")
-        })
-        .or(if candidates.len() == 1 {
-            candidates.first()
-        } else {
-            None
-        });
-    let Some(path) = chosen else {
-        return Ok(None);
-    };
-    let shown = path.display().to_string();
-    let bytes = std::fs::read(path).with_context(|| format!("{shown}: cannot read"))?;
-    Ok(Some(opscope_formats::run_metadata::graph::parse(
-        &bytes, &shown,
-    )?))
-}
-
-/// The GraphDef files beside a RunMetadata, in name order.
-fn graph_candidates(run_meta: &Path) -> Result<Vec<PathBuf>> {
-    // `run_meta` alone has the parent "", which cannot be listed.
-    let dir = run_meta
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let mut candidates: Vec<PathBuf> = std::fs::read_dir(dir)
-        .with_context(|| format!("{}: cannot list", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| opscope_formats::run_metadata::graph::is_graph_path(&p.to_string_lossy()))
-        .collect();
-    candidates.sort();
-    Ok(candidates)
-}
-
 fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {
     use std::io::IsTerminal;
     // Small inputs load in well under a second: a bar would only flicker.

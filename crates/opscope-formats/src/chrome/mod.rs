@@ -25,6 +25,37 @@ use split::Splitter;
 
 /// Imports one Chrome trace JSON document, already in memory (decompressed), as a new
 /// source. What was read before an error stays in `trace`, sorted and usable.
+/// Chrome trace JSON (`.json`, `.json.gz`), PyTorch/Kineto and TensorFlow timelines
+/// among them, in the registry.
+pub struct ChromeFormat;
+
+impl crate::registry::Importer for ChromeFormat {
+    fn name(&self) -> &'static str {
+        "chrome-json"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        ".json, .json.gz"
+    }
+
+    fn claims_name(&self, name: &str) -> bool {
+        name.ends_with(".json") || name.ends_with(".json.gz")
+    }
+
+    fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
+        crate::input::detect(head) == Some(crate::input::Format::ChromeJson)
+    }
+
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        path: &str,
+        trace: &mut Trace,
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import(bytes, path, trace))
+    }
+}
+
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     run(Input::Bytes(bytes), path, trace, CHUNK_BYTES)
 }
@@ -89,7 +120,7 @@ fn run(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "chrome-json".into(),
+        format: crate::registry::Importer::name(&ChromeFormat).into(),
         clock,
         host: None,
         rank: None,

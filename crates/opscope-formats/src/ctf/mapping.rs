@@ -1711,7 +1711,7 @@ pub(super) fn import_layout(
     let domain = meta.env_str("domain").unwrap_or("").to_string();
     let source = trace.add_source(Source {
         path: trace_name.to_string(),
-        format: "ctf".into(),
+        format: crate::registry::Importer::name(&crate::ctf::CtfFormat).into(),
         clock,
         host,
         rank: None,

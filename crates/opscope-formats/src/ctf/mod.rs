@@ -29,6 +29,58 @@ use opscope_model::{SourceId, Trace};
 use crate::error::ImportError;
 pub use decode::{Event, Layout, Node, StreamReader, Val};
 
+/// CTF traces in the registry: a directory holding a `metadata` file and its stream
+/// files (an LTTng session holds several, one per domain and bitness).
+pub struct CtfFormat;
+
+impl crate::registry::Importer for CtfFormat {
+    fn name(&self) -> &'static str {
+        "ctf"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        "CTF directories with a `metadata` file"
+    }
+
+    fn claims_dir(&self, dir: &std::path::Path) -> bool {
+        dir.join("metadata").is_file()
+    }
+
+    /// `metadata`, then the stream files: every regular file but `metadata` and hidden
+    /// ones, in name order (`index/` and other directories are skipped).
+    fn files(&self, dir: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        let mut streams = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if path.is_file() && name != "metadata" && !name.starts_with('.') {
+                streams.push(path);
+            }
+        }
+        streams.sort();
+        let mut files = vec![dir.join("metadata")];
+        files.extend(streams);
+        Ok(files)
+    }
+
+    fn import(
+        &self,
+        input: &crate::registry::Input,
+        trace: &mut Trace,
+    ) -> Result<SourceId, ImportError> {
+        let Some(((metadata_shown, metadata), streams)) = input.files.split_first() else {
+            return Err(ImportError::UnknownFormat {
+                path: input.shown.to_string(),
+                message: "a CTF trace without its `metadata` file".into(),
+            });
+        };
+        import(input.shown, metadata, metadata_shown, streams, trace)
+    }
+}
+
 /// Whether a metadata file is CTF 2 (JSON text sequence), which this reader refuses.
 pub fn is_ctf2(metadata: &[u8]) -> bool {
     metadata::metadata_kind(metadata) == metadata::MetadataKind::Ctf2

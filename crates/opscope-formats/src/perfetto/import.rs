@@ -79,7 +79,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "perfetto".into(),
+        format: crate::registry::Importer::name(&super::PerfettoFormat).into(),
         clock,
         host: None,
         rank: None,

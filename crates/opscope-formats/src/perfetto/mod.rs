@@ -32,6 +32,43 @@ mod tests;
 pub use export::{export, export_with, ExportOptions, MonotonicClocks};
 pub use import::import;
 
+use opscope_model::{SourceId, Trace};
+
+use crate::error::ImportError;
+
+/// Perfetto protobuf traces (`.pftrace`, `.perfetto-trace`, gzip'd or not) in the
+/// registry.
+pub struct PerfettoFormat;
+
+impl crate::registry::Importer for PerfettoFormat {
+    fn name(&self) -> &'static str {
+        "perfetto"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        ".pftrace, .perfetto-trace"
+    }
+
+    fn claims_name(&self, name: &str) -> bool {
+        [".pftrace", ".pftrace.gz", ".perfetto-trace", ".perfetto"]
+            .iter()
+            .any(|ext| name.ends_with(ext))
+    }
+
+    fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
+        crate::input::detect(head) == Some(crate::input::Format::Perfetto)
+    }
+
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        path: &str,
+        trace: &mut Trace,
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import(bytes, path, trace))
+    }
+}
+
 /// The kind of an event written by `opscope record`'s injected library, from its
 /// category: ITT tasks (`itt/<domain>`) are ops (oneDNN primitives, PyTorch's
 /// `emit_itt` ops), ITT frames (`itt.frame/<domain>`) steps, NVTX ranges and marks

@@ -242,6 +242,84 @@ fn spread_overlapping_ops(trace: &mut Trace, mut ops: Vec<HostOp>) {
     }
 }
 
+/// TensorFlow RunMetadata files (`run_meta`, tfprof's input) in the registry, each
+/// with the GraphDef beside it (`graph.pbtxt`, `graph.pb`, or the one `*.pbtxt`,
+/// `*.graphdef` there) that types its nodes.
+pub struct RunMetadataFormat;
+
+impl crate::registry::Importer for RunMetadataFormat {
+    fn name(&self) -> &'static str {
+        "tf-run-metadata"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        "run_meta"
+    }
+
+    fn claims_name(&self, name: &str) -> bool {
+        is_run_metadata_path(name)
+    }
+
+    fn claims_bytes(&self, path: &str, _head: &[u8]) -> bool {
+        is_run_metadata_path(path)
+    }
+
+    /// The RunMetadata, then the GraphDef files beside it, in name order: a changed
+    /// graph is a changed input.
+    fn files(&self, path: &std::path::Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+        // `run_meta` alone has the parent "", which cannot be listed.
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let mut graphs: Vec<std::path::PathBuf> = std::fs::read_dir(dir)?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| graph::is_graph_path(&p.to_string_lossy()))
+            .collect();
+        graphs.sort();
+        let mut files = vec![path.to_path_buf()];
+        files.extend(graphs);
+        Ok(files)
+    }
+
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        path: &str,
+        trace: &mut Trace,
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import(bytes, path, None, trace))
+    }
+
+    fn import(
+        &self,
+        input: &crate::registry::Input,
+        trace: &mut Trace,
+    ) -> Result<SourceId, ImportError> {
+        let Some(((_, bytes), graphs)) = input.files.split_first() else {
+            return Err(ImportError::UnknownFormat {
+                path: input.shown.to_string(),
+                message: "no RunMetadata file".into(),
+            });
+        };
+        // `graph.pbtxt` or `graph.pb` when there, else the only candidate.
+        let name_of = |shown: &str| shown.rsplit('/').next().unwrap_or(shown).to_string();
+        let chosen = graphs
+            .iter()
+            .find(|(shown, _)| matches!(name_of(shown).as_str(), "graph.pbtxt" | "graph.pb"))
+            .or(if graphs.len() == 1 {
+                graphs.first()
+            } else {
+                None
+            });
+        let graph = match chosen {
+            Some((shown, graph_bytes)) => Some(graph::parse(graph_bytes, shown)?),
+            None => None,
+        };
+        import(bytes, input.shown, graph.as_ref(), trace)
+    }
+}
+
 /// Imports a RunMetadata as a new source. `graph` types the nodes: those it lacks
 /// (the executor's `_SOURCE`, `_arg_*` feeds) are typed by their node name, as tfprof
 /// does; with no graph, the op in the node's timeline label is used.
@@ -278,7 +356,7 @@ pub fn import(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "tf-run-metadata".into(),
+        format: crate::registry::Importer::name(&RunMetadataFormat).into(),
         clock,
         host: None,
         rank: None,

@@ -22,6 +22,48 @@ use crate::error::ImportError;
 use proto::{XPlane, XSpaceRest, XStat};
 
 /// Whether `path` names an XPlane file.
+/// XSpace protobufs (`*.xplane.pb`, as TensorFlow, JAX and PyTorch/XLA profilers write
+/// them) in the registry: told from Perfetto, which opens the same way, by their name.
+pub struct XPlaneFormat;
+
+impl crate::registry::Importer for XPlaneFormat {
+    fn name(&self) -> &'static str {
+        "xplane"
+    }
+
+    fn looks_for(&self) -> &'static str {
+        ".xplane.pb"
+    }
+
+    /// The JAX and TensorFlow profilers write `<host>.trace.json.gz` beside
+    /// `<host>.xplane.pb`: the same events, converted.
+    fn has_a_copy_in(&self, path: &std::path::Path) -> bool {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        name.strip_suffix(".trace.json.gz")
+            .is_some_and(|host| path.with_file_name(format!("{host}.xplane.pb")).is_file())
+    }
+
+    fn claims_name(&self, name: &str) -> bool {
+        name.ends_with(".xplane.pb")
+    }
+
+    fn claims_bytes(&self, path: &str, _head: &[u8]) -> bool {
+        is_xplane_path(path)
+    }
+
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        path: &str,
+        trace: &mut Trace,
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import(bytes, path, trace))
+    }
+}
+
 pub fn is_xplane_path(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     lower.ends_with(".xplane.pb") || lower.ends_with(".xplane.pb.gz")
@@ -128,7 +170,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     let host = rest.hostnames.first().map(|h| trace.intern(&text(h)));
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: "xplane".into(),
+        format: crate::registry::Importer::name(&XPlaneFormat).into(),
         clock,
         host,
         rank: None,
