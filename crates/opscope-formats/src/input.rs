@@ -172,10 +172,8 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
 
 /// Imports decompressed bytes through the format that claims them.
 fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
-    if let Some(imported) =
-        crate::registry::for_bytes(path, bytes).and_then(|i| i.import_bytes(bytes, path, trace))
-    {
-        return imported;
+    if let Some(import) = crate::registry::for_bytes(path, bytes).and_then(|i| i.bytes_importer()) {
+        return import(bytes, path, trace);
     }
     match detect(bytes) {
         Some(Format::NsysSqlite) => Err(ImportError::UnknownFormat {

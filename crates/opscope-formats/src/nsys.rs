@@ -62,13 +62,8 @@ impl crate::registry::Importer for NsysFormat {
         true
     }
 
-    fn import_bytes(
-        &self,
-        bytes: &[u8],
-        path: &str,
-        trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
-        Some(import_bytes(bytes, path, trace))
+    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+        Some(import_bytes)
     }
 
     fn import(

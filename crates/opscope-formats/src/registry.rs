@@ -24,6 +24,10 @@ pub struct Input<'a> {
     pub files: &'a [(String, &'a [u8])],
 }
 
+/// Imports the decompressed bytes of one file (`path` names it in messages) as a new
+/// source.
+pub type BytesImporter = fn(&[u8], &str, &mut Trace) -> Result<SourceId, ImportError>;
+
 /// A format opscope reads.
 pub trait Importer: Sync {
     /// The format's name, as its sources record it (`Source::format`).
@@ -67,14 +71,9 @@ pub trait Importer: Sync {
         false
     }
 
-    /// Imports decompressed bytes of one file, for a format that one buffer can hold
-    /// (`None` otherwise).
-    fn import_bytes(
-        &self,
-        _bytes: &[u8],
-        _path: &str,
-        _trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
+    /// How it imports the decompressed bytes of one file, for a format that one buffer
+    /// can hold (`None` otherwise).
+    fn bytes_importer(&self) -> Option<BytesImporter> {
         None
     }
 

@@ -46,13 +46,8 @@ impl crate::registry::Importer for ChromeFormat {
         crate::input::detect(head) == Some(crate::input::Format::ChromeJson)
     }
 
-    fn import_bytes(
-        &self,
-        bytes: &[u8],
-        path: &str,
-        trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
-        Some(import(bytes, path, trace))
+    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+        Some(import)
     }
 }
 

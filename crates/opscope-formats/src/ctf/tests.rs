@@ -47,7 +47,7 @@ fn ctf_dirs(root: &Path) -> Vec<PathBuf> {
 }
 
 /// The metadata and the stream files of a trace directory.
-fn read_trace(dir: &Path) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
+pub(crate) fn read_trace(dir: &Path) -> (Vec<u8>, Vec<(String, Vec<u8>)>) {
     let metadata = std::fs::read(dir.join("metadata")).unwrap();
     let mut streams: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()

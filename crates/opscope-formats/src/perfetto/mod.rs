@@ -32,10 +32,6 @@ mod tests;
 pub use export::{export, export_with, ExportOptions, MonotonicClocks};
 pub use import::import;
 
-use opscope_model::{SourceId, Trace};
-
-use crate::error::ImportError;
-
 /// Perfetto protobuf traces (`.pftrace`, `.perfetto-trace`, gzip'd or not) in the
 /// registry.
 pub struct PerfettoFormat;
@@ -59,13 +55,8 @@ impl crate::registry::Importer for PerfettoFormat {
         crate::input::detect(head) == Some(crate::input::Format::Perfetto)
     }
 
-    fn import_bytes(
-        &self,
-        bytes: &[u8],
-        path: &str,
-        trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
-        Some(import(bytes, path, trace))
+    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+        Some(import)
     }
 }
 

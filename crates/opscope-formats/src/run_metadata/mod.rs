@@ -282,13 +282,8 @@ impl crate::registry::Importer for RunMetadataFormat {
         Ok(files)
     }
 
-    fn import_bytes(
-        &self,
-        bytes: &[u8],
-        path: &str,
-        trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
-        Some(import(bytes, path, None, trace))
+    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+        Some(|bytes, path, trace| import(bytes, path, None, trace))
     }
 
     fn import(

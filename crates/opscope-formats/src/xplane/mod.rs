@@ -54,13 +54,8 @@ impl crate::registry::Importer for XPlaneFormat {
         is_xplane_path(path)
     }
 
-    fn import_bytes(
-        &self,
-        bytes: &[u8],
-        path: &str,
-        trace: &mut Trace,
-    ) -> Option<Result<SourceId, ImportError>> {
-        Some(import(bytes, path, trace))
+    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+        Some(import)
     }
 }
 

@@ -849,17 +849,9 @@ mod tests {
         let path = crate::shared_data::shared()?.join("traces").join(relative);
         let mut trace = Trace::new();
         if path.is_dir() {
-            // A CTF trace: its metadata and stream files.
-            let mut streams: Vec<(String, Vec<u8>)> = std::fs::read_dir(&path)
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.is_file() && p.file_name().unwrap() != "metadata")
-                .map(|p| (p.display().to_string(), std::fs::read(&p).unwrap()))
-                .collect();
-            streams.sort();
+            let (metadata, streams) = crate::ctf::tests::read_trace(&path);
             let streams: Vec<(String, &[u8])> =
                 streams.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
-            let metadata = std::fs::read(path.join("metadata")).unwrap();
             crate::ctf::import(relative, &metadata, "metadata", &streams, &mut trace).unwrap();
             return Some(trace);
         }
