@@ -2,7 +2,8 @@
 callback writes each batch's start and end to the step log (argv[1]). The layers are
 wide enough for steps of about 100 ms: Keras's own Python work around each call of its
 train function (about 0.5 ms, in the callback's step but not in TensorFlow's record of
-the call) stays well under 1 % of a step."""
+the call) stays well under 1 % of a step. (With 2048-wide layers, steps took 51 ms on
+a machine where that work was 0.57 ms: 1.1 %.)"""
 
 import sys
 
@@ -30,8 +31,8 @@ class LogSteps(tf.keras.callbacks.Callback):
 
 model = tf.keras.Sequential([
     tf.keras.layers.Input((1024,)),
-    tf.keras.layers.Dense(2048, activation="relu"),
-    tf.keras.layers.Dense(2048, activation="relu"),
+    tf.keras.layers.Dense(3072, activation="relu"),
+    tf.keras.layers.Dense(3072, activation="relu"),
     tf.keras.layers.Dense(10),
 ])
 model.compile(optimizer="sgd", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -352,11 +352,14 @@ fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
                 executed += usize::from(mine.count() > 0);
                 // The calling thread may be waiting for the result (block_until_ready,
                 // a copy to the host) when the computation ends: the step ends when
-                // that wait does, if it ends before the next call.
+                // that wait does, if it ends before the next call. Only a wait begun
+                // by the step counts: what encloses the call (the program's loop, the
+                // profiler's session) would stretch the last step, which no next
+                // call bounds, to its end.
                 let track = opscope_model::TrackId(s.track[i]);
                 let mut around = trace.enclosing_slice(track, end).map(|j| j as usize);
                 while let Some(j) = around {
-                    if s.end(j) < next {
+                    if s.end(j) < next && s.ts[j] >= s.ts[i] {
                         end = end.max(s.end(j));
                     }
                     let p = s.parent[j];
@@ -659,6 +662,44 @@ fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each call of a jitted function is a step that ends when the wait for its result
+    /// does; the last one too, though nothing after it bounds it: what encloses every
+    /// call (the program's loop) does not stretch it to its own end.
+    #[test]
+    fn jax_steps_end_with_the_wait_for_their_result() {
+        let mut events = vec![
+            r#"{"ph":"X","name":"training loop","pid":1,"tid":1,"ts":0,"dur":1000}"#.to_string(),
+        ];
+        for start in [100, 300, 500] {
+            events.push(format!(
+                r#"{{"ph":"X","name":"PjitFunction(step)","pid":1,"tid":1,"ts":{start},"dur":10}}"#
+            ));
+            events.push(format!(
+                r#"{{"ph":"X","name":"block_until_ready","pid":1,"tid":1,"ts":{},"dur":140}}"#,
+                start + 10
+            ));
+            events.push(format!(
+                r#"{{"ph":"X","name":"dot","pid":1,"tid":2,"ts":{},"dur":120,"args":{{"hlo_module":"jit_step"}}}}"#,
+                start + 20
+            ));
+        }
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "jax.json", &mut trace).unwrap();
+        trace.finish();
+        let found = steps(&trace, &StepOptions::default());
+        let bounds: Vec<(i64, i64)> = found[0]
+            .steps
+            .iter()
+            .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
+            .collect();
+        assert_eq!(found[0].found_by, StepSource::Framework);
+        assert_eq!(
+            bounds,
+            [(100_000, 250_000), (300_000, 450_000), (500_000, 650_000)]
+        );
+    }
 
     #[test]
     fn step_names() {
