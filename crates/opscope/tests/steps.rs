@@ -112,19 +112,26 @@ fn recorded_steps_match(what: &str, script: &str, env: &[(&str, &str)], kind: &s
     let want = log_steps(&log, &report);
     let found = source_for(&report, &want);
     assert_eq!(found["found_by"]["kind"], kind, "{what}");
-    assert_steps_match_but_first(what, found, &want, first);
+    assert_steps_match_but_first(what, found, &want, first, 0.01);
 }
 
 /// The steps found equal the steps run, each boundary within 1 % of the median step
 /// time; returns the worst error as a share of it.
 fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
-    assert_steps_match_but_first(what, found, want, 0.01)
+    assert_steps_match_but_first(what, found, want, 0.01, 0.01)
 }
 
 /// As [`assert_steps_match`], but the first step's boundaries may be off by up to
-/// `first` of the median step time: time before or after the first step's work that
-/// no recorded event covers (see the tests that use it).
-fn assert_steps_match_but_first(what: &str, found: &Value, want: &[(i64, i64)], first: f64) -> f64 {
+/// `first` of the median step time (time before or after the first step's work that
+/// no recorded event covers) and the others' by up to `rest` (see the tests that use
+/// them).
+fn assert_steps_match_but_first(
+    what: &str,
+    found: &Value,
+    want: &[(i64, i64)],
+    first: f64,
+    rest: f64,
+) -> f64 {
     let steps = found["steps"].as_array().unwrap();
     let got: Vec<(i64, i64)> = steps
         .iter()
@@ -146,7 +153,7 @@ fn assert_steps_match_but_first(what: &str, found: &Value, want: &[(i64, i64)], 
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         for (edge, found, run) in [("start", g.0, w.0), ("end", g.1, w.1)] {
             let error = (found - run).abs() as f64 / median;
-            let limit = if k == 0 { first } else { 0.01 };
+            let limit = if k == 0 { first } else { rest };
             if k > 0 {
                 worst = worst.max(error);
             }
@@ -256,20 +263,48 @@ fn torch_dataloader_steps_are_found_without_markers() {
     );
 }
 
-/// Every step but the first is within 1 %; Keras's one-time work after the first call
-/// of its train function (4-10 ms, in the callback's first step, not in TensorFlow's
-/// record of the call) puts the first step's end up to a quarter of a step off.
+/// The steps found are as many as the program ran, each within 1 % of TensorFlow's own
+/// record of its train function call (read by xprof from the session's XPlane), and
+/// within 5 % of the program's own log: Keras's Python work around each call (about
+/// 0.6 ms, more on a busy machine, and 4-10 ms of one-time work after the first call)
+/// is in its callbacks' steps but not in TensorFlow's record, and is 1-2 % of a 50 ms
+/// step on a fast machine.
 #[test]
 fn keras_fit_steps_are_its_train_function_calls() {
-    if !python_with(&["tensorflow"]) {
+    if !python_with(&["tensorflow", "xprof"]) {
         return;
     }
-    recorded_steps_match(
-        "Keras fit",
-        "steps_keras.py",
-        &[("TF_CPP_MIN_LOG_LEVEL", "2")],
-        "framework",
-        0.25,
+    let session = scratch_dir("steps-steps_keras.py").join("session");
+    let log = record(&session, "steps_keras.py", &[("TF_CPP_MIN_LOG_LEVEL", "2")]);
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report);
+    let found = source_for(&report, &want);
+    assert_eq!(found["found_by"]["kind"], "framework");
+    assert_steps_match_but_first("Keras fit, against its log", found, &want, 0.25, 0.05);
+    // TensorFlow's record is on the trace viewer's clock (from the profile's start):
+    // it is put on opscope's at the first step's start.
+    let recorded = common::run_oracle_json("keras_steps.py", &[&session]);
+    let recorded: Vec<(i64, i64)> = recorded["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let start = s["start_ns"].as_i64().unwrap();
+            (start, start + s["dur_ns"].as_i64().unwrap())
+        })
+        .collect();
+    let first = found["steps"][0]["start_ns"].as_i64().unwrap();
+    let offset = first - recorded.first().expect("TensorFlow recorded the steps").0;
+    let recorded: Vec<(i64, i64)> = recorded
+        .iter()
+        .map(|(a, b)| (a + offset, b + offset))
+        .collect();
+    assert_steps_match_but_first(
+        "Keras fit, against TensorFlow's record",
+        found,
+        &recorded,
+        0.01,
+        0.01,
     );
 }
 
