@@ -121,6 +121,20 @@ fn assert_steps_match(what: &str, found: &Value, want: &[(i64, i64)]) -> f64 {
     assert_steps_match_but_first(what, found, want, 0.01, 0.01)
 }
 
+/// Steps as JSON (`start_ns`, `dur_ns`, as the report and the oracles write them) as
+/// (start, end) pairs.
+fn intervals(steps: &Value) -> Vec<(i64, i64)> {
+    steps
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            let start = s["start_ns"].as_i64().unwrap();
+            (start, start + s["dur_ns"].as_i64().unwrap())
+        })
+        .collect()
+}
+
 /// As [`assert_steps_match`], but the first step's boundaries may be off by up to
 /// `first` of the median step time (time before or after the first step's work that
 /// no recorded event covers) and the others' by up to `rest` (see the tests that use
@@ -132,14 +146,7 @@ fn assert_steps_match_but_first(
     first: f64,
     rest: f64,
 ) -> f64 {
-    let steps = found["steps"].as_array().unwrap();
-    let got: Vec<(i64, i64)> = steps
-        .iter()
-        .map(|s| {
-            let start = s["start_ns"].as_i64().unwrap();
-            (start, start + s["dur_ns"].as_i64().unwrap())
-        })
-        .collect();
+    let got = intervals(&found["steps"]);
     assert_eq!(
         got.len(),
         want.len(),
@@ -284,15 +291,7 @@ fn keras_fit_steps_are_its_train_function_calls() {
     // TensorFlow's record is on the trace viewer's clock (from the profile's start):
     // it is put on opscope's at the first step's start.
     let recorded = common::run_oracle_json("keras_steps.py", &[&session]);
-    let recorded: Vec<(i64, i64)> = recorded["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let start = s["start_ns"].as_i64().unwrap();
-            (start, start + s["dur_ns"].as_i64().unwrap())
-        })
-        .collect();
+    let recorded = intervals(&recorded["steps"]);
     let first = found["steps"][0]["start_ns"].as_i64().unwrap();
     let offset = first - recorded.first().expect("TensorFlow recorded the steps").0;
     let recorded: Vec<(i64, i64)> = recorded
@@ -340,15 +339,7 @@ fn torch_profiler_with_stack_steps_keep_their_length() {
     // under it (its log). The log's own boundaries miss `prof.step()`'s time, which a
     // marker holds, so the markers are the measure.
     let marked = common::run_oracle("list_steps.py", std::slice::from_ref(&trace));
-    let want: Vec<(i64, i64)> = marked[trace.to_str().unwrap()]["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| {
-            let start = s["start_ns"].as_i64().unwrap();
-            (start, start + s["dur_ns"].as_i64().unwrap())
-        })
-        .collect();
+    let want = intervals(&marked[trace.to_str().unwrap()]["steps"]);
     assert_eq!(
         want.len(),
         read_log(&log).len(),
@@ -382,15 +373,7 @@ fn marker_less_kineto_traces_give_the_marked_steps() {
     ] {
         let original = traces.join(file);
         let marked = common::run_oracle("list_steps.py", std::slice::from_ref(&original));
-        let marked = marked[original.to_str().unwrap()]["steps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|s| {
-                let start = s["start_ns"].as_i64().unwrap();
-                (start, start + s["dur_ns"].as_i64().unwrap())
-            })
-            .collect::<Vec<_>>();
+        let marked = intervals(&marked[original.to_str().unwrap()]["steps"]);
         let stripped = dir.join(format!("{name}.json"));
         common::oracle_stdout("strip_steps.py", &[&original, &stripped]);
         let report = steps_json(&stripped);
