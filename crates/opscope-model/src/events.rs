@@ -9,18 +9,88 @@ use crate::kind::SliceKind;
 use crate::strings::StrId;
 use crate::NONE;
 
-/// Slices: spans of time on a track.
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Slices {
-    pub ts: Vec<i64>,
-    pub dur: Vec<i64>,
-    pub track: Vec<u32>,
-    pub name: Vec<StrId>,
-    pub category: Vec<StrId>,
-    kind: Vec<u8>,
-    /// Index of the enclosing slice, or [`NONE`]; set by [`crate::Trace::finish`].
-    pub parent: Vec<u32>,
-    pub args: Vec<ArgsId>,
+/// Declares a columnar table once: the struct (a `Vec` per column, in the order given,
+/// which is also the order it is saved in) and what every table has from its columns
+/// alone: `COLUMNS`, `len`, `is_empty`, `columns_agree`, `heap_bytes`,
+/// `spare_capacity`, `shrink_to_fit` and `permute`. Rows and accessors are written
+/// beside it.
+macro_rules! columns {
+    (
+        $(#[$meta:meta])*
+        pub struct $table:ident {
+            $(#[$first_meta:meta])* $first_vis:vis $first:ident: $first_ty:ty
+            $(, $(#[$col_meta:meta])* $col_vis:vis $col:ident: $col_ty:ty)* $(,)?
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
+        pub struct $table {
+            $(#[$first_meta])* $first_vis $first: Vec<$first_ty>,
+            $($(#[$col_meta])* $col_vis $col: Vec<$col_ty>,)*
+        }
+
+        impl $table {
+            /// The columns' names, in their order.
+            pub const COLUMNS: &'static [&'static str] = &[stringify!($first) $(, stringify!($col))*];
+
+            /// Rows.
+            pub fn len(&self) -> usize {
+                self.$first.len()
+            }
+
+            pub fn is_empty(&self) -> bool {
+                self.$first.is_empty()
+            }
+
+            /// Whether every column has one entry per row (a model read back could
+            /// differ).
+            pub(crate) fn columns_agree(&self) -> bool {
+                let n = self.$first.len();
+                true $(&& self.$col.len() == n)*
+            }
+
+            /// Bytes the columns hold, spare capacity included.
+            pub fn heap_bytes(&self) -> usize {
+                self.$first.capacity() * std::mem::size_of::<$first_ty>()
+                    $(+ self.$col.capacity() * std::mem::size_of::<$col_ty>())*
+            }
+
+            /// The address ranges of the columns' spare capacity (see
+            /// [`crate::Trace::spare_capacity`]).
+            pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
+                push_spare(&self.$first, out);
+                $(push_spare(&self.$col, out);)*
+            }
+
+            pub(crate) fn shrink_to_fit(&mut self) {
+                self.$first.shrink_to_fit();
+                $(self.$col.shrink_to_fit();)*
+            }
+
+            /// Reorders every column by `order` (`new[i] = old[order[i]]`); rows not in
+            /// `order` are dropped.
+            #[allow(dead_code)]
+            pub(crate) fn permute(&mut self, order: &[u32]) {
+                apply(&mut self.$first, order);
+                $(apply(&mut self.$col, order);)*
+            }
+        }
+    };
+}
+
+columns! {
+    /// Slices: spans of time on a track.
+    pub struct Slices {
+        pub ts: i64,
+        pub dur: i64,
+        pub track: u32,
+        pub name: StrId,
+        pub category: StrId,
+        kind: u8,
+        /// Index of the enclosing slice, or [`NONE`]; set by [`crate::Trace::finish`].
+        pub parent: u32,
+        pub args: ArgsId,
+    }
 }
 
 /// One slice as importers add it.
@@ -47,14 +117,6 @@ impl Slices {
         self.parent.push(NONE);
         self.args.push(row.args);
         index
-    }
-
-    pub fn len(&self) -> usize {
-        self.ts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
     }
 
     pub fn kind(&self, i: usize) -> SliceKind {
@@ -92,9 +154,9 @@ impl Slices {
         }
     }
 
-    /// Reorders every column by `order` (`new[i] = old[order[i]]`); rows not in
-    /// `order` are dropped.
-    pub(crate) fn permute(&mut self, order: &[u32]) {
+    /// [`Slices::permute`] for a large table: through one scratch per column type,
+    /// half the columns on a second thread.
+    pub(crate) fn permute_in_halves(&mut self, order: &[u32]) {
         let Slices {
             ts,
             dur,
@@ -131,56 +193,6 @@ impl Slices {
             times();
             ids();
         }
-    }
-
-    /// Whether every column has one entry per slice (a model read back could differ).
-    pub(crate) fn columns_agree(&self) -> bool {
-        let n = self.ts.len();
-        [
-            self.dur.len(),
-            self.track.len(),
-            self.name.len(),
-            self.category.len(),
-            self.kind.len(),
-            self.parent.len(),
-            self.args.len(),
-        ]
-        .iter()
-        .all(|&len| len == n)
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.ts.capacity() * 8
-            + self.dur.capacity() * 8
-            + self.track.capacity() * 4
-            + self.name.capacity() * 4
-            + self.category.capacity() * 4
-            + self.kind.capacity()
-            + self.parent.capacity() * 4
-            + self.args.capacity() * 4
-    }
-
-    /// The address ranges of the columns' spare capacity (see [`crate::Trace::spare_capacity`]).
-    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
-        push_spare(&self.ts, out);
-        push_spare(&self.dur, out);
-        push_spare(&self.track, out);
-        push_spare(&self.name, out);
-        push_spare(&self.category, out);
-        push_spare(&self.kind, out);
-        push_spare(&self.parent, out);
-        push_spare(&self.args, out);
-    }
-
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.ts.shrink_to_fit();
-        self.dur.shrink_to_fit();
-        self.track.shrink_to_fit();
-        self.name.shrink_to_fit();
-        self.category.shrink_to_fit();
-        self.kind.shrink_to_fit();
-        self.parent.shrink_to_fit();
-        self.args.shrink_to_fit();
     }
 }
 
@@ -222,16 +234,17 @@ pub enum InstantScope {
     Global,
 }
 
-/// Instants: points in time on a track.
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Instants {
-    pub ts: Vec<i64>,
-    pub track: Vec<u32>,
-    pub name: Vec<StrId>,
-    pub category: Vec<StrId>,
-    kind: Vec<u8>,
-    pub scope: Vec<InstantScope>,
-    pub args: Vec<ArgsId>,
+columns! {
+    /// Instants: points in time on a track.
+    pub struct Instants {
+        pub ts: i64,
+        pub track: u32,
+        pub name: StrId,
+        pub category: StrId,
+        kind: u8,
+        pub scope: InstantScope,
+        pub args: ArgsId,
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -247,26 +260,6 @@ pub struct InstantRow {
 }
 
 impl Instants {
-    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
-        push_spare(&self.ts, out);
-        push_spare(&self.track, out);
-        push_spare(&self.name, out);
-        push_spare(&self.category, out);
-        push_spare(&self.kind, out);
-        push_spare(&self.scope, out);
-        push_spare(&self.args, out);
-    }
-
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.ts.shrink_to_fit();
-        self.track.shrink_to_fit();
-        self.name.shrink_to_fit();
-        self.category.shrink_to_fit();
-        self.kind.shrink_to_fit();
-        self.scope.shrink_to_fit();
-        self.args.shrink_to_fit();
-    }
-
     pub fn push(&mut self, row: InstantRow) -> u32 {
         let index = self.ts.len() as u32;
         self.ts.push(row.ts);
@@ -277,25 +270,6 @@ impl Instants {
         self.scope.push(row.scope);
         self.args.push(row.args);
         index
-    }
-
-    pub fn len(&self) -> usize {
-        self.ts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
-    }
-
-    /// Reorders every column by `order`; rows not in `order` are dropped.
-    pub(crate) fn permute(&mut self, order: &[u32]) {
-        apply(&mut self.ts, order);
-        apply(&mut self.track, order);
-        apply(&mut self.name, order);
-        apply(&mut self.category, order);
-        apply(&mut self.kind, order);
-        apply(&mut self.scope, order);
-        apply(&mut self.args, order);
     }
 
     pub fn kind(&self, i: usize) -> SliceKind {
@@ -313,134 +287,41 @@ impl Instants {
             args: self.args[i],
         }
     }
-
-    /// Whether every column has one entry per instant.
-    pub(crate) fn columns_agree(&self) -> bool {
-        let n = self.ts.len();
-        [
-            self.track.len(),
-            self.name.len(),
-            self.category.len(),
-            self.kind.len(),
-            self.scope.len(),
-            self.args.len(),
-        ]
-        .iter()
-        .all(|&len| len == n)
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.ts.capacity() * 8
-            + self.track.capacity() * 4
-            + self.name.capacity() * 4
-            + self.category.capacity() * 4
-            + self.kind.capacity()
-            + self.scope.capacity()
-            + self.args.capacity() * 4
-    }
 }
 
-/// Samples of counter tracks.
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
-pub struct CounterSamples {
-    pub track: Vec<u32>,
-    pub ts: Vec<i64>,
-    pub value: Vec<f64>,
+columns! {
+    /// Samples of counter tracks.
+    pub struct CounterSamples {
+        pub track: u32,
+        pub ts: i64,
+        pub value: f64,
+    }
 }
 
 impl CounterSamples {
-    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
-        push_spare(&self.track, out);
-        push_spare(&self.ts, out);
-        push_spare(&self.value, out);
-    }
-
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.track.shrink_to_fit();
-        self.ts.shrink_to_fit();
-        self.value.shrink_to_fit();
-    }
-
     pub fn push(&mut self, track: TrackId, ts: i64, value: f64) {
         self.track.push(track.0);
         self.ts.push(ts);
         self.value.push(value);
     }
-
-    /// Reorders every column by `order`; rows not in `order` are dropped.
-    pub(crate) fn permute(&mut self, order: &[u32]) {
-        apply(&mut self.track, order);
-        apply(&mut self.ts, order);
-        apply(&mut self.value, order);
-    }
-
-    pub fn len(&self) -> usize {
-        self.ts.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ts.is_empty()
-    }
-
-    /// Whether every column has one entry per sample.
-    pub(crate) fn columns_agree(&self) -> bool {
-        self.track.len() == self.ts.len() && self.value.len() == self.ts.len()
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.track.capacity() * 4 + self.ts.capacity() * 8 + self.value.capacity() * 8
-    }
 }
 
-/// Flows: arrows from one slice to another (op → launch → kernel, fwd → bwd, send → recv).
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Flows {
-    pub from: Vec<u32>,
-    pub to: Vec<u32>,
-    pub name: Vec<StrId>,
-    pub category: Vec<StrId>,
+columns! {
+    /// Flows: arrows from one slice to another (op → launch → kernel, fwd → bwd, send →
+    /// recv).
+    pub struct Flows {
+        pub from: u32,
+        pub to: u32,
+        pub name: StrId,
+        pub category: StrId,
+    }
 }
 
 impl Flows {
-    pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
-        push_spare(&self.from, out);
-        push_spare(&self.to, out);
-        push_spare(&self.name, out);
-        push_spare(&self.category, out);
-    }
-
-    pub(crate) fn shrink_to_fit(&mut self) {
-        self.from.shrink_to_fit();
-        self.to.shrink_to_fit();
-        self.name.shrink_to_fit();
-        self.category.shrink_to_fit();
-    }
-
     pub fn push(&mut self, from: u32, to: u32, name: StrId, category: StrId) {
         self.from.push(from);
         self.to.push(to);
         self.name.push(name);
         self.category.push(category);
-    }
-
-    pub fn len(&self) -> usize {
-        self.from.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.from.is_empty()
-    }
-
-    /// Whether every column has one entry per flow.
-    pub(crate) fn columns_agree(&self) -> bool {
-        let n = self.from.len();
-        self.to.len() == n && self.name.len() == n && self.category.len() == n
-    }
-
-    pub fn heap_bytes(&self) -> usize {
-        self.from.capacity() * 4
-            + self.to.capacity() * 4
-            + self.name.capacity() * 4
-            + self.category.capacity() * 4
     }
 }

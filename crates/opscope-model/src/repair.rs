@@ -100,7 +100,7 @@ fn reorder_slices(trace: &mut Trace, order: &[u32]) {
     for (new, &old) in order.iter().enumerate() {
         new_index[old as usize] = new as u32;
     }
-    trace.slices.permute(order);
+    trace.slices.permute_in_halves(order);
     let flows = &mut trace.flows;
     for i in 0..flows.len() {
         flows.from[i] = new_index
