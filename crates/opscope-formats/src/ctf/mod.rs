@@ -146,6 +146,63 @@ impl Keep {
     };
 }
 
+/// Reads `count` streams merged by time, ties in stream order: `advance(state, i)` reads
+/// stream `i`'s next event and gives its time (`None` at its end), and `take(state, i)`
+/// takes the event read last (`Ok(false)` stops every stream). A stream stays read while
+/// it stays first: streams come in long runs (a thread keeps its CPU), and the heap is
+/// then left alone. A stream stops at its first error; the first of all is returned,
+/// naming its stream file (`streams`: path, bytes).
+pub(crate) fn merge_by_time<S>(
+    state: &mut S,
+    streams: &[(String, &[u8])],
+    mut advance: impl FnMut(&mut S, usize) -> Result<Option<u64>, decode::DecodeError>,
+    mut take: impl FnMut(&mut S, usize) -> Result<bool, decode::DecodeError>,
+) -> Option<ImportError> {
+    let count = streams.len();
+    let mut first_error = None;
+    let mut failed = |i: usize, e: decode::DecodeError| {
+        if first_error.is_none() {
+            first_error = Some(ImportError::Syntax {
+                path: streams[i].0.clone(),
+                offset: e.offset,
+                message: e.message,
+            });
+        }
+    };
+    let mut heap = BinaryHeap::with_capacity(count);
+    for i in 0..count {
+        match advance(state, i) {
+            Ok(Some(time)) => heap.push(Reverse((time, i))),
+            Ok(None) => {}
+            Err(e) => failed(i, e),
+        }
+    }
+    while let Some(Reverse((_, i))) = heap.pop() {
+        loop {
+            match take(state, i) {
+                Ok(true) => {}
+                Ok(false) => return first_error,
+                Err(e) => {
+                    failed(i, e);
+                    break;
+                }
+            }
+            match advance(state, i) {
+                Ok(Some(time)) => {
+                    if heap.peek().is_none_or(|Reverse(top)| (time, i) <= *top) {
+                        continue;
+                    }
+                    heap.push(Reverse((time, i)));
+                }
+                Ok(None) => {}
+                Err(e) => failed(i, e),
+            }
+            break;
+        }
+    }
+    first_error
+}
+
 /// [`read_merged`], keeping the values `keep` says.
 fn read_merged_keeping<'a>(
     layout: &'a Layout,
@@ -162,43 +219,19 @@ fn read_merged_keeping<'a>(
             reader
         })
         .collect();
-    let mut first_error = None;
-    let mut heap = BinaryHeap::with_capacity(readers.len());
-    let note = |i: usize, e: decode::DecodeError, first: &mut Option<ImportError>| {
-        if first.is_none() {
-            *first = Some(ImportError::Syntax {
-                path: streams[i].0.clone(),
-                offset: e.offset,
-                message: e.message,
-            });
-        }
-    };
-    for (i, r) in readers.iter_mut().enumerate() {
-        match r.next_event() {
-            Ok(true) => heap.push(Reverse((r.timestamp, i))),
-            Ok(false) => {}
-            Err(e) => note(i, e, &mut first_error),
-        }
-    }
-    while let Some(Reverse((_, i))) = heap.pop() {
-        // Stay on this stream while it stays first: streams come in long runs (a
-        // thread keeps its CPU), and the heap is then left alone.
-        loop {
+    let first_error = merge_by_time(
+        &mut readers,
+        streams,
+        |readers, i| match readers[i].next_event() {
+            Ok(true) => Ok(Some(readers[i].timestamp)),
+            Ok(false) => Ok(None),
+            Err(e) => Err(e),
+        },
+        |readers, i| {
             f(i, &readers[i]);
-            match readers[i].next_event() {
-                Ok(true) => {
-                    let next = (readers[i].timestamp, i);
-                    if heap.peek().is_none_or(|Reverse(top)| next <= *top) {
-                        continue;
-                    }
-                    heap.push(Reverse(next));
-                }
-                Ok(false) => {}
-                Err(e) => note(i, e, &mut first_error),
-            }
-            break;
-        }
-    }
+            Ok(true)
+        },
+    );
     (readers, first_error)
 }
 

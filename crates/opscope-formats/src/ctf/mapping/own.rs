@@ -6,8 +6,6 @@
 //! layout that is not exactly this takes the general path, which maps the same events
 //! to the same model (a test checks both on real traces).
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::rc::Rc;
 
 use hashbrown::HashMap;
@@ -420,7 +418,6 @@ type LastText<'a> = (&'a [u8], u32);
 /// The texts a decoding thread has seen, numbered in the order the mapper sees them
 /// first: the mapper interns each text once and then looks its number up in a vector,
 /// and the hashing is done on the decoding thread, which has time to spare.
-#[derive(Default)]
 struct SeenTexts<'a> {
     numbers: HashMap<&'a [u8], u32>,
     /// Per class and field: its last text and number. A field often repeats its last
@@ -483,47 +480,32 @@ fn decode(
     origin: Option<ClockOrigin>,
     hand_over: &mut HandOver<Batch>,
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
-    let mut readers: Vec<OwnStream> = streams
+    let readers: Vec<OwnStream> = streams
         .iter()
         .map(|(_, file)| OwnStream::new(layout, file))
         .collect();
-    let mut first_error = None;
-    let mut note = |i: usize, e: DecodeError| {
-        if first_error.is_none() {
-            first_error = Some(ImportError::Syntax {
-                path: streams[i].0.clone(),
-                offset: e.offset,
-                message: e.message,
-            });
-        }
-    };
-    // The next event of each stream, in the heap by time (ties in stream order).
-    let mut heads: Vec<Option<Head>> = vec![None; readers.len()];
-    let mut heap = BinaryHeap::with_capacity(readers.len());
-    for (i, r) in readers.iter_mut().enumerate() {
-        match r.next_head() {
-            Ok(Some(head)) => {
-                heads[i] = Some(head);
-                heap.push(Reverse((head.clock, i)));
-            }
-            Ok(None) => {}
-            Err(e) => note(i, e),
-        }
-    }
-    let mut seen = SeenTexts::new(shapes);
-    let mut batch = Batch::default();
-    'merge: while let Some(Reverse((_, i))) = heap.pop() {
-        let r = &mut readers[i];
-        let Some(mut head) = heads[i].take() else {
-            continue;
-        };
-        // Stay on this stream while it stays first, as the general reader does.
-        loop {
+    // The readers, the next event of each, the texts seen and the batch being filled.
+    let mut state = (
+        readers,
+        vec![None::<Head>; streams.len()],
+        SeenTexts::new(shapes),
+        Batch::default(),
+    );
+    let first_error = crate::ctf::merge_by_time(
+        &mut state,
+        streams,
+        |(readers, heads, ..), i| {
+            heads[i] = readers[i].next_head()?;
+            Ok(heads[i].map(|h| h.clock))
+        },
+        |(readers, heads, seen, batch), i| {
+            let Some(head) = heads[i] else {
+                return Ok(true);
+            };
             let values = batch.values.len() as u32;
-            if let Err(e) = r.payload(head, &shapes[head.class], &mut seen, &mut batch.values) {
+            if let Err(e) = readers[i].payload(head, &shapes[head.class], seen, &mut batch.values) {
                 batch.values.truncate(values as usize);
-                note(i, e);
-                break;
+                return Err(e);
             }
             batch.events.push(Decoded {
                 ts: origin.map_or(head.clock as i64, |o| o.ns(head.clock)),
@@ -533,27 +515,10 @@ fn decode(
                 class: head.class as u32,
                 values,
             });
-            if batch.events.len() >= BATCH_EVENTS && !hand_over.send(&mut batch) {
-                break 'merge;
-            }
-            match r.next_head() {
-                Ok(Some(next)) => {
-                    if heap
-                        .peek()
-                        .is_none_or(|Reverse(top)| (next.clock, i) <= *top)
-                    {
-                        head = next;
-                        continue;
-                    }
-                    heads[i] = Some(next);
-                    heap.push(Reverse((next.clock, i)));
-                }
-                Ok(None) => {}
-                Err(e) => note(i, e),
-            }
-            break;
-        }
-    }
+            Ok(batch.events.len() < BATCH_EVENTS || hand_over.send(batch))
+        },
+    );
+    let (readers, _, _, mut batch) = state;
     if !batch.events.is_empty() {
         hand_over.send(&mut batch);
     }
@@ -616,19 +581,17 @@ impl Mapper<'_> {
     /// seen so far, by number (see [`SeenTexts`]).
     fn own_value_text(&mut self, class: &Class, texts: &[StrId], field: usize, v: Value) -> StrId {
         match v {
-            Value::Label(x) => match class.labels.get(field).and_then(|l| l.as_deref()) {
-                Some(table) => match table.get(self.trace, x as i128) {
-                    Some(id) => id,
-                    None => self.trace.intern(&x.to_string()),
-                },
-                None => self.trace.intern(&x.to_string()),
-            },
+            // A value with no label (not ours): its number.
+            Value::Label(x) => class
+                .labels
+                .get(field)
+                .and_then(|l| l.as_deref())
+                .and_then(|table| table.get(self.trace, x as i128))
+                .unwrap_or_else(|| self.trace.intern(&x.to_string())),
             Value::Seen(n) => texts.get(n as usize).copied().unwrap_or(StrId::EMPTY),
-            // Numbered before the event is mapped.
-            Value::Str { .. } => StrId::EMPTY,
-            Value::U(x) => self.trace.intern(&x.to_string()),
-            Value::I(x) => self.trace.intern(&x.to_string()),
-            Value::F(_) => StrId::EMPTY,
+            // Texts are numbered before the event is mapped; text fields hold nothing
+            // else (`shapes` checks).
+            _ => StrId::EMPTY,
         }
     }
 
