@@ -115,6 +115,11 @@ impl Args {
         crate::events::push_spare(&self.bytes, out);
     }
 
+    /// Room for `bytes` more bytes of bags, as far as memory allows.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        let _ = self.bytes.try_reserve(bytes);
+    }
+
     pub fn heap_bytes(&self) -> usize {
         self.bytes.capacity()
             + self

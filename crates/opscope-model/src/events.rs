@@ -12,7 +12,7 @@ use crate::NONE;
 /// Declares a columnar table once: the struct (a `Vec` per column, in the order given,
 /// which is also the order it is saved in) and what every table has from its columns
 /// alone: `COLUMNS`, `len`, `is_empty`, `columns_agree`, `heap_bytes`,
-/// `spare_capacity`, `shrink_to_fit` and `permute`. Rows and accessors are written
+/// `spare_capacity`, `reserve`, `shrink_to_fit` and `permute`. Rows and accessors are written
 /// beside it.
 macro_rules! columns {
     (
@@ -60,6 +60,14 @@ macro_rules! columns {
             pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
                 push_spare(&self.$first, out);
                 $(push_spare(&self.$col, out);)*
+            }
+
+            /// Room for `rows` more rows in every column, as far as memory allows (a
+            /// reservation only saves moving the columns later).
+            #[allow(dead_code)]
+            pub(crate) fn reserve(&mut self, rows: usize) {
+                let _ = self.$first.try_reserve(rows);
+                $(let _ = self.$col.try_reserve(rows);)*
             }
 
             pub(crate) fn shrink_to_fit(&mut self) {

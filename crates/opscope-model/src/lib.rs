@@ -22,7 +22,7 @@ pub use dims::{
 pub use events::{CounterSamples, Flows, InstantScope, Instants, Slices};
 pub use kind::{CopyDirection, SliceKind};
 pub use strings::{StrId, StringTable};
-pub use trace::{RepairCounts, Trace};
+pub use trace::{RepairCounts, Room, Trace};
 
 /// Marker for "no reference" in the `u32` index columns.
 pub const NONE: u32 = u32::MAX;

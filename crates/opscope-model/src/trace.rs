@@ -56,6 +56,14 @@ enum TrackKey {
 }
 
 /// Everything loaded, on one nanosecond clock.
+/// How much an import may add to a model: see [`Trace::reserve`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Room {
+    pub slices: usize,
+    pub instants: usize,
+    pub args_bytes: usize,
+}
+
 #[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Trace {
     pub strings: StringTable,
@@ -331,6 +339,18 @@ impl Trace {
         self.counters.spare_capacity(out);
         self.flows.spare_capacity(out);
         self.args.spare_capacity(out);
+    }
+
+    /// Room for at least this many more slices, instants and bytes of args, for an
+    /// importer that knows how large its input can grow the model. Growing a column
+    /// moves it (`mremap`), which stops every thread of the process while the old
+    /// mapping is flushed from each CPU; reserving first keeps a multi-threaded import
+    /// from doing that while its other thread runs. Capacity never touched costs
+    /// address space only, and [`Trace::shrink_to_fit`] gives it back.
+    pub fn reserve(&mut self, room: Room) {
+        self.slices.reserve(room.slices);
+        self.instants.reserve(room.instants);
+        self.args.reserve(room.args_bytes);
     }
 
     /// Gives back spare capacity of the growable tables.

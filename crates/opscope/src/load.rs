@@ -27,6 +27,24 @@ pub struct LoadOptions {
     pub cache: bool,
 }
 
+/// A model that is never freed: a command reports on it and the process exits, and the
+/// kernel takes its memory back at once, where freeing it column by column (each large
+/// column unmapped on its own) took 0.5-1 ms of a 20 ms `info` on a 35 MB model.
+pub struct Loaded(std::mem::ManuallyDrop<Trace>);
+
+impl std::ops::Deref for Loaded {
+    type Target = Trace;
+    fn deref(&self) -> &Trace {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Loaded {
+    fn deref_mut(&mut self) -> &mut Trace {
+        &mut self.0
+    }
+}
+
 /// The traces a command reads, as every analysis command takes them.
 #[derive(clap::Args, Debug)]
 pub struct Inputs {
@@ -44,8 +62,9 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    pub fn load(&self) -> Result<Trace> {
-        load(&self.traces, &self.options())
+    /// The model of the traces, for a command to report on and then exit.
+    pub fn load(&self) -> Result<Loaded> {
+        load(&self.traces, &self.options()).map(|t| Loaded(std::mem::ManuallyDrop::new(t)))
     }
 
     pub fn options(&self) -> LoadOptions {

@@ -159,25 +159,25 @@ struct OwnText {
     labels: Option<Rc<LabelTable>>,
 }
 
-/// An enumeration's labels, by value, each interned at its first use (so that the
-/// model holds the texts the events use, in the order they use them): built once per
-/// enumeration, so that an event's text is one load, with nothing to scan or hash.
+/// Which label of an enumeration a value has: the entry of each value from 0 (as
+/// `ctf::export` numbers them) in a vector, other entries searched in declaration
+/// order. Shared by the mapper's [`LabelTable`] and opscope's own reader, which number
+/// labels on its decoding thread.
 #[derive(Debug)]
-struct LabelTable {
-    labels: std::sync::Arc<EnumTy>,
-    /// Per value from 0 (as `ctf::export` numbers them): its entry, and once used,
-    /// its text.
-    dense: Vec<(u32, Cell<Option<StrId>>)>,
+pub(super) struct LabelIndex {
+    pub(super) labels: std::sync::Arc<EnumTy>,
+    /// Per value from 0: its entry, or [`NO_ENTRY`].
+    dense: Vec<u32>,
     /// Any other entries (their indexes), in declaration order.
     ranges: Vec<u32>,
 }
 
-/// No entry: a value of `LabelTable::dense` that has no label.
+/// No entry: a value of `LabelIndex::dense` that has no label.
 const NO_ENTRY: u32 = u32::MAX;
 
-impl LabelTable {
-    fn new(labels: std::sync::Arc<EnumTy>) -> LabelTable {
-        let mut dense: Vec<(u32, Cell<Option<StrId>>)> = Vec::new();
+impl LabelIndex {
+    pub(super) fn new(labels: std::sync::Arc<EnumTy>) -> LabelIndex {
+        let mut dense: Vec<u32> = Vec::new();
         let mut ranges = Vec::new();
         // Values beyond this are not dense: a corrupt value cannot make a huge table.
         let dense_limit = 4 * labels.entries.len() as i128 + 16;
@@ -185,41 +185,80 @@ impl LabelTable {
             if lo == hi && (0..dense_limit).contains(lo) {
                 let v = *lo as usize;
                 if dense.len() <= v {
-                    dense.resize(v + 1, (NO_ENTRY, Cell::new(None)));
+                    dense.resize(v + 1, NO_ENTRY);
                 }
                 // The first label of a value is the one shown, as for other enums.
-                if dense[v].0 == NO_ENTRY {
-                    dense[v].0 = n as u32;
+                if dense[v] == NO_ENTRY {
+                    dense[v] = n as u32;
                 }
             } else {
                 ranges.push(n as u32);
             }
         }
-        LabelTable {
+        LabelIndex {
             labels,
             dense,
             ranges,
         }
     }
 
-    /// The text of value `v`, if it has a label.
-    fn get(&self, trace: &mut Trace, v: i128) -> Option<StrId> {
-        if let Some((entry, id)) = usize::try_from(v).ok().and_then(|v| self.dense.get(v)) {
-            if let Some(id) = id.get() {
-                return Some(id);
-            }
-            if *entry != NO_ENTRY {
-                let text = trace.intern(&self.labels.entries[*entry as usize].0);
-                id.set(Some(text));
-                return Some(text);
+    /// How many values from 0 have a place in the dense vector.
+    pub(super) fn dense_len(&self) -> usize {
+        self.dense.len()
+    }
+
+    /// The entry of value `v`, if it has a label.
+    #[inline]
+    pub(super) fn entry(&self, v: i128) -> Option<usize> {
+        if let Some(&entry) = usize::try_from(v).ok().and_then(|v| self.dense.get(v)) {
+            if entry != NO_ENTRY {
+                return Some(entry as usize);
             }
         }
         let e = &self.labels.entries;
-        let n = *self.ranges.iter().find(|&&n| {
-            let (_, lo, hi) = &e[n as usize];
-            *lo <= v && v <= *hi
-        })?;
-        Some(trace.intern(&e[n as usize].0))
+        self.ranges
+            .iter()
+            .map(|&n| n as usize)
+            .find(|&n| e[n].1 <= v && v <= e[n].2)
+    }
+
+    /// The label of entry `n`.
+    pub(super) fn label(&self, n: usize) -> &str {
+        &self.labels.entries[n].0
+    }
+}
+
+/// An enumeration's labels, by value, each interned at its first use (so that the
+/// model holds the texts the events use, in the order they use them): built once per
+/// enumeration, so that an event's text is one load, with nothing to scan or hash.
+#[derive(Debug)]
+struct LabelTable {
+    index: LabelIndex,
+    /// Per value of the dense vector: its text, once used.
+    ids: Vec<Cell<Option<StrId>>>,
+}
+
+impl LabelTable {
+    fn new(labels: std::sync::Arc<EnumTy>) -> LabelTable {
+        let index = LabelIndex::new(labels);
+        LabelTable {
+            ids: vec![Cell::new(None); index.dense_len()],
+            index,
+        }
+    }
+
+    /// The text of value `v`, if it has a label.
+    fn get(&self, trace: &mut Trace, v: i128) -> Option<StrId> {
+        let cached = usize::try_from(v).ok().and_then(|v| self.ids.get(v));
+        if let Some(id) = cached.and_then(Cell::get) {
+            return Some(id);
+        }
+        let text = trace.intern(self.index.label(self.index.entry(v)?));
+        // Values past the dense vector (rare: ranges, corrupt values) are not cached.
+        if let Some(cell) = cached {
+            cell.set(Some(text));
+        }
+        Some(text)
     }
 }
 

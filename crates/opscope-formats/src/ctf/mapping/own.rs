@@ -5,20 +5,24 @@
 //! general reader interprets the layout and the mapper looks each field up again. Any
 //! layout that is not exactly this takes the general path, which maps the same events
 //! to the same model (a test checks both on real traces).
+//!
+//! The mapper is the slower of the two threads, so the decoding thread does whatever
+//! needs no model: it numbers each distinct text (labels included) and each lane
+//! (pid, tid), and the mapper turns a number into the model's id with one load.
 
-use std::rc::Rc;
+use std::sync::Arc;
 
 use hashbrown::HashMap;
 
 use opscope_model::args::ArgValue;
 use opscope_model::events::InstantRow;
-use opscope_model::{ArgsId, InstantScope, SliceKind, StrId, Trace};
+use opscope_model::{ArgsId, InstantScope, ProcessId, SliceKind, StrId, Trace, TrackId};
 
-use super::{split_name, LabelTable, Mapper};
+use super::{split_name, LabelIndex, Mapper};
 use crate::ctf::decode::{DecodeError, IntNode, Layout, Node, PacketEvents, StreamReader};
 use crate::ctf::export::ArgTag;
 use crate::ctf::pipeline::{pipelined, HandOver, StreamCounts};
-use crate::ctf::types::ClockOrigin;
+use crate::ctf::types::{ClockOrigin, EnumTy};
 use crate::error::ImportError;
 
 /// Events per batch handed to the mapper, as in the general pipeline.
@@ -40,13 +44,24 @@ enum Field {
     I64,
     U8,
     F64,
-    /// A `uint32_t` enumeration: its value, for the label table.
+    /// A `uint32_t` enumeration, whose label is the text.
     Label,
     /// A NUL-terminated string.
     Str,
 }
 
 impl Field {
+    /// The fewest bytes the field takes.
+    fn min_bytes(self) -> usize {
+        match self {
+            Field::U64 | Field::I64 | Field::F64 => 8,
+            Field::Label => 4,
+            Field::U8 => 1,
+            // Its terminating NUL.
+            Field::Str => 1,
+        }
+    }
+
     fn of(node: &Node) -> Option<Field> {
         match node {
             Node::Int(IntNode { op, labels, .. }) => {
@@ -78,13 +93,13 @@ impl Field {
 struct Shape {
     role: Role,
     fields: Box<[Field]>,
+    /// Per field: the enumeration of a [`Field::Label`].
+    enums: Box<[Option<Arc<EnumTy>>]>,
 }
 
 /// An event class as the mapper stores it.
 struct Class {
     role: Role,
-    /// Per payload field (as in [`Shape::fields`]): its enumeration's label table.
-    labels: Box<[Option<Rc<LabelTable>>]>,
     /// Typed args: the keys and types of the fields after the role's own; `None`: the
     /// args are one JSON text field.
     typed: Option<Box<[(StrId, ArgTag)]>>,
@@ -98,32 +113,30 @@ enum Value {
     U(u64),
     I(i64),
     F(f64),
-    Label(u32),
-    /// A text seen before, by its number (see [`SeenTexts`]).
-    Seen(u32),
-    /// A text not seen before, which gets the next number: `len` bytes at `start` in
-    /// the event's stream file.
-    Str {
-        start: u64,
-        len: u32,
-    },
+    /// A text, by its number (see [`Texts`]).
+    Text(u32),
+    /// An enumeration's value without a label (not ours): its number is its text.
+    Unlabelled(u32),
 }
 
 /// One decoded event; its payload is `values[values..]` up to the next event's.
 #[derive(Clone, Copy, Debug)]
 struct Decoded {
     ts: i64,
-    pid: i64,
-    tid: i64,
-    stream: u32,
+    /// Its (pid, tid), by number (see [`Lanes`]).
+    lane: u32,
     class: u32,
     values: u32,
 }
 
 #[derive(Default)]
-struct Batch {
+struct Batch<'a> {
     events: Vec<Decoded>,
     values: Vec<Value>,
+    /// The texts first numbered in this batch, in number order.
+    new_texts: Vec<&'a [u8]>,
+    /// The (pid, tid) of the lanes first numbered in this batch, in number order.
+    new_lanes: Vec<(i64, i64)>,
 }
 
 /// The shapes of a layout's classes when the layout is exactly what `ctf::export`
@@ -168,14 +181,22 @@ fn shapes(layout: &Layout) -> Option<Vec<Shape>> {
                 _ => return None,
             };
             let mut out = Vec::new();
+            let mut enums = Vec::new();
+            let mut field = |node: &Node| {
+                enums.push(match node {
+                    Node::Int(IntNode { labels, .. }) => labels.clone(),
+                    _ => None,
+                });
+                Field::of(node)
+            };
             for (name, node) in fields {
                 match node {
                     Node::Struct { align, .. } if name == "args" && *align <= 8 => {
                         for (_, f) in struct_fields(node)? {
-                            out.push(Field::of(f)?);
+                            out.push(field(f)?);
                         }
                     }
-                    _ => out.push(Field::of(node)?),
+                    _ => out.push(field(node)?),
                 }
             }
             let text = |f: Field| matches!(f, Field::Str | Field::Label);
@@ -188,6 +209,7 @@ fn shapes(layout: &Layout) -> Option<Vec<Shape>> {
             fits.then(|| Shape {
                 role,
                 fields: out.into(),
+                enums: enums.into(),
             })
         })
         .collect()
@@ -219,6 +241,9 @@ fn le<const N: usize>(data: &[u8], at: &mut u64) -> Option<[u8; N]> {
     *at += N as u64;
     Some(bytes)
 }
+
+/// An event's header (`id`, `timestamp`) and context (`vpid`, `vtid`): 4 + 8 + 8 + 8.
+const HEADER_BYTES: usize = 28;
 
 /// The header and context of the next event of a stream.
 #[derive(Clone, Copy, Debug)]
@@ -290,7 +315,7 @@ impl<'a> OwnStream<'a> {
             }
         }
         let (data, at) = (self.data, self.at);
-        let Some(bytes) = data.get(at as usize..at as usize + 28) else {
+        let Some(bytes) = data.get(at as usize..at as usize + HEADER_BYTES) else {
             return Err(self.fail(at, "the event runs past the end of its packet"));
         };
         let word = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().unwrap_or_default());
@@ -307,22 +332,24 @@ impl<'a> OwnStream<'a> {
             clock: word(4),
             pid: word(12) as i64,
             tid: word(20) as i64,
-            payload: at + 28,
+            payload: at + HEADER_BYTES as u64,
         }))
     }
 
-    /// Decodes the payload of the event whose header was read into `out`, and moves
-    /// past it. Texts already in `seen` are [`Value::Seen`].
+    /// Decodes the payload of the event whose header was read into `out` (class `head.class`
+    /// of shape `shape`), and moves past it; its texts are numbered by `texts`, those
+    /// numbered first added to `new`.
     fn payload(
         &mut self,
         head: Head,
-        shape: &Shape,
-        seen: &mut SeenTexts<'a>,
+        shape: &'a Shape,
+        texts: &mut Texts<'a>,
         out: &mut Vec<Value>,
+        new: &mut Vec<&'a [u8]>,
     ) -> Result<(), DecodeError> {
         let mut at = head.payload;
         let data = self.data;
-        seen.added.clear();
+        texts.begin_event();
         let result = (|| {
             for (i, &f) in shape.fields.iter().enumerate() {
                 let v = match f {
@@ -330,13 +357,15 @@ impl<'a> OwnStream<'a> {
                     Field::I64 => Value::I(i64::from_le_bytes(le(data, &mut at)?)),
                     Field::F64 => Value::F(f64::from_le_bytes(le(data, &mut at)?)),
                     Field::U8 => Value::U(u8::from_le_bytes(le(data, &mut at)?) as u64),
-                    Field::Label => Value::Label(u32::from_le_bytes(le(data, &mut at)?)),
+                    Field::Label => {
+                        let v = u32::from_le_bytes(le(data, &mut at)?);
+                        texts.label(head.class, i, v, new)
+                    }
                     Field::Str => {
                         let rest = data.get(at as usize..)?;
                         let len = memchr::memchr(0, rest)?;
-                        let v = seen.value(head.class, i, &rest[..len], at);
                         at += len as u64 + 1;
-                        v
+                        texts.string(head.class, i, &rest[..len], new)
                     }
                 };
                 out.push(v);
@@ -350,7 +379,7 @@ impl<'a> OwnStream<'a> {
                 Ok(())
             }
             None => {
-                seen.forget_added(head.class);
+                texts.forget_event(head.class, new);
                 let start = self.at;
                 Err(self.fail(start, "the event runs past the end of its packet"))
             }
@@ -382,28 +411,20 @@ pub(super) fn import(
         .zip(&shapes)
         .map(|(e, shape)| m.own_class(layout, e, shape))
         .collect();
+    m.trace.reserve(room(&shapes, streams));
     let shapes = &shapes;
-    // Each text's id in the model, by the number the decoding thread gave it.
-    let mut texts: Vec<StrId> = Vec::new();
+    let mut known = Known::default();
     pipelined(
         |hand_over| decode(layout, shapes, streams, origin, hand_over),
         |batch: &mut Batch, spare| {
+            known.learn(batch);
             for (n, e) in batch.events.iter().enumerate() {
                 let end = batch
                     .events
                     .get(n + 1)
                     .map_or(batch.values.len(), |next| next.values as usize);
-                let values = &mut batch.values[e.values as usize..end];
-                let file = streams[e.stream as usize].1;
-                // Each new text gets its number in the order the decoder gave them,
-                // whichever fields the event's role reads.
-                for v in values.iter_mut() {
-                    if let Value::Str { .. } = v {
-                        texts.push(intern_bytes(m.trace, text_of(file, *v)));
-                        *v = Value::Seen(texts.len() as u32 - 1);
-                    }
-                }
-                m.own_event(&classes[e.class as usize], &texts, e, values);
+                let values = &batch.values[e.values as usize..end];
+                m.own_event(&classes[e.class as usize], &mut known, e, values);
             }
             batch.events.clear();
             batch.values.clear();
@@ -412,83 +433,251 @@ pub(super) fn import(
     )
 }
 
+/// The most the streams can add to the model: as many slices as the smallest begin
+/// event fits in their bytes, as many instants as the smallest instant or end (an end
+/// without its begin is kept as an instant); for args, as many bytes as the streams
+/// hold (their values take about as many bytes in the model as in the file).
+fn room(shapes: &[Shape], streams: &[(String, &[u8])]) -> opscope_model::Room {
+    let bytes: usize = streams.iter().map(|(_, file)| file.len()).sum();
+    let smallest = |roles: &[Role]| {
+        shapes
+            .iter()
+            .filter(|s| roles.contains(&s.role))
+            .map(|s| HEADER_BYTES + s.fields.iter().map(|f| f.min_bytes()).sum::<usize>())
+            .min()
+    };
+    let fit = |size: Option<usize>| size.map_or(0, |size| bytes / size);
+    opscope_model::Room {
+        slices: fit(smallest(&[Role::Begin])),
+        instants: fit(smallest(&[Role::Instant, Role::End])),
+        args_bytes: bytes,
+    }
+}
+
+/// What the mapper has made of the decoding thread's numbers: each text's id in the
+/// model, interned at its first use (so that the model holds the texts the events use,
+/// in the order they use them), with the slice kind it names once asked, and each
+/// lane's process and track, made at its first event.
+#[derive(Default)]
+struct Known<'a> {
+    texts: Vec<&'a [u8]>,
+    ids: Vec<Option<StrId>>,
+    kinds: Vec<Option<SliceKind>>,
+    lane_keys: Vec<(i64, i64)>,
+    lanes: Vec<Option<(ProcessId, TrackId)>>,
+}
+
+impl<'a> Known<'a> {
+    /// Takes in the texts and lanes a batch numbered first.
+    fn learn(&mut self, batch: &mut Batch<'a>) {
+        self.texts.append(&mut batch.new_texts);
+        self.ids.resize(self.texts.len(), None);
+        self.kinds.resize(self.texts.len(), None);
+        self.lane_keys.append(&mut batch.new_lanes);
+        self.lanes.resize(self.lane_keys.len(), None);
+    }
+
+    /// The text a value holds.
+    #[inline]
+    fn text(&mut self, trace: &mut Trace, v: Value) -> StrId {
+        match v {
+            Value::Text(n) => match self.ids.get_mut(n as usize) {
+                Some(Some(id)) => *id,
+                Some(slot) => *slot.insert(intern_bytes(trace, self.texts[n as usize])),
+                None => StrId::EMPTY,
+            },
+            Value::Unlabelled(x) => trace.intern(&x.to_string()),
+            _ => StrId::EMPTY,
+        }
+    }
+}
+
 /// A field's last text and its number.
 type LastText<'a> = (&'a [u8], u32);
 
-/// The texts a decoding thread has seen, numbered in the order the mapper sees them
-/// first: the mapper interns each text once and then looks its number up in a vector,
-/// and the hashing is done on the decoding thread, which has time to spare.
-struct SeenTexts<'a> {
+/// No number yet: a value of [`Labels::numbers`].
+const NO_NUMBER: u32 = u32::MAX;
+
+/// The texts the decoding thread has met, numbered in the order the mapper meets them
+/// first: the mapper interns each text once and then finds its id by number, and the
+/// hashing is done here, on the thread with time to spare.
+struct Texts<'a> {
     numbers: HashMap<&'a [u8], u32>,
     /// Per class and field: its last text and number. A field often repeats its last
     /// text (an op's input types over a run of ops), which comparing finds without
     /// hashing.
     last: Vec<Vec<Option<LastText<'a>>>>,
-    /// Those added by the event being read, taken back if it turns out broken.
+    /// The enumerations' labels, and per class and field, which of them it has.
+    labels: Vec<Labels<'a>>,
+    label_of: Vec<Vec<Option<usize>>>,
+    /// What the event being read numbered, taken back if it turns out broken.
     added: Vec<&'a [u8]>,
+    added_labels: Vec<(usize, usize)>,
 }
 
-impl<'a> SeenTexts<'a> {
-    fn new(shapes: &[Shape]) -> Self {
-        SeenTexts {
+/// An enumeration's labels, each numbered at its first use.
+struct Labels<'a> {
+    enumeration: &'a EnumTy,
+    index: LabelIndex,
+    /// Per value from 0 (as far as the index is dense): its text's number.
+    numbers: Vec<u32>,
+}
+
+impl<'a> Texts<'a> {
+    fn new(shapes: &'a [Shape]) -> Self {
+        let mut labels: Vec<Labels<'a>> = Vec::new();
+        let mut label_of = Vec::new();
+        for shape in shapes {
+            let mut of_fields = vec![None; shape.enums.len()];
+            for (field, e) in shape.enums.iter().enumerate() {
+                let Some(e) = e else { continue };
+                let known = labels
+                    .iter()
+                    .position(|l| std::ptr::eq(l.enumeration, &**e));
+                let n = known.unwrap_or_else(|| {
+                    let index = LabelIndex::new(Arc::clone(e));
+                    labels.push(Labels {
+                        enumeration: e,
+                        numbers: vec![NO_NUMBER; index.dense_len()],
+                        index,
+                    });
+                    labels.len() - 1
+                });
+                of_fields[field] = Some(n);
+            }
+            label_of.push(of_fields);
+        }
+        Texts {
             numbers: HashMap::new(),
             last: shapes.iter().map(|s| vec![None; s.fields.len()]).collect(),
+            labels,
+            label_of,
             added: Vec::new(),
+            added_labels: Vec::new(),
         }
     }
 
+    /// The number of `text`, numbered (and added to `new`) if it has none yet.
     #[inline]
-    fn value(&mut self, class: usize, field: usize, text: &'a [u8], start: u64) -> Value {
-        let last = &mut self.last[class][field];
-        if let Some((previous, n)) = *last {
-            if previous == text {
-                return Value::Seen(n);
-            }
-        }
+    fn number(&mut self, text: &'a [u8], new: &mut Vec<&'a [u8]>) -> u32 {
         let next = self.numbers.len() as u32;
-        let (n, v) = match self.numbers.entry(text) {
-            hashbrown::hash_map::Entry::Occupied(o) => (*o.get(), Value::Seen(*o.get())),
+        match self.numbers.entry(text) {
+            hashbrown::hash_map::Entry::Occupied(o) => *o.get(),
             hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert(next);
                 self.added.push(text);
-                let v = Value::Str {
-                    start,
-                    len: text.len() as u32,
-                };
-                (next, v)
+                new.push(text);
+                next
             }
-        };
-        *last = Some((text, n));
-        v
+        }
     }
 
-    /// Takes back the texts of an event the mapper will not see.
-    fn forget_added(&mut self, class: usize) {
+    /// A string field's value.
+    #[inline]
+    fn string(
+        &mut self,
+        class: usize,
+        field: usize,
+        text: &'a [u8],
+        new: &mut Vec<&'a [u8]>,
+    ) -> Value {
+        if let Some((previous, n)) = self.last[class][field] {
+            if previous == text {
+                return Value::Text(n);
+            }
+        }
+        let n = self.number(text, new);
+        self.last[class][field] = Some((text, n));
+        Value::Text(n)
+    }
+
+    /// An enumeration field's value: its label's text, numbered once per value.
+    #[inline]
+    fn label(&mut self, class: usize, field: usize, v: u32, new: &mut Vec<&'a [u8]>) -> Value {
+        let Some(table) = self.label_of[class][field] else {
+            return Value::Unlabelled(v);
+        };
+        let labels = &self.labels[table];
+        if let Some(&n) = labels.numbers.get(v as usize) {
+            if n != NO_NUMBER {
+                return Value::Text(n);
+            }
+        }
+        let Some(entry) = labels.index.entry(v as i128) else {
+            return Value::Unlabelled(v);
+        };
+        let text = labels.enumeration.entries[entry].0.as_bytes();
+        let n = self.number(text, new);
+        if let Some(slot) = self.labels[table].numbers.get_mut(v as usize) {
+            *slot = n;
+            self.added_labels.push((table, v as usize));
+        }
+        Value::Text(n)
+    }
+
+    fn begin_event(&mut self) {
+        self.added.clear();
+        self.added_labels.clear();
+    }
+
+    /// Takes back what an event the mapper will not see numbered (the last of `new`).
+    fn forget_event(&mut self, class: usize, new: &mut Vec<&'a [u8]>) {
         for text in self.added.drain(..) {
             self.numbers.remove(text);
+            new.pop();
+        }
+        for (table, v) in self.added_labels.drain(..) {
+            self.labels[table].numbers[v] = NO_NUMBER;
         }
         self.last[class].fill(None);
     }
 }
 
+/// The lanes (pid, tid) the decoding thread has met, numbered in order.
+#[derive(Default)]
+struct Lanes {
+    numbers: HashMap<(i64, i64), u32>,
+    last: Option<((i64, i64), u32)>,
+}
+
+impl Lanes {
+    /// The number of lane `key`, numbered (and added to `new`) if it has none yet.
+    #[inline]
+    fn number(&mut self, key: (i64, i64), new: &mut Vec<(i64, i64)>) -> u32 {
+        if let Some((k, n)) = self.last {
+            if k == key {
+                return n;
+            }
+        }
+        let next = self.numbers.len() as u32;
+        let n = *self.numbers.entry(key).or_insert_with(|| {
+            new.push(key);
+            next
+        });
+        self.last = Some((key, n));
+        n
+    }
+}
+
 /// The decoding thread: reads the streams merged by time into batches, handing each
 /// full one over.
-fn decode(
-    layout: &Layout,
-    shapes: &[Shape],
-    streams: &[(String, &[u8])],
+fn decode<'a>(
+    layout: &'a Layout,
+    shapes: &'a [Shape],
+    streams: &'a [(String, &'a [u8])],
     origin: Option<ClockOrigin>,
-    hand_over: &mut HandOver<Batch>,
+    hand_over: &mut HandOver<Batch<'a>>,
 ) -> (Vec<StreamCounts>, Option<ImportError>) {
     let readers: Vec<OwnStream> = streams
         .iter()
         .map(|(_, file)| OwnStream::new(layout, file))
         .collect();
-    // The readers, the next event of each, the texts seen and the batch being filled.
+    // The readers, the next event of each, the texts and lanes numbered, and the batch
+    // being filled.
     let mut state = (
         readers,
         vec![None::<Head>; streams.len()],
-        SeenTexts::new(shapes),
+        (Texts::new(shapes), Lanes::default()),
         Batch::default(),
     );
     let first_error = crate::ctf::merge_by_time(
@@ -498,20 +687,21 @@ fn decode(
             heads[i] = readers[i].next_head()?;
             Ok(heads[i].map(|h| h.clock))
         },
-        |(readers, heads, seen, batch), i| {
+        |(readers, heads, (texts, lanes), batch), i| {
             let Some(head) = heads[i] else {
                 return Ok(true);
             };
             let values = batch.values.len() as u32;
-            if let Err(e) = readers[i].payload(head, &shapes[head.class], seen, &mut batch.values) {
+            let shape = &shapes[head.class];
+            if let Err(e) =
+                readers[i].payload(head, shape, texts, &mut batch.values, &mut batch.new_texts)
+            {
                 batch.values.truncate(values as usize);
                 return Err(e);
             }
             batch.events.push(Decoded {
                 ts: origin.map_or(head.clock as i64, |o| o.ns(head.clock)),
-                pid: head.pid,
-                tid: head.tid,
-                stream: i as u32,
+                lane: lanes.number((head.pid, head.tid), &mut batch.new_lanes),
                 class: head.class as u32,
                 values,
             });
@@ -540,27 +730,13 @@ impl Mapper<'_> {
         e: &crate::ctf::decode::EventLayout,
         shape: &Shape,
     ) -> Class {
-        let mut labels = Vec::with_capacity(shape.fields.len());
-        let mut walk = |node: &Node, m: &mut Self| match node {
-            Node::Int(IntNode {
-                labels: Some(l), ..
-            }) => labels.push(Some(m.label_table(l))),
-            _ => labels.push(None),
+        let typed_args = match &e.fields {
+            Some(Node::Struct { names, fields, .. }) => names
+                .iter()
+                .zip(fields.iter())
+                .any(|(name, node)| name == "args" && matches!(node, Node::Struct { .. })),
+            _ => false,
         };
-        let mut typed_args = false;
-        if let Some(Node::Struct { names, fields, .. }) = &e.fields {
-            for (name, node) in names.iter().zip(fields.iter()) {
-                match node {
-                    Node::Struct { fields: inner, .. } if name == "args" => {
-                        typed_args = true;
-                        for f in inner.iter() {
-                            walk(f, self);
-                        }
-                    }
-                    _ => walk(node, self),
-                }
-            }
-        }
         let first_arg = match shape.role {
             Role::Begin => 4,
             Role::Instant => 3,
@@ -571,37 +747,47 @@ impl Mapper<'_> {
             .map(|keys| keys.unwrap_or_default());
         Class {
             role: shape.role,
-            labels: labels.into(),
             typed,
             first_arg,
         }
     }
 
-    /// The text of value `v` of payload field `field`; `texts` are the ids of the texts
-    /// seen so far, by number (see [`SeenTexts`]).
-    fn own_value_text(&mut self, class: &Class, texts: &[StrId], field: usize, v: Value) -> StrId {
-        match v {
-            // A value with no label (not ours): its number.
-            Value::Label(x) => class
-                .labels
-                .get(field)
-                .and_then(|l| l.as_deref())
-                .and_then(|table| table.get(self.trace, x as i128))
-                .unwrap_or_else(|| self.trace.intern(&x.to_string())),
-            Value::Seen(n) => texts.get(n as usize).copied().unwrap_or(StrId::EMPTY),
-            // Texts are numbered before the event is mapped; text fields hold nothing
-            // else (`shapes` checks).
-            _ => StrId::EMPTY,
+    /// The slice kind a text value names.
+    fn own_kind(&mut self, known: &mut Known, v: Value) -> SliceKind {
+        if let Value::Text(n) = v {
+            if let Some(Some(kind)) = known.kinds.get(n as usize) {
+                return *kind;
+            }
         }
+        let text = known.text(self.trace, v);
+        let kind = self.memo_kind(text);
+        if let Value::Text(n) = v {
+            if let Some(slot) = known.kinds.get_mut(n as usize) {
+                *slot = Some(kind);
+            }
+        }
+        kind
+    }
+
+    /// The process and track of lane number `lane`.
+    fn own_lane(&mut self, known: &mut Known, lane: u32) -> (ProcessId, TrackId) {
+        let lane = lane as usize;
+        if let Some(Some(l)) = known.lanes.get(lane) {
+            return *l;
+        }
+        let (pid, tid) = known.lane_keys[lane];
+        let l = self.lane(pid, tid, false);
+        known.lanes[lane] = Some(l);
+        l
     }
 
     /// The args of an event of a class with args.
-    fn own_args(&mut self, class: &Class, texts: &[StrId], values: &[Value]) -> ArgsId {
+    fn own_args(&mut self, class: &Class, known: &mut Known, values: &[Value]) -> ArgsId {
         let first = class.first_arg;
         let Some(keys) = &class.typed else {
             // One JSON text.
             let text = match values.get(first) {
-                Some(&v) => self.own_value_text(class, texts, first, v),
+                Some(&v) => known.text(self.trace, v),
                 None => return ArgsId::NONE,
             };
             let entries = self.json_args(text);
@@ -610,13 +796,13 @@ impl Mapper<'_> {
         let mut entries = std::mem::take(&mut self.scratch);
         entries.clear();
         let args = values.get(first..).unwrap_or(&[]);
-        for (k, (&(key, tag), &v)) in keys.iter().zip(args).enumerate() {
+        for (&(key, tag), &v) in keys.iter().zip(args) {
             let value = match (tag, v) {
-                (ArgTag::Str, Value::Label(_) | Value::Str { .. } | Value::Seen(_)) => {
-                    ArgValue::Str(self.own_value_text(class, texts, first + k, v))
+                (ArgTag::Str, Value::Text(_) | Value::Unlabelled(_)) => {
+                    ArgValue::Str(known.text(self.trace, v))
                 }
-                (ArgTag::Json, Value::Label(_) | Value::Str { .. } | Value::Seen(_)) => {
-                    ArgValue::Json(self.own_value_text(class, texts, first + k, v))
+                (ArgTag::Json, Value::Text(_) | Value::Unlabelled(_)) => {
+                    ArgValue::Json(known.text(self.trace, v))
                 }
                 (ArgTag::Int, Value::I(x)) => ArgValue::Int(x),
                 (ArgTag::Int, Value::U(x)) => ArgValue::Int(x as i64),
@@ -634,11 +820,11 @@ impl Mapper<'_> {
     }
 
     /// Stores one of opscope's own events.
-    fn own_event(&mut self, class: &Class, texts: &[StrId], e: &Decoded, values: &[Value]) {
+    fn own_event(&mut self, class: &Class, known: &mut Known, e: &Decoded, values: &[Value]) {
         self.last_ts = self.last_ts.max(e.ts);
-        let (process, track) = self.lane(e.pid, e.tid, false);
-        let text = |m: &mut Self, i: usize| match values.get(i) {
-            Some(&v) => m.own_value_text(class, texts, i, v),
+        let (process, track) = self.own_lane(known, e.lane);
+        let text = |m: &mut Self, known: &mut Known, i: usize| match values.get(i) {
+            Some(&v) => known.text(m.trace, v),
             None => StrId::EMPTY,
         };
         let id = match values.first() {
@@ -647,12 +833,14 @@ impl Mapper<'_> {
         };
         match class.role {
             Role::Begin | Role::Instant => {
-                let args = self.own_args(class, texts, values);
+                let args = self.own_args(class, known, values);
                 let at = if class.role == Role::Begin { 1 } else { 0 };
-                let name = text(self, at);
-                let category = text(self, at + 1);
-                let kind_text = text(self, at + 2);
-                let kind = self.memo_kind(kind_text);
+                let name = text(self, known, at);
+                let category = text(self, known, at + 1);
+                let kind = match values.get(at + 2) {
+                    Some(&v) => self.own_kind(known, v),
+                    None => self.memo_kind(StrId::EMPTY),
+                };
                 if class.role == Role::Begin {
                     self.begin_own(id, track, e.ts, name, category, kind, args);
                 } else {
@@ -672,7 +860,7 @@ impl Mapper<'_> {
                 None => {
                     // Kept as an instant of the event, as the general path keeps it.
                     self.trace.repairs.unmatched_ends += 1;
-                    let name_text = text(self, 1);
+                    let name_text = text(self, known, 1);
                     let entries = [
                         (
                             self.trace.intern("id"),
@@ -698,7 +886,7 @@ impl Mapper<'_> {
                 }
             },
             Role::Counter => {
-                let name = text(self, 0);
+                let name = text(self, known, 0);
                 let value = match values.get(1) {
                     Some(Value::F(v)) => *v,
                     _ => f64::NAN,
@@ -715,16 +903,6 @@ fn intern_bytes(trace: &mut Trace, bytes: &[u8]) -> StrId {
     match std::str::from_utf8(bytes) {
         Ok(s) => trace.intern(s),
         Err(_) => trace.intern(&String::from_utf8_lossy(bytes)),
-    }
-}
-
-/// The bytes of a text value.
-fn text_of(file: &[u8], v: Value) -> &[u8] {
-    match v {
-        Value::Str { start, len } => file
-            .get(start as usize..start as usize + len as usize)
-            .unwrap_or(&[]),
-        _ => &[],
     }
 }
 
@@ -883,11 +1061,48 @@ mod tests {
             bad_id[at + 84..at + 88].copy_from_slice(&9999u32.to_le_bytes());
             damaged.push(("an undeclared event id".into(), bad_id));
         }
+        // A slice begin first in a packet, whose name (an enumeration after its 28-byte
+        // header and 8-byte id) has a value without a label: its number is its name.
+        let layout = crate::ctf::layout(&files["metadata"], "metadata").unwrap();
+        let begins: Vec<[u8; 4]> = layout
+            .events
+            .iter()
+            .filter(|e| e.name.ends_with(":slice_begin"))
+            .map(|e| (e.id as u32).to_le_bytes())
+            .collect();
+        let magic = 0xC1FC_1FC1u32.to_le_bytes();
+        if let Some(at) = (middle..bytes.len()).find(|&i| {
+            bytes[i..].starts_with(&magic)
+                && bytes
+                    .get(i + 84..i + 88)
+                    .is_some_and(|id| begins.iter().any(|b| b == id))
+        }) {
+            let mut unlabelled = bytes.clone();
+            let name = at + 84 + 28 + 8;
+            unlabelled[name..name + 4].copy_from_slice(&0x7FFF_FFFFu32.to_le_bytes());
+            damaged.push(("a name without a label".into(), unlabelled));
+        }
+        let mut unlabelled_seen = false;
         for (what, damaged_bytes) in damaged {
             let mut files = files.clone();
             files.insert(largest.clone(), damaged_bytes);
             let (fast, fast_error) = read(&files, Reader::Fast);
             let (general, general_error) = read(&files, Reader::General);
+            if what.contains("label") {
+                // Not an error: an enumeration may have values without labels.
+                assert_eq!(fast_error, None, "{what}");
+                assert_eq!(general_error, None, "{what}");
+                assert!(
+                    fast.slices
+                        .name
+                        .iter()
+                        .any(|&n| fast.str(n) == "2147483647"),
+                    "{what}: the name is not its number"
+                );
+                assert_same_events(Path::new(&what), "the fast reader", &general, &fast);
+                unlabelled_seen = true;
+                continue;
+            }
             let error = fast_error.unwrap_or_else(|| panic!("{what}: no error"));
             assert!(
                 general_error.is_some(),
@@ -901,5 +1116,9 @@ mod tests {
                 "{what}: nothing kept"
             );
         }
+        assert!(
+            unlabelled_seen,
+            "no packet after the middle opens with a slice begin"
+        );
     }
 }
