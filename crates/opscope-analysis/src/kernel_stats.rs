@@ -30,7 +30,8 @@ pub struct KernelRow {
 }
 
 /// Rows by total time, largest first (ties by name).
-pub fn kernel_stats(trace: &Trace, options: &KernelStatsOptions) -> Vec<KernelRow> {
+pub fn kernel_stats(cx: &crate::Context, options: &KernelStatsOptions) -> Vec<KernelRow> {
+    let trace = cx.trace();
     let s = &trace.slices;
     // Device work on GPU streams, as every other analysis counts it.
     let counted = (0..s.len()).filter(|&i| {

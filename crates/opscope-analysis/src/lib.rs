@@ -5,6 +5,7 @@
 pub mod across;
 pub mod attribution;
 pub mod clock_sync;
+pub mod context;
 pub mod correlate;
 pub mod distribution;
 pub mod gpu;
@@ -16,3 +17,5 @@ pub mod steps;
 pub mod tree;
 pub mod view;
 pub mod window;
+
+pub use context::Context;

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::attribution::{allocation_events, AllocationEvent as Event};
 use crate::steps::{self, StepOptions};
+use crate::Context;
 
 #[derive(Clone, Debug)]
 pub struct MemoryOptions {
@@ -125,8 +126,9 @@ fn device_type_name(code: i64) -> String {
         .map_or_else(|| format!("device type {code}"), |n| n.to_string())
 }
 
-pub fn memory(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport> {
-    let all_steps = steps::steps(trace, &StepOptions::default());
+pub fn memory(cx: &Context, options: &MemoryOptions) -> Vec<AllocatorReport> {
+    let trace = cx.trace();
+    let all_steps = steps::steps(cx, &StepOptions::default());
     let mut reports = Vec::new();
     for (group, events) in allocation_events(trace) {
         let (source, device_type, device_id, allocator) = group;

@@ -10,8 +10,9 @@ use opscope_model::{StrId, Trace, NONE};
 use serde::Serialize;
 
 use crate::attribution::is_op_slice;
-use crate::correlate::{self, Correlation};
-use crate::window::{self, Window};
+use crate::correlate;
+use crate::window::Window;
+use crate::Context;
 
 #[derive(Clone, Debug, Default)]
 pub struct OpStatsOptions {
@@ -133,9 +134,11 @@ impl OpRow {
 }
 
 /// Rows in no particular order.
-pub fn op_stats(trace: &Trace, correlation: &Correlation, options: &OpStatsOptions) -> Vec<OpRow> {
+pub fn op_stats(cx: &Context, options: &OpStatsOptions) -> Vec<OpRow> {
+    let trace = cx.trace();
+    let correlation = cx.correlation();
     let s = &trace.slices;
-    let selected = window::select(trace, correlation, options.window);
+    let selected = cx.selected(options.window);
     let is_op = |i: usize| is_op_slice(trace, i);
     let memory_keys = MemoryKeys::new(trace);
     let mut rows: HashMap<StrId, OpRow> = HashMap::new();
@@ -340,8 +343,7 @@ mod tests {
         ]"#;
         let mut trace = Trace::new();
         opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
-        let correlation = correlate::correlate(&trace);
-        let rows = op_stats(&trace, &correlation, &OpStatsOptions::default());
+        let rows = op_stats(&crate::Context::new(&trace), &OpStatsOptions::default());
         let mm = rows.iter().find(|r| r.name == "aten::mm").unwrap();
         assert_eq!(mm.occurrence, 2);
         assert_eq!(
@@ -375,8 +377,7 @@ mod tests {
         let mut trace = Trace::new();
         opscope_formats::chrome::import(a.as_bytes(), "rank0.json", &mut trace).unwrap();
         opscope_formats::chrome::import(b.as_bytes(), "rank1.json", &mut trace).unwrap();
-        let correlation = correlate::correlate(&trace);
-        let rows = op_stats(&trace, &correlation, &OpStatsOptions::default());
+        let rows = op_stats(&crate::Context::new(&trace), &OpStatsOptions::default());
         let row = |n: &str| rows.iter().find(|r| r.name == n).unwrap();
         assert_eq!((row("a").bytes, row("a").residual_bytes), (100, 100));
         assert_eq!((row("b").bytes, row("b").residual_bytes), (50, 0));
@@ -396,12 +397,11 @@ mod tests {
         ]"#;
         let mut trace = Trace::new();
         opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
-        let correlation = correlate::correlate(&trace);
         let options = OpStatsOptions {
             window: Window::Step(2),
             ..OpStatsOptions::default()
         };
-        let rows = op_stats(&trace, &correlation, &options);
+        let rows = op_stats(&crate::Context::new(&trace), &options);
         assert!(
             rows.iter().all(|r| r.self_cpu_ns >= 0 && r.occurrence > 0),
             "{rows:?}"

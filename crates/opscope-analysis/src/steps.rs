@@ -9,6 +9,7 @@ use serde::Serialize;
 use crate::correlate;
 use crate::gpu::classify::{self, WorkClass};
 use crate::intervals::IntervalSet;
+use crate::Context;
 
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -117,8 +118,8 @@ fn role(trace: &Trace, src: SourceId) -> String {
 }
 
 /// [`steps`] and the summary across ranks.
-pub fn report(trace: &Trace, options: &StepOptions) -> StepsReport {
-    let sources = steps(trace, options);
+pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
+    let sources = steps(cx, options);
     let figures: Vec<(String, Vec<(&'static str, f64)>)> = sources
         .iter()
         // A DataLoader worker's batches are no training steps to compare with a rank's.
@@ -155,7 +156,8 @@ fn is_step_name(name: &str) -> bool {
     })
 }
 
-pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
+pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
+    let trace = cx.trace();
     let s = &trace.slices;
     let mut result = Vec::new();
     // Device work per source, by start time, and the longest piece: a step's work is
@@ -181,7 +183,7 @@ pub fn steps(trace: &Trace, options: &StepOptions) -> Vec<SourceSteps> {
         let mut found_by = StepSource::None;
         let mut bounds: Vec<Bounds> = Vec::new();
         if !options.ignore_markers {
-            bounds = markers(trace, &host[src_index]);
+            bounds = cx.step_markers()[src_index].clone();
             if !bounds.is_empty() {
                 found_by = StepSource::Markers;
             } else {
@@ -688,7 +690,7 @@ mod tests {
         let mut trace = Trace::new();
         opscope_formats::chrome::import(json.as_bytes(), "jax.json", &mut trace).unwrap();
         trace.finish();
-        let found = steps(&trace, &StepOptions::default());
+        let found = steps(&Context::new(&trace), &StepOptions::default());
         let bounds: Vec<(i64, i64)> = found[0]
             .steps
             .iter()

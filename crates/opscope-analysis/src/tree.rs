@@ -12,8 +12,10 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::attribution::{is_op_kind, is_op_slice};
-use crate::correlate::{self, Correlation};
+use crate::correlate;
 use crate::op_stats::{charged_ns, MemoryKeys, ReportedMemory, Timing};
+use crate::window::Window;
+use crate::Context;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TreeKind {
@@ -183,13 +185,11 @@ struct Keys {
     call_stack: Option<opscope_model::StrId>,
 }
 
-pub fn build(
-    trace: &Trace,
-    correlation: &Correlation,
-    kind: TreeKind,
-    selected: &[bool],
-    timing: Timing,
-) -> Tree {
+/// The tree of `kind` over the slices of `window`.
+pub fn build(cx: &Context, kind: TreeKind, window: Window, timing: Timing) -> Tree {
+    let trace = cx.trace();
+    let correlation = cx.correlation();
+    let selected = &*cx.selected(window);
     let s = &trace.slices;
     let keys = Keys {
         node_name: trace.strings.find("name"),

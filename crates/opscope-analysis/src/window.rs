@@ -5,6 +5,7 @@
 use opscope_model::{SourceId, Trace};
 
 use crate::correlate::{self, Correlation};
+use crate::steps::Bounds;
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum Window {
@@ -33,9 +34,10 @@ pub fn step_number(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The steps a trace marks, by number (sorted, unique).
-pub fn step_numbers(trace: &Trace) -> Vec<u64> {
-    let mut numbers: Vec<u64> = crate::steps::step_markers(trace)
+/// The steps these markers (per source, see [`crate::steps::step_markers`]) mark, by
+/// number (sorted, unique).
+pub(crate) fn step_numbers_of(markers: &[Vec<Bounds>]) -> Vec<u64> {
+    let mut numbers: Vec<u64> = markers
         .iter()
         .flatten()
         .filter_map(|b| step_number(&b.0))
@@ -47,15 +49,30 @@ pub fn step_numbers(trace: &Trace) -> Vec<u64> {
 
 /// Per slice row, whether it is in the window.
 pub fn select(trace: &Trace, correlation: &Correlation, window: Window) -> Vec<bool> {
+    select_with(
+        trace,
+        correlation,
+        &crate::steps::step_markers(trace),
+        window,
+    )
+}
+
+/// [`select`], given the trace's step markers (see [`crate::Context::selected`], which keeps them).
+pub(crate) fn select_with(
+    trace: &Trace,
+    correlation: &Correlation,
+    markers: &[Vec<Bounds>],
+    window: Window,
+) -> Vec<bool> {
     let s = &trace.slices;
     let n = s.len();
     match window {
         Window::Whole => return vec![true; n],
-        Window::Step(number) => return select_step(trace, correlation, number),
+        Window::Step(number) => return select_step(trace, correlation, markers, number),
         Window::BeforeLastStep => {}
     }
     // Where the last step starts, per source with at least two distinct steps.
-    let steps: Vec<(usize, i64)> = crate::steps::step_markers(trace)
+    let steps: Vec<(usize, i64)> = markers
         .iter()
         .map(|m| {
             let mut names: Vec<&str> = m.iter().map(|b| b.0.as_str()).collect();
@@ -83,10 +100,15 @@ pub fn select(trace: &Trace, correlation: &Correlation, window: Window) -> Vec<b
 }
 
 /// Slices of step `number` (see [`Window::Step`]).
-fn select_step(trace: &Trace, correlation: &Correlation, number: u64) -> Vec<bool> {
+fn select_step(
+    trace: &Trace,
+    correlation: &Correlation,
+    markers: &[Vec<Bounds>],
+    number: u64,
+) -> Vec<bool> {
     let s = &trace.slices;
     // The step's span per source.
-    let spans: Vec<Option<(i64, i64)>> = crate::steps::step_markers(trace)
+    let spans: Vec<Option<(i64, i64)>> = markers
         .iter()
         .map(|m| {
             m.iter()

@@ -23,6 +23,7 @@ use opscope_analysis::correlate::{self, Correlation};
 use opscope_analysis::gpu::{self, classify, idle::GapsFrom, GpuOptions, GpuReport};
 use opscope_analysis::kernel_stats::kernel_stats_of;
 use opscope_analysis::window::{self, Window};
+use opscope_analysis::Context;
 use opscope_model::args::ArgValue;
 use opscope_model::{SliceKind, Trace};
 
@@ -184,14 +185,14 @@ fn gpu_breakdowns_agree_with_hta() {
             idle_gaps_from: GapsFrom::PreviousWork,
             ..GpuOptions::default()
         };
-        let correlation = correlate::correlate(&trace);
-        let report = gpu::analyze_with(&trace, &correlation, &options);
+        let cx = Context::new(&trace);
+        let report = gpu::analyze(&cx, &options);
         eprintln!("{}: {view:?}", case.trace);
         check_temporal(case, &peer, &report);
         check_kernel_types(case, &peer, &report);
         check_overlap(case, &peer, &report);
         check_idle(case, &peer, &report);
-        check_kernels(case, &peer, &trace, &correlation);
+        check_kernels(case, &peer, &trace, cx.correlation());
     }
 }
 
@@ -412,7 +413,7 @@ fn where_we_differ_from_hta_it_is_hta_that_errs() {
     // overlapping work on a queue gives HTA negative idle time, which ours never has.
     let dir = shared.join("traces/kineto/hta/mtia_trace_single_rank");
     let mut trace = load_dir(&dir);
-    let report = gpu::analyze(&trace, &GpuOptions::default());
+    let report = gpu::analyze(&Context::new(&trace), &GpuOptions::default());
     let dma_lane = report.ranks[0]
         .streams
         .iter()

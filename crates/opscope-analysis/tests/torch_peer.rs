@@ -7,8 +7,8 @@ mod common;
 use std::path::Path;
 
 use common::{load, shared};
-use opscope_analysis::correlate;
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
+use opscope_analysis::Context;
 use opscope_model::Trace;
 
 /// One row of torch's table; times in µs, each with the precision it was printed to.
@@ -64,8 +64,7 @@ fn read_table(path: &Path) -> (Vec<TorchRow>, f64) {
 }
 
 fn ours(trace: &Trace) -> Vec<OpRow> {
-    let correlation = correlate::correlate(trace);
-    op_stats(trace, &correlation, &OpStatsOptions::default())
+    op_stats(&Context::new(trace), &OpStatsOptions::default())
 }
 
 /// torch cuts names to 52 characters and "...".
@@ -154,22 +153,15 @@ fn op_view_agrees_with_torch_1_13_legacy() {
 #[test]
 fn scope_tree_agrees_with_torch_totals() {
     use opscope_analysis::tree::{self, TreeKind};
-    use opscope_analysis::window::{self, Window};
+    use opscope_analysis::window::Window;
     let Some(shared) = shared() else {
         return;
     };
     let trace = load(
         &shared.join("traces/kineto/generated-here/torch2.15-cpu-kineto/torch-cpu-trace.json"),
     );
-    let correlation = correlate::correlate(&trace);
-    let selected = window::select(&trace, &correlation, Window::Whole);
-    let built = tree::build(
-        &trace,
-        &correlation,
-        TreeKind::Scope,
-        &selected,
-        Default::default(),
-    );
+    let cx = Context::new(&trace);
+    let built = tree::build(&cx, TreeKind::Scope, Window::Whole, Default::default());
     let (torch, self_total) =
         read_table(&shared.join("peer-outputs/torch/key_averages_table-torch2.15-pypi.txt"));
     let root = &built.nodes[0];
@@ -197,13 +189,7 @@ fn scope_tree_agrees_with_torch_totals() {
     }
     assert_eq!(steps, 3);
     // The code tree charges the same self time, to call stacks instead.
-    let code = tree::build(
-        &trace,
-        &correlation,
-        TreeKind::Code,
-        &selected,
-        Default::default(),
-    );
+    let code = tree::build(&cx, TreeKind::Code, Window::Whole, Default::default());
     assert_eq!(code.nodes[0].total_cpu_ns, root.total_cpu_ns);
 }
 
@@ -212,7 +198,7 @@ fn scope_tree_agrees_with_torch_totals() {
 #[test]
 fn scope_tree_follows_tensorflow_node_names() {
     use opscope_analysis::tree::{self, TreeKind};
-    use opscope_analysis::window::{self, Window};
+    use opscope_analysis::window::Window;
     let Some(shared) = shared() else {
         return;
     };
@@ -231,15 +217,8 @@ fn scope_tree_follows_tensorflow_node_names() {
         })
         .collect();
     let trace = load(&path);
-    let correlation = correlate::correlate(&trace);
-    let selected = window::select(&trace, &correlation, Window::Whole);
-    let built = tree::build(
-        &trace,
-        &correlation,
-        TreeKind::Scope,
-        &selected,
-        Default::default(),
-    );
+    let cx = Context::new(&trace);
+    let built = tree::build(&cx, TreeKind::Scope, Window::Whole, Default::default());
     let total: i64 = ops.iter().map(|o| o.1).sum();
     assert_eq!(built.nodes[0].total_cpu_ns, total);
     let count: u64 = built.nodes.iter().map(|n| n.occurrence).sum();

@@ -43,7 +43,10 @@ fn kernel_stats_agree_with_xprof() {
         return;
     };
     let trace = load(&shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"));
-    let ours = kernel_stats(&trace, &KernelStatsOptions::default());
+    let ours = kernel_stats(
+        &opscope_analysis::Context::new(&trace),
+        &KernelStatsOptions::default(),
+    );
     let doc: serde_json::Value = serde_json::from_slice(
         &std::fs::read(shared.join("peer-outputs/xprof/GPU-multi-worker/kernel_stats.json"))
             .unwrap(),
@@ -125,7 +128,10 @@ fn xplane_copy_bytes_come_from_memcpy_details() {
                 .or_default() += size;
         }
     }
-    let report = gpu::analyze(&trace, &GpuOptions::default());
+    let report = gpu::analyze(
+        &opscope_analysis::Context::new(&trace),
+        &GpuOptions::default(),
+    );
     let mut got: HashMap<(String, String), u64> = HashMap::new();
     for rank in &report.ranks {
         for t in &rank.transfers {

@@ -12,7 +12,8 @@ use serde::Serialize;
 
 use crate::correlate::{self, Correlation};
 use crate::intervals::IntervalSet;
-use crate::window::{self, Window};
+use crate::window::Window;
+use crate::Context;
 use classify::WorkClass;
 use opscope_model::Trace;
 
@@ -81,13 +82,10 @@ pub struct StreamReport {
 /// A source (by index) and one of its devices.
 type DeviceKey = (usize, Option<opscope_model::DeviceId>);
 
-pub fn analyze(trace: &Trace, options: &GpuOptions) -> GpuReport {
-    let correlation = correlate::correlate(trace);
-    analyze_with(trace, &correlation, options)
-}
-
-pub fn analyze_with(trace: &Trace, correlation: &Correlation, options: &GpuOptions) -> GpuReport {
-    let selected = window::select(trace, correlation, options.window);
+pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
+    let trace = cx.trace();
+    let correlation = cx.correlation();
+    let selected = cx.selected(options.window);
     // Device work per source and track, in time order (slices are sorted by track, then
     // time).
     let mut per_track: Vec<Vec<usize>> = vec![Vec::new(); trace.tracks.len()];

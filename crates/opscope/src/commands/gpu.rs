@@ -64,7 +64,7 @@ pub fn run(args: Args) -> Result<()> {
         communication_kernels,
         ..GpuOptions::default()
     };
-    let report = gpu::analyze(&trace, &options);
+    let report = gpu::analyze(&opscope_analysis::Context::new(&trace), &options);
     output::print_report(args.format, &report, |v, out| print_text(v, out))
 }
 

@@ -29,7 +29,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<()> {
     let trace = args.inputs.load()?;
-    let reports = memory::memory(&trace, &MemoryOptions { top: args.top });
+    let reports = memory::memory(
+        &opscope_analysis::Context::new(&trace),
+        &MemoryOptions { top: args.top },
+    );
     output::print_report(args.format, &reports, |v, out| {
         print_text(v, trace.time_span().map_or(0, |s| s.0), out)
     })

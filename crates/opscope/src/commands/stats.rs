@@ -12,7 +12,7 @@ use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions, Timing};
 use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
 use opscope_analysis::view::{self, Column, ViewOptions};
-use opscope_analysis::window::{self, Window};
+use opscope_analysis::window::Window;
 
 use crate::load;
 use crate::output::{self, duration_text, OutputFormat, Table};
@@ -358,13 +358,13 @@ fn timeline_selection(
 
 /// The part of the trace `-step` and `--exclude-last-step` ask for.
 fn chosen_window(
-    trace: &opscope_model::Trace,
+    cx: &opscope_analysis::Context,
     step: Option<u64>,
     exclude_last: bool,
 ) -> Result<Window> {
     match step {
         Some(n) => {
-            let known = window::step_numbers(trace);
+            let known = cx.step_numbers();
             if !known.contains(&n) {
                 let list: Vec<String> = known.iter().map(u64::to_string).collect();
                 bail!(
@@ -419,12 +419,12 @@ fn op(args: OpArgs) -> Result<()> {
     };
     let destination = destination(&args.output, args.format)?;
     let trace = args.inputs.load()?;
-    let correlation = correlate::correlate(&trace);
+    let cx = opscope_analysis::Context::new(&trace);
     let stats_options = OpStatsOptions {
-        window: chosen_window(&trace, args.step, args.exclude_last_step)?,
+        window: chosen_window(&cx, args.step, args.exclude_last_step)?,
         timing: args.accounting.timing(),
     };
-    let all = op_stats(&trace, &correlation, &stats_options);
+    let all = op_stats(&cx, &stats_options);
     // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
     // total"), which counts each moment once and bounds every op's inclusive time.
     let self_total = all.iter().map(|r| r.self_cpu_ns).sum::<i64>();
@@ -504,8 +504,8 @@ fn op(args: OpArgs) -> Result<()> {
     }
     let shown: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     let timeline_keep = || {
-        let selected = window::select(&trace, &correlation, stats_options.window);
-        timeline_selection(&trace, &correlation, &selected, |i| {
+        let selected = cx.selected(stats_options.window);
+        timeline_selection(&trace, cx.correlation(), &selected, |i| {
             shown.contains(trace.str(trace.slices.name[i]))
         })
     };
@@ -533,7 +533,7 @@ fn kernel(args: KernelArgs) -> Result<()> {
     let options = KernelStatsOptions {
         include_memory: args.memory,
     };
-    let mut rows = kernel_stats(&trace, &options);
+    let mut rows = kernel_stats(&opscope_analysis::Context::new(&trace), &options);
     if args.limit > 0 {
         rows.truncate(args.limit);
     }
@@ -677,21 +677,15 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
     };
     let destination = destination(&args.output, args.format)?;
     let trace = args.inputs.load()?;
-    let correlation = correlate::correlate(&trace);
-    let win = chosen_window(&trace, args.step, args.exclude_last_step)?;
-    let selected = window::select(&trace, &correlation, win);
-    let built = tree::build(
-        &trace,
-        &correlation,
-        kind,
-        &selected,
-        args.accounting.timing(),
-    );
+    let cx = opscope_analysis::Context::new(&trace);
+    let win = chosen_window(&cx, args.step, args.exclude_last_step)?;
+    let built = tree::build(&cx, kind, win, args.accounting.timing());
     let shown = tree::display(&built, &display);
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
             Destination::Timeline(_) => {
-                let keep = timeline_selection(&trace, &correlation, &selected, |_| true);
+                let keep =
+                    timeline_selection(&trace, cx.correlation(), &cx.selected(win), |_| true);
                 opscope_formats::chrome::export_selected(&trace, &keep, &mut &mut *out)?
             }
             Destination::Json(_) => {

@@ -31,7 +31,7 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let trace = args.inputs.load()?;
     let report = steps::report(
-        &trace,
+        &opscope_analysis::Context::new(&trace),
         &StepOptions {
             ignore_markers: args.ignore_markers,
         },

@@ -13,10 +13,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{bail, Context, Result};
-use opscope_analysis::correlate;
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
-use opscope_model::Trace;
 
 use crate::output::{duration_text, Table};
 
@@ -371,7 +369,8 @@ fn summarise(dir: &Path) {
     );
     // Step markers (ProfilerStep#N, `step N` ranges) are no ops: they get a line of
     // their own, and the table shows the ops inside them.
-    let steps = opscope_analysis::steps::steps(&trace, &Default::default());
+    let cx = opscope_analysis::Context::new(&trace);
+    let steps = opscope_analysis::steps::steps(&cx, &Default::default());
     let markers: std::collections::HashSet<&str> = steps
         .iter()
         .filter(|s| s.found_by == StepSource::Markers)
@@ -380,7 +379,7 @@ fn summarise(dir: &Path) {
     if let Some(line) = steps_line(&steps) {
         eprintln!("{line}");
     }
-    let table = top_ops(&trace, &markers, 10);
+    let table = top_ops(&cx, &markers, 10);
     if !table.rows.is_empty() {
         eprintln!("top ops by total time:");
         let _ = table.write_text(&mut std::io::stderr());
@@ -413,9 +412,12 @@ fn steps_line(sources: &[opscope_analysis::steps::SourceSteps]) -> Option<String
 }
 
 /// The `n` ops with the most CPU time, as `opscope stats op` counts them.
-fn top_ops(trace: &Trace, markers: &std::collections::HashSet<&str>, n: usize) -> Table {
-    let correlation = correlate::correlate(trace);
-    let mut ops = op_stats(trace, &correlation, &OpStatsOptions::default());
+fn top_ops(
+    cx: &opscope_analysis::Context,
+    markers: &std::collections::HashSet<&str>,
+    n: usize,
+) -> Table {
+    let mut ops = op_stats(cx, &OpStatsOptions::default());
     ops.retain(|op| !markers.contains(op.name.as_str()));
     ops.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.name.cmp(&b.name)));
     let mut table = Table::new(&[
