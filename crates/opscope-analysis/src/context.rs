@@ -9,7 +9,7 @@ use std::cell::OnceCell;
 use opscope_model::Trace;
 
 use crate::correlate::{self, Correlation};
-use crate::steps::{self, Bounds};
+use crate::markers::{self, Bounds};
 use crate::window::{self, Window};
 
 pub struct Context<'t> {
@@ -40,10 +40,10 @@ impl<'t> Context<'t> {
             .get_or_init(|| correlate::correlate(self.trace))
     }
 
-    /// Per source, its step markers (see [`steps::step_markers`]).
+    /// Per source, its step markers (see [`markers::step_markers`]).
     pub fn step_markers(&self) -> &[Vec<Bounds>] {
         self.step_markers
-            .get_or_init(|| steps::step_markers(self.trace))
+            .get_or_init(|| markers::step_markers(self.trace))
     }
 
     /// The steps the trace marks, by number (sorted, unique).

@@ -6,6 +6,8 @@ use hashbrown::HashMap;
 use opscope_model::{SliceKind, StrId, Trace};
 use serde::Serialize;
 
+use crate::report::{Column, CsvTime, Report, Reported, Table, Value};
+
 /// Which slices count, and how rows are ordered.
 #[derive(Clone, Debug, Default)]
 pub struct KernelStatsOptions {
@@ -29,8 +31,49 @@ pub struct KernelRow {
     pub stddev_ns: f64,
 }
 
+/// The rows of a kernel table, as `stats kernel` shows them (JSON: the rows).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+#[serde(transparent)]
+pub struct KernelTable {
+    pub rows: Vec<KernelRow>,
+}
+
+impl Reported for KernelTable {
+    fn report(&self) -> Report {
+        let mut table = Table::new(vec![
+            Column::numeric("Time(%)"),
+            Column::numeric("Total").in_csv("total_ns"),
+            Column::numeric("Instances"),
+            Column::numeric("Avg").in_csv("avg_ns"),
+            Column::numeric("Med").in_csv("med_ns"),
+            Column::numeric("Min").in_csv("min_ns"),
+            Column::numeric("Max").in_csv("max_ns"),
+            Column::numeric("StdDev").in_csv("stddev_ns"),
+            Column::text("Name"),
+        ]);
+        table.csv_time = CsvTime::Nanos;
+        table.empty = Some("no GPU kernels in this trace");
+        for r in &self.rows {
+            table.rows.push(vec![
+                Value::number(r.time_pct, 1),
+                Value::Duration(r.total_ns as f64),
+                Value::Count(r.instances as i64),
+                Value::Duration(r.mean_ns),
+                Value::Duration(r.median_ns),
+                Value::Duration(r.min_ns as f64),
+                Value::Duration(r.max_ns as f64),
+                Value::Duration(r.stddev_ns),
+                Value::text(&r.name),
+            ]);
+        }
+        let mut report = Report::default();
+        report.table(table);
+        report
+    }
+}
+
 /// Rows by total time, largest first (ties by name).
-pub fn kernel_stats(cx: &crate::Context, options: &KernelStatsOptions) -> Vec<KernelRow> {
+pub fn kernel_stats(cx: &crate::context::Context, options: &KernelStatsOptions) -> Vec<KernelRow> {
     let trace = cx.trace();
     let s = &trace.slices;
     // Device work on GPU streams, as every other analysis counts it.

@@ -14,8 +14,8 @@ use opscope_model::{SourceId, StrId, Trace, TrackKind};
 use serde::Serialize;
 
 use crate::attribution::{allocation_events, AllocationEvent as Event};
+use crate::context::Context;
 use crate::steps::{self, StepOptions};
-use crate::Context;
 
 #[derive(Clone, Debug)]
 pub struct MemoryOptions {

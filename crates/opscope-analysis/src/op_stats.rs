@@ -10,9 +10,9 @@ use opscope_model::{StrId, Trace, NONE};
 use serde::Serialize;
 
 use crate::attribution::is_op_slice;
+use crate::context::Context;
 use crate::correlate;
 use crate::window::Window;
-use crate::Context;
 
 #[derive(Clone, Debug, Default)]
 pub struct OpStatsOptions {
@@ -343,7 +343,10 @@ mod tests {
         ]"#;
         let mut trace = Trace::new();
         opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
-        let rows = op_stats(&crate::Context::new(&trace), &OpStatsOptions::default());
+        let rows = op_stats(
+            &crate::context::Context::new(&trace),
+            &OpStatsOptions::default(),
+        );
         let mm = rows.iter().find(|r| r.name == "aten::mm").unwrap();
         assert_eq!(mm.occurrence, 2);
         assert_eq!(
@@ -377,7 +380,10 @@ mod tests {
         let mut trace = Trace::new();
         opscope_formats::chrome::import(a.as_bytes(), "rank0.json", &mut trace).unwrap();
         opscope_formats::chrome::import(b.as_bytes(), "rank1.json", &mut trace).unwrap();
-        let rows = op_stats(&crate::Context::new(&trace), &OpStatsOptions::default());
+        let rows = op_stats(
+            &crate::context::Context::new(&trace),
+            &OpStatsOptions::default(),
+        );
         let row = |n: &str| rows.iter().find(|r| r.name == n).unwrap();
         assert_eq!((row("a").bytes, row("a").residual_bytes), (100, 100));
         assert_eq!((row("b").bytes, row("b").residual_bytes), (50, 0));
@@ -401,7 +407,7 @@ mod tests {
             window: Window::Step(2),
             ..OpStatsOptions::default()
         };
-        let rows = op_stats(&crate::Context::new(&trace), &options);
+        let rows = op_stats(&crate::context::Context::new(&trace), &options);
         assert!(
             rows.iter().all(|r| r.self_cpu_ns >= 0 && r.occurrence > 0),
             "{rows:?}"

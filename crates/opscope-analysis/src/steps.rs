@@ -6,10 +6,11 @@
 use opscope_model::{SliceKind, SourceId, Trace, TrackKind, NONE};
 use serde::Serialize;
 
+use crate::context::Context;
 use crate::correlate;
 use crate::gpu::classify::{self, WorkClass};
 use crate::intervals::IntervalSet;
-use crate::Context;
+use crate::markers::{is_marker, Bounds};
 
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -143,19 +144,6 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
     }
 }
 
-/// User ranges that name a step: `train_step_3`, `TrainStep 3`, `step#3`.
-fn is_step_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    let rest = lower
-        .strip_prefix("train_step")
-        .or_else(|| lower.strip_prefix("trainstep"))
-        .or_else(|| lower.strip_prefix("step"));
-    rest.is_some_and(|r| {
-        let digits = r.trim_start_matches(['_', '#', ' ']);
-        !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit())
-    })
-}
-
 pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
     let trace = cx.trace();
     let s = &trace.slices;
@@ -231,28 +219,6 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
         });
     }
     result
-}
-
-/// The step markers among `host` slices, in time order: `ProfilerStep#N` (kind `Step`),
-/// else user ranges named like steps.
-fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
-    let s = &trace.slices;
-    for kinds_match in [
-        (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
-        |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
-    ] {
-        let mut found: Vec<Bounds> = host
-            .iter()
-            .copied()
-            .filter(|&i| kinds_match(s.kind(i), trace.str(s.name[i])))
-            .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
-            .collect();
-        if !found.is_empty() {
-            found.sort_by_key(|b| b.1);
-            return found;
-        }
-    }
-    Vec::new()
 }
 
 /// The training function Keras runs once per step (`steps_per_execution` batches): its
@@ -378,20 +344,6 @@ fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     best.map_or_else(Vec::new, |b| b.2)
 }
 
-/// The step markers of each source (by source index): name, start and end.
-pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
-    let s = &trace.slices;
-    let mut host: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
-    for i in 0..s.len() {
-        if trace.tracks[s.track[i] as usize].kind == TrackKind::Thread {
-            if let Some(src) = correlate::source_of(trace, i) {
-                host[src.index()].push(i);
-            }
-        }
-    }
-    host.iter().map(|h| markers(trace, h)).collect()
-}
-
 /// The device time of one step: `work` is the source's device work by start time, none
 /// of it longer than `longest`.
 fn step_breakdown(
@@ -448,13 +400,6 @@ const LAST_MATCH: f64 = 0.75;
 /// in the set-up before a loop does not make two steps.
 const MIN_COVER: f64 = 0.5;
 
-/// Whether slice `i` is a step marker (kept out of the search, so that it sees the same
-/// sequence with or without markers).
-fn is_marker(trace: &Trace, i: usize) -> bool {
-    let s = &trace.slices;
-    s.kind(i) == SliceKind::Step || is_step_name(trace.str(s.name[i]))
-}
-
 /// Whether slice `i` is an op or a user range (`record_function`, DataLoader's
 /// `enumerate(DataLoader)#…__next__`, `Optimizer.step#…`) with none around it but step
 /// markers. Ranges count: a step's first op can come long after its first range (the
@@ -476,9 +421,6 @@ fn is_outer_item(trace: &Trace, i: usize) -> bool {
     }
     true
 }
-
-/// A step as found: name, start and end.
-pub type Bounds = (String, i64, i64);
 
 /// The thread tracks of a source in the order the period search tries them: the main
 /// thread (tid = pid: the one running the training loop), then by outer-op time, and
@@ -701,20 +643,5 @@ mod tests {
             bounds,
             [(100_000, 250_000), (300_000, 450_000), (500_000, 650_000)]
         );
-    }
-
-    #[test]
-    fn step_names() {
-        for yes in ["train_step_3", "TrainStep 12", "step#4", "step_0"] {
-            assert!(is_step_name(yes), "{yes}");
-        }
-        for no in [
-            "train_step",
-            "Optimizer.step#SGD.step",
-            "stepper_1",
-            "ProfilerStep#1x",
-        ] {
-            assert!(!is_step_name(no), "{no}");
-        }
     }
 }

@@ -12,10 +12,10 @@ use regex::Regex;
 use serde::Serialize;
 
 use crate::attribution::{is_op_kind, is_op_slice};
+use crate::context::Context;
 use crate::correlate;
 use crate::op_stats::{charged_ns, MemoryKeys, ReportedMemory, Timing};
 use crate::window::Window;
-use crate::Context;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TreeKind {

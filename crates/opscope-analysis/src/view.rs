@@ -3,6 +3,11 @@
 //! (`-order_by`) and with which columns (`-select`), so that tfprof users feel at home.
 
 use regex::Regex;
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::op_stats::{op_stats, OpRow, OpStatsOptions};
+use crate::report::{Column as ReportColumn, Report, Reported, Table, Value};
 
 /// A column a view can show or order by.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -321,5 +326,136 @@ mod tests {
             .contains("unknown column"));
         assert_eq!(Column::parse("bytes"), Ok(Column::Bytes));
         assert_eq!(Column::parse("cpu_micros"), Ok(Column::CpuMicros));
+    }
+}
+
+/// What `stats op` shows: which ops count, how they are filtered and ordered, and the
+/// columns shown after the name.
+#[derive(Clone, Debug, Default)]
+pub struct OpViewOptions {
+    pub stats: OpStatsOptions,
+    pub view: ViewOptions,
+    pub columns: Vec<Column>,
+    /// Totals and shares count only the rows shown (tfprof's
+    /// `-account_displayed_op_only`).
+    pub account_displayed_only: bool,
+    /// At most this many rows (0: all).
+    pub limit: usize,
+}
+
+/// tfprof's op view: the rows shown, in order, and the totals their shares are of.
+#[derive(Clone, Debug)]
+pub struct OpView {
+    pub rows: Vec<OpRow>,
+    pub columns: Vec<Column>,
+    pub totals: OpTotals,
+}
+
+/// What each time column's shares are of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OpTotals {
+    pub micros: i64,
+    pub cpu: i64,
+    pub self_cpu: i64,
+    pub accelerator: i64,
+}
+
+pub fn op_view(cx: &Context, options: &OpViewOptions) -> OpView {
+    let all = op_stats(cx, &options.stats);
+    // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
+    // total"), which counts each moment once and bounds every op's inclusive time.
+    let self_total = all.iter().map(|r| r.self_cpu_ns).sum::<i64>();
+    let accounted: Vec<OpRow> = apply(
+        all,
+        &ViewOptions {
+            account_type_regexes: options.view.account_type_regexes.clone(),
+            ..ViewOptions::default()
+        },
+    );
+    let accelerator_total = accounted.iter().map(|r| r.accelerator_ns).sum::<i64>();
+    let mut rows = apply(accounted, &options.view);
+    let totals = if options.account_displayed_only {
+        let cpu = rows.iter().map(|r| r.self_cpu_ns).sum::<i64>();
+        let accelerator = rows.iter().map(|r| r.accelerator_ns).sum::<i64>();
+        OpTotals {
+            micros: cpu + accelerator,
+            cpu,
+            self_cpu: cpu,
+            accelerator,
+        }
+    } else {
+        OpTotals {
+            micros: self_total + accelerator_total,
+            cpu: self_total,
+            self_cpu: self_total,
+            accelerator: accelerator_total,
+        }
+    };
+    if options.limit > 0 {
+        rows.truncate(options.limit);
+    }
+    OpView {
+        rows,
+        columns: options.columns.clone(),
+        totals,
+    }
+}
+
+/// In JSON, the rows.
+impl Serialize for OpView {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.rows.serialize(serializer)
+    }
+}
+
+impl Reported for OpView {
+    fn report(&self) -> Report {
+        let mut columns = vec![ReportColumn::text("name")];
+        columns.extend(self.columns.iter().map(|c| ReportColumn::numeric(c.name())));
+        let mut table = Table::new(columns);
+        table.empty = Some("no ops to show");
+        let share = |ns: i64, of: i64| Value::Share {
+            ns: ns as f64,
+            of: of as f64,
+            decimals: 2,
+        };
+        let t = &self.totals;
+        for r in &self.rows {
+            let mut cells = vec![Value::text(&r.name)];
+            for c in &self.columns {
+                cells.push(match c {
+                    Column::Occurrence => Value::Count(r.occurrence as i64),
+                    Column::Micros => share(r.total_ns(), t.micros),
+                    Column::CpuMicros => share(r.cpu_ns, t.cpu),
+                    Column::SelfCpuMicros => share(r.self_cpu_ns, t.self_cpu),
+                    Column::AcceleratorMicros => share(r.accelerator_ns, t.accelerator),
+                    Column::Bytes => Value::Count(r.bytes),
+                    Column::ResidualBytes => Value::Count(r.residual_bytes),
+                    Column::PeakBytes => Value::Count(r.peak_bytes),
+                    Column::OutputBytes => Value::Count(r.output_bytes),
+                    Column::FloatOps => Value::Count(r.float_ops),
+                    Column::Device => Value::text(r.devices.join(" ")),
+                    Column::InputShapes => {
+                        let shown: Vec<String> = r
+                            .input_shapes
+                            .iter()
+                            .take(3)
+                            .map(|(shape, n)| format!("{shape} x{n}"))
+                            .collect();
+                        let more = r.input_shapes.len().saturating_sub(3);
+                        Value::Text(if more > 0 {
+                            format!("{}; {more} more", shown.join("; "))
+                        } else {
+                            shown.join("; ")
+                        })
+                    }
+                    Column::Name => Value::text(&r.name),
+                });
+            }
+            table.rows.push(cells);
+        }
+        let mut report = Report::default();
+        report.table(table);
+        report
     }
 }

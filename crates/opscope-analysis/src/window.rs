@@ -5,7 +5,7 @@
 use opscope_model::{SourceId, Trace};
 
 use crate::correlate::{self, Correlation};
-use crate::steps::Bounds;
+use crate::markers::Bounds;
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum Window {
@@ -34,7 +34,7 @@ pub fn step_number(name: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
-/// The steps these markers (per source, see [`crate::steps::step_markers`]) mark, by
+/// The steps these markers (per source, see [`crate::markers::step_markers`]) mark, by
 /// number (sorted, unique).
 pub(crate) fn step_numbers_of(markers: &[Vec<Bounds>]) -> Vec<u64> {
     let mut numbers: Vec<u64> = markers
@@ -52,12 +52,12 @@ pub fn select(trace: &Trace, correlation: &Correlation, window: Window) -> Vec<b
     select_with(
         trace,
         correlation,
-        &crate::steps::step_markers(trace),
+        &crate::markers::step_markers(trace),
         window,
     )
 }
 
-/// [`select`], given the trace's step markers (see [`crate::Context::selected`], which keeps them).
+/// [`select`], given the trace's step markers (which the analysis context keeps).
 pub(crate) fn select_with(
     trace: &Trace,
     correlation: &Correlation,

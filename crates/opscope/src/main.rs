@@ -6,6 +6,7 @@ mod commands;
 mod load;
 mod output;
 mod record;
+mod render;
 
 use std::process::ExitCode;
 

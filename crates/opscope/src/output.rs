@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
+use opscope_analysis::report::Reported;
 use serde::Serialize;
+
+use crate::render::{render, Format};
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -29,6 +32,31 @@ pub enum TextOrJson {
     Text,
     /// One JSON document for scripts.
     Json,
+}
+
+impl From<OutputFormat> for Format {
+    fn from(format: OutputFormat) -> Format {
+        match format {
+            OutputFormat::Text => Format::Text,
+            OutputFormat::Json => Format::Json,
+            OutputFormat::Csv => Format::Csv,
+        }
+    }
+}
+
+impl From<TextOrJson> for Format {
+    fn from(format: TextOrJson) -> Format {
+        match format {
+            TextOrJson::Text => Format::Text,
+            TextOrJson::Json => Format::Json,
+        }
+    }
+}
+
+/// Prints an analysis's result to stdout in `format` (see [`crate::render`]).
+pub fn print<R: Reported + ?Sized>(format: impl Into<Format>, result: &R) -> Result<()> {
+    let format = format.into();
+    write_to(None, |out| Ok(render(result, format, out)?))
 }
 
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {

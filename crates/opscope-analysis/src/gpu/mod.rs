@@ -10,10 +10,10 @@ pub mod utilization;
 
 use serde::Serialize;
 
+use crate::context::Context;
 use crate::correlate::{self, Correlation};
 use crate::intervals::IntervalSet;
 use crate::window::Window;
-use crate::Context;
 use classify::WorkClass;
 use opscope_model::Trace;
 

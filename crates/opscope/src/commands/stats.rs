@@ -8,14 +8,15 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use opscope_analysis::correlate;
-use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions};
-use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions, Timing};
+use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions, KernelTable};
+use opscope_analysis::op_stats::{OpStatsOptions, Timing};
 use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
-use opscope_analysis::view::{self, Column, ViewOptions};
+use opscope_analysis::view::{self, op_view, Column, OpViewOptions, ViewOptions};
 use opscope_analysis::window::Window;
 
 use crate::load;
 use crate::output::{self, duration_text, OutputFormat, Table};
+use crate::render::{render, Format};
 
 #[derive(clap::Args)]
 #[command(
@@ -285,6 +286,15 @@ enum Destination {
 }
 
 impl Destination {
+    /// The format of a table written to stdout or a file.
+    fn format(&self) -> Format {
+        match self {
+            Destination::Text(_) | Destination::Timeline(_) => Format::Text,
+            Destination::Csv(_) => Format::Csv,
+            Destination::Json(_) => Format::Json,
+        }
+    }
+
     /// Runs `write` on stdout or the file, and says what was written where.
     fn write(&self, write: impl FnOnce(&mut dyn Write) -> Result<()>, what: &str) -> Result<()> {
         let path = match self {
@@ -420,108 +430,34 @@ fn op(args: OpArgs) -> Result<()> {
     let destination = destination(&args.output, args.format)?;
     let trace = args.inputs.load()?;
     let cx = opscope_analysis::Context::new(&trace);
-    let stats_options = OpStatsOptions {
-        window: chosen_window(&cx, args.step, args.exclude_last_step)?,
-        timing: args.accounting.timing(),
-    };
-    let all = op_stats(&cx, &stats_options);
-    // Ops nest, so CPU shares are of the self time of all ops (torch's "Self CPU time
-    // total"), which counts each moment once and bounds every op's inclusive time.
-    let self_total = all.iter().map(|r| r.self_cpu_ns).sum::<i64>();
-    let accounted: Vec<OpRow> = view::apply(
-        all,
-        &ViewOptions {
-            account_type_regexes: options.account_type_regexes.clone(),
-            ..ViewOptions::default()
+    let window = chosen_window(&cx, args.step, args.exclude_last_step)?;
+    let view = op_view(
+        &cx,
+        &OpViewOptions {
+            stats: OpStatsOptions {
+                window,
+                timing: args.accounting.timing(),
+            },
+            view: options,
+            columns: select,
+            account_displayed_only: args.accounting.account_displayed_op_only,
+            limit: args.limit,
         },
     );
-    let accelerator_total = accounted.iter().map(|r| r.accelerator_ns).sum::<i64>();
-    let mut rows = view::apply(accounted, &options);
-    let totals = if args.accounting.account_displayed_op_only {
-        let cpu = rows.iter().map(|r| r.self_cpu_ns).sum::<i64>();
-        let accelerator = rows.iter().map(|r| r.accelerator_ns).sum::<i64>();
-        (cpu + accelerator, cpu, cpu, accelerator)
-    } else {
-        (
-            self_total + accelerator_total,
-            self_total,
-            self_total,
-            accelerator_total,
-        )
-    };
-    if args.limit > 0 {
-        rows.truncate(args.limit);
-    }
-    let text = matches!(destination, Destination::Text(_));
-    let time = |ns: i64, total: i64| {
-        if text {
-            let share = if total > 0 {
-                100.0 * ns as f64 / total as f64
-            } else {
-                0.0
-            };
-            format!("{} ({share:.2}%)", duration_text(ns as f64))
-        } else {
-            format!("{:.3}", ns as f64 / 1000.0)
-        }
-    };
-    let mut columns: Vec<(&'static str, bool)> = vec![("name", false)];
-    columns.extend(select.iter().map(|c| (c.name(), true)));
-    let mut table = Table::new(&columns);
-    for r in &rows {
-        let mut cells = vec![r.name.clone()];
-        for c in &select {
-            cells.push(match c {
-                Column::Occurrence => r.occurrence.to_string(),
-                Column::Micros => time(r.total_ns(), totals.0),
-                Column::CpuMicros => time(r.cpu_ns, totals.1),
-                Column::SelfCpuMicros => time(r.self_cpu_ns, totals.2),
-                Column::AcceleratorMicros => time(r.accelerator_ns, totals.3),
-                Column::Bytes => r.bytes.to_string(),
-                Column::ResidualBytes => r.residual_bytes.to_string(),
-                Column::PeakBytes => r.peak_bytes.to_string(),
-                Column::OutputBytes => r.output_bytes.to_string(),
-                Column::FloatOps => r.float_ops.to_string(),
-                Column::Device => r.devices.join(" "),
-                Column::InputShapes => {
-                    let shown: Vec<String> = r
-                        .input_shapes
-                        .iter()
-                        .take(3)
-                        .map(|(shape, n)| format!("{shape} x{n}"))
-                        .collect();
-                    let more = r.input_shapes.len().saturating_sub(3);
-                    if more > 0 {
-                        format!("{}; {more} more", shown.join("; "))
-                    } else {
-                        shown.join("; ")
-                    }
-                }
-                Column::Name => unreachable!("filtered out above"),
-            });
-        }
-        table.rows.push(cells);
-    }
+    let rows = &view.rows;
     let shown: std::collections::HashSet<&str> = rows.iter().map(|r| r.name.as_str()).collect();
     let timeline_keep = || {
-        let selected = cx.selected(stats_options.window);
+        let selected = cx.selected(window);
         timeline_selection(&trace, cx.correlation(), &selected, |i| {
             shown.contains(trace.str(trace.slices.name[i]))
         })
     };
-    // In CSV, times are µs, as tfprof's columns are named.
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
             Destination::Timeline(_) => {
                 opscope_formats::chrome::export_selected(&trace, &timeline_keep(), &mut &mut *out)?
             }
-            Destination::Json(_) => {
-                serde_json::to_writer_pretty(&mut *out, &rows)?;
-                writeln!(out)?;
-            }
-            Destination::Csv(_) => table.write_csv(&mut *out)?,
-            _ if rows.is_empty() => writeln!(out, "no ops to show")?,
-            _ => table.write_text(&mut *out)?,
+            other => render(&view, other.format(), out)?,
         }
         Ok(())
     };
@@ -537,55 +473,7 @@ fn kernel(args: KernelArgs) -> Result<()> {
     if args.limit > 0 {
         rows.truncate(args.limit);
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if args.format == OutputFormat::Json {
-        serde_json::to_writer_pretty(&mut out, &rows)?;
-        writeln!(out)?;
-        return Ok(out.flush()?);
-    }
-    let text = args.format == OutputFormat::Text;
-    let time = |ns: f64| {
-        if text {
-            duration_text(ns)
-        } else {
-            format!("{ns:.1}")
-        }
-    };
-    let mut table = Table::new(&[
-        ("Time(%)", true),
-        (if text { "Total" } else { "total_ns" }, true),
-        ("Instances", true),
-        (if text { "Avg" } else { "avg_ns" }, true),
-        (if text { "Med" } else { "med_ns" }, true),
-        (if text { "Min" } else { "min_ns" }, true),
-        (if text { "Max" } else { "max_ns" }, true),
-        (if text { "StdDev" } else { "stddev_ns" }, true),
-        ("Name", false),
-    ]);
-    for r in &rows {
-        table.rows.push(vec![
-            format!("{:.1}", r.time_pct),
-            time(r.total_ns as f64),
-            r.instances.to_string(),
-            time(r.mean_ns),
-            time(r.median_ns),
-            time(r.min_ns as f64),
-            time(r.max_ns as f64),
-            time(r.stddev_ns),
-            r.name.clone(),
-        ]);
-    }
-    if text {
-        if rows.is_empty() {
-            writeln!(out, "no GPU kernels in this trace")?;
-        } else {
-            table.write_text(&mut out)?;
-        }
-    } else {
-        table.write_csv(&mut out)?;
-    }
-    Ok(out.flush()?)
+    output::print(args.format, &KernelTable { rows })
 }
 
 /// A column of the tree views, printed as self/total.
