@@ -4,6 +4,8 @@
 
 use serde::Serialize;
 
+use crate::report::{Column, Table, Value};
+
 /// One figure across ranks or devices.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct Spread {
@@ -114,6 +116,35 @@ pub fn summarize(
         spreads,
         straggler,
     })
+}
+
+/// The spread table of a cross-rank summary: one row per figure, with min, median,
+/// max and who has the least and the most; `label` names a figure and `value` makes
+/// one of its numbers a value.
+pub fn spread_table(
+    across: &Across,
+    label: impl Fn(&'static str) -> &'static str,
+    value: impl Fn(&'static str, f64) -> Value,
+) -> Table {
+    let mut table = Table::new(vec![
+        Column::text(""),
+        Column::numeric("min"),
+        Column::numeric("median"),
+        Column::numeric("max"),
+        Column::text("least"),
+        Column::text("most"),
+    ]);
+    for s in &across.spreads {
+        table.rows.push(vec![
+            Value::text(label(s.metric)),
+            value(s.metric, s.min),
+            value(s.metric, s.median),
+            value(s.metric, s.max),
+            Value::text(&s.min_at),
+            Value::text(&s.max_at),
+        ]);
+    }
+    table
 }
 
 #[cfg(test)]

@@ -13,10 +13,11 @@ pub enum Value {
     Count(i64),
     /// A duration, in ns.
     Duration(f64),
-    /// A duration (ns) and its share of `of`, the share with `decimals` digits.
+    /// A duration (ns) and its share of something (a percentage with `decimals`
+    /// digits; none is shown as `-`).
     Share {
         ns: f64,
-        of: f64,
+        percent: Option<f64>,
         decimals: usize,
     },
     /// A percentage (0-100) with `decimals` digits; none is shown as `-`.
@@ -44,6 +45,15 @@ pub enum Value {
 impl Value {
     pub fn text(text: impl Into<String>) -> Value {
         Value::Text(text.into())
+    }
+
+    /// A duration and its share of `of` (0 % of nothing).
+    pub fn share_of(ns: f64, of: f64, decimals: usize) -> Value {
+        Value::Share {
+            ns,
+            percent: Some(if of > 0.0 { 100.0 * ns / of } else { 0.0 }),
+            decimals,
+        }
     }
 
     pub fn percent(value: f64, decimals: usize) -> Value {

@@ -15,6 +15,10 @@ use crate::attribution::{is_op_kind, is_op_slice};
 use crate::context::Context;
 use crate::correlate;
 use crate::op_stats::{charged_ns, MemoryKeys, ReportedMemory, Timing};
+use crate::report::{
+    Block, Column as ReportColumn, Part, Report, Reported, Table, Tree as ReportTree, TreeRow,
+    Value,
+};
 use crate::window::Window;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -380,6 +384,198 @@ pub fn display(tree: &Tree, options: &TreeDisplay) -> Vec<Shown> {
         }
     }
     out
+}
+
+/// A column of the tree views, shown as self/total (tfprof's `-select` for them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TreeColumn {
+    Micros,
+    CpuMicros,
+    AcceleratorMicros,
+    Bytes,
+    PeakBytes,
+    ResidualBytes,
+    OutputBytes,
+    Occurrence,
+}
+
+impl TreeColumn {
+    pub const ALL: [(&'static str, TreeColumn); 8] = [
+        ("micros", TreeColumn::Micros),
+        ("cpu_micros", TreeColumn::CpuMicros),
+        ("accelerator_micros", TreeColumn::AcceleratorMicros),
+        ("bytes", TreeColumn::Bytes),
+        ("peak_bytes", TreeColumn::PeakBytes),
+        ("residual_bytes", TreeColumn::ResidualBytes),
+        ("output_bytes", TreeColumn::OutputBytes),
+        ("occurrence", TreeColumn::Occurrence),
+    ];
+
+    /// A comma-separated list of tfprof's names.
+    pub fn parse_list(list: &str) -> Result<Vec<TreeColumn>, String> {
+        list.split(',')
+            .filter(|c| !c.is_empty())
+            .map(|c| {
+                Self::ALL
+                    .iter()
+                    .find(|(name, _)| *name == c)
+                    .map(|&(_, col)| col)
+                    .ok_or_else(|| {
+                        let known: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
+                        format!(
+                            "unknown column {c:?} for a tree view (known: {})",
+                            known.join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    fn legend(self) -> &'static str {
+        match self {
+            TreeColumn::Micros => "cpu time | accelerator time",
+            TreeColumn::CpuMicros => "cpu time",
+            TreeColumn::AcceleratorMicros => "accelerator time",
+            TreeColumn::Bytes => "requested bytes",
+            TreeColumn::PeakBytes => "peak bytes",
+            TreeColumn::ResidualBytes => "residual bytes",
+            TreeColumn::OutputBytes => "output bytes",
+            TreeColumn::Occurrence => "ops",
+        }
+    }
+}
+
+/// A tree view as `stats scope` and `stats code` show it: the nodes shown, with the
+/// columns chosen.
+pub struct TreeView<'a> {
+    pub tree: &'a Tree,
+    pub shown: &'a [Shown],
+    pub columns: &'a [TreeColumn],
+}
+
+/// In JSON, each node shown with its path, the depth it is shown at and its shown
+/// totals.
+impl Serialize for TreeView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let nodes: Vec<serde_json::Value> = self
+            .shown
+            .iter()
+            .map(|s| {
+                let mut v = serde_json::to_value(&self.tree.nodes[s.node]).unwrap_or_default();
+                v["path"] = self.tree.path(s.node).into();
+                v["shown_depth"] = s.depth.into();
+                v["index"] = s.node.into();
+                v["shown_total_cpu_ns"] = s.total.cpu_ns.into();
+                v["shown_total_accelerator_ns"] = s.total.accelerator_ns.into();
+                v["shown_total_memory"] = serde_json::to_value(s.total.memory).unwrap_or_default();
+                v
+            })
+            .collect();
+        nodes.serialize(serializer)
+    }
+}
+
+impl Reported for TreeView<'_> {
+    fn report(&self) -> Report {
+        let legend: Vec<&str> = self.columns.iter().map(|c| c.legend()).collect();
+        let mut table = Table::new(
+            [
+                ("depth", true),
+                ("name", false),
+                ("occurrence", true),
+                ("self_cpu_micros", true),
+                ("total_cpu_micros", true),
+                ("self_accelerator_micros", true),
+                ("total_accelerator_micros", true),
+                ("self_requested_bytes", true),
+                ("total_requested_bytes", true),
+                ("self_peak_bytes", true),
+                ("total_peak_bytes", true),
+                ("self_residual_bytes", true),
+                ("total_residual_bytes", true),
+                ("self_output_bytes", true),
+                ("total_output_bytes", true),
+            ]
+            .into_iter()
+            .map(|(title, numeric)| {
+                if numeric {
+                    ReportColumn::numeric(title)
+                } else {
+                    ReportColumn::text(title)
+                }
+            })
+            .collect(),
+        );
+        let mut rows = Vec::new();
+        for s in self.shown {
+            let n = &self.tree.nodes[s.node];
+            let (own, total) = (n.self_amounts(), s.total);
+            let time = |ns: i64| Value::Duration(ns as f64);
+            let bytes = |b: i64| Value::TfprofBytes(b);
+            table.rows.push(vec![
+                Value::Count(s.depth as i64),
+                Value::text(&n.name),
+                Value::Count(n.occurrence as i64),
+                time(own.cpu_ns),
+                time(total.cpu_ns),
+                time(own.accelerator_ns),
+                time(total.accelerator_ns),
+                bytes(own.memory.requested),
+                bytes(total.memory.requested),
+                bytes(own.memory.peak),
+                bytes(total.memory.peak),
+                bytes(own.memory.residual),
+                bytes(total.memory.residual),
+                bytes(own.memory.output),
+                bytes(total.memory.output),
+            ]);
+            let parts = self
+                .columns
+                .iter()
+                .flat_map(|c| match c {
+                    TreeColumn::Micros => vec![
+                        Part::Pair(time(own.cpu_ns), time(total.cpu_ns)),
+                        Part::Pair(time(own.accelerator_ns), time(total.accelerator_ns)),
+                    ],
+                    TreeColumn::CpuMicros => {
+                        vec![Part::Pair(time(own.cpu_ns), time(total.cpu_ns))]
+                    }
+                    TreeColumn::AcceleratorMicros => vec![Part::Pair(
+                        time(own.accelerator_ns),
+                        time(total.accelerator_ns),
+                    )],
+                    TreeColumn::Bytes => vec![Part::Pair(
+                        bytes(own.memory.requested),
+                        bytes(total.memory.requested),
+                    )],
+                    TreeColumn::PeakBytes => {
+                        vec![Part::Pair(bytes(own.memory.peak), bytes(total.memory.peak))]
+                    }
+                    TreeColumn::ResidualBytes => vec![Part::Pair(
+                        bytes(own.memory.residual),
+                        bytes(total.memory.residual),
+                    )],
+                    TreeColumn::OutputBytes => vec![Part::Pair(
+                        bytes(own.memory.output),
+                        bytes(total.memory.output),
+                    )],
+                    TreeColumn::Occurrence => vec![Part::One(Value::Count(n.occurrence as i64))],
+                })
+                .collect();
+            rows.push(TreeRow {
+                depth: s.depth,
+                name: n.name.clone(),
+                parts,
+            });
+        }
+        Report {
+            blocks: vec![Block::Tree(ReportTree {
+                legend: legend.join(" | "),
+                rows,
+                table,
+            })],
+        }
+    }
 }
 
 #[cfg(test)]

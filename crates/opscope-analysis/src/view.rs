@@ -414,11 +414,7 @@ impl Reported for OpView {
         columns.extend(self.columns.iter().map(|c| ReportColumn::numeric(c.name())));
         let mut table = Table::new(columns);
         table.empty = Some("no ops to show");
-        let share = |ns: i64, of: i64| Value::Share {
-            ns: ns as f64,
-            of: of as f64,
-            decimals: 2,
-        };
+        let share = |ns: i64, of: i64| Value::share_of(ns as f64, of as f64, 2);
         let t = &self.totals;
         for r in &self.rows {
             let mut cells = vec![Value::text(&r.name)];

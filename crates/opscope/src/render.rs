@@ -65,9 +65,13 @@ pub fn text(value: &Value) -> String {
         Value::Text(t) => t.clone(),
         Value::Count(n) => n.to_string(),
         Value::Duration(ns) => duration_text(*ns),
-        Value::Share { ns, of, decimals } => {
-            let share = if *of > 0.0 { 100.0 * ns / of } else { 0.0 };
-            format!("{} ({share:.decimals$}%)", duration_text(*ns))
+        Value::Share {
+            ns,
+            percent,
+            decimals,
+        } => {
+            let share = percent.map_or_else(|| "-".to_string(), |p| format!("{p:.decimals$}%"));
+            format!("{} ({share})", duration_text(*ns))
         }
         Value::Percent { value, decimals } => {
             value.map_or_else(|| "-".to_string(), |v| format!("{v:.decimals$}%"))
@@ -332,11 +336,7 @@ mod tests {
     /// table's unit.
     #[test]
     fn values_by_kind() {
-        let share = Value::Share {
-            ns: 1_500_000.0,
-            of: 6_000_000.0,
-            decimals: 2,
-        };
+        let share = Value::share_of(1_500_000.0, 6_000_000.0, 2);
         assert_eq!(text(&share), "1.500 ms (25.00%)");
         assert_eq!(csv_cell(&share, CsvTime::Micros), "1500.000");
         assert_eq!(csv_cell(&share, CsvTime::Nanos), "1500000.0");

@@ -5,6 +5,7 @@
 pub mod classify;
 pub mod idle;
 pub mod launch;
+mod report;
 pub mod transfer;
 pub mod utilization;
 

@@ -10,12 +10,12 @@ use anyhow::{bail, Context, Result};
 use opscope_analysis::correlate;
 use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions, KernelTable};
 use opscope_analysis::op_stats::{OpStatsOptions, Timing};
-use opscope_analysis::tree::{self, TreeDisplay, TreeKind};
+use opscope_analysis::tree::{self, TreeColumn, TreeDisplay, TreeKind, TreeView};
 use opscope_analysis::view::{self, op_view, Column, OpViewOptions, ViewOptions};
 use opscope_analysis::window::Window;
 
 use crate::load;
-use crate::output::{self, duration_text, OutputFormat, Table};
+use crate::output::{self, OutputFormat};
 use crate::render::{render, Format};
 
 #[derive(clap::Args)]
@@ -476,80 +476,10 @@ fn kernel(args: KernelArgs) -> Result<()> {
     output::print(args.format, &KernelTable { rows })
 }
 
-/// A column of the tree views, printed as self/total.
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum TreeColumn {
-    Micros,
-    CpuMicros,
-    AcceleratorMicros,
-    Bytes,
-    PeakBytes,
-    ResidualBytes,
-    OutputBytes,
-    Occurrence,
-}
-
-impl TreeColumn {
-    const ALL: [(&'static str, TreeColumn); 8] = [
-        ("micros", TreeColumn::Micros),
-        ("cpu_micros", TreeColumn::CpuMicros),
-        ("accelerator_micros", TreeColumn::AcceleratorMicros),
-        ("bytes", TreeColumn::Bytes),
-        ("peak_bytes", TreeColumn::PeakBytes),
-        ("residual_bytes", TreeColumn::ResidualBytes),
-        ("output_bytes", TreeColumn::OutputBytes),
-        ("occurrence", TreeColumn::Occurrence),
-    ];
-
-    fn parse_list(list: &str) -> Result<Vec<TreeColumn>> {
-        list.split(',')
-            .filter(|c| !c.is_empty())
-            .map(|c| {
-                Self::ALL
-                    .iter()
-                    .find(|(name, _)| *name == c)
-                    .map(|&(_, col)| col)
-                    .with_context(|| {
-                        let known: Vec<&str> = Self::ALL.iter().map(|(n, _)| *n).collect();
-                        format!(
-                            "-select: unknown column {c:?} for a tree view (known: {})",
-                            known.join(", ")
-                        )
-                    })
-            })
-            .collect()
-    }
-
-    fn legend(self) -> &'static str {
-        match self {
-            TreeColumn::Micros => "cpu time | accelerator time",
-            TreeColumn::CpuMicros => "cpu time",
-            TreeColumn::AcceleratorMicros => "accelerator time",
-            TreeColumn::Bytes => "requested bytes",
-            TreeColumn::PeakBytes => "peak bytes",
-            TreeColumn::ResidualBytes => "residual bytes",
-            TreeColumn::OutputBytes => "output bytes",
-            TreeColumn::Occurrence => "ops",
-        }
-    }
-}
-
-/// `512B`, `1.34MB`: tfprof's byte units (decimal).
-fn bytes_text(bytes: i64) -> String {
-    let b = bytes as f64;
-    if bytes.abs() >= 1_000_000_000 {
-        format!("{:.2}GB", b / 1e9)
-    } else if bytes.abs() >= 1_000_000 {
-        format!("{:.2}MB", b / 1e6)
-    } else if bytes.abs() >= 1_000 {
-        format!("{:.2}KB", b / 1e3)
-    } else {
-        format!("{bytes}B")
-    }
-}
-
 fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
-    let columns = TreeColumn::parse_list(&args.select)?;
+    let columns = TreeColumn::parse_list(&args.select)
+        .map_err(anyhow::Error::msg)
+        .context("-select")?;
     let regex_option = |name: &str, list: &str| {
         view::regexes(list).with_context(|| format!("-{name}: not a valid regex list"))
     };
@@ -569,6 +499,11 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
     let win = chosen_window(&cx, args.step, args.exclude_last_step)?;
     let built = tree::build(&cx, kind, win, args.accounting.timing());
     let shown = tree::display(&built, &display);
+    let view = TreeView {
+        tree: &built,
+        shown: &shown,
+        columns: &columns,
+    };
     let write = |out: &mut dyn Write| -> Result<()> {
         match &destination {
             Destination::Timeline(_) => {
@@ -576,109 +511,7 @@ fn tree(args: TreeArgs, kind: TreeKind) -> Result<()> {
                     timeline_selection(&trace, cx.correlation(), &cx.selected(win), |_| true);
                 opscope_formats::chrome::export_selected(&trace, &keep, &mut &mut *out)?
             }
-            Destination::Json(_) => {
-                let nodes: Vec<serde_json::Value> = shown
-                    .iter()
-                    .map(|s| {
-                        let mut v = serde_json::to_value(&built.nodes[s.node]).unwrap_or_default();
-                        v["path"] = built.path(s.node).into();
-                        v["shown_depth"] = s.depth.into();
-                        v["index"] = s.node.into();
-                        v["shown_total_cpu_ns"] = s.total.cpu_ns.into();
-                        v["shown_total_accelerator_ns"] = s.total.accelerator_ns.into();
-                        v["shown_total_memory"] =
-                            serde_json::to_value(s.total.memory).unwrap_or_default();
-                        v
-                    })
-                    .collect();
-                serde_json::to_writer_pretty(&mut *out, &nodes)?;
-                writeln!(out)?;
-            }
-            Destination::Csv(_) => {
-                let mut table = Table::new(&[
-                    ("depth", true),
-                    ("name", false),
-                    ("occurrence", true),
-                    ("self_cpu_micros", true),
-                    ("total_cpu_micros", true),
-                    ("self_accelerator_micros", true),
-                    ("total_accelerator_micros", true),
-                    ("self_requested_bytes", true),
-                    ("total_requested_bytes", true),
-                    ("self_peak_bytes", true),
-                    ("total_peak_bytes", true),
-                    ("self_residual_bytes", true),
-                    ("total_residual_bytes", true),
-                    ("self_output_bytes", true),
-                    ("total_output_bytes", true),
-                ]);
-                let us = |ns: i64| format!("{:.3}", ns as f64 / 1000.0);
-                for s in &shown {
-                    let n = &built.nodes[s.node];
-                    let (own, total) = (n.self_amounts(), s.total);
-                    table.rows.push(vec![
-                        s.depth.to_string(),
-                        n.name.clone(),
-                        n.occurrence.to_string(),
-                        us(own.cpu_ns),
-                        us(total.cpu_ns),
-                        us(own.accelerator_ns),
-                        us(total.accelerator_ns),
-                        own.memory.requested.to_string(),
-                        total.memory.requested.to_string(),
-                        own.memory.peak.to_string(),
-                        total.memory.peak.to_string(),
-                        own.memory.residual.to_string(),
-                        total.memory.residual.to_string(),
-                        own.memory.output.to_string(),
-                        total.memory.output.to_string(),
-                    ]);
-                }
-                table.write_csv(&mut *out)?;
-            }
-            _ => {
-                let legend: Vec<&str> = columns.iter().map(|c| c.legend()).collect();
-                writeln!(out, "node name | {} (self/total)", legend.join(" | "))?;
-                for s in &shown {
-                    let n = &built.nodes[s.node];
-                    let (own, total) = (n.self_amounts(), s.total);
-                    let t = |ns: i64| duration_text(ns as f64);
-                    let pair = |a: i64, b: i64| format!("{}/{}", bytes_text(a), bytes_text(b));
-                    let cells: Vec<String> = columns
-                        .iter()
-                        .map(|c| match c {
-                            TreeColumn::Micros => format!(
-                                "{}/{}, {}/{}",
-                                t(own.cpu_ns),
-                                t(total.cpu_ns),
-                                t(own.accelerator_ns),
-                                t(total.accelerator_ns)
-                            ),
-                            TreeColumn::CpuMicros => {
-                                format!("{}/{}", t(own.cpu_ns), t(total.cpu_ns))
-                            }
-                            TreeColumn::AcceleratorMicros => {
-                                format!("{}/{}", t(own.accelerator_ns), t(total.accelerator_ns))
-                            }
-                            TreeColumn::Bytes => pair(own.memory.requested, total.memory.requested),
-                            TreeColumn::PeakBytes => pair(own.memory.peak, total.memory.peak),
-                            TreeColumn::ResidualBytes => {
-                                pair(own.memory.residual, total.memory.residual)
-                            }
-                            TreeColumn::OutputBytes => pair(own.memory.output, total.memory.output),
-                            TreeColumn::Occurrence => n.occurrence.to_string(),
-                        })
-                        .collect();
-                    writeln!(
-                        out,
-                        "{:indent$}{} ({})",
-                        "",
-                        n.name,
-                        cells.join(", "),
-                        indent = 2 * s.depth
-                    )?;
-                }
-            }
+            other => render(&view, other.format(), out)?,
         }
         Ok(())
     };
