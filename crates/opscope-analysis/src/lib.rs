@@ -13,6 +13,7 @@ pub mod intervals;
 pub mod kernel_stats;
 pub mod markers;
 pub mod memory;
+mod memory_report;
 pub mod op_stats;
 pub mod report;
 pub mod steps;

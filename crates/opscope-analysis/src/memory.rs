@@ -126,6 +126,29 @@ fn device_type_name(code: i64) -> String {
         .map_or_else(|| format!("device type {code}"), |n| n.to_string())
 }
 
+/// Every allocator's report, with the trace's start for the times `memory` shows.
+#[derive(Clone, Debug)]
+pub struct MemoryReport {
+    pub allocators: Vec<AllocatorReport>,
+    /// When the trace starts: times are shown from here.
+    pub origin_ns: i64,
+}
+
+/// In JSON, the allocators' reports.
+impl Serialize for MemoryReport {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.allocators.serialize(serializer)
+    }
+}
+
+/// [`memory`], as `opscope memory` shows it.
+pub fn memory_report(cx: &Context, options: &MemoryOptions) -> MemoryReport {
+    MemoryReport {
+        allocators: memory(cx, options),
+        origin_ns: cx.trace().time_span().map_or(0, |s| s.0),
+    }
+}
+
 pub fn memory(cx: &Context, options: &MemoryOptions) -> Vec<AllocatorReport> {
     let trace = cx.trace();
     let all_steps = steps::steps(cx, &StepOptions::default());

@@ -8,9 +8,11 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::correlate;
+use crate::distribution::Distribution;
 use crate::gpu::classify::{self, WorkClass};
 use crate::intervals::IntervalSet;
 use crate::markers::{is_marker, Bounds};
+use crate::report::{Column, Line, Report, Reported, Table, Value};
 
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -601,6 +603,129 @@ fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f
         return Some((period, ratio, steps));
     }
     None
+}
+
+/// How `steps` reads: per source how its steps were found, their times, and a row per
+/// step; then the spread across ranks.
+impl Reported for StepsReport {
+    fn report(&self) -> Report {
+        let mut report = Report::default();
+        if self.sources.is_empty() {
+            report.line(Line::of(
+                "no steps: no step markers, and no repeating sequence of ops",
+            ));
+            return report;
+        }
+        for source in &self.sources {
+            report.line(Line::of(format!("== {}: {}", source.role, source.file)));
+            let n = source.steps.len();
+            report.line(Line::of(match &source.found_by {
+                StepSource::Markers => format!("{n} steps from step markers"),
+                StepSource::Framework => {
+                    format!("{n} steps from the framework's own step records")
+                }
+                StepSource::Period {
+                    period,
+                    match_ratio,
+                } => format!(
+                    "no step markers: the top-level ops repeat every {period} ops ({:.0}% match), giving {n} steps",
+                    match_ratio * 100.0
+                ),
+                StepSource::None => {
+                    "no step markers, and the ops do not repeat: no steps".to_string()
+                }
+            }));
+            if source.found_by == StepSource::None {
+                continue;
+            }
+            let durations: Vec<f64> = source.steps.iter().map(|s| s.dur_ns as f64).collect();
+            if let Some(d) = Distribution::of(&durations) {
+                report.line(
+                    Line::of("step time: mean ")
+                        .value(Value::Duration(d.mean))
+                        .text(", median ")
+                        .value(Value::Duration(d.p50))
+                        .text(", min ")
+                        .value(Value::Duration(d.min))
+                        .text(", max ")
+                        .value(Value::Duration(d.max)),
+                );
+            }
+            let origin = source.steps.first().map_or(0, |s| s.start_ns);
+            // A CPU-only run has no device to be idle: its steps would read "device
+            // idle 100%", which misleads. Its table keeps the step times only.
+            let device_work = source.steps.iter().any(|s| {
+                s.kernels > 0 || s.device_busy_ns > 0 || s.communication_ns > 0 || s.memory_ns > 0
+            });
+            let mut columns = vec![
+                Column::text("step"),
+                Column::numeric("start"),
+                Column::numeric("time"),
+            ];
+            if device_work {
+                columns.extend(
+                    [
+                        "device busy",
+                        "device idle",
+                        "computation",
+                        "communication",
+                        "memory",
+                        "kernels",
+                    ]
+                    .map(Column::numeric),
+                );
+            } else {
+                report.line(Line::of("no device work in these steps: times only"));
+            }
+            let mut table = Table::new(columns);
+            let ns = |n: i64| Value::Duration(n as f64);
+            for s in &source.steps {
+                let share = |n: i64| Value::share_of(n as f64, s.dur_ns.max(1) as f64, 0);
+                let mut row = vec![Value::text(&s.name), ns(s.start_ns - origin), ns(s.dur_ns)];
+                if device_work {
+                    row.extend([
+                        share(s.device_busy_ns),
+                        share(s.device_idle_ns),
+                        ns(s.computation_ns),
+                        ns(s.communication_ns),
+                        ns(s.memory_ns),
+                        Value::Count(s.kernels as i64),
+                    ]);
+                }
+                table.rows.push(row);
+            }
+            report.table(table);
+            report.blank();
+        }
+        if let Some(across) = &self.across {
+            report.line(Line::of(format!(
+                "== across {} ranks (medians per step)",
+                across.compared
+            )));
+            report.table(crate::across::spread_table(
+                across,
+                |metric| match metric {
+                    "median_step_ns" => "step time",
+                    "median_computation_ns" => "computation",
+                    "median_communication_ns" => "communication",
+                    "median_device_idle_ns" => "device idle",
+                    other => other,
+                },
+                |_, v| Value::Duration(v),
+            ));
+            if let Some(st) = &across.straggler {
+                report.line(
+                    Line::of(format!("straggler: {} computes ", st.at))
+                        .value(Value::Duration(st.value))
+                        .text(" per step, ")
+                        .value(Value::percent(st.above_median_pct, 1))
+                        .text(" above the median ")
+                        .value(Value::Duration(st.median)),
+                );
+            }
+        }
+        report
+    }
 }
 
 #[cfg(test)]
