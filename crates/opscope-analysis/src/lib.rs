@@ -17,6 +17,7 @@ mod memory_report;
 pub mod op_stats;
 pub mod report;
 pub mod steps;
+pub mod summary;
 pub mod tree;
 pub mod view;
 pub mod window;

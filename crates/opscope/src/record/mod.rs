@@ -16,7 +16,8 @@ use anyhow::{bail, Context, Result};
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
 
-use crate::output::{duration_text, Table};
+use crate::render::{duration_text, write_table};
+use opscope_analysis::report::{Column, Table, Value};
 
 /// The injected library's file name.
 pub const LIBRARY: &str = "libopscope_record.so";
@@ -382,7 +383,7 @@ fn summarise(dir: &Path) {
     let table = top_ops(&cx, &markers, 10);
     if !table.rows.is_empty() {
         eprintln!("top ops by total time:");
-        let _ = table.write_text(&mut std::io::stderr());
+        let _ = write_table(&table, &mut std::io::stderr(), crate::output::text_width());
         eprintln!("more: opscope stats op {}", dir.display());
     }
 }
@@ -420,18 +421,18 @@ fn top_ops(
     let mut ops = op_stats(cx, &OpStatsOptions::default());
     ops.retain(|op| !markers.contains(op.name.as_str()));
     ops.sort_by(|a, b| b.cpu_ns.cmp(&a.cpu_ns).then_with(|| a.name.cmp(&b.name)));
-    let mut table = Table::new(&[
-        ("op", false),
-        ("calls", true),
-        ("total", true),
-        ("mean", true),
+    let mut table = Table::new(vec![
+        Column::text("op"),
+        Column::numeric("calls"),
+        Column::numeric("total"),
+        Column::numeric("mean"),
     ]);
     for op in ops.into_iter().take(n) {
         table.rows.push(vec![
-            op.name,
-            op.occurrence.to_string(),
-            duration_text(op.cpu_ns as f64),
-            duration_text(op.cpu_ns as f64 / op.occurrence.max(1) as f64),
+            Value::Text(op.name),
+            Value::Count(op.occurrence as i64),
+            Value::Duration(op.cpu_ns as f64),
+            Value::Duration(op.cpu_ns as f64 / op.occurrence.max(1) as f64),
         ]);
     }
     table
