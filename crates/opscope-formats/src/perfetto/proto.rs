@@ -25,9 +25,14 @@ pub use generated::*;
 use generated::debug_annotation::nested_value::NestedType;
 use generated::trace_packet::SequenceFlags;
 use generated::track_event::Type;
+use prost::encoding::WireType;
 
-/// The key of every `Trace.packet`: its field number and wire type 2 (length-delimited).
-pub const PACKET_KEY: u8 = ((TRACE_PACKET << 3) | 2) as u8;
+/// The key of every `Trace.packet`: its field number and wire type, one byte (fields
+/// 1 to 15 have one-byte keys, as the exporter and format detection assume).
+pub const PACKET_KEY: u8 = {
+    assert!(TRACE_PACKET < 16);
+    ((TRACE_PACKET << 3) | WireType::LengthDelimited as u32) as u8
+};
 
 /// Values of `TracePacket.sequence_flags`.
 pub const SEQ_INCREMENTAL_STATE_CLEARED: u32 = SequenceFlags::SeqIncrementalStateCleared as u32;
