@@ -124,7 +124,7 @@ fn in_decompressed(e: ImportError) -> ImportError {
 
 /// Guesses the format of (decompressed) bytes.
 pub fn detect(bytes: &[u8]) -> Option<Format> {
-    // A Perfetto trace starts with 0x0a (field 1, length-delimited), which is also a
+    // A Perfetto trace starts with the key of a packet, 0x0a, which is also a
     // newline: JSON is told apart by being text, while packets hold control bytes
     // (field tags such as 0x08 and 0x10) within their first few bytes.
     let head = &bytes[..bytes.len().min(256)];
@@ -137,7 +137,7 @@ pub fn detect(bytes: &[u8]) -> Option<Format> {
     }
     match (is_text, first) {
         (true, Some(b'{' | b'[')) => Some(Format::ChromeJson),
-        _ if bytes.first() == Some(&0x0a) => Some(Format::Perfetto),
+        _ if bytes.first() == Some(&crate::perfetto::proto::PACKET_KEY) => Some(Format::Perfetto),
         _ => None,
     }
 }

@@ -1,85 +1,11 @@
-//! Just enough protobuf encoding for the Perfetto packets the writer emits (field
-//! numbers from Perfetto's `trace_packet.proto`, `track_event.proto`,
-//! `track_descriptor.proto`, `clock_snapshot.proto`, `interned_data.proto`).
+//! Just enough protobuf encoding for the Perfetto packets the writer emits, with the
+//! field numbers and enum values of the repository's Perfetto subset
+//! (`proto/perfetto/trace/perfetto_trace.proto`), turned into constants at build time.
 
-// TracePacket
-pub const PACKET: u32 = 1; // Trace.packet
-pub const PACKET_TIMESTAMP: u32 = 8;
-pub const PACKET_SEQUENCE_ID: u32 = 10;
-pub const PACKET_TRACK_EVENT: u32 = 11;
-pub const PACKET_INTERNED_DATA: u32 = 12;
-pub const PACKET_SEQUENCE_FLAGS: u32 = 13;
-pub const PACKET_CLOCK_SNAPSHOT: u32 = 6;
-pub const PACKET_COMPRESSED: u32 = 50;
-pub const PACKET_TIMESTAMP_CLOCK_ID: u32 = 58;
-pub const PACKET_DEFAULTS: u32 = 59;
-pub const PACKET_TRACK_DESCRIPTOR: u32 = 60;
+include!(concat!(env!("OUT_DIR"), "/perfetto_fields.rs"));
 
-pub const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
-pub const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
-
-// TracePacketDefaults / TrackEventDefaults
-pub const DEFAULTS_CLOCK_ID: u32 = 58;
-pub const DEFAULTS_TRACK_EVENT: u32 = 11;
-pub const TRACK_EVENT_DEFAULTS_TRACK_UUID: u32 = 11;
-
-// ClockSnapshot / Clock
-pub const SNAPSHOT_CLOCK: u32 = 1;
-pub const SNAPSHOT_PRIMARY_CLOCK: u32 = 2;
-pub const CLOCK_ID: u32 = 1;
-pub const CLOCK_TIMESTAMP: u32 = 2;
-pub const CLOCK_IS_INCREMENTAL: u32 = 3;
-
-/// Builtin clock ids.
-pub const CLOCK_REALTIME: u64 = 1;
-pub const CLOCK_MONOTONIC: u64 = 3;
-pub const CLOCK_BOOTTIME: u64 = 6;
 /// The first id of the clocks a packet sequence defines for itself.
-pub const SEQUENCE_CLOCK: u64 = 64;
-
-// TrackDescriptor
-pub const TRACK_UUID: u32 = 1;
-pub const TRACK_NAME: u32 = 2;
-pub const TRACK_PROCESS: u32 = 3;
-pub const TRACK_THREAD: u32 = 4;
-pub const TRACK_PARENT_UUID: u32 = 5;
-pub const TRACK_COUNTER: u32 = 8;
-pub const TRACK_DESCRIPTION: u32 = 14;
-pub const PROCESS_PID: u32 = 1;
-pub const PROCESS_NAME: u32 = 6;
-pub const PROCESS_LABELS: u32 = 8;
-pub const THREAD_PID: u32 = 1;
-pub const THREAD_TID: u32 = 2;
-pub const THREAD_NAME: u32 = 5;
-
-// TrackEvent
-pub const EVENT_CATEGORY_IIDS: u32 = 3;
-pub const EVENT_DEBUG_ANNOTATIONS: u32 = 4;
-pub const EVENT_TYPE: u32 = 9;
-pub const EVENT_NAME_IID: u32 = 10;
-pub const EVENT_TRACK_UUID: u32 = 11;
-pub const EVENT_NAME: u32 = 23;
-pub const EVENT_CATEGORIES: u32 = 22;
-pub const EVENT_DOUBLE_COUNTER_VALUE: u32 = 44;
-pub const EVENT_FLOW_IDS: u32 = 47;
-pub const EVENT_TERMINATING_FLOW_IDS: u32 = 48;
-pub const TYPE_SLICE_BEGIN: u64 = 1;
-pub const TYPE_SLICE_END: u64 = 2;
-pub const TYPE_INSTANT: u64 = 3;
-pub const TYPE_COUNTER: u64 = 4;
-
-// DebugAnnotation
-pub const ANNOTATION_UINT: u32 = 3;
-pub const ANNOTATION_INT: u32 = 4;
-pub const ANNOTATION_DOUBLE: u32 = 5;
-pub const ANNOTATION_STRING: u32 = 6;
-pub const ANNOTATION_NAME: u32 = 10;
-
-// InternedData: EventCategory / EventName are {iid = 1, name = 2}.
-pub const INTERNED_CATEGORIES: u32 = 1;
-pub const INTERNED_NAMES: u32 = 2;
-pub const INTERNED_IID: u32 = 1;
-pub const INTERNED_NAME: u32 = 2;
+pub const SEQUENCE_CLOCK: u64 = CLOCK_MAX_ID + 1;
 
 pub fn varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {

@@ -15,8 +15,9 @@ use prost::Message;
 use super::proto::{
     Clock, ClockSnapshot, CounterDescriptor, DebugAnnotation, Interned, InternedData,
     ProcessDescriptor, ThreadDescriptor, TracePacket, TracePacketDefaults, TrackDescriptor,
-    TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED,
-    SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, PACKET_KEY,
+    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT,
+    TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
 use crate::error::ExportError;
@@ -433,8 +434,7 @@ struct PacketWriter<'w, W: Write> {
 
 impl<W: Write> PacketWriter<'_, W> {
     fn write(&mut self, packet: &TracePacket) -> Result<(), ExportError> {
-        // Field 1 (`packet`), wire type 2 (length-delimited).
-        self.buf.push(0x0a);
+        self.buf.push(PACKET_KEY);
         packet
             .encode_length_delimited(&mut self.buf)
             .map_err(|e| ExportError::Unsupported(format!("encoding a packet: {e}")))?;

@@ -21,7 +21,8 @@ use prost::Message;
 use super::proto::{
     self, DebugAnnotation, NestedValue, TracePacket, TracePacketGlobals, TrackDescriptor,
     TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, SEQ_INCREMENTAL_STATE_CLEARED,
-    SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    SEQ_NEEDS_INCREMENTAL_STATE, TRACE_PACKET, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+    TYPE_SLICE_END,
 };
 use super::{
     recorded_kind, Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION,
@@ -143,9 +144,9 @@ fn walk(bytes: &[u8], base: u64, path: &str, f: &mut OnPacket<'_>) -> Result<Wal
         if field == 0 {
             return Err(bad("field number 0 (corrupt data?)".into()));
         }
-        if field == 1 && wire_type != 2 {
+        if field == u64::from(TRACE_PACKET) && wire_type != 2 {
             return Err(bad(format!(
-                "field 1 (packet) has wire type {wire_type}, expected 2 (length-delimited)"
+                "field {TRACE_PACKET} (packet) has wire type {wire_type}, expected 2 (length-delimited)"
             )));
         }
         let len = match wire_type {
@@ -168,7 +169,7 @@ fn walk(bytes: &[u8], base: u64, path: &str, f: &mut OnPacket<'_>) -> Result<Wal
         if bytes.len() - pos < len {
             return Ok(Walked::Truncated { packets, offset });
         }
-        if field == 1 {
+        if field == u64::from(TRACE_PACKET) {
             f(offset, &bytes[pos..pos + len])?;
             packets += 1;
         }

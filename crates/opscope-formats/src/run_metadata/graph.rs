@@ -6,38 +6,10 @@ use std::collections::HashMap;
 
 use crate::error::ImportError;
 
-/// Hand-written prost messages of `graph.proto`, `node_def.proto` and
-/// `tensor_shape.proto` (field numbers of TensorFlow 2.21).
+/// The `GraphDef` messages, generated with the rest of TensorFlow's protos (see
+/// `run_metadata::proto`).
 pub mod proto {
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct GraphDef {
-        #[prost(message, repeated, tag = "1")]
-        pub node: Vec<NodeDef>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct NodeDef {
-        #[prost(bytes = "vec", tag = "1")]
-        pub name: Vec<u8>,
-        #[prost(bytes = "vec", tag = "2")]
-        pub op: Vec<u8>,
-        #[prost(bytes = "vec", tag = "4")]
-        pub device: Vec<u8>,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct TensorShape {
-        #[prost(message, repeated, tag = "2")]
-        pub dim: Vec<Dim>,
-        #[prost(bool, tag = "3")]
-        pub unknown_rank: bool,
-    }
-
-    #[derive(Clone, PartialEq, prost::Message)]
-    pub struct Dim {
-        #[prost(int64, tag = "1")]
-        pub size: i64,
-    }
+    pub use super::super::proto::{GraphDef, NodeDef};
 }
 
 /// One graph node.

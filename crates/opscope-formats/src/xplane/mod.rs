@@ -68,7 +68,7 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// The byte ranges of the planes (field 1) of an XSpace.
+/// The byte ranges of the planes of an XSpace.
 fn plane_ranges(bytes: &[u8], path: &str) -> Result<Vec<(usize, usize)>, ImportError> {
     let syntax = |offset: usize, message: &str| ImportError::Syntax {
         path: path.to_string(),
@@ -111,7 +111,7 @@ fn plane_ranges(bytes: &[u8], path: &str) -> Result<Vec<(usize, usize)>, ImportE
                             "a field longer than the file: the file looks truncated",
                         )
                     })?;
-                if field == 1 {
+                if field == u64::from(proto::XSPACE_PLANES) {
                     ranges.push((data, end));
                 }
                 end
