@@ -32,16 +32,12 @@ struct OpenSlice {
 /// process-local id.
 type FlowKey = (StrId, IdKey, Option<ProcessId>);
 
-/// A flow event waiting for the slices to be sorted so it can be bound.
-struct FlowEvent {
-    key: FlowKey,
-    phase: u8,
+/// Where a flow event binds, once the slices are sorted, and its name.
+struct FlowPlace {
     track: TrackId,
-    ts: i64,
     /// `bp: "e"`: bind to the enclosing slice rather than the next one.
     enclosing: bool,
     name: StrId,
-    index: u64,
 }
 
 pub(crate) struct Builder<'t> {
@@ -55,7 +51,7 @@ pub(crate) struct Builder<'t> {
     open_async: SliceStack<(TrackId, StrId), OpenSlice>,
     open_objects: HashMap<(ProcessId, StrId, IdKey), (TrackId, OpenSlice)>,
     string_ids: HashMap<String, u32>,
-    flows: Vec<FlowEvent>,
+    flows: FlowBinder<FlowKey, FlowPlace>,
     synthetic_pids: HashMap<String, i64>,
     last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
     /// Where the event being handled starts in the input, when known.
@@ -79,7 +75,7 @@ impl<'t> Builder<'t> {
             open_async: SliceStack::new(),
             open_objects: HashMap::new(),
             string_ids: HashMap::new(),
-            flows: Vec::new(),
+            flows: FlowBinder::new(),
             synthetic_pids: HashMap::new(),
             arg_entries: Vec::new(),
             last_thread: None,
@@ -582,14 +578,22 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let (name, category) = self.name_and_category(&ev)?;
-        self.flows.push(FlowEvent {
-            key: (category, id, local.then_some(process)),
-            phase,
-            track,
+        let role = match phase {
+            b's' => FlowRole::Start,
+            b't' => FlowRole::Step,
+            _ => FlowRole::End,
+        };
+        self.flows.add(FlowEnd {
+            id: (category, id, local.then_some(process)),
             ts,
-            enclosing: phase != b'f' || ev.bp.as_deref() == Some("e"),
-            name,
-            index: self.index,
+            order: self.index,
+            role,
+            slice: None,
+            label: FlowPlace {
+                track,
+                enclosing: phase != b'f' || ev.bp.as_deref() == Some("e"),
+                name,
+            },
         });
         Ok(())
     }
@@ -873,31 +877,18 @@ impl<'t> Builder<'t> {
     /// Binds each flow event to a slice and links consecutive events of a chain: `s`
     /// starts a chain, `t` continues it, `f` ends it.
     fn bind_flows(&mut self) {
-        let mut binder = FlowBinder::new();
-        binder.reserve(self.flows.len());
-        for e in std::mem::take(&mut self.flows) {
-            let slice = if e.enclosing {
-                self.trace.enclosing_slice(e.track, e.ts)
+        let trace = &*self.trace;
+        self.flows.place(|e| {
+            let at = &e.label;
+            if at.enclosing {
+                trace.enclosing_slice(at.track, e.ts)
             } else {
-                self.trace.next_slice(e.track, e.ts)
-            };
-            let role = match e.phase {
-                b's' => FlowRole::Start,
-                b't' => FlowRole::Step,
-                _ => FlowRole::End,
-            };
-            binder.add(FlowEnd {
-                id: e.key,
-                ts: e.ts,
-                order: e.index,
-                role,
-                slice,
-                label: e.name,
-            });
-        }
+                trace.next_slice(at.track, e.ts)
+            }
+        });
         let flows = &mut self.trace.flows;
-        binder.bind(&mut self.trace.repairs, |l| {
-            flows.push(l.from, l.to, *l.to_label, l.id.0)
+        self.flows.bind(&mut self.trace.repairs, |l| {
+            flows.push(l.from, l.to, l.to_label.name, l.id.0)
         });
     }
 }

@@ -73,13 +73,16 @@ impl<K: Copy + Ord, L> FlowBinder<K, L> {
         }
     }
 
-    /// Makes room for `n` more events: a large trace has hundreds of thousands.
-    pub fn reserve(&mut self, n: usize) {
-        self.ends.reserve(n);
-    }
-
     pub fn add(&mut self, end: FlowEnd<K, L>) {
         self.ends.push(end);
+    }
+
+    /// Sets the slice of every event added so far, for formats whose flow events name
+    /// a place (a track and time) that only the sorted slices resolve.
+    pub fn place(&mut self, mut slice: impl FnMut(&FlowEnd<K, L>) -> Option<u32>) {
+        for e in &mut self.ends {
+            e.slice = slice(e);
+        }
     }
 
     /// Joins the events added so far, calling `flow` for each flow in id and time
@@ -114,24 +117,24 @@ fn bind_chain<K, L>(
             });
         }
     };
-    let unbound = events.iter().filter(|e| e.slice.is_none()).count() as u64;
     // One start and one end whose clocks disagree: their roles say the direction.
     if let ([end, start], true) = (events, pairs_by_role) {
         if end.role == FlowRole::End
             && matches!(start.role, FlowRole::Start | FlowRole::StartOrStep)
         {
             join(start, end);
-            return unbound;
+            return u64::from(start.slice.is_none()) + u64::from(end.slice.is_none());
         }
     }
     // A start nothing continued (one with no slice is counted already).
     let lone = |open: Option<&FlowEnd<K, L>>, joined: bool| {
         u64::from(!joined && open.is_some_and(|o| o.slice.is_some()))
     };
-    let mut dropped = unbound;
+    let mut dropped = 0;
     let mut open: Option<&FlowEnd<K, L>> = None;
     let mut joined = false;
     for e in events {
+        dropped += u64::from(e.slice.is_none());
         match (e.role, open) {
             (FlowRole::Start, _) | (FlowRole::StartOrStep, None) => {
                 dropped += lone(open, joined);
