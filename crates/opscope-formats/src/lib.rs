@@ -6,6 +6,7 @@
 //! source to a [`opscope_model::Trace`]; exporters read one.
 
 pub mod chrome;
+mod common;
 pub mod ctf;
 pub mod error;
 pub mod input;

@@ -6,7 +6,9 @@
 //! correlation pass reads, so launches link to their kernels.
 //!
 //! Columns are looked up by name, so tables of other schema versions with extra or
-//! missing columns still read; a table that is absent is simply empty.
+//! missing columns still read; a table that is absent is simply empty. An NVTX range
+//! with no end (never popped before the capture stopped) ends at the export's last
+//! time, counted as an unmatched begin.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -20,6 +22,7 @@ use opscope_model::{
 use rusqlite::types::{Value, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 
+use crate::common::SliceStack;
 use crate::error::ImportError;
 
 /// The first bytes of every SQLite database file.
@@ -223,6 +226,16 @@ struct Importer<'t> {
     process_names: HashMap<i64, String>,
     /// Events whose name is a string id the StringIds table does not hold.
     nameless: u64,
+    /// NVTX ranges with no end, by track.
+    open: SliceStack<TrackId, OpenRange>,
+    /// The latest time read, where what is left open ends.
+    last_ts: i64,
+}
+
+struct OpenRange {
+    ts: i64,
+    name: StrId,
+    args: ArgsId,
 }
 
 impl Importer<'_> {
@@ -307,6 +320,7 @@ impl Importer<'_> {
         kind: SliceKind,
         args: ArgsId,
     ) {
+        self.last_ts = self.last_ts.max(start).max(end);
         let category = self.trace.intern(category);
         self.trace.slices.push(SliceRow {
             track,
@@ -397,6 +411,8 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
         gpu_names,
         process_names,
         nameless: 0,
+        open: SliceStack::new(),
+        last_ts: i64::MIN,
     };
 
     let threads = table("ThreadNames")?;
@@ -644,6 +660,7 @@ fn nvtx(im: &mut Importer, t: &Table) {
         }
         let args = im.args(&args);
         let category = im.trace.intern("nvtx");
+        im.last_ts = im.last_ts.max(start);
         if event_type == nvtx_type::MARK {
             let track = im.thread_track(global);
             im.trace.instants.push(InstantRow {
@@ -657,22 +674,33 @@ fn nvtx(im: &mut Importer, t: &Table) {
             });
             continue;
         }
-        let Some(end) = t.int(r, "end") else {
-            im.trace.repairs.unmatched_begins += 1;
-            continue;
-        };
-        if event_type == nvtx_type::START_END_RANGE {
+        let track = if event_type == nvtx_type::START_END_RANGE {
             // Start/end ranges may cross threads and overlap: an async lane each.
             let (pid, _) = split_global_tid(global);
             let process = im.process(pid);
             let lane = t.int(r, "rangeId").unwrap_or(start) as u64;
-            let track = im
-                .trace
-                .named_track(Some(process), TrackKind::Async, name, lane);
-            im.slice(track, start, end, name, "nvtx", SliceKind::Annotation, args);
+            im.trace
+                .named_track(Some(process), TrackKind::Async, name, lane)
         } else {
-            let track = im.thread_track(global);
-            im.slice(track, start, end, name, "nvtx", SliceKind::Annotation, args);
+            im.thread_track(global)
+        };
+        match t.int(r, "end") {
+            Some(end) => im.slice(track, start, end, name, "nvtx", SliceKind::Annotation, args),
+            None => im.open.begin(
+                track,
+                OpenRange {
+                    ts: start,
+                    name,
+                    args,
+                },
+            ),
+        }
+    }
+    let end = im.last_ts;
+    for (track, ranges) in im.open.finish(&mut im.trace.repairs) {
+        for r in ranges {
+            let (ts, name, args) = (r.ts, r.name, r.args);
+            im.slice(track, ts, end, name, "nvtx", SliceKind::Annotation, args);
         }
     }
 }
@@ -752,6 +780,32 @@ mod tests {
             trace.clocks[trace.sources[0].clock.0 as usize].unix_offset_ns,
             Some(1_700_000_000_000_000_000)
         );
+    }
+
+    /// A range never popped ends where the export's last event ends, as other formats
+    /// close a begin with no end; it used to be dropped (and counted all the same).
+    #[test]
+    fn a_range_with_no_end_ends_at_the_last_time() {
+        let open_range = "INSERT INTO NVTX_EVENTS VALUES (160, NULL, 59, 'never popped', NULL, 16777217 * 5 + 2, 0), (170, NULL, 60, 'never ended', NULL, 16777217 * 5 + 2, 0);";
+        let trace = small_export(&[STRING_IDS, SMALL_EXPORT, open_range]);
+        assert_eq!(trace.repairs.unmatched_begins, 2);
+        let s = &trace.slices;
+        let find = |name: &str| {
+            (0..s.len())
+                .find(|&i| trace.str(s.name[i]) == name)
+                .unwrap()
+        };
+        // The range `step`, 90..400, ends last.
+        assert_eq!(
+            (s.ts[find("never popped")], s.end(find("never popped"))),
+            (160, 400)
+        );
+        assert_eq!(
+            (s.ts[find("never ended")], s.end(find("never ended"))),
+            (170, 400)
+        );
+        let pushed = &trace.tracks[s.track[find("never popped")] as usize];
+        assert_eq!(pushed.kind, TrackKind::Thread);
     }
 
     /// Found by fuzzing: text that is not UTF-8 made rusqlite panic.

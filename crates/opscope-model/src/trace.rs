@@ -22,11 +22,13 @@ pub struct RepairCounts {
     pub clipped_overlaps: u64,
     /// Rows referring to a track that does not exist; dropped.
     pub dangling_references: u64,
-    /// `B` events with no `E`, or `b` with no `e`; closed at the last timestamp of their track.
+    /// Begins never ended (`B` with no `E`, `b` with no `e`, a cut trace); closed at
+    /// the end of the trace (Perfetto: the last time on their track).
     pub unmatched_begins: u64,
-    /// `E`/`e` events with nothing open; dropped.
+    /// Ends (`E`/`e`) with nothing open; dropped.
     pub unmatched_ends: u64,
-    /// Flow events whose start or end could not be bound to a slice; dropped.
+    /// Flow events bound to no slice, or with no partner in their chain (an end or
+    /// step with no start, a start that nothing continues); their flows are dropped.
     pub unbound_flow_events: u64,
     /// Events the importer could not read (missing fields, wrong types); dropped.
     pub malformed_events: u64,

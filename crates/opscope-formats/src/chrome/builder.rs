@@ -14,6 +14,7 @@ use opscope_model::{
 use super::chunk::{ArgEntries, ArgKind};
 use super::kinds::{self, TfLane};
 use super::parse::{micros_to_ns, Id, RawEvent};
+use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
 use crate::error::ImportError;
 
 /// Numbers given to string pids and tids that are not numbers ("Traces", "stream 7"):
@@ -27,17 +28,16 @@ struct OpenSlice {
     args: ArgsId,
 }
 
-/// A flow event waiting for the slices to be sorted so it can be bound.
-struct FlowEvent {
-    /// Events with the same key form one flow chain.
-    key: (StrId, IdKey, Option<ProcessId>),
-    phase: u8,
+/// Events with the same key form one flow chain: category, id, and the process of a
+/// process-local id.
+type FlowKey = (StrId, IdKey, Option<ProcessId>);
+
+/// Where a flow event binds, once the slices are sorted, and its name.
+struct FlowPlace {
     track: TrackId,
-    ts: i64,
     /// `bp: "e"`: bind to the enclosing slice rather than the next one.
     enclosing: bool,
     name: StrId,
-    index: u64,
 }
 
 pub(crate) struct Builder<'t> {
@@ -46,11 +46,12 @@ pub(crate) struct Builder<'t> {
     pub path: String,
     /// Index of the event being handled, for error messages.
     pub index: u64,
-    open: HashMap<TrackId, Vec<OpenSlice>>,
-    open_async: HashMap<(TrackId, StrId), Vec<OpenSlice>>,
+    open: SliceStack<TrackId, OpenSlice>,
+    /// Async lanes: a track and category.
+    open_async: SliceStack<(TrackId, StrId), OpenSlice>,
     open_objects: HashMap<(ProcessId, StrId, IdKey), (TrackId, OpenSlice)>,
     string_ids: HashMap<String, u32>,
-    flows: Vec<FlowEvent>,
+    flows: FlowBinder<FlowKey, FlowPlace>,
     synthetic_pids: HashMap<String, i64>,
     last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
     /// Where the event being handled starts in the input, when known.
@@ -70,11 +71,11 @@ impl<'t> Builder<'t> {
             source,
             path: path.to_string(),
             index: 0,
-            open: HashMap::new(),
-            open_async: HashMap::new(),
+            open: SliceStack::new(),
+            open_async: SliceStack::new(),
             open_objects: HashMap::new(),
             string_ids: HashMap::new(),
-            flows: Vec::new(),
+            flows: FlowBinder::new(),
             synthetic_pids: HashMap::new(),
             arg_entries: Vec::new(),
             last_thread: None,
@@ -383,12 +384,15 @@ impl<'t> Builder<'t> {
         let (_, track) = self.thread_track(&ev)?;
         let (name, category) = self.name_and_category(&ev)?;
         let args = self.args(&ev)?;
-        self.open.entry(track).or_default().push(OpenSlice {
-            ts,
-            name,
-            category,
-            args,
-        });
+        self.open.begin(
+            track,
+            OpenSlice {
+                ts,
+                name,
+                category,
+                args,
+            },
+        );
         Ok(())
     }
 
@@ -398,8 +402,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let (_, track) = self.thread_track(&ev)?;
-        let Some(mut open) = self.open.get_mut(&track).and_then(Vec::pop) else {
-            self.trace.repairs.unmatched_ends += 1;
+        let Some(mut open) = self.open.end(track, &mut self.trace.repairs) else {
             return Ok(());
         };
         // Args on the `E` event are merged into the slice's, as Chrome does.
@@ -575,14 +578,22 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let (name, category) = self.name_and_category(&ev)?;
-        self.flows.push(FlowEvent {
-            key: (category, id, local.then_some(process)),
-            phase,
-            track,
+        let role = match phase {
+            b's' => FlowRole::Start,
+            b't' => FlowRole::Step,
+            _ => FlowRole::End,
+        };
+        self.flows.add(FlowEnd {
+            id: (category, id, local.then_some(process)),
             ts,
-            enclosing: phase != b'f' || ev.bp.as_deref() == Some("e"),
-            name,
-            index: self.index,
+            order: self.index,
+            role,
+            slice: None,
+            label: FlowPlace {
+                track,
+                enclosing: phase != b'f' || ev.bp.as_deref() == Some("e"),
+                name,
+            },
         });
         Ok(())
     }
@@ -638,15 +649,15 @@ impl<'t> Builder<'t> {
         };
         let name = self.string(ev.name.as_deref().unwrap_or(""))?;
         let args = self.args(&ev)?;
-        self.open_async
-            .entry((track, category))
-            .or_default()
-            .push(OpenSlice {
+        self.open_async.begin(
+            (track, category),
+            OpenSlice {
                 ts,
                 name,
                 category,
                 args,
-            });
+            },
+        );
         Ok(())
     }
 
@@ -659,20 +670,15 @@ impl<'t> Builder<'t> {
         };
         let name = ev.name.as_deref().unwrap_or("");
         let name = self.trace.strings.find(name);
-        let Some(stack) = self.open_async.get_mut(&(track, category)) else {
-            self.trace.repairs.unmatched_ends += 1;
-            return Ok(());
-        };
         // `e` closes the innermost open `b` of the same name, else the innermost one.
-        let at = stack
-            .iter()
-            .rposition(|o| Some(o.name) == name)
-            .or(stack.len().checked_sub(1));
-        let Some(at) = at else {
-            self.trace.repairs.unmatched_ends += 1;
+        let closed =
+            self.open_async
+                .end_preferring((track, category), &mut self.trace.repairs, |o| {
+                    Some(o.name) == name
+                });
+        let Some(mut open) = closed else {
             return Ok(());
         };
-        let mut open = stack.remove(at);
         let end_args = self.args(&ev)?;
         open.args = self.merge_args(open.args, end_args);
         self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
@@ -783,17 +789,11 @@ impl<'t> Builder<'t> {
         } else {
             self.max_ts
         };
-        let open: Vec<_> = self.open.drain().collect();
-        for (track, stack) in open {
+        let open = self.open.finish(&mut self.trace.repairs);
+        let open_async = self.open_async.finish(&mut self.trace.repairs);
+        let open_async = open_async.into_iter().map(|((track, _), o)| (track, o));
+        for (track, stack) in open.into_iter().chain(open_async) {
             for o in stack {
-                self.trace.repairs.unmatched_begins += 1;
-                self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
-            }
-        }
-        let open: Vec<_> = self.open_async.drain().collect();
-        for ((track, _), stack) in open {
-            for o in stack {
-                self.trace.repairs.unmatched_begins += 1;
                 self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
             }
         }
@@ -874,50 +874,22 @@ impl<'t> Builder<'t> {
         }
     }
 
-    /// Binds each flow step to a slice and links consecutive steps of a chain: `s`
+    /// Binds each flow event to a slice and links consecutive events of a chain: `s`
     /// starts a chain, `t` continues it, `f` ends it.
     fn bind_flows(&mut self) {
-        let mut events = std::mem::take(&mut self.flows);
-        events.sort_by_key(|e| (e.key, e.ts, e.index));
-        let mut i = 0;
-        while i < events.len() {
-            let mut j = i;
-            while j < events.len() && events[j].key == events[i].key {
-                j += 1;
+        let trace = &*self.trace;
+        self.flows.place(|e| {
+            let at = &e.label;
+            if at.enclosing {
+                trace.enclosing_slice(at.track, e.ts)
+            } else {
+                trace.next_slice(at.track, e.ts)
             }
-            let mut chain: Option<Option<u32>> = None;
-            for e in &events[i..j] {
-                let bound = if e.enclosing {
-                    self.trace.enclosing_slice(e.track, e.ts)
-                } else {
-                    self.trace.next_slice(e.track, e.ts)
-                };
-                match e.phase {
-                    b's' => {
-                        if bound.is_none() {
-                            self.trace.repairs.unbound_flow_events += 1;
-                        }
-                        chain = Some(bound);
-                    }
-                    _ => {
-                        let Some(from) = chain else {
-                            // A step or end with no start in this file.
-                            self.trace.repairs.unbound_flow_events += 1;
-                            continue;
-                        };
-                        match (from, bound) {
-                            (Some(from), Some(to)) => {
-                                self.trace.flows.push(from, to, e.name, e.key.0)
-                            }
-                            (_, None) => self.trace.repairs.unbound_flow_events += 1,
-                            (None, Some(_)) => {}
-                        }
-                        chain = if e.phase == b'f' { None } else { Some(bound) };
-                    }
-                }
-            }
-            i = j;
-        }
+        });
+        let flows = &mut self.trace.flows;
+        self.flows.bind(&mut self.trace.repairs, |l| {
+            flows.push(l.from, l.to, l.to_label.name, l.id.0)
+        });
     }
 }
 
@@ -976,6 +948,50 @@ fn parse_args_object(text: &str) -> Option<Vec<(std::borrow::Cow<'_, str>, &str)
 #[cfg(test)]
 mod tests {
     use opscope_model::Trace;
+
+    fn import(json: &str) -> Trace {
+        let mut trace = Trace::new();
+        crate::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace
+    }
+
+    /// A flow start that nothing continues is dropped and counted, as an end with no
+    /// start is, and as the Perfetto reader counts it (it used to be dropped unseen).
+    #[test]
+    fn a_flow_start_nothing_continues_is_counted() {
+        let slices = r#"{"ph":"X","name":"launch","pid":1,"tid":1,"ts":0,"dur":10},
+            {"ph":"X","name":"kernel","pid":2,"tid":7,"ts":20,"dur":10},"#;
+        let t = import(&format!(
+            r#"[{slices}
+            {{"ph":"s","cat":"ac2g","id":1,"pid":1,"tid":1,"ts":1}},
+            {{"ph":"f","cat":"ac2g","id":1,"pid":2,"tid":7,"ts":20,"bp":"e"}},
+            {{"ph":"s","cat":"ac2g","id":2,"pid":1,"tid":1,"ts":2}},
+            {{"ph":"f","cat":"ac2g","id":3,"pid":2,"tid":7,"ts":21,"bp":"e"}}]"#
+        ));
+        assert_eq!(t.flows.len(), 1);
+        assert_eq!(
+            t.repairs.unbound_flow_events, 2,
+            "the lone s and the lone f"
+        );
+        // A start another start replaces is dropped too; the second one joins.
+        let t = import(&format!(
+            r#"[{slices}
+            {{"ph":"s","cat":"ac2g","id":1,"pid":1,"tid":1,"ts":1}},
+            {{"ph":"s","cat":"ac2g","id":1,"pid":1,"tid":1,"ts":2}},
+            {{"ph":"f","cat":"ac2g","id":1,"pid":2,"tid":7,"ts":20,"bp":"e"}}]"#
+        ));
+        assert_eq!(t.flows.len(), 1);
+        assert_eq!(t.repairs.unbound_flow_events, 1);
+        // The Trace Event Format chains by time: an `f` before its `s` joins nothing,
+        // and both are counted.
+        let t = import(&format!(
+            r#"[{slices}
+            {{"ph":"f","cat":"ac2g","id":1,"pid":2,"tid":7,"ts":20,"bp":"e"}},
+            {{"ph":"s","cat":"ac2g","id":1,"pid":1,"tid":1,"ts":20}}]"#
+        ));
+        assert_eq!(t.flows.len(), 0);
+        assert_eq!(t.repairs.unbound_flow_events, 2);
+    }
 
     /// Found by fuzzing: a span from one end of the nanosecond range to the other
     /// overflowed `end - start`; it saturates now, as `Slices::end` does.

@@ -56,6 +56,7 @@ use opscope_model::{
 use super::allocations::{field_bit, Allocations, Libc};
 use super::decode::{Event, IntNode, Layout, Node, Val};
 use super::types::{EnumTy, EnvValue};
+use crate::common::SliceStack;
 use crate::ctf::export::ArgTag;
 use crate::error::ImportError;
 
@@ -302,7 +303,7 @@ struct Mapper<'t> {
     lanes: HashMap<LaneKey, (ProcessId, TrackId)>,
     /// The lane of the previous event: runs of events come from one thread.
     last_lane: Option<(LaneKey, (ProcessId, TrackId))>,
-    stacks: HashMap<TrackId, Vec<Open>>,
+    stacks: SliceStack<TrackId, Open>,
     /// opscope's own slices still open (their rows), by the id the writer gave them:
     /// ids are the slices' indexes, so most fit `own_rows`; others go to `own_open`.
     own_rows: Vec<u32>,
@@ -1220,18 +1221,19 @@ impl<'t> Mapper<'t> {
                 let a = addr.map_or(0, |i| self.field_u(r, i));
                 let name = self.trace.intern(&hex(a));
                 let args = self.payload_args(plan, layout, r);
-                self.stacks.entry(track).or_default().push(Open {
+                let open = Open {
                     key: plan.name,
                     name,
                     ts,
                     kind: SliceKind::Other,
                     category: plan.category,
                     args,
-                });
+                };
+                self.stacks.begin(track, open);
             }
             Rule::CygExit => {
-                let open = self.stacks.entry(track).or_default().pop();
-                self.end_or_unmatched(open, plan, layout, r, ts, track);
+                let open = self.stacks.end(track, &mut self.trace.repairs);
+                self.close_or_keep(open, plan, layout, r, ts, track);
             }
             Rule::Begin {
                 key,
@@ -1247,14 +1249,15 @@ impl<'t> Mapper<'t> {
                 };
                 let track = self.lane_track(*lane, process, track);
                 let args = self.payload_args(plan, layout, r);
-                self.stacks.entry(track).or_default().push(Open {
+                let open = Open {
                     key: *key,
                     name,
                     ts,
                     kind: *kind,
                     category: plan.category,
                     args,
-                });
+                };
+                self.stacks.begin(track, open);
             }
             Rule::End {
                 key,
@@ -1267,20 +1270,17 @@ impl<'t> Mapper<'t> {
                     .and_then(|i| self.positions.get(i).copied())
                     .map(|p| self.text(r, r.vals[p as usize]));
                 let lane_track = self.lane_track(*lane, process, track);
-                let stack = self.stacks.entry(lane_track).or_default();
-                let found = stack
-                    .iter()
-                    .rposition(|o| o.key == *key && name.is_none_or(|n| n == o.name));
+                let found = self
+                    .stacks
+                    .end_where(lane_track, &mut self.trace.repairs, |o| {
+                        o.key == *key && name.is_none_or(|n| n == o.name)
+                    });
                 match found {
-                    Some(i) => {
-                        let open = stack.remove(i);
+                    Some(open) => {
                         let extra = self.payload_args(plan, layout, r);
                         self.close(open, lane_track, ts, &extra);
                     }
-                    None => {
-                        self.trace.repairs.unmatched_ends += 1;
-                        self.instant(plan, layout, r, ts, lane_track);
-                    }
+                    None => self.instant(plan, layout, r, ts, lane_track),
                 }
             }
             Rule::Libc(libc) => self.libc(plan, layout, r, ts, process, track, libc),
@@ -1302,7 +1302,10 @@ impl<'t> Mapper<'t> {
             }
             Rule::OwnEnd { id } => match self.take_own(self.field_u(r, *id)) {
                 Some(row) => self.end_own(row, track, ts),
-                None => self.end_or_unmatched(None, plan, layout, r, ts, track),
+                None => {
+                    self.trace.repairs.unmatched_ends += 1;
+                    self.instant(plan, layout, r, ts, track);
+                }
             },
             Rule::OwnInstant {
                 name,
@@ -1549,8 +1552,9 @@ impl<'t> Mapper<'t> {
         });
     }
 
-    /// Closes `open` at `ts`; an end with nothing open is counted and kept as an instant.
-    fn end_or_unmatched(
+    /// Closes `open` at `ts`; an end that closed nothing (counted already) is kept as
+    /// an instant.
+    fn close_or_keep(
         &mut self,
         open: Option<Open>,
         plan: &Plan,
@@ -1561,10 +1565,7 @@ impl<'t> Mapper<'t> {
     ) {
         match open {
             Some(open) => self.close(open, track, ts, &[]),
-            None => {
-                self.trace.repairs.unmatched_ends += 1;
-                self.instant(plan, layout, r, ts, track);
-            }
+            None => self.instant(plan, layout, r, ts, track),
         }
     }
 
@@ -1773,7 +1774,7 @@ pub(super) fn import_layout(
         plans: (0..layout.events.len()).map(|_| None).collect(),
         lanes: HashMap::new(),
         last_lane: None,
-        stacks: HashMap::new(),
+        stacks: SliceStack::new(),
         own_open: HashMap::new(),
         own_rows: Vec::new(),
         own_replaced: Vec::new(),
@@ -1811,12 +1812,12 @@ pub(super) fn import_layout(
     let end = m.last_ts;
     let mut open: Vec<(TrackId, Open)> = m
         .stacks
-        .drain()
+        .finish(&mut m.trace.repairs)
+        .into_iter()
         .flat_map(|(t, v)| v.into_iter().map(move |o| (t, o)))
         .collect();
     open.sort_by_key(|(t, o)| (t.0, o.ts));
     for (track, o) in open {
-        m.trace.repairs.unmatched_begins += 1;
         let at = end.max(o.ts);
         m.close(o, track, at, &[]);
     }

@@ -27,6 +27,7 @@ use super::proto::{
 use super::{
     recorded_kind, Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION,
 };
+use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
 use crate::error::ImportError;
 
 /// Compressed packets inflate to at most this much each (Perfetto writes chunks of
@@ -461,8 +462,8 @@ impl Sequence {
 #[derive(Clone, Copy)]
 struct Target {
     track: TrackId,
-    /// The stack of open slices of the Perfetto track (lanes have their own).
-    stack: usize,
+    /// The lane of the Perfetto track, for its open slices (lane tracks have their own).
+    lane: usize,
     scope: InstantScope,
     /// Counter tracks: unit multiplier and whether values are deltas.
     counter: Option<(f64, bool)>,
@@ -474,39 +475,29 @@ struct Frame {
     /// (`Trace::finish` nests slices of equal times in row order).
     row: u32,
     ts: i64,
-    /// Where this slice's args start in its stack's list.
+    /// Where this slice's args start in its lane's list.
     args_start: usize,
 }
 
-struct Stack {
-    frames: Vec<Frame>,
+/// What a lane keeps beside its open slices.
+struct Lane {
     /// Args of all open slices, innermost last: a stack discipline, so one list serves.
     args: Vec<(StrId, ArgValue)>,
     /// The last time of any event on the track, where what stays open is closed.
     last_ts: i64,
 }
 
-impl Default for Stack {
-    fn default() -> Stack {
-        Stack {
-            frames: Vec::new(),
+impl Default for Lane {
+    fn default() -> Lane {
+        Lane {
             args: Vec::new(),
             last_ts: i64::MIN,
         }
     }
 }
 
-/// A flow id seen on a slice's begin or end event.
-struct FlowEnd {
-    id: u64,
-    ts: i64,
-    /// Event number, to keep file order among events of equal time.
-    order: u64,
-    terminating: bool,
-    /// Category and name from an `opscope.flow` annotation.
-    label: Option<(StrId, StrId)>,
-    slice: u32,
-}
+/// Category and name from an `opscope.flow` annotation.
+type FlowLabel = Option<(StrId, StrId)>;
 
 /// Well-known annotation keys, interned once.
 struct Keys {
@@ -529,8 +520,10 @@ struct Importer<'t> {
     targets: HashMap<u64, Target>,
     process_of_uuid: HashMap<u64, ProcessId>,
     counter_totals: HashMap<u64, f64>,
-    stacks: Vec<Stack>,
-    flow_ends: Vec<FlowEnd>,
+    /// Open slices by lane (`Target::lane`).
+    open: SliceStack<usize, Frame>,
+    lanes: Vec<Lane>,
+    flows: FlowBinder<u64, FlowLabel>,
     kinds: HashMap<StrId, Option<SliceKind>>,
     order: u64,
     /// Reused per event.
@@ -557,8 +550,9 @@ impl<'t> Importer<'t> {
             targets: HashMap::new(),
             process_of_uuid: HashMap::new(),
             counter_totals: HashMap::new(),
-            stacks: Vec::new(),
-            flow_ends: Vec::new(),
+            open: SliceStack::new(),
+            lanes: Vec::new(),
+            flows: FlowBinder::pairs_by_role(),
             kinds: HashMap::new(),
             order: 0,
             annotations: Vec::new(),
@@ -675,7 +669,7 @@ impl<'t> Importer<'t> {
         if marker.lane {
             if let Some(parent) = parent.and_then(|p| self.resolve(descs, index, p, depth + 1)) {
                 let target = Target {
-                    stack: self.new_stack(),
+                    lane: self.new_lane(),
                     counter,
                     ..parent
                 };
@@ -713,7 +707,7 @@ impl<'t> Importer<'t> {
             }
             Target {
                 track,
-                stack: self.new_stack(),
+                lane: self.new_lane(),
                 scope: InstantScope::Thread,
                 counter,
             }
@@ -737,7 +731,7 @@ impl<'t> Importer<'t> {
                 .unwrap_or(StrId::EMPTY);
             Target {
                 track: trace.named_track(process, kind, name, uuid),
-                stack: self.new_stack(),
+                lane: self.new_lane(),
                 scope: InstantScope::Thread,
                 counter,
             }
@@ -763,7 +757,7 @@ impl<'t> Importer<'t> {
             track: self
                 .trace
                 .named_track(process, TrackKind::Async, StrId::EMPTY, uuid),
-            stack: self.new_stack(),
+            lane: self.new_lane(),
             scope,
             counter: None,
         };
@@ -771,9 +765,9 @@ impl<'t> Importer<'t> {
         target
     }
 
-    fn new_stack(&mut self) -> usize {
-        self.stacks.push(Stack::default());
-        self.stacks.len() - 1
+    fn new_lane(&mut self) -> usize {
+        self.lanes.push(Lane::default());
+        self.lanes.len() - 1
     }
 
     // ---- packets ----
@@ -869,13 +863,13 @@ impl<'t> Importer<'t> {
                 self.trace.threads[thread.index()].name = Some(name);
             }
             // Writers repeat the descriptor; slices open on the thread stay open.
-            let stack = match self.seq.legacy_thread {
-                Some(previous) => previous.stack,
-                None => self.new_stack(),
+            let lane = match self.seq.legacy_thread {
+                Some(previous) => previous.lane,
+                None => self.new_lane(),
             };
             self.seq.legacy_thread = Some(Target {
                 track: self.trace.thread_track(thread, TrackKind::Thread),
-                stack,
+                lane,
                 scope: InstantScope::Thread,
                 counter: None,
             });
@@ -980,8 +974,8 @@ impl<'t> Importer<'t> {
             (None, Some(thread)) => thread,
             (None, None) => self.target(0),
         };
-        let stack = &mut self.stacks[target.stack];
-        stack.last_ts = stack.last_ts.max(ts);
+        let lane = &mut self.lanes[target.lane];
+        lane.last_ts = lane.last_ts.max(ts);
         self.extra_counters(te, ts);
         match te.r#type.unwrap_or(0) {
             TYPE_SLICE_BEGIN => self.begin(te, ts, target),
@@ -1138,55 +1132,52 @@ impl<'t> Importer<'t> {
             kind: kind.unwrap_or(SliceKind::Other),
             args: ArgsId::NONE,
         });
-        let stack = &mut self.stacks[target.stack];
-        stack.frames.push(Frame {
-            row,
-            ts,
-            args_start: stack.args.len(),
-        });
-        stack.args.append(&mut self.annotations);
-        pending_flows(te, ts, self.order, row, &self.labels, &mut self.flow_ends);
+        let lane = &mut self.lanes[target.lane];
+        let args_start = lane.args.len();
+        lane.args.append(&mut self.annotations);
+        self.open.begin(
+            target.lane,
+            Frame {
+                row,
+                ts,
+                args_start,
+            },
+        );
+        pending_flows(te, ts, self.order, Some(row), &self.labels, &mut self.flows);
     }
 
     fn end(&mut self, te: &TrackEvent, ts: i64, target: Target) {
-        let Some(row) = self.stacks[target.stack].frames.last().map(|f| f.row) else {
-            self.trace.repairs.unmatched_ends += 1;
+        let Some(frame) = self.open.end(target.lane, &mut self.trace.repairs) else {
             return;
         };
         // Perfetto merges the args and flows of an end event into its slice's.
         self.annotations(te);
-        self.stacks[target.stack].args.append(&mut self.annotations);
-        pending_flows(te, ts, self.order, row, &self.labels, &mut self.flow_ends);
-        self.close_top(target.stack, ts);
+        self.lanes[target.lane].args.append(&mut self.annotations);
+        let row = Some(frame.row);
+        pending_flows(te, ts, self.order, row, &self.labels, &mut self.flows);
+        self.close(frame, target.lane, ts);
     }
 
-    /// Ends the innermost open slice of a stack at `ts`.
-    fn close_top(&mut self, stack: usize, ts: i64) {
-        let stack = &mut self.stacks[stack];
-        let Some(frame) = stack.frames.pop() else {
-            return;
-        };
+    /// Ends `frame`, the innermost open slice of `lane`, at `ts`.
+    fn close(&mut self, frame: Frame, lane: usize, ts: i64) {
+        let lane = &mut self.lanes[lane];
         let trace = &mut *self.trace;
         let mut w = trace.args.writer();
-        for &(k, v) in &stack.args[frame.args_start..] {
+        for &(k, v) in &lane.args[frame.args_start..] {
             w.push(k, v);
         }
         let row = frame.row as usize;
         trace.slices.args[row] = w.finish();
         trace.slices.dur[row] = ts.saturating_sub(frame.ts);
-        stack.args.truncate(frame.args_start);
+        lane.args.truncate(frame.args_start);
     }
 
     fn instant(&mut self, te: &TrackEvent, ts: i64, target: Target) {
         let name = self.name(te);
         let category = self.category(te);
         let (kind, scope) = self.annotations(te);
-        // Flows in the model join slices; an instant has none to bind.
-        let flows = te.flow_ids.len()
-            + te.flow_ids_old.len()
-            + te.terminating_flow_ids.len()
-            + te.terminating_flow_ids_old.len();
-        self.trace.repairs.unbound_flow_events += flows as u64;
+        // Flows in the model join slices: an instant's have none to bind to.
+        pending_flows(te, ts, self.order, None, &self.labels, &mut self.flows);
         let trace = &mut *self.trace;
         let mut w = trace.args.writer();
         for &(k, v) in &self.annotations {
@@ -1209,66 +1200,26 @@ impl<'t> Importer<'t> {
     }
 
     /// Closes what is still open at the end of the trace at the last time seen on its
-    /// track, and counts it.
+    /// track (the tracker counts it), innermost first as the lane's args require.
     fn close_open_slices(&mut self) {
-        for i in 0..self.stacks.len() {
-            while !self.stacks[i].frames.is_empty() {
-                self.trace.repairs.unmatched_begins += 1;
-                self.close_top(i, self.stacks[i].last_ts);
+        for (lane, frames) in self.open.finish(&mut self.trace.repairs) {
+            let end = self.lanes[lane].last_ts;
+            for frame in frames.into_iter().rev() {
+                self.close(frame, lane, end);
             }
         }
     }
 
     /// Joins the slices that share a flow id. As in Perfetto, the events of one id in
-    /// time order form a chain (each step a flow) that a terminating id ends; a pair
-    /// of one outgoing and one terminating event is joined in that direction even when
-    /// the clocks put the terminating one first.
+    /// time order form a chain (each outgoing id a step) that a terminating id ends; a
+    /// pair of one outgoing and one terminating event is joined in that direction even
+    /// when the clocks put the terminating one first.
     fn bind_flows(&mut self) {
-        let mut ends = std::mem::take(&mut self.flow_ends);
-        ends.sort_by_key(|e| (e.id, e.ts, e.order, e.terminating));
-        let trace = &mut *self.trace;
-        let mut start = 0;
-        while start < ends.len() {
-            let id = ends[start].id;
-            let mut stop = start;
-            while stop < ends.len() && ends[stop].id == id {
-                stop += 1;
-            }
-            let group = &ends[start..stop];
-            start = stop;
-            let label = |e: &FlowEnd| e.label.unwrap_or_default();
-            if let [a, b] = group {
-                if a.terminating && !b.terminating {
-                    let (cat, name) = label(b);
-                    trace.flows.push(b.slice, a.slice, name, cat);
-                    continue;
-                }
-            }
-            let mut open: Option<&FlowEnd> = None;
-            let mut joined = false;
-            for e in group {
-                match open {
-                    Some(from) => {
-                        let (cat, name) = label(from);
-                        trace.flows.push(from.slice, e.slice, name, cat);
-                        joined = true;
-                    }
-                    None if e.terminating => trace.repairs.unbound_flow_events += 1,
-                    None => {}
-                }
-                if e.terminating {
-                    open = None;
-                } else {
-                    if open.is_none() {
-                        joined = false;
-                    }
-                    open = Some(e);
-                }
-            }
-            if open.is_some() && !joined {
-                trace.repairs.unbound_flow_events += 1;
-            }
-        }
+        let flows = &mut self.trace.flows;
+        self.flows.bind(&mut self.trace.repairs, |l| {
+            let (cat, name) = l.from_label.unwrap_or_default();
+            flows.push(l.from, l.to, name, cat);
+        });
     }
 }
 
@@ -1289,43 +1240,47 @@ fn decode_into(
     })
 }
 
-/// Appends the flows named on an event of slice `slice` to `out`, with the labels of
-/// our annotations when there is one per outgoing id.
+/// Adds the flows named on an event of slice `slice` (none: an instant) to `out`, with
+/// the labels of our annotations when there is one per outgoing id.
 fn pending_flows(
     te: &TrackEvent,
     ts: i64,
     order: u64,
-    slice: u32,
+    slice: Option<u32>,
     labels: &[(StrId, StrId)],
-    out: &mut Vec<FlowEnd>,
+    out: &mut FlowBinder<u64, FlowLabel>,
 ) {
     let outgoing = te.flow_ids.len() + te.flow_ids_old.len();
     let labelled = outgoing == labels.len();
     let ids = te.flow_ids.iter().chain(&te.flow_ids_old);
-    out.extend(ids.enumerate().map(|(i, &id)| FlowEnd {
-        id,
-        ts,
-        order,
-        terminating: false,
-        label: if labelled {
-            labels.get(i).copied()
-        } else {
-            None
-        },
-        slice,
-    }));
+    for (i, &id) in ids.enumerate() {
+        out.add(FlowEnd {
+            id,
+            ts,
+            order,
+            role: FlowRole::StartOrStep,
+            label: if labelled {
+                labels.get(i).copied()
+            } else {
+                None
+            },
+            slice,
+        });
+    }
     let ids = te
         .terminating_flow_ids
         .iter()
         .chain(&te.terminating_flow_ids_old);
-    out.extend(ids.map(|&id| FlowEnd {
-        id,
-        ts,
-        order,
-        terminating: true,
-        label: None,
-        slice,
-    }));
+    for &id in ids {
+        out.add(FlowEnd {
+            id,
+            ts,
+            order,
+            role: FlowRole::End,
+            label: None,
+            slice,
+        });
+    }
 }
 
 fn annotation_value(a: &DebugAnnotation, seq: &Sequence, trace: &mut Trace) -> ArgValue {

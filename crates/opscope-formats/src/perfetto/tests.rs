@@ -869,6 +869,51 @@ fn perfetto_unmatched_and_skipped_events_are_counted() {
     assert_eq!(t.instants.len(), 1);
 }
 
+/// An instant has no slice for a flow to join: its flow event breaks the chain there
+/// and is the one counted, as a Chrome flow event outside any slice is. (Its partner
+/// used to be counted as well, as an end with no start.)
+#[test]
+fn perfetto_flows_of_instants_break_their_chain_and_count_once() {
+    let clear = TracePacket {
+        trusted_packet_sequence_id: Some(1),
+        sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+        ..Default::default()
+    };
+    let on = |ts, ty, flows: Vec<u64>, terminating: Vec<u64>| {
+        event(
+            ts,
+            1,
+            TrackEvent {
+                r#type: Some(ty),
+                track_uuid: Some(3),
+                name: Some(b"x".to_vec()),
+                flow_ids: flows,
+                terminating_flow_ids: terminating,
+                ..Default::default()
+            },
+        )
+    };
+    let end = |ts| on(ts, TYPE_SLICE_END, vec![], vec![]);
+    let packets = vec![
+        thread_descriptor(3, 1, 2, "t"),
+        clear,
+        // 7: from an instant to a slice.
+        on(10, TYPE_INSTANT, vec![7], vec![]),
+        on(20, TYPE_SLICE_BEGIN, vec![], vec![7]),
+        end(21),
+        // 8: from a slice through an instant to a slice: no flow goes around it.
+        on(30, TYPE_SLICE_BEGIN, vec![8], vec![]),
+        end(31),
+        on(40, TYPE_INSTANT, vec![8], vec![]),
+        on(50, TYPE_SLICE_BEGIN, vec![], vec![8]),
+        end(51),
+    ];
+    let t = import_bytes(&frame(&packets)).expect("import");
+    assert_eq!(t.flows.len(), 0);
+    assert_eq!(t.repairs.unbound_flow_events, 2);
+    assert_eq!(t.instants.len(), 2);
+}
+
 fn syntax_offset(r: Result<Trace, ImportError>) -> u64 {
     match r {
         Err(ImportError::Syntax { offset, .. }) => offset,
