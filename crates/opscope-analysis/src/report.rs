@@ -234,3 +234,32 @@ impl Report {
 pub trait Reported: Serialize {
     fn report(&self) -> Report;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// CSV holds one table: a report's first, or its tree's (prose lines have none).
+    #[test]
+    fn csv_takes_the_first_table_or_the_trees() {
+        let mut report = Report::default();
+        report.line(Line::of("heading"));
+        assert_eq!(report.csv_table(), None);
+        let mut first = Table::new(vec![Column::text("first")]);
+        first.rows.push(vec![Value::text("a")]);
+        report.table(first.clone());
+        report.table(Table::new(vec![Column::text("second")]));
+        assert_eq!(report.csv_table(), Some(&first));
+        let tree = Report {
+            blocks: vec![
+                Block::Line(Line::of("legend")),
+                Block::Tree(Tree {
+                    legend: "ops".into(),
+                    rows: Vec::new(),
+                    table: Table::new(vec![Column::numeric("depth")]),
+                }),
+            ],
+        };
+        assert_eq!(tree.csv_table().map(|t| t.columns[0].title), Some("depth"));
+    }
+}
