@@ -69,11 +69,6 @@ impl Value {
             decimals,
         }
     }
-
-    /// Whether a table column of such values is aligned to the right.
-    pub fn is_numeric(&self) -> bool {
-        !matches!(self, Value::Text(_) | Value::Sparkline { .. })
-    }
 }
 
 /// A line of prose with figures in it.

@@ -33,11 +33,7 @@ impl<K: Copy + Eq + Hash, P> SliceStack<K, P> {
     /// Ends the innermost open slice of `lane`. With none open the end is dropped and
     /// counted as an unmatched end.
     pub fn end(&mut self, lane: K, repairs: &mut RepairCounts) -> Option<P> {
-        let closed = self.lanes.get_mut(&lane).and_then(Vec::pop);
-        if closed.is_none() {
-            repairs.unmatched_ends += 1;
-        }
-        closed
+        self.close(lane, repairs, |stack| stack.len().checked_sub(1))
     }
 
     /// Ends the innermost open slice of `lane` that `accept` takes (an end that names
@@ -48,14 +44,7 @@ impl<K: Copy + Eq + Hash, P> SliceStack<K, P> {
         repairs: &mut RepairCounts,
         accept: impl FnMut(&P) -> bool,
     ) -> Option<P> {
-        let closed = self.lanes.get_mut(&lane).and_then(|stack| {
-            let at = stack.iter().rposition(accept)?;
-            Some(stack.remove(at))
-        });
-        if closed.is_none() {
-            repairs.unmatched_ends += 1;
-        }
-        closed
+        self.close(lane, repairs, |stack| stack.iter().rposition(accept))
     }
 
     /// Ends the innermost open slice of `lane` that `prefer` takes, else the innermost
@@ -66,11 +55,24 @@ impl<K: Copy + Eq + Hash, P> SliceStack<K, P> {
         repairs: &mut RepairCounts,
         prefer: impl FnMut(&P) -> bool,
     ) -> Option<P> {
-        let closed = self.lanes.get_mut(&lane).and_then(|stack| {
-            let at = stack
+        self.close(lane, repairs, |stack| {
+            stack
                 .iter()
                 .rposition(prefer)
-                .or(stack.len().checked_sub(1))?;
+                .or(stack.len().checked_sub(1))
+        })
+    }
+
+    /// Removes the open slice of `lane` that `pick` points at; with none, counts an
+    /// unmatched end.
+    fn close(
+        &mut self,
+        lane: K,
+        repairs: &mut RepairCounts,
+        pick: impl FnOnce(&[P]) -> Option<usize>,
+    ) -> Option<P> {
+        let closed = self.lanes.get_mut(&lane).and_then(|stack| {
+            let at = pick(stack)?;
             Some(stack.remove(at))
         });
         if closed.is_none() {
