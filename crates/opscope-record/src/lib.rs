@@ -15,6 +15,7 @@ pub mod event;
 mod ffi;
 mod fork_lock;
 pub mod itt;
+pub mod live;
 mod names;
 pub mod nvtx;
 mod proto;

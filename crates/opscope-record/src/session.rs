@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::event::{Builder, Kind, MAX_RECORD};
 use crate::fork_lock::{self, ForkLock, ForkTable};
+use crate::live;
 use crate::ring;
 use crate::wake;
 use crate::writer::Writer;
@@ -257,15 +258,28 @@ fn session_dir() -> PathBuf {
 
 fn open_writer() -> Result<Writer, String> {
     let dir = session_dir();
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     let pid = std::process::id() as i32;
+    let command = process_name();
+    let labels = distributed_labels();
+    let session = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
+    let session = session.to_string_lossy().into_owned();
+    let link = |file: Option<String>| {
+        live::Link::from_env(&live::Hello::of_this_process(&session, file, &command))
+    };
+    let live_only = std::env::var_os(live::LIVE_ONLY_ENV).is_some_and(|v| v == "1");
+    if live_only {
+        if let Some(link) = link(None) {
+            return Ok(Writer::new_with(None, Some(link), pid, &command, &labels));
+        }
+    }
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     // A pid can come back in a long session: never overwrite another process's file.
     for n in 0..1000 {
         let name = match n {
             0 => format!("opscope-{pid}.pftrace"),
             n => format!("opscope-{pid}-{n}.pftrace"),
         };
-        let path = dir.join(name);
+        let path = dir.join(&name);
         match OpenOptions::new()
             .write(true)
             .create_new(true)
@@ -274,11 +288,12 @@ fn open_writer() -> Result<Writer, String> {
         {
             Ok(file) => {
                 WRITER_FD.store(file.as_raw_fd(), Ordering::Relaxed);
-                return Ok(Writer::new(
-                    file,
+                return Ok(Writer::new_with(
+                    Some(file),
+                    link(Some(name)),
                     pid,
-                    &process_name(),
-                    &distributed_labels(),
+                    &command,
+                    &labels,
                 ));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -465,6 +480,7 @@ extern "C" fn after_fork_in_child() {
     if STATE.load(Ordering::Relaxed) == IDLE {
         return; // never started: nothing of the parent's to forget
     }
+    live::forget_in_child();
     // Only async-signal-safe work here: forget state, close our copy of the parent's
     // file, and let the first event in the child start a new recording.
     if forker != 0 && WRITER.raw().held_by(forker) {

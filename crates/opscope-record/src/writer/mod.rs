@@ -17,6 +17,7 @@ use miniz_oxide::deflate::core::{
 
 use crate::clock;
 use crate::event::{Kind, Record, Value};
+use crate::live::{Link, LinkTotals};
 use crate::proto::{self as pb, message, uint};
 use crate::ring::{self, ThreadBuffer};
 use crate::table::Map;
@@ -78,6 +79,18 @@ impl Sequence {
             defined: Map::default(),
         }
     }
+
+    /// Forgets what the sequence's packets said so far (its clock and interned names),
+    /// so that its next packet starts it again.
+    fn restart(&mut self) {
+        self.last_ts = None;
+        self.names.clear();
+        self.categories.clear();
+        self.next_iid = 1;
+        for defined in self.defined.values_mut() {
+            defined.iids = None;
+        }
+    }
 }
 
 struct OpenRange {
@@ -87,7 +100,15 @@ struct OpenRange {
 }
 
 pub struct Writer {
-    file: File,
+    /// None when streaming to the agent only (`--live-only`).
+    file: Option<File>,
+    /// The agent, when one was asked for: every chunk also goes there, and then every
+    /// chunk restarts the threads' sequences, so that the agent (and a dump of its last
+    /// minute) can read a chunk without those before it.
+    live: Option<Link>,
+    /// With `live`: the packets a chunk's reader needs from before it (the clock
+    /// snapshot and every track descriptor), sent first on each connection.
+    preamble: Vec<u8>,
     /// The process that made the writer, the only one that writes its file: a drain
     /// that a fork from a signal handler interrupted goes on in the child too.
     owner: u32,
@@ -131,8 +152,21 @@ impl Writer {
     /// Starts the trace in `file` for process `pid`: the clock snapshot and the
     /// process's track, named and labelled (`rank=0`, …).
     pub fn new(file: File, pid: i32, process_name: &[u8], labels: &[Vec<u8>]) -> Writer {
+        Writer::new_with(Some(file), None, pid, process_name, labels)
+    }
+
+    /// [`Writer::new`] writing to `file` (or no file), and streaming to `live`.
+    pub fn new_with(
+        file: Option<File>,
+        live: Option<Link>,
+        pid: i32,
+        process_name: &[u8],
+        labels: &[Vec<u8>],
+    ) -> Writer {
         let mut w = Writer {
             file,
+            live,
+            preamble: Vec::new(),
             owner: std::process::id(),
             pid,
             packets: Vec::with_capacity(1 << 16),
@@ -183,6 +217,9 @@ impl Writer {
                 }
             });
         });
+        if w.live.is_some() {
+            w.preamble.extend_from_slice(&w.packets);
+        }
         // At once, so a process killed before its first flush still leaves a file that
         // says whose it is.
         let _ = w.write_chunk();
@@ -201,10 +238,19 @@ impl Writer {
     }
 
     fn descriptor(&mut self, body: impl FnOnce(&mut Vec<u8>)) {
+        let start = self.packets.len();
         message(&mut self.packets, pb::PACKET, |p| {
             uint(p, pb::PACKET_SEQUENCE_ID, GLOBAL_SEQUENCE);
             message(p, pb::PACKET_TRACK_DESCRIPTOR, body);
         });
+        if self.live.is_some() {
+            self.preamble.extend_from_slice(&self.packets[start..]);
+        }
+    }
+
+    /// What the link to the agent counted, when there is one.
+    pub fn link_totals(&self) -> Option<LinkTotals> {
+        self.live.as_ref().map(Link::totals)
     }
 
     /// Describes thread `tid` and its `pthread_t` now, whether or not it records.
@@ -787,8 +833,19 @@ impl Writer {
             });
         }
         self.packets.clear();
-        self.totals.bytes_written += out.framed.len() as u64;
-        self.file.write_all(&out.framed)
+        if let Some(link) = &mut self.live {
+            link.send(&out.framed, &self.preamble);
+            for seq in self.sequences.values_mut() {
+                seq.restart();
+            }
+        }
+        match &mut self.file {
+            Some(file) => {
+                self.totals.bytes_written += out.framed.len() as u64;
+                file.write_all(&out.framed)
+            }
+            None => Ok(()),
+        }
     }
 }
 
@@ -1017,6 +1074,93 @@ mod tests {
         assert_eq!(read, want);
         for i in 0..s.len() {
             assert_eq!(trace.str(s.category[i]), "itt/PyTorch");
+        }
+    }
+
+    /// Streaming to the agent, each chunk with the preamble alone reads back whole:
+    /// names interned in an earlier chunk and the sequence's clock are defined again.
+    #[test]
+    fn live_chunks_read_back_without_the_chunks_before_them() {
+        use std::io::Read;
+        let dir = std::env::temp_dir().join(format!("opscope-live-w-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("agent.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        let hello = crate::live::Hello::default();
+        let path = std::os::unix::ffi::OsStrExt::as_bytes(socket.as_os_str());
+        let link = Link::to(path, &hello).unwrap();
+        let mut w = Writer::new_with(None, Some(link), 4321, b"test", &[]);
+        let mut buf = vec![0u8; crate::event::MAX_RECORD];
+        let mut seq = sequence();
+        let mut slice = |w: &mut Writer, seq: &mut Sequence, name: &[u8], ts: u64| {
+            let begin = Builder::new(&mut buf, Kind::Begin, 0, 0, &[b"itt/", b"PyTorch"], name)
+                .times_in_ns()
+                .finish()
+                .to_vec();
+            let mut r = Record::parse(&begin).unwrap();
+            r.ts = ts;
+            w.record(seq, 1, &r);
+            let end = Builder::new(&mut buf, Kind::End, 0, 0, &[], b"")
+                .times_in_ns()
+                .finish()
+                .to_vec();
+            let mut r = Record::parse(&end).unwrap();
+            r.ts = ts + 10;
+            w.record(seq, 1, &r);
+        };
+        let chunks: [&[(&[u8], u64)]; 3] = [
+            &[(b"aten::mm", 1_000), (b"aten::add", 2_000)],
+            &[(b"aten::mm", 3_000), (b"aten::relu", 4_000)],
+            &[(b"aten::add", 5_000)],
+        ];
+        for chunk in chunks {
+            for &(name, ts) in chunk {
+                slice(&mut w, &mut seq, name, ts);
+            }
+            w.sequences.insert(0, seq);
+            w.write_chunk().unwrap();
+            seq = w.sequences.remove(&0).unwrap();
+        }
+        let (mut peer, _) = listener.accept().unwrap();
+        drop(w);
+        let mut got = Vec::new();
+        peer.read_to_end(&mut got).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut preamble = Vec::new();
+        let mut read_chunks = Vec::new();
+        let mut rest = &got[..];
+        while !rest.is_empty() {
+            let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+            let (kind, body) = (rest[4], &rest[5..4 + len]);
+            match kind {
+                crate::live::FRAME_PREAMBLE => preamble = body.to_vec(),
+                crate::live::FRAME_CHUNK => read_chunks.push(body[8..].to_vec()),
+                _ => {}
+            }
+            rest = &rest[4 + len..];
+        }
+        // The first chunk is the writer's own start (process track), then ours.
+        let ours = &read_chunks[read_chunks.len() - 3..];
+        for (chunk, want) in ours.iter().zip(chunks) {
+            let mut bytes = preamble.clone();
+            bytes.extend_from_slice(chunk);
+            let mut trace = opscope_model::Trace::new();
+            opscope_formats::perfetto::import(&bytes, "chunk.pftrace", &mut trace).unwrap();
+            let s = &trace.slices;
+            let mut read: Vec<(String, i64, i64)> = (0..s.len())
+                .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+                .collect();
+            read.sort_by_key(|r| r.1);
+            let want: Vec<(String, i64, i64)> = want
+                .iter()
+                .map(|&(n, ts)| {
+                    let n = String::from_utf8(n.to_vec()).unwrap();
+                    (n, ts as i64, ts as i64 + 10)
+                })
+                .collect();
+            assert_eq!(read, want);
+            assert_eq!(trace.processes.len(), 1);
         }
     }
 
