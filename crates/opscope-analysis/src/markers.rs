@@ -14,7 +14,10 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
     let s = &trace.slices;
     let mut host: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
     for i in 0..s.len() {
-        if trace.tracks[s.track[i] as usize].kind == TrackKind::Thread {
+        // Steps may also be process-wide ranges on an async lane (ITT frames, which
+        // begin and end on any thread); other async slices are not the host's ops.
+        let on = trace.tracks[s.track[i] as usize].kind;
+        if on == TrackKind::Thread || (on == TrackKind::Async && s.kind(i) == SliceKind::Step) {
             if let Some(src) = correlate::source_of(trace, i) {
                 host[src.index()].push(i);
             }

@@ -397,7 +397,10 @@ mod tests {
             pod_of_cgroup(systemd).as_deref(),
             Some("0f3c1f4e-9d1b-4c1e-8a55-6a1f2b3c4d5e")
         );
-        assert_eq!(pod_of_cgroup("0::/user.slice/user-0.slice/session-1.scope\n"), None);
+        assert_eq!(
+            pod_of_cgroup("0::/user.slice/user-0.slice/session-1.scope\n"),
+            None
+        );
         assert_eq!(pod_of_cgroup("0::/system.slice/podman.service\n"), None);
     }
 
@@ -413,7 +416,10 @@ mod tests {
             ..Hello::default()
         };
         let json = hello.json();
-        assert!(json.starts_with("{\"version\":1,\"pid\":7,\"ppid\":1,"), "{json}");
+        assert!(
+            json.starts_with("{\"version\":1,\"pid\":7,\"ppid\":1,"),
+            "{json}"
+        );
         assert!(json.contains(r#""job":"a \"b\"\\c\u000a""#), "{json}");
         assert!(json.contains(r#""rank":1,"#), "{json}");
         assert!(!json.contains("local_rank"), "{json}");
@@ -449,8 +455,11 @@ mod tests {
             job: "j".into(),
             ..Hello::default()
         };
-        let mut link =
-            Link::to(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()), &hello).unwrap();
+        let mut link = Link::to(
+            std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
+            &hello,
+        )
+        .unwrap();
         link.send(b"CHUNK1", b"PRE");
         let (mut peer, _) = listener.accept().unwrap();
         drop(link); // closes: the reader sees the end

@@ -49,8 +49,16 @@ impl std::ops::DerefMut for Loaded {
 #[derive(clap::Args, Debug)]
 pub struct Inputs {
     /// Trace files or directories of trace files.
-    #[arg(required = true, value_name = "TRACE")]
+    #[arg(required_unless_present = "live", value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
+    /// Read a running job from the agent's flight recorder instead (the job as
+    /// `opscope top` names it).
+    #[arg(long, value_name = "JOB", conflicts_with = "traces")]
+    pub live: Option<String>,
+    /// With --live: only the last DURATION (e.g. 10s) [default: all the agent holds].
+    #[arg(long, value_name = "DURATION", requires = "live",
+          value_parser = crate::agent::triggers::parse_duration)]
+    pub last: Option<Duration>,
     /// No progress bar.
     #[arg(long, short)]
     pub quiet: bool,
@@ -64,7 +72,20 @@ pub struct Inputs {
 impl Inputs {
     /// The model of the traces, for a command to report on and then exit.
     pub fn load(&self) -> Result<Loaded> {
-        load(&self.traces, &self.options()).map(|t| Loaded(std::mem::ManuallyDrop::new(t)))
+        let trace = match &self.live {
+            Some(job) => {
+                let address = crate::agent::client::AgentAddress::default();
+                let last_ns = self.last.map(|d| d.as_nanos() as u64);
+                let dump = crate::agent::client::LiveDump::fetch(&address, job, last_ns)?;
+                let options = LoadOptions {
+                    quiet: true,
+                    cache: false,
+                };
+                load(&[dump.path().to_path_buf()], &options)?
+            }
+            None => load(&self.traces, &self.options())?,
+        };
+        Ok(Loaded(std::mem::ManuallyDrop::new(trace)))
     }
 
     pub fn options(&self) -> LoadOptions {
@@ -85,6 +106,9 @@ fn is_trace_file(path: &Path) -> bool {
 fn is_trace_dir(dir: &Path) -> bool {
     registry::for_dir(dir).is_some()
 }
+
+/// The directory of a session where opscope keeps its own files.
+pub const OWN_NOTES: &str = ".opscope";
 
 /// One input to read, as [`expand`] found it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -284,6 +308,11 @@ impl<'s> Walker<'s> {
             if file_type.is_symlink() {
                 self.links.push_back(path);
             } else if file_type.is_dir() {
+                // opscope's own notes in a session (its Python bootstrap, what the
+                // program's profilers took over, a dump's description): never traces.
+                if path.file_name().is_some_and(|n| n == OWN_NOTES) {
+                    continue;
+                }
                 if let Ok(meta) = std::fs::metadata(&path) {
                     self.dir(&path, &meta);
                 }

@@ -1,6 +1,7 @@
 //! The `opscope` command line: parses arguments into plain options and hands them to
 //! one module per subcommand. Errors print as one line and exit with status 1.
 
+mod agent;
 mod cache;
 mod commands;
 mod load;
@@ -48,6 +49,10 @@ enum Command {
     Steps(commands::steps::Args),
     Memory(commands::memory::Args),
     Record(commands::record::Args),
+    Agent(commands::agent::Args),
+    Top(commands::top::Args),
+    Dump(commands::dump::Args),
+    Env(commands::env::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -85,6 +90,10 @@ fn main() -> ExitCode {
         Command::Gpu(args) => commands::gpu::run(args),
         Command::Steps(args) => commands::steps::run(args),
         Command::Memory(args) => commands::memory::run(args),
+        Command::Agent(args) => commands::agent::run(args),
+        Command::Top(args) => commands::top::run(args),
+        Command::Dump(args) => commands::dump::run(args),
+        Command::Env(args) => commands::env::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

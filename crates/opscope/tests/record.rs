@@ -10,7 +10,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::{built, python, python_with, repo_root, run_oracle_json, scratch_dir, test_cache_dir};
+use common::{
+    assert_ok, built, compile_c, compile_itt_program, python, python_with, repo_root,
+    run_oracle_json, scratch_dir, test_cache_dir,
+};
 use serde_json::Value;
 
 /// Runs `opscope record -o DIR -- program args` with extra environment.
@@ -48,16 +51,6 @@ fn record_command(options: &[&str], dir: &Path) -> Command {
         .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
         .env("OPSCOPE_CACHE_DIR", test_cache_dir());
     command
-}
-
-fn assert_ok(out: &Output, what: &str) {
-    assert!(
-        out.status.success(),
-        "{what} failed ({}): {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// The injected library's files of a session, decoded independently, by pid.
@@ -141,21 +134,6 @@ fn counter_samples(file: &Value, owner: &str, track: &str) -> Vec<f64> {
         .iter()
         .map(|v| v.as_f64().unwrap())
         .collect()
-}
-
-/// Compiles `tests/record/SOURCE` (then `extra`: more sources, flags, libraries) into
-/// `output` with the system's C compiler.
-fn compile_c<S: AsRef<std::ffi::OsStr>>(source: &str, output: &Path, extra: &[S]) {
-    std::fs::create_dir_all(output.parent().unwrap()).unwrap();
-    let compiled = Command::new("cc")
-        .arg("-O2")
-        .arg(repo_root().join("tests/record").join(source))
-        .args(extra)
-        .arg("-o")
-        .arg(output)
-        .output()
-        .expect("a C compiler (cc)");
-    assert_ok(&compiled, &format!("compiling {source}"));
 }
 
 /// The pids the process sampler saw (every process of the recorded tree).
@@ -1260,52 +1238,6 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// ittnotify's C library as the ittapi-sys crate ships it (the example's dependency).
-fn ittnotify_sources() -> PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
-        // Offline, only this platform's packages are there to resolve.
-        .arg("--filter-platform")
-        .arg(format!("{}-unknown-linux-gnu", std::env::consts::ARCH))
-        .arg("--manifest-path")
-        .arg(repo_root().join("Cargo.toml"))
-        .output()
-        .expect("cargo runs");
-    assert_ok(&out, "cargo metadata");
-    let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let crate_dir = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == "ittapi-sys")
-        .map(|p| {
-            Path::new(p["manifest_path"].as_str().unwrap())
-                .parent()
-                .unwrap()
-                .to_path_buf()
-        })
-        .expect("ittapi-sys among the workspace's packages");
-    crate_dir.join("c-library")
-}
-
-/// `tests/record/NAME.c` compiled with ittnotify's static part into DIR.
-fn compile_itt_program(dir: &Path, name: &str) -> PathBuf {
-    let itt = ittnotify_sources();
-    let program = dir.join(name);
-    let extra = [
-        format!("-I{}", itt.join("include").display()),
-        format!("-I{}", itt.join("src/ittnotify").display()),
-        itt.join("src/ittnotify/ittnotify_static.c")
-            .display()
-            .to_string(),
-        "-ldl".into(),
-        "-lpthread".into(),
-    ];
-    compile_c(&format!("{name}.c"), &program, &extra);
-    program
 }
 
 /// A flood of nested tasks into the smallest ring, drained once a second: what is kept

@@ -25,7 +25,8 @@ use super::proto::{
     TYPE_SLICE_END,
 };
 use super::{
-    recorded_kind, Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION,
+    kind_named, recorded_kind, Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION,
+    SCOPE_ANNOTATION,
 };
 use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
 use crate::error::ImportError;
@@ -34,7 +35,7 @@ use crate::error::ImportError;
 /// well under a megabyte); more is taken for a corrupt or hostile file.
 const MAX_INFLATED: u64 = 1 << 28;
 /// Compressed packets hold plain packets only (Perfetto never nests them).
-const MAX_COMPRESSION_DEPTH: u32 = 1;
+pub(super) const MAX_COMPRESSION_DEPTH: u32 = 1;
 /// Parent chains of track descriptors longer than this are taken for cycles.
 const MAX_TRACK_DEPTH: u32 = 64;
 
@@ -113,7 +114,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
 }
 
 /// How a walk over packets ended.
-enum Walked {
+pub(super) enum Walked {
     Complete,
     /// The bytes end inside the field at `offset`.
     Truncated {
@@ -127,7 +128,12 @@ type OnPacket<'a> = dyn FnMut(u64, &[u8]) -> Result<(), ImportError> + 'a;
 
 /// Calls `f(offset, bytes)` for each `Trace.packet` field of `bytes` (`base` is the
 /// offset of `bytes` in the file) and skips other fields, as protobuf readers do.
-fn walk(bytes: &[u8], base: u64, path: &str, f: &mut OnPacket<'_>) -> Result<Walked, ImportError> {
+pub(super) fn walk(
+    bytes: &[u8],
+    base: u64,
+    path: &str,
+    f: &mut OnPacket<'_>,
+) -> Result<Walked, ImportError> {
     let mut pos = 0usize;
     let mut packets = 0u64;
     while pos < bytes.len() {
@@ -180,14 +186,14 @@ fn walk(bytes: &[u8], base: u64, path: &str, f: &mut OnPacket<'_>) -> Result<Wal
 }
 
 /// Why a varint could not be read.
-enum Varint {
+pub(super) enum Varint {
     /// The data ends inside it.
     Cut,
     /// Ten bytes all with the continuation bit.
     Overlong,
 }
 
-fn read_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, Varint> {
+pub(super) fn read_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, Varint> {
     let mut value = 0u64;
     for shift in (0..64).step_by(7) {
         let b = *bytes.get(*pos).ok_or(Varint::Cut)?;
@@ -200,7 +206,7 @@ fn read_varint(bytes: &[u8], pos: &mut usize) -> Result<u64, Varint> {
     Err(Varint::Overlong)
 }
 
-fn syntax(path: &str, offset: u64, message: String) -> ImportError {
+pub(super) fn syntax(path: &str, offset: u64, message: String) -> ImportError {
     ImportError::Syntax {
         path: path.to_string(),
         offset,
@@ -243,11 +249,7 @@ impl Scan {
             if let Some(primary) = snapshot.primary_trace_clock {
                 self.primary_clock = primary as u32;
             }
-            let global = snapshot
-                .clocks
-                .iter()
-                .all(|c| !is_sequence_clock(c.clock_id.unwrap_or(0)));
-            if global && self.global_clocks.is_none() {
+            if is_global_snapshot(&snapshot.clocks) && self.global_clocks.is_none() {
                 self.global_clocks = Some(
                     snapshot
                         .clocks
@@ -273,26 +275,7 @@ impl Scan {
                 ));
             }
             let mut inflated = Vec::new();
-            let read = flate2::read::ZlibDecoder::new(&compressed[..])
-                .take(MAX_INFLATED + 1)
-                .read_to_end(&mut inflated);
-            match read {
-                Ok(n) if n as u64 > MAX_INFLATED => {
-                    return Err(syntax(
-                        path,
-                        offset,
-                        "compressed packets inflate to over 256 MiB".into(),
-                    ))
-                }
-                Ok(_) => {}
-                Err(e) => {
-                    return Err(syntax(
-                        path,
-                        offset,
-                        format!("compressed packets are corrupt: {e}"),
-                    ))
-                }
-            }
+            inflate(&compressed, &mut inflated, path, offset)?;
             // Offsets inside are reported as the compressed packet's own.
             let walked = walk(&inflated, offset, path, &mut |_, inner| {
                 self.packet(offset, inner, path, depth + 1)
@@ -351,7 +334,34 @@ impl Scan {
     }
 }
 
-fn inside_compressed(e: ImportError, offset: u64) -> ImportError {
+/// Inflates the `compressed_packets` of the packet at `offset` into `out` (cleared
+/// first), up to [`MAX_INFLATED`] bytes.
+pub(super) fn inflate(
+    compressed: &[u8],
+    out: &mut Vec<u8>,
+    path: &str,
+    offset: u64,
+) -> Result<(), ImportError> {
+    out.clear();
+    let read = flate2::read::ZlibDecoder::new(compressed)
+        .take(MAX_INFLATED + 1)
+        .read_to_end(out);
+    match read {
+        Ok(n) if n as u64 > MAX_INFLATED => Err(syntax(
+            path,
+            offset,
+            "compressed packets inflate to over 256 MiB".into(),
+        )),
+        Ok(_) => Ok(()),
+        Err(e) => Err(syntax(
+            path,
+            offset,
+            format!("compressed packets are corrupt: {e}"),
+        )),
+    }
+}
+
+pub(super) fn inside_compressed(e: ImportError, offset: u64) -> ImportError {
     match e {
         ImportError::Syntax { path, message, .. } => ImportError::Syntax {
             path,
@@ -365,6 +375,13 @@ fn inside_compressed(e: ImportError, offset: u64) -> ImportError {
 /// Clock ids 64..=127 are scoped to one packet sequence.
 fn is_sequence_clock(id: u32) -> bool {
     (64..=127).contains(&id)
+}
+
+/// Whether a snapshot is of trace-global clocks only (not one defining a sequence's).
+pub(super) fn is_global_snapshot(clocks: &[proto::Clock]) -> bool {
+    clocks
+        .iter()
+        .all(|c| !is_sequence_clock(c.clock_id.unwrap_or(0)))
 }
 
 /// A clock defined by a snapshot on one sequence.
@@ -383,13 +400,13 @@ struct SequenceClock {
 /// One interning table of a sequence. Writers count iids up from 1, so they mostly
 /// index a vector; scattered ones go to a map (and cannot make the vector huge).
 #[derive(Default)]
-struct IidTable {
+pub(super) struct IidTable {
     dense: Vec<StrId>,
     sparse: HashMap<u64, StrId>,
 }
 
 impl IidTable {
-    fn insert(&mut self, iid: u64, s: StrId) {
+    pub(super) fn insert(&mut self, iid: u64, s: StrId) {
         let len = self.dense.len() as u64;
         if iid >= len.saturating_mul(2) + 1024 {
             self.sparse.insert(iid, s);
@@ -413,7 +430,7 @@ impl IidTable {
     }
 
     /// The string of `iid`; the empty string for one never interned.
-    fn get(&self, iid: u64) -> StrId {
+    pub(super) fn get(&self, iid: u64) -> StrId {
         match usize::try_from(iid).ok().and_then(|i| self.dense.get(i)) {
             Some(&s) => s,
             None => self.sparse.get(&iid).copied().unwrap_or_default(),
@@ -424,27 +441,123 @@ impl IidTable {
         self.dense.clear();
         self.sparse.clear();
     }
+
+    /// Entries of memory held (cleared ones included), for callers that bound it.
+    pub(super) fn footprint(&self) -> usize {
+        self.dense.capacity() + self.sparse.capacity()
+    }
 }
 
 /// Incremental state of one packet sequence.
 #[derive(Default)]
-struct Sequence {
+pub(super) struct Sequence {
     /// Whether incremental state was cleared since the sequence started or lost data.
     valid: bool,
-    names: IidTable,
-    categories: IidTable,
-    keys: IidTable,
-    values: IidTable,
-    default_track: Option<u64>,
+    pub(super) names: IidTable,
+    pub(super) categories: IidTable,
+    pub(super) keys: IidTable,
+    pub(super) values: IidTable,
+    pub(super) default_track: Option<u64>,
     default_clock: Option<u32>,
-    extra_counter_tracks: Vec<u64>,
-    extra_double_counter_tracks: Vec<u64>,
-    clocks: HashMap<u32, SequenceClock>,
+    pub(super) extra_counter_tracks: Vec<u64>,
+    pub(super) extra_double_counter_tracks: Vec<u64>,
+    /// Looked up for every event: hashbrown's hasher is the faster one.
+    clocks: hashbrown::HashMap<u32, SequenceClock>,
     /// The thread of a legacy `ThreadDescriptor` packet: the track of events without one.
     legacy_thread: Option<Target>,
 }
 
 impl Sequence {
+    /// Applies a packet's sequence flags (`cleared`: its deprecated
+    /// `incremental_state_cleared`; `dropped`: its `previous_packet_dropped`); whether
+    /// the packet can be read, which it cannot when it needs incremental state the
+    /// sequence lost or never had.
+    pub(super) fn start_packet(&mut self, flags: u32, cleared: bool, dropped: bool) -> bool {
+        if flags & SEQ_INCREMENTAL_STATE_CLEARED != 0 || cleared {
+            self.clear_incremental_state();
+        } else if dropped {
+            // Interned data may have been lost with the dropped packets.
+            self.valid = false;
+        }
+        flags & SEQ_NEEDS_INCREMENTAL_STATE == 0 || self.valid
+    }
+
+    pub(super) fn set_defaults(&mut self, defaults: &proto::TracePacketDefaults) {
+        self.default_clock = defaults.timestamp_clock_id;
+        if let Some(te) = &defaults.track_event_defaults {
+            self.default_track = te.track_uuid;
+            self.extra_counter_tracks = te.extra_counter_track_uuids.clone();
+            self.extra_double_counter_tracks = te.extra_double_counter_track_uuids.clone();
+        }
+    }
+
+    /// Each interning table of the sequence with the entries `data` adds to it.
+    pub(super) fn tables<'a>(
+        &'a mut self,
+        data: &'a proto::InternedData,
+    ) -> [(&'a mut IidTable, &'a [proto::Interned]); 4] {
+        [
+            (&mut self.names, &data.event_names),
+            (&mut self.categories, &data.event_categories),
+            (&mut self.keys, &data.debug_annotation_names),
+            (&mut self.values, &data.debug_annotation_string_values),
+        ]
+    }
+
+    /// Defines the sequence's own clocks of a snapshot that has some, each tied to a
+    /// global clock of the same snapshot (`primary`, the trace's clock, when it is
+    /// there).
+    pub(super) fn define_clocks(&mut self, clocks: &[proto::Clock], primary: u32) {
+        let reference = clocks
+            .iter()
+            .filter(|c| !is_sequence_clock(c.clock_id.unwrap_or(0)))
+            .min_by_key(|c| c.clock_id.unwrap_or(0) != primary);
+        let Some(reference) = reference else { return };
+        for c in clocks
+            .iter()
+            .filter(|c| is_sequence_clock(c.clock_id.unwrap_or(0)))
+        {
+            let ts = c.timestamp.unwrap_or(0);
+            self.clocks.insert(
+                c.clock_id.unwrap_or(0),
+                SequenceClock {
+                    incremental: c.is_incremental.unwrap_or(false),
+                    unit_ns: c.unit_multiplier_ns.filter(|&m| m != 0).unwrap_or(1),
+                    last: ts,
+                    at_snapshot: ts,
+                    reference_clock: reference.clock_id.unwrap_or(0),
+                    reference_ts: reference.timestamp.unwrap_or(0),
+                },
+            );
+        }
+    }
+
+    /// A packet's `timestamp` on clock `clock_id` (the sequence's default if `None`)
+    /// as nanoseconds of a global clock: `(clock, ns)`. A sequence clock's value is
+    /// moved onto the global clock of its snapshot, and an incremental one's is a
+    /// delta from its previous value, which this advances.
+    pub(super) fn time(&mut self, raw: u64, clock_id: Option<u32>) -> (u32, i128) {
+        let clock = clock_id.or(self.default_clock).unwrap_or(CLOCK_BOOTTIME);
+        match self.clocks.get_mut(&clock) {
+            Some(c) if is_sequence_clock(clock) => {
+                let value = if c.incremental {
+                    c.last = c.last.wrapping_add(raw);
+                    c.last
+                } else {
+                    raw
+                };
+                // Saturating: a hostile snapshot must not overflow even an i128.
+                let delta =
+                    (value as i128 - c.at_snapshot as i128).saturating_mul(c.unit_ns as i128);
+                (
+                    c.reference_clock,
+                    (c.reference_ts as i128).saturating_add(delta),
+                )
+            }
+            _ => (clock, raw as i128),
+        }
+    }
+
     fn clear_incremental_state(&mut self) {
         self.names.clear();
         self.categories.clear();
@@ -809,38 +922,24 @@ impl<'t> Importer<'t> {
 
     fn packet(&mut self, packet: &TracePacket) {
         self.select_sequence(packet.trusted_packet_sequence_id.unwrap_or(0));
-        let flags = packet.sequence_flags.unwrap_or(0);
         let seq = &mut self.seq;
-        if flags & SEQ_INCREMENTAL_STATE_CLEARED != 0
-            || packet.incremental_state_cleared == Some(true)
-        {
-            seq.clear_incremental_state();
-        } else if packet.previous_packet_dropped.unwrap_or(0) != 0 {
-            // Interned data may have been lost with the dropped packets.
-            seq.valid = false;
-        }
-        if flags & SEQ_NEEDS_INCREMENTAL_STATE != 0 && !seq.valid {
+        let readable = seq.start_packet(
+            packet.sequence_flags.unwrap_or(0),
+            packet.incremental_state_cleared == Some(true),
+            packet.previous_packet_dropped.unwrap_or(0) != 0,
+        );
+        if !readable {
             if packet.track_event.is_some() {
                 self.trace.repairs.malformed_events += 1;
             }
             return;
         }
         if let Some(defaults) = &packet.trace_packet_defaults {
-            seq.default_clock = defaults.timestamp_clock_id;
-            if let Some(te) = &defaults.track_event_defaults {
-                seq.default_track = te.track_uuid;
-                seq.extra_counter_tracks = te.extra_counter_track_uuids.clone();
-                seq.extra_double_counter_tracks = te.extra_double_counter_track_uuids.clone();
-            }
+            seq.set_defaults(defaults);
         }
         if let Some(data) = &packet.interned_data {
             let trace = &mut *self.trace;
-            for (table, entries) in [
-                (&mut seq.names, &data.event_names),
-                (&mut seq.categories, &data.event_categories),
-                (&mut seq.keys, &data.debug_annotation_names),
-                (&mut seq.values, &data.debug_annotation_string_values),
-            ] {
+            for (table, entries) in seq.tables(data) {
                 for e in entries {
                     let s = intern_bytes(trace, e.name.as_deref().unwrap_or_default());
                     table.insert(e.iid.unwrap_or(0), s);
@@ -882,10 +981,7 @@ impl<'t> Importer<'t> {
 
     fn clock_snapshot(&mut self, snapshot: &proto::ClockSnapshot) {
         let clocks = &snapshot.clocks;
-        if clocks
-            .iter()
-            .all(|c| !is_sequence_clock(c.clock_id.unwrap_or(0)))
-        {
+        if is_global_snapshot(clocks) {
             self.global_clocks = Some(
                 clocks
                     .iter()
@@ -894,30 +990,7 @@ impl<'t> Importer<'t> {
             );
             return;
         }
-        // A sequence's own clocks, each tied to a global clock of the same snapshot
-        // (the trace's primary clock when it is there).
-        let reference = clocks
-            .iter()
-            .filter(|c| !is_sequence_clock(c.clock_id.unwrap_or(0)))
-            .min_by_key(|c| c.clock_id.unwrap_or(0) != self.primary_clock);
-        let Some(reference) = reference else { return };
-        for c in clocks
-            .iter()
-            .filter(|c| is_sequence_clock(c.clock_id.unwrap_or(0)))
-        {
-            let ts = c.timestamp.unwrap_or(0);
-            self.seq.clocks.insert(
-                c.clock_id.unwrap_or(0),
-                SequenceClock {
-                    incremental: c.is_incremental.unwrap_or(false),
-                    unit_ns: c.unit_multiplier_ns.filter(|&m| m != 0).unwrap_or(1),
-                    last: ts,
-                    at_snapshot: ts,
-                    reference_clock: reference.clock_id.unwrap_or(0),
-                    reference_ts: reference.timestamp.unwrap_or(0),
-                },
-            );
-        }
+        self.seq.define_clocks(clocks, self.primary_clock);
     }
 
     /// The packet's time in nanoseconds of the trace's primary clock.
@@ -927,29 +1000,7 @@ impl<'t> Importer<'t> {
                 .timestamp_absolute_us
                 .map_or(0, |us| us.saturating_mul(1000));
         };
-        let seq = &mut self.seq;
-        let clock = packet
-            .timestamp_clock_id
-            .or(seq.default_clock)
-            .unwrap_or(CLOCK_BOOTTIME);
-        let (clock, ns) = match seq.clocks.get_mut(&clock) {
-            Some(c) if is_sequence_clock(clock) => {
-                let value = if c.incremental {
-                    c.last = c.last.wrapping_add(raw);
-                    c.last
-                } else {
-                    raw
-                };
-                // Saturating: a hostile snapshot must not overflow even an i128.
-                let delta =
-                    (value as i128 - c.at_snapshot as i128).saturating_mul(c.unit_ns as i128);
-                (
-                    c.reference_clock,
-                    (c.reference_ts as i128).saturating_add(delta),
-                )
-            }
-            _ => (clock, raw as i128),
-        };
+        let (clock, ns) = self.seq.time(raw, packet.timestamp_clock_id);
         let ns = match &self.global_clocks {
             Some(snapshot) if clock != self.primary_clock => {
                 match (snapshot.get(&clock), snapshot.get(&self.primary_clock)) {
@@ -1086,12 +1137,10 @@ impl<'t> Importer<'t> {
             match value {
                 ArgValue::Str(s) if key == self.keys.kind => {
                     let trace = &*self.trace;
-                    kind = *self.kinds.entry(s).or_insert_with(|| {
-                        SliceKind::ALL
-                            .iter()
-                            .copied()
-                            .find(|k| k.name() == trace.str(s))
-                    });
+                    kind = *self
+                        .kinds
+                        .entry(s)
+                        .or_insert_with(|| kind_named(trace.str(s)));
                 }
                 ArgValue::Str(s) if key == self.keys.scope => {
                     scope = match self.trace.str(s) {

@@ -1,6 +1,7 @@
 //! Perfetto protobuf traces (TracePacket / TrackEvent), read and written: the exporter
 //! writes the file opscope's users open in ui.perfetto.dev, the importer reads those
-//! files back losslessly and reads generic TrackEvent traces.
+//! files back losslessly and reads generic TrackEvent traces, and [`StreamDecoder`]
+//! reads a recording's chunks as they come, event by event.
 //!
 //! What the Perfetto protos cannot say directly is carried so the importer can restore
 //! it, in forms the Perfetto UI shows harmlessly:
@@ -25,12 +26,14 @@
 mod export;
 mod import;
 pub(crate) mod proto;
+mod stream;
 
 #[cfg(test)]
 mod tests;
 
 pub use export::{export, export_with, ExportOptions, MonotonicClocks};
 pub use import::import;
+pub use stream::{StreamDecoder, StreamEvent, StreamTrack};
 
 /// Perfetto protobuf traces (`.pftrace`, `.perfetto-trace`, gzip'd or not) in the
 /// registry.
@@ -98,6 +101,14 @@ fn recorded_kind(category: &str, name: &str) -> Option<opscope_model::SliceKind>
         },
         _ => None,
     }
+}
+
+/// The kind a [`KIND_ANNOTATION`] names.
+fn kind_named(name: &str) -> Option<opscope_model::SliceKind> {
+    opscope_model::SliceKind::ALL
+        .iter()
+        .copied()
+        .find(|k| k.name() == name)
 }
 
 /// Debug annotation carrying a slice's or instant's kind name.

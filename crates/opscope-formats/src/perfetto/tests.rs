@@ -65,7 +65,7 @@ fn slice(t: &mut Trace, s: Slice<'_>, args: ArgsId) -> u32 {
 /// Two processes (a CPU one and a GPU device), a thread with nested slices carrying
 /// args of every type, a GPU stream whose slices overlap, an async track, a counter
 /// track, instants and two flows.
-fn sample_trace() -> Trace {
+pub(super) fn sample_trace() -> Trace {
     let (mut t, src) = new_trace();
     let cpu = t.process(src, 4242);
     let python = t.intern("python3 train.py");
@@ -281,13 +281,13 @@ fn canonical(t: &Trace) -> Vec<Vec<String>> {
     ]
 }
 
-fn export_bytes(t: &Trace) -> Vec<u8> {
+pub(super) fn export_bytes(t: &Trace) -> Vec<u8> {
     let mut out = Vec::new();
     export(t, &mut out).expect("export to memory");
     out
 }
 
-fn import_bytes(bytes: &[u8]) -> Result<Trace, ImportError> {
+pub(super) fn import_bytes(bytes: &[u8]) -> Result<Trace, ImportError> {
     let mut t = Trace::new();
     import(bytes, "test.perfetto", &mut t)?;
     Ok(t)
@@ -631,7 +631,7 @@ fn perfetto_round_trips_real_traces() {
 
 // ---- generic traces and bad input ----
 
-fn frame(packets: &[TracePacket]) -> Vec<u8> {
+pub(super) fn frame(packets: &[TracePacket]) -> Vec<u8> {
     let mut out = Vec::new();
     for p in packets {
         out.push(0x0a);
@@ -640,14 +640,14 @@ fn frame(packets: &[TracePacket]) -> Vec<u8> {
     out
 }
 
-fn interned(iid: u64, name: &str) -> Interned {
+pub(super) fn interned(iid: u64, name: &str) -> Interned {
     Interned {
         iid: Some(iid),
         name: Some(name.as_bytes().to_vec()),
     }
 }
 
-fn event(ts: u64, seq: u32, te: TrackEvent) -> TracePacket {
+pub(super) fn event(ts: u64, seq: u32, te: TrackEvent) -> TracePacket {
     TracePacket {
         timestamp: Some(ts),
         trusted_packet_sequence_id: Some(seq),
@@ -657,7 +657,7 @@ fn event(ts: u64, seq: u32, te: TrackEvent) -> TracePacket {
     }
 }
 
-fn thread_descriptor(uuid: u64, pid: i64, tid: i64, name: &str) -> TracePacket {
+pub(super) fn thread_descriptor(uuid: u64, pid: i64, tid: i64, name: &str) -> TracePacket {
     TracePacket {
         track_descriptor: Some(Box::new(TrackDescriptor {
             uuid: Some(uuid),
@@ -675,7 +675,7 @@ fn thread_descriptor(uuid: u64, pid: i64, tid: i64, name: &str) -> TracePacket {
 
 /// A trace as the Perfetto SDK writes it: an incremental sequence clock, a default
 /// track, interned names and categories, structured args and a chain of flows.
-fn sdk_style_trace() -> Vec<u8> {
+pub(super) fn sdk_style_trace() -> Vec<u8> {
     let seq = 5;
     let begin = |name_iid: u64, flows: Vec<u64>, terminating: Vec<u64>| TrackEvent {
         r#type: Some(TYPE_SLICE_BEGIN),

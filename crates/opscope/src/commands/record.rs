@@ -39,6 +39,13 @@ pub struct Args {
     /// Sample CPU, memory and threads of every process every N ms (0: off).
     #[arg(long, value_name = "N", default_value_t = 100)]
     sample_ms: u64,
+    /// The job's name, as the agent (`opscope top`) shows it [default: SLURM_JOB_ID,
+    /// TORCHELASTIC_RUN_ID, the Kubernetes pod, else the session directory].
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// Stream to the agent at this socket [default: the running agent, if any].
+    #[arg(long, value_name = "PATH")]
+    agent: Option<PathBuf>,
     /// Print nothing but errors when the program ends.
     #[arg(long, short)]
     quiet: bool,
@@ -54,6 +61,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         cupti: args.cupti,
         sample_ms: args.sample_ms,
         quiet: args.quiet,
+        job: args.job,
+        agent: args.agent,
         command: args.command,
     };
     record::run(&options)

@@ -5,7 +5,7 @@
 mod bootstrap;
 mod embedded;
 mod nvml;
-mod sampler;
+pub(crate) mod sampler;
 mod signals;
 
 use std::ffi::OsString;
@@ -33,7 +33,69 @@ pub struct Options {
     pub cupti: bool,
     pub sample_ms: u64,
     pub quiet: bool,
+    /// The job's name for the agent [default: what the environment says].
+    pub job: Option<String>,
+    /// The agent to stream to [default: the running one, if any].
+    pub agent: Option<PathBuf>,
     pub command: Vec<OsString>,
+}
+
+/// What makes a process recorded: the variables `record` starts the program with and
+/// `opscope env` prints.
+pub struct Environment {
+    pub library: PathBuf,
+    pub session: PathBuf,
+    pub python: bool,
+    pub cupti: bool,
+    /// The agent's socket, to stream to as well.
+    pub agent: Option<PathBuf>,
+    pub job: Option<String>,
+    /// Stream to the agent only, write no files.
+    pub live_only: bool,
+}
+
+impl Environment {
+    /// The variables, in the order to set them (the Python bootstrap is installed in
+    /// the session directory).
+    pub fn variables(&self) -> Result<Vec<(&'static str, OsString)>> {
+        let mut vars: Vec<(&'static str, OsString)> = vec![
+            ("INTEL_LIBITTNOTIFY64", self.library.clone().into()),
+            ("NVTX_INJECTION64_PATH", self.library.clone().into()),
+            (SESSION_DIR_ENV, self.session.clone().into()),
+        ];
+        if self.cupti {
+            // The bootstrap then leaves TensorFlow's and JAX's profilers off: on GPU
+            // builds they would take CUPTI over (one subscriber per process).
+            vars.push(("CUDA_INJECTION64_PATH", self.library.clone().into()));
+            vars.push(("OPSCOPE_CUPTI", "1".into()));
+        }
+        if self.python {
+            let site = bootstrap::install(&self.session)?;
+            let mut path = OsString::from(site.as_os_str());
+            if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
+                path.push(":");
+                path.push(existing);
+            }
+            vars.push(("PYTHONPATH", path));
+        }
+        if let Some(agent) = &self.agent {
+            vars.push((crate::agent::protocol::AGENT_ENV, agent.clone().into()));
+            if self.live_only {
+                vars.push(("OPSCOPE_LIVE_ONLY", "1".into()));
+            }
+        }
+        if let Some(job) = &self.job {
+            vars.push(("OPSCOPE_JOB", job.into()));
+        }
+        Ok(vars)
+    }
+}
+
+/// The agent's socket when an agent answers on it (this user's, else the system's).
+pub fn running_agent() -> Option<PathBuf> {
+    let path = crate::agent::protocol::find_socket(None)?;
+    std::os::unix::net::UnixStream::connect(&path).ok()?;
+    Some(path)
 }
 
 pub fn run(options: &Options) -> Result<ExitCode> {
@@ -45,27 +107,20 @@ pub fn run(options: &Options) -> Result<ExitCode> {
     let session = Session::create(options.output.as_deref())?;
     let dir = session.dir.clone();
 
+    let agent = options.agent.clone().or_else(running_agent);
+    let environment = Environment {
+        library: library.clone(),
+        session: dir.clone(),
+        python: options.python,
+        cupti: options.cupti,
+        agent,
+        job: options.job.clone(),
+        live_only: false,
+    };
     let mut command = Command::new(program);
-    command
-        .args(args)
-        .env("INTEL_LIBITTNOTIFY64", &library)
-        .env("NVTX_INJECTION64_PATH", &library)
-        .env(SESSION_DIR_ENV, &dir);
-    if options.cupti {
-        // The bootstrap then leaves TensorFlow's and JAX's profilers off: on GPU builds
-        // they would take CUPTI over (one subscriber per process).
-        command
-            .env("CUDA_INJECTION64_PATH", &library)
-            .env("OPSCOPE_CUPTI", "1");
-    }
-    if options.python {
-        let site = bootstrap::install(&dir)?;
-        let mut path = OsString::from(site.as_os_str());
-        if let Some(existing) = std::env::var_os("PYTHONPATH").filter(|p| !p.is_empty()) {
-            path.push(":");
-            path.push(existing);
-        }
-        command.env("PYTHONPATH", path);
+    command.args(args);
+    for (name, value) in environment.variables()? {
+        command.env(name, value);
     }
 
     signals::become_subreaper();
@@ -214,7 +269,7 @@ fn exit_code(status: std::process::ExitStatus) -> ExitCode {
 /// The injected library: named by `OPSCOPE_RECORD_LIB`, or beside the `opscope`
 /// executable (where cargo builds it), or in `../lib` of it (an installed layout), or
 /// else the copy this binary carries, written once into the user's cache.
-fn find_library() -> Result<PathBuf> {
+pub fn find_library() -> Result<PathBuf> {
     if let Some(path) = std::env::var_os(LIBRARY_ENV) {
         let path = PathBuf::from(path);
         if !path.is_file() {

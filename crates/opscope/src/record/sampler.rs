@@ -105,14 +105,14 @@ fn monotonic_ns() -> i64 {
 }
 
 /// The fields of `/proc/PID/stat` the sampler uses.
-struct Stat {
-    ppid: i32,
-    ticks: u64,
-    threads: u64,
-    rss_pages: u64,
+pub(crate) struct Stat {
+    pub ppid: i32,
+    pub ticks: u64,
+    pub threads: u64,
+    pub rss_pages: u64,
 }
 
-fn read_stat(pid: i32) -> Option<Stat> {
+pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may hold spaces and parentheses: fields resume after
     // the last ')'.

@@ -1,0 +1,116 @@
+//! Asking the agent: `top`'s snapshots, `dump`'s files, and `--live` (a dump read as a
+//! trace by the same reports as files).
+
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+
+use super::dump::{DumpFile, DumpMeta};
+use super::protocol::{self, read_frame, write_frame, Query, ERROR, FILE, QUERY, REPLY};
+use super::snapshot::Snapshot;
+
+/// Where to find the agent, as the commands that ask it take it.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct AgentAddress {
+    /// The agent's socket [default: $OPSCOPE_AGENT, else this user's agent
+    /// ($XDG_RUNTIME_DIR/opscope/agent.sock), else the system's (/run/opscope/agent.sock)].
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+}
+
+impl AgentAddress {
+    fn connect(&self) -> Result<UnixStream> {
+        let Some(path) = protocol::find_socket(self.socket.as_deref()) else {
+            bail!(
+                "no opscope agent is running (looked for {} and {}); start one with `opscope agent`",
+                protocol::user_socket().display(),
+                protocol::SYSTEM_SOCKET
+            );
+        };
+        UnixStream::connect(&path).with_context(|| {
+            format!(
+                "cannot reach the agent at {} (is `opscope agent` running?)",
+                path.display()
+            )
+        })
+    }
+
+    fn ask(&self, query: &Query) -> Result<(UnixStream, Vec<u8>)> {
+        let mut stream = self.connect()?;
+        write_frame(&mut stream, QUERY, &[&serde_json::to_vec(query)?])
+            .context("cannot send the query to the agent")?;
+        Ok((stream, Vec::new()))
+    }
+
+    pub fn snapshot(&self) -> Result<Snapshot> {
+        let (stream, mut buf) = self.ask(&Query::Snapshot)?;
+        let mut reader = std::io::BufReader::new(stream);
+        match read_frame(&mut reader, &mut buf).context("the agent did not answer")? {
+            (REPLY, body) => serde_json::from_slice(body).context("the agent's answer"),
+            (ERROR, body) => bail!("the agent says: {}", String::from_utf8_lossy(body)),
+            (kind, _) => bail!("the agent answered with a frame of kind {kind}"),
+        }
+    }
+
+    /// The flight recorder of `job` (its last `last_ns`, or all it holds): the files
+    /// and what they are.
+    pub fn dump(&self, job: &str, last_ns: Option<u64>) -> Result<(Vec<DumpFile>, DumpMeta)> {
+        let query = Query::Dump {
+            job: job.to_string(),
+            last_ns,
+        };
+        let (stream, mut buf) = self.ask(&query)?;
+        let mut reader = std::io::BufReader::with_capacity(1 << 20, stream);
+        let mut files = Vec::new();
+        loop {
+            match read_frame(&mut reader, &mut buf).context("the agent's answer ended early")? {
+                (FILE, body) if body.len() >= 2 => {
+                    let len = u16::from_le_bytes([body[0], body[1]]) as usize;
+                    let name = body
+                        .get(2..2 + len)
+                        .context("a file frame shorter than its name")?;
+                    let name = String::from_utf8_lossy(name).into_owned();
+                    files.push((name, body[2 + len..].to_vec()));
+                }
+                (REPLY, body) => {
+                    let meta = serde_json::from_slice(body).context("the agent's answer")?;
+                    return Ok((files, meta));
+                }
+                (ERROR, body) => bail!("{}", String::from_utf8_lossy(body)),
+                (kind, _) => bail!("the agent answered with a frame of kind {kind}"),
+            }
+        }
+    }
+}
+
+/// A dump in a temporary directory, removed when dropped: `--live` reads it as a trace.
+pub struct LiveDump {
+    dir: PathBuf,
+}
+
+impl LiveDump {
+    pub fn fetch(address: &AgentAddress, job: &str, last_ns: Option<u64>) -> Result<LiveDump> {
+        let (files, meta) = address.dump(job, last_ns)?;
+        if files.is_empty() {
+            bail!("job `{job}`: the agent holds nothing of it in that span");
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "opscope-live-{}-{}",
+            std::process::id(),
+            super::now_ns()
+        ));
+        super::dump::write_session(&dir, &files, &meta)?;
+        Ok(LiveDump { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for LiveDump {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,179 @@
+//! One recorded process's stream: each chunk is decoded on the connection's own thread
+//! (ops and steps tallied per chunk), then kept in the flight recorder and added to
+//! its job's aggregates under the lock, briefly.
+
+use std::collections::HashMap;
+use std::io::Read;
+
+use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
+use opscope_model::SliceKind;
+
+use super::protocol::{read_frame, Hello, CHUNK, PREAMBLE};
+use super::{now_ns, Shared};
+
+/// Past this many names of one kind, a process's tallies start afresh each chunk.
+const MAX_NAMES_KEPT: usize = 100_000;
+
+/// Calls and ns per name.
+type NameTallies = HashMap<String, (u64, u64)>;
+
+/// What one chunk held, tallied before the lock is taken.
+#[derive(Default)]
+struct Tallies {
+    /// Per slice kind, per name: calls and ns. Entries stay from one chunk to the
+    /// next (zeroed): a chunk mostly holds the names the last one did.
+    ops: Vec<(&'static str, NameTallies)>,
+    steps_ms: Vec<f64>,
+    events: u64,
+}
+
+impl Tallies {
+    fn clear(&mut self) {
+        for (_, names) in &mut self.ops {
+            if names.len() > MAX_NAMES_KEPT {
+                names.clear();
+            } else {
+                names.values_mut().for_each(|v| *v = (0, 0));
+            }
+        }
+        self.steps_ms.clear();
+        self.events = 0;
+    }
+
+    fn add(&mut self, kind: &'static str, name: &str, ns: u64) {
+        let names = match self.ops.iter().position(|(k, _)| *k == kind) {
+            Some(i) => &mut self.ops[i].1,
+            None => {
+                self.ops.push((kind, HashMap::new()));
+                &mut self.ops.last_mut().expect("pushed").1
+            }
+        };
+        match names.get_mut(name) {
+            Some(v) => {
+                v.0 += 1;
+                v.1 += ns;
+            }
+            None => {
+                names.insert(name.to_string(), (1, ns));
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn get(&self, kind: &str, name: &str) -> Option<(u64, u64)> {
+        let (_, names) = self.ops.iter().find(|(k, _)| *k == kind)?;
+        names.get(name).copied()
+    }
+}
+
+/// Reads the process's frames until it goes (or says something that is not a frame),
+/// then marks it ended.
+pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Shared) {
+    let (job, process) = shared.state().join(hello, pid, uid);
+    let mut decoder = StreamDecoder::new();
+    let mut buf = Vec::new();
+    let mut tallies = Tallies::default();
+    let mut preamble_len = 0;
+    let name = format!("process {pid}");
+    while let Ok((kind, body)) = read_frame(&mut reader, &mut buf) {
+        match kind {
+            PREAMBLE => {
+                let _ = decoder.feed(body, &name, &mut |_| {});
+            }
+            CHUNK if body.len() >= 8 => {
+                let lost = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+                let chunk = &body[8..];
+                tallies.clear();
+                let read = decoder.feed(chunk, &name, &mut |event| tally(&mut tallies, event));
+                let now = now_ns();
+                let mut state = shared.state();
+                let second = now.saturating_sub(state.started_ns) / 1_000_000_000;
+                if read.is_ok() {
+                    state.flight.push(process, now, chunk);
+                }
+                let Some(job) = state.jobs.get_mut(&job) else {
+                    break;
+                };
+                if read.is_err() {
+                    job.unreadable_chunks += 1;
+                }
+                job.events += tallies.events;
+                job.ops.add_events(second, tallies.events);
+                for (kind, names) in &tallies.ops {
+                    for (name, &(calls, ns)) in names {
+                        if calls > 0 {
+                            let op = job.ops.op(name, kind);
+                            job.ops.add(second, op, calls, ns);
+                        }
+                    }
+                }
+                let Some(p) = job.processes.get_mut(&process) else {
+                    break;
+                };
+                p.chunks += 1;
+                p.chunks_lost = lost;
+                p.events += tallies.events;
+                for &ms in &tallies.steps_ms {
+                    p.add_step(ms);
+                }
+                if decoder.preamble().len() != preamble_len {
+                    preamble_len = decoder.preamble().len();
+                    p.preamble = decoder.preamble().to_vec();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        if kind == PREAMBLE {
+            let mut state = shared.state();
+            if let Some(p) = state.process_mut(&job, process) {
+                preamble_len = decoder.preamble().len();
+                p.preamble = decoder.preamble().to_vec();
+            }
+            continue;
+        }
+        break; // not a sender's frame: drop the peer
+    }
+    if let Some(p) = shared.state().process_mut(&job, process) {
+        p.connected = false;
+    }
+}
+
+fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
+    match event {
+        StreamEvent::Slice {
+            name,
+            kind,
+            start_ns,
+            end_ns,
+            ..
+        } => {
+            t.events += 1;
+            let ns = end_ns.saturating_sub(start_ns);
+            match kind {
+                Some(SliceKind::Step) => t.steps_ms.push(ns as f64 / 1e6),
+                Some(kind) => t.add(kind.name(), name, ns),
+                None => t.add("other", name, ns),
+            }
+        }
+        StreamEvent::Instant { .. } => t.events += 1,
+        StreamEvent::Counter { .. } => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tallies_count_by_kind_and_name_and_keep_steps_apart() {
+        let mut t = Tallies::default();
+        t.add("op", "aten::mm", 10);
+        t.add("op", "aten::mm", 5);
+        t.add("kernel", "aten::mm", 7);
+        assert_eq!(t.get("op", "aten::mm"), Some((2, 15)));
+        assert_eq!(t.get("kernel", "aten::mm"), Some((1, 7)));
+        t.clear();
+        assert_eq!(t.get("op", "aten::mm"), Some((0, 0)));
+    }
+}

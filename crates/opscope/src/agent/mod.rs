@@ -1,0 +1,320 @@
+//! `opscope agent`: one per host, long-running. Recorded processes stream their chunks
+//! to its Unix socket; it groups them into jobs, keeps each job's last minute in a
+//! flight recorder and live aggregates, samples the processes' CPU and memory, answers
+//! `top`, `dump` and `--live` queries, and dumps by itself on a slow step or a stall.
+//! A thread per connection: a slow or hostile peer costs only its own thread.
+
+pub mod client;
+pub mod dump;
+pub mod flight;
+mod ingest;
+pub mod protocol;
+pub mod snapshot;
+mod state;
+pub mod triggers;
+
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+
+use flight::Flight;
+use protocol::{read_frame, write_frame, Query, ERROR, HELLO, QUERY, REPLY};
+use state::State;
+use triggers::Trigger;
+
+/// What `opscope agent` was asked to do.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub socket: PathBuf,
+    /// Serving every user: the socket is open to all, each sees their own jobs.
+    pub system: bool,
+    pub window: Duration,
+    pub memory_bound: usize,
+    pub triggers: Vec<Trigger>,
+    pub dump_dir: PathBuf,
+    /// Dumps kept per trigger (older ones removed).
+    pub keep: usize,
+    pub cooldown: Duration,
+    pub quiet: bool,
+}
+
+/// What every connection's thread shares.
+pub(crate) struct Shared {
+    state: Mutex<State>,
+    options: Options,
+}
+
+impl Shared {
+    /// The state, even if a thread panicked while holding it (its update is lost, the
+    /// agent goes on).
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The agent's clock: `CLOCK_MONOTONIC` in ns.
+pub(crate) fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Runs the agent until SIGINT or SIGTERM.
+pub fn run(options: Options) -> Result<()> {
+    let listener = bind(&options.socket, options.system)?;
+    let shared = Arc::new(Shared {
+        state: Mutex::new(State::new(
+            Flight::new(options.memory_bound, options.window.as_nanos() as u64),
+            now_ns(),
+        )),
+        options: options.clone(),
+    });
+    stop_on_signals(&options.socket);
+    if !options.quiet {
+        eprintln!(
+            "opscope agent {} listening on {} (flight recorder: last {} s, {} MiB)",
+            std::process::id(),
+            options.socket.display(),
+            options.window.as_secs_f64(),
+            options.memory_bound >> 20
+        );
+    }
+    {
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("sampler".into())
+            .spawn(move || sample_loop(&shared))
+            .context("cannot start the sampler thread")?;
+    }
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else {
+            continue;
+        };
+        let shared = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("peer".into())
+            .spawn(move || serve(stream, &shared));
+        if let Err(e) = spawned {
+            eprintln!("opscope agent: cannot start a thread for a peer ({e}); dropped it");
+        }
+    }
+    Ok(())
+}
+
+/// Binds the socket: its directory made private to the user (or, with `--system`,
+/// open to all, who are told apart by their uid); a stale socket replaced, a live
+/// agent's refused.
+fn bind(socket: &Path, system: bool) -> Result<UnixListener> {
+    let dir = socket
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.exists() {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("{}: cannot create", dir.display()))?;
+        let mode = if system { 0o755 } else { 0o700 };
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+            .with_context(|| format!("{}: cannot set its permissions", dir.display()))?;
+    } else if !system {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(dir)?;
+        // SAFETY: getuid has no preconditions.
+        let uid = unsafe { libc::getuid() };
+        if meta.uid() != uid || meta.mode() & 0o022 != 0 {
+            bail!(
+                "{}: the socket's directory must be yours and not writable by others \
+                 (another user could stand in for the agent)",
+                dir.display()
+            );
+        }
+    }
+    if protocol::is_socket(socket) {
+        if UnixStream::connect(socket).is_ok() {
+            bail!(
+                "an agent already runs at {} (`opscope top` shows it)",
+                socket.display()
+            );
+        }
+        std::fs::remove_file(socket)
+            .with_context(|| format!("{}: cannot remove the stale socket", socket.display()))?;
+    }
+    let listener = UnixListener::bind(socket)
+        .with_context(|| format!("{}: cannot listen", socket.display()))?;
+    if system {
+        std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666))?;
+    }
+    Ok(listener)
+}
+
+/// SIGINT and SIGTERM end the agent: the socket is removed, so that recorded
+/// processes stop trying it and a new agent can start.
+fn stop_on_signals(socket: &Path) {
+    static SOCKET: Mutex<Option<PathBuf>> = Mutex::new(None);
+    *SOCKET.lock().unwrap_or_else(|e| e.into_inner()) = Some(socket.to_path_buf());
+    // A thread waits for the signals (blocked everywhere else), so no work happens in
+    // a handler.
+    // SAFETY: signal sets on the stack; blocking SIGINT and SIGTERM for this thread,
+    // before any other starts, so every thread inherits the mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGINT);
+        libc::sigaddset(&mut set, libc::SIGTERM);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
+    let _ = std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(|| {
+            // SAFETY: as above; sigwait fills `signal`.
+            let signal = unsafe {
+                let mut set: libc::sigset_t = std::mem::zeroed();
+                libc::sigemptyset(&mut set);
+                libc::sigaddset(&mut set, libc::SIGINT);
+                libc::sigaddset(&mut set, libc::SIGTERM);
+                let mut signal = 0;
+                libc::sigwait(&set, &mut signal);
+                signal
+            };
+            if let Some(path) = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = std::fs::remove_file(path);
+            }
+            std::process::exit(128 + signal);
+        });
+}
+
+/// The peer's pid and uid, from the kernel.
+fn peer(stream: &UnixStream) -> Option<(u32, u32)> {
+    use std::os::unix::io::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: SO_PEERCRED fills a ucred of the length given, on a live socket.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (r == 0).then_some((cred.pid as u32, cred.uid))
+}
+
+/// One connection: a recorded process (it greets first) or a client (it asks first).
+fn serve(stream: UnixStream, shared: &Shared) {
+    let Some((pid, uid)) = peer(&stream) else {
+        return;
+    };
+    let Ok(read_half) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, read_half);
+    let mut buf = Vec::new();
+    let Ok((kind, body)) = read_frame(&mut reader, &mut buf) else {
+        return;
+    };
+    match kind {
+        HELLO => {
+            let Ok(hello) = serde_json::from_slice::<protocol::Hello>(body) else {
+                return;
+            };
+            ingest::run(hello, pid, uid, reader, shared);
+        }
+        QUERY => {
+            let query = serde_json::from_slice::<Query>(body);
+            // A client that stops reading must not hold this thread for ever.
+            let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, &stream);
+            let answered = match query {
+                Ok(q) => answer(q, uid, shared, &mut out),
+                Err(e) => Err(anyhow::anyhow!("not a query: {e}")),
+            };
+            if let Err(e) = answered {
+                let _ = write_frame(&mut out, ERROR, &[format!("{e:#}").as_bytes()]);
+            }
+            let _ = std::io::Write::flush(&mut out);
+        }
+        _ => {} // not an opscope peer: dropped
+    }
+}
+
+fn answer(query: Query, uid: u32, shared: &Shared, out: &mut impl std::io::Write) -> Result<()> {
+    match query {
+        Query::Snapshot => {
+            let snapshot = shared.state().snapshot(uid, now_ns());
+            write_frame(out, REPLY, &[&serde_json::to_vec(&snapshot)?])?;
+        }
+        Query::Dump { job, last_ns } => {
+            let dumped = dump::collect(&shared.state(), uid, &job, last_ns, now_ns())?;
+            dump::send(&dumped, out)?;
+        }
+    }
+    Ok(())
+}
+
+/// Once a second: each process's CPU and memory, the flight recorder's expiry, and
+/// the triggers.
+fn sample_loop(shared: &Shared) {
+    // SAFETY: sysconf and getpagesize have no preconditions.
+    let (ticks_per_s, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK).max(1) as u64,
+            libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
+        )
+    };
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let now = now_ns();
+        let mut fired = Vec::new();
+        {
+            let mut state = shared.state();
+            state.flight.expire(now);
+            for (key, job) in state.jobs.iter_mut() {
+                for p in job.processes.values_mut().filter(|p| p.connected) {
+                    if let Some(stat) = crate::record::sampler::read_stat(p.pid as i32) {
+                        p.cpu.sample(now, stat.ticks, ticks_per_s);
+                        p.rss_bytes = stat.rss_pages * page;
+                    }
+                }
+                for trigger in &shared.options.triggers {
+                    if let Some(reason) =
+                        triggers::check(trigger, job, now, shared.options.cooldown)
+                    {
+                        job.triggers.fired(trigger.name(), now);
+                        fired.push((key.clone(), trigger.name(), reason));
+                    }
+                }
+            }
+        }
+        for (job, trigger, reason) in fired {
+            match dump::on_trigger(shared, &job, trigger, &reason, now) {
+                Ok(dir) => {
+                    if !shared.options.quiet {
+                        eprintln!(
+                            "opscope agent: job {}: {reason}; dumped to {}",
+                            job.name,
+                            dir.display()
+                        );
+                    }
+                    shared.state().dumps.push(dir.display().to_string());
+                }
+                Err(e) => eprintln!(
+                    "opscope agent: job {}: {reason}; dump failed: {e:#}",
+                    job.name
+                ),
+            }
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! What the agent knows at one moment, as `opscope top` shows it and `top --once
+//! --format json` prints it: the agent's own state, then each job with its processes,
+//! step times and busiest ops over the last 1, 10 and 60 seconds.
+
+use opscope_analysis::report::{Column, Line, Report, Reported, Table, Value};
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct Snapshot {
+    pub agent: AgentState,
+    pub jobs: Vec<JobState>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct AgentState {
+    pub pid: u32,
+    pub uptime_s: f64,
+    /// The flight recorder: bytes held, its bound, the seconds it keeps and how far
+    /// back it holds now.
+    pub flight_bytes: u64,
+    pub flight_bound: u64,
+    pub flight_window_s: f64,
+    pub flight_held_s: f64,
+    /// Chunks dropped to keep the bound before their time was up.
+    pub flight_evicted_chunks: u64,
+    pub flight_evicted_bytes: u64,
+    /// Dumps written by triggers.
+    pub dumps: Vec<String>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct JobState {
+    pub job: String,
+    /// Where the name came from: `--job`, `SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`,
+    /// `kubernetes pod`, or `session` (the session directory).
+    pub source: String,
+    pub uid: u32,
+    pub processes: Vec<ProcessState>,
+    pub steps: StepState,
+    /// Events (slices and instants) received over the last full second.
+    pub events_per_s: u64,
+    pub events: u64,
+    /// Chunks the processes could not send (full socket, no agent) and chunks the
+    /// agent could not read.
+    pub chunks_lost: u64,
+    pub cpu_percent: f64,
+    pub rss_bytes: u64,
+    pub top_ops: Vec<OpState>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct ProcessState {
+    pub pid: u32,
+    pub ppid: u32,
+    /// `rank N`, `worker` (a process the job's process of that rank started: a
+    /// DataLoader worker), `launcher` (it started the job's other processes) or `process`.
+    pub role: String,
+    pub rank: Option<u32>,
+    pub local_rank: Option<u32>,
+    pub world_size: Option<u32>,
+    pub command: String,
+    pub session: String,
+    pub file: Option<String>,
+    pub connected: bool,
+    pub events: u64,
+    pub chunks: u64,
+    pub chunks_lost: u64,
+    pub cpu_percent: f64,
+    pub rss_bytes: u64,
+    pub steps: StepState,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct StepState {
+    pub count: u64,
+    pub last_ms: Option<f64>,
+    pub median_ms: Option<f64>,
+    /// The median of the last 10 steps against that of the 10 before, in percent.
+    pub trend_percent: Option<f64>,
+    /// The durations of the last steps (up to 100), in ms, oldest first.
+    pub recent_ms: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct OpState {
+    pub name: String,
+    pub kind: String,
+    pub calls_1s: u64,
+    pub calls_10s: u64,
+    pub calls_60s: u64,
+    pub time_ms_1s: f64,
+    pub time_ms_10s: f64,
+    pub time_ms_60s: f64,
+}
+
+fn ms(v: Option<f64>) -> Value {
+    match v {
+        Some(ms) => Value::Duration(ms * 1e6),
+        None => Value::text("-"),
+    }
+}
+
+fn trend(v: Option<f64>) -> Value {
+    match v {
+        Some(p) => Value::text(format!("{p:+.1}%")),
+        None => Value::text("-"),
+    }
+}
+
+impl Reported for Snapshot {
+    fn report(&self) -> Report {
+        let mut report = Report::default();
+        let a = &self.agent;
+        report.line(
+            Line::of("agent ")
+                .text(a.pid.to_string())
+                .text(format!(", up {:.0} s; flight recorder ", a.uptime_s))
+                .value(Value::Bytes(a.flight_bytes as i64))
+                .text(" of ")
+                .value(Value::Bytes(a.flight_bound as i64))
+                .text(format!(
+                    ", {:.0} s held of {:.0} s",
+                    a.flight_held_s, a.flight_window_s
+                )),
+        );
+        if self.jobs.is_empty() {
+            report.line(Line::of("no jobs (start one with `opscope record -- CMD`)"));
+        }
+        for job in &self.jobs {
+            report.blank();
+            let mut line = Line::of(format!("job {} ({}): ", job.job, job.source))
+                .value(Value::Count(job.processes.len() as i64))
+                .text(" processes, ")
+                .value(Value::Count(job.events_per_s as i64))
+                .text(" events/s, CPU ")
+                .value(Value::percent(job.cpu_percent, 0))
+                .text(", RSS ")
+                .value(Value::Bytes(job.rss_bytes as i64));
+            if job.steps.count > 0 {
+                line = line
+                    .text(format!(", {} steps, last ", job.steps.count))
+                    .value(ms(job.steps.last_ms))
+                    .text(", median ")
+                    .value(ms(job.steps.median_ms))
+                    .text(", trend ")
+                    .value(trend(job.steps.trend_percent));
+            }
+            if job.chunks_lost > 0 {
+                line = line.text(format!(", {} chunks lost", job.chunks_lost));
+            }
+            report.line(line);
+            let mut processes = Table::new(vec![
+                Column::numeric("pid"),
+                Column::text("role"),
+                Column::numeric("CPU"),
+                Column::numeric("RSS"),
+                Column::numeric("events"),
+                Column::numeric("steps"),
+                Column::numeric("last step"),
+                Column::text("command"),
+            ]);
+            for p in &job.processes {
+                processes.rows.push(vec![
+                    Value::Count(p.pid as i64),
+                    Value::text(if p.connected {
+                        p.role.clone()
+                    } else {
+                        format!("{} (ended)", p.role)
+                    }),
+                    Value::percent(p.cpu_percent, 0),
+                    Value::Bytes(p.rss_bytes as i64),
+                    Value::Count(p.events as i64),
+                    Value::Count(p.steps.count as i64),
+                    ms(p.steps.last_ms),
+                    Value::text(p.command.clone()),
+                ]);
+            }
+            report.table(processes);
+            let mut ops = Table::new(vec![
+                Column::text("op"),
+                Column::text("kind"),
+                Column::numeric("calls/s"),
+                Column::numeric("time 1 s"),
+                Column::numeric("calls 10 s"),
+                Column::numeric("time 10 s"),
+                Column::numeric("calls 60 s"),
+                Column::numeric("time 60 s"),
+            ]);
+            ops.empty = Some("(no ops in the last minute)");
+            for op in &job.top_ops {
+                ops.rows.push(vec![
+                    Value::text(op.name.clone()),
+                    Value::text(op.kind.clone()),
+                    Value::Count(op.calls_1s as i64),
+                    Value::Duration(op.time_ms_1s * 1e6),
+                    Value::Count(op.calls_10s as i64),
+                    Value::Duration(op.time_ms_10s * 1e6),
+                    Value::Count(op.calls_60s as i64),
+                    Value::Duration(op.time_ms_60s * 1e6),
+                ]);
+            }
+            report.table(ops);
+        }
+        report
+    }
+}

@@ -1,0 +1,518 @@
+//! What the agent holds: jobs (by owner and name), their processes, the live
+//! aggregates made from the chunks (calls and time per op per second, step times), the
+//! processes' CPU and memory, and the flight recorder; and the snapshot built from them.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use super::flight::{Flight, ProcessKey};
+use super::protocol::Hello;
+use super::snapshot::{AgentState, JobState, OpState, ProcessState, Snapshot, StepState};
+
+/// Seconds of per-second op buckets kept per job.
+pub const BUCKETS: u64 = 60;
+/// Step durations kept per process.
+const STEPS_KEPT: usize = 10_000;
+/// Op names kept per job; those past it are tallied together as [`OTHER_OPS`].
+const MAX_OPS: usize = 1 << 20;
+const OTHER_OPS: &str = "(op names past the agent's limit)";
+/// Ops listed per job in a snapshot.
+const TOP_OPS: usize = 20;
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct JobKey {
+    pub uid: u32,
+    pub name: String,
+}
+
+pub struct State {
+    pub pid: u32,
+    pub started_ns: u64,
+    pub jobs: BTreeMap<JobKey, Job>,
+    pub flight: Flight,
+    next_process: ProcessKey,
+    /// Dumps written by triggers, newest last.
+    pub dumps: Vec<String>,
+}
+
+pub struct Job {
+    pub source: String,
+    pub processes: BTreeMap<ProcessKey, Process>,
+    pub ops: OpWindows,
+    pub events: u64,
+    /// Chunks the agent received but could not read.
+    pub unreadable_chunks: u64,
+    pub triggers: super::triggers::JobTriggers,
+}
+
+pub struct Process {
+    pub hello: Hello,
+    /// From the kernel (`SO_PEERCRED`), not from what the process says.
+    pub pid: u32,
+    pub connected: bool,
+    pub chunks: u64,
+    /// Chunks the process could not send, as its last chunk said.
+    pub chunks_lost: u64,
+    pub events: u64,
+    /// The packets a dump of this process starts with.
+    pub preamble: Vec<u8>,
+    pub steps: VecDeque<f64>,
+    pub steps_total: u64,
+    pub cpu: CpuMeter,
+    pub rss_bytes: u64,
+}
+
+/// CPU use from the process's tick count between two samples.
+#[derive(Default)]
+pub struct CpuMeter {
+    last: Option<(u64, u64)>,
+    pub percent: f64,
+}
+
+impl CpuMeter {
+    pub fn sample(&mut self, now_ns: u64, ticks: u64, ticks_per_s: u64) {
+        if let Some((t0, k0)) = self.last {
+            let seconds = (now_ns.saturating_sub(t0)) as f64 / 1e9;
+            if seconds > 0.0 {
+                let busy = ticks.saturating_sub(k0) as f64 / ticks_per_s as f64;
+                self.percent = 100.0 * busy / seconds;
+            }
+        }
+        self.last = Some((now_ns, ticks));
+    }
+}
+
+/// One op's calls and time in one second.
+#[derive(Clone, Copy, Default)]
+struct Tally {
+    calls: u64,
+    ns: u64,
+}
+
+/// Per op (name and kind), calls and time per second over the last minute; each
+/// bucket is one second of the agent's clock, when the chunk holding the op arrived.
+#[derive(Default)]
+pub struct OpWindows {
+    names: Vec<(String, &'static str)>,
+    index: HashMap<(String, &'static str), u32>,
+    /// `(second, tallies by op)`, oldest first.
+    buckets: VecDeque<(u64, HashMap<u32, Tally>)>,
+    /// Events per second, by second.
+    events: VecDeque<(u64, u64)>,
+}
+
+impl OpWindows {
+    /// The op's number, for [`OpWindows::add`].
+    pub fn op(&mut self, name: &str, kind: &'static str) -> u32 {
+        let key = if self.names.len() < MAX_OPS {
+            (name.to_string(), kind)
+        } else {
+            (OTHER_OPS.to_string(), "other")
+        };
+        if let Some(&i) = self.index.get(&key) {
+            return i;
+        }
+        let (name, kind) = key;
+        let i = self.names.len() as u32;
+        self.names.push((name.clone(), kind));
+        self.index.insert((name, kind), i);
+        i
+    }
+
+    fn bucket(&mut self, second: u64) -> &mut HashMap<u32, Tally> {
+        if self.buckets.back().is_none_or(|(s, _)| *s < second) {
+            self.buckets.push_back((second, HashMap::new()));
+            while self
+                .buckets
+                .front()
+                .is_some_and(|(s, _)| *s + BUCKETS < second)
+            {
+                self.buckets.pop_front();
+            }
+        }
+        &mut self.buckets.back_mut().expect("pushed above").1
+    }
+
+    pub fn add(&mut self, second: u64, op: u32, calls: u64, ns: u64) {
+        let t = self.bucket(second).entry(op).or_default();
+        t.calls += calls;
+        t.ns += ns;
+    }
+
+    pub fn add_events(&mut self, second: u64, n: u64) {
+        match self.events.back_mut() {
+            Some((s, count)) if *s == second => *count += n,
+            _ => {
+                self.events.push_back((second, n));
+                while self.events.len() as u64 > BUCKETS {
+                    self.events.pop_front();
+                }
+            }
+        }
+    }
+
+    /// Events in the last full second before `now_s`.
+    fn events_per_s(&self, now_s: u64) -> u64 {
+        self.events
+            .iter()
+            .find(|(s, _)| *s + 1 == now_s)
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// The busiest ops by time over the last 10 s, with their 1, 10 and 60 s figures
+    /// (full seconds before `now_s`).
+    fn top(&self, now_s: u64, limit: usize) -> Vec<OpState> {
+        let mut sums: HashMap<u32, [Tally; 3]> = HashMap::new();
+        for (second, tallies) in &self.buckets {
+            if *second >= now_s || *second + BUCKETS < now_s {
+                continue;
+            }
+            let age = now_s - second; // 1 = the last full second
+            for (&op, t) in tallies {
+                let entry = sums.entry(op).or_default();
+                for (w, window) in [1, 10, 60].iter().enumerate() {
+                    if age <= *window {
+                        entry[w].calls += t.calls;
+                        entry[w].ns += t.ns;
+                    }
+                }
+            }
+        }
+        let mut ops: Vec<OpState> = sums
+            .into_iter()
+            .map(|(op, [one, ten, sixty])| {
+                let (name, kind) = &self.names[op as usize];
+                OpState {
+                    name: name.clone(),
+                    kind: kind.to_string(),
+                    calls_1s: one.calls,
+                    calls_10s: ten.calls,
+                    calls_60s: sixty.calls,
+                    time_ms_1s: one.ns as f64 / 1e6,
+                    time_ms_10s: ten.ns as f64 / 1e6,
+                    time_ms_60s: sixty.ns as f64 / 1e6,
+                }
+            })
+            .collect();
+        ops.sort_by(|a, b| {
+            b.time_ms_10s
+                .total_cmp(&a.time_ms_10s)
+                .then(b.time_ms_60s.total_cmp(&a.time_ms_60s))
+                .then(a.name.cmp(&b.name))
+        });
+        ops.truncate(limit);
+        ops
+    }
+}
+
+impl State {
+    pub fn new(flight: Flight, started_ns: u64) -> State {
+        State {
+            pid: std::process::id(),
+            started_ns,
+            jobs: BTreeMap::new(),
+            flight,
+            next_process: 1,
+            dumps: Vec::new(),
+        }
+    }
+
+    /// Adds a process that greeted the agent; its key and its job's.
+    pub fn join(&mut self, hello: Hello, pid: u32, uid: u32) -> (JobKey, ProcessKey) {
+        let key = JobKey {
+            uid,
+            name: hello.job.clone(),
+        };
+        let process = self.next_process;
+        self.next_process += 1;
+        let job = self.jobs.entry(key.clone()).or_insert_with(|| Job {
+            source: hello.job_source.clone(),
+            processes: BTreeMap::new(),
+            ops: OpWindows::default(),
+            events: 0,
+            unreadable_chunks: 0,
+            triggers: Default::default(),
+        });
+        job.processes.insert(
+            process,
+            Process {
+                hello,
+                pid,
+                connected: true,
+                chunks: 0,
+                chunks_lost: 0,
+                events: 0,
+                preamble: Vec::new(),
+                steps: VecDeque::new(),
+                steps_total: 0,
+                cpu: CpuMeter::default(),
+                rss_bytes: 0,
+            },
+        );
+        (key, process)
+    }
+
+    pub fn process_mut(&mut self, job: &JobKey, process: ProcessKey) -> Option<&mut Process> {
+        self.jobs.get_mut(job)?.processes.get_mut(&process)
+    }
+
+    /// What `uid` may see (root: everything), at `now_ns`.
+    pub fn snapshot(&self, uid: u32, now_ns: u64) -> Snapshot {
+        let now_s = now_ns.saturating_sub(self.started_ns) / 1_000_000_000;
+        let (evicted, evicted_bytes) = self.flight.evicted_early();
+        Snapshot {
+            agent: AgentState {
+                pid: self.pid,
+                uptime_s: now_ns.saturating_sub(self.started_ns) as f64 / 1e9,
+                flight_bytes: self.flight.bytes() as u64,
+                flight_bound: self.flight.bound() as u64,
+                flight_window_s: self.flight.window_ns() as f64 / 1e9,
+                flight_held_s: self.flight.held_ns(now_ns) as f64 / 1e9,
+                flight_evicted_chunks: evicted,
+                flight_evicted_bytes: evicted_bytes,
+                dumps: self.dumps.clone(),
+            },
+            jobs: self
+                .jobs
+                .iter()
+                .filter(|(key, _)| uid == 0 || key.uid == uid)
+                .map(|(key, job)| job.state(key, now_s))
+                .collect(),
+        }
+    }
+}
+
+impl Job {
+    fn state(&self, key: &JobKey, now_s: u64) -> JobState {
+        let processes: Vec<ProcessState> = self
+            .processes
+            .values()
+            .map(|p| ProcessState {
+                pid: p.pid,
+                ppid: p.hello.ppid,
+                role: role(p, self.processes.values()),
+                rank: p.hello.rank,
+                local_rank: p.hello.local_rank,
+                world_size: p.hello.world_size,
+                command: p.hello.command.clone(),
+                session: p.hello.session.clone(),
+                file: p.hello.file.clone(),
+                connected: p.connected,
+                events: p.events,
+                chunks: p.chunks,
+                chunks_lost: p.chunks_lost,
+                cpu_percent: if p.connected { p.cpu.percent } else { 0.0 },
+                rss_bytes: if p.connected { p.rss_bytes } else { 0 },
+                steps: step_state(&p.steps, p.steps_total),
+            })
+            .collect();
+        JobState {
+            job: key.name.clone(),
+            source: self.source.clone(),
+            uid: key.uid,
+            steps: self.steps(),
+            events_per_s: self.ops.events_per_s(now_s),
+            events: self.events,
+            chunks_lost: self.unreadable_chunks
+                + self.processes.values().map(|p| p.chunks_lost).sum::<u64>(),
+            cpu_percent: processes.iter().map(|p| p.cpu_percent).sum(),
+            rss_bytes: processes.iter().map(|p| p.rss_bytes).sum(),
+            top_ops: self.ops.top(now_s, TOP_OPS),
+            processes,
+        }
+    }
+
+    /// The job's steps: those of its lowest rank that has any (rank 0 in a healthy
+    /// job), else of its first process that has any.
+    pub fn steps(&self) -> StepState {
+        self.step_process()
+            .map(|p| step_state(&p.steps, p.steps_total))
+            .unwrap_or_default()
+    }
+
+    fn step_process(&self) -> Option<&Process> {
+        let with_steps = || self.processes.values().filter(|p| p.steps_total > 0);
+        with_steps()
+            .filter(|p| p.hello.rank.is_some())
+            .min_by_key(|p| p.hello.rank)
+            .or_else(|| with_steps().next())
+    }
+
+    /// The steps completed after the first `seen` of the job's steps: for each, its
+    /// number (from 1), its time and the median of the up to 100 before it (none with
+    /// fewer than 5 before it). Only the steps still kept are looked at.
+    pub fn steps_after(&self, seen: u64) -> Vec<(u64, f64, Option<f64>)> {
+        let Some(p) = self.step_process() else {
+            return Vec::new();
+        };
+        let first_kept = p.steps_total - p.steps.len() as u64;
+        let start = seen.max(first_kept);
+        (start..p.steps_total)
+            .map(|number| {
+                let i = (number - first_kept) as usize;
+                let before: Vec<f64> = p.steps.range(i.saturating_sub(100)..i).copied().collect();
+                let median = if before.len() >= 5 {
+                    median(before)
+                } else {
+                    None
+                };
+                (number + 1, p.steps[i], median)
+            })
+            .collect()
+    }
+}
+
+impl Process {
+    pub fn add_step(&mut self, ms: f64) {
+        if self.steps.len() == STEPS_KEPT {
+            self.steps.pop_front();
+        }
+        self.steps.push_back(ms);
+        self.steps_total += 1;
+    }
+}
+
+/// What a process is in its job, from its rank and who started it.
+fn role<'a>(p: &Process, all: impl Iterator<Item = &'a Process> + Clone) -> String {
+    let parent = all
+        .clone()
+        .find(|q| q.pid == p.hello.ppid && q.pid != p.pid);
+    // A DataLoader worker inherits its rank's environment (RANK included).
+    if let Some(parent) = parent.filter(|q| q.hello.rank == p.hello.rank) {
+        return match parent.hello.rank {
+            Some(r) => format!("worker of rank {r}"),
+            None => "worker".to_string(),
+        };
+    }
+    if let Some(rank) = p.hello.rank {
+        return format!("rank {rank}");
+    }
+    // torchrun and other launchers start processes of their own rank.
+    if all
+        .clone()
+        .any(|q| q.hello.ppid == p.pid && q.pid != p.pid && q.hello.rank.is_some())
+    {
+        return "launcher".to_string();
+    }
+    "process".to_string()
+}
+
+fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
+    let recent: Vec<f64> = steps.iter().rev().take(100).rev().copied().collect();
+    let last10: Vec<f64> = steps.iter().rev().take(10).copied().collect();
+    let before: Vec<f64> = steps.iter().rev().skip(10).take(10).copied().collect();
+    let trend = match (median(last10), median(before)) {
+        (Some(a), Some(b)) if b > 0.0 => Some(100.0 * (a - b) / b),
+        _ => None,
+    };
+    StepState {
+        count: total,
+        last_ms: steps.back().copied(),
+        median_ms: median(recent.clone()),
+        trend_percent: trend,
+        recent_ms: recent,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello(pid: u32, ppid: u32, rank: Option<u32>) -> Hello {
+        Hello {
+            version: 1,
+            pid,
+            ppid,
+            job: "j".into(),
+            rank,
+            command: format!("python {pid}"),
+            ..Hello::default()
+        }
+    }
+
+    #[test]
+    fn roles_come_from_ranks_and_parents() {
+        let mut state = State::new(Flight::new(1 << 20, 60_000_000_000), 0);
+        for (pid, ppid, rank) in [
+            (10, 1, None),     // torchrun
+            (11, 10, Some(0)), // rank 0
+            (12, 10, Some(1)), // rank 1
+            (13, 11, Some(0)), // rank 0's DataLoader worker
+            (20, 1, None),     // a lone process
+            (30, 1, None),     // a training process without ranks…
+            (31, 30, None),    // …and its DataLoader worker
+        ] {
+            state.join(hello(pid, ppid, rank), pid, 1000);
+        }
+        let snap = state.snapshot(1000, 0);
+        let roles: Vec<(u32, String)> = snap.jobs[0]
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.role.clone()))
+            .collect();
+        assert_eq!(
+            roles,
+            vec![
+                (10, "launcher".to_string()),
+                (11, "rank 0".to_string()),
+                (12, "rank 1".to_string()),
+                (13, "worker of rank 0".to_string()),
+                (20, "process".to_string()),
+                (30, "process".to_string()),
+                (31, "worker".to_string()),
+            ]
+        );
+        // Another user sees none of it; root sees it.
+        assert!(state.snapshot(1001, 0).jobs.is_empty());
+        assert_eq!(state.snapshot(0, 0).jobs.len(), 1);
+    }
+
+    #[test]
+    fn op_windows_count_full_seconds_only() {
+        let mut w = OpWindows::default();
+        let mm = w.op("aten::mm", "op");
+        let add = w.op("aten::add", "op");
+        assert_eq!(w.op("aten::mm", "op"), mm);
+        w.add(0, mm, 5, 500);
+        for s in 50..=60 {
+            w.add(s, add, 1, 100);
+        }
+        w.add(61, mm, 100, 1); // the current second: not in any window yet
+        let top = w.top(61, 10);
+        let by = |n: &str| top.iter().find(|o| o.name == n).unwrap().clone();
+        let a = by("aten::add");
+        assert_eq!((a.calls_1s, a.calls_10s, a.calls_60s), (1, 10, 11));
+        // Second 0 is 61 s before 61: out of the minute (and dropped from the buckets);
+        // second 61 is not over.
+        assert!(top.iter().all(|o| o.name != "aten::mm"));
+        assert_eq!(top[0].name, "aten::add");
+    }
+
+    #[test]
+    fn steps_give_last_median_and_trend() {
+        let mut steps = VecDeque::new();
+        for _ in 0..10 {
+            steps.push_back(100.0);
+        }
+        for _ in 0..10 {
+            steps.push_back(110.0);
+        }
+        let s = step_state(&steps, 25);
+        assert_eq!(s.count, 25);
+        assert_eq!(s.last_ms, Some(110.0));
+        assert_eq!(s.median_ms, Some(105.0));
+        assert!((s.trend_percent.unwrap() - 10.0).abs() < 1e-9);
+    }
+}

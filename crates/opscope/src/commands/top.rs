@@ -1,0 +1,370 @@
+//! `opscope top`: every recorded job on this host, live, from the agent: its processes
+//! by rank and role, step times, events per second, CPU, memory and busiest ops. A
+//! terminal view as `htop` and `py-spy top` are (ratatui); `--once` prints one snapshot.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, KeyModifiers};
+use opscope_analysis::report::Value;
+use ratatui::layout::{Constraint, Layout};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
+use ratatui::Frame;
+
+use crate::agent::client::AgentAddress;
+use crate::agent::snapshot::{JobState, OpState, Snapshot};
+use crate::agent::triggers;
+use crate::output::{self, TextOrJson};
+use crate::render::text;
+
+#[derive(clap::Args)]
+#[command(
+    about = "Live view of every recorded job on this host (from `opscope agent`)",
+    long_about = "Live view of every recorded job on this host, from `opscope agent`: jobs, \
+                  then the selected job's processes (ranks, DataLoader workers, launchers) and \
+                  its busiest ops over the last 1, 10 and 60 seconds, refreshed every second.\n\n\
+                  Keys: Up/Down choose a job, Enter opens it (all its ops), s changes the ops' \
+                  order, p pauses, q leaves.",
+    after_help = "Examples:\n  opscope top\n  opscope top --once\n  opscope top --once --format json | jq '.jobs[].steps'"
+)]
+pub struct Args {
+    /// Print one snapshot and exit.
+    #[arg(long)]
+    once: bool,
+    /// Output format (with --once).
+    #[arg(long, value_enum, default_value_t)]
+    format: TextOrJson,
+    /// Time between two refreshes.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = triggers::parse_duration)]
+    interval: Duration,
+    #[command(flatten)]
+    agent: AgentAddress,
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let first = args.agent.snapshot()?;
+    if args.once {
+        return output::print(args.format, &first);
+    }
+    let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
+    let result = View::new(first).run(&mut terminal, &args);
+    ratatui::restore();
+    result
+}
+
+/// How the ops of a job are ordered.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum OpOrder {
+    Time10s,
+    Time1s,
+    Calls1s,
+    Name,
+}
+
+impl OpOrder {
+    fn next(self) -> OpOrder {
+        match self {
+            OpOrder::Time10s => OpOrder::Time1s,
+            OpOrder::Time1s => OpOrder::Calls1s,
+            OpOrder::Calls1s => OpOrder::Name,
+            OpOrder::Name => OpOrder::Time10s,
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            OpOrder::Time10s => "time over 10 s",
+            OpOrder::Time1s => "time over 1 s",
+            OpOrder::Calls1s => "calls/s",
+            OpOrder::Name => "name",
+        }
+    }
+
+    fn sort(self, ops: &mut [OpState]) {
+        match self {
+            OpOrder::Time10s => ops.sort_by(|a, b| b.time_ms_10s.total_cmp(&a.time_ms_10s)),
+            OpOrder::Time1s => ops.sort_by(|a, b| b.time_ms_1s.total_cmp(&a.time_ms_1s)),
+            OpOrder::Calls1s => ops.sort_by_key(|o| std::cmp::Reverse(o.calls_1s)),
+            OpOrder::Name => ops.sort_by(|a, b| a.name.cmp(&b.name)),
+        }
+    }
+}
+
+struct View {
+    snapshot: Snapshot,
+    jobs: TableState,
+    open: bool,
+    paused: bool,
+    order: OpOrder,
+    error: Option<String>,
+}
+
+impl View {
+    fn new(snapshot: Snapshot) -> View {
+        let mut jobs = TableState::default();
+        jobs.select((!snapshot.jobs.is_empty()).then_some(0));
+        View {
+            snapshot,
+            jobs,
+            open: false,
+            paused: false,
+            order: OpOrder::Time10s,
+            error: None,
+        }
+    }
+
+    fn run(&mut self, terminal: &mut ratatui::DefaultTerminal, args: &Args) -> Result<()> {
+        let interval = args.interval.max(Duration::from_millis(100));
+        let mut next = Instant::now() + interval;
+        loop {
+            terminal.draw(|f| self.draw(f))?;
+            let wait = next.saturating_duration_since(Instant::now());
+            if event::poll(wait)? {
+                if let Event::Key(key) = event::read()? {
+                    if key.kind != KeyEventKind::Press {
+                        continue;
+                    }
+                    match key.code {
+                        KeyCode::Char('q') | KeyCode::Esc => return Ok(()),
+                        KeyCode::Char('c') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+                            return Ok(())
+                        }
+                        KeyCode::Char('p') | KeyCode::Char(' ') => self.paused = !self.paused,
+                        KeyCode::Char('s') => self.order = self.order.next(),
+                        KeyCode::Enter => self.open = !self.open,
+                        KeyCode::Down | KeyCode::Char('j') => self.jobs.select_next(),
+                        KeyCode::Up | KeyCode::Char('k') => self.jobs.select_previous(),
+                        _ => {}
+                    }
+                }
+                continue;
+            }
+            next = Instant::now() + interval;
+            if !self.paused {
+                match args.agent.snapshot() {
+                    Ok(s) => {
+                        self.refresh(s);
+                        self.error = None;
+                    }
+                    Err(e) => self.error = Some(format!("{e:#}")),
+                }
+            }
+        }
+    }
+
+    /// Takes a new snapshot, keeping the same job selected.
+    fn refresh(&mut self, snapshot: Snapshot) {
+        let selected = self.selected().map(|j| (j.job.clone(), j.uid));
+        self.snapshot = snapshot;
+        let index = selected.and_then(|(name, uid)| {
+            self.snapshot
+                .jobs
+                .iter()
+                .position(|j| j.job == name && j.uid == uid)
+        });
+        let fallback = (!self.snapshot.jobs.is_empty()).then_some(0);
+        self.jobs.select(index.or(fallback));
+    }
+
+    fn selected(&self) -> Option<&JobState> {
+        self.snapshot.jobs.get(self.jobs.selected()?)
+    }
+
+    fn draw(&mut self, frame: &mut Frame) {
+        let a = &self.snapshot.agent;
+        let mut status = format!(
+            " agent {} · flight recorder {} of {} · {:.0} s held of {:.0} s",
+            a.pid,
+            text(&Value::Bytes(a.flight_bytes as i64)),
+            text(&Value::Bytes(a.flight_bound as i64)),
+            a.flight_held_s,
+            a.flight_window_s
+        );
+        if self.paused {
+            status.push_str(" · PAUSED");
+        }
+        if let Some(e) = &self.error {
+            status = format!(" {e}");
+        }
+        let keys = " ↑↓ job · Enter open · s order · p pause · q quit";
+        let job_rows = self.snapshot.jobs.len().clamp(1, 8) as u16 + 3;
+        let [head, jobs, detail, foot] = Layout::vertical([
+            Constraint::Length(1),
+            Constraint::Length(if self.open { 0 } else { job_rows }),
+            Constraint::Min(4),
+            Constraint::Length(1),
+        ])
+        .areas(frame.area());
+        frame.render_widget(
+            Paragraph::new(status).style(Style::new().add_modifier(Modifier::REVERSED)),
+            head,
+        );
+        frame.render_widget(Paragraph::new(keys), foot);
+        if !self.open {
+            let rows = self.snapshot.jobs.iter().map(|j| {
+                Row::new(vec![
+                    j.job.clone(),
+                    j.source.clone(),
+                    j.processes
+                        .iter()
+                        .filter(|p| p.connected)
+                        .count()
+                        .to_string(),
+                    j.events_per_s.to_string(),
+                    ms(j.steps.last_ms),
+                    ms(j.steps.median_ms),
+                    trend(j.steps.trend_percent),
+                    format!("{:.0}%", j.cpu_percent),
+                    text(&Value::Bytes(j.rss_bytes as i64)),
+                ])
+            });
+            let table = Table::new(
+                rows,
+                [
+                    Constraint::Fill(2),
+                    Constraint::Length(12),
+                    Constraint::Length(6),
+                    Constraint::Length(10),
+                    Constraint::Length(10),
+                    Constraint::Length(10),
+                    Constraint::Length(7),
+                    Constraint::Length(6),
+                    Constraint::Length(10),
+                ],
+            )
+            .header(
+                Row::new([
+                    "job",
+                    "from",
+                    "procs",
+                    "events/s",
+                    "last step",
+                    "median",
+                    "trend",
+                    "CPU",
+                    "RSS",
+                ])
+                .style(Style::new().add_modifier(Modifier::BOLD)),
+            )
+            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+            .block(Block::bordered().title(" jobs "));
+            frame.render_stateful_widget(table, jobs, &mut self.jobs);
+        }
+        let Some(job) = self.selected().cloned() else {
+            frame.render_widget(
+                Paragraph::new("no jobs: record one with `opscope record -- CMD`")
+                    .block(Block::bordered()),
+                detail,
+            );
+            return;
+        };
+        let process_rows = job.processes.len().clamp(1, 12) as u16 + 3;
+        let [processes, ops] =
+            Layout::vertical([Constraint::Length(process_rows), Constraint::Min(3)]).areas(detail);
+        let rows = job.processes.iter().map(|p| {
+            Row::new(vec![
+                p.pid.to_string(),
+                if p.connected {
+                    p.role.clone()
+                } else {
+                    format!("{} (ended)", p.role)
+                },
+                format!("{:.0}%", p.cpu_percent),
+                text(&Value::Bytes(p.rss_bytes as i64)),
+                p.events.to_string(),
+                p.steps.count.to_string(),
+                ms(p.steps.last_ms),
+                p.command.clone(),
+            ])
+        });
+        let table = Table::new(
+            rows,
+            [
+                Constraint::Length(8),
+                Constraint::Length(18),
+                Constraint::Length(6),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(7),
+                Constraint::Length(10),
+                Constraint::Fill(1),
+            ],
+        )
+        .header(
+            Row::new([
+                "pid",
+                "role",
+                "CPU",
+                "RSS",
+                "events",
+                "steps",
+                "last step",
+                "command",
+            ])
+            .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(Line::from(format!(
+            " job {} · {} steps · median {} ",
+            job.job,
+            job.steps.count,
+            ms(job.steps.median_ms)
+        ))));
+        frame.render_widget(table, processes);
+        let mut top = job.top_ops.clone();
+        self.order.sort(&mut top);
+        let rows = top.iter().map(|o| {
+            Row::new(vec![
+                o.name.clone(),
+                o.kind.clone(),
+                o.calls_1s.to_string(),
+                duration(o.time_ms_1s),
+                o.calls_10s.to_string(),
+                duration(o.time_ms_10s),
+                o.calls_60s.to_string(),
+                duration(o.time_ms_60s),
+            ])
+        });
+        let table = Table::new(
+            rows,
+            [
+                Constraint::Fill(1),
+                Constraint::Length(8),
+                Constraint::Length(9),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(10),
+            ],
+        )
+        .header(
+            Row::new([
+                "op",
+                "kind",
+                "calls/s",
+                "time 1 s",
+                "calls 10s",
+                "time 10 s",
+                "calls 60s",
+                "time 60 s",
+            ])
+            .style(Style::new().add_modifier(Modifier::BOLD)),
+        )
+        .block(Block::bordered().title(format!(" ops by {} ", self.order.title())));
+        frame.render_widget(table, ops);
+    }
+}
+
+fn duration(ms: f64) -> String {
+    text(&Value::Duration(ms * 1e6))
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), duration)
+}
+
+fn trend(v: Option<f64>) -> String {
+    v.map_or_else(|| "-".to_string(), |p| format!("{p:+.1}%"))
+}

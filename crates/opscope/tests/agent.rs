@@ -1,0 +1,484 @@
+//! The per-host agent end to end: real recorded programs stream to a real agent, and
+//! what `top --once --format json`, `dump` and `--live` say is checked against the
+//! programs' own account and against the session files the same runs wrote.
+
+mod common;
+
+use std::io::Write;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{assert_ok, built, compile_itt_program, scratch_dir, test_cache_dir};
+use serde_json::Value;
+
+/// A running agent, killed when dropped.
+struct Agent {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Agent {
+    fn start(dir: &Path, extra: &[&str]) -> Agent {
+        let socket = dir.join("agent.sock");
+        Agent::start_at(&socket, extra)
+    }
+
+    fn start_at(socket: &Path, extra: &[&str]) -> Agent {
+        let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(["agent", "--quiet", "--socket"])
+            .arg(socket)
+            .args(extra)
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the agent starts");
+        let agent = Agent {
+            child,
+            socket: socket.to_path_buf(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while UnixStream::connect(socket).is_err() {
+            assert!(Instant::now() < deadline, "the agent never listened");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        agent
+    }
+
+    fn opscope(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(args)
+            .env("OPSCOPE_AGENT", &self.socket)
+            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+            .output()
+            .expect("opscope runs")
+    }
+
+    fn top(&self) -> Value {
+        let out = self.opscope(&["top", "--once", "--format", "json"]);
+        assert_ok(&out, "top --once");
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// Polls `top` until `ready` holds of it (at most `within`).
+    fn top_until(&self, within: Duration, ready: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let top = self.top();
+            if ready(&top) {
+                return top;
+            }
+            assert!(Instant::now() < deadline, "top never showed it: {top:#}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// `opscope record --job JOB --agent SOCKET -o SESSION -- program args`, started.
+fn record(agent: &Path, job: &str, session: &Path, program: &Path, args: &[&str]) -> Child {
+    let _ = std::fs::remove_dir_all(session);
+    Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args([
+            "record",
+            "--quiet",
+            "--sample-ms",
+            "0",
+            "--job",
+            job,
+            "--agent",
+        ])
+        .arg(agent)
+        .arg("-o")
+        .arg(session)
+        .arg("--")
+        .arg(program)
+        .args(args)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_FLUSH_MS", "50")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("opscope record starts")
+}
+
+fn job<'t>(top: &'t Value, name: &str) -> Option<&'t Value> {
+    top["jobs"].as_array()?.iter().find(|j| j["job"] == name)
+}
+
+fn info(path: &Path) -> Value {
+    let out = common::opscope_ok(&[
+        "info",
+        path.to_str().unwrap(),
+        "--format",
+        "json",
+        "--no-cache",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The injected library's one file in a session.
+fn process_file(session: &Path) -> PathBuf {
+    let files: Vec<PathBuf> = std::fs::read_dir(session)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("opscope-") && !name.starts_with("opscope-processes")
+        })
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    files[0].clone()
+}
+
+fn count(info: &Value, kind: &str) -> u64 {
+    info["slices_by_kind"][kind].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn a_recorded_job_is_live_in_top_and_its_dump_reads_as_its_file() {
+    let dir = scratch_dir("agent-live");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    // 40 steps of 300 ops and 40 ms: about two seconds.
+    let run = record(
+        &agent.socket,
+        "steady",
+        &session,
+        &program,
+        &["40", "300", "40"],
+    );
+
+    // While it runs: the job, its one process, connected, with events arriving.
+    let live = agent.top_until(Duration::from_secs(20), |top| {
+        job(top, "steady").is_some_and(|j| j["events"].as_u64() > Some(0))
+    });
+    let j = job(&live, "steady").unwrap();
+    assert_eq!(j["source"], "--job");
+    let p = &j["processes"][0];
+    assert_eq!(p["connected"], true, "{live:#}");
+    assert_eq!(p["role"], "process");
+    assert!(p["command"].as_str().unwrap().contains("itt_steps"));
+    assert!(p["file"].as_str().unwrap().starts_with("opscope-"));
+
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (steps, tasks) = (
+        own["steps"].as_u64().unwrap(),
+        own["tasks"].as_u64().unwrap(),
+    );
+
+    // Once the process is gone and a full second has passed since its last chunk:
+    // every step and every op it emitted, in the agent's windows too.
+    let done = agent.top_until(Duration::from_secs(10), |top| {
+        job(top, "steady").is_some_and(|j| {
+            j["processes"][0]["connected"] == false
+                && j["top_ops"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o["calls_60s"].as_u64().unwrap())
+                    .sum::<u64>()
+                    == tasks
+        })
+    });
+    let j = job(&done, "steady").unwrap();
+    assert_eq!(j["steps"]["count"].as_u64(), Some(steps), "{j:#}");
+    let median = j["steps"]["median_ms"].as_f64().unwrap();
+    assert!((40.0..200.0).contains(&median), "median step {median} ms");
+    let ops: Vec<&str> = j["top_ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        ops.contains(&"forward_op") && ops.contains(&"backward_op"),
+        "{ops:?}"
+    );
+
+    // The file the process wrote, read by the same reader as the dump.
+    let file = info(&process_file(&session));
+    let events = j["processes"][0]["events"].as_u64().unwrap();
+    let in_file = file["slices"].as_u64().unwrap() + file["instants"].as_u64().unwrap();
+    assert_eq!(events, in_file, "the agent's count against the file's");
+
+    // The dump: a session every command reads, holding what the file holds.
+    let dumped = dir.join("dump");
+    let _ = std::fs::remove_dir_all(&dumped);
+    let out = agent.opscope(&["dump", "steady", "-o", dumped.to_str().unwrap()]);
+    assert_ok(&out, "dump");
+    let from_dump = info(&dumped);
+    for kind in ["op", "step"] {
+        assert_eq!(count(&from_dump, kind), count(&file, kind), "{kind}");
+    }
+    assert_eq!(count(&from_dump, "op"), tasks);
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dumped.join(".opscope/dump.json")).unwrap()).unwrap();
+    assert_eq!(meta["job"], "steady");
+    assert_eq!(meta["processes"].as_array().unwrap().len(), 1);
+    // A dump refuses a directory with files in it.
+    let again = agent.opscope(&["dump", "steady", "-o", dumped.to_str().unwrap()]);
+    assert!(!again.status.success());
+
+    // --live: the same report as on the file.
+    let live_steps = agent.opscope(&["steps", "--live", "steady", "--format", "json"]);
+    assert_ok(&live_steps, "steps --live");
+    let file_steps = common::opscope_ok(&["steps", session.to_str().unwrap(), "--format", "json"]);
+    let (a, b): (Value, Value) = (
+        serde_json::from_slice(&live_steps.stdout).unwrap(),
+        serde_json::from_slice(&file_steps.stdout).unwrap(),
+    );
+    let steps_of = |v: &Value| v["sources"][0]["steps"].as_array().unwrap().clone();
+    assert_eq!(
+        steps_of(&b).len() as u64,
+        steps,
+        "the file's steps, from its ITT frames"
+    );
+    assert_eq!(steps_of(&a), steps_of(&b));
+    let unknown = agent.opscope(&["stats", "op", "--live", "nosuchjob"]);
+    assert!(!unknown.status.success());
+    let message = String::from_utf8_lossy(&unknown.stderr);
+    assert!(
+        message.contains("no job `nosuchjob`") && message.contains("steady"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_agent_killed_mid_run_costs_the_job_nothing_and_a_new_one_has_it_back() {
+    let dir = scratch_dir("agent-killed");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let mut agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    // 60 steps of 50 ms: three seconds.
+    let run = record(
+        &agent.socket,
+        "survivor",
+        &session,
+        &program,
+        &["60", "200", "50"],
+    );
+    agent.top_until(Duration::from_secs(20), |top| {
+        job(top, "survivor").is_some_and(|j| j["events"].as_u64() > Some(0))
+    });
+    agent.child.kill().unwrap(); // SIGKILL: the socket file stays behind
+    agent.child.wait().unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let restarted = Agent::start_at(&agent.socket, &[]);
+    let back = Instant::now();
+    restarted.top_until(Duration::from_secs(2), |top| {
+        job(top, "survivor").is_some_and(|j| j["events"].as_u64() > Some(0))
+    });
+    assert!(back.elapsed() < Duration::from_secs(2));
+
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success(), "the program must not notice");
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = info(&process_file(&session));
+    assert_eq!(
+        count(&file, "op"),
+        own["tasks"].as_u64().unwrap(),
+        "the file is whole"
+    );
+    assert_eq!(count(&file, "step"), own["steps"].as_u64().unwrap());
+}
+
+#[test]
+fn garbage_on_the_socket_costs_only_that_peer() {
+    let dir = scratch_dir("agent-garbage");
+    let agent = Agent::start(&dir, &[]);
+    let frame = |kind: u8, body: &[u8]| {
+        let mut f = ((body.len() + 1) as u32).to_le_bytes().to_vec();
+        f.push(kind);
+        f.extend_from_slice(body);
+        f
+    };
+    let hostile: Vec<Vec<u8>> = vec![
+        b"GET / HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+        u32::MAX.to_le_bytes().to_vec(),
+        frame(1, b"{not json"),
+        frame(16, b"{\"query\":\"rm -rf\"}"),
+        [
+            frame(1, br#"{"version":1,"pid":1,"job":"evil"}"#),
+            frame(3, &[1, 2, 3]),
+        ]
+        .concat(),
+        [
+            frame(1, br#"{"version":1,"pid":1,"job":"evil2"}"#),
+            frame(
+                3,
+                &[0u8; 8]
+                    .iter()
+                    .chain(b"\x0a\xff\xff\xff\xff\x0fjunk")
+                    .copied()
+                    .collect::<Vec<_>>(),
+            ),
+        ]
+        .concat(),
+        (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect(),
+    ];
+    for bytes in &hostile {
+        let mut peer = UnixStream::connect(&agent.socket).unwrap();
+        let _ = peer.write_all(bytes);
+        let _ = peer.shutdown(std::net::Shutdown::Write);
+        let mut answer = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut peer, &mut answer);
+    }
+    let top = agent.top();
+    assert!(
+        top["agent"]["pid"].as_u64().is_some(),
+        "the agent still answers"
+    );
+    let evil2 = job(&top, "evil2").expect("a peer that greeted is a job");
+    assert!(evil2["chunks_lost"].as_u64().unwrap() >= 1, "{evil2:#}");
+    assert_eq!(evil2["processes"][0]["connected"], false);
+}
+
+#[test]
+fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
+    let dir = scratch_dir("agent-triggers");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let dumps = dir.join("dumps");
+    let _ = std::fs::remove_dir_all(&dumps);
+    let agent = Agent::start(
+        &dir,
+        &[
+            "--dump-on",
+            "slow-step=3x",
+            "--dump-on",
+            "stall=1500ms",
+            "--dump-dir",
+            dumps.to_str().unwrap(),
+        ],
+    );
+    let session = dir.join("session");
+    // Steps of 30 ms; step 10 takes 3 s more: slow when it ends, a stall while it runs.
+    let run = record(
+        &agent.socket,
+        "slow",
+        &session,
+        &program,
+        &["14", "50", "30", "10", "3000"],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let reasons = loop {
+        let mut reasons = Vec::new();
+        for entry in std::fs::read_dir(&dumps).into_iter().flatten().flatten() {
+            let meta = entry.path().join(".opscope/dump.json");
+            if let Ok(bytes) = std::fs::read(&meta) {
+                let meta: Value = serde_json::from_slice(&bytes).unwrap();
+                reasons.push((entry.path(), meta["reason"].as_str().unwrap().to_string()));
+            }
+        }
+        if reasons.len() >= 2 || Instant::now() > deadline {
+            break reasons;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stall = reasons.iter().find(|(_, r)| r.starts_with("stall"));
+    let slow = reasons.iter().find(|(_, r)| r.starts_with("slow-step"));
+    assert!(stall.is_some() && slow.is_some(), "{reasons:?}");
+    let (slow_dir, slow_reason) = slow.unwrap();
+    assert!(slow_reason.contains("step 11 took"), "{slow_reason}");
+    // The dump reads as a trace with the steps so far.
+    let steps = common::opscope_ok(&["steps", slow_dir.to_str().unwrap(), "--format", "json"]);
+    let steps: Value = serde_json::from_slice(&steps.stdout).unwrap();
+    assert!(
+        steps["sources"][0]["steps"].as_array().unwrap().len() >= 11,
+        "{steps:#}"
+    );
+    let top = agent.top();
+    assert_eq!(
+        top["agent"]["dumps"].as_array().unwrap().len(),
+        2,
+        "{top:#}"
+    );
+}
+
+#[test]
+fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
+    let dir = scratch_dir("agent-stuck-client");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &["--memory", "8MiB"]);
+    let session = dir.join("session");
+    let run = record(
+        &agent.socket,
+        "busy",
+        &session,
+        &program,
+        &["40", "3000", "20"],
+    );
+    agent.top_until(Duration::from_secs(20), |top| {
+        job(top, "busy").is_some_and(|j| j["events"].as_u64() > Some(10_000))
+    });
+    // Ask for a dump and never read it; the agent's answer fills the socket.
+    let mut stuck = UnixStream::connect(&agent.socket).unwrap();
+    let query = br#"{"query":"dump","job":"busy"}"#;
+    let mut frame = ((query.len() + 1) as u32).to_le_bytes().to_vec();
+    frame.push(16);
+    frame.extend_from_slice(query);
+    stuck.write_all(&frame).unwrap();
+    // Meanwhile top answers and the job goes on.
+    let started = Instant::now();
+    let top = agent.top();
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(
+        top["agent"]["flight_bytes"].as_u64().unwrap() <= 8 << 20,
+        "{top:#}"
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let file = info(&process_file(&session));
+    assert_eq!(count(&file, "op"), own["tasks"].as_u64().unwrap());
+    drop(stuck);
+}
+
+#[test]
+fn env_prints_what_records_a_process_without_wrapping_it() {
+    let dir = scratch_dir("agent-env");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    let _ = std::fs::remove_dir_all(&session);
+    let out = agent.opscope(&["env", "-o", session.to_str().unwrap(), "--job", "prolog"]);
+    assert_ok(&out, "env");
+    let script = format!(
+        "{}\nexec {} 5 10 10",
+        String::from_utf8_lossy(&out.stdout),
+        program.display()
+    );
+    let ran = Command::new("sh")
+        .args(["-c", &script])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .output()
+        .unwrap();
+    assert_ok(&ran, "the program under `opscope env`'s variables");
+    let file = info(&process_file(&session));
+    assert_eq!(count(&file, "op"), 50);
+    let top = agent.top_until(Duration::from_secs(5), |top| {
+        job(top, "prolog").is_some_and(|j| j["processes"][0]["connected"] == false)
+    });
+    let in_file = file["slices"].as_u64().unwrap() + file["instants"].as_u64().unwrap();
+    assert_eq!(
+        job(&top, "prolog").unwrap()["events"].as_u64(),
+        Some(in_file)
+    );
+}
