@@ -482,3 +482,185 @@ fn env_prints_what_records_a_process_without_wrapping_it() {
         Some(in_file)
     );
 }
+
+/// The process with `pid` in a job of `top`.
+fn process<'t>(job: &'t Value, pid: u64) -> &'t Value {
+    job["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .unwrap_or_else(|| panic!("no process {pid} in {job:#}"))
+}
+
+#[test]
+fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
+    if !common::python_with(&["torch", "tensorflow"]) {
+        return;
+    }
+    let dir = scratch_dir("agent-three-jobs");
+    let agent = Agent::start(&dir, &[]);
+    let python = PathBuf::from(common::python());
+    let script = |name: &str| {
+        common::repo_root()
+            .join("tests/record")
+            .join(name)
+            .to_string_lossy()
+            .into_owned()
+    };
+    let log = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let torchrun = python.with_file_name("torchrun");
+    let runs = [
+        (
+            "loader",
+            record(
+                &agent.socket,
+                "loader",
+                &dir.join("loader"),
+                &python,
+                &[&script("steps_torch_dataloader.py"), &log("loader.log")],
+            ),
+        ),
+        (
+            "ddp",
+            record(
+                &agent.socket,
+                "ddp",
+                &dir.join("ddp"),
+                &torchrun,
+                &[
+                    "--standalone",
+                    "--nproc-per-node",
+                    "2",
+                    &script("ranks.py"),
+                    &log("rank"),
+                ],
+            ),
+        ),
+        (
+            "keras",
+            record(
+                &agent.socket,
+                "keras",
+                &dir.join("keras"),
+                &python,
+                &[&script("steps_keras.py"), &log("keras.log")],
+            ),
+        ),
+    ];
+    for (name, run) in runs {
+        let out = run.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // Every process gone, and the period search run since.
+    let top = agent.top_until(Duration::from_secs(15), |top| {
+        ["loader", "ddp", "keras"].iter().all(|name| {
+            job(top, name).is_some_and(|j| {
+                j["processes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|p| p["connected"] == false)
+            })
+        }) && job(top, "loader").unwrap()["steps"]["count"].as_u64() > Some(0)
+    });
+    let roles = |name: &str| {
+        let mut roles: Vec<String> = job(&top, name).unwrap()["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["role"].as_str().unwrap().to_string())
+            .collect();
+        roles.sort();
+        roles
+    };
+    assert_eq!(roles("loader"), ["process", "worker", "worker"]);
+    assert_eq!(roles("ddp"), ["launcher", "rank 0", "rank 1"]);
+    assert_eq!(roles("keras"), ["process"]);
+
+    // Each process's events are its file's, every one.
+    for name in ["loader", "ddp", "keras"] {
+        let j = job(&top, name).unwrap();
+        for p in j["processes"].as_array().unwrap() {
+            let file = dir.join(name).join(p["file"].as_str().unwrap());
+            let info = info(&file);
+            let in_file = info["slices"].as_u64().unwrap() + info["instants"].as_u64().unwrap();
+            assert_eq!(p["events"].as_u64().unwrap(), in_file, "{name}: {p:#}");
+            assert_eq!(p["chunks_lost"], 0);
+        }
+    }
+    let ranks = job(&top, "ddp").unwrap();
+    for rank in 0..2u64 {
+        let pid: u64 = std::fs::read_to_string(format!("{}.{rank}", log("rank")))
+            .unwrap()
+            .parse()
+            .unwrap();
+        let p = process(ranks, pid);
+        assert_eq!(p["rank"], rank);
+        assert_eq!(p["world_size"], 2);
+    }
+
+    // The loader's steps, found live by the period search, are those `steps` finds in
+    // its session: the same search on the same ops.
+    let live = &job(&top, "loader").unwrap()["steps"];
+    assert!(
+        live["found_by"]
+            .as_str()
+            .unwrap()
+            .contains("repeating op sequence"),
+        "{live:#}"
+    );
+    let session = common::opscope_ok(&[
+        "steps",
+        dir.join("loader").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    let session: Value = serde_json::from_slice(&session.stdout).unwrap();
+    let main_pid = job(&top, "loader").unwrap()["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["role"] == "process")
+        .unwrap()["pid"]
+        .as_u64()
+        .unwrap();
+    let source = session["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["file"]
+                .as_str()
+                .unwrap()
+                .ends_with(&format!("opscope-{main_pid}.pftrace"))
+        })
+        .unwrap_or_else(|| panic!("no steps for the main process: {session:#}"));
+    let from_file: Vec<f64> = source["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["dur_ns"].as_f64().unwrap() / 1e6)
+        .collect();
+    let from_agent: Vec<f64> = live["recent_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(
+        from_agent.len(),
+        from_file.len(),
+        "{from_agent:?} {from_file:?}"
+    );
+    for (a, f) in from_agent.iter().zip(&from_file) {
+        assert!(
+            (a - f).abs() <= 0.01 * f,
+            "{a} ms live against {f} ms in the file"
+        );
+    }
+}

@@ -98,6 +98,7 @@ pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Sha
                     job.unreadable_chunks += 1;
                 }
                 job.events += tallies.events;
+                job.last_chunk_ns = now;
                 job.ops.add_events(second, tallies.events);
                 for (kind, names) in &tallies.ops {
                     for (name, &(calls, ns)) in names {

@@ -8,6 +8,7 @@ pub mod client;
 pub mod dump;
 pub mod flight;
 mod ingest;
+mod period;
 pub mod protocol;
 pub mod snapshot;
 mod state;
@@ -274,9 +275,12 @@ fn sample_loop(shared: &Shared) {
             libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
         )
     };
-    loop {
+    for tick in 1u64.. {
         std::thread::sleep(Duration::from_secs(1));
         let now = now_ns();
+        if tick % period::EVERY_TICKS == 0 {
+            period::refresh(shared, now);
+        }
         let mut fired = Vec::new();
         {
             let mut state = shared.state();

@@ -72,6 +72,8 @@ pub struct ProcessState {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct StepState {
+    /// `markers`, or the period search and what it read; empty without steps.
+    pub found_by: String,
     pub count: u64,
     pub last_ms: Option<f64>,
     pub median_ms: Option<f64>,

@@ -39,9 +39,21 @@ pub struct Job {
     pub processes: BTreeMap<ProcessKey, Process>,
     pub ops: OpWindows,
     pub events: u64,
+    /// Steps the period search found in the job's last seconds, when it has no markers.
+    pub found_steps: Option<FoundSteps>,
+    /// When the last chunk arrived and when the period search last ran (agent ns).
+    pub last_chunk_ns: u64,
+    pub searched_ns: u64,
     /// Chunks the agent received but could not read.
     pub unreadable_chunks: u64,
     pub triggers: super::triggers::JobTriggers,
+}
+
+/// Steps found by the period search over a window of one process's ops.
+pub struct FoundSteps {
+    pub pid: u32,
+    pub window_s: f64,
+    pub steps_ms: Vec<f64>,
 }
 
 pub struct Process {
@@ -229,6 +241,9 @@ impl State {
             processes: BTreeMap::new(),
             ops: OpWindows::default(),
             events: 0,
+            found_steps: None,
+            last_chunk_ns: 0,
+            searched_ns: 0,
             unreadable_chunks: 0,
             triggers: Default::default(),
         });
@@ -321,12 +336,47 @@ impl Job {
         }
     }
 
-    /// The job's steps: those of its lowest rank that has any (rank 0 in a healthy
-    /// job), else of its first process that has any.
+    /// The job's steps: from the step markers of its lowest rank that has any (rank 0
+    /// in a healthy job), else of its first process that has any; else those the
+    /// period search last found.
     pub fn steps(&self) -> StepState {
-        self.step_process()
-            .map(|p| step_state(&p.steps, p.steps_total))
-            .unwrap_or_default()
+        match (self.step_process(), &self.found_steps) {
+            (Some(p), _) => StepState {
+                found_by: "markers".into(),
+                ..step_state(&p.steps, p.steps_total)
+            },
+            (None, Some(found)) => {
+                let steps: VecDeque<f64> = found.steps_ms.iter().copied().collect();
+                StepState {
+                    found_by: format!(
+                        "the repeating op sequence of process {} over the last {:.0} s",
+                        found.pid, found.window_s
+                    ),
+                    ..step_state(&steps, steps.len() as u64)
+                }
+            }
+            (None, None) => StepState::default(),
+        }
+    }
+
+    /// Steps from markers only (what triggers judge).
+    pub fn marker_step_count(&self) -> u64 {
+        self.step_process().map_or(0, |p| p.steps_total)
+    }
+
+    /// The process whose op sequence the period search reads: the lowest rank with
+    /// events, else the process with the most events that is not a worker.
+    pub fn search_process(&self) -> Option<(ProcessKey, &Process)> {
+        let with_events = || self.processes.iter().filter(|(_, p)| p.events > 0);
+        with_events()
+            .filter(|(_, p)| p.hello.rank.is_some())
+            .min_by_key(|(_, p)| p.hello.rank)
+            .or_else(|| {
+                with_events()
+                    .filter(|(_, p)| !role(p, self.processes.values()).starts_with("worker"))
+                    .max_by_key(|(_, p)| p.events)
+            })
+            .map(|(k, p)| (*k, p))
     }
 
     fn step_process(&self) -> Option<&Process> {
@@ -405,6 +455,7 @@ fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
         _ => None,
     };
     StepState {
+        found_by: String::new(),
         count: total,
         last_ms: steps.back().copied(),
         median_ms: median(recent.clone()),

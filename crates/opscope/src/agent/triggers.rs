@@ -102,7 +102,7 @@ pub fn check(
     now_ns: u64,
     cooldown: Duration,
 ) -> Option<String> {
-    let steps = job.steps().count;
+    let steps = job.marker_step_count();
     if steps != job.triggers.steps_seen {
         job.triggers.steps_seen = steps;
         job.triggers.last_progress_ns = now_ns;
