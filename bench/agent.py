@@ -127,16 +127,16 @@ def bench_ingest(args, bins) -> dict:
         cpu = agent.cpu_s() - before
         top = agent.top()
         agent.stop()
-    jobs = {j["job"]: j for j in top["jobs"]}
-    emitted = in_files = live = lost_chunks = late = 0
-    for j, (session, report) in enumerate(reports):
-        counts = rec.opscope_recorded(args.opscope, session)
-        emitted += report["events"]
-        late += report["late_pairs"]
-        in_files += 2 * counts["slices"]
-        job = jobs.get(f"job-{j}", {})
-        live += 2 * job.get("events", 0)
-        lost_chunks += job.get("chunks_lost", 0)
+        jobs = {j["job"]: j for j in top["jobs"]}
+        emitted = in_files = live = lost_chunks = late = 0
+        for j, (session, report) in enumerate(reports):
+            counts = rec.opscope_recorded(args.opscope, session)
+            emitted += report["events"]
+            late += report["late_pairs"]
+            in_files += 2 * counts["slices"]
+            job = jobs.get(f"job-{j}", {})
+            live += 2 * job.get("events", 0)
+            lost_chunks += job.get("chunks_lost", 0)
     rate = live / 2 / cpu if cpu else float("inf")
     print(f"\n== {args.jobs} jobs at {args.rate:,} events/s each for {args.seconds} s, one agent")
     print(f"events emitted {emitted:,}, in the files {in_files:,}, in the agent {live:,} "

@@ -20,15 +20,32 @@ struct Agent {
 }
 
 impl Agent {
+    /// An agent listening in `dir` (or at `dir` when it names a socket).
     fn start(dir: &Path, extra: &[&str]) -> Agent {
-        let socket = dir.join("agent.sock");
+        let socket = if dir.extension().is_some_and(|e| e == "sock") {
+            dir.to_path_buf()
+        } else {
+            dir.join("agent.sock")
+        };
         Agent::start_at(&socket, extra)
     }
 
     fn start_at(socket: &Path, extra: &[&str]) -> Agent {
-        let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-            .args(["agent", "--quiet", "--socket"])
-            .arg(socket)
+        Agent::start_with(socket, extra, &[])
+    }
+
+    /// An agent at `socket` (or, when `socket` is in `XDG_RUNTIME_DIR`, at its default
+    /// path there) with more environment.
+    fn start_with(socket: &Path, extra: &[&str], env: &[(&str, &Path)]) -> Agent {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        command.arg("agent").arg("--quiet");
+        if !env.iter().any(|(k, _)| *k == "XDG_RUNTIME_DIR") {
+            command.arg("--socket").arg(socket);
+        }
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let child = command
             .args(extra)
             .stderr(Stdio::inherit())
             .spawn()
@@ -484,7 +501,7 @@ fn env_prints_what_records_a_process_without_wrapping_it() {
 }
 
 /// The process with `pid` in a job of `top`.
-fn process<'t>(job: &'t Value, pid: u64) -> &'t Value {
+fn process(job: &Value, pid: u64) -> &Value {
     job["processes"]
         .as_array()
         .unwrap()
@@ -663,4 +680,211 @@ fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
             "{a} ms live against {f} ms in the file"
         );
     }
+}
+
+/// Runs `command` as the unprivileged user `nobody` (uid 65534).
+fn as_nobody(command: &mut Command) -> &mut Command {
+    let program = command.get_program().to_os_string();
+    let args: Vec<std::ffi::OsString> = command.get_args().map(|a| a.to_os_string()).collect();
+    let mut wrapped = Command::new("setpriv");
+    wrapped
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(program)
+        .args(args);
+    for (k, v) in command.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    *command = wrapped;
+    command
+}
+
+#[test]
+fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
+    // SAFETY: getuid has no preconditions.
+    let root = unsafe { libc::getuid() } == 0;
+    let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
+    if !(root && setpriv) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must run as root with setpriv (util-linux) to test two users"
+        );
+        eprintln!("skipping: needs root and setpriv to run a job as another user");
+        return;
+    }
+    let dir = scratch_dir("agent-two-users");
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir.join("system").join("agent.sock"), &["--system"]);
+
+    let mut root_job = record(
+        &agent.socket,
+        "roots",
+        &dir.join("root-session"),
+        &program,
+        &["5", "20", "10"],
+    );
+    let nobody_session = dir.join("nobody-session");
+    let mut nobody = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    nobody
+        .args([
+            "record",
+            "--quiet",
+            "--sample-ms",
+            "0",
+            "--job",
+            "nobodys",
+            "--agent",
+        ])
+        .arg(&agent.socket)
+        .arg("-o")
+        .arg(&nobody_session)
+        .arg("--")
+        .arg(&program)
+        .args(["5", "20", "10"])
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", dir.join("nobody-cache"));
+    let out = as_nobody(&mut nobody).output().unwrap();
+    assert_ok(&out, "a recording as nobody");
+    assert!(root_job.wait().unwrap().success());
+
+    let everyone = agent.top_until(Duration::from_secs(5), |top| {
+        job(top, "roots").is_some() && job(top, "nobodys").is_some()
+    });
+    assert_eq!(job(&everyone, "nobodys").unwrap()["uid"], 65534);
+    assert_eq!(job(&everyone, "roots").unwrap()["uid"], 0);
+
+    let ask = |args: &[&str]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        command.args(args).arg("--socket").arg(&agent.socket);
+        as_nobody(&mut command).output().unwrap()
+    };
+    let out = ask(&["top", "--once", "--format", "json"]);
+    assert_ok(&out, "top as nobody");
+    let theirs: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = theirs["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["nobodys"]);
+    let stolen = dir.join("stolen");
+    let out = ask(&["dump", "roots", "-o", stolen.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no job `roots`"));
+    assert!(!stolen.join(".opscope").exists());
+}
+
+#[test]
+fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
+    let dir = scratch_dir("agent-default-socket");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let lib_dir = dir.join("lib");
+    common::compile_c(
+        "fake_nvml.c",
+        &lib_dir.join("libnvidia-ml.so.1"),
+        &["-shared", "-fPIC"],
+    );
+    let runtime = dir.join("run");
+    let _ = std::fs::remove_dir_all(&runtime);
+    std::fs::create_dir_all(&runtime).unwrap();
+    let socket = runtime.join("opscope").join("agent.sock");
+    let agent = Agent::start_with(
+        &socket,
+        &[],
+        &[("XDG_RUNTIME_DIR", &runtime), ("LD_LIBRARY_PATH", &lib_dir)],
+    );
+    // The socket's directory is the user's alone.
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(socket.parent().unwrap())
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o700);
+
+    // Neither --agent nor OPSCOPE_AGENT: record and top look where this user's agent is.
+    let session = dir.join("session");
+    let _ = std::fs::remove_dir_all(&session);
+    let opscope = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(args)
+            .env_remove("OPSCOPE_AGENT")
+            .env("XDG_RUNTIME_DIR", &runtime)
+            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+            .output()
+            .unwrap()
+    };
+    let out = opscope(&[
+        "record",
+        "-q",
+        "--sample-ms",
+        "0",
+        "--job",
+        "found",
+        "-o",
+        session.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+        "3",
+        "10",
+        "10",
+    ]);
+    assert_ok(&out, "record");
+    let top = agent.top_until(Duration::from_secs(5), |top| {
+        job(top, "found").is_some_and(|j| j["processes"][0]["connected"] == false)
+    });
+    assert!(job(&top, "found").unwrap()["events"].as_u64() > Some(0));
+    let out = opscope(&["top", "--once", "--format", "json"]);
+    assert_ok(&out, "top on the default socket");
+    let top: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The stand-in NVML's two devices, as it reports them.
+    let gpus = top["agent"]["gpus"].as_array().unwrap();
+    let readings: Vec<(f64, u64)> = gpus
+        .iter()
+        .map(|g| {
+            (
+                g["utilization_percent"].as_f64().unwrap(),
+                g["memory_used_bytes"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(readings, [(37.0, 123456789), (81.0, 987654321)]);
+
+    // --live-only: the agent has the job, the session no process file.
+    let live_only = dir.join("live-only");
+    let _ = std::fs::remove_dir_all(&live_only);
+    let out = opscope(&[
+        "record",
+        "-q",
+        "--sample-ms",
+        "0",
+        "--live-only",
+        "--job",
+        "nofile",
+        "-o",
+        live_only.to_str().unwrap(),
+        "--",
+        program.to_str().unwrap(),
+        "3",
+        "10",
+        "10",
+    ]);
+    assert_ok(&out, "record --live-only");
+    let top = agent.top_until(Duration::from_secs(5), |top| {
+        job(top, "nofile").is_some_and(|j| j["processes"][0]["connected"] == false)
+    });
+    let p = &job(&top, "nofile").unwrap()["processes"][0];
+    assert!(
+        p["file"].is_null() && p["events"].as_u64() > Some(0),
+        "{p:#}"
+    );
+    let files: Vec<_> = std::fs::read_dir(&live_only)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".pftrace"))
+        .collect();
+    assert!(files.is_empty(), "{files:?}");
 }

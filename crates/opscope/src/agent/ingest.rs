@@ -2,7 +2,6 @@
 //! (ops and steps tallied per chunk), then kept in the flight recorder and added to
 //! its job's aggregates under the lock, briefly.
 
-use std::collections::HashMap;
 use std::io::Read;
 
 use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
@@ -14,8 +13,8 @@ use super::{now_ns, Shared};
 /// Past this many names of one kind, a process's tallies start afresh each chunk.
 const MAX_NAMES_KEPT: usize = 100_000;
 
-/// Calls and ns per name.
-type NameTallies = HashMap<String, (u64, u64)>;
+/// Calls and ns per name (hashbrown's hasher: this runs for every event).
+type NameTallies = hashbrown::HashMap<String, (u64, u64)>;
 
 /// What one chunk held, tallied before the lock is taken.
 #[derive(Default)]
@@ -44,7 +43,7 @@ impl Tallies {
         let names = match self.ops.iter().position(|(k, _)| *k == kind) {
             Some(i) => &mut self.ops[i].1,
             None => {
-                self.ops.push((kind, HashMap::new()));
+                self.ops.push((kind, NameTallies::default()));
                 &mut self.ops.last_mut().expect("pushed").1
             }
         };

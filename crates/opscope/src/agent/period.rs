@@ -11,29 +11,51 @@ use opscope_model::Trace;
 use super::state::{FoundSteps, JobKey};
 use super::Shared;
 
-/// How often a job's steps are searched again (sampler ticks of a second).
-pub const EVERY_TICKS: u64 = 3;
-/// How much of the process's ops a search reads.
+/// How often a job's steps are searched again (sampler ticks of a second); a search
+/// that finds none waits twice as long before the next, up to [`MAX_WAIT_TICKS`].
+const EVERY_TICKS: u64 = 5;
+const MAX_WAIT_TICKS: u64 = 60;
+/// How much of the process's ops a search reads: its last seconds, and at most this
+/// many bytes of chunks (about 80,000 events), newest first. A search costs what it
+/// reads (about 1 µs an event), so this bounds the agent's CPU on a busy job.
 const WINDOW: Duration = Duration::from_secs(20);
+const MAX_BYTES: usize = 256 << 10;
 
 /// Searches again every job that has no markers and has received chunks since its
 /// last search.
-pub fn refresh(shared: &Shared, now: u64) {
+pub fn refresh(shared: &Shared, tick: u64, now: u64) {
     let window = WINDOW.as_nanos() as u64;
     let work: Vec<(JobKey, u32, Vec<u8>)> = {
         let state = shared.state();
         state
             .jobs
             .iter()
-            .filter(|(_, job)| job.marker_step_count() == 0 && job.last_chunk_ns > job.searched_ns)
+            .filter(|(_, job)| {
+                job.marker_step_count() == 0
+                    && job.last_chunk_ns > job.searched_ns
+                    && tick >= job.search_at_tick
+            })
             .filter_map(|(key, job)| {
                 let (process, p) = job.search_process()?;
+                let chunks: Vec<&[u8]> = state
+                    .flight
+                    .chunks_of(process, now.saturating_sub(window))
+                    .collect();
+                let mut total = 0;
+                let newest = chunks
+                    .iter()
+                    .rev()
+                    .take_while(|c| {
+                        total += c.len();
+                        total <= MAX_BYTES
+                    })
+                    .count()
+                    .max(1);
                 let mut bytes = p.preamble.clone();
-                let before = bytes.len();
-                for chunk in state.flight.chunks_of(process, now.saturating_sub(window)) {
+                for chunk in &chunks[chunks.len().saturating_sub(newest)..] {
                     bytes.extend_from_slice(chunk);
                 }
-                (bytes.len() > before).then(|| (key.clone(), p.pid, bytes))
+                (!chunks.is_empty()).then(|| (key.clone(), p.pid, bytes))
             })
             .collect()
     };
@@ -42,6 +64,11 @@ pub fn refresh(shared: &Shared, now: u64) {
         let mut state = shared.state();
         if let Some(job) = state.jobs.get_mut(&key) {
             job.searched_ns = now;
+            job.search_wait_ticks = match found {
+                Some(_) => EVERY_TICKS,
+                None => (job.search_wait_ticks * 2).clamp(EVERY_TICKS, MAX_WAIT_TICKS),
+            };
+            job.search_at_tick = tick + job.search_wait_ticks;
             if let Some(steps_ms) = found {
                 job.found_steps = Some(FoundSteps {
                     pid,

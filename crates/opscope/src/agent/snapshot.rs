@@ -26,6 +26,15 @@ pub struct AgentState {
     pub flight_evicted_bytes: u64,
     /// Dumps written by triggers.
     pub dumps: Vec<String>,
+    /// The host's GPUs as NVML reads them each second (none without NVIDIA's driver).
+    pub gpus: Vec<GpuState>,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+pub struct GpuState {
+    pub index: usize,
+    pub utilization_percent: f64,
+    pub memory_used_bytes: u64,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -125,6 +134,15 @@ impl Reported for Snapshot {
                     a.flight_held_s, a.flight_window_s
                 )),
         );
+        for gpu in &a.gpus {
+            report.line(
+                Line::of(format!("GPU {}: ", gpu.index))
+                    .value(Value::percent(gpu.utilization_percent, 0))
+                    .text(" busy, ")
+                    .value(Value::Bytes(gpu.memory_used_bytes as i64))
+                    .text(" used"),
+            );
+        }
         if self.jobs.is_empty() {
             report.line(Line::of("no jobs (start one with `opscope record -- CMD`)"));
         }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::flight::{Flight, ProcessKey};
 use super::protocol::Hello;
-use super::snapshot::{AgentState, JobState, OpState, ProcessState, Snapshot, StepState};
+use super::snapshot::{AgentState, GpuState, JobState, OpState, ProcessState, Snapshot, StepState};
 
 /// Seconds of per-second op buckets kept per job.
 pub const BUCKETS: u64 = 60;
@@ -32,6 +32,9 @@ pub struct State {
     next_process: ProcessKey,
     /// Dumps written by triggers, newest last.
     pub dumps: Vec<String>,
+    /// When a snapshot was last asked for (agent ns; 0: never).
+    pub snapshot_asked_ns: u64,
+    pub gpus: Vec<GpuState>,
 }
 
 pub struct Job {
@@ -44,6 +47,9 @@ pub struct Job {
     /// When the last chunk arrived and when the period search last ran (agent ns).
     pub last_chunk_ns: u64,
     pub searched_ns: u64,
+    /// The sampler tick of the next search, and the wait after the last.
+    pub search_at_tick: u64,
+    pub search_wait_ticks: u64,
     /// Chunks the agent received but could not read.
     pub unreadable_chunks: u64,
     pub triggers: super::triggers::JobTriggers,
@@ -225,6 +231,8 @@ impl State {
             flight,
             next_process: 1,
             dumps: Vec::new(),
+            snapshot_asked_ns: 0,
+            gpus: Vec::new(),
         }
     }
 
@@ -244,6 +252,8 @@ impl State {
             found_steps: None,
             last_chunk_ns: 0,
             searched_ns: 0,
+            search_at_tick: 0,
+            search_wait_ticks: 0,
             unreadable_chunks: 0,
             triggers: Default::default(),
         });
@@ -285,6 +295,7 @@ impl State {
                 flight_evicted_chunks: evicted,
                 flight_evicted_bytes: evicted_bytes,
                 dumps: self.dumps.clone(),
+                gpus: self.gpus.clone(),
             },
             jobs: self
                 .jobs

@@ -52,6 +52,11 @@ pub struct Args {
     /// At most one triggered dump per trigger and job in this time.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
     cooldown: Duration,
+    /// Decode the jobs' streams at normal priority rather than the kernel's idle one
+    /// (by default the agent takes only CPU time the jobs leave; on a busy host its
+    /// view then lags and its live stream may drop chunks, counted, but no job slows).
+    #[arg(long)]
+    normal_priority: bool,
     /// Print nothing but errors.
     #[arg(long, short)]
     quiet: bool,
@@ -116,6 +121,7 @@ pub fn run(args: Args) -> Result<()> {
         dump_dir: args.dump_dir.unwrap_or_else(|| state_dir(args.system)),
         keep: args.keep.max(1),
         cooldown: args.cooldown,
+        idle_priority: !args.normal_priority,
         quiet: args.quiet,
     })
 }

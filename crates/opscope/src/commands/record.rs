@@ -46,6 +46,10 @@ pub struct Args {
     /// Stream to the agent at this socket [default: the running agent, if any].
     #[arg(long, value_name = "PATH")]
     agent: Option<PathBuf>,
+    /// Send to the agent only: no files (the session directory holds only the process
+    /// samples). Needs a running agent.
+    #[arg(long)]
+    live_only: bool,
     /// Print nothing but errors when the program ends.
     #[arg(long, short)]
     quiet: bool,
@@ -63,6 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         quiet: args.quiet,
         job: args.job,
         agent: args.agent,
+        live_only: args.live_only,
         command: args.command,
     };
     record::run(&options)

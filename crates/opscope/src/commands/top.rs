@@ -182,6 +182,14 @@ impl View {
             a.flight_held_s,
             a.flight_window_s
         );
+        for gpu in &a.gpus {
+            status.push_str(&format!(
+                " · GPU {} {:.0}% {}",
+                gpu.index,
+                gpu.utilization_percent,
+                text(&Value::Bytes(gpu.memory_used_bytes as i64))
+            ));
+        }
         if self.paused {
             status.push_str(" · PAUSED");
         }

@@ -4,7 +4,7 @@
 
 mod bootstrap;
 mod embedded;
-mod nvml;
+pub(crate) mod nvml;
 pub(crate) mod sampler;
 mod signals;
 
@@ -37,6 +37,7 @@ pub struct Options {
     pub job: Option<String>,
     /// The agent to stream to [default: the running one, if any].
     pub agent: Option<PathBuf>,
+    pub live_only: bool,
     pub command: Vec<OsString>,
 }
 
@@ -108,6 +109,9 @@ pub fn run(options: &Options) -> Result<ExitCode> {
     let dir = session.dir.clone();
 
     let agent = options.agent.clone().or_else(running_agent);
+    if options.live_only && agent.is_none() {
+        bail!("--live-only needs an agent: none is running (start `opscope agent`, or name one with --agent)");
+    }
     let environment = Environment {
         library: library.clone(),
         session: dir.clone(),
@@ -115,7 +119,7 @@ pub fn run(options: &Options) -> Result<ExitCode> {
         cupti: options.cupti,
         agent,
         job: options.job.clone(),
-        live_only: false,
+        live_only: options.live_only,
     };
     let mut command = Command::new(program);
     command.args(args);
