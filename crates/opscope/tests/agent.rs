@@ -435,12 +435,13 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
     let program = compile_itt_program(&dir, "itt_steps");
     let agent = Agent::start(&dir, &["--memory", "8MiB"]);
     let session = dir.join("session");
+    // 4 M tasks: some 13 MB of chunks, more than the flight recorder may keep.
     let run = record(
         &agent.socket,
         "busy",
         &session,
         &program,
-        &["40", "3000", "20"],
+        &["200", "20000", "5"],
     );
     agent.top_until(Duration::from_secs(20), |top| {
         job(top, "busy").is_some_and(|j| j["events"].as_u64() > Some(10_000))
@@ -454,17 +455,32 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
     stuck.write_all(&frame).unwrap();
     // Meanwhile top answers and the job goes on.
     let started = Instant::now();
-    let top = agent.top();
+    agent.top();
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(
-        top["agent"]["flight_bytes"].as_u64().unwrap() <= 8 << 20,
-        "{top:#}"
-    );
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success());
     let own: Value = serde_json::from_slice(&out.stdout).unwrap();
     let file = info(&process_file(&session));
     assert_eq!(count(&file, "op"), own["tasks"].as_u64().unwrap());
+    // The recorder kept to its bound, dropping the oldest, and so did the agent.
+    let top = agent.top_until(Duration::from_secs(10), |top| {
+        job(top, "busy").is_some_and(|j| j["processes"][0]["connected"] == false)
+    });
+    assert!(
+        top["agent"]["flight_bytes"].as_u64().unwrap() <= 8 << 20,
+        "{top:#}"
+    );
+    assert!(
+        top["agent"]["flight_evicted_chunks"].as_u64().unwrap() > 0,
+        "{top:#}"
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", agent.child.id())).unwrap();
+    let rss_kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(rss_kib < 64 << 10, "the agent holds {rss_kib} KiB");
     drop(stuck);
 }
 
@@ -887,4 +903,52 @@ fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".pftrace"))
         .collect();
     assert!(files.is_empty(), "{files:?}");
+}
+
+#[test]
+fn over_tcp_only_a_client_with_the_token_is_answered() {
+    let dir = scratch_dir("agent-tcp");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &["--listen", "127.0.0.1:0"]);
+    let run = record(
+        &agent.socket,
+        "remote",
+        &dir.join("session"),
+        &program,
+        &["3", "10", "10"],
+    );
+    assert!(run.wait_with_output().unwrap().status.success());
+    let file = std::fs::read_to_string(agent.socket.with_extension("tcp")).unwrap();
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(agent.socket.with_extension("tcp"))
+            .unwrap()
+            .permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "the token is for the agent's user only");
+    let mut lines = file.lines();
+    let (address, token) = (lines.next().unwrap(), lines.next().unwrap());
+    assert!(address.starts_with("127.0.0.1:"));
+    let tcp = |token: &str| {
+        Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args([
+                "top",
+                "--once",
+                "--format",
+                "json",
+                "--connect",
+                address,
+                "--token",
+                token,
+            ])
+            .env_remove("OPSCOPE_AGENT")
+            .output()
+            .unwrap()
+    };
+    let out = tcp(token);
+    assert_ok(&out, "top over TCP");
+    let top: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(job(&top, "remote").is_some(), "{top:#}");
+    let wrong = tcp(&"0".repeat(token.len()));
+    assert!(!wrong.status.success());
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("token"));
 }

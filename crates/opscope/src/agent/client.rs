@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::dump::{DumpFile, DumpMeta};
-use super::protocol::{self, read_frame, write_frame, Query, ERROR, FILE, QUERY, REPLY};
+use super::protocol::{self, read_frame, write_frame, Query, ERROR, FILE, QUERY, REPLY, TOKEN};
 use super::snapshot::Snapshot;
 
 /// Where to find the agent, as the commands that ask it take it.
@@ -15,12 +15,64 @@ use super::snapshot::Snapshot;
 pub struct AgentAddress {
     /// The agent's socket [default: $OPSCOPE_AGENT, else this user's agent
     /// ($XDG_RUNTIME_DIR/opscope/agent.sock), else the system's (/run/opscope/agent.sock)].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", conflicts_with = "connect")]
     pub socket: Option<PathBuf>,
+    /// Ask an agent over TCP (one started with --listen) instead.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub connect: Option<String>,
+    /// The token the agent printed for TCP clients [default: $OPSCOPE_AGENT_TOKEN].
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
+}
+
+/// A connection to the agent.
+enum Connection {
+    Unix(UnixStream),
+    Tcp(std::net::TcpStream),
+}
+
+impl std::io::Read for Connection {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Connection::Unix(s) => s.read(buf),
+            Connection::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl std::io::Write for Connection {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Connection::Unix(s) => s.write(buf),
+            Connection::Tcp(s) => s.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Connection::Unix(s) => s.flush(),
+            Connection::Tcp(s) => s.flush(),
+        }
+    }
 }
 
 impl AgentAddress {
-    fn connect(&self) -> Result<UnixStream> {
+    fn connect(&self) -> Result<Connection> {
+        if let Some(address) = &self.connect {
+            let mut stream = std::net::TcpStream::connect(address)
+                .with_context(|| format!("cannot reach the agent at {address}"))?;
+            let token = self
+                .token
+                .clone()
+                .or_else(|| std::env::var("OPSCOPE_AGENT_TOKEN").ok())
+                .context("--connect needs the agent's token (--token, or OPSCOPE_AGENT_TOKEN)")?;
+            write_frame(&mut stream, TOKEN, &[token.as_bytes()])?;
+            return Ok(Connection::Tcp(stream));
+        }
+        self.connect_unix().map(Connection::Unix)
+    }
+
+    fn connect_unix(&self) -> Result<UnixStream> {
         let Some(path) = protocol::find_socket(self.socket.as_deref()) else {
             bail!(
                 "no opscope agent is running (looked for {} and {}); start one with `opscope agent`",
@@ -36,7 +88,7 @@ impl AgentAddress {
         })
     }
 
-    fn ask(&self, query: &Query) -> Result<(UnixStream, Vec<u8>)> {
+    fn ask(&self, query: &Query) -> Result<(Connection, Vec<u8>)> {
         let mut stream = self.connect()?;
         write_frame(&mut stream, QUERY, &[&serde_json::to_vec(query)?])
             .context("cannot send the query to the agent")?;
@@ -46,7 +98,9 @@ impl AgentAddress {
     pub fn snapshot(&self) -> Result<Snapshot> {
         let (stream, mut buf) = self.ask(&Query::Snapshot)?;
         let mut reader = std::io::BufReader::new(stream);
-        match read_frame(&mut reader, &mut buf).context("the agent did not answer")? {
+        let answer = read_frame(&mut reader, &mut buf)
+            .context("the agent did not answer (over TCP: is the token the one it printed?)")?;
+        match answer {
             (REPLY, body) => serde_json::from_slice(body).context("the agent's answer"),
             (ERROR, body) => bail!("the agent says: {}", String::from_utf8_lossy(body)),
             (kind, _) => bail!("the agent answered with a frame of kind {kind}"),

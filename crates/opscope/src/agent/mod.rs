@@ -43,6 +43,8 @@ pub struct Options {
     /// Decode and search at the kernel's idle priority (`SCHED_IDLE`): the agent then
     /// takes only CPU time the jobs leave.
     pub idle_priority: bool,
+    /// Also answer queries on this TCP address, to clients that give the token.
+    pub listen: Option<std::net::SocketAddr>,
     pub quiet: bool,
 }
 
@@ -93,6 +95,37 @@ pub fn run(options: Options) -> Result<()> {
             options.window.as_secs_f64(),
             options.memory_bound >> 20
         );
+    }
+    if let Some(address) = &options.listen {
+        let listener = std::net::TcpListener::bind(address)
+            .with_context(|| format!("cannot listen on {address}"))?;
+        let bound = listener.local_addr()?;
+        let token = new_token()?;
+        // For this user's clients on this host: beside the socket, readable by them only.
+        let file = options.socket.with_extension("tcp");
+        {
+            use std::io::Write;
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&file)
+                .with_context(|| format!("{}: cannot write", file.display()))?;
+            writeln!(f, "{bound}\n{token}")?;
+        }
+        if !options.quiet {
+            eprintln!(
+                "opscope agent: also on tcp {bound} (queries only); clients: opscope top --connect {bound} --token {token}  (also in {})",
+                file.display()
+            );
+        }
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name("tcp".into())
+            .spawn(move || serve_tcp(listener, token, shared))
+            .context("cannot start the TCP listener's thread")?;
     }
     {
         let shared = shared.clone();
@@ -257,21 +290,62 @@ fn serve(stream: UnixStream, shared: &Shared) {
             ingest::run(hello, pid, uid, reader, shared);
         }
         QUERY => {
-            let query = serde_json::from_slice::<Query>(body);
             // A client that stops reading must not hold this thread for ever.
             let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
-            let mut out = std::io::BufWriter::with_capacity(1 << 16, &stream);
-            let answered = match query {
-                Ok(q) => answer(q, uid, shared, &mut out),
-                Err(e) => Err(anyhow::anyhow!("not a query: {e}")),
-            };
-            if let Err(e) = answered {
-                let _ = write_frame(&mut out, ERROR, &[format!("{e:#}").as_bytes()]);
-            }
-            let _ = std::io::Write::flush(&mut out);
+            reply(body, uid, shared, &stream);
         }
         _ => {} // not an opscope peer: dropped
     }
+}
+
+/// Answers the query in `body` as user `uid` on `out`.
+fn reply(body: &[u8], uid: u32, shared: &Shared, out: impl std::io::Write) {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, out);
+    let answered = match serde_json::from_slice::<Query>(body) {
+        Ok(q) => answer(q, uid, shared, &mut out),
+        Err(e) => Err(anyhow::anyhow!("not a query: {e}")),
+    };
+    if let Err(e) = answered {
+        let _ = write_frame(&mut out, ERROR, &[format!("{e:#}").as_bytes()]);
+    }
+    let _ = std::io::Write::flush(&mut out);
+}
+
+/// Serves queries on TCP (`--listen`): a client first sends the token, then asks as
+/// the agent's own user would. Recorded processes stream on the Unix socket only.
+fn serve_tcp(listener: std::net::TcpListener, token: String, shared: Arc<Shared>) {
+    // SAFETY: getuid has no preconditions.
+    let owner = unsafe { libc::getuid() };
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else {
+            continue;
+        };
+        let (shared, token) = (shared.clone(), token.clone());
+        let _ = std::thread::Builder::new()
+            .name("tcp peer".into())
+            .spawn(move || {
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = stream.set_write_timeout(Some(Duration::from_secs(10)));
+                let mut reader = std::io::BufReader::new(&stream);
+                let mut buf = Vec::new();
+                match read_frame(&mut reader, &mut buf) {
+                    Ok((protocol::TOKEN, body)) if protocol::same_token(body, token.as_bytes()) => {
+                    }
+                    _ => return, // no token, no answer
+                }
+                if let Ok((QUERY, body)) = read_frame(&mut reader, &mut buf) {
+                    reply(body, owner, &shared, &stream);
+                }
+            });
+    }
+}
+
+/// A token of 128 random bits, in hex.
+fn new_token() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)
+        .context("cannot read /dev/urandom for the token")?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 fn answer(query: Query, uid: u32, shared: &Shared, out: &mut impl std::io::Write) -> Result<()> {

@@ -21,6 +21,13 @@ pub const REPLY: u8 = 17;
 pub const FILE: u8 = 18;
 /// Agent to client: the query failed (UTF-8 message), last frame of a reply.
 pub const ERROR: u8 = 19;
+/// Client to agent, first on TCP: the token the agent printed.
+pub const TOKEN: u8 = 20;
+
+/// Whether `given` is the token, in time that does not depend on where they differ.
+pub fn same_token(given: &[u8], token: &[u8]) -> bool {
+    given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+}
 
 /// A frame longer than this ends the connection: a chunk is a flush interval of one
 /// process (a few MB at most), and nothing a peer says may make the agent allocate more.

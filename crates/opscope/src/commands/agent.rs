@@ -52,6 +52,11 @@ pub struct Args {
     /// At most one triggered dump per trigger and job in this time.
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = duration)]
     cooldown: Duration,
+    /// Also answer `top`, `dump` and `--live` on this TCP address (e.g. 127.0.0.1:7878),
+    /// to clients that give the token the agent prints (and writes beside its socket,
+    /// as agent.tcp). Recorded processes always use the Unix socket.
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen: Option<std::net::SocketAddr>,
     /// Decode the jobs' streams at normal priority rather than the kernel's idle one
     /// (by default the agent takes only CPU time the jobs leave; on a busy host its
     /// view then lags and its live stream may drop chunks, counted, but no job slows).
@@ -122,6 +127,7 @@ pub fn run(args: Args) -> Result<()> {
         keep: args.keep.max(1),
         cooldown: args.cooldown,
         idle_priority: !args.normal_priority,
+        listen: args.listen,
         quiet: args.quiet,
     })
 }

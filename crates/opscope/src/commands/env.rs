@@ -31,6 +31,10 @@ pub struct Args {
     /// The agent's socket [default: the running agent, if any].
     #[arg(long, value_name = "PATH")]
     agent: Option<PathBuf>,
+    /// Do not stream to an agent (by default: the running one, else this user's, as
+    /// soon as it starts).
+    #[arg(long, conflicts_with_all = ["agent", "live_only"])]
+    no_agent: bool,
     /// Leave Python programs alone.
     #[arg(long)]
     no_python: bool,
@@ -59,10 +63,13 @@ pub fn run(args: Args) -> Result<()> {
     let session = session
         .canonicalize()
         .with_context(|| format!("{}: cannot resolve", session.display()))?;
-    let agent = args.agent.or_else(record::running_agent);
-    if args.live_only && agent.is_none() {
+    let running = args.agent.clone().or_else(record::running_agent);
+    if args.live_only && running.is_none() {
         anyhow::bail!("--live-only needs an agent: none is running (start `opscope agent`, or name one with --agent)");
     }
+    // Processes stream to this user's agent even when it starts after them: they try
+    // its socket once a second.
+    let agent = running.or_else(|| (!args.no_agent).then(crate::agent::protocol::user_socket));
     let environment = Environment {
         library: record::find_library()?,
         session,
