@@ -50,6 +50,8 @@ pub struct Link {
     sent: usize,
     /// Monotonic time before which no connection is tried.
     retry_at: u64,
+    /// Chunks count as lost only once there was an agent to lose them for.
+    ever_connected: bool,
     totals: LinkTotals,
 }
 
@@ -91,6 +93,7 @@ impl Link {
             pending: Vec::new(),
             sent: 0,
             retry_at: 0,
+            ever_connected: false,
             totals: LinkTotals::default(),
         })
     }
@@ -108,7 +111,9 @@ impl Link {
     /// sends first), or drops it.
     pub fn send(&mut self, chunk: &[u8], preamble: &[u8]) {
         if self.fd < 0 && !self.connect(preamble) {
-            self.totals.chunks_dropped += 1;
+            if self.ever_connected {
+                self.totals.chunks_dropped += 1;
+            }
             return;
         }
         if !self.push_pending() {
@@ -117,8 +122,13 @@ impl Link {
         }
         let dropped = self.totals.chunks_dropped.to_le_bytes();
         push_frame(&mut self.pending, FRAME_CHUNK, &dropped, chunk);
-        self.totals.chunks_sent += 1;
-        self.push_pending();
+        // A frame left pending goes out before any other; one on a broken connection
+        // is lost.
+        if self.push_pending() || self.fd >= 0 {
+            self.totals.chunks_sent += 1;
+        } else {
+            self.totals.chunks_dropped += 1;
+        }
     }
 
     /// Connects and queues the greeting; false when the agent is not there.
@@ -158,6 +168,7 @@ impl Link {
             fd
         };
         self.fd = fd;
+        self.ever_connected = true;
         LINK_FD.store(fd, Ordering::Relaxed);
         self.pending.clear();
         self.sent = 0;
@@ -427,19 +438,42 @@ mod tests {
     }
 
     #[test]
-    fn a_link_without_an_agent_drops_and_counts_without_waiting() {
+    fn a_link_without_an_agent_neither_waits_nor_counts_chunks_lost() {
         let hello = Hello::default();
         let mut link = Link::to(b"/nonexistent/opscope-test/agent.sock", &hello).unwrap();
         link.send(b"chunk", b"");
         link.send(b"chunk", b"");
+        // Nothing is lost from a live stream that never was.
+        assert_eq!(link.totals(), LinkTotals::default());
+        assert!(!link.is_connected());
+    }
+
+    #[test]
+    fn chunks_are_lost_while_the_agent_that_was_there_is_gone() {
+        let dir = std::env::temp_dir().join(format!("opscope-link-gone-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("agent.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        let bytes = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str());
+        let mut link = Link::to(bytes, &Hello::default()).unwrap();
+        link.send(b"one", b"");
+        drop(listener.accept().unwrap());
+        drop(listener);
+        std::fs::remove_file(&path).unwrap();
+        // The agent is gone: the next sends find the connection broken, then no agent.
+        for _ in 0..3 {
+            link.send(b"more", b"");
+        }
+        assert!(!link.is_connected());
         assert_eq!(
             link.totals(),
             LinkTotals {
-                chunks_sent: 0,
-                chunks_dropped: 2
+                chunks_sent: 1,
+                chunks_dropped: 3
             }
         );
-        assert!(!link.is_connected());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -833,25 +833,19 @@ fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
             .output()
             .unwrap()
     };
-    let out = opscope(&[
-        "record",
-        "-q",
-        "--sample-ms",
-        "0",
-        "--job",
-        "found",
-        "-o",
-        session.to_str().unwrap(),
-        "--",
-        program.to_str().unwrap(),
-        "3",
-        "10",
-        "10",
-    ]);
-    assert_ok(&out, "record");
-    let top = agent.top_until(Duration::from_secs(5), |top| {
-        job(top, "found").is_some_and(|j| j["processes"][0]["connected"] == false)
-    });
+    // `opscope record -q --sample-ms 0 OPTIONS -o SESSION -- itt_steps 3 10 10`, finished,
+    // and its job in `top` once its process is gone.
+    let record_here = |options: &[&str], job_name: &str, session: &Path| {
+        let mut args = vec!["record", "-q", "--sample-ms", "0", "--job", job_name];
+        args.extend_from_slice(options);
+        let (session, program) = (session.to_str().unwrap(), program.to_str().unwrap());
+        args.extend_from_slice(&["-o", session, "--", program, "3", "10", "10"]);
+        assert_ok(&opscope(&args), "record");
+        agent.top_until(Duration::from_secs(5), |top| {
+            job(top, job_name).is_some_and(|j| j["processes"][0]["connected"] == false)
+        })
+    };
+    let top = record_here(&[], "found", &session);
     assert!(job(&top, "found").unwrap()["events"].as_u64() > Some(0));
     let out = opscope(&["top", "--once", "--format", "json"]);
     assert_ok(&out, "top on the default socket");
@@ -872,26 +866,7 @@ fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
     // --live-only: the agent has the job, the session no process file.
     let live_only = dir.join("live-only");
     let _ = std::fs::remove_dir_all(&live_only);
-    let out = opscope(&[
-        "record",
-        "-q",
-        "--sample-ms",
-        "0",
-        "--live-only",
-        "--job",
-        "nofile",
-        "-o",
-        live_only.to_str().unwrap(),
-        "--",
-        program.to_str().unwrap(),
-        "3",
-        "10",
-        "10",
-    ]);
-    assert_ok(&out, "record --live-only");
-    let top = agent.top_until(Duration::from_secs(5), |top| {
-        job(top, "nofile").is_some_and(|j| j["processes"][0]["connected"] == false)
-    });
+    let top = record_here(&["--live-only"], "nofile", &live_only);
     let p = &job(&top, "nofile").unwrap()["processes"][0];
     assert!(
         p["file"].is_null() && p["events"].as_u64() > Some(0),

@@ -68,7 +68,7 @@ impl Tallies {
 /// Reads the process's frames until it goes (or says something that is not a frame),
 /// then marks it ended.
 pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Shared) {
-    let (job, process) = shared.state().join(hello, pid, uid);
+    let (job, process) = shared.state().join(hello, pid, uid, now_ns());
     let mut decoder = StreamDecoder::new();
     let mut buf = Vec::new();
     let mut tallies = Tallies::default();

@@ -62,6 +62,10 @@ impl Shared {
     }
 }
 
+/// How long a job whose processes have all ended stays in `top` (at least the flight
+/// recorder's window, so that it can still be dumped).
+const ENDED_JOBS_KEPT: Duration = Duration::from_secs(600);
+
 /// How long after the last snapshot asked for someone counts as looking.
 const LOOKING: Duration = Duration::from_secs(10);
 
@@ -411,6 +415,8 @@ fn sample_loop(shared: &Shared) {
             let mut state = shared.state();
             state.gpus = gpus;
             state.flight.expire(now);
+            let keep = (shared.options.window.max(ENDED_JOBS_KEPT)).as_nanos() as u64;
+            state.forget_ended(now, keep);
             for (key, job) in state.jobs.iter_mut() {
                 for p in job.processes.values_mut().filter(|p| p.connected) {
                     if let Some(stat) = crate::record::sampler::read_stat(p.pid as i32) {

@@ -49,8 +49,8 @@ pub enum FrameError {
 }
 
 /// Reads one frame into `buf` (kept between calls); its kind and payload.
-pub fn read_frame<'b>(
-    from: &mut impl Read,
+pub fn read_frame<'b, R: Read>(
+    from: &mut R,
     buf: &'b mut Vec<u8>,
 ) -> Result<(u8, &'b [u8]), FrameError> {
     let mut len = [0u8; 4];
@@ -66,12 +66,13 @@ pub fn read_frame<'b>(
     if len > MAX_FRAME {
         return Err(FrameError::TooLong(len));
     }
+    // Grown as the bytes come, not from the length: a peer that claims 64 MiB and
+    // sends nothing costs nothing.
     buf.clear();
-    buf.resize(len, 0);
-    from.read_exact(buf).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => FrameError::Closed,
-        _ => FrameError::Io(e),
-    })?;
+    let read = from.take(len as u64).read_to_end(buf)?;
+    if read < len {
+        return Err(FrameError::Closed);
+    }
     Ok((buf[0], &buf[1..]))
 }
 

@@ -236,8 +236,17 @@ impl State {
         }
     }
 
+    /// Forgets the jobs whose processes are all gone and that sent nothing for
+    /// `keep_ns`: an agent runs for months, jobs come and go.
+    pub fn forget_ended(&mut self, now: u64, keep_ns: u64) {
+        self.jobs.retain(|_, job| {
+            job.processes.values().any(|p| p.connected)
+                || now.saturating_sub(job.last_chunk_ns) < keep_ns
+        });
+    }
+
     /// Adds a process that greeted the agent; its key and its job's.
-    pub fn join(&mut self, hello: Hello, pid: u32, uid: u32) -> (JobKey, ProcessKey) {
+    pub fn join(&mut self, hello: Hello, pid: u32, uid: u32, now: u64) -> (JobKey, ProcessKey) {
         let key = JobKey {
             uid,
             name: hello.job.clone(),
@@ -250,7 +259,7 @@ impl State {
             ops: OpWindows::default(),
             events: 0,
             found_steps: None,
-            last_chunk_ns: 0,
+            last_chunk_ns: now,
             searched_ns: 0,
             search_at_tick: 0,
             search_wait_ticks: 0,
@@ -516,7 +525,7 @@ mod tests {
             (30, 1, None),     // a training process without ranks…
             (31, 30, None),    // …and its DataLoader worker
         ] {
-            state.join(hello(pid, ppid, rank), pid, 1000);
+            state.join(hello(pid, ppid, rank), pid, 1000, 0);
         }
         let snap = state.snapshot(1000, 0);
         let roles: Vec<(u32, String)> = snap.jobs[0]
@@ -539,6 +548,18 @@ mod tests {
         // Another user sees none of it; root sees it.
         assert!(state.snapshot(1001, 0).jobs.is_empty());
         assert_eq!(state.snapshot(0, 0).jobs.len(), 1);
+
+        // A job is kept while a process is there, and for a while after the last goes.
+        let key = state.jobs.keys().next().unwrap().clone();
+        state.forget_ended(100, 10);
+        assert_eq!(state.jobs.len(), 1, "its processes are still connected");
+        for p in state.jobs.get_mut(&key).unwrap().processes.values_mut() {
+            p.connected = false;
+        }
+        state.forget_ended(5, 10);
+        assert_eq!(state.jobs.len(), 1, "ended 5 ns ago");
+        state.forget_ended(100, 10);
+        assert!(state.jobs.is_empty());
     }
 
     #[test]

@@ -182,7 +182,7 @@ mod tests {
             job: "j".into(),
             ..Hello::default()
         };
-        let (key, process) = state.join(hello, 7, 1000);
+        let (key, process) = state.join(hello, 7, 1000, 0);
         let slow = Trigger::SlowStep { factor: 2.0 };
         let stall = Trigger::Stall {
             after: Duration::from_secs(60),
