@@ -527,8 +527,8 @@ fn process(job: &Value, pid: u64) -> &Value {
 }
 
 #[test]
-fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
-    if !common::python_with(&["torch", "tensorflow"]) {
+fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
+    if !common::python_with(&["torch", "tensorflow", "jax"]) {
         return;
     }
     let dir = scratch_dir("agent-three-jobs");
@@ -580,6 +580,16 @@ fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
                 &[&script("steps_keras.py"), &log("keras.log")],
             ),
         ),
+        (
+            "jax",
+            record(
+                &agent.socket,
+                "jax",
+                &dir.join("jax"),
+                &python,
+                &[&script("steps_jax.py"), &log("jax.log")],
+            ),
+        ),
     ];
     for (name, run) in runs {
         let out = run.wait_with_output().unwrap();
@@ -591,7 +601,7 @@ fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     }
     // Every process gone, and the period search run since.
     let top = agent.top_until(Duration::from_secs(15), |top| {
-        ["loader", "ddp", "keras"].iter().all(|name| {
+        ["loader", "ddp", "keras", "jax"].iter().all(|name| {
             job(top, name).is_some_and(|j| {
                 j["processes"]
                     .as_array()
@@ -614,9 +624,10 @@ fn three_python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     assert_eq!(roles("loader"), ["process", "worker", "worker"]);
     assert_eq!(roles("ddp"), ["launcher", "rank 0", "rank 1"]);
     assert_eq!(roles("keras"), ["process"]);
+    assert_eq!(roles("jax"), ["process"]);
 
     // Each process's events are its file's, every one.
-    for name in ["loader", "ddp", "keras"] {
+    for name in ["loader", "ddp", "keras", "jax"] {
         let j = job(&top, name).unwrap();
         for p in j["processes"].as_array().unwrap() {
             let file = dir.join(name).join(p["file"].as_str().unwrap());
@@ -926,4 +937,57 @@ fn over_tcp_only_a_client_with_the_token_is_answered() {
     let wrong = tcp(&"0".repeat(token.len()));
     assert!(!wrong.status.success());
     assert!(String::from_utf8_lossy(&wrong.stderr).contains("token"));
+}
+
+#[test]
+fn top_draws_the_jobs_on_a_terminal_and_leaves_on_q() {
+    if Command::new("script").arg("--version").output().is_err() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs script (util-linux)"
+        );
+        eprintln!("skipping: no `script` to give top a terminal");
+        return;
+    }
+    let dir = scratch_dir("agent-top-tty");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &[]);
+    let run = record(
+        &agent.socket,
+        "on-screen",
+        &dir.join("session"),
+        &program,
+        &["5", "10", "10"],
+    );
+    assert!(run.wait_with_output().unwrap().status.success());
+    // `script` gives top a terminal of its own; q on its input ends it.
+    let command = format!(
+        "stty rows 30 cols 120; {} top --socket {}",
+        env!("CARGO_BIN_EXE_opscope"),
+        agent.socket.display()
+    );
+    let mut top = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    top.stdin.as_mut().unwrap().write_all(b"q").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while top.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "top did not leave on q");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = top.wait_with_output().unwrap();
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{screen}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for text in ["on-screen", "jobs", "forward_op", "pause"] {
+        assert!(screen.contains(text), "{text} not on the screen: {screen}");
+    }
 }

@@ -66,7 +66,8 @@ impl AgentAddress {
                 .clone()
                 .or_else(|| std::env::var("OPSCOPE_AGENT_TOKEN").ok())
                 .context("--connect needs the agent's token (--token, or OPSCOPE_AGENT_TOKEN)")?;
-            write_frame(&mut stream, TOKEN, &[token.as_bytes()])?;
+            write_frame(&mut stream, TOKEN, &[token.as_bytes()])
+                .map_err(|e| dropped(e, "sending the token"))?;
             return Ok(Connection::Tcp(stream));
         }
         self.connect_unix().map(Connection::Unix)
@@ -91,15 +92,15 @@ impl AgentAddress {
     fn ask(&self, query: &Query) -> Result<(Connection, Vec<u8>)> {
         let mut stream = self.connect()?;
         write_frame(&mut stream, QUERY, &[&serde_json::to_vec(query)?])
-            .context("cannot send the query to the agent")?;
+            .map_err(|e| dropped(e, "sending the query"))?;
         Ok((stream, Vec::new()))
     }
 
     pub fn snapshot(&self) -> Result<Snapshot> {
         let (stream, mut buf) = self.ask(&Query::Snapshot)?;
         let mut reader = std::io::BufReader::new(stream);
-        let answer = read_frame(&mut reader, &mut buf)
-            .context("the agent did not answer (over TCP: is the token the one it printed?)")?;
+        let answer =
+            read_frame(&mut reader, &mut buf).map_err(|e| dropped(e, "waiting for the answer"))?;
         match answer {
             (REPLY, body) => serde_json::from_slice(body).context("the agent's answer"),
             (ERROR, body) => bail!("the agent says: {}", String::from_utf8_lossy(body)),
@@ -118,7 +119,9 @@ impl AgentAddress {
         let mut reader = std::io::BufReader::with_capacity(1 << 20, stream);
         let mut files = Vec::new();
         loop {
-            match read_frame(&mut reader, &mut buf).context("the agent's answer ended early")? {
+            let frame =
+                read_frame(&mut reader, &mut buf).map_err(|e| dropped(e, "reading the dump"))?;
+            match frame {
                 (FILE, body) if body.len() >= 2 => {
                     let len = u16::from_le_bytes([body[0], body[1]]) as usize;
                     let name = body
@@ -136,6 +139,15 @@ impl AgentAddress {
             }
         }
     }
+}
+
+/// The agent ended the connection (a wrong token over TCP, an agent stopping). Said as
+/// text: the I/O error itself, a broken pipe, would pass for a closed stdout, which
+/// ends a command quietly.
+fn dropped(e: impl std::fmt::Display, doing: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the agent ended the connection while {doing} ({e}); over TCP, is the token the one it printed?"
+    )
 }
 
 /// A dump in a temporary directory, removed when dropped: `--live` reads it as a trace.
