@@ -225,6 +225,13 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
 
 /// The training function Keras runs once per step (`steps_per_execution` batches): its
 /// TensorFlow function names under Keras 3 and Keras 2.
+/// The name of the range `opscope record`'s Python bootstrap puts around each call of
+/// Keras's train function: the agent's live steps for Keras. In a session, TensorFlow's
+/// own record of the call is preferred (it leaves out Keras's Python work around the
+/// call, 4-10 ms of it after the first); the marks stand in where the program's own
+/// profiler kept opscope's from recording.
+pub const KERAS_STEP_MARK: &str = "keras train_function call";
+
 const KERAS_TRAIN_FUNCTIONS: [&str; 3] = [
     "multi_step_on_iterator",
     "one_step_on_iterator",
@@ -267,6 +274,14 @@ fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
             true
         })
         .collect();
+    let keras = if keras.len() >= 2 {
+        keras
+    } else {
+        host.iter()
+            .copied()
+            .filter(|&i| trace.str(s.name[i]) == KERAS_STEP_MARK)
+            .collect()
+    };
     if keras.len() >= 2 {
         let mut found: Vec<Bounds> = keras
             .iter()
@@ -767,6 +782,57 @@ mod tests {
         assert_eq!(
             bounds,
             [(100_000, 250_000), (300_000, 450_000), (500_000, 650_000)]
+        );
+    }
+
+    /// Keras steps are TensorFlow's records of its train-function calls; where the
+    /// session has none (the program's own profiler kept opscope's off), the ranges
+    /// the bootstrap marks around each call stand in.
+    #[test]
+    fn keras_steps_come_from_tensorflows_record_else_from_opscopes_marks() {
+        let import = |names: &[(&str, i64, i64)]| {
+            let events: Vec<String> = names
+                .iter()
+                .map(|(name, ts, dur)| {
+                    format!(r#"{{"ph":"X","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#)
+                })
+                .collect();
+            let mut trace = Trace::new();
+            let json = format!("[{}]", events.join(","));
+            opscope_formats::chrome::import(json.as_bytes(), "keras.json", &mut trace).unwrap();
+            trace.finish();
+            let found = steps(&Context::new(&trace), &StepOptions::default());
+            let bounds: Vec<(i64, i64)> = found[0]
+                .steps
+                .iter()
+                .map(|s| (s.start_ns / 1000, (s.start_ns + s.dur_ns) / 1000))
+                .collect();
+            (found[0].found_by.clone(), bounds)
+        };
+        let marks = [
+            (KERAS_STEP_MARK, 100, 90),
+            (KERAS_STEP_MARK, 300, 50),
+            (KERAS_STEP_MARK, 400, 50),
+        ];
+        let records = [
+            ("multi_step_on_iterator", 101, 80),
+            ("multi_step_on_iterator", 301, 48),
+            ("multi_step_on_iterator", 401, 48),
+        ];
+        let both: Vec<_> = marks.iter().chain(&records).copied().collect();
+        assert_eq!(
+            import(&both),
+            (
+                StepSource::Framework,
+                vec![(101, 181), (301, 349), (401, 449)]
+            )
+        );
+        assert_eq!(
+            import(&marks),
+            (
+                StepSource::Framework,
+                vec![(100, 190), (300, 350), (400, 450)]
+            )
         );
     }
 }

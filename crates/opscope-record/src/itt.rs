@@ -355,6 +355,25 @@ fn hex_name(address: u64, out: &mut [u8; 24]) -> &[u8] {
     &out[..len]
 }
 
+/// A range of category `category` named `name` on the calling thread: for the Python
+/// bootstrap, which marks calls ITT does not see (Keras's train function) through
+/// `opscope_record_range_begin`.
+///
+/// # Safety
+/// `category` and `name` are null or NUL-terminated strings that outlive the call.
+pub unsafe fn range_begin(category: *const c_char, name: *const c_char) {
+    guard((), || {
+        // SAFETY: guaranteed by the caller.
+        let (category, name) = unsafe { (cstr(category), cstr(name)) };
+        session::record(Kind::Begin, 0, &[category], name, |_| {})
+    })
+}
+
+/// Ends the calling thread's innermost task (see [`range_begin`]).
+pub fn range_end() {
+    guard((), || session::record(Kind::End, 0, &[], b"", |_| {}))
+}
+
 extern "C" fn task_end(_domain: *const Domain) {
     guard((), || session::record(Kind::End, 0, &[], b"", |_| {}))
 }

@@ -49,6 +49,28 @@ pub extern "C" fn opscope_record_expect_warm_up() {
     itt::expect_warm_up();
 }
 
+/// Begins a range of category `category` named `name` on the calling thread: the
+/// Python bootstrap marks each call of Keras's train function with it (category
+/// `opscope`), so that the live stream holds the steps that the framework's own
+/// profile holds only in its XPlane, written when the profiler stops.
+///
+/// # Safety
+/// `category` and `name` are null or NUL-terminated strings that outlive the call.
+#[no_mangle]
+pub unsafe extern "C" fn opscope_record_range_begin(
+    category: *const std::ffi::c_char,
+    name: *const std::ffi::c_char,
+) {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { itt::range_begin(category, name) };
+}
+
+/// Ends the calling thread's innermost task (see `opscope_record_range_begin`).
+#[no_mangle]
+pub extern "C" fn opscope_record_range_end() {
+    itt::range_end();
+}
+
 /// The library's Rust allocations stay out of the program's heap (see `alloc`).
 #[global_allocator]
 static OWN_MEMORY: alloc::OwnMemory = alloc::OwnMemory;

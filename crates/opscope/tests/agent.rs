@@ -648,64 +648,72 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         assert_eq!(p["world_size"], 2);
     }
 
-    // The loader's steps, found live by the period search, are those `steps` finds in
-    // its session: the same search on the same ops.
-    let live = &job(&top, "loader").unwrap()["steps"];
-    assert!(
-        live["found_by"]
-            .as_str()
-            .unwrap()
-            .contains("repeating op sequence"),
-        "{live:#}"
-    );
-    let session = common::opscope_ok(&[
-        "steps",
-        dir.join("loader").to_str().unwrap(),
-        "--format",
-        "json",
-    ]);
-    let session: Value = serde_json::from_slice(&session.stdout).unwrap();
-    let main_pid = job(&top, "loader").unwrap()["processes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["role"] == "process")
-        .unwrap()["pid"]
-        .as_u64()
-        .unwrap();
-    let source = session["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| {
-            s["file"]
-                .as_str()
-                .unwrap()
-                .ends_with(&format!("opscope-{main_pid}.pftrace"))
-        })
-        .unwrap_or_else(|| panic!("no steps for the main process: {session:#}"));
-    let from_file: Vec<f64> = source["steps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["dur_ns"].as_f64().unwrap() / 1e6)
-        .collect();
-    let from_agent: Vec<f64> = live["recent_ms"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_f64().unwrap())
-        .collect();
-    assert_eq!(
-        from_agent.len(),
-        from_file.len(),
-        "{from_agent:?} {from_file:?}"
-    );
-    for (a, f) in from_agent.iter().zip(&from_file) {
+    // Steps found live are those `steps` finds in the session. The loader's: the same
+    // period search on the same ops. Keras's: live, its train-function calls as the
+    // bootstrap marks them (TensorFlow's record is written only when its profiler
+    // stops); in the session, TensorFlow's record of each call, which leaves out Keras's
+    // Python work around it: 4-10 ms after the first call (see tests/steps.rs), well
+    // under 1 % of a step after that.
+    for (name, found_by, first) in [
+        ("loader", "repeating op sequence", 0.01),
+        ("keras", "the framework's step calls", 0.25),
+    ] {
+        let j = job(&top, name).unwrap();
+        let live = &j["steps"];
         assert!(
-            (a - f).abs() <= 0.01 * f,
-            "{a} ms live against {f} ms in the file"
+            live["found_by"].as_str().unwrap().contains(found_by),
+            "{live:#}"
         );
+        let session = common::opscope_ok(&[
+            "steps",
+            dir.join(name).to_str().unwrap(),
+            "--format",
+            "json",
+        ]);
+        let session: Value = serde_json::from_slice(&session.stdout).unwrap();
+        let main_pid = j["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["role"] == "process")
+            .unwrap()["pid"]
+            .as_u64()
+            .unwrap();
+        let source = session["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["file"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("opscope-{main_pid}.pftrace"))
+            })
+            .unwrap_or_else(|| panic!("{name}: no steps for the main process: {session:#}"));
+        let from_file: Vec<f64> = source["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["dur_ns"].as_f64().unwrap() / 1e6)
+            .collect();
+        let from_agent: Vec<f64> = live["recent_ms"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        assert_eq!(
+            from_agent.len(),
+            from_file.len(),
+            "{name}: {from_agent:?} {from_file:?}"
+        );
+        for (k, (a, f)) in from_agent.iter().zip(&from_file).enumerate() {
+            let within = if k == 0 { first } else { 0.01 };
+            assert!(
+                (a - f).abs() <= within * f,
+                "{name}: step {k}: {a} ms live against {f} ms in the file"
+            );
+        }
     }
 }
 

@@ -79,6 +79,8 @@ fn recorded_kind(category: &str, name: &str) -> Option<opscope_model::SliceKind>
         "itt" => Some(SliceKind::Op),
         "itt.frame" => Some(SliceKind::Step),
         "nvtx" => Some(SliceKind::Annotation),
+        // Ranges the Python bootstrap marks (Keras's train-function calls).
+        "opscope" => Some(SliceKind::Annotation),
         "cuda" => match rest {
             "kernel" => Some(SliceKind::Kernel),
             "memset" => Some(SliceKind::Memset),
@@ -203,6 +205,7 @@ mod recorded_kind_tests {
             ("itt.frame/train", Some(SliceKind::Step)),
             ("nvtx", Some(SliceKind::Annotation)),
             ("nvtx/TSL", Some(SliceKind::Annotation)),
+            ("opscope", Some(SliceKind::Annotation)),
             ("cuda/kernel", Some(SliceKind::Kernel)),
             (
                 "cuda/memcpy/htod",

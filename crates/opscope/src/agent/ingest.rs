@@ -4,6 +4,7 @@
 
 use std::io::Read;
 
+use opscope_analysis::steps;
 use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
 use opscope_model::SliceKind;
 
@@ -23,6 +24,8 @@ struct Tallies {
     /// next (zeroed): a chunk mostly holds the names the last one did.
     ops: Vec<(&'static str, NameTallies)>,
     steps_ms: Vec<f64>,
+    /// Steps as the framework records them (Keras's train-function calls).
+    framework_steps_ms: Vec<f64>,
     events: u64,
 }
 
@@ -36,6 +39,7 @@ impl Tallies {
             }
         }
         self.steps_ms.clear();
+        self.framework_steps_ms.clear();
         self.events = 0;
     }
 
@@ -113,6 +117,14 @@ pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Sha
                 p.chunks += 1;
                 p.chunks_lost = lost;
                 p.events += tallies.events;
+                // Markers first, as `opscope steps` takes them.
+                if !tallies.steps_ms.is_empty() {
+                    p.steps_found_by = "markers";
+                }
+                if p.steps_found_by != "markers" && !tallies.framework_steps_ms.is_empty() {
+                    p.steps_found_by = "the framework's step calls";
+                    tallies.steps_ms.append(&mut tallies.framework_steps_ms);
+                }
                 for &ms in &tallies.steps_ms {
                     p.add_step(ms);
                 }
@@ -150,6 +162,11 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
         } => {
             t.events += 1;
             let ns = end_ns.saturating_sub(start_ns);
+            if name == steps::KERAS_STEP_MARK {
+                // A step, not an op: it would top every op list with the step's time.
+                t.framework_steps_ms.push(ns as f64 / 1e6);
+                return;
+            }
             match kind {
                 Some(SliceKind::Step) => t.steps_ms.push(ns as f64 / 1e6),
                 Some(kind) => t.add(kind.name(), name, ns),

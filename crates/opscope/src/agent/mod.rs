@@ -100,36 +100,8 @@ pub fn run(options: Options) -> Result<()> {
             options.memory_bound >> 20
         );
     }
-    if let Some(address) = &options.listen {
-        let listener = std::net::TcpListener::bind(address)
-            .with_context(|| format!("cannot listen on {address}"))?;
-        let bound = listener.local_addr()?;
-        let token = new_token()?;
-        // For this user's clients on this host: beside the socket, readable by them only.
-        let file = options.socket.with_extension("tcp");
-        {
-            use std::io::Write;
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&file)
-                .with_context(|| format!("{}: cannot write", file.display()))?;
-            writeln!(f, "{bound}\n{token}")?;
-        }
-        if !options.quiet {
-            eprintln!(
-                "opscope agent: also on tcp {bound} (queries only); clients: opscope top --connect {bound} --token {token}  (also in {})",
-                file.display()
-            );
-        }
-        let shared = shared.clone();
-        std::thread::Builder::new()
-            .name("tcp".into())
-            .spawn(move || serve_tcp(listener, token, shared))
-            .context("cannot start the TCP listener's thread")?;
+    if let Some(address) = options.listen {
+        listen_tcp(address, &options, &shared)?;
     }
     {
         let shared = shared.clone();
@@ -150,6 +122,45 @@ pub fn run(options: Options) -> Result<()> {
             eprintln!("opscope agent: cannot start a thread for a peer ({e}); dropped it");
         }
     }
+    Ok(())
+}
+
+/// Also answers queries on TCP at `address`, to clients that give the token, which is
+/// printed and written beside the socket (`agent.tcp`, readable by this user only).
+fn listen_tcp(
+    address: std::net::SocketAddr,
+    options: &Options,
+    shared: &Arc<Shared>,
+) -> Result<()> {
+    let listener = std::net::TcpListener::bind(address)
+        .with_context(|| format!("cannot listen on {address}"))?;
+    let bound = listener.local_addr()?;
+    let token = new_token()?;
+    let file = options.socket.with_extension("tcp");
+    // Made anew, so that it is created 0600 rather than keeping an old file's mode.
+    let _ = std::fs::remove_file(&file);
+    {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&file)
+            .with_context(|| format!("{}: cannot write", file.display()))?;
+        writeln!(f, "{bound}\n{token}")?;
+    }
+    if !options.quiet {
+        eprintln!(
+            "opscope agent: also on tcp {bound} (queries only); clients: opscope top --connect {bound} --token {token}  (also in {})",
+            file.display()
+        );
+    }
+    let shared = shared.clone();
+    std::thread::Builder::new()
+        .name("tcp".into())
+        .spawn(move || serve_tcp(listener, token, shared))
+        .context("cannot start the TCP listener's thread")?;
     Ok(())
 }
 
@@ -228,6 +239,7 @@ fn stop_on_signals(socket: &Path) {
                 signal
             };
             if let Some(path) = SOCKET.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                let _ = std::fs::remove_file(path.with_extension("tcp"));
                 let _ = std::fs::remove_file(path);
             }
             std::process::exit(128 + signal);

@@ -75,6 +75,8 @@ pub struct Process {
     pub preamble: Vec<u8>,
     pub steps: VecDeque<f64>,
     pub steps_total: u64,
+    /// Where its steps come from: `markers`, or the framework's step calls.
+    pub steps_found_by: &'static str,
     pub cpu: CpuMeter,
     pub rss_bytes: u64,
 }
@@ -278,6 +280,7 @@ impl State {
                 preamble: Vec::new(),
                 steps: VecDeque::new(),
                 steps_total: 0,
+                steps_found_by: "",
                 cpu: CpuMeter::default(),
                 rss_bytes: 0,
             },
@@ -362,7 +365,7 @@ impl Job {
     pub fn steps(&self) -> StepState {
         match (self.step_process(), &self.found_steps) {
             (Some(p), _) => StepState {
-                found_by: "markers".into(),
+                found_by: p.steps_found_by.into(),
                 ..step_state(&p.steps, p.steps_total)
             },
             (None, Some(found)) => {

@@ -4,7 +4,9 @@ Runs the `sitecustomize` this one shadows, then waits for frameworks to be impor
 - torch: turns on `torch.autograd.profiler.emit_itt()`, so each aten op is an ITT task
   that opscope's collector records;
 - tensorflow / jax: runs their profiler, writing its XPlane into the session directory
-  (not with `--cupti`: on GPU builds it would take CUPTI over).
+  (not with `--cupti`: on GPU builds it would take CUPTI over);
+- Keras 3 on TensorFlow: marks each call of its train function, so that the live
+  stream to `opscope agent` has the steps before the XPlane is written.
 A profiler the program starts itself wins: opscope's steps aside while it runs, comes
 back when it stops, and notes it in the session (`.opscope/aside-PID.txt`). A program
 that imports none of them is left as it is. Nothing here may raise into the program:
@@ -314,7 +316,55 @@ def _on_jax(jax):
         _tsl.own("jax", lambda logdir: start(logdir), lambda: stop())
 
 
-_HOOKS = {"torch": _on_torch, "tensorflow": _on_tensorflow, "jax": _on_jax}
+def _on_keras_trainer(trainer):
+    """Marks each call of Keras's train function (TensorFlow backend) as a range
+    `keras train_function call` (category `opscope`) on the calling thread: the step
+    TensorFlow's own profile records in its XPlane, which is written only when the
+    profiler stops, so the live stream (`opscope agent`) would not see the steps
+    without it. In the session, `steps` prefers TensorFlow's record of the call."""
+    library = os.environ.get("INTEL_LIBITTNOTIFY64")
+    if not library:
+        return
+    import ctypes
+
+    lib = ctypes.CDLL(library)
+    begin, end = lib.opscope_record_range_begin, lib.opscope_record_range_end
+    begin.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    begin.restype = end.restype = None
+    cls = trainer.TensorFlowTrainer
+    make = cls.make_train_function
+    if getattr(make, "_opscope", False):
+        return
+
+    def make_train_function(self, *args, **kwargs):
+        made = make(self, *args, **kwargs)
+        function = getattr(self, "train_function", None)
+        if function is not None and not getattr(function, "_opscope", False):
+
+            def train_function(*a, **k):
+                begin(b"opscope", b"keras train_function call")
+                try:
+                    return function(*a, **k)
+                finally:
+                    end()
+
+            train_function._opscope = True
+            self.train_function = train_function
+            return train_function if made is function else made
+        return made
+
+    make_train_function._opscope = True
+    cls.make_train_function = make_train_function
+
+
+_HOOKS = {
+    "torch": _on_torch,
+    "tensorflow": _on_tensorflow,
+    "jax": _on_jax,
+    # Keras 3's TensorFlow trainer (imported while TensorFlow is, so hooked by its own
+    # name: Keras itself is not finished importing when TensorFlow imports it).
+    "keras.src.backend.tensorflow.trainer": _on_keras_trainer,
+}
 if os.environ.get("OPSCOPE_CUPTI") == "1":
     # opscope records CUDA through CUPTI itself; these profilers would take it over.
     del _HOOKS["tensorflow"], _HOOKS["jax"]
