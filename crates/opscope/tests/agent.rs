@@ -543,53 +543,35 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     };
     let log = |name: &str| dir.join(name).to_string_lossy().into_owned();
     let torchrun = python.with_file_name("torchrun");
+    let start = |name: &'static str, program: &Path, args: &[&str]| {
+        (
+            name,
+            record(&agent.socket, name, &dir.join(name), program, args),
+        )
+    };
     let runs = [
-        (
+        start(
             "loader",
-            record(
-                &agent.socket,
-                "loader",
-                &dir.join("loader"),
-                &python,
-                &[&script("steps_torch_dataloader.py"), &log("loader.log")],
-            ),
+            &python,
+            &[&script("steps_torch_dataloader.py"), &log("loader.log")],
         ),
-        (
+        start(
             "ddp",
-            record(
-                &agent.socket,
-                "ddp",
-                &dir.join("ddp"),
-                &torchrun,
-                &[
-                    "--standalone",
-                    "--nproc-per-node",
-                    "2",
-                    &script("ranks.py"),
-                    &log("rank"),
-                ],
-            ),
+            &torchrun,
+            &[
+                "--standalone",
+                "--nproc-per-node",
+                "2",
+                &script("ranks.py"),
+                &log("rank"),
+            ],
         ),
-        (
+        start(
             "keras",
-            record(
-                &agent.socket,
-                "keras",
-                &dir.join("keras"),
-                &python,
-                &[&script("steps_keras.py"), &log("keras.log")],
-            ),
+            &python,
+            &[&script("steps_keras.py"), &log("keras.log")],
         ),
-        (
-            "jax",
-            record(
-                &agent.socket,
-                "jax",
-                &dir.join("jax"),
-                &python,
-                &[&script("steps_jax.py"), &log("jax.log")],
-            ),
-        ),
+        start("jax", &python, &[&script("steps_jax.py"), &log("jax.log")]),
     ];
     for (name, run) in runs {
         let out = run.wait_with_output().unwrap();
