@@ -8,6 +8,7 @@ pub mod clock_sync;
 pub mod context;
 pub mod correlate;
 pub mod distribution;
+pub mod flame;
 pub mod gpu;
 pub mod intervals;
 pub mod kernel_stats;

@@ -17,6 +17,7 @@ mod prefault;
 mod read_ahead;
 pub mod registry;
 pub mod run_metadata;
+pub mod speedscope;
 pub mod xplane;
 
 #[cfg(test)]

@@ -53,6 +53,7 @@ enum Command {
     Top(commands::top::Args),
     Dump(commands::dump::Args),
     Env(commands::env::Args),
+    Flame(commands::flame::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -94,6 +95,7 @@ fn main() -> ExitCode {
         Command::Top(args) => commands::top::run(args),
         Command::Dump(args) => commands::dump::run(args),
         Command::Env(args) => commands::env::run(args),
+        Command::Flame(args) => commands::flame::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

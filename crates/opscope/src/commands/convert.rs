@@ -21,16 +21,24 @@ pub enum Target {
     Json,
     /// A CTF 1.8 trace: OUT is a directory (metadata and one stream file per track).
     Ctf,
+    /// Collapsed stacks (`a;b;c NS` lines) for any flame-graph tool: ops under the ops
+    /// they sit in, by self time, and kernels under their launching ops, by device time.
+    Folded,
+    /// speedscope's JSON (.speedscope.json): each thread and stream as a timeline.
+    Speedscope,
 }
 
 #[derive(clap::Args)]
 #[command(
-    about = "Convert a trace to Perfetto protobuf, Chrome trace JSON or CTF",
+    about = "Convert a trace to Perfetto protobuf, Chrome trace JSON, CTF, collapsed stacks or speedscope",
     after_help = "The output format comes from --to, or else from OUT's extension \
-                  (.pftrace/.perfetto-trace → perfetto, .json/.json.gz → json, .ctf → ctf).\n\n\
+                  (.pftrace/.perfetto-trace → perfetto, .json/.json.gz → json, .ctf → ctf, \
+                  .folded → folded, .speedscope.json → speedscope).\n\n\
                   Examples:\n  opscope convert rank0.json.gz -o rank0.pftrace\n  \
                   opscope convert ranks/ -o all.json --to json\n  \
-                  opscope convert run_meta -o run.ctf --to ctf     # then: babeltrace2 run.ctf"
+                  opscope convert run_meta -o run.ctf --to ctf     # then: babeltrace2 run.ctf\n  \
+                  opscope convert trace.json.gz -o ops.folded       # then: flamegraph.pl ops.folded > ops.svg\n  \
+                  opscope convert trace.json.gz -o ops.speedscope.json   # then open it in speedscope"
 )]
 pub struct Args {
     /// Trace files or directories to read.
@@ -56,7 +64,11 @@ pub struct Args {
 
 fn target_from_extension(path: &Path) -> Option<Target> {
     let name = path.file_name()?.to_string_lossy().to_ascii_lowercase();
-    if name.ends_with(".json") || name.ends_with(".json.gz") {
+    if name.ends_with(".speedscope.json") {
+        Some(Target::Speedscope)
+    } else if name.ends_with(".folded") || name.ends_with(".folded.gz") {
+        Some(Target::Folded)
+    } else if name.ends_with(".json") || name.ends_with(".json.gz") {
         Some(Target::Json)
     } else if name.ends_with(".ctf") {
         Some(Target::Ctf)
@@ -73,7 +85,7 @@ fn target_from_extension(path: &Path) -> Option<Target> {
 pub fn run(args: Args) -> Result<()> {
     let Some(target) = args.to.or_else(|| target_from_extension(&args.output)) else {
         bail!(
-            "{}: cannot tell the output format from the extension; pass --to perfetto, json or ctf",
+            "{}: cannot tell the output format from the extension; pass --to perfetto, json, ctf, folded or speedscope",
             args.output.display()
         );
     };
@@ -190,6 +202,14 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
         Target::Perfetto => opscope_formats::perfetto::export(trace, out)?,
         Target::Json => opscope_formats::chrome::export(trace, out)?,
         Target::Ctf => unreachable!("CTF is a directory, written by write_ctf"),
+        Target::Folded => {
+            let cx = opscope_analysis::Context::new(trace);
+            let options = opscope_analysis::flame::FlameOptions { device: true };
+            for (stack, ns) in opscope_analysis::flame::folded(&cx, options) {
+                writeln!(out, "{stack} {ns}")?;
+            }
+        }
+        Target::Speedscope => opscope_formats::speedscope::export(trace, "opscope", out)?,
     }
     Ok(())
 }

@@ -4,6 +4,7 @@ pub mod agent;
 pub mod convert;
 pub mod dump;
 pub mod env;
+pub mod flame;
 pub mod gpu;
 pub mod info;
 pub mod memory;

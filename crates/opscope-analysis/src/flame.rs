@@ -1,0 +1,233 @@
+//! Flame-graph stacks: every host op (the op kinds of the views, and Python frames)
+//! under the ops it sits in on its thread, weighted by its self time, and each piece of
+//! device work under the op that launched it, weighted by its device time; as collapsed
+//! stacks (`process;thread;op;…;leaf weight`), the input of every flame-graph tool
+//! (flamegraph.pl, inferno, speedscope's importer). Slices of other kinds (a
+//! profiler's own spans, allocations) are left out, their children kept.
+
+use hashbrown::HashMap;
+use opscope_model::{SliceKind, StrId, Trace, TrackKind, NONE};
+
+use crate::Context;
+use crate::{attribution, correlate};
+
+#[derive(Clone, Copy, Debug)]
+pub struct FlameOptions {
+    /// Put kernels, copies and sets under the op that launched them (their device
+    /// time), beside the ops' CPU time.
+    pub device: bool,
+}
+
+/// A frame of the tree: its parent node and its text.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+enum Frame {
+    Process(u32),
+    Thread(u32),
+    Slice(StrId),
+    Device(SliceKind, StrId),
+    /// Device work with no launching op found.
+    Unattributed,
+}
+
+/// Collapsed stacks, one per distinct stack with its weight in ns, sorted by stack.
+pub fn folded(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
+    let trace = cx.trace();
+    let s = &trace.slices;
+    let mut tree = Tree::default();
+    // Self time: each frame's duration less that of the frames in it (through slices
+    // that are no frames).
+    let mut children = vec![0i64; s.len()];
+    for i in 0..s.len() {
+        if !is_frame(trace, i) {
+            continue;
+        }
+        let mut p = s.parent[i];
+        while p != NONE && !is_frame(trace, p as usize) {
+            p = s.parent[p as usize];
+        }
+        if p != NONE {
+            children[p as usize] += s.dur[i];
+        }
+    }
+    let mut node = vec![u32::MAX; s.len()];
+    let mut weights: HashMap<u32, u64> = HashMap::new();
+    let mut chain = Vec::new();
+    for i in 0..s.len() {
+        if !is_frame(trace, i) {
+            continue;
+        }
+        // The slice's node, made with those of its ancestors not made yet.
+        chain.clear();
+        let mut at = i as u32;
+        while at != NONE && node[at as usize] == u32::MAX {
+            chain.push(at);
+            at = s.parent[at as usize];
+        }
+        let mut parent = if at == NONE {
+            tree.thread_root(trace, s.track[i])
+        } else {
+            node[at as usize]
+        };
+        for &j in chain.iter().rev() {
+            // A slice that is no frame passes its place on to its children.
+            if is_frame(trace, j as usize) {
+                parent = tree.child(parent, Frame::Slice(s.name[j as usize]));
+            }
+            node[j as usize] = parent;
+        }
+        let self_ns = (s.dur[i] - children[i]).max(0) as u64;
+        if self_ns > 0 {
+            *weights.entry(node[i]).or_default() += self_ns;
+        }
+    }
+    if options.device {
+        let correlation = cx.correlation();
+        for i in 0..s.len() {
+            if !correlate::is_device_work(trace, i) || s.dur[i] <= 0 {
+                continue;
+            }
+            let leaf = Frame::Device(s.kind(i), s.name[i]);
+            let at = match correlation.op_of(trace, i).map(|op| node[op]) {
+                Some(n) if n != u32::MAX => tree.child(n, leaf),
+                _ => {
+                    let root = tree.process_root(trace, s.track[i]);
+                    let none = tree.child(root, Frame::Unattributed);
+                    tree.child(none, leaf)
+                }
+            };
+            *weights.entry(at).or_default() += s.dur[i] as u64;
+        }
+    }
+    let mut out: Vec<(String, u64)> = weights
+        .into_iter()
+        .map(|(n, w)| (tree.path(trace, n), w))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Whether slice `i` is a frame: a host op of the views, or a Python frame, on a thread.
+fn is_frame(trace: &Trace, i: usize) -> bool {
+    let kind = trace.slices.kind(i);
+    trace.tracks[trace.slices.track[i] as usize].kind == TrackKind::Thread
+        && (attribution::is_op_kind(kind) || kind == SliceKind::PythonFunction)
+}
+
+/// The frames met so far, as a tree of (parent, frame) → node.
+#[derive(Default)]
+struct Tree {
+    nodes: Vec<(u32, Frame)>,
+    index: HashMap<(u32, Frame), u32>,
+}
+
+const ROOT: u32 = u32::MAX;
+
+impl Tree {
+    fn child(&mut self, parent: u32, frame: Frame) -> u32 {
+        if let Some(&n) = self.index.get(&(parent, frame)) {
+            return n;
+        }
+        let n = self.nodes.len() as u32;
+        self.nodes.push((parent, frame));
+        self.index.insert((parent, frame), n);
+        n
+    }
+
+    fn process_root(&mut self, trace: &Trace, track: u32) -> u32 {
+        let process = trace.tracks[track as usize]
+            .process
+            .map_or(u32::MAX, |p| p.0);
+        self.child(ROOT, Frame::Process(process))
+    }
+
+    fn thread_root(&mut self, trace: &Trace, track: u32) -> u32 {
+        let root = self.process_root(trace, track);
+        let thread = trace.tracks[track as usize]
+            .thread
+            .map_or(u32::MAX - track, |t| t.0);
+        self.child(root, Frame::Thread(thread))
+    }
+
+    /// `a;b;c`: frames from the root, `;` in names written as `:` (the separator).
+    fn path(&self, trace: &Trace, mut n: u32) -> String {
+        let mut frames = Vec::new();
+        while n != ROOT {
+            let (parent, frame) = self.nodes[n as usize];
+            frames.push(frame_text(trace, frame));
+            n = parent;
+        }
+        frames.reverse();
+        frames
+            .iter()
+            .map(|f| f.replace(';', ":"))
+            .collect::<Vec<_>>()
+            .join(";")
+    }
+}
+
+fn frame_text(trace: &Trace, frame: Frame) -> String {
+    match frame {
+        Frame::Process(p) => match trace.processes.get(p as usize) {
+            Some(process) => match process.name {
+                Some(name) => format!("{} (pid {})", trace.str(name), process.pid),
+                None => format!("pid {}", process.pid),
+            },
+            None => "(no process)".to_string(),
+        },
+        Frame::Thread(t) => match trace.threads.get(t as usize) {
+            Some(thread) => match thread.name {
+                Some(name) => format!("{} (tid {})", trace.str(name), thread.tid),
+                None => format!("tid {}", thread.tid),
+            },
+            None => "(no thread)".to_string(),
+        },
+        Frame::Slice(name) => trace.str(name).to_string(),
+        Frame::Device(kind, name) => format!("[{}] {}", kind.name(), trace.str(name)),
+        Frame::Unattributed => "(device work with no launching op)".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Self times sum to the roots' durations, nesting becomes the stack, and a kernel
+    /// goes under the op whose launch it came from.
+    #[test]
+    fn stacks_weigh_self_time_and_put_kernels_under_their_ops() {
+        let json = r#"{"traceEvents":[
+            {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
+            {"ph":"M","name":"thread_name","pid":1,"tid":7,"args":{"name":"main"}},
+            {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":7,"ts":0,"dur":100},
+            {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":7,"ts":10,"dur":60},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":7,"ts":20,"dur":5,"args":{"correlation":9}},
+            {"ph":"X","cat":"cpu_op","name":"aten::relu","pid":1,"tid":7,"ts":200,"dur":30},
+            {"ph":"X","cat":"kernel","name":"gemm;v2","pid":0,"tid":7,"ts":40,"dur":50,"args":{"correlation":9,"device":0,"stream":7}}
+        ]}"#;
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace.finish();
+        let cx = Context::new(&trace);
+        let stacks = folded(&cx, FlameOptions { device: true });
+        let root = "python (pid 1);main (tid 7)";
+        let want = vec![
+            (format!("{root};aten::linear"), 40_000),
+            (format!("{root};aten::linear;aten::addmm"), 55_000),
+            (
+                format!("{root};aten::linear;aten::addmm;[kernel] gemm:v2"),
+                50_000,
+            ),
+            (
+                format!("{root};aten::linear;aten::addmm;cudaLaunchKernel"),
+                5_000,
+            ),
+            (format!("{root};aten::relu"), 30_000),
+        ];
+        assert_eq!(stacks, want);
+        let cpu: u64 = folded(&cx, FlameOptions { device: false })
+            .iter()
+            .map(|(_, w)| w)
+            .sum();
+        assert_eq!(cpu, 130_000, "the roots' durations");
+    }
+}
