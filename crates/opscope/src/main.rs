@@ -4,6 +4,7 @@
 mod agent;
 mod cache;
 mod commands;
+mod html;
 mod load;
 mod output;
 mod record;
@@ -54,6 +55,7 @@ enum Command {
     Dump(commands::dump::Args),
     Env(commands::env::Args),
     Flame(commands::flame::Args),
+    Report(commands::report::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -96,6 +98,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => commands::dump::run(args),
         Command::Env(args) => commands::env::run(args),
         Command::Flame(args) => commands::flame::run(args),
+        Command::Report(args) => commands::report::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

@@ -9,6 +9,7 @@ pub mod gpu;
 pub mod info;
 pub mod memory;
 pub mod record;
+pub mod report;
 pub mod stats;
 pub mod steps;
 pub mod top;

@@ -1,0 +1,272 @@
+//! `opscope report TRACE… -o report.html`: one self-contained HTML page of what the
+//! commands say about a trace (what it holds, steps, GPU time, top ops and kernels,
+//! memory) with charts and a flame graph, to mail or attach to a ticket. Every figure
+//! comes from the same report, written the same way, as the terminal's.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use base64_encoding::encode;
+use opscope_analysis::flame::{folded, FlameOptions};
+use opscope_analysis::gpu::{self, GpuOptions};
+use opscope_analysis::kernel_stats::{kernel_stats, KernelStatsOptions, KernelTable};
+use opscope_analysis::memory::{memory_report, MemoryOptions};
+use opscope_analysis::report::Reported;
+use opscope_analysis::steps::{self, StepOptions};
+use opscope_analysis::summary::summarize;
+use opscope_analysis::view::{op_view, Column, OpViewOptions};
+use opscope_analysis::Context as Cx;
+
+use crate::html::{self, Bar};
+use crate::load;
+
+#[derive(clap::Args)]
+#[command(
+    about = "Write one self-contained HTML page of the reports, with charts and a flame graph",
+    long_about = "Write one HTML file that needs nothing else (no network, no other file): \
+                  what the trace holds, step times as a chart, GPU time per rank as stacked \
+                  bars and its breakdown per stream, the top ops and kernels, memory, and a \
+                  flame graph. Its figures are those `info`, `steps`, `gpu`, `stats op`, \
+                  `stats kernel` and `memory` print.",
+    after_help = "Examples:\n  opscope report trace.json.gz -o report.html\n  opscope report ranks/ -o job.html\n  opscope report --live train -o now.html"
+)]
+pub struct Args {
+    #[command(flatten)]
+    inputs: load::Inputs,
+    /// Where to write the page.
+    #[arg(short, long, value_name = "FILE")]
+    output: PathBuf,
+    /// Rows in the top-ops and kernel tables.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    top: usize,
+    /// Replace FILE when it exists.
+    #[arg(long, short)]
+    force: bool,
+}
+
+const COMPUTE: &str = "#4e79a7";
+const OTHER: &str = "#f28e2b";
+const IDLE: &str = "#d3d3d3";
+const COMMUNICATION: &str = "#e15759";
+const MEMORY: &str = "#76b7b2";
+
+pub fn run(args: Args) -> Result<()> {
+    if args.output.exists() && !args.force {
+        bail!(
+            "{}: already exists; pass --force to replace it",
+            args.output.display()
+        );
+    }
+    let trace = args.inputs.load()?;
+    let cx = Cx::new(&trace);
+    let mut body = String::new();
+    let mut section = |title: &str, content: String| {
+        body.push_str(&format!("<h2>{}</h2>\n{content}", html::escape(title)));
+    };
+
+    section(
+        "What the trace holds",
+        html::report(&summarize(&cx).report()),
+    );
+
+    let steps = steps::report(&cx, &StepOptions::default());
+    let mut charts = String::new();
+    for source in steps
+        .sources
+        .iter()
+        .filter(|s| !s.steps.is_empty())
+        .take(16)
+    {
+        let device = source.steps.iter().any(|s| s.kernels > 0);
+        let bars: Vec<Bar> = source
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(k, s)| {
+                let ms = |ns: i64| ns as f64 / 1e6;
+                let parts = if device {
+                    vec![
+                        (ms(s.computation_ns), COMPUTE),
+                        (ms(s.communication_ns), COMMUNICATION),
+                        (ms(s.memory_ns), MEMORY),
+                        (ms(s.device_idle_ns), IDLE),
+                    ]
+                } else {
+                    vec![(ms(s.dur_ns), COMPUTE)]
+                };
+                Bar {
+                    // Step names are long (ProfilerStep#551): the tooltip has them.
+                    label: (k + 1).to_string(),
+                    title: format!("{}: {:.3} ms", s.name, ms(s.dur_ns)),
+                    parts,
+                }
+            })
+            .collect();
+        charts.push_str(&format!("<p>{}</p>\n", html::escape(&source.role)));
+        charts.push_str(&html::bars(&bars, 160, "ms"));
+    }
+    if !charts.is_empty() {
+        charts.push_str(&legend(&[
+            (COMPUTE, "computation (or the step, without device work)"),
+            (COMMUNICATION, "communication"),
+            (MEMORY, "memory"),
+            (IDLE, "device idle"),
+        ]));
+    }
+    section("Steps", charts + &html::report(&steps.report()));
+
+    let gpu = gpu::analyze(&cx, &GpuOptions::default());
+    let bars: Vec<Bar> = gpu
+        .ranks
+        .iter()
+        .map(|r| {
+            let ms = |ns: i64| ns as f64 / 1e6;
+            let name = match (r.rank, &r.device) {
+                (Some(rank), _) => format!("rank {rank}"),
+                (None, Some(d)) => d.clone(),
+                (None, None) => "device".to_string(),
+            };
+            Bar {
+                title: format!(
+                    "{name}: computation {:.1} %, other work {:.1} %, idle {:.1} %",
+                    r.temporal.compute_pct, r.temporal.non_compute_pct, r.temporal.idle_pct
+                ),
+                label: name,
+                parts: vec![
+                    (ms(r.temporal.compute_ns), COMPUTE),
+                    (ms(r.temporal.non_compute_ns), OTHER),
+                    (ms(r.temporal.idle_ns), IDLE),
+                ],
+            }
+        })
+        .collect();
+    let mut gpu_html = html::bars(&bars, 200, "ms");
+    if !bars.is_empty() {
+        gpu_html.push_str(&legend(&[
+            (COMPUTE, "computation"),
+            (OTHER, "other device work"),
+            (IDLE, "idle"),
+        ]));
+    }
+    section("GPU time", gpu_html + &html::report(&gpu.report()));
+
+    let ops = op_view(
+        &cx,
+        &OpViewOptions {
+            columns: vec![
+                Column::Occurrence,
+                Column::Micros,
+                Column::CpuMicros,
+                Column::SelfCpuMicros,
+                Column::AcceleratorMicros,
+            ],
+            limit: args.top,
+            ..OpViewOptions::default()
+        },
+    );
+    section("Top ops", html::report(&ops.report()));
+
+    let mut kernels = kernel_stats(&cx, &KernelStatsOptions::default());
+    kernels.truncate(args.top);
+    section(
+        "Top kernels",
+        html::report(&KernelTable { rows: kernels }.report()),
+    );
+
+    section(
+        "Memory",
+        html::report(&memory_report(&cx, &MemoryOptions { top: 10 }).report()),
+    );
+
+    let stacks = folded(&cx, FlameOptions { device: true });
+    if !stacks.is_empty() {
+        let lines: Vec<String> = stacks.iter().map(|(s, ns)| format!("{s} {ns}")).collect();
+        let mut options = inferno::flamegraph::Options::default();
+        options.title = "Where the time goes".to_string();
+        options.count_name = "ns".to_string();
+        // Frames narrower than this are left out: they keep a big trace's page small.
+        options.min_width = 0.5;
+        let mut svg = Vec::new();
+        inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut svg)
+            .context("cannot draw the flame graph")?;
+        section(
+            "Flame graph",
+            format!(
+                "<p>Ops under the ops they sit in, by CPU self time; kernels, copies and sets under the op that launched them, by device time. Open the image on its own to zoom.</p>\n<img alt=\"flame graph\" style=\"max-width:100%\" src=\"data:image/svg+xml;base64,{}\">\n",
+                encode(&svg)
+            ),
+        );
+    }
+
+    let title = format!(
+        "opscope report: {}",
+        args.inputs.live.clone().unwrap_or_else(|| args
+            .inputs
+            .traces
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "))
+    );
+    let page = html::page(&title, &body);
+    std::fs::write(&args.output, &page)
+        .with_context(|| format!("{}: cannot write", args.output.display()))?;
+    eprintln!(
+        "wrote {}: {:.1} KiB",
+        args.output.display(),
+        page.len() as f64 / 1024.0
+    );
+    Ok(())
+}
+
+fn legend(items: &[(&str, &str)]) -> String {
+    let mut out = String::from("<p class=legend>");
+    for (colour, what) in items {
+        out.push_str(&format!(
+            "<span style=\"background:{colour}\"></span>{}",
+            html::escape(what)
+        ));
+    }
+    out.push_str("</p>\n");
+    out
+}
+
+/// Base64 for the page's inline images (RFC 4648, with padding).
+mod base64_encoding {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+    pub fn encode(bytes: &[u8]) -> String {
+        let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+        for chunk in bytes.chunks(3) {
+            let n = (chunk[0] as u32) << 16
+                | (*chunk.get(1).unwrap_or(&0) as u32) << 8
+                | *chunk.get(2).unwrap_or(&0) as u32;
+            for k in 0..4 {
+                if k <= chunk.len() {
+                    out.push(ALPHABET[(n >> (18 - 6 * k) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn encodes_as_rfc_4648_says() {
+            for (plain, coded) in [
+                ("", ""),
+                ("f", "Zg=="),
+                ("fo", "Zm8="),
+                ("foo", "Zm9v"),
+                ("foob", "Zm9vYg=="),
+                ("fooba", "Zm9vYmE="),
+                ("foobar", "Zm9vYmFy"),
+            ] {
+                assert_eq!(super::encode(plain.as_bytes()), coded);
+            }
+        }
+    }
+}

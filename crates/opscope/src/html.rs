@@ -1,0 +1,184 @@
+//! Reports as HTML: the same blocks the terminal shows (lines, tables, trees), every
+//! figure written by [`crate::render::text`], so the page says what the commands say;
+//! and bar charts drawn as inline SVG. Nothing is fetched: the page is one file.
+
+use std::fmt::Write;
+
+use opscope_analysis::report::{Block, Piece, Report, Table};
+
+use crate::render::{text, write_report};
+
+/// `&`, `<`, `>` and `"` as entities.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A report's blocks as HTML.
+pub fn report(report: &Report) -> String {
+    let mut out = String::new();
+    for block in &report.blocks {
+        match block {
+            Block::Line(line) if line.0.is_empty() => {}
+            Block::Line(line) => {
+                out.push_str("<p>");
+                for piece in &line.0 {
+                    match piece {
+                        Piece::Text(t) => out.push_str(&escape(t)),
+                        Piece::Value(v) => {
+                            let _ = write!(out, "<b>{}</b>", escape(&text(v)));
+                        }
+                    }
+                }
+                out.push_str("</p>\n");
+            }
+            Block::Table(table) => out.push_str(&self::table(table)),
+            Block::Tree(tree) => {
+                // The tree as the terminal shows it: its indentation is its shape.
+                let one = Report {
+                    blocks: vec![Block::Tree(tree.clone())],
+                };
+                let mut bytes = Vec::new();
+                let _ = write_report(&one, &mut bytes);
+                let _ = writeln!(
+                    out,
+                    "<pre>{}</pre>",
+                    escape(&String::from_utf8_lossy(&bytes))
+                );
+            }
+        }
+    }
+    out
+}
+
+fn table(table: &Table) -> String {
+    if table.rows.is_empty() {
+        return table
+            .empty
+            .map(|e| format!("<p>{}</p>\n", escape(e)))
+            .unwrap_or_default();
+    }
+    let mut out = String::from("<table>\n<tr>");
+    for c in &table.columns {
+        let class = if c.numeric { " class=n" } else { "" };
+        let _ = write!(out, "<th{class}>{}</th>", escape(c.title));
+    }
+    out.push_str("</tr>\n");
+    for row in &table.rows {
+        out.push_str("<tr>");
+        for (value, column) in row.iter().zip(&table.columns) {
+            let class = if column.numeric { " class=n" } else { "" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(&text(value)));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// One bar of a chart: its label and its parts (value, colour), stacked.
+pub struct Bar {
+    pub label: String,
+    pub parts: Vec<(f64, &'static str)>,
+    /// What the bar's tooltip says.
+    pub title: String,
+}
+
+/// Bars as an inline SVG, `height` px high, scaled to the largest total.
+pub fn bars(bars: &[Bar], height: u32, unit: &str) -> String {
+    if bars.is_empty() {
+        return String::new();
+    }
+    let width = 900.0;
+    let gap = 2.0;
+    let bar_w = ((width - 60.0) / bars.len() as f64 - gap).clamp(1.0, 60.0);
+    let max = bars
+        .iter()
+        .map(|b| b.parts.iter().map(|p| p.0).sum::<f64>())
+        .fold(0.0, f64::max)
+        .max(f64::MIN_POSITIVE);
+    let plot = height as f64 - 30.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\">\n"
+    );
+    let _ = writeln!(
+        svg,
+        "<text x=\"0\" y=\"12\" font-size=\"11\">{}</text>",
+        escape(&format!("{max:.3} {unit}"))
+    );
+    for (k, bar) in bars.iter().enumerate() {
+        let x = 60.0 + k as f64 * (bar_w + gap);
+        let mut y = plot + 15.0;
+        let _ = write!(svg, "<g><title>{}</title>", escape(&bar.title));
+        for &(value, colour) in &bar.parts {
+            let h = value / max * plot;
+            y -= h;
+            let _ = write!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{bar_w:.1}\" height=\"{h:.1}\" fill=\"{colour}\"/>"
+            );
+        }
+        svg.push_str("</g>\n");
+        if bars.len() <= 40 {
+            let _ = writeln!(
+                svg,
+                "<text x=\"{:.1}\" y=\"{}\" font-size=\"9\" text-anchor=\"middle\">{}</text>",
+                x + bar_w / 2.0,
+                height - 2,
+                escape(&bar.label)
+            );
+        }
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
+/// The page around `body`, its style inline.
+pub fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>{}</title>\n<style>\n{STYLE}</style></head>\n<body>\n<h1>{}</h1>\n{body}</body></html>\n",
+        escape(title),
+        escape(title)
+    )
+}
+
+const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:2em;max-width:1100px;color:#222}
+h1{font-size:22px}h2{font-size:18px;margin-top:2em;border-bottom:1px solid #ccc}
+table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}
+.n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px;overflow-x:auto}
+.legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opscope_analysis::report::{Column, Line, Value};
+
+    #[test]
+    fn figures_are_written_as_the_terminal_writes_them_and_escaped() {
+        let mut r = Report::default();
+        r.line(Line::of("a <b> ").value(Value::Duration(1_500_000.0)));
+        let mut t = Table::new(vec![Column::text("op"), Column::numeric("time")]);
+        t.rows
+            .push(vec![Value::text("x&y"), Value::Duration(2_000.0)]);
+        r.table(t);
+        let html = report(&r);
+        assert!(
+            html.contains("<p>a &lt;b&gt; <b>1.500 ms</b></p>"),
+            "{html}"
+        );
+        assert!(
+            html.contains("<td>x&amp;y</td><td class=n>2.000 µs</td>"),
+            "{html}"
+        );
+    }
+}

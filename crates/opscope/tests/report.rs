@@ -1,0 +1,170 @@
+//! `opscope report`: one HTML page that needs nothing else, whose figures are the ones
+//! the commands print; on eight ranks made from the shared two-rank Kineto traces, and
+//! opened in a real browser (headless Chromium) where one is installed.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::{opscope, opscope_ok, scratch_dir, shared_traces};
+
+/// Eight rank files: the two shared ranks four times, each copy numbered as its own
+/// rank in its `distributedInfo`.
+fn eight_ranks(dir: &Path) -> Option<PathBuf> {
+    let traces = shared_traces()?.join("kineto/hta/trace_filter");
+    let ranks = dir.join("ranks");
+    let _ = std::fs::remove_dir_all(&ranks);
+    std::fs::create_dir_all(&ranks).unwrap();
+    for copy in 0..4 {
+        for rank in 0..2 {
+            let path = traces.join(format!("sampled_rank-{rank}.json.gz"));
+            let mut json = String::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).ok()?)
+                .read_to_string(&mut json)
+                .unwrap();
+            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let new_rank = copy * 2 + rank;
+            v["distributedInfo"]["rank"] = new_rank.into();
+            v["distributedInfo"]["world_size"] = 8.into();
+            let out =
+                std::fs::File::create(ranks.join(format!("rank-{new_rank}.json.gz"))).unwrap();
+            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+            gz.write_all(serde_json::to_string(&v).unwrap().as_bytes())
+                .unwrap();
+            gz.finish().unwrap();
+        }
+    }
+    Some(ranks)
+}
+
+/// The figures (a number with its unit) in `text`.
+fn figures(text: &str) -> Vec<String> {
+    let re = regex::Regex::new(r"\b\d[\d,]*(?:\.\d+)? ?(?:ns|µs|ms|s|%|B|KiB|MiB|GiB)\b").unwrap();
+    re.find_iter(text).map(|m| m.as_str().to_string()).collect()
+}
+
+#[test]
+fn the_report_is_one_file_whose_figures_are_the_commands() {
+    let dir = scratch_dir("report");
+    let Some(ranks) = eight_ranks(&dir) else {
+        assert!(std::env::var_os("CI").is_none(), "CI has the shared traces");
+        eprintln!("skipping: the shared traces are not here (OPSCOPE_SHARED)");
+        return;
+    };
+    let page = dir.join("report.html");
+    let _ = std::fs::remove_file(&page);
+    opscope_ok(&[
+        "report",
+        ranks.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+        "-q",
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.len() < 2 << 20, "{} bytes", html.len());
+    // Nothing to fetch: no scripts, styles or images from elsewhere.
+    for outside in [
+        "<script src",
+        "<link",
+        "src=\"http",
+        "href=\"http",
+        "url(http",
+        "@import",
+    ] {
+        assert!(
+            !html.contains(outside),
+            "the page fetches something: {outside}"
+        );
+    }
+    let text = html
+        .replace("&amp;", "&")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&quot;", "\"");
+    // The GPU chart has a bar per rank.
+    for rank in 0..8 {
+        assert!(
+            text.contains(&format!("<g><title>rank {rank}: ")),
+            "rank {rank}"
+        );
+    }
+    // Every figure the commands print (in text, names whole) is on the page, which
+    // lists the top 20 ops and kernels.
+    for args in [
+        &["gpu"][..],
+        &["steps"],
+        &["stats", "op", "--limit", "20"],
+        &["stats", "kernel", "--limit", "20"],
+        &["info"],
+    ] {
+        let mut full: Vec<&str> = args.to_vec();
+        full.extend_from_slice(&["--wide", ranks.to_str().unwrap()]);
+        let out = opscope_ok(&full);
+        // (Less the model's own size, which depends on how it was loaded: parsed or
+        // read back from the model cache.)
+        let printed: String = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .filter(|l| !l.contains("in the model"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let shown = figures(&printed);
+        assert!(!shown.is_empty(), "{args:?} printed no figures");
+        for figure in shown {
+            assert!(
+                text.contains(&figure),
+                "{args:?}: {figure} is not on the page"
+            );
+        }
+    }
+    // An existing page is not replaced without --force.
+    assert!(!opscope(&[
+        "report",
+        ranks.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap()
+    ])
+    .status
+    .success());
+
+    // In a real browser: the page loads offline and shows its sections and tables.
+    let Some(chromium) = ["chromium", "chromium-browser"]
+        .iter()
+        .find(|c| Command::new(c).arg("--version").output().is_ok())
+    else {
+        assert!(std::env::var_os("CI").is_none(), "CI installs chromium");
+        eprintln!("skipping the browser: no chromium");
+        return;
+    };
+    let dom = Command::new(chromium)
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .unwrap();
+    let dom = String::from_utf8_lossy(&dom.stdout);
+    for heading in ["Steps", "GPU time", "Top ops", "Top kernels", "Flame graph"] {
+        assert!(
+            dom.contains(&format!("<h2>{heading}</h2>")),
+            "{heading} not in the DOM"
+        );
+    }
+    assert!(dom.matches("<table>").count() >= 4);
+    let shot = dir.join("report.png");
+    let _ = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--window-size=1200,2400",
+        ])
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", page.display()))
+        .output();
+    assert!(
+        std::fs::metadata(&shot).is_ok_and(|m| m.len() > 10_000),
+        "no screenshot"
+    );
+    eprintln!("screenshot: {}", shot.display());
+}
