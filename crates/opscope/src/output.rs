@@ -125,3 +125,15 @@ fn terminal_columns() -> Option<usize> {
     let ok = unsafe { libc::ioctl(libc::STDOUT_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
     (ok && size.ws_col > 0).then_some(size.ws_col as usize)
 }
+
+/// Refuses to write over an existing `path` unless `force` (the commands that write one
+/// file: `flame`, `report`).
+pub fn refuse_existing(path: &Path, force: bool) -> Result<()> {
+    if path.exists() && !force {
+        anyhow::bail!(
+            "{}: already exists; pass --force to replace it",
+            path.display()
+        );
+    }
+    Ok(())
+}

@@ -91,6 +91,23 @@ impl Agent {
         }
     }
 
+    /// Records `program args` as job `job` into `session`, and returns once `top`
+    /// shows more than `events` of its events (the program still running).
+    fn record_until(
+        &self,
+        job_name: &str,
+        session: &Path,
+        program: &Path,
+        args: &[&str],
+        events: u64,
+    ) -> Child {
+        let run = record(&self.socket, job_name, session, program, args);
+        self.top_until(Duration::from_secs(20), |top| {
+            job(top, job_name).is_some_and(|j| j["events"].as_u64() > Some(events))
+        });
+        run
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
@@ -281,16 +298,7 @@ fn an_agent_killed_mid_run_costs_the_job_nothing_and_a_new_one_has_it_back() {
     let mut agent = Agent::start(&dir, &[]);
     let session = dir.join("session");
     // 60 steps of 50 ms: three seconds.
-    let run = record(
-        &agent.socket,
-        "survivor",
-        &session,
-        &program,
-        &["60", "200", "50"],
-    );
-    agent.top_until(Duration::from_secs(20), |top| {
-        job(top, "survivor").is_some_and(|j| j["events"].as_u64() > Some(0))
-    });
+    let run = agent.record_until("survivor", &session, &program, &["60", "200", "50"], 0);
     agent.child.kill().unwrap(); // SIGKILL: the socket file stays behind
     agent.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -436,16 +444,7 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
     let agent = Agent::start(&dir, &["--memory", "8MiB"]);
     let session = dir.join("session");
     // 4 M tasks: some 13 MB of chunks, more than the flight recorder may keep.
-    let run = record(
-        &agent.socket,
-        "busy",
-        &session,
-        &program,
-        &["200", "20000", "5"],
-    );
-    agent.top_until(Duration::from_secs(20), |top| {
-        job(top, "busy").is_some_and(|j| j["events"].as_u64() > Some(10_000))
-    });
+    let run = agent.record_until("busy", &session, &program, &["200", "20000", "5"], 10_000);
     // Ask for a dump and never read it; the agent's answer fills the socket.
     let mut stuck = UnixStream::connect(&agent.socket).unwrap();
     let query = br#"{"query":"dump","job":"busy"}"#;

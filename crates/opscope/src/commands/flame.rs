@@ -41,12 +41,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if args.output.exists() && !args.force {
-        bail!(
-            "{}: already exists; pass --force to replace it",
-            args.output.display()
-        );
-    }
+    crate::output::refuse_existing(&args.output, args.force)?;
     let trace = args.inputs.load()?;
     let cx = opscope_analysis::Context::new(&trace);
     let stacks = folded(

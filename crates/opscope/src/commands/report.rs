@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use base64_encoding::encode;
 use opscope_analysis::flame::{folded, FlameOptions};
 use opscope_analysis::gpu::{self, GpuOptions};
@@ -51,12 +51,7 @@ const COMMUNICATION: &str = "#e15759";
 const MEMORY: &str = "#76b7b2";
 
 pub fn run(args: Args) -> Result<()> {
-    if args.output.exists() && !args.force {
-        bail!(
-            "{}: already exists; pass --force to replace it",
-            args.output.display()
-        );
-    }
+    crate::output::refuse_existing(&args.output, args.force)?;
     let trace = args.inputs.load()?;
     let cx = Cx::new(&trace);
     let mut body = String::new();
