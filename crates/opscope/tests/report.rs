@@ -83,13 +83,37 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
         .replace("&lt;", "<")
         .replace("&gt;", ">")
         .replace("&quot;", "\"");
-    // The GPU chart has a bar per rank.
+    // The GPU chart has a bar per rank, the launch-latency chart one per stream with
+    // launches (as `gpu` counts them), the quartiles in its tooltip.
     for rank in 0..8 {
         assert!(
             text.contains(&format!("<g><title>rank {rank}: ")),
             "rank {rank}"
         );
     }
+    let gpu = opscope_ok(&["gpu", "--format", "json", ranks.to_str().unwrap()]);
+    let gpu: serde_json::Value = serde_json::from_slice(&gpu.stdout).unwrap();
+    let mut launched = 0;
+    for r in gpu["ranks"].as_array().unwrap() {
+        for st in r["streams"].as_array().unwrap() {
+            let latency = &st["launches"]["latency"];
+            let Some(p50) = latency["p50"].as_f64() else {
+                continue;
+            };
+            launched += 1;
+            let bar = format!(
+                "<title>rank {} {} {}: {} launches; p25 {:.1} µs, p50 {:.1} µs",
+                r["rank"],
+                st["device"].as_str().unwrap(),
+                st["stream"].as_str().unwrap(),
+                latency["count"],
+                latency["p25"].as_f64().unwrap() / 1e3,
+                p50 / 1e3
+            );
+            assert!(text.contains(&bar), "no bar {bar}");
+        }
+    }
+    assert!(launched >= 8, "{launched} streams with launches");
     // Every figure the commands print (in text, names whole) is on the page, which
     // lists the top 20 ops and kernels.
     for args in [

@@ -143,6 +143,43 @@ pub fn run(args: Args) -> Result<()> {
             (IDLE, "idle"),
         ]));
     }
+    // Launch latency per stream: the middle half of the launches, the median between,
+    // and the whisker to the 99th percentile.
+    let latency: Vec<Bar> = gpu
+        .ranks
+        .iter()
+        .flat_map(|r| r.streams.iter().map(move |st| (r, st)))
+        .filter_map(|(r, st)| {
+            let d = st.launches.latency.as_ref()?;
+            let us = |ns: f64| ns / 1e3;
+            let rank = r.rank.map_or(String::new(), |k| format!("rank {k} "));
+            Some(Bar {
+                label: format!("{rank}{}", st.stream),
+                title: format!(
+                    "{rank}{} {}: {} launches; p25 {:.1} µs, p50 {:.1} µs, p75 {:.1} µs, p99 {:.1} µs",
+                    st.device, st.stream, d.count, us(d.p25), us(d.p50), us(d.p75), us(d.p99)
+                ),
+                parts: vec![
+                    (us(d.p25), "#ffffff"),
+                    (us(d.p50 - d.p25), "#6baed6"),
+                    (us(d.p75 - d.p50), "#2171b5"),
+                    (us(d.p99 - d.p75), "#c6dbef"),
+                ],
+            })
+        })
+        .take(48)
+        .collect();
+    if !latency.is_empty() {
+        gpu_html.push_str(
+            "<p>Launch latency per stream (from the launch call to the work's start)</p>\n",
+        );
+        gpu_html.push_str(&html::bars(&latency, 160, "µs"));
+        gpu_html.push_str(&legend(&[
+            ("#6baed6", "p25 to p50"),
+            ("#2171b5", "p50 to p75"),
+            ("#c6dbef", "p75 to p99"),
+        ]));
+    }
     section("GPU time", gpu_html + &html::report(&gpu.report()));
 
     let ops = op_view(
@@ -168,10 +205,51 @@ pub fn run(args: Args) -> Result<()> {
         html::report(&KernelTable { rows: kernels }.report()),
     );
 
-    section(
-        "Memory",
-        html::report(&memory_report(&cx, &MemoryOptions { top: 10 }).report()),
-    );
+    let memory = memory_report(&cx, &MemoryOptions { top: 10 });
+    let mut memory_html = String::new();
+    for a in memory.allocators.iter().take(8) {
+        let mib = |b: i64| b as f64 / (1 << 20) as f64;
+        let (what, bars): (&str, Vec<Bar>) = if !a.over_time.is_empty() {
+            (
+                "highest resident memory in each tenth of the run",
+                a.over_time
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| Bar {
+                        label: (k + 1).to_string(),
+                        title: format!("{:.1} MiB at most", mib(p.peak)),
+                        parts: vec![(mib(p.peak), COMPUTE)],
+                    })
+                    .collect(),
+            )
+        } else {
+            (
+                "bytes in use at the end of each step",
+                a.steps
+                    .iter()
+                    .enumerate()
+                    .map(|(k, st)| Bar {
+                        label: (k + 1).to_string(),
+                        title: format!(
+                            "{}: {:.1} MiB in use at its end",
+                            st.step,
+                            mib(st.in_use_at_end)
+                        ),
+                        parts: vec![(mib(st.in_use_at_end), COMPUTE)],
+                    })
+                    .collect(),
+            )
+        };
+        if bars.len() >= 2 {
+            let rank = a.rank.map_or(String::new(), |k| format!("rank {k}, "));
+            memory_html.push_str(&format!(
+                "<p>{}: {what}</p>\n",
+                html::escape(&format!("{rank}{}", a.allocator))
+            ));
+            memory_html.push_str(&html::bars(&bars, 120, "MiB"));
+        }
+    }
+    section("Memory", memory_html + &html::report(&memory.report()));
 
     let stacks = folded(&cx, FlameOptions { device: true });
     if !stacks.is_empty() {
