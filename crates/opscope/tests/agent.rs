@@ -13,6 +13,16 @@ use std::time::{Duration, Instant};
 use common::{assert_ok, built, compile_itt_program, scratch_dir, test_cache_dir};
 use serde_json::Value;
 
+/// Whether what a test needs is here: off CI its absence skips the test, saying so;
+/// on CI it fails the test.
+fn have(present: bool, what: &str) -> bool {
+    if !present {
+        assert!(std::env::var_os("CI").is_none(), "CI needs {what}");
+        eprintln!("skipping: needs {what}");
+    }
+    present
+}
+
 /// A running agent, killed when dropped.
 struct Agent {
     child: Child,
@@ -721,12 +731,10 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
     // SAFETY: getuid has no preconditions.
     let root = unsafe { libc::getuid() } == 0;
     let setpriv = Command::new("setpriv").arg("--version").output().is_ok();
-    if !(root && setpriv) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must run as root with setpriv (util-linux) to test two users"
-        );
-        eprintln!("skipping: needs root and setpriv to run a job as another user");
+    if !have(
+        root && setpriv,
+        "root and setpriv (util-linux) to run a job as another user",
+    ) {
         return;
     }
     let dir = scratch_dir("agent-two-users");
@@ -930,12 +938,8 @@ fn over_tcp_only_a_client_with_the_token_is_answered() {
 
 #[test]
 fn top_draws_the_jobs_on_a_terminal_and_leaves_on_q() {
-    if Command::new("script").arg("--version").output().is_err() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI needs script (util-linux)"
-        );
-        eprintln!("skipping: no `script` to give top a terminal");
+    let script = Command::new("script").arg("--version").output().is_ok();
+    if !have(script, "`script` (bsdutils) to give top a terminal") {
         return;
     }
     let dir = scratch_dir("agent-top-tty");

@@ -8,7 +8,9 @@ use opscope_analysis::steps;
 use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
 use opscope_model::SliceKind;
 
+use super::flight::ProcessKey;
 use super::protocol::{read_frame, Hello, CHUNK, PREAMBLE};
+use super::state::{JobKey, Process};
 use super::{now_ns, Shared};
 
 /// Past this many names of one kind, a process's tallies start afresh each chunk.
@@ -73,81 +75,113 @@ impl Tallies {
 /// then marks it ended.
 pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Shared) {
     let (job, process) = shared.state().join(hello, pid, uid, now_ns());
-    let mut decoder = StreamDecoder::new();
+    let mut stream = Stream {
+        job,
+        process,
+        decoder: StreamDecoder::new(),
+        tallies: Tallies::default(),
+        preamble_len: 0,
+        name: format!("process {pid}"),
+    };
     let mut buf = Vec::new();
-    let mut tallies = Tallies::default();
-    let mut preamble_len = 0;
-    let name = format!("process {pid}");
     while let Ok((kind, body)) = read_frame(&mut reader, &mut buf) {
-        match kind {
-            PREAMBLE => {
-                let _ = decoder.feed(body, &name, &mut |_| {});
-            }
-            CHUNK if body.len() >= 8 => {
-                let lost = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
-                let chunk = &body[8..];
-                tallies.clear();
-                let read = decoder.feed(chunk, &name, &mut |event| tally(&mut tallies, event));
-                let now = now_ns();
-                let mut state = shared.state();
-                let second = now.saturating_sub(state.started_ns) / 1_000_000_000;
-                if read.is_ok() {
-                    state.flight.push(process, now, chunk);
-                }
-                let Some(job) = state.jobs.get_mut(&job) else {
-                    break;
-                };
-                if read.is_err() {
-                    job.unreadable_chunks += 1;
-                }
-                job.events += tallies.events;
-                job.last_chunk_ns = now;
-                job.ops.add_events(second, tallies.events);
-                for (kind, names) in &tallies.ops {
-                    for (name, &(calls, ns)) in names {
-                        if calls > 0 {
-                            let op = job.ops.op(name, kind);
-                            job.ops.add(second, op, calls, ns);
-                        }
-                    }
-                }
-                let Some(p) = job.processes.get_mut(&process) else {
-                    break;
-                };
-                p.chunks += 1;
-                p.chunks_lost = lost;
-                p.events += tallies.events;
-                // Markers first, as `opscope steps` takes them.
-                if !tallies.steps_ms.is_empty() {
-                    p.steps_found_by = "markers";
-                }
-                if p.steps_found_by != "markers" && !tallies.framework_steps_ms.is_empty() {
-                    p.steps_found_by = "the framework's step calls";
-                    tallies.steps_ms.append(&mut tallies.framework_steps_ms);
-                }
-                for &ms in &tallies.steps_ms {
-                    p.add_step(ms);
-                }
-                if decoder.preamble().len() != preamble_len {
-                    preamble_len = decoder.preamble().len();
-                    p.preamble = decoder.preamble().to_vec();
-                }
-                continue;
-            }
-            _ => {}
+        let keep = match kind {
+            PREAMBLE => stream.preamble(body, shared),
+            CHUNK if body.len() >= 8 => stream.chunk(body, shared),
+            _ => false, // not a sender's frame: drop the peer
+        };
+        if !keep {
+            break;
         }
-        if kind == PREAMBLE {
-            let mut state = shared.state();
-            if let Some(p) = state.process_mut(&job, process) {
-                preamble_len = decoder.preamble().len();
-                p.preamble = decoder.preamble().to_vec();
-            }
-            continue;
-        }
-        break; // not a sender's frame: drop the peer
     }
-    if let Some(p) = shared.state().process_mut(&job, process) {
+    if let Some(p) = shared.state().process_mut(&stream.job, stream.process) {
         p.connected = false;
+    }
+}
+
+/// One process's stream as the agent reads it.
+struct Stream {
+    job: JobKey,
+    process: ProcessKey,
+    decoder: StreamDecoder,
+    tallies: Tallies,
+    /// The length of the decoder's preamble when it was last copied to the process.
+    preamble_len: usize,
+    name: String,
+}
+
+impl Stream {
+    /// The packets every chunk's reader needs; false when the job is gone.
+    fn preamble(&mut self, body: &[u8], shared: &Shared) -> bool {
+        let _ = self.decoder.feed(body, &self.name, &mut |_| {});
+        let mut state = shared.state();
+        let Some(p) = state.process_mut(&self.job, self.process) else {
+            return false;
+        };
+        self.copy_preamble(p);
+        true
+    }
+
+    /// One chunk: decoded and tallied here, then kept and added to its job's figures
+    /// under the lock; false when the job is gone.
+    fn chunk(&mut self, body: &[u8], shared: &Shared) -> bool {
+        let lost = u64::from_le_bytes(body[..8].try_into().expect("8 bytes"));
+        let chunk = &body[8..];
+        let tallies = &mut self.tallies;
+        tallies.clear();
+        let read = self
+            .decoder
+            .feed(chunk, &self.name, &mut |event| tally(tallies, event));
+        let now = now_ns();
+        let mut state = shared.state();
+        let second = now.saturating_sub(state.started_ns) / 1_000_000_000;
+        if read.is_ok() {
+            state.flight.push(self.process, now, chunk);
+        }
+        let Some(job) = state.jobs.get_mut(&self.job) else {
+            return false;
+        };
+        if read.is_err() {
+            job.unreadable_chunks += 1;
+        }
+        job.events += tallies.events;
+        job.last_chunk_ns = now;
+        job.ops.add_events(second, tallies.events);
+        for (kind, names) in &tallies.ops {
+            for (name, &(calls, ns)) in names {
+                if calls > 0 {
+                    let op = job.ops.op(name, kind);
+                    job.ops.add(second, op, calls, ns);
+                }
+            }
+        }
+        let Some(p) = job.processes.get_mut(&self.process) else {
+            return false;
+        };
+        p.chunks += 1;
+        p.chunks_lost = lost;
+        p.events += tallies.events;
+        // Markers first, as `opscope steps` takes them.
+        if !tallies.steps_ms.is_empty() {
+            p.steps_found_by = "markers";
+        }
+        if p.steps_found_by != "markers" && !tallies.framework_steps_ms.is_empty() {
+            p.steps_found_by = "the framework's step calls";
+            tallies.steps_ms.append(&mut tallies.framework_steps_ms);
+        }
+        for &ms in &tallies.steps_ms {
+            p.add_step(ms);
+        }
+        self.copy_preamble(p);
+        true
+    }
+
+    /// Gives the process the decoder's preamble when it grew (new track descriptors).
+    fn copy_preamble(&mut self, p: &mut Process) {
+        if self.decoder.preamble().len() != self.preamble_len {
+            self.preamble_len = self.decoder.preamble().len();
+            p.preamble = self.decoder.preamble().to_vec();
+        }
     }
 }
 
