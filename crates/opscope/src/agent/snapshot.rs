@@ -104,14 +104,16 @@ pub struct OpState {
     pub time_ms_60s: f64,
 }
 
-fn ms(v: Option<f64>) -> Value {
+/// A time in ms as a report value (`-` for none).
+pub fn ms(v: Option<f64>) -> Value {
     match v {
         Some(ms) => Value::Duration(ms * 1e6),
         None => Value::text("-"),
     }
 }
 
-fn trend(v: Option<f64>) -> Value {
+/// A step-time trend in percent as a report value (`-` for none).
+pub fn trend(v: Option<f64>) -> Value {
     match v {
         Some(p) => Value::text(format!("{p:+.1}%")),
         None => Value::text("-"),

@@ -14,7 +14,7 @@ use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
 
 use crate::agent::client::AgentAddress;
-use crate::agent::snapshot::{JobState, OpState, Snapshot};
+use crate::agent::snapshot::{self, JobState, OpState, Snapshot};
 use crate::agent::triggers;
 use crate::output::{self, TextOrJson};
 use crate::render::text;
@@ -370,9 +370,9 @@ fn duration(ms: f64) -> String {
 }
 
 fn ms(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".to_string(), duration)
+    text(&snapshot::ms(v))
 }
 
 fn trend(v: Option<f64>) -> String {
-    v.map_or_else(|| "-".to_string(), |p| format!("{p:+.1}%"))
+    text(&snapshot::trend(v))
 }
