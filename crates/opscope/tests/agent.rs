@@ -750,7 +750,13 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
         &["5", "20", "10"],
     );
     let nobody_session = dir.join("nobody-session");
-    let mut nobody = Command::new(env!("CARGO_BIN_EXE_opscope"));
+    // The build may sit where nobody cannot reach (a home directory): nobody runs
+    // copies of the binary and the library from the scratch directory.
+    let opscope = dir.join("opscope");
+    let library = dir.join("libopscope_record.so");
+    std::fs::copy(env!("CARGO_BIN_EXE_opscope"), &opscope).unwrap();
+    std::fs::copy(built("libopscope_record.so"), &library).unwrap();
+    let mut nobody = Command::new(&opscope);
     nobody
         .args([
             "record",
@@ -767,7 +773,7 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
         .arg("--")
         .arg(&program)
         .args(["5", "20", "10"])
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_RECORD_LIB", &library)
         .env("OPSCOPE_CACHE_DIR", dir.join("nobody-cache"));
     let out = as_nobody(&mut nobody).output().unwrap();
     assert_ok(&out, "a recording as nobody");
@@ -780,7 +786,7 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
     assert_eq!(job(&everyone, "roots").unwrap()["uid"], 0);
 
     let ask = |args: &[&str]| {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_opscope"));
+        let mut command = Command::new(&opscope);
         command.args(args).arg("--socket").arg(&agent.socket);
         as_nobody(&mut command).output().unwrap()
     };
