@@ -19,6 +19,7 @@ pub mod op_stats;
 pub mod report;
 pub mod steps;
 pub mod summary;
+pub mod timeline;
 pub mod tree;
 pub mod view;
 pub mod window;

@@ -303,6 +303,25 @@ fn periods(series: &[(i64, i64)]) -> Vec<Period> {
 }
 
 /// Bytes in use after each event.
+/// Bytes in use over time per allocator, as the memory report counts them (the
+/// allocator's own totals where every event has one): a curve for a timeline, beside
+/// the per-step and per-tenth figures of the report. The source is the allocator's.
+pub fn in_use_curves(trace: &Trace) -> Vec<(Option<SourceId>, String, Vec<(i64, i64)>)> {
+    allocation_events(trace)
+        .into_iter()
+        .map(|((source, device_type, device_id, allocator), events)| {
+            let name = match allocator {
+                Some(a) => trace.str(a).to_string(),
+                None if device_id >= 0 => format!("{} {device_id}", device_type_name(device_type)),
+                None => device_type_name(device_type),
+            };
+            let (series, _) = in_use_series(&events);
+            let curve = events.iter().map(|e| e.ts).zip(series).collect();
+            (source, name, curve)
+        })
+        .collect()
+}
+
 fn in_use_series(events: &[Event]) -> (Vec<i64>, bool) {
     let totals = events.iter().all(|e| e.total_allocated.is_some());
     let mut running = 0i64;

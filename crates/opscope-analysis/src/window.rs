@@ -19,6 +19,9 @@ pub enum Window {
     /// Only step N (`ProfilerStep#N`, `train_step_N`): host slices starting within it and
     /// device work launched by them (tfprof's `-step`).
     Step(u64),
+    /// Host slices starting in `[start, end)` ns and device work launched by them (or,
+    /// with no known launch, starting in it): a span picked on a timeline.
+    Span(i64, i64),
 }
 
 /// The number a step marker ends with: 3 in `ProfilerStep#3` or `train_step_3`.
@@ -69,6 +72,7 @@ pub(crate) fn select_with(
     match window {
         Window::Whole => return vec![true; n],
         Window::Step(number) => return select_step(trace, correlation, markers, number),
+        Window::Span(start, end) => return select_span(trace, correlation, start, end),
         Window::BeforeLastStep => {}
     }
     // Where the last step starts, per source with at least two distinct steps.
@@ -90,13 +94,26 @@ pub(crate) fn select_with(
             let Some(cut) = cut(correlate::source_of(trace, i)) else {
                 return true;
             };
-            let at = match correlation.launch_of(i) {
-                Some(call) if correlate::is_device_work(trace, i) => s.ts[call],
-                _ => s.ts[i],
-            };
+            let at = launched_at(trace, correlation, i);
             at < cut
         })
         .collect()
+}
+
+/// Slices of a span of time (see [`Window::Span`]).
+fn select_span(trace: &Trace, correlation: &Correlation, start: i64, end: i64) -> Vec<bool> {
+    let s = &trace.slices;
+    (0..s.len())
+        .map(|i| (start..end).contains(&launched_at(trace, correlation, i)))
+        .collect()
+}
+
+/// When a slice's work was asked for: device work at its launch, when known.
+fn launched_at(trace: &Trace, correlation: &Correlation, i: usize) -> i64 {
+    match correlation.launch_of(i) {
+        Some(call) if correlate::is_device_work(trace, i) => trace.slices.ts[call],
+        _ => trace.slices.ts[i],
+    }
 }
 
 /// Slices of step `number` (see [`Window::Step`]).
@@ -123,11 +140,43 @@ fn select_step(
             else {
                 return false;
             };
-            let at = match correlation.launch_of(i) {
-                Some(call) if correlate::is_device_work(trace, i) => s.ts[call],
-                _ => s.ts[i],
-            };
+            let at = launched_at(trace, correlation, i);
             (start..end).contains(&at)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opscope_model::Trace;
+
+    /// A span takes the host work that starts in it, and the kernels that work launched
+    /// even when they run after the span ends.
+    #[test]
+    fn a_span_takes_kernels_by_their_launch() {
+        let json = r#"{"traceEvents":[
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":50},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":10,"dur":5,"args":{"correlation":7}},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":200,"dur":30,"args":{"correlation":7,"device":0,"stream":7}},
+            {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":150,"dur":10}
+        ]}"#;
+        let mut t = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut t).unwrap();
+        t.finish();
+        let correlation = correlate::correlate(&t);
+        let chosen = select(&t, &correlation, Window::Span(0, 100_000));
+        let mut names: Vec<&str> = (0..t.slices.len())
+            .filter(|&i| chosen[i])
+            .map(|i| t.str(t.slices.name[i]))
+            .collect();
+        names.sort_unstable();
+        assert_eq!(names, ["aten::mm", "cudaLaunchKernel", "gemm"]);
+        let later = select(&t, &correlation, Window::Span(100_000, 300_000));
+        let names: Vec<&str> = (0..t.slices.len())
+            .filter(|&i| later[i])
+            .map(|i| t.str(t.slices.name[i]))
+            .collect();
+        assert_eq!(names, ["aten::add"]);
+    }
 }

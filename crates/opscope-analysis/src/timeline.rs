@@ -1,0 +1,566 @@
+//! Level of detail for drawing a timeline of any size. Each track's slices are packed
+//! into rows that do not overlap; each row keeps summaries at bucket widths of
+//! 16 ns × 4^k, in which slices narrower than a bucket are merged into blocks, and each
+//! counter keeps min/max per bucket. A view then reads the coarsest summary no wider
+//! than one of its pixels, so it costs what the screen holds, not what the trace holds.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use opscope_model::{Trace, TrackKind};
+
+/// The narrowest summary's bucket, in ns.
+const BASE_WIDTH: i64 = 16;
+/// Each summary's buckets are this many times wider than the last one's.
+const FACTOR: i64 = 4;
+/// Rows per track at most: a slice deeper than this (or overlapping this many others on
+/// a lane that does not nest) is drawn in the last row.
+pub const MAX_ROWS: usize = 48;
+
+/// One thing to draw in a row: a slice (`count == 1`, `slice` its row in the model) or a
+/// block of `count` slices each too narrow to see at this zoom (`slice` the longest).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Item {
+    pub start: i64,
+    pub end: i64,
+    pub slice: u32,
+    pub count: u32,
+}
+
+/// Counter values over `[start, end]`: the least, the greatest and the last.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    pub start: i64,
+    pub end: i64,
+    pub min: f64,
+    pub max: f64,
+    pub last: f64,
+}
+
+/// A summary: items at one bucket width.
+struct Tier<T> {
+    width: i64,
+    items: Vec<T>,
+}
+
+/// One row of a track: its slices in time order (they do not overlap) and their
+/// summaries, finest first. Summaries that would merge little are not kept.
+struct Row {
+    slices: Vec<u32>,
+    tiers: Vec<Tier<Item>>,
+}
+
+/// A track's slices, in rows.
+pub struct SliceRows {
+    rows: Vec<Row>,
+}
+
+/// A counter's samples and their summaries.
+pub struct Series {
+    samples: Vec<(i64, f64)>,
+    tiers: Vec<Tier<Sample>>,
+}
+
+/// What a track holds, ready to draw.
+pub enum TrackLod {
+    Slices(SliceRows),
+    Counter(Series),
+}
+
+/// Every track of a trace, indexed as `trace.tracks`.
+pub struct Timeline {
+    pub tracks: Vec<TrackLod>,
+}
+
+impl Timeline {
+    /// Builds every track's summaries, tracks spread over the machine's cores.
+    pub fn build(trace: &Trace) -> Timeline {
+        let counters = counter_ranges(trace);
+        let n = trace.tracks.len();
+        let next = AtomicUsize::new(0);
+        let workers = std::thread::available_parallelism().map_or(1, |p| p.get());
+        let build_one = |t: usize| match trace.tracks[t].kind {
+            TrackKind::Counter => {
+                let c = &trace.counters;
+                let samples = counters[t].iter().map(|&i| (c.ts[i], c.value[i])).collect();
+                TrackLod::Counter(Series::new(samples))
+            }
+            _ => TrackLod::Slices(SliceRows::build(trace, t)),
+        };
+        let mut built: Vec<(usize, TrackLod)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers.min(n.max(1)))
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut mine = Vec::new();
+                        loop {
+                            let t = next.fetch_add(1, Ordering::Relaxed);
+                            if t >= n {
+                                return mine;
+                            }
+                            mine.push((t, build_one(t)));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        built.sort_by_key(|(t, _)| *t);
+        Timeline {
+            tracks: built.into_iter().map(|(_, lod)| lod).collect(),
+        }
+    }
+}
+
+/// Per track, its counter sample rows in time order.
+fn counter_ranges(trace: &Trace) -> Vec<Vec<usize>> {
+    let c = &trace.counters;
+    let mut per_track = vec![Vec::new(); trace.tracks.len()];
+    for i in 0..c.len() {
+        if let Some(rows) = per_track.get_mut(c.track[i] as usize) {
+            rows.push(i);
+        }
+    }
+    for rows in &mut per_track {
+        rows.sort_by_key(|&i| c.ts[i]);
+    }
+    per_track
+}
+
+impl SliceRows {
+    /// Packs track `track`'s slices into rows, each slice into the first row whose last
+    /// slice has ended: on a thread, where slices nest, that is the slice's depth.
+    pub fn build(trace: &Trace, track: usize) -> SliceRows {
+        let s = &trace.slices;
+        let mut rows: Vec<Vec<u32>> = Vec::new();
+        let mut row_ends: Vec<i64> = Vec::new();
+        for i in trace.track_slices(opscope_model::TrackId(track as u32)) {
+            let (ts, end) = (s.ts[i], s.end(i));
+            let row = match row_ends.iter().position(|&e| e <= ts) {
+                Some(r) => r,
+                None if rows.len() < MAX_ROWS => {
+                    rows.push(Vec::new());
+                    row_ends.push(i64::MIN);
+                    rows.len() - 1
+                }
+                None => MAX_ROWS - 1,
+            };
+            rows[row].push(i as u32);
+            row_ends[row] = row_ends[row].max(end);
+        }
+        let rows = rows
+            .into_iter()
+            .map(|slices| {
+                let tiers = slice_tiers(trace, &slices);
+                Row { slices, tiers }
+            })
+            .collect();
+        SliceRows { rows }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Appends to `out` what row `row` shows of `[start, end]` at `ns_per_px`: slices
+    /// and blocks, in time order, about two per pixel at most.
+    pub fn query(
+        &self,
+        trace: &Trace,
+        row: usize,
+        start: i64,
+        end: i64,
+        ns_per_px: f64,
+        out: &mut Vec<Item>,
+    ) {
+        let Some(row) = self.rows.get(row) else {
+            return;
+        };
+        let cap = out.len() + item_cap(start, end, ns_per_px);
+        match row.tiers.iter().rev().find(|t| t.width as f64 <= ns_per_px) {
+            Some(tier) => {
+                let first = tier.items.partition_point(|it| it.end < start);
+                out.extend(
+                    tier.items[first..]
+                        .iter()
+                        .take_while(|it| it.start <= end)
+                        .take(cap.saturating_sub(out.len())),
+                );
+            }
+            None => {
+                let s = &trace.slices;
+                let first = row.slices.partition_point(|&i| s.end(i as usize) < start);
+                out.extend(
+                    row.slices[first..]
+                        .iter()
+                        .map(|&i| single(trace, i))
+                        .take_while(|it| it.start <= end)
+                        .take(cap.saturating_sub(out.len())),
+                );
+            }
+        }
+    }
+}
+
+/// The most items one row of a view returns: the summaries keep it near two per pixel;
+/// this bounds a row where slices overlap (past [`MAX_ROWS`]) as well.
+fn item_cap(start: i64, end: i64, ns_per_px: f64) -> usize {
+    let pixels = ((end - start) as f64 / ns_per_px.max(1e-9)).clamp(1.0, 1e6);
+    4 * pixels as usize + 64
+}
+
+fn single(trace: &Trace, slice: u32) -> Item {
+    let s = &trace.slices;
+    Item {
+        start: s.ts[slice as usize],
+        end: s.end(slice as usize),
+        slice,
+        count: 1,
+    }
+}
+
+/// The summaries of one row: each merges the last at a 4× wider bucket; one is kept
+/// when it has at most three quarters of the items of the last kept (or of the slices).
+fn slice_tiers(trace: &Trace, slices: &[u32]) -> Vec<Tier<Item>> {
+    let (Some(&first), Some(&last)) = (slices.first(), slices.last()) else {
+        return Vec::new();
+    };
+    let s = &trace.slices;
+    let span = (s.end(last as usize) - s.ts[first as usize]).max(1);
+    let dur = |i: u32| s.dur[i as usize];
+    let mut current: Vec<Item> = slices.iter().map(|&i| single(trace, i)).collect();
+    let mut kept_len = current.len();
+    let mut tiers = Vec::new();
+    let mut width = BASE_WIDTH;
+    while current.len() > 1 && width <= span.saturating_mul(FACTOR) {
+        let merged = merge_items(&current, width, dur);
+        if merged.len() * 4 <= kept_len * 3 {
+            kept_len = merged.len();
+            tiers.push(Tier {
+                width,
+                items: merged.clone(),
+            });
+        }
+        current = merged;
+        width = width.saturating_mul(FACTOR);
+    }
+    tiers
+}
+
+/// `items` at bucket width `width`: a slice at least a bucket long stays alone; the
+/// rest merge with their neighbours that start in the same bucket.
+fn merge_items(items: &[Item], width: i64, dur: impl Fn(u32) -> i64) -> Vec<Item> {
+    let mut out: Vec<Item> = Vec::with_capacity(items.len() / 2 + 1);
+    let mut open: Option<(i64, Item)> = None;
+    for &it in items {
+        if it.count == 1 && it.end - it.start >= width {
+            out.extend(open.take().map(|(_, block)| block));
+            out.push(it);
+            continue;
+        }
+        let bucket = it.start.div_euclid(width);
+        match &mut open {
+            Some((b, block)) if *b == bucket => {
+                block.end = block.end.max(it.end);
+                block.count += it.count;
+                if dur(it.slice) > dur(block.slice) {
+                    block.slice = it.slice;
+                }
+            }
+            _ => {
+                out.extend(open.take().map(|(_, block)| block));
+                open = Some((bucket, it));
+            }
+        }
+    }
+    out.extend(open.map(|(_, block)| block));
+    out
+}
+
+impl Series {
+    /// A counter from its samples in time order: each value holds until the next.
+    pub fn new(samples: Vec<(i64, f64)>) -> Series {
+        let span = match (samples.first(), samples.last()) {
+            (Some(a), Some(b)) => (b.0 - a.0).max(1),
+            _ => 1,
+        };
+        let mut current: Vec<Sample> = samples
+            .iter()
+            .map(|&(ts, v)| Sample {
+                start: ts,
+                end: ts,
+                min: v,
+                max: v,
+                last: v,
+            })
+            .collect();
+        let mut kept_len = current.len();
+        let mut tiers = Vec::new();
+        let mut width = BASE_WIDTH;
+        while current.len() > 1 && width <= span.saturating_mul(FACTOR) {
+            let merged = merge_samples(&current, width);
+            if merged.len() * 4 <= kept_len * 3 {
+                kept_len = merged.len();
+                tiers.push(Tier {
+                    width,
+                    items: merged.clone(),
+                });
+            }
+            current = merged;
+            width = width.saturating_mul(FACTOR);
+        }
+        Series { samples, tiers }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// The greatest value of the whole series (to scale its track).
+    pub fn max(&self) -> f64 {
+        self.samples.iter().map(|s| s.1).fold(f64::NAN, f64::max)
+    }
+
+    /// The least value of the whole series.
+    pub fn min(&self) -> f64 {
+        self.samples.iter().map(|s| s.1).fold(f64::NAN, f64::min)
+    }
+
+    /// Appends what the counter shows of `[start, end]` at `ns_per_px`, the sample in
+    /// force at `start` included: about one summary per pixel.
+    pub fn query(&self, start: i64, end: i64, ns_per_px: f64, out: &mut Vec<Sample>) {
+        let cap = out.len() + item_cap(start, end, ns_per_px);
+        match self
+            .tiers
+            .iter()
+            .rev()
+            .find(|t| t.width as f64 <= ns_per_px)
+        {
+            Some(tier) => {
+                let first = tier.items.partition_point(|it| it.end < start);
+                out.extend(
+                    tier.items[first.saturating_sub(1)..]
+                        .iter()
+                        .take_while(|it| it.start <= end)
+                        .take(cap.saturating_sub(out.len())),
+                );
+            }
+            None => {
+                let first = self.samples.partition_point(|it| it.0 < start);
+                out.extend(
+                    self.samples[first.saturating_sub(1)..]
+                        .iter()
+                        .take_while(|it| it.0 <= end)
+                        .take(cap.saturating_sub(out.len()))
+                        .map(|&(ts, v)| Sample {
+                            start: ts,
+                            end: ts,
+                            min: v,
+                            max: v,
+                            last: v,
+                        }),
+                );
+            }
+        }
+    }
+}
+
+/// `samples` at bucket width `width`: those starting in one bucket merged.
+fn merge_samples(samples: &[Sample], width: i64) -> Vec<Sample> {
+    let mut out: Vec<Sample> = Vec::with_capacity(samples.len() / 2 + 1);
+    let mut open: Option<(i64, Sample)> = None;
+    for &it in samples {
+        let bucket = it.start.div_euclid(width);
+        match &mut open {
+            Some((b, block)) if *b == bucket => {
+                block.end = block.end.max(it.end);
+                block.min = block.min.min(it.min);
+                block.max = block.max.max(it.max);
+                block.last = it.last;
+            }
+            _ => {
+                out.extend(open.take().map(|(_, block)| block));
+                open = Some((bucket, it));
+            }
+        }
+    }
+    out.extend(open.map(|(_, block)| block));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opscope_model::events::SliceRow;
+    use opscope_model::{ArgsId, SliceKind, TrackKind};
+
+    /// A small deterministic generator, so a failure names its case.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, below: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % below.max(1)
+        }
+    }
+
+    /// A thread of nested slices: each top-level slice holds up to three children,
+    /// durations from 1 ns to 1 ms, so every zoom level has both blocks and slices.
+    fn nested_trace(seed: u64, tops: usize) -> Trace {
+        let mut rng = Lcg(seed);
+        let mut t = Trace::new();
+        let source = t.add_source(opscope_model::Source {
+            path: "t".into(),
+            format: "test".into(),
+            clock: opscope_model::ClockId(0),
+            host: None,
+            rank: None,
+            world_size: None,
+            metadata: ArgsId::NONE,
+        });
+        let p = t.process(source, 1);
+        let th = t.thread(p, 1);
+        let track = t.thread_track(th, TrackKind::Thread);
+        let name = t.intern("op");
+        let mut at = 0i64;
+        for _ in 0..tops {
+            at += rng.next(1000) as i64;
+            let dur = 1 + rng.next(1_000_000) as i64 >> rng.next(20);
+            let row = |ts, dur| SliceRow {
+                track,
+                ts,
+                dur,
+                name,
+                category: name,
+                kind: SliceKind::Op,
+                args: ArgsId::NONE,
+            };
+            t.slices.push(row(at, dur));
+            let mut inner = at;
+            for _ in 0..rng.next(4) {
+                let d = rng.next((at + dur - inner).max(1) as u64) as i64 / 2;
+                if inner + d > at + dur {
+                    break;
+                }
+                t.slices.push(row(inner, d));
+                inner += d;
+            }
+            at += dur;
+        }
+        t.finish();
+        t
+    }
+
+    #[test]
+    fn rows_are_the_depth_on_a_thread() {
+        let t = nested_trace(7, 2000);
+        let rows = SliceRows::build(&t, 0);
+        for (r, row) in rows.rows.iter().enumerate() {
+            for &i in &row.slices {
+                assert_eq!(t.slices.depth(i as usize), r, "slice {i}");
+            }
+        }
+        let placed: usize = rows.rows.iter().map(|r| r.slices.len()).sum();
+        assert_eq!(placed, t.slices.len());
+    }
+
+    /// At every zoom, each slice in view is drawn alone when at least a bucket wide
+    /// and otherwise lies inside a block; nothing is drawn twice, nothing outside the
+    /// view; and a view returns about two items per pixel at most.
+    #[test]
+    fn a_view_shows_every_slice_in_it_and_holds_what_the_screen_holds() {
+        for seed in 1..6 {
+            let t = nested_trace(seed, 20_000);
+            let rows = SliceRows::build(&t, 0);
+            let (t0, t1) = t.time_span().unwrap();
+            let mut rng = Lcg(seed * 31);
+            let px = 2000.0;
+            let mut span = (t1 - t0) as f64;
+            while span >= 100.0 {
+                let start = t0 + rng.next(((t1 - t0) as f64 - span).max(1.0) as u64) as i64;
+                let end = start + span as i64;
+                let ns_per_px = span / px;
+                for r in 0..rows.rows() {
+                    let mut out = Vec::new();
+                    rows.query(&t, r, start, end, ns_per_px, &mut out);
+                    assert!(
+                        out.len() as f64 <= 2.0 * px + 8.0,
+                        "seed {seed}, span {span}: {} items in row {r}",
+                        out.len()
+                    );
+                    for w in out.windows(2) {
+                        assert!(w[0].end <= w[1].start, "items overlap: {w:?}");
+                    }
+                    let counted: u64 = out.iter().map(|it| it.count as u64).sum();
+                    let in_view: Vec<u32> = rows.rows[r]
+                        .slices
+                        .iter()
+                        .copied()
+                        .filter(|&i| {
+                            t.slices.end(i as usize) >= start && t.slices.ts[i as usize] <= end
+                        })
+                        .collect();
+                    // Blocks at the view's edges may hold slices just outside it.
+                    assert!(counted >= in_view.len() as u64);
+                    for &i in &in_view {
+                        let (ts, e) = (t.slices.ts[i as usize], t.slices.end(i as usize));
+                        let inside = out.iter().any(|it| it.start <= ts && e <= it.end);
+                        assert!(
+                            inside,
+                            "slice {i} [{ts}, {e}] not drawn at {ns_per_px} ns/px"
+                        );
+                        if (e - ts) as f64 >= 4.0 * ns_per_px {
+                            assert!(
+                                out.iter().any(|it| it.count == 1 && it.slice == i),
+                                "slice {i} is {} px wide but merged",
+                                (e - ts) as f64 / ns_per_px
+                            );
+                        }
+                    }
+                }
+                span /= 3.7;
+            }
+        }
+    }
+
+    #[test]
+    fn a_counter_keeps_its_extremes_at_every_zoom() {
+        let mut rng = Lcg(3);
+        let samples: Vec<(i64, f64)> = (0..50_000)
+            .map(|k| (k * 1000 + rng.next(500) as i64, rng.next(1_000_000) as f64))
+            .collect();
+        let series = Series::new(samples.clone());
+        assert!(!series.tiers.is_empty());
+        let (t0, t1) = (samples[0].0, samples.last().unwrap().0);
+        for ns_per_px in [1.0, 100.0, 10_000.0, 1e6, 1e8] {
+            let (start, end) = (
+                t0 + (t1 - t0) / 3,
+                t0 + (t1 - t0) / 3 + (ns_per_px * 500.0) as i64,
+            );
+            let mut out = Vec::new();
+            series.query(start, end, ns_per_px, &mut out);
+            // 500 pixels: at most two and a half per pixel (buckets are up to 4x finer).
+            assert!(out.len() <= 1258, "{} samples at {ns_per_px}", out.len());
+            let truth = samples
+                .iter()
+                .filter(|s| s.0 >= start && s.0 <= end)
+                .map(|s| s.1)
+                .fold(f64::NAN, f64::max);
+            let shown = out.iter().map(|s| s.max).fold(f64::NAN, f64::max);
+            assert!(
+                truth.is_nan() || shown >= truth,
+                "max {truth} shown as {shown} at {ns_per_px}"
+            );
+            // The value in force at the view's start is there.
+            let before = samples.partition_point(|s| s.0 < start);
+            assert!(out[0].start <= samples[before].0);
+            assert!(
+                out[0].start < start,
+                "the sample before the view is missing"
+            );
+        }
+    }
+}
