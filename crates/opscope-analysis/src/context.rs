@@ -14,8 +14,8 @@ use crate::window::{self, Window};
 
 pub struct Context<'t> {
     trace: &'t Trace,
-    correlation: OnceCell<Correlation>,
-    step_markers: OnceCell<Vec<Vec<Bounds>>>,
+    correlation: OnceCell<Cow<'t, Correlation>>,
+    step_markers: OnceCell<Cow<'t, [Vec<Bounds>]>>,
     /// The first window asked for and its slices (a command looks at one window).
     selection: OnceCell<(Window, Vec<bool>)>,
 }
@@ -30,6 +30,21 @@ impl<'t> Context<'t> {
         }
     }
 
+    /// A context whose correlation and step markers were computed before (a viewer
+    /// keeps them across the many questions it asks of one trace).
+    pub fn sharing(
+        trace: &'t Trace,
+        correlation: &'t Correlation,
+        step_markers: &'t [Vec<Bounds>],
+    ) -> Context<'t> {
+        Context {
+            trace,
+            correlation: OnceCell::from(Cow::Borrowed(correlation)),
+            step_markers: OnceCell::from(Cow::Borrowed(step_markers)),
+            selection: OnceCell::new(),
+        }
+    }
+
     pub fn trace(&self) -> &'t Trace {
         self.trace
     }
@@ -37,13 +52,13 @@ impl<'t> Context<'t> {
     /// Which call launched which device work (see [`correlate`]).
     pub fn correlation(&self) -> &Correlation {
         self.correlation
-            .get_or_init(|| correlate::correlate(self.trace))
+            .get_or_init(|| Cow::Owned(correlate::correlate(self.trace)))
     }
 
     /// Per source, its step markers (see [`markers::step_markers`]).
     pub fn step_markers(&self) -> &[Vec<Bounds>] {
         self.step_markers
-            .get_or_init(|| markers::step_markers(self.trace))
+            .get_or_init(|| Cow::Owned(markers::step_markers(self.trace)))
     }
 
     /// The steps the trace marks, by number (sorted, unique).

@@ -303,10 +303,18 @@ fn periods(series: &[(i64, i64)]) -> Vec<Period> {
 }
 
 /// Bytes in use after each event.
+/// One allocator's bytes in use over time.
+pub struct InUseCurve {
+    pub source: Option<SourceId>,
+    pub allocator: String,
+    /// (ns, bytes) at each allocation or free.
+    pub points: Vec<(i64, i64)>,
+}
+
 /// Bytes in use over time per allocator, as the memory report counts them (the
 /// allocator's own totals where every event has one): a curve for a timeline, beside
-/// the per-step and per-tenth figures of the report. The source is the allocator's.
-pub fn in_use_curves(trace: &Trace) -> Vec<(Option<SourceId>, String, Vec<(i64, i64)>)> {
+/// the per-step and per-tenth figures of the report.
+pub fn in_use_curves(trace: &Trace) -> Vec<InUseCurve> {
     allocation_events(trace)
         .into_iter()
         .map(|((source, device_type, device_id, allocator), events)| {
@@ -316,8 +324,11 @@ pub fn in_use_curves(trace: &Trace) -> Vec<(Option<SourceId>, String, Vec<(i64, 
                 None => device_type_name(device_type),
             };
             let (series, _) = in_use_series(&events);
-            let curve = events.iter().map(|e| e.ts).zip(series).collect();
-            (source, name, curve)
+            InUseCurve {
+                source,
+                allocator: name,
+                points: events.iter().map(|e| e.ts).zip(series).collect(),
+            }
         })
         .collect()
 }

@@ -163,6 +163,11 @@ impl SliceRows {
         self.rows.len()
     }
 
+    /// The slices of row `row`, in time order.
+    pub fn slices_of(&self, row: usize) -> &[u32] {
+        self.rows.get(row).map_or(&[], |r| &r.slices)
+    }
+
     /// Appends to `out` what row `row` shows of `[start, end]` at `ns_per_px`: slices
     /// and blocks, in time order, about two per pixel at most.
     pub fn query(
@@ -428,7 +433,7 @@ mod tests {
         let mut at = 0i64;
         for _ in 0..tops {
             at += rng.next(1000) as i64;
-            let dur = 1 + rng.next(1_000_000) as i64 >> rng.next(20);
+            let dur = (1 + rng.next(1_000_000) as i64) >> rng.next(20);
             let row = |ts, dur| SliceRow {
                 track,
                 ts,

@@ -52,8 +52,9 @@ pub struct Inputs {
     #[arg(required_unless_present = "live", value_name = "TRACE")]
     pub traces: Vec<PathBuf>,
     /// Read a running job from the agent's flight recorder instead (the job as
-    /// `opscope top` names it).
-    #[arg(long, value_name = "JOB", conflicts_with = "traces")]
+    /// `opscope top` names it; with no JOB, every job of yours it holds).
+    #[arg(long, value_name = "JOB", conflicts_with = "traces", num_args = 0..=1,
+          default_missing_value = "")]
     pub live: Option<String>,
     /// With --live: only the last DURATION (e.g. 10s) [default: all the agent holds].
     #[arg(long, value_name = "DURATION", requires = "live",
@@ -72,20 +73,43 @@ pub struct Inputs {
 impl Inputs {
     /// The model of the traces, for a command to report on and then exit.
     pub fn load(&self) -> Result<Loaded> {
+        Ok(Loaded(std::mem::ManuallyDrop::new(self.load_owned()?)))
+    }
+
+    /// The model, to keep and drop later (a viewer that reloads a live job).
+    pub fn load_owned(&self) -> Result<Trace> {
         let trace = match &self.live {
             Some(job) => {
                 let address = crate::agent::client::AgentAddress::default();
                 let last_ns = self.last.map(|d| d.as_nanos() as u64);
-                let dump = crate::agent::client::LiveDump::fetch(&address, job, last_ns)?;
+                let jobs = if job.is_empty() {
+                    let jobs: Vec<String> = address
+                        .snapshot()?
+                        .jobs
+                        .into_iter()
+                        .map(|j| j.job)
+                        .collect();
+                    if jobs.is_empty() {
+                        bail!("the agent holds no job of yours (see `opscope top`)");
+                    }
+                    jobs
+                } else {
+                    vec![job.clone()]
+                };
+                let dumps = jobs
+                    .iter()
+                    .map(|job| crate::agent::client::LiveDump::fetch(&address, job, last_ns))
+                    .collect::<Result<Vec<_>>>()?;
+                let paths: Vec<PathBuf> = dumps.iter().map(|d| d.path().to_path_buf()).collect();
                 let options = LoadOptions {
                     quiet: true,
                     cache: false,
                 };
-                load(&[dump.path().to_path_buf()], &options)?
+                load(&paths, &options)?
             }
             None => load(&self.traces, &self.options())?,
         };
-        Ok(Loaded(std::mem::ManuallyDrop::new(trace)))
+        Ok(trace)
     }
 
     pub fn options(&self) -> LoadOptions {

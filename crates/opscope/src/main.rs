@@ -9,6 +9,7 @@ mod load;
 mod output;
 mod record;
 mod render;
+mod view;
 
 use std::process::ExitCode;
 
@@ -56,6 +57,7 @@ enum Command {
     Env(commands::env::Args),
     Flame(commands::flame::Args),
     Report(commands::report::Args),
+    View(commands::view::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -99,6 +101,7 @@ fn main() -> ExitCode {
         Command::Env(args) => commands::env::run(args),
         Command::Flame(args) => commands::flame::run(args),
         Command::Report(args) => commands::report::run(args),
+        Command::View(args) => commands::view::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

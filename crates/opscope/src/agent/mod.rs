@@ -357,7 +357,7 @@ fn serve_tcp(listener: std::net::TcpListener, token: String, shared: Arc<Shared>
 }
 
 /// A token of 128 random bits, in hex.
-fn new_token() -> Result<String> {
+pub fn new_token() -> Result<String> {
     let mut bytes = [0u8; 16];
     std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut bytes)
         .context("cannot read /dev/urandom for the token")?;

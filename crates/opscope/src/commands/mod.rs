@@ -13,3 +13,4 @@ pub mod report;
 pub mod stats;
 pub mod steps;
 pub mod top;
+pub mod view;

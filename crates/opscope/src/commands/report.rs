@@ -55,16 +55,42 @@ pub fn run(args: Args) -> Result<()> {
     let trace = args.inputs.load()?;
     let cx = Cx::new(&trace);
     let mut body = String::new();
-    let mut section = |title: &str, content: String| {
+    for (title, content) in sections(&cx, args.top)? {
         body.push_str(&format!("<h2>{}</h2>\n{content}", html::escape(title)));
-    };
+    }
+    let title = format!(
+        "opscope report: {}",
+        args.inputs.live.clone().unwrap_or_else(|| args
+            .inputs
+            .traces
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "))
+    );
+    let page = html::page(&title, &body);
+    std::fs::write(&args.output, &page)
+        .with_context(|| format!("{}: cannot write", args.output.display()))?;
+    eprintln!(
+        "wrote {}: {:.1} KiB",
+        args.output.display(),
+        page.len() as f64 / 1024.0
+    );
+    Ok(())
+}
+
+/// The page's sections, titled, as HTML: what the trace holds, steps, GPU time, the top
+/// `top` ops and kernels, memory and the flame graph (the viewer shows them as panels).
+pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
+    let mut sections = Vec::new();
+    let mut section = |title: &'static str, content: String| sections.push((title, content));
 
     section(
         "What the trace holds",
-        html::report(&summarize(&cx).report()),
+        html::report(&summarize(cx).report()),
     );
 
-    let steps = steps::report(&cx, &StepOptions::default());
+    let steps = steps::report(cx, &StepOptions::default());
     let mut charts = String::new();
     for source in steps
         .sources
@@ -110,7 +136,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     section("Steps", charts + &html::report(&steps.report()));
 
-    let gpu = gpu::analyze(&cx, &GpuOptions::default());
+    let gpu = gpu::analyze(cx, &GpuOptions::default());
     let bars: Vec<Bar> = gpu
         .ranks
         .iter()
@@ -183,7 +209,7 @@ pub fn run(args: Args) -> Result<()> {
     section("GPU time", gpu_html + &html::report(&gpu.report()));
 
     let ops = op_view(
-        &cx,
+        cx,
         &OpViewOptions {
             columns: vec![
                 Column::Occurrence,
@@ -192,20 +218,20 @@ pub fn run(args: Args) -> Result<()> {
                 Column::SelfCpuMicros,
                 Column::AcceleratorMicros,
             ],
-            limit: args.top,
+            limit: top,
             ..OpViewOptions::default()
         },
     );
     section("Top ops", html::report(&ops.report()));
 
-    let mut kernels = kernel_stats(&cx, &KernelStatsOptions::default());
-    kernels.truncate(args.top);
+    let mut kernels = kernel_stats(cx, &KernelStatsOptions::default());
+    kernels.truncate(top);
     section(
         "Top kernels",
         html::report(&KernelTable { rows: kernels }.report()),
     );
 
-    let memory = memory_report(&cx, &MemoryOptions { top: 10 });
+    let memory = memory_report(cx, &MemoryOptions { top: 10 });
     let mut memory_html = String::new();
     for a in memory.allocators.iter().take(8) {
         let mib = |b: i64| b as f64 / (1 << 20) as f64;
@@ -251,7 +277,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     section("Memory", memory_html + &html::report(&memory.report()));
 
-    let stacks = folded(&cx, FlameOptions { device: true });
+    let stacks = folded(cx, FlameOptions { device: true });
     if !stacks.is_empty() {
         let lines: Vec<String> = stacks.iter().map(|(s, ns)| format!("{s} {ns}")).collect();
         let mut options = inferno::flamegraph::Options::default();
@@ -271,25 +297,7 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
 
-    let title = format!(
-        "opscope report: {}",
-        args.inputs.live.clone().unwrap_or_else(|| args
-            .inputs
-            .traces
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", "))
-    );
-    let page = html::page(&title, &body);
-    std::fs::write(&args.output, &page)
-        .with_context(|| format!("{}: cannot write", args.output.display()))?;
-    eprintln!(
-        "wrote {}: {:.1} KiB",
-        args.output.display(),
-        page.len() as f64 / 1024.0
-    );
-    Ok(())
+    Ok(sections)
 }
 
 fn legend(items: &[(&str, &str)]) -> String {

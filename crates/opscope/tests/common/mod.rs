@@ -51,6 +51,8 @@ pub fn repo_root() -> PathBuf {
 #[allow(unused_imports)]
 pub use opscope_corpus::traces as shared_traces;
 
+pub mod browser;
+
 pub fn python() -> String {
     std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
 }

@@ -1,0 +1,400 @@
+//! The viewer's web server: the page and its assets compiled into the binary, and a
+//! small JSON API the page asks for what the screen holds. It listens on 127.0.0.1 at
+//! a path holding a random token (the address is the key), so it works offline and
+//! through an SSH tunnel. A live view reloads the job from the agent and the page
+//! follows it.
+
+mod model;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result};
+use opscope_analysis::gpu::{self, GpuOptions};
+use opscope_analysis::op_stats::OpStatsOptions;
+use opscope_analysis::report::Reported;
+use opscope_analysis::view::{op_view, Column, OpViewOptions};
+use opscope_analysis::window::Window;
+
+use crate::html;
+use crate::load::Inputs;
+use model::ViewModel;
+
+const INDEX_HTML: &str = include_str!("assets/index.html");
+const VIEWER_JS: &str = include_str!("assets/viewer.js");
+const VIEWER_CSS: &str = include_str!("assets/viewer.css");
+
+pub struct ServeOptions {
+    pub title: String,
+    /// Open the address in the browser.
+    pub open: bool,
+    /// 0: any free port.
+    pub port: u16,
+    /// A live view reloads its job this often.
+    pub reload_every: Duration,
+}
+
+/// What the request threads share.
+struct Shared {
+    model: RwLock<Arc<ViewModel>>,
+    /// Bumped at each reload of a live view; the page follows it.
+    generation: AtomicU64,
+    live: bool,
+    /// Why the last reload failed (the job ended, the agent stopped), for the page.
+    note: Mutex<String>,
+    token: String,
+}
+
+impl Shared {
+    fn model(&self) -> Arc<ViewModel> {
+        self.model.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// Loads the inputs, serves them until interrupted.
+pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
+    let started = Instant::now();
+    let trace = inputs.load_owned()?;
+    let loaded = started.elapsed();
+    let model = ViewModel::build(trace, options.title.clone());
+    let summarised = started.elapsed() - loaded;
+    let server = tiny_http::Server::http(("127.0.0.1", options.port))
+        .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
+    let port = server
+        .server_addr()
+        .to_ip()
+        .map_or(options.port, |a| a.port());
+    let token = crate::agent::new_token()?;
+    eprintln!(
+        "opscope view: {} events on {} tracks; loaded in {:.2} s, summaries built in {:.2} s",
+        model.trace.slices.len() + model.trace.instants.len() + model.trace.counters.len(),
+        model.tracks.len(),
+        loaded.as_secs_f64(),
+        summarised.as_secs_f64()
+    );
+    let live = inputs.live.is_some();
+    let shared = Arc::new(Shared {
+        model: RwLock::new(Arc::new(model)),
+        generation: AtomicU64::new(0),
+        live,
+        note: Mutex::new(String::new()),
+        token,
+    });
+    // Launch links are not needed for the first picture: computed beside it.
+    let first = shared.model();
+    std::thread::spawn(move || {
+        first.links();
+    });
+    let url = format!("http://127.0.0.1:{port}/{}/", shared.token);
+    println!("{url}");
+    eprintln!("Ctrl-C stops the viewer.");
+    if options.open {
+        open_browser(&url);
+    }
+    if live {
+        let shared = shared.clone();
+        let title = options.title.clone();
+        std::thread::spawn(move || reload(inputs, title, options.reload_every, &shared));
+    }
+    let server = Arc::new(server);
+    let workers: Vec<_> = (0..4)
+        .map(|_| {
+            let (server, shared) = (server.clone(), shared.clone());
+            std::thread::spawn(move || {
+                while let Ok(request) = server.recv() {
+                    respond(request, &shared);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        let _ = worker.join();
+    }
+    Ok(())
+}
+
+/// A live view: reads the job again every `every`; the page sees a new generation.
+fn reload(inputs: Inputs, title: String, every: Duration, shared: &Shared) {
+    loop {
+        std::thread::sleep(every);
+        match inputs.load_owned() {
+            Ok(trace) => {
+                let model = Arc::new(ViewModel::build(trace, title.clone()));
+                model.links();
+                *shared.model.write().unwrap_or_else(|e| e.into_inner()) = model;
+                shared.generation.fetch_add(1, Ordering::Relaxed);
+                shared
+                    .note
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clear();
+            }
+            Err(e) => {
+                *shared.note.lock().unwrap_or_else(|e| e.into_inner()) = format!("{e:#}");
+            }
+        }
+    }
+}
+
+fn open_browser(url: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        "open"
+    } else {
+        "xdg-open"
+    };
+    let opened = std::process::Command::new(opener)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    if opened.is_err() {
+        eprintln!("(could not start `{opener}`: open the address above in a browser)");
+    }
+}
+
+/// A response: status, content type, body.
+type Answer = (u16, &'static str, Vec<u8>);
+
+fn respond(request: tiny_http::Request, shared: &Shared) {
+    let answer = answer(request.url(), shared).unwrap_or_else(|e| {
+        (
+            400,
+            "text/plain; charset=utf-8",
+            format!("{e:#}").into_bytes(),
+        )
+    });
+    let (status, kind, body) = answer;
+    let mut response = tiny_http::Response::from_data(body).with_status_code(status);
+    for (name, value) in [
+        ("Content-Type", kind),
+        ("Cache-Control", "no-store"),
+        // Nothing on the page may come from elsewhere.
+        (
+            "Content-Security-Policy",
+            "default-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:",
+        ),
+    ] {
+        if let Ok(header) = tiny_http::Header::from_bytes(name, value) {
+            response.add_header(header);
+        }
+    }
+    // The page may have gone; nothing to do about it.
+    let _ = request.respond(response);
+}
+
+fn answer(url: &str, shared: &Shared) -> Result<Answer> {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let Some(rest) = path
+        .strip_prefix('/')
+        .and_then(|p| p.strip_prefix(shared.token.as_str()))
+    else {
+        return Ok((
+            403,
+            "text/plain",
+            b"no such page (the address holds a token)".to_vec(),
+        ));
+    };
+    let params = Params::parse(query);
+    let json = |s: String| Ok((200, "application/json", s.into_bytes()));
+    let page = |s: String| Ok((200, "text/html; charset=utf-8", s.into_bytes()));
+    match rest {
+        "" | "/" | "/index.html" => page(INDEX_HTML.to_string()),
+        "/viewer.js" => Ok((
+            200,
+            "text/javascript; charset=utf-8",
+            VIEWER_JS.as_bytes().to_vec(),
+        )),
+        "/viewer.css" => Ok((200, "text/css", VIEWER_CSS.as_bytes().to_vec())),
+        "/api/meta" => {
+            let note = shared
+                .note
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let generation = shared.generation.load(Ordering::Relaxed);
+            let meta = shared.model().meta_json(shared.live, generation, &note);
+            json(format!(
+                "{{\"kinds\":{},\"meta\":{meta}}}",
+                model::kinds_json()
+            ))
+        }
+        "/api/view" => {
+            let model = shared.model();
+            let start = params.int("start")?;
+            let end = params.int("end")?;
+            let px = params.float("px")?;
+            let tracks: Vec<usize> = params
+                .get("tracks")
+                .unwrap_or("")
+                .split(',')
+                .filter_map(|t| t.parse().ok())
+                .filter(|&t| t < model.tracks.len())
+                .collect();
+            let begun = Instant::now();
+            let mut body = model.view_json(start, end.max(start + 1), px, &tracks);
+            // The server's own time, for the page's status line and the benchmark.
+            body.pop();
+            body.push_str(&format!(
+                ",\"server_ms\":{:.3}}}",
+                begun.elapsed().as_secs_f64() * 1e3
+            ));
+            json(body)
+        }
+        "/api/slice" => {
+            let id: usize = params.int("id")?.try_into().context("id")?;
+            match shared.model().slice_json(id) {
+                Some(body) => json(body),
+                None => Ok((404, "text/plain", b"no such slice".to_vec())),
+            }
+        }
+        "/api/search" => json(shared.model().search_json(
+            params.get("q").unwrap_or(""),
+            params.int("after").unwrap_or(-1),
+        )),
+        "/api/panels" => {
+            let model = shared.model();
+            let body = model.panels.get_or_init(|| {
+                let cx = model.context();
+                match crate::commands::report::sections(&cx, 20) {
+                    Ok(sections) => sections
+                        .into_iter()
+                        .map(|(title, content)| {
+                            format!(
+                                "<section><h2>{}</h2>\n{content}</section>",
+                                html::escape(title)
+                            )
+                        })
+                        .collect(),
+                    Err(e) => format!("<p>{}</p>", html::escape(&format!("{e:#}"))),
+                }
+            });
+            page(body.clone())
+        }
+        "/api/window" => {
+            let model = shared.model();
+            let start = model.origin + params.int("start")?;
+            let end = model.origin + params.int("end")?;
+            let window = Window::Span(start, end.max(start + 1));
+            let cx = model.context();
+            let ops = op_view(
+                &cx,
+                &OpViewOptions {
+                    stats: OpStatsOptions {
+                        window,
+                        ..OpStatsOptions::default()
+                    },
+                    columns: vec![
+                        Column::Occurrence,
+                        Column::Micros,
+                        Column::CpuMicros,
+                        Column::SelfCpuMicros,
+                        Column::AcceleratorMicros,
+                    ],
+                    limit: 30,
+                    ..OpViewOptions::default()
+                },
+            );
+            let gpu = gpu::analyze(
+                &cx,
+                &GpuOptions {
+                    window,
+                    ..GpuOptions::default()
+                },
+            );
+            page(format!(
+                "<h2>stats op</h2>\n{}<h2>gpu</h2>\n{}",
+                html::report(&ops.report()),
+                html::report(&gpu.report())
+            ))
+        }
+        _ => Ok((404, "text/plain", b"no such page".to_vec())),
+    }
+}
+
+/// A request's query parameters, decoded.
+struct Params(Vec<(String, String)>);
+
+impl Params {
+    fn parse(query: &str) -> Params {
+        Params(
+            query
+                .split('&')
+                .filter(|p| !p.is_empty())
+                .map(|p| {
+                    let (k, v) = p.split_once('=').unwrap_or((p, ""));
+                    (percent_decode(k), percent_decode(v))
+                })
+                .collect(),
+        )
+    }
+
+    fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn int(&self, key: &str) -> Result<i64> {
+        let v = self
+            .get(key)
+            .with_context(|| format!("`{key}` is missing"))?;
+        // The page computes times in floating point.
+        v.parse::<i64>()
+            .or_else(|_| v.parse::<f64>().map(|f| f as i64))
+            .with_context(|| format!("`{key}` is not a number: {v}"))
+    }
+
+    fn float(&self, key: &str) -> Result<f64> {
+        let v = self
+            .get(key)
+            .with_context(|| format!("`{key}` is missing"))?;
+        v.parse()
+            .with_context(|| format!("`{key}` is not a number: {v}"))
+    }
+}
+
+/// `%XX` and `+` as a form or `encodeURIComponent` writes them.
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' if i + 2 < bytes.len() => {
+                let hex = |b: u8| (b as char).to_digit(16);
+                match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                    (Some(high), Some(low)) => {
+                        out.push((high * 16 + low) as u8);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            b'+' => out.push(b' '),
+            b => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_decode_as_the_page_encodes_them() {
+        let p = Params::parse("q=aten%3A%3Amm+x&start=12.7&tracks=1,2&bad=%zz&end=%4&u=%C3%A9%");
+        assert_eq!(p.get("q"), Some("aten::mm x"));
+        assert_eq!(p.int("start").unwrap(), 12);
+        assert_eq!(p.get("tracks"), Some("1,2"));
+        assert_eq!(p.get("bad"), Some("%zz"));
+        assert_eq!(p.get("end"), Some("%4"));
+        assert_eq!(p.get("u"), Some("é%"));
+        assert!(p.int("missing").is_err());
+    }
+}

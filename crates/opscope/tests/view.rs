@@ -1,0 +1,355 @@
+//! `opscope view` in a real browser: headless Chromium, driven through the DevTools
+//! protocol with real mouse, wheel and key input, on the shared two-rank Kineto trace.
+//! What the page shows is checked against the trace files read here on their own.
+
+mod common;
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::browser::{artifacts_dir, chromium, Browser};
+use common::{scratch_dir, shared_traces};
+use serde_json::Value;
+
+/// The viewer, stopped when dropped.
+struct Viewer {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Viewer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_viewer(args: &[&str]) -> Viewer {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .arg("view")
+        .arg("--no-open")
+        .args(args)
+        .env("OPSCOPE_CACHE_DIR", "off")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().to_string();
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
+        "the viewer printed {url:?}"
+    );
+    Viewer { child, url }
+}
+
+fn read_gz_json(path: &Path) -> Value {
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The page's state, as the viewer keeps it for the console.
+const STATE: &str = "window.opscopeViewer";
+
+#[test]
+fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let Some(chromium) = chromium() else {
+        return;
+    };
+    let dir = traces.join("kineto/hta/trace_filter");
+    let files: Vec<Value> = (0..2)
+        .map(|r| read_gz_json(&dir.join(format!("sampled_rank-{r}.json.gz"))))
+        .collect();
+    // Tracks, read from the files: a lane per (rank, pid, tid) with complete events.
+    let mut lanes = HashSet::new();
+    for (rank, file) in files.iter().enumerate() {
+        for e in file["traceEvents"].as_array().unwrap() {
+            if e["ph"] == "X" {
+                lanes.insert((rank, e["pid"].to_string(), e["tid"].to_string()));
+            }
+        }
+    }
+
+    let viewer = start_viewer(&[dir.to_str().unwrap()]);
+    let scratch = scratch_dir("view-browser");
+    let mut b = Browser::start(chromium, scratch.join("profile"), 1600, 1000);
+    b.navigate(&viewer.url);
+    b.wait_for(
+        &format!("!!{STATE} && {STATE}.answered >= 1"),
+        Duration::from_secs(30),
+    );
+
+    // Every lane is a track, grouped by rank.
+    let meta = b.eval(&format!("{STATE}.meta"));
+    let tracks = meta["tracks"].as_array().unwrap();
+    assert_eq!(tracks.len(), lanes.len(), "tracks: {tracks:?}");
+    for rank in ["rank 0", "rank 1"] {
+        assert!(tracks
+            .iter()
+            .any(|t| t["group"].as_str().unwrap().starts_with(rank)));
+    }
+    assert!(tracks.iter().filter(|t| t["kind"] == "gpu_stream").count() >= 2);
+
+    // Each track on screen is drawn: items from the server and coloured pixels in its
+    // band of the canvas.
+    let drawn = b.eval(&format!(
+        "(() => {{
+            const s = {STATE}, c = document.getElementById('canvas');
+            const g = c.getContext('2d'), dpr = window.devicePixelRatio || 1;
+            const out = [];
+            for (const e of s.layout) {{
+                if (!e.track) continue;
+                const y = 26 + e.y - s.scrollY;
+                if (y < 26 || y + e.h > c.clientHeight) continue;
+                const img = g.getImageData(231 * dpr, y * dpr, (c.clientWidth - 232) * dpr, Math.max(1, (e.h - 5) * dpr));
+                let coloured = 0;
+                for (let i = 0; i < img.data.length; i += 4) {{
+                    const [r, gr, b] = [img.data[i], img.data[i + 1], img.data[i + 2]];
+                    if (img.data[i + 3] > 0 && (Math.abs(r - gr) > 12 || Math.abs(gr - b) > 12 || r < 200)) coloured++;
+                }}
+                const d = s.drawn.find((x) => x.id === e.track.id);
+                out.push({{ id: e.track.id, name: e.track.name, items: d ? d.items : 0, coloured }});
+            }}
+            return out;
+        }})()"
+    ));
+    let drawn = drawn.as_array().unwrap();
+    assert!(drawn.len() >= 6, "only {} tracks on screen", drawn.len());
+    for t in drawn {
+        assert!(t["items"].as_u64().unwrap() > 0, "nothing drawn on {t}");
+        assert!(t["coloured"].as_u64().unwrap() > 0, "no pixels on {t}");
+    }
+    b.screenshot(&artifacts_dir().join("view.png"));
+
+    // Zoom with the keyboard at the mouse, then with Ctrl+wheel: the page asks again
+    // and the server answers for the narrower span only.
+    let span = |b: &mut Browser| {
+        b.eval(&format!("{STATE}.end - {STATE}.start"))
+            .as_f64()
+            .unwrap()
+    };
+    let before = span(&mut b);
+    let answered = b.eval(&format!("{STATE}.answered")).as_u64().unwrap();
+    b.call(
+        "Input.dispatchMouseEvent",
+        serde_json::json!({"type": "mouseMoved", "x": 700, "y": 300}),
+    );
+    for _ in 0..3 {
+        b.key("w");
+    }
+    b.wheel(700.0, 300.0, -300.0, true);
+    b.wait_for(
+        &format!("{STATE}.answered > {answered} && !{STATE}.inFlight && !{STATE}.again"),
+        Duration::from_secs(10),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    b.wait_for(&format!("!{STATE}.inFlight"), Duration::from_secs(10));
+    let after = span(&mut b);
+    assert!(
+        after < before * 0.4,
+        "zoom: {before} ns shown, then {after} ns"
+    );
+    let outside = b.eval(&format!(
+        "{STATE}.data.tracks.flatMap((t) => (t.rows || []).flat()).filter((it) => it[1] < {STATE}.start - 1 || it[0] > {STATE}.end + 1).length"
+    ));
+    assert_eq!(outside, 0, "items outside the zoomed view");
+    let server_ms = b.eval(&format!("{STATE}.lastServerMs")).as_f64().unwrap();
+    eprintln!("zoomed from {before} to {after} ns; the server answered in {server_ms} ms");
+
+    // Back to the whole trace, then a real click on the widest kernel drawn alone.
+    b.key("0");
+    b.wait_for(&format!("!{STATE}.inFlight"), Duration::from_secs(10));
+    std::thread::sleep(Duration::from_millis(300));
+    b.wait_for(&format!("!{STATE}.inFlight"), Duration::from_secs(10));
+    let target = b.eval(&format!(
+        "(() => {{
+            const s = {STATE}, W = document.getElementById('canvas').clientWidth;
+            let best = null;
+            for (const t of s.data.tracks) {{
+                const e = s.byId.get(t.id);
+                if (!t.rows || e.track.kind !== 'gpu_stream') continue;
+                t.rows.forEach((row, r) => row.forEach((it) => {{
+                    if (it[3] !== 1) return;
+                    const x0 = Math.max(231, 230 + (it[0] - s.start) / (s.end - s.start) * (W - 230));
+                    const x1 = Math.min(W - 1, 230 + (it[1] - s.start) / (s.end - s.start) * (W - 230));
+                    const y = 26 + e.y - s.scrollY + r * 15 + 7;
+                    if (y > 26 && y < document.getElementById('canvas').clientHeight && (!best || x1 - x0 > best.w))
+                        best = {{ slice: it[2], x: (x0 + x1) / 2, y, w: x1 - x0 }};
+                }}));
+            }}
+            return best;
+        }})()"
+    ));
+    assert!(target.is_object(), "no kernel on screen");
+    let rect = b.eval("(() => { const r = document.getElementById('canvas').getBoundingClientRect(); return [r.left, r.top]; })()");
+    let (left, top) = (rect[0].as_f64().unwrap(), rect[1].as_f64().unwrap());
+    b.click(
+        left + target["x"].as_f64().unwrap(),
+        top + target["y"].as_f64().unwrap(),
+    );
+    b.wait_for(
+        &format!(
+            "!!{STATE}.details && {STATE}.details.id === {}",
+            target["slice"]
+        ),
+        Duration::from_secs(10),
+    );
+    let details = b.eval(&format!("{STATE}.details"));
+    let text = b
+        .eval("document.getElementById('details').innerText")
+        .as_str()
+        .unwrap()
+        .to_string();
+    let name = details["name"].as_str().unwrap();
+    assert!(
+        text.contains(name) && text.contains("correlation"),
+        "{text}"
+    );
+    // The same kernel in the files: its duration, and the runtime call of the same
+    // correlation as its launch.
+    let correlation = details["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|kv| kv[0] == "correlation")
+        .map(|kv| kv[1].as_str().unwrap().parse::<i64>().unwrap())
+        .unwrap();
+    let events: Vec<&Value> = files
+        .iter()
+        .flat_map(|f| f["traceEvents"].as_array().unwrap())
+        .filter(|e| e["ph"] == "X" && e["args"]["correlation"].as_i64() == Some(correlation))
+        .collect();
+    let kernel = events
+        .iter()
+        .find(|e| e["name"] == name && e["cat"] == "kernel")
+        .expect("the clicked kernel is in the files");
+    let dur_ns = (kernel["dur"].as_f64().unwrap() * 1000.0).round() as i64;
+    assert_eq!(details["dur"].as_i64().unwrap(), dur_ns);
+    let call = events
+        .iter()
+        .find(|e| e["cat"] == "cuda_runtime")
+        .expect("its launch is in the files");
+    assert_eq!(details["launch"]["name"], call["name"]);
+    assert!(text.contains("launched by"), "{text}");
+
+    // A span picked on the time axis shows its `stats op` and `gpu` reports.
+    b.drag((left + 500.0, top + 10.0), (left + 1000.0, top + 10.0));
+    b.wait_for(
+        "document.getElementById('selection').innerText.includes('stats op') && document.querySelectorAll('#selection table').length >= 2",
+        Duration::from_secs(20),
+    );
+
+    // The report panels, through the tab.
+    let tab = b.eval("(() => { const r = document.querySelector('[data-tab=reports]').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()");
+    b.click(tab[0].as_f64().unwrap(), tab[1].as_f64().unwrap());
+    b.wait_for(
+        "['Steps', 'GPU time', 'Top ops', 'Top kernels'].every((h) => document.getElementById('reports').innerHTML.includes('<h2>' + h + '</h2>'))",
+        Duration::from_secs(30),
+    );
+
+    // Search: typed in the box, Enter selects the first match after the selected slice
+    // and shows it; the count of matches is the files' count of such names.
+    let query = "aten::";
+    let expected = files
+        .iter()
+        .flat_map(|f| f["traceEvents"].as_array().unwrap())
+        .filter(|e| {
+            e["ph"] == "X"
+                && e["name"]
+                    .as_str()
+                    .is_some_and(|n| n.to_lowercase().contains(query))
+        })
+        .count();
+    let search = b.eval("(() => { const r = document.getElementById('search').getBoundingClientRect(); return [r.left + 20, r.top + r.height / 2]; })()");
+    b.click(search[0].as_f64().unwrap(), search[1].as_f64().unwrap());
+    b.type_text(query);
+    b.key("Enter");
+    b.wait_for(
+        &format!("!!{STATE}.details && {STATE}.details.name.startsWith('{query}') && !document.getElementById('details').hidden"),
+        Duration::from_secs(20),
+    );
+    let found = b.eval("document.getElementById('found').textContent");
+    assert_eq!(found, format!("{expected} matches"));
+    let first = b.eval(&format!("{STATE}.details.start")).as_i64().unwrap();
+    b.key("Enter");
+    b.wait_for(
+        &format!("{STATE}.details.start > {first} && {STATE}.details.name.startsWith('{query}')"),
+        Duration::from_secs(20),
+    );
+    // The found slice is brought into view.
+    let shown = b.eval(&format!(
+        "{STATE}.start <= {STATE}.details.start && {STATE}.details.start <= {STATE}.end"
+    ));
+    assert_eq!(shown, true);
+    let heap = b.js_heap();
+    eprintln!("page heap in use: {:.1} MB", heap as f64 / 1e6);
+    assert!(heap < 300 << 20);
+    b.screenshot(&artifacts_dir().join("view-selected.png"));
+}
+
+/// The address is the key: a request without the token is refused, and the server
+/// listens on the loopback interface only.
+#[test]
+fn the_viewer_answers_only_with_its_token_on_loopback() {
+    let fixture = common::repo_root().join("examples/traces/mlp-train.json");
+    let viewer = start_viewer(&[fixture.to_str().unwrap()]);
+    let port: u16 = viewer.url["http://127.0.0.1:".len()..]
+        .split('/')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let get = |path: &str| -> String {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    };
+    let token_path = &viewer.url[format!("http://127.0.0.1:{port}").len()..];
+    assert!(get(&format!("{token_path}api/meta")).split(' ').nth(1) == Some("200"));
+    assert!(get("/api/meta").split(' ').nth(1) == Some("403"));
+    assert!(get("/0000/api/meta").split(' ').nth(1) == Some("403"));
+    let page = get(token_path);
+    assert!(page.contains("viewer.js") && !page.contains("http://") && !page.contains("https://"));
+    // Bad parameters are a 400 with the reason, not a dropped connection.
+    let bad = get(&format!("{token_path}api/view?start=x&end=1&px=10"));
+    assert!(
+        bad.split(' ').nth(1) == Some("400") && bad.contains("start"),
+        "{bad}"
+    );
+    // Not on other interfaces.
+    let others: Vec<std::net::IpAddr> = local_addresses();
+    for ip in others {
+        assert!(
+            std::net::TcpStream::connect((ip, port)).is_err(),
+            "the viewer answers on {ip}"
+        );
+    }
+}
+
+/// This host's non-loopback IPv4 addresses.
+fn local_addresses() -> Vec<std::net::IpAddr> {
+    let out = Command::new("hostname").arg("-I").output();
+    out.map(|o| {
+        String::from_utf8_lossy(&o.stdout)
+            .split_whitespace()
+            .filter_map(|a| a.parse().ok())
+            .filter(|a: &std::net::IpAddr| !a.is_loopback())
+            .collect()
+    })
+    .unwrap_or_default()
+}
