@@ -990,3 +990,98 @@ fn top_draws_the_jobs_on_a_terminal_and_leaves_on_q() {
         assert!(screen.contains(text), "{text} not on the screen: {screen}");
     }
 }
+
+/// `opscope view --live` (no job named: every job of this user) reloads the running
+/// job: each generation reaches later into the run, its views hold the job's latest
+/// ops, and the page, following, keeps its view at the job's end.
+#[test]
+fn view_live_follows_a_running_job() {
+    let dir = scratch_dir("agent-view-live");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    // 80 steps of about 100 ms: 8 s of run.
+    let mut run = agent.record_until("watched", &session, &program, &["80", "20", "100"], 100);
+    let mut viewer = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["view", "--live", "--no-open", "--every", "500ms"])
+        .env("OPSCOPE_AGENT", &agent.socket)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(viewer.stdout.take().unwrap()),
+        &mut url,
+    )
+    .unwrap();
+    let url = url.trim().to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
+    let get = |path: &str| -> Value {
+        let rest = &url["http://".len()..];
+        let (host, base) = rest.split_once('/').unwrap();
+        let mut s = std::net::TcpStream::connect(host).unwrap();
+        write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut s, &mut text).unwrap();
+        let body = text.split_once("\r\n\r\n").unwrap().1;
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    };
+    let end_of = |meta: &Value| meta["origin"].as_i64().unwrap() + meta["span"].as_i64().unwrap();
+    let first = get("api/meta")["meta"].clone();
+    assert_eq!(first["live"], true);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let later = loop {
+        let meta = get("api/meta")["meta"].clone();
+        if meta["generation"].as_u64().unwrap() >= 3 {
+            break meta;
+        }
+        assert!(Instant::now() < deadline, "no reload: {meta}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        end_of(&later) > end_of(&first) + 500_000_000,
+        "the view did not move on: {} then {}",
+        end_of(&first),
+        end_of(&later)
+    );
+    // The last second of the job, as a page would ask for it: its ops are there.
+    let span = later["span"].as_i64().unwrap();
+    let tracks: Vec<String> = later["tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].to_string())
+        .collect();
+    let view = get(&format!(
+        "api/view?start={}&end={span}&px=1000&tracks={}",
+        span - 1_000_000_000,
+        tracks.join(",")
+    ));
+    let names: Vec<&str> = view["names"]
+        .as_object()
+        .unwrap()
+        .values()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(names.contains(&"forward_op"), "{names:?}");
+
+    if let Some(chromium) = common::browser::chromium() {
+        let mut b = common::browser::Browser::start(chromium, dir.join("profile"), 1200, 800);
+        b.navigate(&url);
+        b.wait_for(
+            "!!window.opscopeViewer && window.opscopeViewer.answered >= 1",
+            Duration::from_secs(20),
+        );
+        let generation = b.eval("window.opscopeViewer.generation").as_u64().unwrap();
+        b.wait_for(
+            &format!("window.opscopeViewer.generation >= {} && Math.abs(window.opscopeViewer.end - window.opscopeViewer.meta.span) < 2", generation + 2),
+            Duration::from_secs(20),
+        );
+        b.screenshot(&common::browser::artifacts_dir().join("view-live.png"));
+    }
+    let _ = viewer.kill();
+    let _ = viewer.wait();
+    let _ = run.kill();
+    let _ = run.wait();
+}

@@ -4,6 +4,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -37,7 +38,13 @@ pub struct Browser {
 }
 
 impl Drop for Browser {
+    /// Chromium's own children (renderers, the GPU process) go with it: it runs in a
+    /// process group of its own.
     fn drop(&mut self) {
+        if let Some(group) = i32::try_from(self.child.id()).ok().filter(|&g| g > 1) {
+            // SAFETY: kill(2) with the negated id of a process group this test made.
+            unsafe { libc::kill(-group, libc::SIGKILL) };
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -63,6 +70,7 @@ impl Browser {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
+            .process_group(0)
             .spawn()
             .expect("chromium starts");
         // It says where its DevTools listen on stderr.
