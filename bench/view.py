@@ -20,6 +20,9 @@ Measured, in one run:
 
     python3 bench/view.py [--size-gb 2] [--opscope target/release/opscope]
 
+(It runs itself again in bench/setup-venv.sh's venv, which has websocket-client and
+perfetto at pinned versions.)
+
 The replicated trace is kept in ~/.cache/opscope-bench (made once, about 40 s per GB).
 """
 
@@ -155,16 +158,18 @@ def peak_rss_of(pid: int) -> float:
     return 0.0
 
 
-def renderer_pids() -> list[int]:
+def renderer_pids(profile: str) -> list[int]:
+    """Chromium's renderer processes of the profile (the tab)."""
     pids = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            cmd = (proc / "cmdline").read_bytes().split(b"\0")
+            # Chromium rewrites its children's titles: one string, spaces between.
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ")
         except OSError:
             continue
-        if cmd and b"chrom" in cmd[0] and b"--type=renderer" in cmd and b"--opscope-bench" in b" ".join(cmd):
+        if b"--type=renderer" in cmd and f"--user-data-dir={profile} ".encode() in cmd:
             pids.append(int(proc.name))
     return pids
 
@@ -183,7 +188,7 @@ class DevTools:
                 break
             except Exception:
                 time.sleep(0.1)
-        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120)
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=120, suppress_origin=True)
         self.next = 1
 
     def call(self, method: str, **params):
@@ -221,7 +226,7 @@ def bench_browser(url: str, chromium: str) -> dict:
     profile = tempfile.mkdtemp(prefix="opscope-bench-chromium-")
     proc = subprocess.Popen(
         [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-port=0",
-         f"--user-data-dir={profile}", "--window-size=1600,1000", "--opscope-bench", "about:blank"],
+         f"--user-data-dir={profile}", "--window-size=1600,1000", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         port = None
@@ -237,7 +242,7 @@ def bench_browser(url: str, chromium: str) -> dict:
         while not dt.eval("!!window.opscopeViewer && window.opscopeViewer.answered >= 1"):
             time.sleep(0.01)
         first_picture_ms = (time.perf_counter() - begun) * 1e3
-        peak_rss, peak_heap, interactions = 0.0, 0.0, 0
+        peak_rss, peak_all, peak_heap, interactions = 0.0, 0.0, 0.0, 0
         dt.call("Input.dispatchMouseEvent", type="mouseMoved", x=900, y=300)
         script = ["w"] * 14 + ["a", "d", "d", "a"] * 3 + ["w"] * 10 + ["d"] * 6 + ["s"] * 30 + ["0"]
         for key in script:
@@ -248,14 +253,16 @@ def bench_browser(url: str, chromium: str) -> dict:
                 dt.key(key)
             dt.settle()
             interactions += 1
-            for pid in renderer_pids():
-                peak_rss = max(peak_rss, rss_mib(pid))
+            renderers = [rss_mib(pid) for pid in renderer_pids(profile)]
+            peak_rss = max(peak_rss, max(renderers, default=0.0))
+            peak_all = max(peak_all, sum(renderers))
             peak_heap = max(peak_heap, dt.call("Runtime.getHeapUsage")["usedSize"] / 2**20)
-        hwm = max((peak_rss_of(pid) for pid in renderer_pids()), default=0.0)
+        hwm = max((peak_rss_of(pid) for pid in renderer_pids(profile)), default=0.0)
         state = dt.eval("(() => { const s = window.opscopeViewer; return {answered: s.answered, errors: s.errors, span: s.end - s.start}; })()")
         return {"first_picture_in_browser_ms": round(first_picture_ms, 1), "interactions": interactions,
                 "requests_answered": state["answered"], "errors": state["errors"],
-                "tab_rss_peak_mib": round(max(peak_rss, hwm), 1), "js_heap_peak_mib": round(peak_heap, 1)}
+                "tab_rss_peak_mib": round(max(peak_rss, hwm), 1),
+                "all_renderers_rss_peak_mib": round(peak_all, 1), "js_heap_peak_mib": round(peak_heap, 1)}
     finally:
         # Chromium's renderers and GPU process go with it (a session of its own).
         os.killpg(proc.pid, 9)
@@ -284,7 +291,19 @@ def bench_perfetto(trace: Path, python: str) -> dict:
     return {"ran": True, "load_s": float(seconds), "slices": int(slices)}
 
 
+def bench_python() -> str:
+    """The bench venv's Python (bench/setup-venv.sh makes it once)."""
+    out = subprocess.run([REPO / "bench/setup-venv.sh"], capture_output=True, text=True, check=True)
+    return out.stdout.strip().splitlines()[-1]
+
+
 def main():
+    # The browser part speaks DevTools through websocket-client, from the bench venv.
+    try:
+        import websocket  # noqa: F401
+    except ImportError:
+        python = bench_python()
+        os.execv(python, [python, *sys.argv])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--size-gb", type=float, default=2.0)
     parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
@@ -380,8 +399,7 @@ def main():
         viewer.wait()
 
     if not args.no_perfetto:
-        python = args.python or subprocess.run([REPO / "bench/setup-venv.sh"], capture_output=True,
-                                               text=True, check=True).stdout.strip().splitlines()[-1]
+        python = args.python or bench_python()
         results["perfetto_trace_processor"] = bench_perfetto(trace, python)
         p = results["perfetto_trace_processor"]
         if p["ran"]:

@@ -225,12 +225,18 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             let start = params.int("start")?;
             let end = params.int("end")?;
             let px = params.float("px")?;
-            let tracks: Vec<usize> = params
+            // `tracks=3,4:48`: the tracks on screen, each with the rows shown of it
+            // when more than `rows` (the rows a folded track shows).
+            let folded: usize = params.int("rows").map_or(usize::MAX, |r| r.max(1) as usize);
+            let tracks: Vec<(usize, usize)> = params
                 .get("tracks")
                 .unwrap_or("")
                 .split(',')
-                .filter_map(|t| t.parse().ok())
-                .filter(|&t| t < model.tracks.len())
+                .filter_map(|t| {
+                    let (id, rows) = t.split_once(':').unwrap_or((t, ""));
+                    Some((id.parse().ok()?, rows.parse().unwrap_or(folded)))
+                })
+                .filter(|&(t, _)| t < model.tracks.len())
                 .collect();
             let begun = Instant::now();
             let mut body = model.view_json(start, end.max(start + 1), px, &tracks);

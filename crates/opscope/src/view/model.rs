@@ -151,8 +151,9 @@ impl ViewModel {
     /// What `tracks` show of `[start, end]` (ns after the origin) across `px` pixels:
     /// per track its rows' items `[start, end, slice, count, kind, name]` (blocks are
     /// `count > 1`) or its counter's `[start, end, min, max, last]`, the names used,
-    /// and the launch arrows between slices drawn alone.
-    pub fn view_json(&self, start: i64, end: i64, px: f64, tracks: &[usize]) -> String {
+    /// and the launch arrows between slices drawn alone. Each track comes with the rows
+    /// the page shows of it (a folded track shows its first few).
+    pub fn view_json(&self, start: i64, end: i64, px: f64, tracks: &[(usize, usize)]) -> String {
         let ns_per_px = ((end - start) as f64 / px.max(1.0)).max(1e-3);
         let (a, b) = (self.origin + start, self.origin + end);
         let s = &self.trace.slices;
@@ -162,7 +163,7 @@ impl ViewModel {
         let mut items: Vec<Item> = Vec::new();
         let mut samples: Vec<Sample> = Vec::new();
         out.push_str("{\"tracks\":[");
-        for (k, &id) in tracks.iter().enumerate() {
+        for (k, &(id, shown_rows)) in tracks.iter().enumerate() {
             if k > 0 {
                 out.push(',');
             }
@@ -170,7 +171,7 @@ impl ViewModel {
             match self.lod(id) {
                 Some(Lod::Rows(rows)) => {
                     out.push_str(",\"rows\":[");
-                    for r in 0..rows.rows() {
+                    for r in 0..rows.rows().min(shown_rows) {
                         items.clear();
                         rows.query(&self.trace, r, a, b, ns_per_px, &mut items);
                         out.push_str(if r > 0 { ",[" } else { "[" });
@@ -233,7 +234,7 @@ impl ViewModel {
         if let Some(links) = self.links.get() {
             let shown: hashbrown::HashMap<usize, usize> = tracks
                 .iter()
-                .filter_map(|&id| match self.tracks[id].what {
+                .filter_map(|&(id, _)| match self.tracks[id].what {
                     What::Model(t) => Some((t, id)),
                     What::Derived(_) => None,
                 })

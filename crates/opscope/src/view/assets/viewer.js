@@ -4,7 +4,7 @@
 // start (the server's origin).
 'use strict';
 
-const AXIS = 26, LABEL = 230, ROW = 15, GROUP = 20, COUNTER = 40, GAP = 5, FOLDED_ROWS = 10;
+const AXIS = 26, LABEL = 230, ROW = 15, GROUP = 20, COUNTER = 40, GAP = 5, FOLDED_ROWS = 10, MAX_ROWS = 48;
 const COLOURS = {
   op: '#4e79a7', kernel: '#59a14f', memcpy_h2d: '#edc948', memcpy_d2h: '#f28e2b',
   memcpy_d2d: '#b07aa1', memcpy_p2p: '#ff9da7', memcpy_h2h: '#e8c36a', memcpy: '#f1ce63',
@@ -94,9 +94,10 @@ function request() {
   if (!state.meta) return;
   if (state.inFlight) { state.again = true; return; }
   state.inFlight = true;
-  const tracks = visibleTracks();
+  // An opened track asks for all its rows, the others for the rows they show.
+  const tracks = visibleTracks().map((id) => state.expanded.has(id) ? `${id}:${MAX_ROWS}` : id);
   const q = `api/view?start=${Math.floor(state.start)}&end=${Math.ceil(state.end)}` +
-    `&px=${timeWidth()}&tracks=${tracks.join(',')}`;
+    `&px=${timeWidth()}&rows=${FOLDED_ROWS}&tracks=${tracks.join(',')}`;
   state.requests++;
   getJSON(q).then((data) => {
     for (const [id, name] of Object.entries(data.names)) state.names.set(+id, name);
