@@ -353,3 +353,97 @@ fn local_addresses() -> Vec<std::net::IpAddr> {
     })
     .unwrap_or_default()
 }
+
+/// Every format opens in the viewer, and the whole trace at 2,000 pixels accounts for
+/// every slice: each is in exactly one item, drawn alone or in a block. Counters and
+/// allocators' bytes in use are tracks with samples.
+#[test]
+fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let scratch = scratch_dir("view-formats");
+    let perfetto = scratch.join("trace_filter.pftrace");
+    let _ = std::fs::remove_file(&perfetto);
+    common::opscope_ok(&[
+        "convert",
+        traces
+            .join("kineto/hta/trace_filter/sampled_rank-0.json.gz")
+            .to_str()
+            .unwrap(),
+        "-o",
+        perfetto.to_str().unwrap(),
+    ]);
+    let inputs = [
+        traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"),
+        traces.join("kineto/kineto-tb_plugin/test/gpu_metrics_expected.json"),
+        traces.join("tf-timeline/xprof-demo/trace.json"),
+        traces.join("tf-timeline/generated-here/tf2.21-cpu-mlp/run_meta"),
+        traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"),
+        traces.join("nsys-sqlite/saxpy-mpi-cuda_nsys_perlmutter0.sqlite"),
+        traces.join("ctf/tracecompass/context-switches"),
+        perfetto,
+    ];
+    for input in &inputs {
+        let path = input.to_str().unwrap();
+        let info = common::opscope_ok(&["info", "--format", "json", path]);
+        let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+        let viewer = start_viewer(&[path]);
+        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
+        let tracks = meta["tracks"].as_array().unwrap();
+        assert!(!tracks.is_empty(), "{path}: no tracks");
+        let ids: Vec<String> = tracks.iter().map(|t| t["id"].to_string()).collect();
+        let span = meta["span"].as_i64().unwrap();
+        let view = http_json(
+            &viewer.url,
+            &format!("api/view?start=0&end={span}&px=2000&tracks={}", ids.join(",")),
+        );
+        let mut counted = 0u64;
+        for t in view["tracks"].as_array().unwrap() {
+            if let Some(rows) = t["rows"].as_array() {
+                let items: u64 = rows
+                    .iter()
+                    .flat_map(|r| r.as_array().unwrap())
+                    .map(|it| it[3].as_u64().unwrap())
+                    .sum();
+                assert!(items > 0, "{path}: track {} drew nothing", t["id"]);
+                counted += items;
+            } else {
+                assert!(
+                    !t["samples"].as_array().unwrap().is_empty(),
+                    "{path}: counter {} has no samples",
+                    t["id"]
+                );
+            }
+        }
+        assert_eq!(
+            counted,
+            info["slices"].as_u64().unwrap(),
+            "{path}: slices in the view"
+        );
+        let derived = |t: &&Value| t["name"].as_str().unwrap().starts_with("memory in use");
+        let counters = tracks
+            .iter()
+            .filter(|t| t["kind"] == "counter" && !derived(t))
+            .count();
+        let expect_counters = info["counter_samples"].as_u64().unwrap_or(0) > 0;
+        assert_eq!(counters > 0, expect_counters, "{path}");
+        if path.contains("df_index") {
+            assert!(tracks
+                .iter()
+                .any(|t| t["name"].as_str().unwrap().starts_with("memory in use")));
+        }
+    }
+}
+
+fn http_json(url: &str, path: &str) -> Value {
+    use std::io::Write;
+    let rest = &url["http://".len()..];
+    let (host, base) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").unwrap().1;
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}

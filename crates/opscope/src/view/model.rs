@@ -484,9 +484,10 @@ fn order_tracks(trace: &Trace, timeline: &Timeline) -> Vec<TrackInfo> {
         if curve.points.len() < 2 {
             continue;
         }
-        let group = curve
-            .source
-            .map_or("trace".to_string(), |s| source_label(s.index()));
+        let group = match curve.source {
+            Some(s) if several_sources => format!("{} · memory", source_label(s.index())),
+            _ => "memory".to_string(),
+        };
         tracks.push(TrackInfo {
             group,
             name: format!("memory in use: {}", curve.allocator),

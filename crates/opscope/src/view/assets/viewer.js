@@ -247,7 +247,8 @@ function drawCounter(t, e, y0) {
   ctx.strokeStyle = '#4e79a7';
   for (let i = 0; i < samples.length; i++) {
     const [s, , , max, last] = samples[i];
-    const next = i + 1 < samples.length ? samples[i + 1][0] : state.end;
+    // The last value holds to the trace's end, not past it.
+    const next = i + 1 < samples.length ? samples[i + 1][0] : Math.min(state.end, state.meta.span);
     const x0 = Math.max(xOf(s), LABEL), x1 = Math.max(xOf(next), x0 + 1);
     ctx.fillRect(x0, yv(max), x1 - x0, y0 + h - yv(max));
     ctx.fillRect(x0, yv(last), x1 - x0, 1);
