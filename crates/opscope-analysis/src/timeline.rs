@@ -72,45 +72,88 @@ pub struct Timeline {
 }
 
 impl Timeline {
-    /// Builds every track's summaries, tracks spread over the machine's cores.
+    /// Builds every track's summaries: first each track's rows, then the summaries of
+    /// every row of every track, largest first, spread over the machine's cores (the
+    /// main thread of a trace can hold most of its slices).
     pub fn build(trace: &Trace) -> Timeline {
         let counters = counter_ranges(trace);
-        let n = trace.tracks.len();
-        let next = AtomicUsize::new(0);
-        let workers = std::thread::available_parallelism().map_or(1, |p| p.get());
-        let build_one = |t: usize| match trace.tracks[t].kind {
-            TrackKind::Counter => {
-                let c = &trace.counters;
-                let samples = counters[t].iter().map(|&i| (c.ts[i], c.value[i])).collect();
-                TrackLod::Counter(Series::new(samples))
-            }
-            _ => TrackLod::Slices(SliceRows::build(trace, t)),
-        };
-        let mut built: Vec<(usize, TrackLod)> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..workers.min(n.max(1)))
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut mine = Vec::new();
-                        loop {
-                            let t = next.fetch_add(1, Ordering::Relaxed);
-                            if t >= n {
-                                return mine;
-                            }
-                            mine.push((t, build_one(t)));
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
+        let packed: Vec<Result<Vec<Vec<u32>>, Series>> =
+            in_parallel(trace.tracks.len(), |t| match trace.tracks[t].kind {
+                TrackKind::Counter => {
+                    let c = &trace.counters;
+                    let samples = counters[t].iter().map(|&i| (c.ts[i], c.value[i])).collect();
+                    Err(Series::new(samples))
+                }
+                _ => Ok(pack_rows(trace, t)),
+            });
+        let mut jobs: Vec<(usize, usize)> = packed
+            .iter()
+            .enumerate()
+            .flat_map(|(t, p)| {
+                let rows = p.as_ref().map_or(0, Vec::len);
+                (0..rows).map(move |r| (t, r))
+            })
+            .collect();
+        let size = |&(t, r): &(usize, usize)| packed[t].as_ref().map_or(0, |rows| rows[r].len());
+        jobs.sort_by_key(|job| std::cmp::Reverse(size(job)));
+        let mut summaries: Vec<Option<Vec<Tier<Item>>>> = in_parallel(jobs.len(), |j| {
+            let (t, r) = jobs[j];
+            packed[t]
+                .as_ref()
+                .ok()
+                .map(|rows| slice_tiers(trace, &rows[r]))
         });
-        built.sort_by_key(|(t, _)| *t);
-        Timeline {
-            tracks: built.into_iter().map(|(_, lod)| lod).collect(),
+        let mut tiers_of: Vec<Vec<Vec<Tier<Item>>>> = packed.iter().map(|_| Vec::new()).collect();
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&j| jobs[j]);
+        for j in order {
+            tiers_of[jobs[j].0].push(summaries[j].take().unwrap_or_default());
         }
+        let tracks = packed
+            .into_iter()
+            .zip(tiers_of)
+            .map(|(p, tiers)| match p {
+                Ok(rows) => TrackLod::Slices(SliceRows {
+                    rows: rows
+                        .into_iter()
+                        .zip(tiers)
+                        .map(|(slices, tiers)| Row { slices, tiers })
+                        .collect(),
+                }),
+                Err(series) => TrackLod::Counter(series),
+            })
+            .collect();
+        Timeline { tracks }
     }
+}
+
+/// `f(0..jobs)` on the machine's cores, each worker taking the next job; the results in
+/// job order.
+fn in_parallel<T: Send>(jobs: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let next = AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(1, |p| p.get());
+    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers.min(jobs).max(1))
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let j = next.fetch_add(1, Ordering::Relaxed);
+                        if j >= jobs {
+                            return mine;
+                        }
+                        mine.push((j, f(j)));
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    });
+    done.sort_by_key(|(j, _)| *j);
+    done.into_iter().map(|(_, v)| v).collect()
 }
 
 /// Per track, its counter sample rows in time order.
@@ -129,27 +172,9 @@ fn counter_ranges(trace: &Trace) -> Vec<Vec<usize>> {
 }
 
 impl SliceRows {
-    /// Packs track `track`'s slices into rows, each slice into the first row whose last
-    /// slice has ended: on a thread, where slices nest, that is the slice's depth.
+    /// Track `track`'s rows and their summaries (see [`pack_rows`]).
     pub fn build(trace: &Trace, track: usize) -> SliceRows {
-        let s = &trace.slices;
-        let mut rows: Vec<Vec<u32>> = Vec::new();
-        let mut row_ends: Vec<i64> = Vec::new();
-        for i in trace.track_slices(opscope_model::TrackId(track as u32)) {
-            let (ts, end) = (s.ts[i], s.end(i));
-            let row = match row_ends.iter().position(|&e| e <= ts) {
-                Some(r) => r,
-                None if rows.len() < MAX_ROWS => {
-                    rows.push(Vec::new());
-                    row_ends.push(i64::MIN);
-                    rows.len() - 1
-                }
-                None => MAX_ROWS - 1,
-            };
-            rows[row].push(i as u32);
-            row_ends[row] = row_ends[row].max(end);
-        }
-        let rows = rows
+        let rows = pack_rows(trace, track)
             .into_iter()
             .map(|slices| {
                 let tiers = slice_tiers(trace, &slices);
@@ -208,6 +233,29 @@ impl SliceRows {
     }
 }
 
+/// Packs track `track`'s slices into rows, each slice into the first row whose last
+/// slice has ended: on a thread, where slices nest, that is the slice's depth.
+fn pack_rows(trace: &Trace, track: usize) -> Vec<Vec<u32>> {
+    let s = &trace.slices;
+    let mut rows: Vec<Vec<u32>> = Vec::new();
+    let mut row_ends: Vec<i64> = Vec::new();
+    for i in trace.track_slices(opscope_model::TrackId(track as u32)) {
+        let (ts, end) = (s.ts[i], s.end(i));
+        let row = match row_ends.iter().position(|&e| e <= ts) {
+            Some(r) => r,
+            None if rows.len() < MAX_ROWS => {
+                rows.push(Vec::new());
+                row_ends.push(i64::MIN);
+                rows.len() - 1
+            }
+            None => MAX_ROWS - 1,
+        };
+        rows[row].push(i as u32);
+        row_ends[row] = row_ends[row].max(end);
+    }
+    rows
+}
+
 /// The most items one row of a view returns: the summaries keep it near two per pixel;
 /// this bounds a row where slices overlap (past [`MAX_ROWS`]) as well.
 fn item_cap(start: i64, end: i64, ns_per_px: f64) -> usize {
@@ -239,6 +287,12 @@ fn slice_tiers(trace: &Trace, slices: &[u32]) -> Vec<Tier<Item>> {
     let mut tiers = Vec::new();
     let mut width = BASE_WIDTH;
     while current.len() > 1 && width <= span.saturating_mul(FACTOR) {
+        // Where nothing would merge (slices longer than the buckets), the summary
+        // equals the last: only counted, not copied.
+        if !merges_any(&current, width) {
+            width = width.saturating_mul(FACTOR);
+            continue;
+        }
         let merged = merge_items(&current, width, dur);
         if merged.len() * 4 <= kept_len * 3 {
             kept_len = merged.len();
@@ -251,6 +305,24 @@ fn slice_tiers(trace: &Trace, slices: &[u32]) -> Vec<Tier<Item>> {
         width = width.saturating_mul(FACTOR);
     }
     tiers
+}
+
+/// Whether two neighbours of `items` would merge at bucket width `width` (see
+/// [`merge_items`]).
+fn merges_any(items: &[Item], width: i64) -> bool {
+    let mut open: Option<i64> = None;
+    for it in items {
+        if it.count == 1 && it.end - it.start >= width {
+            open = None;
+            continue;
+        }
+        let bucket = it.start.div_euclid(width);
+        if open == Some(bucket) {
+            return true;
+        }
+        open = Some(bucket);
+    }
+    false
 }
 
 /// `items` at bucket width `width`: a slice at least a bucket long stays alone; the
@@ -457,6 +529,29 @@ mod tests {
         }
         t.finish();
         t
+    }
+
+    /// The whole-trace build, which spreads rows over threads, puts each row's
+    /// summaries back with its row.
+    #[test]
+    fn the_parallel_build_equals_the_track_by_track_one() {
+        let t = nested_trace(11, 5000);
+        let whole = Timeline::build(&t);
+        let TrackLod::Slices(rows) = &whole.tracks[0] else {
+            panic!("a thread track summarised as a counter");
+        };
+        let alone = SliceRows::build(&t, 0);
+        assert_eq!(rows.rows(), alone.rows());
+        for (a, b) in rows.rows.iter().zip(&alone.rows) {
+            assert_eq!(a.slices, b.slices);
+            let widths = |r: &Row| {
+                r.tiers
+                    .iter()
+                    .map(|t| (t.width, t.items.clone()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(widths(a), widths(b));
+        }
     }
 
     #[test]

@@ -396,7 +396,10 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
         let span = meta["span"].as_i64().unwrap();
         let view = http_json(
             &viewer.url,
-            &format!("api/view?start=0&end={span}&px=2000&tracks={}", ids.join(",")),
+            &format!(
+                "api/view?start=0&end={span}&px=2000&tracks={}",
+                ids.join(",")
+            ),
         );
         let mut counted = 0u64;
         for t in view["tracks"].as_array().unwrap() {

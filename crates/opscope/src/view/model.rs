@@ -472,7 +472,7 @@ fn order_tracks(trace: &Trace, timeline: &Timeline) -> Vec<TrackInfo> {
         };
         let info = TrackInfo {
             group,
-            name,
+            name: name.trim().to_string(),
             kind: track.kind.name(),
             what: What::Model(t),
         };
