@@ -154,12 +154,7 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
     .success());
 
     // In a real browser: the page loads offline and shows its sections and tables.
-    let Some(chromium) = ["chromium", "chromium-browser"]
-        .iter()
-        .find(|c| Command::new(c).arg("--version").output().is_ok())
-    else {
-        assert!(std::env::var_os("CI").is_none(), "CI installs chromium");
-        eprintln!("skipping the browser: no chromium");
+    let Some(chromium) = common::browser::chromium() else {
         return;
     };
     let dom = Command::new(chromium)
@@ -175,7 +170,7 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
         );
     }
     assert!(dom.matches("<table>").count() >= 4);
-    let shot = dir.join("report.png");
+    let shot = common::browser::artifacts_dir().join("report.png");
     let _ = Command::new(chromium)
         .args([
             "--headless",

@@ -122,7 +122,19 @@ function changed() {
 
 // ---- drawing ----
 
+const colours = new Map();
 function colour(kind, name, block) {
+  const key = kind + (block ? '#' : ':') + name;
+  let c = colours.get(key);
+  if (c === undefined) {
+    if (colours.size > 20000) colours.clear();
+    c = shade(kind, name, block);
+    colours.set(key, c);
+  }
+  return c;
+}
+
+function shade(kind, name, block) {
   const base = COLOURS[kind] || COLOURS.other;
   // Names vary the shade, so neighbours of one kind can be told apart.
   let h = 0;
@@ -213,12 +225,17 @@ function drawRows(t, e, y0, W) {
   let n = 0;
   for (let r = 0; r < shown; r++) {
     const y = y0 + r * ROW;
+    // One rectangle per pixel at most: an item inside the pixel already drawn adds
+    // nothing to see, only work for the browser.
+    let drawnTo = -Infinity;
     for (const it of t.rows[r]) {
       const [s, en, slice, count, kind, name] = it;
       let x0 = xOf(s), x1 = xOf(en);
       if (x1 < LABEL || x0 > W) continue;
       x0 = Math.max(x0, LABEL - 1); x1 = Math.min(x1, W + 1);
+      if (x1 <= drawnTo) { n++; continue; }
       const w = Math.max(x1 - x0, 1);
+      drawnTo = x0 + w;
       const label = state.names.get(name) || '';
       ctx.fillStyle = colour(state.kinds[kind] || 'other', label, count > 1);
       ctx.fillRect(x0, y + 1, w, ROW - 2);
