@@ -138,20 +138,11 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
-def rss_mib(pid: int) -> float:
+def status_mib(pid: int, field: str = "VmRSS") -> float:
+    """A memory figure of /proc/PID/status (VmRSS now, VmHWM the peak), in MiB."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def peak_rss_of(pid: int) -> float:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -253,11 +244,11 @@ def bench_browser(url: str, chromium: str) -> dict:
                 dt.key(key)
             dt.settle()
             interactions += 1
-            renderers = [rss_mib(pid) for pid in renderer_pids(profile)]
+            renderers = [status_mib(pid) for pid in renderer_pids(profile)]
             peak_rss = max(peak_rss, max(renderers, default=0.0))
             peak_all = max(peak_all, sum(renderers))
             peak_heap = max(peak_heap, dt.call("Runtime.getHeapUsage")["usedSize"] / 2**20)
-        hwm = max((peak_rss_of(pid) for pid in renderer_pids(profile)), default=0.0)
+        hwm = max((status_mib(pid, "VmHWM") for pid in renderer_pids(profile)), default=0.0)
         state = dt.eval("(() => { const s = window.opscopeViewer; return {answered: s.answered, errors: s.errors, span: s.end - s.start}; })()")
         return {"first_picture_in_browser_ms": round(first_picture_ms, 1), "interactions": interactions,
                 "requests_answered": state["answered"], "errors": state["errors"],
@@ -385,7 +376,7 @@ def main():
         results["levels"] = levels
         results["zoom_client_max_ms"] = max(l["client_max_ms"] for l in levels)
         results["zoom_server_max_ms"] = max(l["server_max_ms"] for l in levels)
-        results["viewer_rss_mib"] = round(rss_mib(viewer.pid), 1)
+        results["viewer_rss_mib"] = round(status_mib(viewer.pid), 1)
         for l in levels:
             print(f"  level {l['level']:2d} ({l['width_ns'] / 1e6:12.3f} ms wide): {l['requests']} views, "
                   f"client p50 {l['client_p50_ms']} / p99 {l['client_p99_ms']} / max {l['client_max_ms']} ms, "

@@ -273,96 +273,111 @@ fn single(trace: &Trace, slice: u32) -> Item {
     }
 }
 
-/// The summaries of one row: each merges the last at a 4× wider bucket; one is kept
-/// when it has at most three quarters of the items of the last kept (or of the slices).
+/// The summaries of one row (see [`tiers`]): a slice at least a bucket long stays
+/// alone; a block keeps its longest slice.
 fn slice_tiers(trace: &Trace, slices: &[u32]) -> Vec<Tier<Item>> {
     let (Some(&first), Some(&last)) = (slices.first(), slices.last()) else {
         return Vec::new();
     };
     let s = &trace.slices;
-    let span = (s.end(last as usize) - s.ts[first as usize]).max(1);
+    let span = s.end(last as usize) - s.ts[first as usize];
     let dur = |i: u32| s.dur[i as usize];
-    let mut current: Vec<Item> = slices.iter().map(|&i| single(trace, i)).collect();
+    tiers(
+        slices.iter().map(|&i| single(trace, i)).collect(),
+        span,
+        |it: &Item, width| it.start.div_euclid(width),
+        |it, width| it.count == 1 && it.end - it.start >= width,
+        |block, it| {
+            block.end = block.end.max(it.end);
+            block.count += it.count;
+            if dur(it.slice) > dur(block.slice) {
+                block.slice = it.slice;
+            }
+        },
+    )
+}
+
+/// Summaries of `items` (in time order, spanning `span` ns) at bucket widths 16 ns ×
+/// 4^k: each merges the last's neighbours that fall in one `bucket`, except those that
+/// stay `alone`, into one by `absorb`. A summary is kept when it has at most three
+/// quarters of the items of the last kept (or of `items`).
+fn tiers<T: Copy>(
+    items: Vec<T>,
+    span: i64,
+    bucket: impl Fn(&T, i64) -> i64,
+    alone: impl Fn(&T, i64) -> bool,
+    absorb: impl Fn(&mut T, &T),
+) -> Vec<Tier<T>> {
+    let span = span.max(1);
+    let mut current = items;
     let mut kept_len = current.len();
     let mut tiers = Vec::new();
     let mut width = BASE_WIDTH;
     while current.len() > 1 && width <= span.saturating_mul(FACTOR) {
         // Where nothing would merge (slices longer than the buckets), the summary
-        // equals the last: only counted, not copied.
-        if !merges_any(&current, width) {
-            width = width.saturating_mul(FACTOR);
-            continue;
+        // equals the last: only looked at, not copied.
+        if let Some(merged) = merge_buckets(&current, width, &bucket, &alone, &absorb) {
+            if merged.len() * 4 <= kept_len * 3 {
+                kept_len = merged.len();
+                tiers.push(Tier {
+                    width,
+                    items: merged.clone(),
+                });
+            }
+            current = merged;
         }
-        let merged = merge_items(&current, width, dur);
-        if merged.len() * 4 <= kept_len * 3 {
-            kept_len = merged.len();
-            tiers.push(Tier {
-                width,
-                items: merged.clone(),
-            });
-        }
-        current = merged;
         width = width.saturating_mul(FACTOR);
     }
     tiers
 }
 
-/// Whether two neighbours of `items` would merge at bucket width `width` (see
-/// [`merge_items`]).
-fn merges_any(items: &[Item], width: i64) -> bool {
-    let mut open: Option<i64> = None;
-    for it in items {
-        if it.count == 1 && it.end - it.start >= width {
-            open = None;
-            continue;
-        }
-        let bucket = it.start.div_euclid(width);
-        if open == Some(bucket) {
-            return true;
-        }
-        open = Some(bucket);
+/// `items` at bucket width `width` (see [`tiers`]), or `None` when no two would merge.
+fn merge_buckets<T: Copy>(
+    items: &[T],
+    width: i64,
+    bucket: impl Fn(&T, i64) -> i64,
+    alone: impl Fn(&T, i64) -> bool,
+    absorb: impl Fn(&mut T, &T),
+) -> Option<Vec<T>> {
+    let mut previous = None;
+    let merges = items.iter().any(|it| {
+        let b = (!alone(it, width)).then(|| bucket(it, width));
+        let same = b.is_some() && b == previous;
+        previous = b;
+        same
+    });
+    if !merges {
+        return None;
     }
-    false
-}
-
-/// `items` at bucket width `width`: a slice at least a bucket long stays alone; the
-/// rest merge with their neighbours that start in the same bucket.
-fn merge_items(items: &[Item], width: i64, dur: impl Fn(u32) -> i64) -> Vec<Item> {
-    let mut out: Vec<Item> = Vec::with_capacity(items.len() / 2 + 1);
-    let mut open: Option<(i64, Item)> = None;
-    for &it in items {
-        if it.count == 1 && it.end - it.start >= width {
+    let mut out: Vec<T> = Vec::with_capacity(items.len() / 2 + 1);
+    let mut open: Option<(i64, T)> = None;
+    for it in items {
+        if alone(it, width) {
             out.extend(open.take().map(|(_, block)| block));
-            out.push(it);
+            out.push(*it);
             continue;
         }
-        let bucket = it.start.div_euclid(width);
+        let b = bucket(it, width);
         match &mut open {
-            Some((b, block)) if *b == bucket => {
-                block.end = block.end.max(it.end);
-                block.count += it.count;
-                if dur(it.slice) > dur(block.slice) {
-                    block.slice = it.slice;
-                }
-            }
+            Some((ob, block)) if *ob == b => absorb(block, it),
             _ => {
                 out.extend(open.take().map(|(_, block)| block));
-                open = Some((bucket, it));
+                open = Some((b, *it));
             }
         }
     }
     out.extend(open.map(|(_, block)| block));
-    out
+    Some(out)
 }
 
 impl Series {
     /// A counter from its samples in time order: each value holds until the next.
     pub fn new(samples: Vec<(i64, f64)>) -> Series {
         let span = match (samples.first(), samples.last()) {
-            (Some(a), Some(b)) => (b.0 - a.0).max(1),
-            _ => 1,
+            (Some(a), Some(b)) => b.0 - a.0,
+            _ => 0,
         };
-        let mut current: Vec<Sample> = samples
+        let items = samples
             .iter()
             .map(|&(ts, v)| Sample {
                 start: ts,
@@ -372,21 +387,18 @@ impl Series {
                 last: v,
             })
             .collect();
-        let mut kept_len = current.len();
-        let mut tiers = Vec::new();
-        let mut width = BASE_WIDTH;
-        while current.len() > 1 && width <= span.saturating_mul(FACTOR) {
-            let merged = merge_samples(&current, width);
-            if merged.len() * 4 <= kept_len * 3 {
-                kept_len = merged.len();
-                tiers.push(Tier {
-                    width,
-                    items: merged.clone(),
-                });
-            }
-            current = merged;
-            width = width.saturating_mul(FACTOR);
-        }
+        let tiers = tiers(
+            items,
+            span,
+            |it: &Sample, width| it.start.div_euclid(width),
+            |_, _| false,
+            |block, it| {
+                block.end = block.end.max(it.end);
+                block.min = block.min.min(it.min);
+                block.max = block.max.max(it.max);
+                block.last = it.last;
+            },
+        );
         Series { samples, tiers }
     }
 
@@ -441,29 +453,6 @@ impl Series {
             }
         }
     }
-}
-
-/// `samples` at bucket width `width`: those starting in one bucket merged.
-fn merge_samples(samples: &[Sample], width: i64) -> Vec<Sample> {
-    let mut out: Vec<Sample> = Vec::with_capacity(samples.len() / 2 + 1);
-    let mut open: Option<(i64, Sample)> = None;
-    for &it in samples {
-        let bucket = it.start.div_euclid(width);
-        match &mut open {
-            Some((b, block)) if *b == bucket => {
-                block.end = block.end.max(it.end);
-                block.min = block.min.min(it.min);
-                block.max = block.max.max(it.max);
-                block.last = it.last;
-            }
-            _ => {
-                out.extend(open.take().map(|(_, block)| block));
-                open = Some((bucket, it));
-            }
-        }
-    }
-    out.extend(open.map(|(_, block)| block));
-    out
 }
 
 #[cfg(test)]

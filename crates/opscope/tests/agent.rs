@@ -1017,16 +1017,7 @@ fn view_live_follows_a_running_job() {
     .unwrap();
     let url = url.trim().to_string();
     assert!(url.starts_with("http://127.0.0.1:"), "{url:?}");
-    let get = |path: &str| -> Value {
-        let rest = &url["http://".len()..];
-        let (host, base) = rest.split_once('/').unwrap();
-        let mut s = std::net::TcpStream::connect(host).unwrap();
-        write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut s, &mut text).unwrap();
-        let body = text.split_once("\r\n\r\n").unwrap().1;
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
-    };
+    let get = |path: &str| common::http_json(&url, path);
     let end_of = |meta: &Value| meta["origin"].as_i64().unwrap() + meta["span"].as_i64().unwrap();
     let first = get("api/meta")["meta"].clone();
     assert_eq!(first["live"], true);

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::browser::{artifacts_dir, chromium, Browser};
-use common::{scratch_dir, shared_traces};
+use common::{http_json, scratch_dir, shared_traces};
 use serde_json::Value;
 
 /// The viewer, stopped when dropped.
@@ -437,16 +437,4 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
                 .any(|t| t["name"].as_str().unwrap().starts_with("memory in use")));
         }
     }
-}
-
-fn http_json(url: &str, path: &str) -> Value {
-    use std::io::Write;
-    let rest = &url["http://".len()..];
-    let (host, base) = rest.split_once('/').unwrap();
-    let mut s = std::net::TcpStream::connect(host).unwrap();
-    write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
-    let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").unwrap().1;
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
 }

@@ -44,6 +44,15 @@ pub struct Args {
     force: bool,
 }
 
+/// The columns of the page's top ops (and of the viewer's reports of a span).
+pub const TOP_OP_COLUMNS: [Column; 5] = [
+    Column::Occurrence,
+    Column::Micros,
+    Column::CpuMicros,
+    Column::SelfCpuMicros,
+    Column::AcceleratorMicros,
+];
+
 const COMPUTE: &str = "#4e79a7";
 const OTHER: &str = "#f28e2b";
 const IDLE: &str = "#d3d3d3";
@@ -211,13 +220,7 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
     let ops = op_view(
         cx,
         &OpViewOptions {
-            columns: vec![
-                Column::Occurrence,
-                Column::Micros,
-                Column::CpuMicros,
-                Column::SelfCpuMicros,
-                Column::AcceleratorMicros,
-            ],
+            columns: TOP_OP_COLUMNS.to_vec(),
             limit: top,
             ..OpViewOptions::default()
         },

@@ -14,7 +14,7 @@ use anyhow::{Context as _, Result};
 use opscope_analysis::gpu::{self, GpuOptions};
 use opscope_analysis::op_stats::OpStatsOptions;
 use opscope_analysis::report::Reported;
-use opscope_analysis::view::{op_view, Column, OpViewOptions};
+use opscope_analysis::view::{op_view, OpViewOptions};
 use opscope_analysis::window::Window;
 
 use crate::html;
@@ -291,13 +291,7 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                         window,
                         ..OpStatsOptions::default()
                     },
-                    columns: vec![
-                        Column::Occurrence,
-                        Column::Micros,
-                        Column::CpuMicros,
-                        Column::SelfCpuMicros,
-                        Column::AcceleratorMicros,
-                    ],
+                    columns: crate::commands::report::TOP_OP_COLUMNS.to_vec(),
                     limit: 30,
                     ..OpViewOptions::default()
                 },

@@ -53,6 +53,20 @@ pub use opscope_corpus::traces as shared_traces;
 
 pub mod browser;
 
+/// GETs `path` under `url` (a viewer's address, `http://HOST:PORT/TOKEN/`) and parses
+/// the answer as JSON.
+pub fn http_json(url: &str, path: &str) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").expect("an http address");
+    let (host, base) = rest.split_once('/').unwrap();
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
 pub fn python() -> String {
     std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into())
 }
