@@ -12,6 +12,8 @@ pub mod error;
 pub mod input;
 #[cfg(feature = "nsys")]
 pub mod nsys;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod perfetto;
 mod prefault;
 mod read_ahead;

@@ -75,6 +75,13 @@ macro_rules! columns {
                 $(self.$col.shrink_to_fit();)*
             }
 
+            /// Each column by name, in their order, as an exporter takes them (a
+            /// Parquet table has these columns, from this one declaration).
+            pub fn for_each_column(&self, mut f: impl FnMut(&'static str, Column<'_>)) {
+                f(stringify!($first), AsColumn::as_column(&self.$first));
+                $(f(stringify!($col), AsColumn::as_column(&self.$col));)*
+            }
+
             /// Reorders every column by `order` (`new[i] = old[order[i]]`); rows not in
             /// `order` are dropped.
             #[allow(dead_code)]
@@ -85,6 +92,35 @@ macro_rules! columns {
         }
     };
 }
+
+/// One column of a table, typed, for exporters (see `for_each_column`).
+#[derive(Copy, Clone, Debug)]
+pub enum Column<'a> {
+    I64(&'a [i64]),
+    U32(&'a [u32]),
+    F64(&'a [f64]),
+    /// A [`SliceKind`] code per row.
+    Kind(&'a [u8]),
+    Text(&'a [StrId]),
+    Args(&'a [ArgsId]),
+    Scope(&'a [InstantScope]),
+}
+
+/// What a column's element type is as a [`Column`].
+pub trait AsColumn {
+    fn as_column(&self) -> Column<'_>;
+}
+
+macro_rules! as_column {
+    ($($ty:ty => $variant:ident),*) => {$(
+        impl AsColumn for Vec<$ty> {
+            fn as_column(&self) -> Column<'_> {
+                Column::$variant(self)
+            }
+        }
+    )*};
+}
+as_column!(i64 => I64, u32 => U32, f64 => F64, u8 => Kind, StrId => Text, ArgsId => Args, InstantScope => Scope);
 
 columns! {
     /// Slices: spans of time on a track.

@@ -1,6 +1,6 @@
 //! `opscope convert`: reads any supported trace and writes it as Perfetto protobuf (for
-//! ui.perfetto.dev), Chrome trace JSON (chrome://tracing, TensorBoard, HTA) or a CTF
-//! trace directory (babeltrace2, Trace Compass).
+//! ui.perfetto.dev), Chrome trace JSON (chrome://tracing, TensorBoard, HTA), a CTF
+//! trace directory (babeltrace2, Trace Compass) or a Parquet dataset (DuckDB, Spark).
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -26,17 +26,21 @@ pub enum Target {
     Folded,
     /// speedscope's JSON (.speedscope.json): each thread and stream as a timeline.
     Speedscope,
+    /// A Parquet dataset: OUT is a new directory, partitioned by host and rank
+    /// (`host=H/rank=R/slices.parquet`, …), for DuckDB, Spark, Polars and pandas.
+    Parquet,
 }
 
 #[derive(clap::Args)]
 #[command(
-    about = "Convert a trace to Perfetto protobuf, Chrome trace JSON, CTF, collapsed stacks or speedscope",
+    about = "Convert a trace to Perfetto protobuf, Chrome trace JSON, CTF, a Parquet dataset, collapsed stacks or speedscope",
     after_help = "The output format comes from --to, or else from OUT's extension \
                   (.pftrace/.perfetto-trace → perfetto, .json/.json.gz → json, .ctf → ctf, \
-                  .folded → folded, .speedscope.json → speedscope).\n\n\
+                  .parquet → parquet, .folded → folded, .speedscope.json → speedscope).\n\n\
                   Examples:\n  opscope convert rank0.json.gz -o rank0.pftrace\n  \
                   opscope convert ranks/ -o all.json --to json\n  \
                   opscope convert run_meta -o run.ctf --to ctf     # then: babeltrace2 run.ctf\n  \
+                  opscope convert ranks/ -o job.parquet            # then: duckdb -c \"select count(*) from 'job.parquet/*/*/slices.parquet'\"\n  \
                   opscope convert trace.json.gz -o ops.folded       # then: flamegraph.pl ops.folded > ops.svg\n  \
                   opscope convert trace.json.gz -o ops.speedscope.json   # then open it in speedscope"
 )]
@@ -72,6 +76,8 @@ fn target_from_extension(path: &Path) -> Option<Target> {
         Some(Target::Json)
     } else if name.ends_with(".ctf") {
         Some(Target::Ctf)
+    } else if name.ends_with(".parquet") {
+        Some(Target::Parquet)
     } else if name.ends_with(".pftrace")
         || name.ends_with(".perfetto-trace")
         || name.ends_with(".pb")
@@ -85,7 +91,7 @@ fn target_from_extension(path: &Path) -> Option<Target> {
 pub fn run(args: Args) -> Result<()> {
     let Some(target) = args.to.or_else(|| target_from_extension(&args.output)) else {
         bail!(
-            "{}: cannot tell the output format from the extension; pass --to perfetto, json, ctf, folded or speedscope",
+            "{}: cannot tell the output format from the extension; pass --to perfetto, json, ctf, parquet, folded or speedscope",
             args.output.display()
         );
     };
@@ -108,6 +114,9 @@ pub fn run(args: Args) -> Result<()> {
             trace.counters.len()
         );
         return Ok(());
+    }
+    if target == Target::Parquet {
+        return write_parquet(&trace, &args.output);
     }
     // Write next to the destination and rename at the end, so a failed conversion never
     // leaves a half-written file under the requested name.
@@ -174,8 +183,8 @@ fn check_output(output: &Path, inputs: &[load::Found], target: Target, force: bo
             }
         }
     }
-    if target == Target::Ctf {
-        bail!("{shown}: already exists; CTF output is a new directory");
+    if matches!(target, Target::Ctf | Target::Parquet) {
+        bail!("{shown}: already exists; CTF and Parquet output is a new directory");
     }
     if out.is_dir() {
         bail!("{shown}: already exists and is a directory");
@@ -201,7 +210,9 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
     match target {
         Target::Perfetto => opscope_formats::perfetto::export(trace, out)?,
         Target::Json => opscope_formats::chrome::export(trace, out)?,
-        Target::Ctf => unreachable!("CTF is a directory, written by write_ctf"),
+        Target::Ctf | Target::Parquet => {
+            unreachable!("a directory, written by write_ctf or write_parquet")
+        }
         Target::Folded => {
             let cx = opscope_analysis::Context::new(trace);
             let options = opscope_analysis::flame::FlameOptions { device: true };
@@ -218,6 +229,49 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
 /// [`partial_path`]), renamed into place at the end, so a failure never leaves half a
 /// trace under the requested name. [`check_output`] refused an existing `dir`.
 fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
+    write_dir(dir, |partial| {
+        opscope_formats::ctf::export::export(trace, &mut |name, bytes| {
+            std::fs::write(partial.join(name), bytes)
+        })?;
+        Ok(())
+    })
+}
+
+#[cfg(feature = "parquet")]
+fn write_parquet(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
+    let mut written = None;
+    write_dir(dir, |partial| {
+        let version = env!("CARGO_PKG_VERSION");
+        written = Some(opscope_formats::parquet::export_dataset(
+            trace, partial, version,
+        )?);
+        Ok(())
+    })?;
+    let written = written.unwrap_or_default();
+    let rows: Vec<String> = written
+        .rows
+        .iter()
+        .map(|(t, n)| format!("{n} {t}"))
+        .collect();
+    eprintln!(
+        "wrote {}/: {} partitions, {} files, {:.1} MiB: {}",
+        dir.display(),
+        written.partitions,
+        written.files,
+        written.bytes as f64 / (1 << 20) as f64,
+        rows.join(", ")
+    );
+    Ok(())
+}
+
+#[cfg(not(feature = "parquet"))]
+fn write_parquet(_: &opscope_model::Trace, _: &Path) -> Result<()> {
+    bail!("this opscope was built without Parquet (cargo feature `parquet`)")
+}
+
+/// Writes a directory output into a new directory beside `dir`, renamed into place when
+/// `fill` succeeds and removed when it fails.
+fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let shown = dir.display().to_string();
     let partial = partial_path(dir);
     if let Some(parent) = partial.parent().filter(|p| !p.as_os_str().is_empty()) {
@@ -225,12 +279,9 @@ fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
     }
     std::fs::create_dir(&partial)
         .with_context(|| format!("{}: cannot create", partial.display()))?;
-    let written = opscope_formats::ctf::export::export(trace, &mut |name, bytes| {
-        std::fs::write(partial.join(name), bytes)
-    });
-    if let Err(e) = written {
+    if let Err(e) = fill(&partial) {
         let _ = std::fs::remove_dir_all(&partial);
-        return Err(anyhow::Error::new(e).context(format!("{shown}: writing failed")));
+        return Err(e.context(format!("{shown}: writing failed")));
     }
     std::fs::rename(&partial, dir).with_context(|| format!("{shown}: cannot rename into place"))
 }

@@ -1,0 +1,608 @@
+//! The model as a Parquet dataset that DuckDB, Spark, Polars and pandas read: a
+//! directory partitioned Hive's way by host and rank (`host=H/rank=R/slices.parquet`,
+//! `tracks`, `counters`, `instants`, `flows`) with `metadata.parquet` at its top. The
+//! event tables' columns are the model's own, from its single column declaration;
+//! `docs/parquet.md` is the schema.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder};
+use arrow_array::types::UInt32Type;
+use arrow_array::{
+    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, UInt32Array,
+};
+use arrow_schema::{DataType, Field, Schema};
+use opscope_model::events::Column;
+use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, SourceId, StrId, Trace, NONE};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+
+use crate::error::ExportError;
+
+/// The version of the dataset's layout; `metadata.parquet` says it.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// What was written.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub partitions: usize,
+    pub files: usize,
+    pub bytes: u64,
+    pub rows: BTreeMap<&'static str, u64>,
+}
+
+/// Writes `trace` as a dataset into `dir` (created; it must not hold a dataset).
+/// `version` is the writer's, kept in the metadata.
+pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Written, ExportError> {
+    std::fs::create_dir_all(dir)?;
+    let parts = Partitions::of(trace);
+    let depth = depths(trace);
+    let mut written = Written::default();
+    for key in parts.parts.keys() {
+        std::fs::create_dir_all(dir.join(key))?;
+        written.partitions += 1;
+    }
+    // One job per table of each partition, the largest first, on every core.
+    let mut jobs: Vec<(&String, &Part, &'static str, usize)> = Vec::new();
+    for (key, part) in &parts.parts {
+        for (name, rows) in [
+            ("slices", part.slices.len()),
+            ("tracks", part.tracks.len()),
+            ("counters", part.counters.len()),
+            ("instants", part.instants.len()),
+            ("flows", part.flows.len()),
+        ] {
+            jobs.push((key, part, name, rows));
+        }
+    }
+    jobs.sort_by_key(|job| std::cmp::Reverse(job.3));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(jobs.len().max(1));
+    let run = || -> Vec<Result<(&'static str, u64, u64), ExportError>> {
+        let mut done = Vec::new();
+        loop {
+            let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(&(key, part, name, _)) = jobs.get(j) else {
+                return done;
+            };
+            done.push((|| {
+                let batch = match name {
+                    "slices" => slices_batch(trace, &part.slices, &depth)?,
+                    "tracks" => tracks_batch(trace, &part.tracks)?,
+                    "counters" => table_batch(trace, &part.counters, Table::Counters)?,
+                    "instants" => table_batch(trace, &part.instants, Table::Instants)?,
+                    _ => table_batch(trace, &part.flows, Table::Flows)?,
+                };
+                let bytes = write(&dir.join(key).join(format!("{name}.parquet")), &batch)?;
+                Ok((name, batch.num_rows() as u64, bytes))
+            })());
+        }
+    };
+    let results: Vec<_> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..workers).map(|_| scope.spawn(run)).collect();
+        let mut all = run();
+        for h in helpers {
+            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        all
+    });
+    for result in results {
+        let (name, rows, bytes) = result?;
+        *written.rows.entry(name).or_default() += rows;
+        written.bytes += bytes;
+        written.files += 1;
+    }
+    let meta = metadata_batch(trace, &parts, version)?;
+    written.bytes += write(&dir.join("metadata.parquet"), &meta)?;
+    written.files += 1;
+    Ok(written)
+}
+
+fn write(path: &PathBuf, batch: &RecordBatch) -> Result<u64, ExportError> {
+    let file = File::create(path)?;
+    // zstd's level 3: as fast as the Perfetto export, and smaller than gzip'd JSON.
+    let mut props = WriterProperties::builder().set_compression(Compression::ZSTD(
+        ZstdLevel::try_new(3).map_err(parquet_error)?,
+    ));
+    // Ids and times mostly grow row by row: stored as differences, not as dictionaries
+    // of values that never repeat.
+    for field in batch.schema().fields() {
+        // Args are JSON objects that rarely repeat whole: zstd finds their repeated
+        // keys in plain pages better than a dictionary of whole values would.
+        if field.name() == "args" {
+            let path = parquet::schema::types::ColumnPath::from("args");
+            props = props.set_column_dictionary_enabled(path, false);
+        }
+        if DELTA_COLUMNS.contains(&field.name().as_str()) {
+            let path = parquet::schema::types::ColumnPath::from(field.name().as_str());
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_encoding(path, parquet::basic::Encoding::DELTA_BINARY_PACKED);
+        }
+    }
+    let props = props.build();
+    let mut writer =
+        ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(parquet_error)?;
+    writer.write(batch).map_err(parquet_error)?;
+    writer.close().map_err(parquet_error)?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
+/// Integer columns whose values rarely repeat (see [`write`]).
+const DELTA_COLUMNS: &[&str] = &["id", "ts", "parent", "correlation", "from", "to"];
+
+fn parquet_error(e: impl std::fmt::Display) -> ExportError {
+    ExportError::Unsupported(format!("parquet: {e}"))
+}
+
+/// Every slice's nesting depth on its track, in one pass: a parent's row comes before
+/// its children's in the model.
+fn depths(trace: &Trace) -> Vec<i32> {
+    let s = &trace.slices;
+    let mut depth = vec![0i32; s.len()];
+    for i in 0..s.len() {
+        let p = s.parent[i];
+        if p != NONE && (p as usize) < i {
+            depth[i] = depth[p as usize] + 1;
+        } else if p != NONE {
+            depth[i] = s.depth(i) as i32;
+        }
+    }
+    depth
+}
+
+/// Rows of each table per partition (`host=H/rank=R`), by the source of their track.
+struct Partitions {
+    parts: BTreeMap<String, Part>,
+    /// Per source, its partition.
+    of_source: Vec<String>,
+}
+
+#[derive(Default)]
+struct Part {
+    slices: Vec<u32>,
+    tracks: Vec<u32>,
+    counters: Vec<u32>,
+    instants: Vec<u32>,
+    flows: Vec<u32>,
+}
+
+/// A partition value as a directory name may hold it.
+fn partition_value(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '/' | '\\' | '=' | '%' | ':' | '*' | '?' | '"' | '<' | '>' | '|' => '_',
+            c if c.is_control() => '_',
+            c => c,
+        })
+        .collect()
+}
+
+impl Partitions {
+    fn of(trace: &Trace) -> Partitions {
+        let of_source: Vec<String> = trace
+            .sources
+            .iter()
+            .map(|s| {
+                let host = s
+                    .host
+                    .map_or("unknown".to_string(), |h| partition_value(trace.str(h)));
+                let rank = s.rank.map_or(-1, i64::from);
+                format!("host={host}/rank={rank}")
+            })
+            .collect();
+        let unplaced = "host=unknown/rank=-1".to_string();
+        let source_of_track: Vec<Option<SourceId>> = trace
+            .tracks
+            .iter()
+            .map(|t| {
+                t.process
+                    .map(|p| trace.processes[p.index()].source)
+                    .or_else(|| t.device.map(|d| trace.devices[d.index()].source))
+            })
+            .collect();
+        let key_of_track: Vec<&String> = source_of_track
+            .iter()
+            .map(|s| s.map_or(&unplaced, |s| &of_source[s.index()]))
+            .collect();
+        let key = |track: u32| -> &String {
+            key_of_track
+                .get(track as usize)
+                .copied()
+                .unwrap_or(&unplaced)
+        };
+        let mut parts: BTreeMap<String, Part> = BTreeMap::new();
+        let mut put = |track: u32, row: u32, table: fn(&mut Part) -> &mut Vec<u32>| {
+            let part = match parts.get_mut(key(track)) {
+                Some(part) => part,
+                None => parts.entry(key(track).clone()).or_default(),
+            };
+            table(part).push(row);
+        };
+        for t in 0..trace.tracks.len() {
+            put(t as u32, t as u32, |p| &mut p.tracks);
+        }
+        let s = &trace.slices;
+        for i in 0..s.len() {
+            put(s.track[i], i as u32, |p| &mut p.slices);
+        }
+        for i in 0..trace.counters.len() {
+            put(trace.counters.track[i], i as u32, |p| &mut p.counters);
+        }
+        for i in 0..trace.instants.len() {
+            put(trace.instants.track[i], i as u32, |p| &mut p.instants);
+        }
+        // A flow goes with the slice it starts from.
+        for i in 0..trace.flows.len() {
+            let from = trace.flows.from[i] as usize;
+            let track = s.track.get(from).copied().unwrap_or(NONE);
+            put(track, i as u32, |p| &mut p.flows);
+        }
+        Partitions { parts, of_source }
+    }
+}
+
+#[derive(Copy, Clone)]
+enum Table {
+    Counters,
+    Instants,
+    Flows,
+}
+
+/// The model's columns of `rows`, each as Arrow takes it: references (`u32`, with
+/// `u32::MAX` for none) as nullable `uint32`, kinds and texts as strings, args as a
+/// JSON object.
+fn model_columns(
+    trace: &Trace,
+    rows: &[u32],
+    each: impl FnOnce(&mut dyn FnMut(&'static str, Column<'_>)),
+) -> Vec<(Field, ArrayRef)> {
+    let mut out: Vec<(Field, ArrayRef)> = Vec::new();
+    let mut add = |name: &'static str, column: Column<'_>| {
+        let at = |i: &u32| *i as usize;
+        let (field, array): (Field, ArrayRef) = match column {
+            Column::I64(v) => (
+                Field::new(name, DataType::Int64, false),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|i| v[at(i)]))),
+            ),
+            Column::U32(v) => {
+                let mut b = UInt32Builder::with_capacity(rows.len());
+                for i in rows {
+                    let x = v[at(i)];
+                    b.append_option((x != NONE).then_some(x));
+                }
+                (
+                    Field::new(name, DataType::UInt32, true),
+                    Arc::new(b.finish()),
+                )
+            }
+            Column::F64(v) => (
+                Field::new(name, DataType::Float64, false),
+                Arc::new(Float64Array::from_iter_values(
+                    rows.iter().map(|i| v[at(i)]),
+                )),
+            ),
+            Column::Kind(v) => strings(
+                name,
+                false,
+                rows.iter()
+                    .map(|i| Some(SliceKind::from_code(v[at(i)]).name())),
+            ),
+            Column::Text(v) => texts(trace, name, rows.iter().map(|i| v[at(i)])),
+            Column::Args(v) => {
+                // Sized once: growing a column of many MB moves it again and again.
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
+                let mut text = String::new();
+                for i in rows {
+                    match args_json(trace, v[at(i)], &mut text) {
+                        Some(()) => b.append_value(&text),
+                        None => b.append_null(),
+                    }
+                }
+                (Field::new(name, DataType::Utf8, true), Arc::new(b.finish()))
+            }
+            Column::Scope(v) => strings(
+                name,
+                false,
+                rows.iter().map(|i| {
+                    Some(match v[at(i)] {
+                        InstantScope::Thread => "thread",
+                        InstantScope::Process => "process",
+                        InstantScope::Global => "global",
+                    })
+                }),
+            ),
+        };
+        out.push((field, array));
+    };
+    each(&mut add);
+    out
+}
+
+fn strings<S: AsRef<str>>(
+    name: &'static str,
+    nullable: bool,
+    values: impl Iterator<Item = Option<S>>,
+) -> (Field, ArrayRef) {
+    let mut b = StringBuilder::new();
+    for v in values {
+        b.append_option(v);
+    }
+    (
+        Field::new(name, DataType::Utf8, nullable),
+        Arc::new(b.finish()),
+    )
+}
+
+/// A text column as a dictionary of the texts it uses, keyed by row: the model's
+/// interned texts become Parquet's dictionary pages without a copy per row.
+fn texts(trace: &Trace, name: &'static str, ids: impl Iterator<Item = StrId>) -> (Field, ArrayRef) {
+    let mut local: hashbrown::HashMap<u32, u32> = hashbrown::HashMap::new();
+    let mut values = StringBuilder::new();
+    let keys: UInt32Array = ids
+        .map(|id| {
+            let next = local.len() as u32;
+            *local.entry(id.0).or_insert_with(|| {
+                values.append_value(trace.str(id));
+                next
+            })
+        })
+        .collect();
+    let array = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values.finish()))
+        .expect("every key indexes the texts it was made with");
+    let field = Field::new(
+        name,
+        DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8)),
+        false,
+    );
+    (field, Arc::new(array))
+}
+
+/// An arg bag as a JSON object (`None` for no args), written into `out`.
+fn args_json(trace: &Trace, id: ArgsId, out: &mut String) -> Option<()> {
+    if id.is_none() {
+        return None;
+    }
+    out.clear();
+    out.push('{');
+    for (k, (key, value)) in trace.args.get(id).enumerate() {
+        if k > 0 {
+            out.push(',');
+        }
+        push_json_string(out, trace.str(key));
+        out.push(':');
+        match value {
+            ArgValue::Null => out.push_str("null"),
+            ArgValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
+            ArgValue::Int(n) => out.push_str(&n.to_string()),
+            ArgValue::UInt(n) => out.push_str(&n.to_string()),
+            ArgValue::Float(x) if x.is_finite() => out.push_str(&x.to_string()),
+            ArgValue::Float(_) => out.push_str("null"),
+            ArgValue::Str(s) => push_json_string(out, trace.str(s)),
+            // An array or object the importer kept as its JSON text.
+            ArgValue::Json(s) => out.push_str(trace.str(s)),
+        }
+    }
+    out.push('}');
+    Some(())
+}
+
+fn push_json_string(out: &mut String, text: &str) {
+    let plain =
+        memchr::memchr2(b'"', b'\\', text.as_bytes()).is_none() && !text.bytes().any(|b| b < 0x20);
+    if plain {
+        out.push('"');
+        out.push_str(text);
+        out.push('"');
+    } else {
+        // Serialising a &str cannot fail.
+        out.push_str(&serde_json::to_string(text).unwrap_or_default());
+    }
+}
+
+fn batch(columns: Vec<(Field, ArrayRef)>) -> Result<RecordBatch, ExportError> {
+    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(parquet_error)
+}
+
+/// Slices: `id` (the row in the whole trace, which `parent` and the flows name), the
+/// model's columns, then `depth` and the `correlation` id the trace gave the slice.
+fn slices_batch(trace: &Trace, rows: &[u32], depth: &[i32]) -> Result<RecordBatch, ExportError> {
+    let s = &trace.slices;
+    let mut columns = vec![(
+        Field::new("id", DataType::UInt32, false),
+        Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
+    )];
+    columns.extend(model_columns(trace, rows, |f| s.for_each_column(f)));
+    columns.push((
+        Field::new("depth", DataType::Int32, false),
+        Arc::new(Int32Array::from_iter_values(
+            rows.iter().map(|&i| depth[i as usize]),
+        )),
+    ));
+    let keys: Vec<_> = ["correlation", "correlation_id"]
+        .iter()
+        .filter_map(|k| trace.strings.find(k))
+        .collect();
+    let mut correlation = Int64Builder::with_capacity(rows.len());
+    for &i in rows {
+        let id = keys
+            .iter()
+            .find_map(|&k| trace.args.find(s.args[i as usize], k))
+            .and_then(ArgValue::as_i64);
+        correlation.append_option(id);
+    }
+    columns.push((
+        Field::new("correlation", DataType::Int64, true),
+        Arc::new(correlation.finish()),
+    ));
+    batch(columns)
+}
+
+fn table_batch(trace: &Trace, rows: &[u32], table: Table) -> Result<RecordBatch, ExportError> {
+    let columns = match table {
+        Table::Counters => model_columns(trace, rows, |f| trace.counters.for_each_column(f)),
+        Table::Instants => model_columns(trace, rows, |f| trace.instants.for_each_column(f)),
+        Table::Flows => model_columns(trace, rows, |f| trace.flows.for_each_column(f)),
+    };
+    batch(columns)
+}
+
+/// Tracks: `id` (what the other tables' `track` names), kind, name, and the process,
+/// thread and device they belong to.
+fn tracks_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError> {
+    let tracks: Vec<_> = rows.iter().map(|&t| &trace.tracks[t as usize]).collect();
+    let process = |t: &opscope_model::Track| t.process.map(|p| &trace.processes[p.index()]);
+    let thread = |t: &opscope_model::Track| t.thread.map(|th| &trace.threads[th.index()]);
+    let device = |t: &opscope_model::Track| {
+        t.device
+            .or_else(|| process(t).and_then(|p| p.device))
+            .map(|d| &trace.devices[d.index()])
+    };
+    let name = |id: Option<StrId>| id.map(|n| trace.str(n));
+    let int64 = |values: Vec<Option<i64>>| Arc::new(Int64Array::from(values)) as ArrayRef;
+    let columns = vec![
+        (
+            Field::new("id", DataType::UInt32, false),
+            Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
+        ),
+        strings("kind", false, tracks.iter().map(|t| Some(t.kind.name()))),
+        strings(
+            "name",
+            false,
+            tracks.iter().map(|t| Some(trace.str(t.name))),
+        ),
+        (
+            Field::new("pid", DataType::Int64, true),
+            int64(tracks.iter().map(|t| process(t).map(|p| p.pid)).collect()),
+        ),
+        strings(
+            "process_name",
+            true,
+            tracks.iter().map(|t| name(process(t).and_then(|p| p.name))),
+        ),
+        (
+            Field::new("tid", DataType::Int64, true),
+            int64(tracks.iter().map(|t| thread(t).map(|th| th.tid)).collect()),
+        ),
+        strings(
+            "thread_name",
+            true,
+            tracks
+                .iter()
+                .map(|t| name(thread(t).and_then(|th| th.name))),
+        ),
+        strings(
+            "device_kind",
+            true,
+            tracks.iter().map(|t| device(t).map(|d| d.kind.name())),
+        ),
+        (
+            Field::new("device_index", DataType::Int64, true),
+            int64(
+                tracks
+                    .iter()
+                    .map(|t| device(t).map(|d| i64::from(d.index)))
+                    .collect(),
+            ),
+        ),
+    ];
+    batch(columns)
+}
+
+/// One row per source: where it came from, its partition, its clock, and what wrote
+/// the dataset.
+fn metadata_batch(
+    trace: &Trace,
+    parts: &Partitions,
+    version: &str,
+) -> Result<RecordBatch, ExportError> {
+    let sources = &trace.sources;
+    let n = sources.len();
+    let columns = vec![
+        (
+            Field::new("source", DataType::UInt32, false),
+            Arc::new(UInt32Array::from_iter_values(0..n as u32)) as ArrayRef,
+        ),
+        strings("path", false, sources.iter().map(|s| Some(s.path.as_str()))),
+        strings(
+            "format",
+            false,
+            sources.iter().map(|s| Some(s.format.as_ref())),
+        ),
+        strings(
+            "partition",
+            false,
+            parts.of_source.iter().map(|p| Some(p.as_str())),
+        ),
+        strings(
+            "host",
+            true,
+            sources.iter().map(|s| s.host.map(|h| trace.str(h))),
+        ),
+        (
+            Field::new("rank", DataType::Int64, true),
+            Arc::new(Int64Array::from(
+                sources
+                    .iter()
+                    .map(|s| s.rank.map(i64::from))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            Field::new("world_size", DataType::Int64, true),
+            Arc::new(Int64Array::from(
+                sources
+                    .iter()
+                    .map(|s| s.world_size.map(i64::from))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        strings(
+            "clock",
+            true,
+            sources.iter().map(|s| {
+                trace
+                    .clocks
+                    .get(s.clock.0 as usize)
+                    .map(|c| trace.str(c.name))
+            }),
+        ),
+        (
+            Field::new("unix_offset_ns", DataType::Int64, true),
+            Arc::new(Int64Array::from(
+                sources
+                    .iter()
+                    .map(|s| {
+                        trace
+                            .clocks
+                            .get(s.clock.0 as usize)
+                            .and_then(|c| c.unix_offset_ns)
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        // Until hosts are merged onto one clock, every source keeps its own: no offset
+        // applied, no bound stated.
+        (
+            Field::new("clock_offset_ns", DataType::Int64, true),
+            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        ),
+        (
+            Field::new("clock_bound_ns", DataType::Int64, true),
+            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+        ),
+        strings("opscope_version", false, (0..n).map(|_| Some(version))),
+        (
+            Field::new("schema_version", DataType::UInt32, false),
+            Arc::new(UInt32Array::from(vec![SCHEMA_VERSION; n])),
+        ),
+    ];
+    batch(columns)
+}
