@@ -47,19 +47,12 @@ pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Writte
         written.partitions += 1;
     }
     // One job per table of each partition, the largest first, on every core.
-    let mut jobs: Vec<(&String, &Part, &'static str, usize)> = Vec::new();
-    for (key, part) in &parts.parts {
-        for (name, rows) in [
-            ("slices", part.slices.len()),
-            ("tracks", part.tracks.len()),
-            ("counters", part.counters.len()),
-            ("instants", part.instants.len()),
-            ("flows", part.flows.len()),
-        ] {
-            jobs.push((key, part, name, rows));
-        }
-    }
-    jobs.sort_by_key(|job| std::cmp::Reverse(job.3));
+    let mut jobs: Vec<(&String, &Part, Table)> = parts
+        .parts
+        .iter()
+        .flat_map(|(key, part)| Table::ALL.into_iter().map(move |t| (key, part, t)))
+        .collect();
+    jobs.sort_by_key(|&(_, part, table)| std::cmp::Reverse(table.rows(part).len()));
     let next = std::sync::atomic::AtomicUsize::new(0);
     let workers = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -68,19 +61,27 @@ pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Writte
         let mut done = Vec::new();
         loop {
             let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&(key, part, name, _)) = jobs.get(j) else {
+            let Some(&(key, part, table)) = jobs.get(j) else {
                 return done;
             };
             done.push((|| {
-                let batch = match name {
-                    "slices" => slices_batch(trace, &part.slices, &depth)?,
-                    "tracks" => tracks_batch(trace, &part.tracks)?,
-                    "counters" => table_batch(trace, &part.counters, Table::Counters)?,
-                    "instants" => table_batch(trace, &part.instants, Table::Instants)?,
-                    _ => table_batch(trace, &part.flows, Table::Flows)?,
+                let rows = table.rows(part);
+                let batch = match table {
+                    Table::Slices => slices_batch(trace, rows, &depth)?,
+                    Table::Tracks => tracks_batch(trace, rows)?,
+                    Table::Counters => batch(model_columns(trace, rows, |f| {
+                        trace.counters.for_each_column(f)
+                    }))?,
+                    Table::Instants => batch(model_columns(trace, rows, |f| {
+                        trace.instants.for_each_column(f)
+                    }))?,
+                    Table::Flows => batch(model_columns(trace, rows, |f| {
+                        trace.flows.for_each_column(f)
+                    }))?,
                 };
-                let bytes = write(&dir.join(key).join(format!("{name}.parquet")), &batch)?;
-                Ok((name, batch.num_rows() as u64, bytes))
+                let file = dir.join(key).join(format!("{}.parquet", table.name()));
+                let bytes = write(&file, &batch)?;
+                Ok((table.name(), batch.num_rows() as u64, bytes))
             })());
         }
     };
@@ -248,11 +249,44 @@ impl Partitions {
     }
 }
 
+/// The tables of a partition.
 #[derive(Copy, Clone)]
 enum Table {
+    Slices,
+    Tracks,
     Counters,
     Instants,
     Flows,
+}
+
+impl Table {
+    const ALL: [Table; 5] = [
+        Table::Slices,
+        Table::Tracks,
+        Table::Counters,
+        Table::Instants,
+        Table::Flows,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Table::Slices => "slices",
+            Table::Tracks => "tracks",
+            Table::Counters => "counters",
+            Table::Instants => "instants",
+            Table::Flows => "flows",
+        }
+    }
+
+    fn rows(self, part: &Part) -> &[u32] {
+        match self {
+            Table::Slices => &part.slices,
+            Table::Tracks => &part.tracks,
+            Table::Counters => &part.counters,
+            Table::Instants => &part.instants,
+            Table::Flows => &part.flows,
+        }
+    }
 }
 
 /// The model's columns of `rows`, each as Arrow takes it: references (`u32`, with
@@ -442,15 +476,6 @@ fn slices_batch(trace: &Trace, rows: &[u32], depth: &[i32]) -> Result<RecordBatc
         Field::new("correlation", DataType::Int64, true),
         Arc::new(correlation.finish()),
     ));
-    batch(columns)
-}
-
-fn table_batch(trace: &Trace, rows: &[u32], table: Table) -> Result<RecordBatch, ExportError> {
-    let columns = match table {
-        Table::Counters => model_columns(trace, rows, |f| trace.counters.for_each_column(f)),
-        Table::Instants => model_columns(trace, rows, |f| trace.instants.for_each_column(f)),
-        Table::Flows => model_columns(trace, rows, |f| trace.flows.for_each_column(f)),
-    };
     batch(columns)
 }
 

@@ -183,8 +183,10 @@ fn check_output(output: &Path, inputs: &[load::Found], target: Target, force: bo
             }
         }
     }
-    if matches!(target, Target::Ctf | Target::Parquet) {
-        bail!("{shown}: already exists; CTF and Parquet output is a new directory");
+    match target {
+        Target::Ctf => bail!("{shown}: already exists; CTF output is a new directory"),
+        Target::Parquet => bail!("{shown}: already exists; a Parquet dataset is a new directory"),
+        _ => {}
     }
     if out.is_dir() {
         bail!("{shown}: already exists and is a directory");
