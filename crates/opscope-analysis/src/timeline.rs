@@ -36,6 +36,19 @@ pub struct Sample {
     pub last: f64,
 }
 
+impl Sample {
+    /// One sample: `value` at `ts`.
+    fn at(ts: i64, value: f64) -> Sample {
+        Sample {
+            start: ts,
+            end: ts,
+            min: value,
+            max: value,
+            last: value,
+        }
+    }
+}
+
 /// A summary: items at one bucket width.
 struct Tier<T> {
     width: i64,
@@ -377,16 +390,7 @@ impl Series {
             (Some(a), Some(b)) => b.0 - a.0,
             _ => 0,
         };
-        let items = samples
-            .iter()
-            .map(|&(ts, v)| Sample {
-                start: ts,
-                end: ts,
-                min: v,
-                max: v,
-                last: v,
-            })
-            .collect();
+        let items = samples.iter().map(|&(ts, v)| Sample::at(ts, v)).collect();
         let tiers = tiers(
             items,
             span,
@@ -442,13 +446,7 @@ impl Series {
                         .iter()
                         .take_while(|it| it.0 <= end)
                         .take(cap.saturating_sub(out.len()))
-                        .map(|&(ts, v)| Sample {
-                            start: ts,
-                            end: ts,
-                            min: v,
-                            max: v,
-                            last: v,
-                        }),
+                        .map(|&(ts, v)| Sample::at(ts, v)),
                 );
             }
         }
