@@ -185,8 +185,10 @@ fn counter_ranges(trace: &Trace) -> Vec<Vec<usize>> {
 }
 
 impl SliceRows {
-    /// Track `track`'s rows and their summaries (see [`pack_rows`]).
-    pub fn build(trace: &Trace, track: usize) -> SliceRows {
+    /// Track `track`'s rows and their summaries, alone: what [`Timeline::build`] makes
+    /// for every track at once (the tests compare the two).
+    #[cfg(test)]
+    fn build(trace: &Trace, track: usize) -> SliceRows {
         let rows = pack_rows(trace, track)
             .into_iter()
             .map(|slices| {

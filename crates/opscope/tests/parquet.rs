@@ -15,6 +15,17 @@ fn info(input: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// `opscope convert INPUT -o OUT` into a fresh `out`.
+fn to_dataset(input: &Path, out: &Path) {
+    let _ = std::fs::remove_dir_all(out);
+    opscope_ok(&[
+        "convert",
+        input.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+}
+
 /// Every engine reads every table with the rows `info` counts.
 fn assert_counts(read: &Value, info: &Value, what: &str) {
     for engine in ["pyarrow", "duckdb", "polars"] {
@@ -47,13 +58,7 @@ fn a_dataset_reads_back_in_pyarrow_duckdb_and_polars_as_the_trace() {
     // Two ranks: a partition each, and the files' own events, one for one.
     let ranks = traces.join("kineto/hta/trace_filter");
     let out = dir.join("ranks.parquet");
-    let _ = std::fs::remove_dir_all(&out);
-    opscope_ok(&[
-        "convert",
-        ranks.to_str().unwrap(),
-        "-o",
-        out.to_str().unwrap(),
-    ]);
+    to_dataset(&ranks, &out);
     let files: Vec<String> = (0..2)
         .map(|r| {
             ranks
@@ -98,13 +103,7 @@ fn a_dataset_reads_back_in_pyarrow_duckdb_and_polars_as_the_trace() {
         traces.join("tf-timeline/xprof-demo/trace.json"),
     ] {
         let out = dir.join("one.parquet");
-        let _ = std::fs::remove_dir_all(&out);
-        opscope_ok(&[
-            "convert",
-            input.to_str().unwrap(),
-            "-o",
-            out.to_str().unwrap(),
-        ]);
+        to_dataset(&input, &out);
         let read = run_oracle_json("parquet_read.py", &[out.display().to_string()]);
         assert_counts(&read, &info(&input), &input.display().to_string());
     }
