@@ -17,6 +17,7 @@ pub mod memory;
 mod memory_report;
 pub mod op_stats;
 pub mod report;
+pub mod sql;
 pub mod steps;
 pub mod summary;
 pub mod timeline;

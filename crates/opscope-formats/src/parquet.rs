@@ -537,6 +537,17 @@ fn tracks_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError>
                     .collect(),
             ),
         ),
+        // Several sources can share a partition (the processes of one recording); the
+        // analyses keep them apart, as the CLI does.
+        (
+            Field::new("source", DataType::UInt32, true),
+            Arc::new(UInt32Array::from(
+                tracks
+                    .iter()
+                    .map(|t| process(t).map(|p| p.source.index() as u32))
+                    .collect::<Vec<_>>(),
+            )) as ArrayRef,
+        ),
     ];
     batch(columns)
 }

@@ -112,11 +112,14 @@ impl SliceKind {
 /// exact forms: user ranges such as TorchRec's `## all2all_data:recat_values ##` wrap
 /// the computation that prepares a collective, not the collective.
 pub fn is_collective_op_name(name: &str) -> bool {
-    name.starts_with("nccl:")
-        || name.starts_with("c10d::")
-        || name.starts_with("gloo:")
-        || name == "record_param_comms"
+    COLLECTIVE_OP_PREFIXES.iter().any(|p| name.starts_with(p))
+        || COLLECTIVE_OP_NAMES.contains(&name)
 }
+
+/// How the names of collective ops begin ([`is_collective_op_name`]).
+pub const COLLECTIVE_OP_PREFIXES: [&str; 3] = ["nccl:", "c10d::", "gloo:"];
+/// Collective ops by their whole name ([`is_collective_op_name`]).
+pub const COLLECTIVE_OP_NAMES: [&str; 1] = ["record_param_comms"];
 
 #[cfg(test)]
 mod tests {

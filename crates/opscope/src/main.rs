@@ -58,6 +58,7 @@ enum Command {
     Flame(commands::flame::Args),
     Report(commands::report::Args),
     View(commands::view::Args),
+    Sql(commands::sql::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -102,6 +103,7 @@ fn main() -> ExitCode {
         Command::Flame(args) => commands::flame::run(args),
         Command::Report(args) => commands::report::run(args),
         Command::View(args) => commands::view::run(args),
+        Command::Sql(args) => commands::sql::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

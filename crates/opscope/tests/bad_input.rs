@@ -7,12 +7,12 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{python, scratch_dir, test_cache_dir};
+use common::{python, scratch_dir, test_cache_dir, Scratch};
 
 /// Longer than any wait opscope itself makes (10 s for a FIFO's writer).
 const LIMIT: Duration = Duration::from_secs(30);
@@ -33,19 +33,16 @@ enum Input {
 }
 
 /// A fresh scratch directory for one case.
-fn case_dir(name: &str) -> PathBuf {
-    let dir = scratch_dir(&format!("bad-input-{name}"));
-    std::fs::remove_dir_all(&dir).unwrap();
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn case_dir(name: &str) -> Scratch {
+    scratch_dir(&format!("bad-input-{name}"))
 }
 
 /// Runs `command` with `input` on stdin, killing it after [`LIMIT`]. Output goes to
 /// files rather than pipes, so a chatty run cannot block on a full pipe.
 fn run_limited(mut command: Command, input: Input) -> Run {
     static RUNS: AtomicU32 = AtomicU32::new(0);
-    let outputs = scratch_dir("bad-input-outputs");
     let n = RUNS.fetch_add(1, Ordering::Relaxed);
+    let outputs = scratch_dir(&format!("bad-input-outputs-{n}"));
     let (out, err) = (
         outputs.join(format!("{n}.out")),
         outputs.join(format!("{n}.err")),

@@ -1057,7 +1057,7 @@ fn ctf_traces_load_walk_and_convert() {
         "{text}"
     );
     // Conversion to Perfetto and Chrome JSON keeps the instants.
-    let dir = scratch_dir("ctf");
+    let dir = scratch_dir("ctf-instants");
     for name in ["memory.pftrace", "memory.json"] {
         let out = dir.join(name);
         convert(&ctf.join("tracecompass/memory"), &out, None);

@@ -16,13 +16,6 @@ fn entries(cache: &Path) -> Vec<PathBuf> {
     found
 }
 
-fn fresh_dir(name: &str) -> PathBuf {
-    let dir = scratch_dir(name);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 fn set_age(path: &Path, age: Duration) {
     let file = std::fs::File::options().write(true).open(path).unwrap();
     file.set_modified(SystemTime::now() - age).unwrap();
@@ -49,7 +42,7 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
         "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
     );
     let trace = trace.to_str().unwrap();
-    let cache = fresh_dir("cache-answers");
+    let cache = scratch_dir("cache-answers");
     opscope_ok_with_cache(&cache, &["stats", "op", trace]);
     let saved = entries(&cache);
     assert_eq!(
@@ -127,7 +120,7 @@ fn slices(cache: &Path, trace: &Path) -> u64 {
 
 #[test]
 fn a_damaged_entry_or_a_changed_input_is_parsed_again() {
-    let dir = fresh_dir("cache-stale");
+    let dir = scratch_dir("cache-stale");
     let cache = dir.join("cache");
     let trace = dir.join("trace.json");
     write_trace(&trace, 12_000);

@@ -1035,12 +1035,10 @@ fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
 /// OUT): the program's own report of what its profilers saw and wrote must be the same
 /// (the plain run is the oracle). Returns the recorded run's output and session.
 fn run_plain_and_recorded(
-    name: &str,
+    dir: &Path,
     script_name: &str,
     env: &[(&str, &str)],
 ) -> (Output, PathBuf) {
-    let dir = scratch_dir(name);
-    let _ = std::fs::remove_dir_all(&dir);
     let (plain_out, recorded_out, session) =
         (dir.join("plain"), dir.join("recorded"), dir.join("session"));
     std::fs::create_dir_all(&plain_out).unwrap();
@@ -1080,7 +1078,8 @@ fn a_programs_own_pytorch_profilers_work_as_without_opscope() {
     if !python_with(&["torch", "perfetto"]) {
         return;
     }
-    let (out, session) = run_plain_and_recorded("record-own-torch", "torch_own_profilers.py", &[]);
+    let scratch = scratch_dir("record-own-torch");
+    let (out, session) = run_plain_and_recorded(&scratch, "torch_own_profilers.py", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(report["torch.profiler"]["aten::cos"], 10, "{report}");
@@ -1141,8 +1140,9 @@ fn a_programs_own_tensorflow_profilers_work_as_without_opscope() {
     if !python_with(&["tensorflow", "tensorboard", "perfetto"]) {
         return;
     }
+    let scratch = scratch_dir("record-own-tf");
     let (out, session) = run_plain_and_recorded(
-        "record-own-tf",
+        &scratch,
         "tf_own_profilers.py",
         &[("TF_CPP_MIN_LOG_LEVEL", "2")],
     );
@@ -1173,7 +1173,8 @@ fn a_programs_own_jax_profiler_works_as_without_opscope() {
     if !python_with(&["jax", "perfetto"]) {
         return;
     }
-    let (out, session) = run_plain_and_recorded("record-own-jax", "jax_own_profilers.py", &[]);
+    let scratch = scratch_dir("record-own-jax");
+    let (out, session) = run_plain_and_recorded(&scratch, "jax_own_profilers.py", &[]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(

@@ -106,7 +106,8 @@ fn log_steps(log: &[Value], report: &Value) -> Vec<(i64, i64)> {
 /// finds in the session against that log: found by `kind`, as many, each boundary
 /// within 1 % of the median step, the first step's within `first`.
 fn recorded_steps_match(what: &str, script: &str, env: &[(&str, &str)], kind: &str, first: f64) {
-    let session = scratch_dir(&format!("steps-{script}")).join("session");
+    let scratch = scratch_dir(&format!("steps-{script}"));
+    let session = scratch.join("session");
     let log = record(&session, script, env);
     let report = steps_json(&session);
     let want = log_steps(&log, &report);
@@ -189,7 +190,8 @@ fn processes_are_called_what_they_are() {
     if !python_with(&["torch"]) {
         return;
     }
-    let session = scratch_dir("steps-roles").join("session");
+    let scratch = scratch_dir("steps-roles");
+    let session = scratch.join("session");
     let pids = session.with_extension("workers.txt");
     let _ = std::fs::remove_file(&pids);
     record(
@@ -235,7 +237,7 @@ fn processes_are_called_what_they_are() {
     );
 
     // Without a launcher, no rank at all.
-    let plain = scratch_dir("steps-roles").join("plain");
+    let plain = scratch.join("plain");
     record(&plain, "steps_torch_dataloader.py", &[]);
     let report = steps_json(&plain);
     let roles: Vec<&str> = report["sources"]
@@ -281,7 +283,8 @@ fn keras_fit_steps_are_its_train_function_calls() {
     if !python_with(&["tensorflow", "xprof"]) {
         return;
     }
-    let session = scratch_dir("steps-steps_keras.py").join("session");
+    let scratch = scratch_dir("steps-keras-fit");
+    let session = scratch.join("session");
     let log = record(&session, "steps_keras.py", &[("TF_CPP_MIN_LOG_LEVEL", "2")]);
     let report = steps_json(&session);
     let want = log_steps(&log, &report);

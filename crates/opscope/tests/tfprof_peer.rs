@@ -58,11 +58,12 @@ const TIME_AND_MEMORY: &[&str] = &[
 /// Runs `opscope stats VIEW` with `options` on the run, as JSON.
 fn stats_json(view: &str, run: &Path, options: &[&str]) -> Vec<Value> {
     // Tests run at once in one process: each run and call gets a file of its own.
-    let out = scratch_dir("tfprof").join(format!(
-        "{}-{view}-{}.json",
+    let scratch = scratch_dir(&format!(
+        "tfprof-{}-{view}-{}",
         run.file_name().unwrap().to_string_lossy(),
         options.join(" ").replace(['/', ' ', ','], "_")
     ));
+    let out = scratch.join("stats.json");
     let outfile = format!("json:outfile={}", out.display());
     let run_meta = run.join("run_meta");
     let mut args = vec![
@@ -341,11 +342,11 @@ fn tfprof_itself_agrees_to_the_microsecond_and_byte() {
 /// protos (thread id 0 everywhere, ops of one device overlapping, kernels on
 /// `stream:N` and again on `stream:all`, copies on `stream:N` and again on `memcpy`),
 /// in a directory of its own; `None` off CI without TensorFlow.
-fn tf1_gpu_run() -> Option<PathBuf> {
+fn tf1_gpu_run() -> Option<Scratch> {
     if !python_with(&["tensorflow"]) {
         return None;
     }
-    let dir = scratch_dir("tfprof").join("tf1-gpu-run");
+    let dir = scratch_dir("tf1-gpu-run");
     common::oracle_stdout("tf1_gpu_run_meta.py", &[&dir]);
     Some(dir)
 }

@@ -141,7 +141,7 @@ fn launched_by_a_collective(trace: &Trace, correlation: &Correlation, slice: usi
 }
 
 /// Substrings (of the lower-cased name) that mark a communication kernel.
-const COMMUNICATION_MARKS: &[&str] = &[
+pub const COMMUNICATION_MARKS: &[&str] = &[
     "nccl",
     "rccl",
     "msccl",

@@ -10,6 +10,7 @@ pub mod info;
 pub mod memory;
 pub mod record;
 pub mod report;
+pub mod sql;
 pub mod stats;
 pub mod steps;
 pub mod top;

@@ -55,7 +55,10 @@ impl Browser {
     /// one page.
     pub fn start(chromium: &str, profile: PathBuf, width: u32, height: u32) -> Browser {
         let _ = std::fs::remove_dir_all(&profile);
+        std::fs::create_dir_all(&profile).unwrap();
         let mut child = Command::new(chromium)
+            // Its own temporary files go with the profile, not into /tmp for good.
+            .env("TMPDIR", &profile)
             .args([
                 "--headless",
                 "--no-sandbox",

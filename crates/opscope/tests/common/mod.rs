@@ -95,10 +95,43 @@ pub fn python_with(modules: &[&str]) -> bool {
     ok
 }
 
-pub fn scratch_dir(name: &str) -> PathBuf {
+/// A test's own directory under the system's temporary directory. It is removed when
+/// the test passes and kept when it fails (the failure message can then name files
+/// in it): runs of the suite otherwise left gigabytes behind and filled the disk.
+pub struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = std::path::Path;
+    fn deref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+pub fn scratch_dir(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("opscope-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 /// Runs one of the Python oracles in `tests/oracle` with `args`; its standard output,

@@ -1,4 +1,4 @@
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use super::*;
@@ -27,17 +27,19 @@ fn sample() -> Trace {
     trace
 }
 
-fn write_dir(trace: &Trace, name: &str) -> PathBuf {
+fn write_dir(trace: &Trace, name: &str) -> tempfile::TempDir {
     write_dir_with(trace, name, MAX_TYPED_CLASSES)
 }
 
-/// The trace written with at most `typed` classes of typed args.
-fn write_dir_with(trace: &Trace, name: &str, typed: usize) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("opscope-ctf-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+/// The trace written with at most `typed` classes of typed args, in a directory that
+/// goes away with the test.
+fn write_dir_with(trace: &Trace, name: &str, typed: usize) -> tempfile::TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("opscope-ctf-{name}-"))
+        .tempdir()
+        .unwrap();
     export_with(trace, typed, &mut |file, bytes| {
-        std::fs::write(dir.join(file), bytes)
+        std::fs::write(dir.path().join(file), bytes)
     })
     .unwrap();
     dir
@@ -141,7 +143,8 @@ fn field<'p>(p: &'p Printed, key: &str) -> &'p str {
 #[test]
 fn babeltrace2_reads_every_event_with_its_time_and_fields() {
     let trace = sample();
-    let dir = write_dir(&trace, "sample");
+    let written = write_dir(&trace, "sample");
+    let dir = written.path();
     let Some(printed) = babeltrace(&dir) else {
         return;
     };
@@ -292,7 +295,8 @@ fn our_reader_reads_our_output_back() {
 
 fn reads_back(typed: usize) {
     let trace = sample();
-    let dir = write_dir_with(&trace, &format!("roundtrip-{typed}"), typed);
+    let written = write_dir_with(&trace, &format!("roundtrip-{typed}"), typed);
+    let dir = written.path();
     let metadata = std::fs::read(dir.join("metadata")).unwrap();
     let text = String::from_utf8_lossy(&metadata);
     let classes = text.matches("opscope_args_").count();
@@ -396,7 +400,8 @@ fn cpu_ids_of_an_lttng_trace_survive_export() {
     let streams: Vec<(String, &[u8])> = files.iter().map(|(n, b)| (n.clone(), &b[..])).collect();
     let mut trace = Trace::new();
     crate::ctf::import("memory", &metadata, "memory/metadata", &streams, &mut trace).unwrap();
-    let dir = write_dir(&trace, "cpus");
+    let written = write_dir(&trace, "cpus");
+    let dir = written.path();
     let Some(theirs) = times_threads_cpus(&original) else {
         return;
     };
@@ -471,7 +476,8 @@ fn repeating_ops() -> Trace {
 #[test]
 fn repeated_texts_are_enumeration_labels() {
     let trace = repeating_ops();
-    let dir = write_dir(&trace, "labels");
+    let written = write_dir(&trace, "labels");
+    let dir = written.path();
     let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
     for declared in [
         "enum opscope_kind : uint32_t",
@@ -519,7 +525,8 @@ fn a_field_of_too_many_texts_stays_a_string() {
     let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
     let mut trace = Trace::new();
     crate::chrome::import(json.as_bytes(), "many.json", &mut trace).unwrap();
-    let dir = write_dir(&trace, "many-names");
+    let written = write_dir(&trace, "many-names");
+    let dir = written.path();
     let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
     assert!(!metadata.contains("enum opscope_name"), "{metadata}");
     assert!(metadata.contains("string name;"));
@@ -545,7 +552,8 @@ fn own_slices_cut_off_before_their_end_end_at_the_last_event() {
     let json = format!(r#"{{"traceEvents":[{}]}}"#, events.join(",\n"));
     let mut trace = Trace::new();
     crate::chrome::import(json.as_bytes(), "cut.json", &mut trace).unwrap();
-    let dir = write_dir(&trace, "cut");
+    let written = write_dir(&trace, "cut");
+    let dir = written.path();
     // One stream; its first packet's size (in bits) is the packet context's fourth
     // field, after the header (32 bytes) and the two timestamps.
     let stream = dir.join("stream_0");

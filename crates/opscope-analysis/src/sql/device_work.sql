@@ -1,0 +1,10 @@
+-- Device work: kernels, copies and sets on GPU streams.
+device_work as (
+  select s.id, s.ts, s.ts + s.dur as te, s.kind, lower(s.name) as lname,
+         s.correlation, t.id as track, t.source, t.rank,
+         t.device_kind, t.device_index, t.tid, t.thread_name
+  from slices s
+  join tracks t on s.track = t.id
+  where t.kind = 'gpu_stream'
+    and (s.kind = 'kernel' or s.kind = 'memset' or s.kind like 'memcpy%')
+)
