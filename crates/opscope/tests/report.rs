@@ -4,40 +4,9 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{opscope, opscope_ok, scratch_dir, shared_traces};
-
-/// Eight rank files: the two shared ranks four times, each copy numbered as its own
-/// rank in its `distributedInfo`.
-fn eight_ranks(dir: &Path) -> Option<PathBuf> {
-    let traces = shared_traces()?.join("kineto/hta/trace_filter");
-    let ranks = dir.join("ranks");
-    let _ = std::fs::remove_dir_all(&ranks);
-    std::fs::create_dir_all(&ranks).unwrap();
-    for copy in 0..4 {
-        for rank in 0..2 {
-            let path = traces.join(format!("sampled_rank-{rank}.json.gz"));
-            let mut json = String::new();
-            flate2::read::GzDecoder::new(std::fs::File::open(&path).ok()?)
-                .read_to_string(&mut json)
-                .unwrap();
-            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
-            let new_rank = copy * 2 + rank;
-            v["distributedInfo"]["rank"] = new_rank.into();
-            v["distributedInfo"]["world_size"] = 8.into();
-            let out =
-                std::fs::File::create(ranks.join(format!("rank-{new_rank}.json.gz"))).unwrap();
-            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
-            gz.write_all(serde_json::to_string(&v).unwrap().as_bytes())
-                .unwrap();
-            gz.finish().unwrap();
-        }
-    }
-    Some(ranks)
-}
+use common::{eight_ranks, opscope, opscope_ok, scratch_dir};
 
 /// The figures (a number with its unit) in `text`.
 fn figures(text: &str) -> Vec<String> {
@@ -48,7 +17,7 @@ fn figures(text: &str) -> Vec<String> {
 #[test]
 fn the_report_is_one_file_whose_figures_are_the_commands() {
     let dir = scratch_dir("report");
-    let Some(ranks) = eight_ranks(&dir) else {
+    let Some(ranks) = eight_ranks(&dir, 0.0) else {
         assert!(std::env::var_os("CI").is_none(), "CI has the shared traces");
         eprintln!("skipping: the shared traces are not here (OPSCOPE_SHARED)");
         return;

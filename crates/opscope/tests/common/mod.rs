@@ -258,3 +258,46 @@ pub fn compile_itt_program(dir: &Path, name: &str) -> PathBuf {
     compile_c(&format!("{name}.c"), &program, &extra);
     program
 }
+
+/// Eight rank files in `dir/ranks`: the two shared ranks of `kineto/hta/trace_filter`
+/// four times, each copy numbered as its own rank in its `distributedInfo`, and copy
+/// `k`'s kernels `k × stretch` longer (so that ranks differ, for a straggler); `None`
+/// without the shared traces.
+#[allow(dead_code)]
+pub fn eight_ranks(dir: &Path, stretch: f64) -> Option<PathBuf> {
+    use std::io::{Read, Write};
+    let traces = shared_traces()?.join("kineto/hta/trace_filter");
+    let ranks = dir.join("ranks");
+    let _ = std::fs::remove_dir_all(&ranks);
+    std::fs::create_dir_all(&ranks).unwrap();
+    for copy in 0..4 {
+        for rank in 0..2 {
+            let path = traces.join(format!("sampled_rank-{rank}.json.gz"));
+            let mut json = String::new();
+            flate2::read::GzDecoder::new(std::fs::File::open(&path).ok()?)
+                .read_to_string(&mut json)
+                .unwrap();
+            let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+            let new_rank = copy * 2 + rank;
+            v["distributedInfo"]["rank"] = new_rank.into();
+            v["distributedInfo"]["world_size"] = 8.into();
+            let factor = 1.0 + copy as f64 * stretch;
+            if factor != 1.0 {
+                for e in v["traceEvents"].as_array_mut().unwrap() {
+                    if e["cat"] == "kernel" {
+                        if let Some(dur) = e["dur"].as_f64() {
+                            e["dur"] = (dur * factor).round().into();
+                        }
+                    }
+                }
+            }
+            let out =
+                std::fs::File::create(ranks.join(format!("rank-{new_rank}.json.gz"))).unwrap();
+            let mut gz = flate2::write::GzEncoder::new(out, flate2::Compression::fast());
+            gz.write_all(serde_json::to_string(&v).unwrap().as_bytes())
+                .unwrap();
+            gz.finish().unwrap();
+        }
+    }
+    Some(ranks)
+}

@@ -145,7 +145,7 @@ fn babeltrace2_reads_every_event_with_its_time_and_fields() {
     let trace = sample();
     let written = write_dir(&trace, "sample");
     let dir = written.path();
-    let Some(printed) = babeltrace(&dir) else {
+    let Some(printed) = babeltrace(dir) else {
         return;
     };
     let s = &trace.slices;
@@ -305,7 +305,7 @@ fn reads_back(typed: usize) {
     } else {
         assert!(classes > 1, "{text}");
     }
-    let back = read_ours(&dir);
+    let back = read_ours(dir);
     // The classes' keys and types are not repeated in the source's metadata.
     let meta: Vec<String> = back
         .args
@@ -405,7 +405,7 @@ fn cpu_ids_of_an_lttng_trace_survive_export() {
     let Some(theirs) = times_threads_cpus(&original) else {
         return;
     };
-    let ours = times_threads_cpus(&dir).unwrap();
+    let ours = times_threads_cpus(dir).unwrap();
     let cpus: std::collections::BTreeSet<u64> = theirs.iter().map(|e| e.2).collect();
     assert!(cpus.len() > 1, "the trace runs on several CPUs: {cpus:?}");
     assert_eq!(ours.len(), theirs.len());
@@ -493,8 +493,8 @@ fn repeated_texts_are_enumeration_labels() {
     ] {
         assert!(metadata.contains(declared), "no {declared} in {metadata}");
     }
-    assert_eq!(slice_keys(&read_ours(&dir)), slice_keys(&trace));
-    let Some(printed) = babeltrace(&dir) else {
+    assert_eq!(slice_keys(&read_ours(dir)), slice_keys(&trace));
+    let Some(printed) = babeltrace(dir) else {
         return;
     };
     let s = &trace.slices;
@@ -531,7 +531,7 @@ fn a_field_of_too_many_texts_stays_a_string() {
     assert!(!metadata.contains("enum opscope_name"), "{metadata}");
     assert!(metadata.contains("string name;"));
     assert!(metadata.contains("enum opscope_category category;"));
-    assert_eq!(slice_keys(&read_ours(&dir)), slice_keys(&trace));
+    assert_eq!(slice_keys(&read_ours(dir)), slice_keys(&trace));
 }
 
 /// A trace cut after its first packet: the slices begun there and not ended (the
@@ -562,7 +562,7 @@ fn own_slices_cut_off_before_their_end_end_at_the_last_event() {
     let first = (bits / 8) as usize;
     assert!(first < bytes.len(), "one packet only");
     std::fs::write(&stream, &bytes[..first]).unwrap();
-    let back = read_ours(&dir);
+    let back = read_ours(dir);
     assert_eq!(back.repairs.unmatched_begins, 2);
     let s = &back.slices;
     let outer = (0..s.len())

@@ -1,0 +1,64 @@
+"""Runs SQL files (argv[2:]) on an engine (argv[1]: `duckdb`, or `spark` for Spark SQL in
+local mode) and prints JSON: for each file, the rows of its last statement as objects.
+Each file's statements end with `;` at the end of a line; all but the last (the views
+over a dataset) are run first. The engines share no code with opscope."""
+
+import decimal
+import json
+import sys
+
+
+def statements(path):
+    text = open(path, encoding="utf-8").read()
+    return [s for s in text.split(";\n") if s.strip()]
+
+
+def plain(value):
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value
+
+
+def run_duckdb(files):
+    import duckdb
+
+    out = {}
+    for path in files:
+        con = duckdb.connect()
+        *setup, query = statements(path)
+        for s in setup:
+            con.execute(s)
+        cur = con.execute(query)
+        names = [d[0] for d in cur.description]
+        out[path] = [{n: plain(v) for n, v in zip(names, row)} for row in cur.fetchall()]
+    return out
+
+
+def run_spark(files):
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("opscope-sql-test")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    out = {}
+    try:
+        for path in files:
+            *setup, query = statements(path)
+            for s in setup:
+                spark.sql(s)
+            rows = spark.sql(query).collect()
+            out[path] = [{k: plain(v) for k, v in r.asDict().items()} for r in rows]
+    finally:
+        spark.stop()
+    return out
+
+
+engine, files = sys.argv[1], sys.argv[2:]
+result = run_duckdb(files) if engine == "duckdb" else run_spark(files)
+json.dump(result, sys.stdout)
