@@ -60,8 +60,9 @@ per_rank = pl.scan_parquet(glob("slices"), hive_partitioning=True).group_by("ran
 engine["slices_per_rank"] = {str(r): n for r, n in per_rank.iter_rows()}
 out["engines"]["polars"] = engine
 
-meta = pq.read_table(root / "metadata.parquet").to_pylist()
-out["metadata"] = meta
+meta = ds.dataset([str(p) for p in root.glob("host=*/rank=*/metadata.parquet")],
+                  format="parquet", partitioning="hive", partition_base_dir=str(root))
+out["metadata"] = meta.to_table().to_pylist()
 
 if kineto:
     # The files' own complete events, as (rank, name, start ns, duration ns).

@@ -34,7 +34,7 @@ def run_duckdb(files):
     return out
 
 
-def run_spark(files):
+def spark_session():
     from pyspark.sql import SparkSession
 
     spark = (
@@ -42,17 +42,35 @@ def run_spark(files):
         .appName("opscope-sql-test")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.driver.memory", "2g")
+        .config("spark.driver.memory", "3g")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def run_spark(files):
+    # Local mode runs every query in the driver, whose heap fills over dozens of
+    # queries (one failed to broadcast a small table after sixty): a fresh session for
+    # every six files (the tests pass one dataset's queries together).
+    out = {}
+    for at in range(0, len(files), 6):
+        out.update(run_spark_session(files[at:at + 6]))
+    return out
+
+
+def run_spark_session(files):
+    spark = spark_session()
     out = {}
     try:
         for path in files:
             *setup, query = statements(path)
-            for s in setup:
-                spark.sql(s)
-            rows = spark.sql(query).collect()
+            try:
+                for s in setup:
+                    spark.sql(s)
+                rows = spark.sql(query).collect()
+            except Exception as e:
+                raise SystemExit(f"{path}: {e}") from e
             out[path] = [{k: plain(v) for k, v in r.asDict().items()} for r in rows]
     finally:
         spark.stop()

@@ -4,6 +4,7 @@
 
 pub mod across;
 pub mod attribution;
+pub mod clock_merge;
 pub mod clock_sync;
 pub mod context;
 pub mod correlate;

@@ -58,6 +58,48 @@ pub struct FileSummary {
     /// Events the tracer said it dropped (CTF packets' `events_discarded`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_discarded: Option<u64>,
+    /// The correction that put this file's host on the reference host's clock, when
+    /// hosts were merged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_correction: Option<ClockCorrection>,
+}
+
+/// A host's clock correction ([`crate::clock_merge`]).
+#[derive(Serialize, Debug, Clone, Copy, PartialEq)]
+pub struct ClockCorrection {
+    /// Added at the host's first event.
+    pub offset_ns: i64,
+    pub drift_ppm: f64,
+    /// How far off it may be at worst.
+    pub bound_ns: Option<i64>,
+}
+
+impl ClockCorrection {
+    /// The correction of `source`'s clock, when hosts were merged onto one.
+    pub fn of(trace: &Trace, source: &opscope_model::Source) -> Option<ClockCorrection> {
+        let clock = trace.clocks.get(source.clock.0 as usize)?;
+        trace
+            .str(clock.name)
+            .starts_with(crate::clock_merge::CLOCK_NAME_PREFIX)
+            .then(|| ClockCorrection {
+                offset_ns: clock.to_global.offset_ns,
+                drift_ppm: clock.to_global.drift_ppb / 1e3,
+                bound_ns: clock.to_global.error_bound_ns,
+            })
+    }
+
+    /// `clock +205.7 µs, 46.66 ppm, ±16.2 µs` for a report line.
+    pub fn text(&self) -> String {
+        let us = |ns: i64| ns as f64 / 1e3;
+        let bound = self
+            .bound_ns
+            .map_or_else(|| "no bound".to_string(), |b| format!("±{:.1} µs", us(b)));
+        format!(
+            "clock {:+.1} µs, {:+.2} ppm, {bound}",
+            us(self.offset_ns),
+            self.drift_ppm
+        )
+    }
 }
 
 #[derive(Serialize, Debug)]
@@ -90,6 +132,7 @@ pub fn summarize(cx: &Context) -> Summary {
             host: s.host.map(|h| trace.str(h).to_string()),
             events: source_count(trace, s, "events"),
             events_discarded: source_count(trace, s, "events_discarded"),
+            clock_correction: ClockCorrection::of(trace, s),
         })
         .collect::<Vec<_>>();
     let mut hosts: Vec<String> = files.iter().filter_map(|f| f.host.clone()).collect();
@@ -223,6 +266,9 @@ impl Reported for Summary {
             }
             if let Some(n) = f.events_discarded.filter(|&n| n > 0) {
                 line += &format!(", {n} events discarded by the tracer");
+            }
+            if let Some(c) = &f.clock_correction {
+                line += &format!(", {}", c.text());
             }
             report.line(Line::of(line));
         }

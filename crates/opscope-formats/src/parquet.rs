@@ -1,6 +1,7 @@
 //! The model as a Parquet dataset that DuckDB, Spark, Polars and pandas read: a
 //! directory partitioned Hive's way by host and rank (`host=H/rank=R/slices.parquet`,
-//! `tracks`, `counters`, `instants`, `flows`) with `metadata.parquet` at its top. The
+//! `tracks`, `counters`, `instants`, `flows`, `metadata`). Each partition is complete in
+//! itself, so that many conversions (one per rank, on many hosts) fill one dataset. The
 //! event tables' columns are the model's own, from its single column declaration;
 //! `docs/parquet.md` is the schema.
 
@@ -17,6 +18,9 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema};
 use opscope_model::events::Column;
 use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, SourceId, StrId, Trace, NONE};
+use parquet::arrow::arrow_writer::{
+    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
+};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -24,7 +28,7 @@ use parquet::file::properties::WriterProperties;
 use crate::error::ExportError;
 
 /// The version of the dataset's layout; `metadata.parquet` says it.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// What was written.
 #[derive(Debug, Default)]
@@ -35,15 +39,52 @@ pub struct Written {
     pub rows: BTreeMap<&'static str, u64>,
 }
 
-/// Writes `trace` as a dataset into `dir` (created; it must not hold a dataset).
-/// `version` is the writer's, kept in the metadata.
-pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Written, ExportError> {
-    std::fs::create_dir_all(dir)?;
+/// Writes `trace` as a dataset into `dir`: a new or empty directory, or a dataset that
+/// other conversions write into too. Each partition (`host=H/rank=R`) is written
+/// aside and renamed into place whole, so a reader never sees half of one; one that
+/// exists already is an error, or with `replace` is replaced. `version` is the
+/// writer's, kept in the metadata.
+pub fn export_dataset(
+    trace: &Trace,
+    dir: &Path,
+    version: &str,
+    replace: bool,
+) -> Result<Written, ExportError> {
+    let shown = dir.display();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            let ours = name.starts_with("host=");
+            if !ours || !entry.path().is_dir() {
+                return Err(ExportError::Unsupported(format!(
+                    "{shown}: exists and is not a Parquet dataset (it holds {name}); \
+                     write the dataset into a new directory"
+                )));
+            }
+        }
+    }
     let parts = Partitions::of(trace);
+    for key in parts.parts.keys() {
+        if dir.join(key).exists() && !replace {
+            return Err(ExportError::Unsupported(format!(
+                "{shown}: already holds partition {key} (another conversion of this host \
+                 and rank?); pass --force to replace it"
+            )));
+        }
+    }
     let depth = depths(trace);
     let mut written = Written::default();
+    // Each partition is written beside its place, as `host=H/.rank=R.partial`: readers
+    // (Spark, Hadoop) skip hidden names.
+    let aside = |key: &str| -> PathBuf {
+        let (host, rank) = key.split_once('/').unwrap_or((key, ""));
+        dir.join(host).join(format!(".{rank}.partial"))
+    };
     for key in parts.parts.keys() {
-        std::fs::create_dir_all(dir.join(key))?;
+        let partial = aside(key);
+        let _ = std::fs::remove_dir_all(&partial);
+        std::fs::create_dir_all(&partial)?;
         written.partitions += 1;
     }
     // One job per table of each partition, the largest first, on every core.
@@ -78,8 +119,9 @@ pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Writte
                     Table::Flows => batch(model_columns(trace, rows, |f| {
                         trace.flows.for_each_column(f)
                     }))?,
+                    Table::Metadata => metadata_batch(trace, rows, key, version)?,
                 };
-                let file = dir.join(key).join(format!("{}.parquet", table.name()));
+                let file = aside(key).join(format!("{}.parquet", table.name()));
                 let bytes = write(&file, &batch)?;
                 Ok((table.name(), batch.num_rows() as u64, bytes))
             })());
@@ -93,20 +135,115 @@ pub fn export_dataset(trace: &Trace, dir: &Path, version: &str) -> Result<Writte
         }
         all
     });
+    let mut failed = None;
     for result in results {
-        let (name, rows, bytes) = result?;
-        *written.rows.entry(name).or_default() += rows;
-        written.bytes += bytes;
-        written.files += 1;
+        match result {
+            Ok((name, rows, bytes)) => {
+                *written.rows.entry(name).or_default() += rows;
+                written.bytes += bytes;
+                written.files += 1;
+            }
+            Err(e) => failed = failed.or(Some(e)),
+        }
     }
-    let meta = metadata_batch(trace, &parts, version)?;
-    written.bytes += write(&dir.join("metadata.parquet"), &meta)?;
-    written.files += 1;
+    if let Some(e) = failed {
+        for key in parts.parts.keys() {
+            let _ = std::fs::remove_dir_all(aside(key));
+        }
+        return Err(e);
+    }
+    for key in parts.parts.keys() {
+        let place = dir.join(key);
+        if replace && place.exists() {
+            std::fs::remove_dir_all(&place)?;
+        }
+        std::fs::rename(aside(key), &place)?;
+    }
     Ok(written)
 }
 
+/// Rows per row group: what DuckDB and Spark read in parallel, one group per task.
+const ROW_GROUP_ROWS: usize = 1 << 20;
+
 fn write(path: &PathBuf, batch: &RecordBatch) -> Result<u64, ExportError> {
     let file = File::create(path)?;
+    let writer = ArrowWriter::try_new(file, batch.schema(), Some(properties(batch)?))
+        .map_err(parquet_error)?;
+    // Each row group's columns are encoded on all cores: a trace of one rank is one
+    // partition, whose slices table is most of the work.
+    let (mut file_writer, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
+    let schema = batch.schema();
+    let mut offset = 0;
+    let mut group = 0;
+    while offset < batch.num_rows() {
+        let rows = batch.slice(offset, ROW_GROUP_ROWS.min(batch.num_rows() - offset));
+        let mut leaves = Vec::new();
+        for (field, array) in schema.fields().iter().zip(rows.columns()) {
+            leaves.extend(compute_leaves(field, array).map_err(parquet_error)?);
+        }
+        let writers = columns
+            .create_column_writers(group)
+            .map_err(parquet_error)?;
+        let chunks = encode_columns(writers.into_iter().zip(leaves).collect())?;
+        let mut row_group = file_writer.next_row_group().map_err(parquet_error)?;
+        for chunk in chunks {
+            chunk
+                .append_to_row_group(&mut row_group)
+                .map_err(parquet_error)?;
+        }
+        row_group.close().map_err(parquet_error)?;
+        offset += rows.num_rows();
+        group += 1;
+    }
+    file_writer.close().map_err(parquet_error)?;
+    Ok(std::fs::metadata(path)?.len())
+}
+
+/// Encodes each column with its writer, on every core, largest first; the chunks in
+/// column order.
+fn encode_columns(
+    work: Vec<(ArrowColumnWriter, ArrowLeafColumn)>,
+) -> Result<Vec<ArrowColumnChunk>, ExportError> {
+    let n = work.len();
+    let jobs: Vec<std::sync::Mutex<Option<(ArrowColumnWriter, ArrowLeafColumn)>>> = work
+        .into_iter()
+        .map(|w| std::sync::Mutex::new(Some(w)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let run = || -> Vec<(usize, Result<ArrowColumnChunk, ExportError>)> {
+        let mut done = Vec::new();
+        loop {
+            let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let Some(slot) = jobs.get(j) else {
+                return done;
+            };
+            let taken = slot.lock().map(|mut s| s.take()).unwrap_or(None);
+            if let Some((mut writer, leaf)) = taken {
+                let chunk = writer
+                    .write(&leaf)
+                    .and_then(|()| writer.close())
+                    .map_err(parquet_error);
+                done.push((j, chunk));
+            }
+        }
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(n.max(1));
+    let mut results = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..workers).map(|_| scope.spawn(run)).collect();
+        let mut all = run();
+        for h in helpers {
+            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
+        }
+        all
+    });
+    results.sort_by_key(|r| r.0);
+    results.into_iter().map(|r| r.1).collect()
+}
+
+/// How each column is stored.
+fn properties(batch: &RecordBatch) -> Result<WriterProperties, ExportError> {
     // zstd's level 3: as fast as the Perfetto export, and smaller than gzip'd JSON.
     let mut props = WriterProperties::builder().set_compression(Compression::ZSTD(
         ZstdLevel::try_new(3).map_err(parquet_error)?,
@@ -127,12 +264,7 @@ fn write(path: &PathBuf, batch: &RecordBatch) -> Result<u64, ExportError> {
                 .set_column_encoding(path, parquet::basic::Encoding::DELTA_BINARY_PACKED);
         }
     }
-    let props = props.build();
-    let mut writer =
-        ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(parquet_error)?;
-    writer.write(batch).map_err(parquet_error)?;
-    writer.close().map_err(parquet_error)?;
-    Ok(std::fs::metadata(path)?.len())
+    Ok(props.build())
 }
 
 /// Integer columns whose values rarely repeat (see [`write`]).
@@ -161,8 +293,6 @@ fn depths(trace: &Trace) -> Vec<i32> {
 /// Rows of each table per partition (`host=H/rank=R`), by the source of their track.
 struct Partitions {
     parts: BTreeMap<String, Part>,
-    /// Per source, its partition.
-    of_source: Vec<String>,
 }
 
 #[derive(Default)]
@@ -172,6 +302,8 @@ struct Part {
     counters: Vec<u32>,
     instants: Vec<u32>,
     flows: Vec<u32>,
+    /// The sources whose partition this is.
+    sources: Vec<u32>,
 }
 
 /// A partition value as a directory name may hold it.
@@ -219,6 +351,13 @@ impl Partitions {
                 .unwrap_or(&unplaced)
         };
         let mut parts: BTreeMap<String, Part> = BTreeMap::new();
+        for (source, key) in of_source.iter().enumerate() {
+            parts
+                .entry(key.clone())
+                .or_default()
+                .sources
+                .push(source as u32);
+        }
         let mut put = |track: u32, row: u32, table: fn(&mut Part) -> &mut Vec<u32>| {
             let part = match parts.get_mut(key(track)) {
                 Some(part) => part,
@@ -245,7 +384,7 @@ impl Partitions {
             let track = s.track.get(from).copied().unwrap_or(NONE);
             put(track, i as u32, |p| &mut p.flows);
         }
-        Partitions { parts, of_source }
+        Partitions { parts }
     }
 }
 
@@ -257,15 +396,17 @@ enum Table {
     Counters,
     Instants,
     Flows,
+    Metadata,
 }
 
 impl Table {
-    const ALL: [Table; 5] = [
+    const ALL: [Table; 6] = [
         Table::Slices,
         Table::Tracks,
         Table::Counters,
         Table::Instants,
         Table::Flows,
+        Table::Metadata,
     ];
 
     fn name(self) -> &'static str {
@@ -275,6 +416,7 @@ impl Table {
             Table::Counters => "counters",
             Table::Instants => "instants",
             Table::Flows => "flows",
+            Table::Metadata => "metadata",
         }
     }
 
@@ -285,6 +427,7 @@ impl Table {
             Table::Counters => &part.counters,
             Table::Instants => &part.instants,
             Table::Flows => &part.flows,
+            Table::Metadata => &part.sources,
         }
     }
 }
@@ -552,19 +695,25 @@ fn tracks_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError>
     batch(columns)
 }
 
-/// One row per source: where it came from, its partition, its clock, and what wrote
+/// One row per source of a partition: where it came from, its clock, and what wrote
 /// the dataset.
 fn metadata_batch(
     trace: &Trace,
-    parts: &Partitions,
+    rows: &[u32],
+    partition: &str,
     version: &str,
 ) -> Result<RecordBatch, ExportError> {
-    let sources = &trace.sources;
+    let sources: Vec<_> = rows.iter().map(|&s| &trace.sources[s as usize]).collect();
     let n = sources.len();
+    let clock = |s: &opscope_model::Source| trace.clocks.get(s.clock.0 as usize);
+    // A merged host's clock is the only one with a transform to the others.
+    let merged = |s: &opscope_model::Source| {
+        clock(s).filter(|c| c.to_global != opscope_model::LinearTransform::IDENTITY)
+    };
     let columns = vec![
         (
             Field::new("source", DataType::UInt32, false),
-            Arc::new(UInt32Array::from_iter_values(0..n as u32)) as ArrayRef,
+            Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
         ),
         strings("path", false, sources.iter().map(|s| Some(s.path.as_str()))),
         strings(
@@ -572,24 +721,12 @@ fn metadata_batch(
             false,
             sources.iter().map(|s| Some(s.format.as_ref())),
         ),
+        strings("partition", false, (0..n).map(|_| Some(partition))),
+        // As the trace names it; the partition's `host` is it made fit for a path.
         strings(
-            "partition",
-            false,
-            parts.of_source.iter().map(|p| Some(p.as_str())),
-        ),
-        strings(
-            "host",
+            "host_name",
             true,
             sources.iter().map(|s| s.host.map(|h| trace.str(h))),
-        ),
-        (
-            Field::new("rank", DataType::Int64, true),
-            Arc::new(Int64Array::from(
-                sources
-                    .iter()
-                    .map(|s| s.rank.map(i64::from))
-                    .collect::<Vec<_>>(),
-            )),
         ),
         (
             Field::new("world_size", DataType::Int64, true),
@@ -603,36 +740,45 @@ fn metadata_batch(
         strings(
             "clock",
             true,
-            sources.iter().map(|s| {
-                trace
-                    .clocks
-                    .get(s.clock.0 as usize)
-                    .map(|c| trace.str(c.name))
-            }),
+            sources.iter().map(|s| clock(s).map(|c| trace.str(c.name))),
         ),
         (
             Field::new("unix_offset_ns", DataType::Int64, true),
             Arc::new(Int64Array::from(
                 sources
                     .iter()
-                    .map(|s| {
-                        trace
-                            .clocks
-                            .get(s.clock.0 as usize)
-                            .and_then(|c| c.unix_offset_ns)
-                    })
+                    .map(|s| clock(s).and_then(|c| c.unix_offset_ns))
                     .collect::<Vec<_>>(),
             )),
         ),
-        // Until hosts are merged onto one clock, every source keeps its own: no offset
-        // applied, no bound stated.
+        // Where hosts were merged onto one clock: the correction put on this source's
+        // host (at its first event), and its bound; null where none was.
         (
             Field::new("clock_offset_ns", DataType::Int64, true),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            Arc::new(Int64Array::from(
+                sources
+                    .iter()
+                    .map(|s| merged(s).map(|c| c.to_global.offset_ns))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            Field::new("clock_drift_ppm", DataType::Float64, true),
+            Arc::new(Float64Array::from(
+                sources
+                    .iter()
+                    .map(|s| merged(s).map(|c| c.to_global.drift_ppb / 1e3))
+                    .collect::<Vec<_>>(),
+            )),
         ),
         (
             Field::new("clock_bound_ns", DataType::Int64, true),
-            Arc::new(Int64Array::from(vec![None::<i64>; n])),
+            Arc::new(Int64Array::from(
+                sources
+                    .iter()
+                    .map(|s| merged(s).and_then(|c| c.to_global.error_bound_ns))
+                    .collect::<Vec<_>>(),
+            )),
         ),
         strings("opscope_version", false, (0..n).map(|_| Some(version))),
         (

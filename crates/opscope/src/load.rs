@@ -412,6 +412,13 @@ pub fn load(inputs: &[PathBuf], options: &LoadOptions) -> Result<Trace> {
 
 /// [`load`] for inputs [`expand`] found already.
 pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace> {
+    let mut trace = load_model(files, options)?;
+    merge_hosts(&mut trace);
+    Ok(trace)
+}
+
+/// The model of `files`, from the cache or parsed, with each host on its own clock.
+pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace> {
     // A stream has no identity the cache could check again.
     let streams = files.iter().any(|f| f.how == How::Stream);
     let total: u64 = files.iter().map(|f| input_bytes(&f.path)).sum();
@@ -687,6 +694,23 @@ fn open_fifo(path: &Path, shown: &str) -> Result<File> {
         }
     }
     Ok(file)
+}
+
+/// Traces of two or more hosts are put on one clock (the reference host's) by what
+/// their collectives say (`opscope merge` shows how); what could not be done is a
+/// warning. Not kept in the model cache: `merge --clock-per-file` needs the clocks as
+/// the files have them.
+pub fn merge_hosts(trace: &mut Trace) {
+    let mut hosts: Vec<_> = trace.sources.iter().filter_map(|s| s.host).collect();
+    hosts.sort_unstable_by_key(|h| h.0);
+    hosts.dedup();
+    if hosts.len() < 2 {
+        return;
+    }
+    let report = opscope_analysis::clock_merge::merge_clocks(trace, &Default::default());
+    for warning in report.warnings() {
+        eprintln!("opscope: warning: {warning}");
+    }
 }
 
 /// A TensorBoard profile run (`plugins/profile/<run>/<host>.xplane.pb`) with several

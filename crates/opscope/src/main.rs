@@ -59,6 +59,7 @@ enum Command {
     Report(commands::report::Args),
     View(commands::view::Args),
     Sql(commands::sql::Args),
+    Merge(commands::merge::Args),
 }
 
 /// tfprof's options are long names after one dash (`-order_by micros`): accept them as
@@ -104,6 +105,7 @@ fn main() -> ExitCode {
         Command::Report(args) => commands::report::run(args),
         Command::View(args) => commands::view::run(args),
         Command::Sql(args) => commands::sql::run(args),
+        Command::Merge(args) => commands::merge::run(args),
         Command::Record(args) => match commands::record::run(args) {
             Ok(code) => return code,
             Err(e) => Err(e),

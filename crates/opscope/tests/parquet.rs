@@ -92,9 +92,18 @@ fn a_dataset_reads_back_in_pyarrow_duckdb_and_polars_as_the_trace() {
     let meta = read["metadata"].as_array().unwrap();
     assert_eq!(meta.len(), 2);
     for m in meta {
-        assert_eq!(m["schema_version"], 1);
+        assert_eq!(m["schema_version"], 2);
         assert_eq!(m["format"], "chrome-json");
-        assert!(m["partition"].as_str().unwrap().starts_with("host="));
+        // Each partition's own metadata names its source and its partition.
+        let rank = m["rank"].as_i64().unwrap();
+        assert!(m["partition"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("/rank={rank}")));
+        assert!(m["path"]
+            .as_str()
+            .unwrap()
+            .ends_with(&format!("sampled_rank-{rank}.json.gz")));
     }
 
     // Flows, instants (allocator events, their args as JSON) and counters.
@@ -109,36 +118,79 @@ fn a_dataset_reads_back_in_pyarrow_duckdb_and_polars_as_the_trace() {
     }
 }
 
-/// A dataset is a new directory: an existing one is refused, and nothing is left
-/// behind by a conversion that could not start.
+/// Conversions of other ranks fill one dataset (as the tasks of a cluster job would);
+/// a partition written twice is refused unless `--force`, a directory holding anything
+/// else is refused, and nothing half-written is left behind.
 #[test]
-fn a_dataset_is_never_written_into_an_existing_directory() {
-    let dir = scratch_dir("parquet-existing");
-    let out = dir.join("exists.parquet");
-    std::fs::create_dir_all(&out).unwrap();
+fn conversions_of_other_ranks_fill_one_dataset() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("parquet-shared");
+    let ranks = traces.join("kineto/hta/trace_filter");
+    let out = dir.join("job.parquet");
+    let convert = |rank: u32, extra: &[&str]| {
+        let file = ranks.join(format!("sampled_rank-{rank}.json.gz"));
+        let mut args = vec![
+            "convert",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        opscope(&args)
+    };
+    assert!(convert(0, &[]).status.success());
+    assert!(convert(1, &[]).status.success());
+    for rank in ["rank=0", "rank=1"] {
+        let part = out.join("host=unknown").join(rank);
+        assert!(
+            part.join("metadata.parquet").is_file(),
+            "{}",
+            part.display()
+        );
+        assert!(part.join("slices.parquet").is_file());
+    }
+    let again = convert(1, &[]);
+    assert_eq!(again.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(
+        err.contains("already holds partition host=unknown/rank=1") && err.contains("--force"),
+        "{err}"
+    );
+    assert!(convert(1, &["--force"]).status.success());
+    // Whatever engine reads it sees both ranks, as converting them together would give.
+    if python_with(&["pyarrow", "duckdb", "polars"]) {
+        let read = run_oracle_json("parquet_read.py", &[out.display().to_string()]);
+        assert_counts(&read, &info(&ranks), "trace_filter, ranks converted apart");
+        assert_eq!(read["metadata"].as_array().unwrap().len(), 2);
+    }
+    let leftovers: Vec<_> = std::fs::read_dir(out.join("host=unknown"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().to_string())
+        .filter(|n| n.contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+
+    // A directory that is no dataset is left alone.
+    let other = dir.join("other");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("notes.txt"), "mine").unwrap();
     let example = common::repo_root().join("examples/traces/mlp-train.json");
     let run = opscope(&[
         "convert",
         example.to_str().unwrap(),
         "-o",
-        out.to_str().unwrap(),
+        other.to_str().unwrap(),
+        "--to",
+        "parquet",
     ]);
-    assert!(!run.status.success());
+    assert_eq!(run.status.code(), Some(1));
     let err = String::from_utf8_lossy(&run.stderr);
-    assert!(err.contains("already exists"), "{err}");
-    let fresh = dir.join("fresh.parquet");
-    let _ = std::fs::remove_dir_all(&fresh);
-    opscope_ok(&[
-        "convert",
-        example.to_str().unwrap(),
-        "-o",
-        fresh.to_str().unwrap(),
-    ]);
-    assert!(fresh.join("metadata.parquet").is_file());
-    let leftovers: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .filter(|e| e.file_name().to_string_lossy().contains(".partial-"))
-        .collect();
-    assert!(leftovers.is_empty());
+    assert!(
+        err.contains("exists and is not a Parquet dataset (it holds notes.txt)"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
 }

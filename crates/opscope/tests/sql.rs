@@ -28,6 +28,11 @@ fn assert_close(what: &str, sql: &Value, cli: &Value) {
     }
 }
 
+/// Two rows of one source: the same partition and number.
+fn same_source(a: &Value, b: &Value) -> bool {
+    ["host", "rank", "source"].iter().all(|k| a[k] == b[k])
+}
+
 fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&opscope_ok(args).stdout).unwrap()
 }
@@ -42,13 +47,25 @@ struct Case {
 
 fn prepare(dir: &Path, name: &'static str, trace: PathBuf) -> Case {
     let dataset = dir.join(format!("{name}.parquet"));
+    convert(&trace, &dataset);
+    queries(dir, name, trace, &dataset)
+}
+
+fn convert(trace: &Path, dataset: &Path) {
     opscope_ok(&[
         "convert",
         trace.to_str().unwrap(),
         "-o",
         dataset.to_str().unwrap(),
+        "--to",
+        "parquet",
         "--quiet",
     ]);
+}
+
+/// The SQL files of every query over `dataset`, whose numbers must be the CLI's on
+/// `trace`.
+fn queries(dir: &Path, name: &'static str, trace: PathBuf, dataset: &Path) -> Case {
     let mut sql = Vec::new();
     for dialect in ["duckdb", "spark"] {
         for query in QUERIES.iter().copied().chain(["sources"]) {
@@ -64,7 +81,7 @@ fn prepare(dir: &Path, name: &'static str, trace: PathBuf) -> Case {
                 ]);
                 let views = String::from_utf8(views.stdout).unwrap();
                 let setup: String = views.split_inclusive(";\n").take(4).collect();
-                format!("{setup}select source, path from metadata order by source;\n")
+                format!("{setup}select host, rank, source, path from metadata;\n")
             } else {
                 let out = opscope_ok(&[
                     "sql",
@@ -94,10 +111,25 @@ fn check(case: &Case, engine: &str, results: &Value) {
     };
     let what = |x: &str| format!("{} on {engine}: {x}", case.name);
     let trace = case.trace.to_str().unwrap();
-    let path_of: Vec<String> = rows("sources")
+    // Sources are numbered within each conversion: a partition and its number say which.
+    let paths: Vec<(Value, Value, Value, String)> = rows("sources")
         .iter()
-        .map(|r| r["path"].as_str().unwrap().to_string())
+        .map(|r| {
+            (
+                r["host"].clone(),
+                r["rank"].clone(),
+                r["source"].clone(),
+                r["path"].as_str().unwrap().to_string(),
+            )
+        })
         .collect();
+    let path_of = |row: &Value| -> &str {
+        &paths
+            .iter()
+            .find(|p| p.0 == row["host"] && p.1 == row["rank"] && p.2 == row["source"])
+            .unwrap_or_else(|| panic!("no source for {row}"))
+            .3
+    };
 
     // gpu: per device, then its streams; kernel types per device.
     let gpu = json(&["gpu", trace, "--format", "json"]);
@@ -108,11 +140,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
     let types = rows("kernel-types");
     for (row, cli) in devices.iter().zip(cli_ranks) {
         let who = what(&format!("{} {}", cli["file"], cli["device"]));
-        assert_eq!(
-            path_of[row["source"].as_u64().unwrap() as usize],
-            cli["file"].as_str().unwrap(),
-            "{who}"
-        );
+        assert_eq!(path_of(row), cli["file"].as_str().unwrap(), "{who}");
         assert_eq!(row["device"], cli["device"], "{who}");
         assert_eq!(
             row["rank"].as_i64().unwrap(),
@@ -139,9 +167,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
         let streams: Vec<&Value> = sql_gpu
             .iter()
             .filter(|r| {
-                r["source"] == row["source"]
-                    && r["device"] == row["device"]
-                    && !r["stream"].is_null()
+                same_source(r, row) && r["device"] == row["device"] && !r["stream"].is_null()
             })
             .collect();
         let cli_streams = cli["streams"].as_array().unwrap();
@@ -166,7 +192,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
         );
         let mine: Vec<&Value> = types
             .iter()
-            .filter(|r| r["source"] == row["source"] && r["device"] == row["device"])
+            .filter(|r| same_source(r, row) && r["device"] == row["device"])
             .collect();
         let combos = cli["combinations"].as_array().unwrap();
         assert_eq!(mine.len(), combos.len(), "{who} kernel types");
@@ -230,9 +256,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
     for source in &marked {
         let mine: Vec<&Value> = sql_steps
             .iter()
-            .filter(|r| {
-                path_of[r["source"].as_u64().unwrap() as usize] == source["file"].as_str().unwrap()
-            })
+            .filter(|r| path_of(r) == source["file"].as_str().unwrap())
             .collect();
         let theirs = source["steps"].as_array().unwrap();
         assert_eq!(
@@ -392,8 +416,16 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
         cases.push(prepare(&dir, name, traces.join(path)));
     }
     cases.push(prepare(&dir, "collective-launch", collective_launch(&dir)));
+    // As a cluster job would write it: each rank converted on its own into one dataset,
+    // so that ids and source numbers repeat across partitions.
+    let two = traces.join("kineto/hta/trace_filter");
+    let apart = dir.join("two-ranks-apart.parquet");
+    for rank in 0..2 {
+        convert(&two.join(format!("sampled_rank-{rank}.json.gz")), &apart);
+    }
+    cases.push(queries(&dir, "two-ranks-apart", two, &apart));
     cases.retain(|c| c.trace.exists());
-    let files = |engine: &str| -> Vec<PathBuf> {
+    let files = |cases: &[Case], engine: &str| -> Vec<PathBuf> {
         cases
             .iter()
             .flat_map(|c| c.sql.iter())
@@ -403,7 +435,7 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
     };
     let duck = run_oracle_json(
         "sql_run.py",
-        &[&["duckdb".into()], &files("duckdb")[..]].concat(),
+        &[&["duckdb".into()], &files(&cases, "duckdb")[..]].concat(),
     );
     for case in &cases {
         check(case, "duckdb", &duck);
@@ -423,9 +455,20 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
     if !python_with(&["pyspark"]) {
         return;
     }
+    // Spark in local mode takes 20-30 s a dataset on two cores: the multi-rank ones and
+    // one of each other kind of trace.
+    let on_spark = [
+        "two-ranks",
+        "eight-ranks",
+        "two-ranks-apart",
+        "collective-launch",
+        "resnet50",
+        "nsys-mpi",
+    ];
+    cases.retain(|c| on_spark.contains(&c.name));
     let spark = run_oracle_json(
         "sql_run.py",
-        &[&["spark".into()], &files("spark")[..]].concat(),
+        &[&["spark".into()], &files(&cases, "spark")[..]].concat(),
     );
     for case in &cases {
         check(case, "spark", &spark);

@@ -55,6 +55,9 @@ pub struct GpuReport {
 pub struct RankReport {
     pub file: String,
     pub rank: Option<u32>,
+    /// The correction that put the file's host on the reference host's clock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clock_correction: Option<crate::summary::ClockCorrection>,
     /// `gpu 0`, or `None` for streams of no known device.
     pub device: Option<String>,
     pub temporal: utilization::Temporal,
@@ -136,6 +139,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
+            clock_correction: crate::summary::ClockCorrection::of(trace, source),
             device: device.map(|d| {
                 let d = &trace.devices[d.index()];
                 format!("{} {}", d.kind.name(), d.index)

@@ -67,6 +67,9 @@ fn rank_blocks(rank: &RankReport, report: &mut Report) {
         Some(device) => format!("== {who}, {device}: {}", rank.file),
         None => format!("== {who}: {}", rank.file),
     }));
+    if let Some(c) = &rank.clock_correction {
+        report.line(Line::of(format!("on the reference host's {}", c.text())));
+    }
     let t = &rank.temporal;
     let ns = |n: i64| Value::Duration(n as f64);
     let share = |n: i64, percent: f64| Value::Share {

@@ -1,6 +1,6 @@
 -- opscope gpu: per source and device (stream null), HTA's temporal breakdown of the
 -- device time line, and per stream (stream set) its busy time and pieces of work.
-select d.source, d.rank,
+select d.host, d.rank, d.source,
        d.device_kind || ' ' || cast(d.device_index as string) as device,
        case when d.track is null then null
             else coalesce(trim(t.thread_name), cast(t.tid as string)) end as stream,
@@ -16,16 +16,16 @@ select d.source, d.rank,
        100.0 * cast((d.busy_ns - d.compute_ns) as double) / nullif(d.span_ns, 0) as non_compute_pct,
        100.0 * cast(d.overlapped_ns as double) / nullif(d.communication_ns, 0) as communication_overlap_pct
 from device_time d
-left join tracks t on t.id = d.track
+left join tracks t on t.host = d.host and t.rank = d.rank and t.id = d.track
 join (
-  select source, device_kind, device_index, cast(null as bigint) as track,
+  select host, rank, source, device_kind, device_index, cast(null as bigint) as track,
          count(*) as work
-  from classed_work group by source, device_kind, device_index
+  from classed_work group by host, rank, source, device_kind, device_index
   union all
-  select source, device_kind, device_index, cast(track as bigint), count(*)
-  from classed_work group by source, device_kind, device_index, track
-) n on n.source = d.source
+  select host, rank, source, device_kind, device_index, cast(track as bigint), count(*)
+  from classed_work group by host, rank, source, device_kind, device_index, track
+) n on n.host = d.host and n.rank = d.rank and n.source = d.source
    and coalesce(n.device_kind, '') = coalesce(d.device_kind, '')
    and coalesce(n.device_index, -1) = coalesce(d.device_index, -1)
    and coalesce(n.track, -1) = coalesce(d.track, -1)
-order by d.source, d.device_index, d.track nulls first
+order by d.host, d.rank, d.source, d.device_index, d.track nulls first

@@ -1,10 +1,10 @@
 -- opscope gpu's kernel breakdown by type (HTA's): per source and device, the exclusive
 -- time of each combination of computation, communication and memory work running.
-select source, rank, device, work_running, sum(seg_ns) as time_ns,
+select host, rank, source, device, work_running, sum(seg_ns) as time_ns,
        100.0 * cast(sum(seg_ns) as double)
-         / sum(sum(seg_ns)) over (partition by source, device) as pct
+         / sum(sum(seg_ns)) over (partition by host, rank, source, device) as pct
 from (
-  select source, rank, device_index,
+  select host, rank, source, device_index,
          device_kind || ' ' || cast(device_index as string) as device,
          concat_ws(' + ',
            case when n_comp > 0 then 'computation' end,
@@ -14,5 +14,5 @@ from (
   from segment
   where track is null and n_comp + n_comm + n_mem > 0 and seg_ns > 0
 ) running
-group by source, rank, device_index, device, work_running
-order by source, device_index, time_ns desc, work_running
+group by host, rank, source, device_index, device, work_running
+order by host, rank, source, device_index, time_ns desc, work_running

@@ -11,7 +11,7 @@ kernel_row as (
          max(s.dur) as max_ns,
          coalesce(stddev_samp(s.dur), 0.0) as stddev_ns
   from slices s
-  join tracks t on s.track = t.id
+  join tracks t on s.host = t.host and s.rank = t.rank and s.track = t.id
   where t.kind = 'gpu_stream' and s.kind = 'kernel'
   group by s.name
 )

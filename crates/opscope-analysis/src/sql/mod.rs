@@ -86,31 +86,22 @@ pub fn views(dialect: Dialect, dataset: &str) -> String {
     let base = dataset.trim_end_matches('/');
     let mut out = String::new();
     for table in TABLES {
-        let (path, partitioned) = if table == "metadata" {
-            (format!("{base}/metadata.parquet"), false)
-        } else {
-            (format!("{base}/*/*/{table}.parquet"), true)
-        };
+        let path = format!("{base}/*/*/{table}.parquet");
         let _ = match dialect {
             Dialect::DuckDb => writeln!(
                 out,
                 "create or replace temp view {table} as select * from read_parquet({}, \
-                 hive_partitioning = {partitioned});",
+                 hive_partitioning = true);",
                 literal(dialect, &path)
             ),
             // A glob finds the table's files among the others; `basePath` makes Spark
             // read `host=` and `rank=` from the directories below it.
-            Dialect::Spark if partitioned => writeln!(
+            Dialect::Spark => writeln!(
                 out,
                 "create or replace temporary view {table} using parquet options (path {}, \
                  basePath {});",
                 literal(dialect, &path),
                 literal(dialect, base)
-            ),
-            Dialect::Spark => writeln!(
-                out,
-                "create or replace temporary view {table} using parquet options (path {});",
-                literal(dialect, &path)
             ),
         };
     }

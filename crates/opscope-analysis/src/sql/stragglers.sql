@@ -3,16 +3,16 @@
 -- rank (opscope steps): its median step, computation, communication and idle time per
 -- step, the straggler computing most per step. DataLoader workers are no ranks.
 labelled_source as (
-  select m.source, m.rank,
-         case when m.rank >= 0 then 'rank ' || cast(m.rank as string) else m.path end as label
-  from metadata m
+  select host, rank, source,
+         case when rank >= 0 then 'rank ' || cast(rank as string) else path end as label
+  from metadata
 ),
 dataloader_worker as (
-  select distinct source from tracks
+  select distinct host, rank, source from tracks
   where kind = 'thread' and tid = pid and thread_name = 'pt_data_worker'
 ),
 figure as (
-  select 'gpu' as summary, d.source, d.device_index as within_source,
+  select 'gpu' as summary, d.host, d.rank, d.source, d.device_index as within_source,
          ls.label || ' ' || d.device_kind || ' ' || cast(d.device_index as string) as label,
          m.metric,
          case m.metric
@@ -23,13 +23,13 @@ figure as (
            else coalesce(100.0 * cast((d.span_ns - d.busy_ns) as double) / nullif(d.span_ns, 0), 0.0)
          end as value
   from device_time d
-  join labelled_source ls on ls.source = d.source
+  join labelled_source ls on ls.host = d.host and ls.rank = d.rank and ls.source = d.source
   cross join (select 'busy_ns' as metric union all select 'compute_ns'
               union all select 'non_compute_ns' union all select 'idle_ns'
               union all select 'idle_pct') m
   where d.track is null
   union all
-  select 'steps', r.source, 0, ls.label, m.metric,
+  select 'steps', r.host, r.rank, r.source, 0, ls.label, m.metric,
          case m.metric
            when 'median_step_ns' then median(r.dur_ns)
            when 'median_computation_ns' then median(r.computation_ns)
@@ -37,19 +37,20 @@ figure as (
            else median(r.device_idle_ns)
          end
   from step_row r
-  join labelled_source ls on ls.source = r.source
+  join labelled_source ls on ls.host = r.host and ls.rank = r.rank and ls.source = r.source
   cross join (select 'median_step_ns' as metric union all select 'median_computation_ns'
               union all select 'median_communication_ns'
               union all select 'median_device_idle_ns') m
-  where r.source not in (select source from dataloader_worker)
-  group by r.source, ls.label, m.metric
+  left join dataloader_worker w on w.host = r.host and w.rank = r.rank and w.source = r.source
+  where w.source is null
+  group by r.host, r.rank, r.source, ls.label, m.metric
 ),
 ordered_figure as (
   select f.*,
          row_number() over (partition by summary, metric
-                            order by value, source, within_source) as from_least,
+                            order by value, host, rank, source, within_source) as from_least,
          row_number() over (partition by summary, metric
-                            order by value desc, source, within_source) as from_most,
+                            order by value desc, host, rank, source, within_source) as from_most,
          count(*) over (partition by summary, metric) as compared
   from figure f
 ),

@@ -2,45 +2,47 @@
 -- the host call that launched it (by launch flow, else by equal correlation id in its
 -- source) ran inside a collective op.
 host_call as (
-  select s.id, s.track, s.ts, s.ts + s.dur as te, s.kind, s.correlation, t.source
+  select s.host, s.rank, s.id, s.track, s.ts, s.ts + s.dur as te, s.kind, s.name,
+         s.correlation, t.source
   from slices s
-  join tracks t on s.track = t.id
+  join tracks t on s.host = t.host and s.rank = t.rank and s.track = t.id
   where t.kind = 'thread'
 ),
 flow_launch as (
-  select f.{{TO}} as work, min(f.{{FROM}}) as call
+  select f.host, f.rank, f.{{TO}} as work, min(f.{{FROM}}) as call
   from flows f
-  join host_call h on h.id = f.{{FROM}}
-  join device_work w on w.id = f.{{TO}}
-  group by f.{{TO}}
+  join host_call h on h.host = f.host and h.rank = f.rank and h.id = f.{{FROM}}
+  join device_work w on w.host = f.host and w.rank = f.rank and w.id = f.{{TO}}
+  group by f.host, f.rank, f.{{TO}}
 ),
 correlation_launch as (
-  select w.id as work, min(h.id) as call
+  select w.host, w.rank, w.id as work, min(h.id) as call
   from device_work w
   join host_call h
-    on h.correlation = w.correlation and h.source = w.source
-   and h.kind in ('runtime', 'driver')
-  left join flow_launch fl on fl.work = w.id
+    on h.host = w.host and h.rank = w.rank and h.source = w.source
+   and h.correlation = w.correlation and h.kind in ('runtime', 'driver')
+  left join flow_launch fl on fl.host = w.host and fl.rank = w.rank and fl.work = w.id
   where fl.work is null
-  group by w.id
+  group by w.host, w.rank, w.id
 ),
 launch as (
-  select work, call from flow_launch
+  select host, rank, work, call from flow_launch
   union all
-  select work, call from correlation_launch
+  select host, rank, work, call from correlation_launch
 ),
 collective_range as (
-  select h.track, h.ts, h.te
-  from host_call h
-  join slices s on s.id = h.id
+  select s.host, s.rank, s.track, s.ts, s.te
+  from host_call s
   where s.kind = 'collective'
      or (s.kind in ('op', 'annotation') and ({{COLLECTIVE_OP_NAME}}))
 ),
 launched_by_collective as (
-  select distinct l.work
+  select distinct l.host, l.rank, l.work
   from launch l
-  join host_call c on c.id = l.call
-  join collective_range r on r.track = c.track and r.ts <= c.ts and r.te >= c.te
+  join host_call c on c.host = l.host and c.rank = l.rank and c.id = l.call
+  join collective_range r
+    on r.host = c.host and r.rank = c.rank and r.track = c.track
+   and r.ts <= c.ts and r.te >= c.te
 ),
 classed_work as (
   select w.*,
@@ -51,5 +53,6 @@ classed_work as (
            else 'computation'
          end as work_class
   from device_work w
-  left join launched_by_collective lc on lc.work = w.id
+  left join launched_by_collective lc
+    on lc.host = w.host and lc.rank = w.rank and lc.work = w.id
 )

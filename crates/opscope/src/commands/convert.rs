@@ -26,8 +26,9 @@ pub enum Target {
     Folded,
     /// speedscope's JSON (.speedscope.json): each thread and stream as a timeline.
     Speedscope,
-    /// A Parquet dataset: OUT is a new directory, partitioned by host and rank
-    /// (`host=H/rank=R/slices.parquet`, …), for DuckDB, Spark, Polars and pandas.
+    /// A Parquet dataset, partitioned by host and rank (`host=H/rank=R/slices.parquet`,
+    /// …), for DuckDB, Spark, Polars and pandas. OUT is a new directory, or a dataset
+    /// other conversions (of other ranks) write into.
     Parquet,
 }
 
@@ -89,6 +90,16 @@ fn target_from_extension(path: &Path) -> Option<Target> {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    run_with(args, |_| Ok(false))
+}
+
+/// Converts as [`run`] does, with `adjust` run on the model between loading (each host
+/// still on its own clock) and writing; unless it says it put the clocks together
+/// (`true`), the hosts are then put on one clock as every command does.
+pub fn run_with(
+    args: Args,
+    adjust: impl FnOnce(&mut opscope_model::Trace) -> Result<bool>,
+) -> Result<()> {
     let Some(target) = args.to.or_else(|| target_from_extension(&args.output)) else {
         bail!(
             "{}: cannot tell the output format from the extension; pass --to perfetto, json, ctf, parquet, folded or speedscope",
@@ -97,13 +108,14 @@ pub fn run(args: Args) -> Result<()> {
     };
     let inputs = load::expand(&args.inputs)?;
     check_output(&args.output, &inputs, target, args.force)?;
-    let trace = load::load_found(
-        &inputs,
-        &LoadOptions {
-            quiet: args.quiet,
-            cache: !args.no_cache,
-        },
-    )?;
+    let options = LoadOptions {
+        quiet: args.quiet,
+        cache: !args.no_cache,
+    };
+    let mut trace = load::load_model(&inputs, &options)?;
+    if !adjust(&mut trace)? {
+        load::merge_hosts(&mut trace);
+    }
     let shown = args.output.display().to_string();
     if target == Target::Ctf {
         write_ctf(&trace, &args.output)?;
@@ -116,7 +128,7 @@ pub fn run(args: Args) -> Result<()> {
         return Ok(());
     }
     if target == Target::Parquet {
-        return write_parquet(&trace, &args.output);
+        return write_parquet(&trace, &args.output, args.force);
     }
     // Write next to the destination and rename at the end, so a failed conversion never
     // leaves a half-written file under the requested name.
@@ -185,7 +197,9 @@ fn check_output(output: &Path, inputs: &[load::Found], target: Target, force: bo
     }
     match target {
         Target::Ctf => bail!("{shown}: already exists; CTF output is a new directory"),
-        Target::Parquet => bail!("{shown}: already exists; a Parquet dataset is a new directory"),
+        // A dataset other conversions write into: the writer checks its partitions.
+        Target::Parquet if out.is_dir() => return Ok(()),
+        Target::Parquet => bail!("{shown}: already exists and is not a directory"),
         _ => {}
     }
     if out.is_dir() {
@@ -240,16 +254,9 @@ fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
 }
 
 #[cfg(feature = "parquet")]
-fn write_parquet(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
-    let mut written = None;
-    write_dir(dir, |partial| {
-        let version = env!("CARGO_PKG_VERSION");
-        written = Some(opscope_formats::parquet::export_dataset(
-            trace, partial, version,
-        )?);
-        Ok(())
-    })?;
-    let written = written.unwrap_or_default();
+fn write_parquet(trace: &opscope_model::Trace, dir: &Path, force: bool) -> Result<()> {
+    let version = env!("CARGO_PKG_VERSION");
+    let written = opscope_formats::parquet::export_dataset(trace, dir, version, force)?;
     let rows: Vec<String> = written
         .rows
         .iter()
@@ -267,7 +274,7 @@ fn write_parquet(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
 }
 
 #[cfg(not(feature = "parquet"))]
-fn write_parquet(_: &opscope_model::Trace, _: &Path) -> Result<()> {
+fn write_parquet(_: &opscope_model::Trace, _: &Path, _: bool) -> Result<()> {
     bail!("this opscope was built without Parquet (cargo feature `parquet`)")
 }
 

@@ -8,6 +8,7 @@ pub mod flame;
 pub mod gpu;
 pub mod info;
 pub mod memory;
+pub mod merge;
 pub mod record;
 pub mod report;
 pub mod sql;

@@ -73,14 +73,11 @@ pub fn run(args: Args) -> Result<()> {
     let mut text = String::new();
     if let Some(dataset) = &args.dataset {
         // A local dataset is checked now; a URL is the engine's to read.
-        if !dataset.contains("://") {
-            let dir = std::path::Path::new(dataset);
-            if !dir.join("metadata.parquet").is_file() {
-                bail!(
-                    "{dataset}: no Parquet dataset here (no metadata.parquet); write one \
-                     with `opscope convert TRACE -o {dataset} --to parquet`"
-                );
-            }
+        if !dataset.contains("://") && !holds_a_partition(std::path::Path::new(dataset)) {
+            bail!(
+                "{dataset}: no Parquet dataset here (no host=…/rank=…/metadata.parquet); \
+                 write one with `opscope convert TRACE -o {dataset} --to parquet`"
+            );
         }
         text.push_str(&sql::views(dialect, dataset));
     }
@@ -89,4 +86,18 @@ pub fn run(args: Args) -> Result<()> {
     out.write_all(text.as_bytes())?;
     out.flush()?;
     Ok(())
+}
+
+/// Whether `dir` holds a partition of a dataset (`host=H/rank=R/metadata.parquet`).
+fn holds_a_partition(dir: &std::path::Path) -> bool {
+    let entries = |d: &std::path::Path| -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(d)
+            .map(|e| e.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default()
+    };
+    entries(dir).iter().any(|host| {
+        entries(host)
+            .iter()
+            .any(|part| part.join("metadata.parquet").is_file())
+    })
 }

@@ -1,0 +1,129 @@
+"""`opscope sql` on DuckDB over a Parquet dataset against the CLI on the same data: the
+`gpu`, `kernels` and `steps` queries against `opscope gpu`, `stats kernel` and `steps`,
+on a directory of eight rank traces (made from the shared two-rank `hta/trace_filter`)
+and on the 2 GB synthetic Kineto trace of bench/view.py. The CLI is timed as a whole
+process, warm (its model cache made by a first `info`) and cold (`--no-cache`, parsing
+the JSON); DuckDB as the views plus the query, in this process, over a dataset
+converted once beforehand (that conversion's time is printed too). Runs alternate;
+minimum and median of --repeat runs, with the ratio DuckDB / warm CLI.
+
+    python3 bench/sql.py [--repeat 5] [--opscope target/release/opscope] [--no-2g]
+"""
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+QUERIES = [("gpu", ["gpu"]), ("kernels", ["stats", "kernel"]), ("steps", ["steps"])]
+
+
+def bench_python() -> str:
+    return str(Path(os.environ.get("OPSCOPE_CACHE", Path.home() / ".cache/opscope-ci")) / "venv/bin/python")
+
+
+def eight_ranks(shared: Path, out: Path) -> Path:
+    """The two shared ranks four times, each copy its own rank (as the report test makes
+    them)."""
+    out.mkdir(parents=True, exist_ok=True)
+    source = shared / "traces/kineto/hta/trace_filter"
+    for copy in range(4):
+        for rank in range(2):
+            with gzip.open(source / f"sampled_rank-{rank}.json.gz", "rt") as f:
+                trace = json.load(f)
+            new = copy * 2 + rank
+            trace["distributedInfo"]["rank"] = new
+            trace["distributedInfo"]["world_size"] = 8
+            with gzip.open(out / f"rank-{new}.json.gz", "wt", compresslevel=1) as f:
+                json.dump(trace, f)
+    return out
+
+
+def timed(argv) -> float:
+    begun = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True)
+    return time.perf_counter() - begun
+
+
+def duckdb_time(opscope: Path, query: str, dataset: Path) -> tuple[float, int]:
+    import duckdb
+
+    sql = subprocess.run([opscope, "sql", query, dataset], check=True, capture_output=True, text=True).stdout
+    *views, select = [s for s in sql.split(";\n") if s.strip()]
+    begun = time.perf_counter()
+    con = duckdb.connect()
+    for v in views:
+        con.execute(v)
+    rows = con.execute(select).fetchall()
+    took = time.perf_counter() - begun
+    con.close()
+    return took, len(rows)
+
+
+def ms(values) -> str:
+    return f"{min(values) * 1e3:,.0f} / {statistics.median(values) * 1e3:,.0f} ms"
+
+
+def main():
+    try:
+        import duckdb  # noqa: F401
+    except ImportError:
+        python = bench_python()
+        os.execv(python, [python, *sys.argv])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
+    parser.add_argument("--shared", type=Path,
+                        default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
+    parser.add_argument("--no-2g", action="store_true", help="only the eight ranks")
+    args = parser.parse_args()
+    import duckdb
+
+    cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-sql-") as tmp:
+        tmp = Path(tmp)
+        inputs = [("8 ranks (trace_filter ×4)", eight_ranks(args.shared, tmp / "ranks"), args.repeat)]
+        if not args.no_2g:
+            big = cache / "view-2g.json"
+            if not big.exists():
+                from view import make_trace
+
+                print(f"making {big}…", file=sys.stderr)
+                cache.mkdir(parents=True, exist_ok=True)
+                make_trace(args.shared, 2.0, big)
+            inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
+        print(f"duckdb {duckdb.__version__}; CLI timed as a process, DuckDB in process; min / median of runs")
+        print()
+        print("| data | query | CLI warm | CLI cold | DuckDB on the dataset | DuckDB / CLI warm (median) |")
+        print("|---|---|---|---|---|---|")
+        for label, trace, repeat in inputs:
+            dataset = tmp / "data.parquet"
+            shutil.rmtree(dataset, ignore_errors=True)
+            subprocess.run([args.opscope, "info", "-q", trace], check=True, capture_output=True)
+            convert = timed([args.opscope, "convert", "-q", trace, "-o", dataset])
+            size = sum(f.stat().st_size for f in dataset.rglob("*") if f.is_file())
+            for query, command in QUERIES:
+                warm, cold, duck = [], [], []
+                rows = 0
+                for _ in range(repeat):
+                    warm.append(timed([args.opscope, *command, "--format", "json", trace]))
+                    took, rows = duckdb_time(args.opscope, query, dataset)
+                    duck.append(took)
+                cold.append(timed([args.opscope, *command, "--format", "json", "--no-cache", trace]))
+                ratio = statistics.median(duck) / statistics.median(warm)
+                print(f"| {label} | {query} ({rows} rows) | {ms(warm)} | {ms(cold)} | {ms(duck)} | {ratio:.1f}× |")
+            print(f"| {label} | (convert --to parquet, once) | | | {convert:.1f} s, {size / 2**20:.0f} MiB | |")
+
+
+if __name__ == "__main__":
+    main()
