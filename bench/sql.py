@@ -28,10 +28,6 @@ sys.path.insert(0, str(REPO / "bench"))
 QUERIES = [("gpu", ["gpu"]), ("kernels", ["stats", "kernel"]), ("steps", ["steps"])]
 
 
-def bench_python() -> str:
-    return str(Path(os.environ.get("OPSCOPE_CACHE", Path.home() / ".cache/opscope-ci")) / "venv/bin/python")
-
-
 def eight_ranks(shared: Path, out: Path) -> Path:
     """The two shared ranks four times, each copy its own rank (as the report test makes
     them)."""
@@ -78,6 +74,8 @@ def main():
     try:
         import duckdb  # noqa: F401
     except ImportError:
+        from view import bench_python
+
         python = bench_python()
         os.execv(python, [python, *sys.argv])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

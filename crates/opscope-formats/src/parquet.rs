@@ -18,9 +18,7 @@ use arrow_array::{
 use arrow_schema::{DataType, Field, Schema};
 use opscope_model::events::Column;
 use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, SourceId, StrId, Trace, NONE};
-use parquet::arrow::arrow_writer::{
-    compute_leaves, ArrowColumnChunk, ArrowColumnWriter, ArrowLeafColumn,
-};
+use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
@@ -94,63 +92,39 @@ pub fn export_dataset(
         .flat_map(|(key, part)| Table::ALL.into_iter().map(move |t| (key, part, t)))
         .collect();
     jobs.sort_by_key(|&(_, part, table)| std::cmp::Reverse(table.rows(part).len()));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len().max(1));
-    let run = || -> Vec<Result<(&'static str, u64, u64), ExportError>> {
-        let mut done = Vec::new();
-        loop {
-            let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(&(key, part, table)) = jobs.get(j) else {
-                return done;
-            };
-            done.push((|| {
-                let rows = table.rows(part);
-                let batch = match table {
-                    Table::Slices => slices_batch(trace, rows, &depth)?,
-                    Table::Tracks => tracks_batch(trace, rows)?,
-                    Table::Counters => batch(model_columns(trace, rows, |f| {
-                        trace.counters.for_each_column(f)
-                    }))?,
-                    Table::Instants => batch(model_columns(trace, rows, |f| {
-                        trace.instants.for_each_column(f)
-                    }))?,
-                    Table::Flows => batch(model_columns(trace, rows, |f| {
-                        trace.flows.for_each_column(f)
-                    }))?,
-                    Table::Metadata => metadata_batch(trace, rows, key, version)?,
-                };
-                let file = aside(key).join(format!("{}.parquet", table.name()));
-                let bytes = write(&file, &batch)?;
-                Ok((table.name(), batch.num_rows() as u64, bytes))
-            })());
+    let results = on_all_cores(jobs, |(key, part, table)| {
+        let rows = table.rows(part);
+        let make = |rows: &[u32]| match table {
+            Table::Slices => slices_batch(trace, rows, &depth),
+            Table::Tracks => tracks_batch(trace, rows),
+            Table::Counters => batch(model_columns(trace, rows, |f| {
+                trace.counters.for_each_column(f)
+            })),
+            Table::Instants => batch(model_columns(trace, rows, |f| {
+                trace.instants.for_each_column(f)
+            })),
+            Table::Flows => batch(model_columns(trace, rows, |f| {
+                trace.flows.for_each_column(f)
+            })),
+            Table::Metadata => metadata_batch(trace, rows, key, version),
+        };
+        let file = aside(key).join(format!("{}.parquet", table.name()));
+        let bytes = write(&file, rows, make)?;
+        Ok((table.name(), rows.len() as u64, bytes))
+    });
+    let results = match results {
+        Ok(results) => results,
+        Err(e) => {
+            for key in parts.parts.keys() {
+                let _ = std::fs::remove_dir_all(aside(key));
+            }
+            return Err(e);
         }
     };
-    let results: Vec<_> = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..workers).map(|_| scope.spawn(run)).collect();
-        let mut all = run();
-        for h in helpers {
-            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        }
-        all
-    });
-    let mut failed = None;
-    for result in results {
-        match result {
-            Ok((name, rows, bytes)) => {
-                *written.rows.entry(name).or_default() += rows;
-                written.bytes += bytes;
-                written.files += 1;
-            }
-            Err(e) => failed = failed.or(Some(e)),
-        }
-    }
-    if let Some(e) = failed {
-        for key in parts.parts.keys() {
-            let _ = std::fs::remove_dir_all(aside(key));
-        }
-        return Err(e);
+    for (name, rows, bytes) in results {
+        *written.rows.entry(name).or_default() += rows;
+        written.bytes += bytes;
+        written.files += 1;
     }
     for key in parts.parts.keys() {
         let place = dir.join(key);
@@ -165,65 +139,100 @@ pub fn export_dataset(
 /// Rows per row group: what DuckDB and Spark read in parallel, one group per task.
 const ROW_GROUP_ROWS: usize = 1 << 20;
 
-fn write(path: &PathBuf, batch: &RecordBatch) -> Result<u64, ExportError> {
+/// Rows made into Arrow arrays at a time: the arrays of a whole table (its args text
+/// above all) cost more in fresh pages and copies as they grow than in encoding, and
+/// chunks are made on all cores at once.
+const CHUNK_ROWS: usize = 1 << 14;
+
+/// Writes the table of `rows` to `path`, `make` giving the Arrow batch of some of them.
+fn write(
+    path: &PathBuf,
+    rows: &[u32],
+    make: impl Fn(&[u32]) -> Result<RecordBatch, ExportError> + Sync,
+) -> Result<u64, ExportError> {
     let file = File::create(path)?;
-    let writer = ArrowWriter::try_new(file, batch.schema(), Some(properties(batch)?))
+    let schema = make(&[])?.schema();
+    let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties(&schema)?))
         .map_err(parquet_error)?;
-    // Each row group's columns are encoded on all cores: a trace of one rank is one
-    // partition, whose slices table is most of the work.
+    // A trace of one rank is one partition, whose slices table is most of the work:
+    // its chunks are made on all cores (the args' JSON text above all), then each
+    // chunk's columns are encoded on all cores.
     let (mut file_writer, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
-    let schema = batch.schema();
-    let mut offset = 0;
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let chunks: Vec<&[u32]> = rows.chunks(CHUNK_ROWS).collect();
     let mut group = 0;
-    while offset < batch.num_rows() {
-        let rows = batch.slice(offset, ROW_GROUP_ROWS.min(batch.num_rows() - offset));
-        let mut leaves = Vec::new();
-        for (field, array) in schema.fields().iter().zip(rows.columns()) {
-            leaves.extend(compute_leaves(field, array).map_err(parquet_error)?);
+    let mut in_group = 0;
+    let mut writers: Option<Vec<ArrowColumnWriter>> = None;
+    for wave in chunks.chunks(cores) {
+        for batch in on_all_cores(wave.to_vec(), &make)? {
+            let mut list = match writers.take() {
+                Some(list) => list,
+                None => columns
+                    .create_column_writers(group)
+                    .map_err(parquet_error)?,
+            };
+            let mut leaves = Vec::new();
+            for (field, array) in schema.fields().iter().zip(batch.columns()) {
+                leaves.extend(compute_leaves(field, array).map_err(parquet_error)?);
+            }
+            list = on_all_cores(list.into_iter().zip(leaves).collect(), |(mut w, leaf)| {
+                w.write(&leaf).map_err(parquet_error)?;
+                Ok(w)
+            })?;
+            in_group += batch.num_rows();
+            if in_group >= ROW_GROUP_ROWS {
+                close_group(&mut file_writer, list)?;
+                group += 1;
+                in_group = 0;
+            } else {
+                writers = Some(list);
+            }
         }
-        let writers = columns
-            .create_column_writers(group)
-            .map_err(parquet_error)?;
-        let chunks = encode_columns(writers.into_iter().zip(leaves).collect())?;
-        let mut row_group = file_writer.next_row_group().map_err(parquet_error)?;
-        for chunk in chunks {
-            chunk
-                .append_to_row_group(&mut row_group)
-                .map_err(parquet_error)?;
-        }
-        row_group.close().map_err(parquet_error)?;
-        offset += rows.num_rows();
-        group += 1;
+    }
+    if let Some(list) = writers {
+        close_group(&mut file_writer, list)?;
     }
     file_writer.close().map_err(parquet_error)?;
     Ok(std::fs::metadata(path)?.len())
 }
 
-/// Encodes each column with its writer, on every core, largest first; the chunks in
-/// column order.
-fn encode_columns(
-    work: Vec<(ArrowColumnWriter, ArrowLeafColumn)>,
-) -> Result<Vec<ArrowColumnChunk>, ExportError> {
+/// Ends a row group: each column's last page compressed (on all cores), then the
+/// column chunks written in order.
+fn close_group(
+    file: &mut parquet::file::writer::SerializedFileWriter<File>,
+    writers: Vec<ArrowColumnWriter>,
+) -> Result<(), ExportError> {
+    let chunks = on_all_cores(writers, |w| w.close().map_err(parquet_error))?;
+    let mut row_group = file.next_row_group().map_err(parquet_error)?;
+    for chunk in chunks {
+        chunk
+            .append_to_row_group(&mut row_group)
+            .map_err(parquet_error)?;
+    }
+    row_group.close().map_err(parquet_error)?;
+    Ok(())
+}
+
+/// `work` done on every core, each item by the next free thread; the results in order.
+fn on_all_cores<T: Send, R: Send>(
+    work: Vec<T>,
+    each: impl Fn(T) -> Result<R, ExportError> + Sync,
+) -> Result<Vec<R>, ExportError> {
     let n = work.len();
-    let jobs: Vec<std::sync::Mutex<Option<(ArrowColumnWriter, ArrowLeafColumn)>>> = work
+    let jobs: Vec<std::sync::Mutex<Option<T>>> = work
         .into_iter()
         .map(|w| std::sync::Mutex::new(Some(w)))
         .collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let run = || -> Vec<(usize, Result<ArrowColumnChunk, ExportError>)> {
+    let run = || -> Vec<(usize, Result<R, ExportError>)> {
         let mut done = Vec::new();
         loop {
             let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let Some(slot) = jobs.get(j) else {
                 return done;
             };
-            let taken = slot.lock().map(|mut s| s.take()).unwrap_or(None);
-            if let Some((mut writer, leaf)) = taken {
-                let chunk = writer
-                    .write(&leaf)
-                    .and_then(|()| writer.close())
-                    .map_err(parquet_error);
-                done.push((j, chunk));
+            if let Some(item) = slot.lock().map(|mut s| s.take()).unwrap_or(None) {
+                done.push((j, each(item)));
             }
         }
     };
@@ -243,19 +252,26 @@ fn encode_columns(
 }
 
 /// How each column is stored.
-fn properties(batch: &RecordBatch) -> Result<WriterProperties, ExportError> {
+fn properties(schema: &Schema) -> Result<WriterProperties, ExportError> {
     // zstd's level 3: as fast as the Perfetto export, and smaller than gzip'd JSON.
     let mut props = WriterProperties::builder().set_compression(Compression::ZSTD(
         ZstdLevel::try_new(3).map_err(parquet_error)?,
     ));
     // Ids and times mostly grow row by row: stored as differences, not as dictionaries
     // of values that never repeat.
-    for field in batch.schema().fields() {
+    for field in schema.fields() {
         // Args are JSON objects that rarely repeat whole: zstd finds their repeated
         // keys in plain pages better than a dictionary of whole values would.
+        // zstd's level 1 there: the args are most of the bytes and of the time to
+        // compress (level 3 took 1.6× the Perfetto export's time on resnet50).
         if field.name() == "args" {
             let path = parquet::schema::types::ColumnPath::from("args");
-            props = props.set_column_dictionary_enabled(path, false);
+            props = props
+                .set_column_dictionary_enabled(path.clone(), false)
+                .set_column_compression(
+                    path,
+                    Compression::ZSTD(ZstdLevel::try_new(1).map_err(parquet_error)?),
+                );
         }
         if DELTA_COLUMNS.contains(&field.name().as_str()) {
             let path = parquet::schema::types::ColumnPath::from(field.name().as_str());
@@ -475,11 +491,12 @@ fn model_columns(
             Column::Args(v) => {
                 // Sized once: growing a column of many MB moves it again and again.
                 let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
-                let mut text = String::new();
                 for i in rows {
-                    match args_json(trace, v[at(i)], &mut text) {
-                        Some(()) => b.append_value(&text),
-                        None => b.append_null(),
+                    // Written straight into the column; `append_value("")` ends it.
+                    if args_json(trace, v[at(i)], &mut b) {
+                        b.append_value("");
+                    } else {
+                        b.append_null();
                     }
                 }
                 (Field::new(name, DataType::Utf8, true), Arc::new(b.finish()))
@@ -541,45 +558,47 @@ fn texts(trace: &Trace, name: &'static str, ids: impl Iterator<Item = StrId>) ->
     (field, Arc::new(array))
 }
 
-/// An arg bag as a JSON object (`None` for no args), written into `out`.
-fn args_json(trace: &Trace, id: ArgsId, out: &mut String) -> Option<()> {
+/// Writes the args `id` names as one JSON object; `false` (nothing written) for none.
+fn args_json(trace: &Trace, id: ArgsId, out: &mut impl std::fmt::Write) -> bool {
     if id.is_none() {
-        return None;
+        return false;
     }
-    out.clear();
-    out.push('{');
-    for (k, (key, value)) in trace.args.get(id).enumerate() {
-        if k > 0 {
-            out.push(',');
+    // Writing into a column's buffer cannot fail.
+    let _ = (|| -> std::fmt::Result {
+        out.write_char('{')?;
+        for (k, (key, value)) in trace.args.get(id).enumerate() {
+            if k > 0 {
+                out.write_char(',')?;
+            }
+            push_json_string(out, trace.str(key))?;
+            out.write_char(':')?;
+            match value {
+                ArgValue::Null => out.write_str("null")?,
+                ArgValue::Bool(b) => out.write_str(if b { "true" } else { "false" })?,
+                ArgValue::Int(n) => write!(out, "{n}")?,
+                ArgValue::UInt(n) => write!(out, "{n}")?,
+                ArgValue::Float(x) if x.is_finite() => write!(out, "{x}")?,
+                ArgValue::Float(_) => out.write_str("null")?,
+                ArgValue::Str(s) => push_json_string(out, trace.str(s))?,
+                // An array or object the importer kept as its JSON text.
+                ArgValue::Json(s) => out.write_str(trace.str(s))?,
+            }
         }
-        push_json_string(out, trace.str(key));
-        out.push(':');
-        match value {
-            ArgValue::Null => out.push_str("null"),
-            ArgValue::Bool(b) => out.push_str(if b { "true" } else { "false" }),
-            ArgValue::Int(n) => out.push_str(&n.to_string()),
-            ArgValue::UInt(n) => out.push_str(&n.to_string()),
-            ArgValue::Float(x) if x.is_finite() => out.push_str(&x.to_string()),
-            ArgValue::Float(_) => out.push_str("null"),
-            ArgValue::Str(s) => push_json_string(out, trace.str(s)),
-            // An array or object the importer kept as its JSON text.
-            ArgValue::Json(s) => out.push_str(trace.str(s)),
-        }
-    }
-    out.push('}');
-    Some(())
+        out.write_char('}')
+    })();
+    true
 }
 
-fn push_json_string(out: &mut String, text: &str) {
+fn push_json_string(out: &mut impl std::fmt::Write, text: &str) -> std::fmt::Result {
     let plain =
         memchr::memchr2(b'"', b'\\', text.as_bytes()).is_none() && !text.bytes().any(|b| b < 0x20);
     if plain {
-        out.push('"');
-        out.push_str(text);
-        out.push('"');
+        out.write_char('"')?;
+        out.write_str(text)?;
+        out.write_char('"')
     } else {
         // Serialising a &str cannot fail.
-        out.push_str(&serde_json::to_string(text).unwrap_or_default());
+        out.write_str(&serde_json::to_string(text).unwrap_or_default())
     }
 }
 

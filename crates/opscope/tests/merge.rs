@@ -174,6 +174,7 @@ fn skewed_hosts_are_put_back_on_one_clock_within_their_bounds() {
         }
     }
     bounds.sort_by(f64::total_cmp);
+    eprintln!("bounds of the corrections (ns): {bounds:?}");
     let median = bounds[bounds.len() / 2];
     assert!(median < 10_000.0, "median bound {median} ns: {bounds:?}");
 
