@@ -71,6 +71,13 @@ pub fn is_device_work(trace: &Trace, i: usize) -> bool {
         && trace.tracks[trace.slices.track[i] as usize].kind == TrackKind::GpuStream
 }
 
+/// The source (file) a track came from: its process's, else its device's.
+pub fn source_of_track(trace: &Trace, t: &opscope_model::Track) -> Option<SourceId> {
+    t.process
+        .map(|p| trace.processes[p.index()].source)
+        .or(t.device.map(|d| trace.devices[d.index()].source))
+}
+
 /// The source (file) a slice came from.
 pub fn source_of(trace: &Trace, i: usize) -> Option<SourceId> {
     let track = &trace.tracks[trace.slices.track[i] as usize];

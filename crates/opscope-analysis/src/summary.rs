@@ -75,17 +75,51 @@ pub struct ClockCorrection {
 }
 
 impl ClockCorrection {
-    /// The correction of `source`'s clock, when hosts were merged onto one.
-    pub fn of(trace: &Trace, source: &opscope_model::Source) -> Option<ClockCorrection> {
-        let clock = trace.clocks.get(source.clock.0 as usize)?;
-        trace
-            .str(clock.name)
-            .starts_with(crate::clock_merge::CLOCK_NAME_PREFIX)
-            .then(|| ClockCorrection {
-                offset_ns: clock.to_global.offset_ns,
-                drift_ppm: clock.to_global.drift_ppb / 1e3,
-                bound_ns: clock.to_global.error_bound_ns,
+    /// Each source's correction (by source index), where hosts were merged onto one
+    /// clock: the offset quoted at the source's first event.
+    pub fn of_sources(trace: &Trace) -> Vec<Option<ClockCorrection>> {
+        let merged: Vec<Option<&opscope_model::ClockDomain>> = trace
+            .sources
+            .iter()
+            .map(|s| {
+                trace.clocks.get(s.clock.0 as usize).filter(|c| {
+                    trace
+                        .str(c.name)
+                        .starts_with(opscope_model::clock::MERGED_CLOCK_PREFIX)
+                })
             })
+            .collect();
+        if merged.iter().all(Option::is_none) {
+            return vec![None; trace.sources.len()];
+        }
+        let mut first = vec![i64::MAX; trace.sources.len()];
+        let source_of_track: Vec<Option<usize>> = trace
+            .tracks
+            .iter()
+            .map(|t| crate::correlate::source_of_track(trace, t).map(|s| s.index()))
+            .collect();
+        for (&ts, &track) in trace.slices.ts.iter().zip(&trace.slices.track) {
+            if let Some(s) = source_of_track[track as usize] {
+                first[s] = first[s].min(ts);
+            }
+        }
+        merged
+            .iter()
+            .zip(&first)
+            .map(|(clock, &at)| {
+                let t = (*clock)?.to_global;
+                // The shift at the first event's own time: `at` is its corrected time,
+                // `at − shift` its own (the shift from 0: drift·x + offset).
+                let at = if at == i64::MAX { 0 } else { at };
+                let shift = |x: f64| t.offset_ns as f64 + x * t.drift_ppb / 1e9;
+                let local = at as f64 - shift(at as f64);
+                Some(ClockCorrection {
+                    offset_ns: shift(local).round() as i64,
+                    drift_ppm: t.drift_ppb / 1e3,
+                    bound_ns: t.error_bound_ns,
+                })
+            })
+            .collect()
     }
 
     /// `clock +205.7 µs, 46.66 ppm, ±16.2 µs` for a report line.
@@ -121,10 +155,12 @@ fn source_count(trace: &Trace, source: &opscope_model::Source, key: &str) -> Opt
 
 pub fn summarize(cx: &Context) -> Summary {
     let trace = cx.trace();
+    let corrections = ClockCorrection::of_sources(trace);
     let files = trace
         .sources
         .iter()
-        .map(|s| FileSummary {
+        .enumerate()
+        .map(|(i, s)| FileSummary {
             path: s.path.clone(),
             format: s.format.to_string(),
             rank: s.rank,
@@ -132,7 +168,7 @@ pub fn summarize(cx: &Context) -> Summary {
             host: s.host.map(|h| trace.str(h).to_string()),
             events: source_count(trace, s, "events"),
             events_discarded: source_count(trace, s, "events_discarded"),
-            clock_correction: ClockCorrection::of(trace, s),
+            clock_correction: corrections[i],
         })
         .collect::<Vec<_>>();
     let mut hosts: Vec<String> = files.iter().filter_map(|f| f.host.clone()).collect();

@@ -53,7 +53,7 @@ pub fn export_dataset(
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            let ours = name.starts_with("host=");
+            let ours = name.starts_with("host=") || name.starts_with(STAGING);
             if !ours || !entry.path().is_dir() {
                 return Err(ExportError::Unsupported(format!(
                     "{shown}: exists and is not a Parquet dataset (it holds {name}); \
@@ -73,16 +73,19 @@ pub fn export_dataset(
     }
     let depth = depths(trace);
     let mut written = Written::default();
-    // Each partition is written beside its place, as `host=H/.rank=R.partial`: readers
-    // (Spark, Hadoop) skip hidden names.
-    let aside = |key: &str| -> PathBuf {
-        let (host, rank) = key.split_once('/').unwrap_or((key, ""));
-        dir.join(host).join(format!(".{rank}.partial"))
-    };
+    // Partitions are written in a staging directory of this conversion's own, one
+    // level deeper than any reader's `*/*/` glob reaches (DuckDB's glob does not skip
+    // hidden names), then renamed into place; whatever happens, it goes at the end.
+    let staging = Staging(dir.join(format!(
+        "{STAGING}{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    )));
+    let aside = |key: &str| -> PathBuf { staging.0.join(key) };
     for key in parts.parts.keys() {
-        let partial = aside(key);
-        let _ = std::fs::remove_dir_all(&partial);
-        std::fs::create_dir_all(&partial)?;
+        std::fs::create_dir_all(aside(key))?;
         written.partitions += 1;
     }
     // One job per table of each partition, the largest first, on every core.
@@ -112,15 +115,7 @@ pub fn export_dataset(
         let bytes = write(&file, rows, make)?;
         Ok((table.name(), rows.len() as u64, bytes))
     });
-    let results = match results {
-        Ok(results) => results,
-        Err(e) => {
-            for key in parts.parts.keys() {
-                let _ = std::fs::remove_dir_all(aside(key));
-            }
-            return Err(e);
-        }
-    };
+    let results = results?;
     for (name, rows, bytes) in results {
         *written.rows.entry(name).or_default() += rows;
         written.bytes += bytes;
@@ -128,12 +123,29 @@ pub fn export_dataset(
     }
     for key in parts.parts.keys() {
         let place = dir.join(key);
+        std::fs::create_dir_all(place.parent().unwrap_or(dir))?;
         if replace && place.exists() {
-            std::fs::remove_dir_all(&place)?;
+            // The old partition goes into the staging directory (and with it), so that
+            // a failure leaves one of the two in place.
+            let old = staging.0.join("replaced").join(key);
+            std::fs::create_dir_all(old.parent().unwrap_or(&staging.0))?;
+            std::fs::rename(&place, &old)?;
         }
         std::fs::rename(aside(key), &place)?;
     }
     Ok(written)
+}
+
+/// How a conversion's staging directory in a dataset begins.
+const STAGING: &str = ".staging-";
+
+/// A directory removed when dropped, on every path out.
+struct Staging(PathBuf);
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Rows per row group: what DuckDB and Spark read in parallel, one group per task.
@@ -725,9 +737,13 @@ fn metadata_batch(
     let sources: Vec<_> = rows.iter().map(|&s| &trace.sources[s as usize]).collect();
     let n = sources.len();
     let clock = |s: &opscope_model::Source| trace.clocks.get(s.clock.0 as usize);
-    // A merged host's clock is the only one with a transform to the others.
+    // A merged host's clock (not a shift to Unix time, which other clocks get too).
     let merged = |s: &opscope_model::Source| {
-        clock(s).filter(|c| c.to_global != opscope_model::LinearTransform::IDENTITY)
+        clock(s).filter(|c| {
+            trace
+                .str(c.name)
+                .starts_with(opscope_model::clock::MERGED_CLOCK_PREFIX)
+        })
     };
     let columns = vec![
         (

@@ -35,6 +35,10 @@ impl LinearTransform {
     }
 }
 
+/// How the clock of a host put on another's (`opscope merge`) is named:
+/// `host clock NAME`. Its `to_global` is the correction applied to the host's times.
+pub const MERGED_CLOCK_PREFIX: &str = "host clock ";
+
 /// A clock some source was recorded with.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ClockDomain {

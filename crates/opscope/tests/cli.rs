@@ -239,6 +239,40 @@ fn convert_keeps_every_event_in_both_formats() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--to"));
 }
 
+/// Two ranks' files in one Chrome JSON stay two of everything: their processes (both
+/// have a `pid 0` GPU and host pids of their own), threads and streams, and the GPU
+/// time of each stream.
+#[test]
+fn ranks_converted_to_one_json_file_stay_apart() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let ranks = traces.join("kineto/hta/trace_filter");
+    let dir = scratch_dir("convert-ranks");
+    let out = dir.join("both.json");
+    convert(&ranks, &out, None);
+    let (before, after) = (info_json(&ranks), info_json(&out));
+    for field in ["processes", "threads", "tracks", "slices", "slices_by_kind"] {
+        assert_eq!(after[field], before[field], "{field}");
+    }
+    let streams = |path: &Path| -> Vec<i64> {
+        let gpu: serde_json::Value = serde_json::from_slice(
+            &opscope_ok(&["gpu", path.to_str().unwrap(), "--format", "json"]).stdout,
+        )
+        .unwrap();
+        let mut busy: Vec<i64> = gpu["ranks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|r| r["streams"].as_array().unwrap().iter())
+            .map(|s| s["busy_ns"].as_i64().unwrap())
+            .collect();
+        busy.sort_unstable();
+        busy
+    };
+    assert_eq!(streams(&out), streams(&ranks));
+}
+
 /// Runs `info` on a file holding `bytes`, expecting one error line that names the file
 /// and a byte offset, exit status 1, and no panic.
 fn expect_clear_error(name: &str, bytes: &[u8], offset_text: &str) {

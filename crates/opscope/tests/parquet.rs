@@ -165,13 +165,24 @@ fn conversions_of_other_ranks_fill_one_dataset() {
         assert_counts(&read, &info(&ranks), "trace_filter, ranks converted apart");
         assert_eq!(read["metadata"].as_array().unwrap().len(), 2);
     }
-    let leftovers: Vec<_> = std::fs::read_dir(out.join("host=unknown"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().to_string())
-        .filter(|n| n.contains("partial"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    // Nothing but the partitions is left: no staging directory, in the dataset or in
+    // its host directory.
+    let names = |d: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().to_string())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&out), ["host=unknown"]);
+    assert_eq!(names(&out.join("host=unknown")), ["rank=0", "rank=1"]);
+    // A conversion that fails (its output's place taken by a file) leaves nothing.
+    std::fs::remove_dir_all(out.join("host=unknown/rank=0")).unwrap();
+    std::fs::write(out.join("host=unknown/rank=0"), "in the way").unwrap();
+    assert!(!convert(0, &[]).status.success());
+    assert_eq!(names(&out), ["host=unknown"]);
 
     // A directory that is no dataset is left alone.
     let other = dir.join("other");

@@ -149,12 +149,13 @@ pub fn fit(c: &Constraints, from: i64, to: i64) -> Option<Fit> {
         }
     });
     let drift_known = !near_edge(d_lo) && !near_edge(d_hi);
-    let (d_lo, d_hi, drift) = if drift_known {
-        (d_lo, d_hi, widest)
+    // Without a known drift, offset only: the drift that fits nearest 0. The bound
+    // still spans every drift that fits (up to the search's edge), so it says how far
+    // an unknown drift can take the times.
+    let drift = if drift_known {
+        widest
     } else {
-        // Offset only: the drift that fits nearest 0.
-        let d = 0f64.clamp(d_lo, d_hi);
-        (d, d, d)
+        0f64.clamp(d_lo, d_hi)
     };
     let offset = (dual.f(drift) + dual.g(drift)) / 2.0;
     // The extreme times any fitting line gives at x, against the fit's.

@@ -7,6 +7,7 @@ pub mod fit;
 mod rendezvous;
 
 use hashbrown::HashMap;
+use opscope_model::clock::MERGED_CLOCK_PREFIX;
 use opscope_model::{ClockDomain, LinearTransform, SourceId, Trace};
 use serde::Serialize;
 
@@ -27,7 +28,8 @@ pub struct DomainReport {
     pub reference: bool,
     /// Added to the domain's times at its first event (ns): the correction there.
     pub offset_ns: f64,
-    /// Parts per million the domain's clock ran fast (its times are scaled down by it).
+    /// The correction's drift: a domain time `x` becomes `x + offset + drift·(x − its
+    /// first event)`, drift in parts per million.
     pub drift_ppm: f64,
     /// How far off the correction may be at worst over the domain's time span.
     pub bound_ns: Option<f64>,
@@ -89,9 +91,6 @@ impl MergeReport {
     }
 }
 
-/// How the clock a merged host's files are given is named: `host clock NAME`.
-pub const CLOCK_NAME_PREFIX: &str = "host clock ";
-
 /// The largest conflict among constraints a correction is still made from (ns).
 pub const MAX_CONFLICT_NS: f64 = 10_000.0;
 
@@ -118,8 +117,14 @@ impl Linear {
         }
     }
 
-    fn apply(&self, x: i64) -> f64 {
-        x as f64 + self.drift * (x - self.origin) as f64 + self.offset
+    /// The shift at `x`, in ns: computed apart from `x` itself, whose f64 would round
+    /// epoch-ns times to 256 ns.
+    fn shift(&self, x: i64) -> f64 {
+        self.drift * (x - self.origin) as f64 + self.offset
+    }
+
+    fn apply(&self, x: i64) -> i64 {
+        x.saturating_add(self.shift(x).round() as i64)
     }
 
     /// `then` after `self`.
@@ -139,7 +144,8 @@ impl Linear {
         let rest = image - origin as f64;
         Linear {
             origin,
-            drift: 1.0 / (1.0 + self.drift) - 1.0,
+            // Not `1/(1 + d) − 1`: that loses d's digits to the 1 (190 ns at epoch-ns).
+            drift: -self.drift / (1.0 + self.drift),
             offset: (self.origin - origin) as f64 - rest / (1.0 + self.drift),
         }
     }
@@ -169,6 +175,9 @@ fn domains(trace: &Trace, options: &MergeOptions) -> Vec<(String, Vec<SourceId>)
 pub fn merge_clocks(trace: &mut Trace, options: &MergeOptions) -> MergeReport {
     let domains = domains(trace, options);
     let n = domains.len();
+    if n == 0 {
+        return MergeReport::default();
+    }
     let mut domain_of_source = vec![usize::MAX; trace.sources.len()];
     for (d, (_, sources)) in domains.iter().enumerate() {
         for s in sources {
@@ -236,7 +245,7 @@ pub fn merge_clocks(trace: &mut Trace, options: &MergeOptions) -> MergeReport {
             // Local times go to the reference's by the inverse.
             let correction = path.from_reference.inverse();
             let start = spans[d].0;
-            row.offset_ns = correction.apply(start) - start as f64;
+            row.offset_ns = correction.shift(start);
             row.drift_ppm = correction.drift * 1e6;
             row.bound_ns = (path.cost < UNBOUNDED).then_some(path.cost);
             row.conflict_ns = path.last.conflict_ns;
@@ -312,25 +321,32 @@ fn apply(
     report: &MergeReport,
 ) {
     let mut of_source: Vec<Option<Linear>> = vec![None; trace.sources.len()];
+    // The corrected times are the reference's: so is their offset to Unix time (as
+    // the exports read it, `unix_offset_ns − to_global.offset_ns`).
+    let reference = report.domains.iter().position(|d| d.reference).unwrap_or(0);
+    let global_to_unix = domains[reference].1.first().and_then(|s| {
+        let clock = trace
+            .clocks
+            .get(trace.sources[s.index()].clock.0 as usize)?;
+        Some(clock.unix_offset_ns? - clock.to_global.offset_ns)
+    });
     for (d, (name, sources)) in domains.iter().enumerate() {
         let Some(correction) = corrections[d] else {
             continue;
         };
         let row = &report.domains[d];
-        let name = trace.intern(&format!("{CLOCK_NAME_PREFIX}{name}"));
-        let old = trace.sources[sources[0].index()].clock;
-        let unix = trace
-            .clocks
-            .get(old.0 as usize)
-            .and_then(|c| c.unix_offset_ns);
+        let name = trace.intern(&format!("{MERGED_CLOCK_PREFIX}{name}"));
+        // `LinearTransform` measures its drift from 0, the correction from its origin.
+        let offset_ns =
+            (correction.offset - correction.drift * correction.origin as f64).round() as i64;
         let clock = trace.add_clock(ClockDomain {
             name,
             to_global: LinearTransform {
-                offset_ns: row.offset_ns.round() as i64,
+                offset_ns,
                 drift_ppb: correction.drift * 1e9,
                 error_bound_ns: row.bound_ns.map(|b| b.ceil() as i64),
             },
-            unix_offset_ns: unix,
+            unix_offset_ns: global_to_unix.map(|g| g + offset_ns),
         });
         for s in sources {
             trace.sources[s.index()].clock = clock;
@@ -342,7 +358,7 @@ fn apply(
         .iter()
         .map(|t| rendezvous::source_of_track(trace, t).and_then(|s| of_source[s.index()]))
         .collect();
-    let moved = |ts: i64, c: &Linear| c.apply(ts).round() as i64;
+    let moved = |ts: i64, c: &Linear| c.apply(ts);
     let s = &mut trace.slices;
     for i in 0..s.ts.len() {
         if let Some(c) = &of_track[s.track[i] as usize] {
@@ -418,12 +434,19 @@ mod tests {
             drift: -10e-6,
             offset: -20_000.0,
         };
-        for x in [1_000_000_000i64, 2_500_000_000, 4_000_000_000] {
+        // Epoch-ns times too: a correction must not round them to f64's 256 ns.
+        for x in [
+            1_000_000_000i64,
+            2_500_000_000,
+            4_000_000_000,
+            1_700_000_000_123_456_789,
+        ] {
+            assert_eq!(Linear::IDENTITY.apply(x), x);
             let both = a.then(&b).apply(x);
-            let step = b.apply(a.apply(x).round() as i64);
-            assert!((both - step).abs() < 1.0, "{both} {step}");
-            let back = a.inverse().apply(a.apply(x).round() as i64);
-            assert!((back - x as f64).abs() < 1.0, "{back} {x}");
+            let step = b.apply(a.apply(x));
+            assert!((both - step).abs() <= 1, "{both} {step}");
+            let back = a.inverse().apply(a.apply(x));
+            assert!((back - x).abs() <= 1, "{back} {x}");
         }
     }
 }

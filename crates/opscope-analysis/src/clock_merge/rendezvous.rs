@@ -1,16 +1,18 @@
 //! What the traces say about two clocks: collective kernels. No rank leaves a
 //! collective (all-reduce, all-gather, reduce-scatter, broadcast, all-to-all, barrier)
 //! before the last rank has entered it, so each instance seen on two clock domains
-//! gives a one-way constraint each way. The n-th kernel of a name within a step (or
-//! within the trace, without step markers) on one rank is matched with the n-th on the
-//! others. A send/receive kernel is matched only in a job of two ranks, where its peer
-//! is known.
+//! gives a one-way constraint each way. The n-th kernel of a name on one rank is
+//! matched with the n-th on the others (not within steps: a GPU runs behind its host's
+//! step markers by a different amount on each rank). A send/receive kernel is used
+//! only in a job of two ranks, where its peer is known, and only one that does both
+//! (NCCL's `SendRecv`): a send alone may end before its receiver starts.
 
 use hashbrown::HashMap;
-use opscope_model::{SliceKind, SourceId, Trace, Track};
+use opscope_model::{SliceKind, Trace};
 
 use super::fit::Constraints;
 use crate::correlate::is_device_work;
+pub(super) use crate::correlate::source_of_track;
 
 /// Lower-cased kernel name parts of a collective every rank takes part in.
 const COLLECTIVE_MARKS: &[&str] = &[
@@ -25,14 +27,8 @@ const COLLECTIVE_MARKS: &[&str] = &[
     "all_to_all",
     "barrier",
 ];
-/// … and of a point-to-point transfer, which binds only two ranks.
-const PAIR_MARKS: &[&str] = &["sendrecv", "send", "recv"];
-
-pub(super) fn source_of_track(trace: &Trace, t: &Track) -> Option<SourceId> {
-    t.process
-        .map(|p| trace.processes[p.index()].source)
-        .or(t.device.map(|d| trace.devices[d.index()].source))
-}
+/// … and of a transfer both ways between two ranks.
+const PAIR_MARKS: &[&str] = &["sendrecv"];
 
 /// Each domain's first and last time.
 pub(super) fn spans(trace: &Trace, domain_of_source: &[usize], n: usize) -> Vec<(i64, i64)> {
@@ -70,7 +66,8 @@ pub(super) fn constraints(
     domain_of_source: &[usize],
 ) -> HashMap<(usize, usize), Constraints> {
     let s = &trace.slices;
-    let steps = crate::markers::step_markers(trace);
+    // Send/receive kernels bind two ranks: only in a job of two are they each other's.
+    let pairs_known = trace.sources.iter().all(|src| src.world_size == Some(2));
     // Per source: its collective kernels in time order.
     let mut kernels: Vec<Vec<usize>> = vec![Vec::new(); trace.sources.len()];
     for i in 0..s.len() {
@@ -82,45 +79,28 @@ pub(super) fn constraints(
         };
         let lower = trace.str(s.name[i]).to_ascii_lowercase();
         if COLLECTIVE_MARKS.iter().any(|m| lower.contains(m))
-            || PAIR_MARKS.iter().any(|m| lower.contains(m))
+            || (pairs_known && PAIR_MARKS.iter().any(|m| lower.contains(m)))
         {
             kernels[src.index()].push(i);
         }
     }
-    // Instances by (step, kernel name, ordinal within them).
-    let mut instances: HashMap<(String, opscope_model::StrId, usize), Vec<Seen>> = HashMap::new();
+    // Instances by (kernel name, ordinal).
+    let mut instances: HashMap<(opscope_model::StrId, usize), Vec<Seen>> = HashMap::new();
     for (src, list) in kernels.iter_mut().enumerate() {
         list.sort_by_key(|&i| (s.ts[i], i));
-        let mut ordinal: HashMap<(usize, opscope_model::StrId), usize> = HashMap::new();
-        let bounds = &steps[src];
+        let mut ordinal: HashMap<opscope_model::StrId, usize> = HashMap::new();
         for &i in list.iter() {
-            // The step whose span holds the kernel's start (steps are in time order).
-            // (Numbered from 1; 0 is outside every step.)
-            let at = bounds.partition_point(|b| b.1 <= s.ts[i]);
-            let step = if at > 0 && s.ts[i] < bounds[at - 1].2 {
-                at
-            } else {
-                0
-            };
-            let step_name = if step > 0 {
-                bounds[step - 1].0.clone()
-            } else {
-                String::new()
-            };
-            let n = ordinal.entry((step, s.name[i])).or_insert(0);
-            instances
-                .entry((step_name, s.name[i], *n))
-                .or_default()
-                .push(Seen {
-                    domain: domain_of_source[src],
-                    start: s.ts[i],
-                    end: s.ts[i] + s.dur[i],
-                });
+            let n = ordinal.entry(s.name[i]).or_insert(0);
+            instances.entry((s.name[i], *n)).or_default().push(Seen {
+                domain: domain_of_source[src],
+                start: s.ts[i],
+                end: s.ts[i] + s.dur[i],
+            });
             *n += 1;
         }
     }
     let mut pairs: HashMap<(usize, usize), Constraints> = HashMap::new();
-    for ((_, name, _), seen) in instances {
+    for ((name, _), seen) in instances {
         let lower = trace.str(name).to_ascii_lowercase();
         let collective = COLLECTIVE_MARKS.iter().any(|m| lower.contains(m));
         if !collective && seen.len() != 2 {

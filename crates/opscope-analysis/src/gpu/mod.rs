@@ -121,6 +121,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         Some(correlation),
         options.communication_kernels.as_ref(),
     );
+    let corrections = crate::summary::ClockCorrection::of_sources(trace);
     for ((src_index, device), tracks) in groups {
         let source = &trace.sources[src_index];
         let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
@@ -139,7 +140,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
-            clock_correction: crate::summary::ClockCorrection::of(trace, source),
+            clock_correction: corrections[src_index],
             device: device.map(|d| {
                 let d = &trace.devices[d.index()];
                 format!("{} {}", d.kind.name(), d.index)

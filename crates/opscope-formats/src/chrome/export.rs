@@ -43,6 +43,7 @@ fn export_part(
     let mut w = JsonWriter {
         trace,
         out,
+        pids: distinct_pids(trace),
         first: true,
         keep,
         span,
@@ -90,6 +91,8 @@ fn export_part(
 struct JsonWriter<'a, W: Write> {
     trace: &'a Trace,
     out: &'a mut W,
+    /// The pid each process is written with ([`distinct_pids`]).
+    pids: Vec<i64>,
     first: bool,
     /// Which slices to write (all when `None`).
     keep: Option<&'a [bool]>,
@@ -153,6 +156,36 @@ fn kineto_name<'c>(kind: SliceKind, category: &'c str, name: &str) -> &'c str {
     }
 }
 
+/// The pid each process is written with. Files of several ranks each have their
+/// `pid 0` (Kineto's GPU) and often the same host pids: in one JSON file they would
+/// become one process. A pid already taken by another source's process is moved past
+/// every pid in the trace.
+fn distinct_pids(trace: &Trace) -> Vec<i64> {
+    let mut owner: std::collections::HashMap<i64, opscope_model::SourceId> = Default::default();
+    let mut next = trace
+        .processes
+        .iter()
+        .map(|p| p.pid)
+        .max()
+        .unwrap_or(0)
+        .max(0)
+        + 1;
+    trace
+        .processes
+        .iter()
+        .map(|p| match owner.get(&p.pid) {
+            Some(&source) if source != p.source => {
+                next += 1;
+                next - 1
+            }
+            _ => {
+                owner.insert(p.pid, p.source);
+                p.pid
+            }
+        })
+        .collect()
+}
+
 fn kept(keep: Option<&[bool]>, slice: usize) -> bool {
     keep.is_none_or(|k| k.get(slice) == Some(&true))
 }
@@ -214,7 +247,7 @@ impl<W: Write> JsonWriter<'_, W> {
     /// `pid` and `tid` of a track: the thread's, or the process's and 0.
     fn pid_tid(&self, track: TrackId) -> (i64, i64) {
         let t = &self.trace.tracks[track.index()];
-        let pid = t.process.map_or(0, |p| self.trace.processes[p.index()].pid);
+        let pid = t.process.map_or(0, |p| self.pids[p.index()]);
         let tid = t.thread.map_or(0, |th| self.trace.threads[th.index()].tid);
         (pid, tid)
     }
@@ -239,26 +272,28 @@ impl<W: Write> JsonWriter<'_, W> {
 
     fn metadata_events(&mut self) -> io::Result<()> {
         let trace = self.trace;
-        for p in &trace.processes {
+        let pids = std::mem::take(&mut self.pids);
+        for (p, &pid) in trace.processes.iter().zip(&pids) {
             if let Some(name) = p.name {
                 self.start_event()?;
-                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":", p.pid)?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":")?;
                 write_str(self.out, trace.str(name))?;
                 self.out.write_all(b"}}")?;
             }
             if let Some(labels) = p.labels {
                 self.start_event()?;
-                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{},\"tid\":0,\"args\":{{\"labels\":", p.pid)?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_labels\",\"pid\":{pid},\"tid\":0,\"args\":{{\"labels\":")?;
                 write_str(self.out, trace.str(labels))?;
                 self.out.write_all(b"}}")?;
             }
             if let Some(index) = p.sort_index {
                 self.start_event()?;
-                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{},\"tid\":0,\"args\":{{\"sort_index\":{index}}}}}", p.pid)?;
+                write!(self.out, "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{pid},\"tid\":0,\"args\":{{\"sort_index\":{index}}}}}")?;
             }
         }
+        self.pids = pids;
         for t in &trace.threads {
-            let pid = trace.processes[t.process.index()].pid;
+            let pid = self.pids[t.process.index()];
             if let Some(name) = t.name {
                 self.start_event()?;
                 write!(self.out, "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{},\"args\":{{\"name\":", t.tid)?;
@@ -346,7 +381,7 @@ impl<W: Write> JsonWriter<'_, W> {
         let span = self.span;
         for i in (0..c.len()).filter(|&i| in_span(span, c.ts[i])) {
             let track = &trace.tracks[c.track[i] as usize];
-            let pid = track.process.map_or(0, |p| trace.processes[p.index()].pid);
+            let pid = track.process.map_or(0, |p| self.pids[p.index()]);
             let name = trace.str(track.name);
             self.start_event()?;
             self.out.write_all(b"{\"ph\":\"C\",\"name\":")?;
