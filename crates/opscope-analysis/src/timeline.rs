@@ -4,8 +4,6 @@
 //! counter keeps min/max per bucket. A view then reads the coarsest summary no wider
 //! than one of its pixels, so it costs what the screen holds, not what the trace holds.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use opscope_model::{Trace, TrackKind};
 
 /// The narrowest summary's bucket, in ns.
@@ -140,33 +138,10 @@ impl Timeline {
     }
 }
 
-/// `f(0..jobs)` on the machine's cores, each worker taking the next job; the results in
-/// job order.
+/// `f(0..jobs)` on the machine's cores; the results in job order.
 fn in_parallel<T: Send>(jobs: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
-    let next = AtomicUsize::new(0);
-    let workers = std::thread::available_parallelism().map_or(1, |p| p.get());
-    let mut done: Vec<(usize, T)> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..workers.min(jobs).max(1))
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut mine = Vec::new();
-                    loop {
-                        let j = next.fetch_add(1, Ordering::Relaxed);
-                        if j >= jobs {
-                            return mine;
-                        }
-                        mine.push((j, f(j)));
-                    }
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    done.sort_by_key(|(j, _)| *j);
-    done.into_iter().map(|(_, v)| v).collect()
+    use rayon::prelude::*;
+    (0..jobs).into_par_iter().map(&f).collect()
 }
 
 /// Per track, its counter sample rows in time order.

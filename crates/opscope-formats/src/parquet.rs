@@ -170,7 +170,7 @@ fn write(
     // its chunks are made on all cores (the args' JSON text above all), then each
     // chunk's columns are encoded on all cores.
     let (mut file_writer, columns) = writer.into_serialized_writer().map_err(parquet_error)?;
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cores = rayon::current_num_threads();
     let chunks: Vec<&[u32]> = rows.chunks(CHUNK_ROWS).collect();
     let mut group = 0;
     let mut in_group = 0;
@@ -225,42 +225,13 @@ fn close_group(
     Ok(())
 }
 
-/// `work` done on every core, each item by the next free thread; the results in order.
+/// `work` done on every core; the results in order, or the first error.
 fn on_all_cores<T: Send, R: Send>(
     work: Vec<T>,
     each: impl Fn(T) -> Result<R, ExportError> + Sync,
 ) -> Result<Vec<R>, ExportError> {
-    let n = work.len();
-    let jobs: Vec<std::sync::Mutex<Option<T>>> = work
-        .into_iter()
-        .map(|w| std::sync::Mutex::new(Some(w)))
-        .collect();
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let run = || -> Vec<(usize, Result<R, ExportError>)> {
-        let mut done = Vec::new();
-        loop {
-            let j = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let Some(slot) = jobs.get(j) else {
-                return done;
-            };
-            if let Some(item) = slot.lock().map(|mut s| s.take()).unwrap_or(None) {
-                done.push((j, each(item)));
-            }
-        }
-    };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(n.max(1));
-    let mut results = std::thread::scope(|scope| {
-        let helpers: Vec<_> = (1..workers).map(|_| scope.spawn(run)).collect();
-        let mut all = run();
-        for h in helpers {
-            all.extend(h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)));
-        }
-        all
-    });
-    results.sort_by_key(|r| r.0);
-    results.into_iter().map(|r| r.1).collect()
+    use rayon::prelude::*;
+    work.into_par_iter().map(&each).collect()
 }
 
 /// How each column is stored.
@@ -745,6 +716,13 @@ fn metadata_batch(
                 .starts_with(opscope_model::clock::MERGED_CLOCK_PREFIX)
         })
     };
+    let int64 = |name: &'static str, value: &dyn Fn(&opscope_model::Source) -> Option<i64>| {
+        let values: Vec<Option<i64>> = sources.iter().map(|s| value(s)).collect();
+        (
+            Field::new(name, DataType::Int64, true),
+            Arc::new(Int64Array::from(values)) as ArrayRef,
+        )
+    };
     let columns = vec![
         (
             Field::new("source", DataType::UInt32, false),
@@ -763,40 +741,20 @@ fn metadata_batch(
             true,
             sources.iter().map(|s| s.host.map(|h| trace.str(h))),
         ),
-        (
-            Field::new("world_size", DataType::Int64, true),
-            Arc::new(Int64Array::from(
-                sources
-                    .iter()
-                    .map(|s| s.world_size.map(i64::from))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        int64("world_size", &|s| s.world_size.map(i64::from)),
         strings(
             "clock",
             true,
             sources.iter().map(|s| clock(s).map(|c| trace.str(c.name))),
         ),
-        (
-            Field::new("unix_offset_ns", DataType::Int64, true),
-            Arc::new(Int64Array::from(
-                sources
-                    .iter()
-                    .map(|s| clock(s).and_then(|c| c.unix_offset_ns))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        int64("unix_offset_ns", &|s| {
+            clock(s).and_then(|c| c.unix_offset_ns)
+        }),
         // Where hosts were merged onto one clock: the correction put on this source's
-        // host (at its first event), and its bound; null where none was.
-        (
-            Field::new("clock_offset_ns", DataType::Int64, true),
-            Arc::new(Int64Array::from(
-                sources
-                    .iter()
-                    .map(|s| merged(s).map(|c| c.to_global.offset_ns))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        // host (`t + offset + t·drift`, from its time 0), and its bound; else null.
+        int64("clock_offset_ns", &|s| {
+            merged(s).map(|c| c.to_global.offset_ns)
+        }),
         (
             Field::new("clock_drift_ppm", DataType::Float64, true),
             Arc::new(Float64Array::from(
@@ -806,15 +764,9 @@ fn metadata_batch(
                     .collect::<Vec<_>>(),
             )),
         ),
-        (
-            Field::new("clock_bound_ns", DataType::Int64, true),
-            Arc::new(Int64Array::from(
-                sources
-                    .iter()
-                    .map(|s| merged(s).and_then(|c| c.to_global.error_bound_ns))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
+        int64("clock_bound_ns", &|s| {
+            merged(s).and_then(|c| c.to_global.error_bound_ns)
+        }),
         strings("opscope_version", false, (0..n).map(|_| Some(version))),
         (
             Field::new("schema_version", DataType::UInt32, false),
