@@ -5,6 +5,8 @@
 //! inflated here, by `input`, streaming where the format allows. Importers add one
 //! source to a [`opscope_model::Trace`]; exporters read one.
 
+#[cfg(feature = "arrow")]
+pub mod arrow;
 pub mod chrome;
 mod common;
 pub mod ctf;

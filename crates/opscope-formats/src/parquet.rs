@@ -10,19 +10,15 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder};
-use arrow_array::types::UInt32Type;
-use arrow_array::{
-    ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, UInt32Array,
-};
+use arrow_array::{ArrayRef, RecordBatch, UInt32Array};
 use arrow_schema::{DataType, Field, Schema};
-use opscope_model::events::Column;
-use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, SourceId, StrId, Trace, NONE};
+use opscope_model::{Trace, NONE};
 use parquet::arrow::arrow_writer::{compute_leaves, ArrowColumnWriter};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
+use crate::arrow::{batch, source_columns, strings, track_sources, Batches, Table as EventTable};
 use crate::error::ExportError;
 
 /// The version of the dataset's layout; `metadata.parquet` says it.
@@ -71,7 +67,7 @@ pub fn export_dataset(
             )));
         }
     }
-    let depth = depths(trace);
+    let batches = Batches::new(trace);
     let mut written = Written::default();
     // Partitions are written in a staging directory of this conversion's own, one
     // level deeper than any reader's `*/*/` glob reaches (DuckDB's glob does not skip
@@ -98,17 +94,7 @@ pub fn export_dataset(
     let results = on_all_cores(jobs, |(key, part, table)| {
         let rows = table.rows(part);
         let make = |rows: &[u32]| match table {
-            Table::Slices => slices_batch(trace, rows, &depth),
-            Table::Tracks => tracks_batch(trace, rows),
-            Table::Counters => batch(model_columns(trace, rows, |f| {
-                trace.counters.for_each_column(f)
-            })),
-            Table::Instants => batch(model_columns(trace, rows, |f| {
-                trace.instants.for_each_column(f)
-            })),
-            Table::Flows => batch(model_columns(trace, rows, |f| {
-                trace.flows.for_each_column(f)
-            })),
+            Table::Events(events) => batches.batch(events, rows),
             Table::Metadata => metadata_batch(trace, rows, key, version),
         };
         let file = aside(key).join(format!("{}.parquet", table.name()));
@@ -273,22 +259,6 @@ fn parquet_error(e: impl std::fmt::Display) -> ExportError {
     ExportError::Unsupported(format!("parquet: {e}"))
 }
 
-/// Every slice's nesting depth on its track, in one pass: a parent's row comes before
-/// its children's in the model.
-fn depths(trace: &Trace) -> Vec<i32> {
-    let s = &trace.slices;
-    let mut depth = vec![0i32; s.len()];
-    for i in 0..s.len() {
-        let p = s.parent[i];
-        if p != NONE && (p as usize) < i {
-            depth[i] = depth[p as usize] + 1;
-        } else if p != NONE {
-            depth[i] = s.depth(i) as i32;
-        }
-    }
-    depth
-}
-
 /// Rows of each table per partition (`host=H/rank=R`), by the source of their track.
 struct Partitions {
     parts: BTreeMap<String, Part>,
@@ -330,15 +300,7 @@ impl Partitions {
             })
             .collect();
         let unplaced = "host=unknown/rank=-1".to_string();
-        let source_of_track: Vec<Option<SourceId>> = trace
-            .tracks
-            .iter()
-            .map(|t| {
-                t.process
-                    .map(|p| trace.processes[p.index()].source)
-                    .or_else(|| t.device.map(|d| trace.devices[d.index()].source))
-            })
-            .collect();
+        let source_of_track = track_sources(trace);
         let key_of_track: Vec<&String> = source_of_track
             .iter()
             .map(|s| s.map_or(&unplaced, |s| &of_source[s.index()]))
@@ -390,388 +352,62 @@ impl Partitions {
 /// The tables of a partition.
 #[derive(Copy, Clone)]
 enum Table {
-    Slices,
-    Tracks,
-    Counters,
-    Instants,
-    Flows,
+    Events(EventTable),
     Metadata,
 }
 
 impl Table {
     const ALL: [Table; 6] = [
-        Table::Slices,
-        Table::Tracks,
-        Table::Counters,
-        Table::Instants,
-        Table::Flows,
+        Table::Events(EventTable::Slices),
+        Table::Events(EventTable::Tracks),
+        Table::Events(EventTable::Counters),
+        Table::Events(EventTable::Instants),
+        Table::Events(EventTable::Flows),
         Table::Metadata,
     ];
 
     fn name(self) -> &'static str {
         match self {
-            Table::Slices => "slices",
-            Table::Tracks => "tracks",
-            Table::Counters => "counters",
-            Table::Instants => "instants",
-            Table::Flows => "flows",
+            Table::Events(events) => events.name(),
             Table::Metadata => "metadata",
         }
     }
 
     fn rows(self, part: &Part) -> &[u32] {
         match self {
-            Table::Slices => &part.slices,
-            Table::Tracks => &part.tracks,
-            Table::Counters => &part.counters,
-            Table::Instants => &part.instants,
-            Table::Flows => &part.flows,
+            Table::Events(EventTable::Slices) => &part.slices,
+            Table::Events(EventTable::Tracks) => &part.tracks,
+            Table::Events(EventTable::Counters) => &part.counters,
+            Table::Events(EventTable::Instants) => &part.instants,
+            Table::Events(EventTable::Flows) => &part.flows,
             Table::Metadata => &part.sources,
         }
     }
 }
 
-/// The model's columns of `rows`, each as Arrow takes it: references (`u32`, with
-/// `u32::MAX` for none) as nullable `uint32`, kinds and texts as strings, args as a
-/// JSON object.
-fn model_columns(
-    trace: &Trace,
-    rows: &[u32],
-    each: impl FnOnce(&mut dyn FnMut(&'static str, Column<'_>)),
-) -> Vec<(Field, ArrayRef)> {
-    let mut out: Vec<(Field, ArrayRef)> = Vec::new();
-    let mut add = |name: &'static str, column: Column<'_>| {
-        let at = |i: &u32| *i as usize;
-        let (field, array): (Field, ArrayRef) = match column {
-            Column::I64(v) => (
-                Field::new(name, DataType::Int64, false),
-                Arc::new(Int64Array::from_iter_values(rows.iter().map(|i| v[at(i)]))),
-            ),
-            Column::U32(v) => {
-                let mut b = UInt32Builder::with_capacity(rows.len());
-                for i in rows {
-                    let x = v[at(i)];
-                    b.append_option((x != NONE).then_some(x));
-                }
-                (
-                    Field::new(name, DataType::UInt32, true),
-                    Arc::new(b.finish()),
-                )
-            }
-            Column::F64(v) => (
-                Field::new(name, DataType::Float64, false),
-                Arc::new(Float64Array::from_iter_values(
-                    rows.iter().map(|i| v[at(i)]),
-                )),
-            ),
-            Column::Kind(v) => strings(
-                name,
-                false,
-                rows.iter()
-                    .map(|i| Some(SliceKind::from_code(v[at(i)]).name())),
-            ),
-            Column::Text(v) => texts(trace, name, rows.iter().map(|i| v[at(i)])),
-            Column::Args(v) => {
-                // Sized once: growing a column of many MB moves it again and again.
-                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
-                for i in rows {
-                    // Written straight into the column; `append_value("")` ends it.
-                    if args_json(trace, v[at(i)], &mut b) {
-                        b.append_value("");
-                    } else {
-                        b.append_null();
-                    }
-                }
-                (Field::new(name, DataType::Utf8, true), Arc::new(b.finish()))
-            }
-            Column::Scope(v) => strings(
-                name,
-                false,
-                rows.iter().map(|i| {
-                    Some(match v[at(i)] {
-                        InstantScope::Thread => "thread",
-                        InstantScope::Process => "process",
-                        InstantScope::Global => "global",
-                    })
-                }),
-            ),
-        };
-        out.push((field, array));
-    };
-    each(&mut add);
-    out
-}
-
-fn strings<S: AsRef<str>>(
-    name: &'static str,
-    nullable: bool,
-    values: impl Iterator<Item = Option<S>>,
-) -> (Field, ArrayRef) {
-    let mut b = StringBuilder::new();
-    for v in values {
-        b.append_option(v);
-    }
-    (
-        Field::new(name, DataType::Utf8, nullable),
-        Arc::new(b.finish()),
-    )
-}
-
-/// A text column as a dictionary of the texts it uses, keyed by row: the model's
-/// interned texts become Parquet's dictionary pages without a copy per row.
-fn texts(trace: &Trace, name: &'static str, ids: impl Iterator<Item = StrId>) -> (Field, ArrayRef) {
-    let mut local: hashbrown::HashMap<u32, u32> = hashbrown::HashMap::new();
-    let mut values = StringBuilder::new();
-    let keys: UInt32Array = ids
-        .map(|id| {
-            let next = local.len() as u32;
-            *local.entry(id.0).or_insert_with(|| {
-                values.append_value(trace.str(id));
-                next
-            })
-        })
-        .collect();
-    let array = DictionaryArray::<UInt32Type>::try_new(keys, Arc::new(values.finish()))
-        .expect("every key indexes the texts it was made with");
-    let field = Field::new(
-        name,
-        DataType::Dictionary(Box::new(DataType::UInt32), Box::new(DataType::Utf8)),
-        false,
-    );
-    (field, Arc::new(array))
-}
-
-/// Writes the args `id` names as one JSON object; `false` (nothing written) for none.
-fn args_json(trace: &Trace, id: ArgsId, out: &mut impl std::fmt::Write) -> bool {
-    if id.is_none() {
-        return false;
-    }
-    // Writing into a column's buffer cannot fail.
-    let _ = (|| -> std::fmt::Result {
-        out.write_char('{')?;
-        for (k, (key, value)) in trace.args.get(id).enumerate() {
-            if k > 0 {
-                out.write_char(',')?;
-            }
-            push_json_string(out, trace.str(key))?;
-            out.write_char(':')?;
-            match value {
-                ArgValue::Null => out.write_str("null")?,
-                ArgValue::Bool(b) => out.write_str(if b { "true" } else { "false" })?,
-                ArgValue::Int(n) => write!(out, "{n}")?,
-                ArgValue::UInt(n) => write!(out, "{n}")?,
-                ArgValue::Float(x) if x.is_finite() => write!(out, "{x}")?,
-                ArgValue::Float(_) => out.write_str("null")?,
-                ArgValue::Str(s) => push_json_string(out, trace.str(s))?,
-                // An array or object the importer kept as its JSON text.
-                ArgValue::Json(s) => out.write_str(trace.str(s))?,
-            }
-        }
-        out.write_char('}')
-    })();
-    true
-}
-
-fn push_json_string(out: &mut impl std::fmt::Write, text: &str) -> std::fmt::Result {
-    let plain =
-        memchr::memchr2(b'"', b'\\', text.as_bytes()).is_none() && !text.bytes().any(|b| b < 0x20);
-    if plain {
-        out.write_char('"')?;
-        out.write_str(text)?;
-        out.write_char('"')
-    } else {
-        // Serialising a &str cannot fail.
-        out.write_str(&serde_json::to_string(text).unwrap_or_default())
-    }
-}
-
-fn batch(columns: Vec<(Field, ArrayRef)>) -> Result<RecordBatch, ExportError> {
-    let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).map_err(parquet_error)
-}
-
-/// Slices: `id` (the row in the whole trace, which `parent` and the flows name), the
-/// model's columns, then `depth` and the `correlation` id the trace gave the slice.
-fn slices_batch(trace: &Trace, rows: &[u32], depth: &[i32]) -> Result<RecordBatch, ExportError> {
-    let s = &trace.slices;
-    let mut columns = vec![(
-        Field::new("id", DataType::UInt32, false),
-        Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
-    )];
-    columns.extend(model_columns(trace, rows, |f| s.for_each_column(f)));
-    columns.push((
-        Field::new("depth", DataType::Int32, false),
-        Arc::new(Int32Array::from_iter_values(
-            rows.iter().map(|&i| depth[i as usize]),
-        )),
-    ));
-    let keys: Vec<_> = ["correlation", "correlation_id"]
-        .iter()
-        .filter_map(|k| trace.strings.find(k))
-        .collect();
-    let mut correlation = Int64Builder::with_capacity(rows.len());
-    for &i in rows {
-        let id = keys
-            .iter()
-            .find_map(|&k| trace.args.find(s.args[i as usize], k))
-            .and_then(ArgValue::as_i64);
-        correlation.append_option(id);
-    }
-    columns.push((
-        Field::new("correlation", DataType::Int64, true),
-        Arc::new(correlation.finish()),
-    ));
-    batch(columns)
-}
-
-/// Tracks: `id` (what the other tables' `track` names), kind, name, and the process,
-/// thread and device they belong to.
-fn tracks_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError> {
-    let tracks: Vec<_> = rows.iter().map(|&t| &trace.tracks[t as usize]).collect();
-    let process = |t: &opscope_model::Track| t.process.map(|p| &trace.processes[p.index()]);
-    let thread = |t: &opscope_model::Track| t.thread.map(|th| &trace.threads[th.index()]);
-    let device = |t: &opscope_model::Track| {
-        t.device
-            .or_else(|| process(t).and_then(|p| p.device))
-            .map(|d| &trace.devices[d.index()])
-    };
-    let name = |id: Option<StrId>| id.map(|n| trace.str(n));
-    let int64 = |values: Vec<Option<i64>>| Arc::new(Int64Array::from(values)) as ArrayRef;
-    let columns = vec![
-        (
-            Field::new("id", DataType::UInt32, false),
-            Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
-        ),
-        strings("kind", false, tracks.iter().map(|t| Some(t.kind.name()))),
-        strings(
-            "name",
-            false,
-            tracks.iter().map(|t| Some(trace.str(t.name))),
-        ),
-        (
-            Field::new("pid", DataType::Int64, true),
-            int64(tracks.iter().map(|t| process(t).map(|p| p.pid)).collect()),
-        ),
-        strings(
-            "process_name",
-            true,
-            tracks.iter().map(|t| name(process(t).and_then(|p| p.name))),
-        ),
-        (
-            Field::new("tid", DataType::Int64, true),
-            int64(tracks.iter().map(|t| thread(t).map(|th| th.tid)).collect()),
-        ),
-        strings(
-            "thread_name",
-            true,
-            tracks
-                .iter()
-                .map(|t| name(thread(t).and_then(|th| th.name))),
-        ),
-        strings(
-            "device_kind",
-            true,
-            tracks.iter().map(|t| device(t).map(|d| d.kind.name())),
-        ),
-        (
-            Field::new("device_index", DataType::Int64, true),
-            int64(
-                tracks
-                    .iter()
-                    .map(|t| device(t).map(|d| i64::from(d.index)))
-                    .collect(),
-            ),
-        ),
-        // Several sources can share a partition (the processes of one recording); the
-        // analyses keep them apart, as the CLI does.
-        (
-            Field::new("source", DataType::UInt32, true),
-            Arc::new(UInt32Array::from(
-                tracks
-                    .iter()
-                    .map(|t| process(t).map(|p| p.source.index() as u32))
-                    .collect::<Vec<_>>(),
-            )) as ArrayRef,
-        ),
-    ];
-    batch(columns)
-}
-
-/// One row per source of a partition: where it came from, its clock, and what wrote
-/// the dataset.
+/// One row per source of a partition: where it came from, its clock (see
+/// [`source_columns`]), and what wrote the dataset.
 fn metadata_batch(
     trace: &Trace,
     rows: &[u32],
     partition: &str,
     version: &str,
 ) -> Result<RecordBatch, ExportError> {
-    let sources: Vec<_> = rows.iter().map(|&s| &trace.sources[s as usize]).collect();
-    let n = sources.len();
-    let clock = |s: &opscope_model::Source| trace.clocks.get(s.clock.0 as usize);
-    // A merged host's clock (not a shift to Unix time, which other clocks get too).
-    let merged = |s: &opscope_model::Source| {
-        clock(s).filter(|c| {
-            trace
-                .str(c.name)
-                .starts_with(opscope_model::clock::MERGED_CLOCK_PREFIX)
-        })
-    };
-    let int64 = |name: &'static str, value: &dyn Fn(&opscope_model::Source) -> Option<i64>| {
-        let values: Vec<Option<i64>> = sources.iter().map(|s| value(s)).collect();
-        (
-            Field::new(name, DataType::Int64, true),
-            Arc::new(Int64Array::from(values)) as ArrayRef,
-        )
-    };
-    let columns = vec![
-        (
-            Field::new("source", DataType::UInt32, false),
-            Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
-        ),
-        strings("path", false, sources.iter().map(|s| Some(s.path.as_str()))),
-        strings(
-            "format",
-            false,
-            sources.iter().map(|s| Some(s.format.as_ref())),
-        ),
+    let n = rows.len();
+    let mut columns = source_columns(trace, rows);
+    // After the source's file and format, as the dataset has always had it.
+    columns.insert(
+        3,
         strings("partition", false, (0..n).map(|_| Some(partition))),
-        // As the trace names it; the partition's `host` is it made fit for a path.
-        strings(
-            "host_name",
-            true,
-            sources.iter().map(|s| s.host.map(|h| trace.str(h))),
-        ),
-        int64("world_size", &|s| s.world_size.map(i64::from)),
-        strings(
-            "clock",
-            true,
-            sources.iter().map(|s| clock(s).map(|c| trace.str(c.name))),
-        ),
-        int64("unix_offset_ns", &|s| {
-            clock(s).and_then(|c| c.unix_offset_ns)
-        }),
-        // Where hosts were merged onto one clock: the correction put on this source's
-        // host (`t + offset + t·drift`, from its time 0), and its bound; else null.
-        int64("clock_offset_ns", &|s| {
-            merged(s).map(|c| c.to_global.offset_ns)
-        }),
-        (
-            Field::new("clock_drift_ppm", DataType::Float64, true),
-            Arc::new(Float64Array::from(
-                sources
-                    .iter()
-                    .map(|s| merged(s).map(|c| c.to_global.drift_ppb / 1e3))
-                    .collect::<Vec<_>>(),
-            )),
-        ),
-        int64("clock_bound_ns", &|s| {
-            merged(s).and_then(|c| c.to_global.error_bound_ns)
-        }),
-        strings("opscope_version", false, (0..n).map(|_| Some(version))),
-        (
-            Field::new("schema_version", DataType::UInt32, false),
-            Arc::new(UInt32Array::from(vec![SCHEMA_VERSION; n])),
-        ),
-    ];
+    );
+    columns.push(strings(
+        "opscope_version",
+        false,
+        (0..n).map(|_| Some(version)),
+    ));
+    columns.push((
+        Field::new("schema_version", DataType::UInt32, false),
+        Arc::new(UInt32Array::from(vec![SCHEMA_VERSION; n])) as ArrayRef,
+    ));
     batch(columns)
 }

@@ -141,12 +141,29 @@ impl Entry {
     }
 }
 
+/// The file that holds this code, when it is not the executable (the Python module's
+/// shared library), set once by whoever loaded it.
+static CODE_FILE: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Names the file that holds this code, so that models cached by another build of it
+/// are not taken for this one's.
+pub fn set_code_file(path: PathBuf) {
+    let _ = CODE_FILE.set(path);
+}
+
+fn code_file() -> Option<PathBuf> {
+    match CODE_FILE.get() {
+        Some(path) => Some(path.clone()),
+        None => std::env::current_exe().ok(),
+    }
+}
+
 /// The key text: this binary, then each input as named and the files it reads.
 fn key_of(inputs: &[(PathBuf, Vec<PathBuf>)]) -> Option<String> {
     let mut key = format!(
         "opscope {} format {FORMAT_VERSION} {}\n",
         env!("CARGO_PKG_VERSION"),
-        describe(&std::env::current_exe().ok()?)
+        describe(&code_file()?)
     );
     for (input, read) in inputs {
         // Sources keep the path as given, and answers show it: a file named another

@@ -7,6 +7,7 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -27,22 +28,44 @@ pub struct LoadOptions {
     pub cache: bool,
 }
 
-/// A model that is never freed: a command reports on it and the process exits, and the
-/// kernel takes its memory back at once, where freeing it column by column (each large
-/// column unmapped on its own) took 0.5-1 ms of a 20 ms `info` on a 35 MB model.
-pub struct Loaded(std::mem::ManuallyDrop<Trace>);
+/// The model a command reports on. Read by the command, it is never freed: the command
+/// reports and the process exits, and the kernel takes its memory back at once, where
+/// freeing it column by column (each large column unmapped on its own) took 0.5-1 ms
+/// of a 20 ms `info` on a 35 MB model. Run on a model loaded before (see
+/// [`crate::embed`]), it is that model, shared.
+pub enum Loaded {
+    Read(std::mem::ManuallyDrop<Box<Trace>>),
+    Shared(Arc<Trace>),
+}
 
 impl std::ops::Deref for Loaded {
     type Target = Trace;
     fn deref(&self) -> &Trace {
-        &self.0
+        match self {
+            Loaded::Read(trace) => trace,
+            Loaded::Shared(trace) => trace,
+        }
     }
 }
 
-impl std::ops::DerefMut for Loaded {
-    fn deref_mut(&mut self) -> &mut Trace {
-        &mut self.0
+thread_local! {
+    /// The model that commands run by [`crate::embed`] on this thread report on, in
+    /// place of reading their TRACE arguments.
+    static PRELOADED: std::cell::RefCell<Option<Arc<Trace>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with `trace` as the model every [`Inputs::load`] on this thread gives.
+pub fn with_preloaded<R>(trace: Arc<Trace>, f: impl FnOnce() -> R) -> R {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            PRELOADED.with(|p| p.borrow_mut().take());
+        }
     }
+    PRELOADED.with(|p| *p.borrow_mut() = Some(trace));
+    let _reset = Reset;
+    f()
 }
 
 /// The traces a command reads, as every analysis command takes them.
@@ -73,7 +96,12 @@ pub struct Inputs {
 impl Inputs {
     /// The model of the traces, for a command to report on and then exit.
     pub fn load(&self) -> Result<Loaded> {
-        Ok(Loaded(std::mem::ManuallyDrop::new(self.load_owned()?)))
+        if let Some(trace) = PRELOADED.with(|p| p.borrow().clone()) {
+            return Ok(Loaded::Shared(trace));
+        }
+        Ok(Loaded::Read(std::mem::ManuallyDrop::new(Box::new(
+            self.load_owned()?,
+        ))))
     }
 
     /// The model, to keep and drop later (a viewer that reloads a live job).

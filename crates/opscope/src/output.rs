@@ -66,12 +66,43 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-/// Runs `write` on a buffered stdout, or on a new file at `path`.
+thread_local! {
+    /// Where stdout's output goes instead, while [`capture_stdout`] runs on this thread.
+    static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Runs `f` with what commands on this thread write to stdout kept, and gives it.
+pub fn capture_stdout<R>(f: impl FnOnce() -> R) -> (R, Vec<u8>) {
+    struct Reset;
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            CAPTURED.with(|c| c.borrow_mut().take());
+        }
+    }
+    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
+    let reset = Reset;
+    let result = f();
+    let captured = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
+    drop(reset);
+    (result, captured)
+}
+
+/// Runs `write` on a buffered stdout (or what [`capture_stdout`] keeps), or on a new
+/// file at `path`.
 pub fn write_to(
     path: Option<&Path>,
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
     match path {
+        None if CAPTURED.with(|c| c.borrow().is_some()) => {
+            let mut out = Vec::new();
+            write(&mut out)?;
+            CAPTURED.with(|c| {
+                if let Some(captured) = c.borrow_mut().as_mut() {
+                    captured.extend_from_slice(&out);
+                }
+            });
+        }
         None => {
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::new(stdout.lock());

@@ -3,7 +3,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use anyhow::Result;
 
@@ -58,7 +57,7 @@ pub struct Args {
     command: Vec<OsString>,
 }
 
-pub fn run(args: Args) -> Result<ExitCode> {
+pub fn run(args: Args) -> Result<u8> {
     let options = Options {
         output: args.output,
         python: args.python || !args.no_python,

@@ -10,7 +10,7 @@ mod signals;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
@@ -99,7 +99,7 @@ pub fn running_agent() -> Option<PathBuf> {
     Some(path)
 }
 
-pub fn run(options: &Options) -> Result<ExitCode> {
+pub fn run(options: &Options) -> Result<u8> {
     let library = find_library()?;
     let (program, args) = options
         .command
@@ -261,12 +261,12 @@ fn signal_name(signal: i32) -> String {
 
 /// The program's status as ours: its exit code, or 128 + the signal that ended it (as
 /// shells report it).
-fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+fn exit_code(status: std::process::ExitStatus) -> u8 {
     use std::os::unix::process::ExitStatusExt;
     match (status.code(), status.signal()) {
-        (Some(code), _) => ExitCode::from(code as u8),
-        (None, Some(signal)) => ExitCode::from((128 + signal) as u8),
-        _ => ExitCode::FAILURE,
+        (Some(code), _) => code as u8,
+        (None, Some(signal)) => (128 + signal) as u8,
+        _ => 1,
     }
 }
 

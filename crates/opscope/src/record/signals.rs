@@ -22,35 +22,43 @@ extern "C" fn forward(signal: libc::c_int) {
     }
 }
 
-/// Restores the default dispositions when dropped.
-pub struct Forwarding;
+/// Restores the dispositions it replaced when dropped (those of the Python
+/// interpreter, when the command line runs inside one).
+pub struct Forwarding {
+    replaced: Vec<(libc::c_int, libc::sighandler_t)>,
+}
 
 /// Passes termination signals on to `child` until the returned guard is dropped.
 pub fn forward_to(child: i32) -> Forwarding {
     CHILD.store(child, Ordering::Relaxed);
     // SAFETY: installing a handler that only calls kill (async-signal-safe), and
     // ignoring signals; both with plain `signal` dispositions.
+    let mut replaced = Vec::new();
     unsafe {
         for s in FORWARDED {
-            libc::signal(
+            let old = libc::signal(
                 s,
                 forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
             );
+            replaced.push((s, old));
         }
         for s in LEFT_TO_THE_PROGRAM {
-            libc::signal(s, libc::SIG_IGN);
+            replaced.push((s, libc::signal(s, libc::SIG_IGN)));
         }
     }
-    Forwarding
+    Forwarding { replaced }
 }
 
 impl Drop for Forwarding {
     fn drop(&mut self) {
         CHILD.store(0, Ordering::Relaxed);
-        // SAFETY: restoring default dispositions.
+        // SAFETY: putting back the dispositions `signal` gave when replaced (SIG_ERR,
+        // for a failed replacement, is never put back).
         unsafe {
-            for s in FORWARDED.iter().chain(&LEFT_TO_THE_PROGRAM) {
-                libc::signal(*s, libc::SIG_DFL);
+            for &(s, old) in &self.replaced {
+                if old != libc::SIG_ERR {
+                    libc::signal(s, old);
+                }
             }
         }
     }

@@ -1,0 +1,127 @@
+//! `opscope._opscope`, the extension module under the `opscope` Python package: loads
+//! traces into the model, hands its tables to pyarrow through the Arrow C data
+//! interface (the buffers built here are the ones Python reads: no copy), runs the
+//! report commands on a loaded model, and runs the whole command line.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_pyarrow::{PyArrowType, Table as ArrowTable};
+use opscope_formats::arrow::{Batches, Table};
+use opscope_model::Trace;
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+
+create_exception!(
+    _opscope,
+    Error,
+    PyException,
+    "A trace that cannot be read, or a command that fails, as opscope says it."
+);
+
+fn error(e: impl std::fmt::Display) -> PyErr {
+    Error::new_err(e.to_string())
+}
+
+/// A trace loaded into opscope's model.
+#[pyclass(module = "opscope._opscope", frozen)]
+struct Model {
+    trace: Arc<Trace>,
+}
+
+#[pymethods]
+impl Model {
+    /// The table `name` (slices, tracks, counters, instants, flows or sources) as a
+    /// `pyarrow.Table`.
+    fn table(&self, py: Python<'_>, name: &str) -> PyResult<PyArrowType<ArrowTable>> {
+        let trace = Arc::clone(&self.trace);
+        let batches: Vec<RecordBatch> = if name == "sources" {
+            py.detach(|| Batches::new(&trace).sources().map(|b| vec![b]))
+        } else {
+            let table = Table::ALL
+                .into_iter()
+                .find(|t| t.name() == name)
+                .ok_or_else(|| {
+                    PyValueError::new_err(format!(
+                        "no table {name:?} (slices, tracks, counters, instants, flows, sources)"
+                    ))
+                })?;
+            py.detach(|| Batches::new(&trace).whole(table))
+        }
+        .map_err(error)?;
+        // Every batch of a table has one schema; an empty list never happens.
+        let schema = batches[0].schema();
+        Ok(PyArrowType(
+            ArrowTable::try_new(batches, schema).map_err(error)?,
+        ))
+    }
+
+    /// Rows of each table, without building it.
+    fn rows(&self, name: &str) -> PyResult<usize> {
+        if name == "sources" {
+            return Ok(self.trace.sources.len());
+        }
+        Table::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.len(&self.trace))
+            .ok_or_else(|| PyValueError::new_err(format!("no table {name:?}")))
+    }
+
+    /// Runs an opscope command that reports on a trace (`["gpu", "--format", "json"]`)
+    /// on this model, and gives what it printed.
+    fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {
+        let trace = Arc::clone(&self.trace);
+        let printed = py
+            .detach(|| opscope::embed::run_on(trace, &args))
+            .map_err(|e| error(format!("{e:#}")))?;
+        String::from_utf8(printed).map_err(error)
+    }
+}
+
+/// Loads traces (files, or directories of them) into one model, as the command line
+/// reads them: from the model cache when it holds them and `cache` is true.
+#[pyfunction]
+#[pyo3(signature = (inputs, cache = true))]
+fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool) -> PyResult<Model> {
+    let trace = py
+        .detach(|| opscope::embed::load(&inputs, cache))
+        .map_err(|e| error(format!("{e:#}")))?;
+    Ok(Model {
+        trace: Arc::new(trace),
+    })
+}
+
+/// Runs the `opscope` command line (`argv[0]` is the program's name) and gives its exit
+/// status.
+#[pyfunction]
+fn main(py: Python<'_>, argv: Vec<String>) -> u8 {
+    py.detach(|| opscope::cli::run(argv.into_iter().map(Into::into)))
+}
+
+/// The command-line flag of `command`'s keyword option (`order_by` → `-order_by`).
+#[pyfunction]
+fn flag(command: &str, option: &str) -> String {
+    opscope::embed::flag(command, option)
+}
+
+/// Names the file this module was loaded from, for the model cache's keys.
+#[pyfunction]
+fn set_code_file(path: PathBuf) {
+    opscope::embed::set_code_file(path);
+}
+
+#[pymodule]
+fn _opscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Model>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(main, m)?)?;
+    m.add_function(wrap_pyfunction!(set_code_file, m)?)?;
+    m.add_function(wrap_pyfunction!(flag, m)?)?;
+    m.add("Error", m.py().get_type::<Error>())?;
+    m.add("REPORTS", opscope::embed::REPORTS.to_vec())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

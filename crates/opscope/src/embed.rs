@@ -1,0 +1,69 @@
+//! opscope inside another program (the Python module): load a model once, then run the
+//! commands that report on a trace against it, as the command line would on the same
+//! files, and take what they print. One code path, so the numbers are the CLI's.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::{bail, Result};
+use clap::Parser;
+use opscope_model::Trace;
+
+use crate::cli::{self, Cli, Command};
+use crate::{cache, load, output};
+
+/// Loads `inputs` (files or directories of them) as `opscope info INPUTS…` would: from
+/// the model cache when it holds them and `cache` is on, with hosts merged onto one
+/// clock; no progress bar.
+pub fn load(inputs: &[PathBuf], cache: bool) -> Result<Trace> {
+    load::load(inputs, &load::LoadOptions { quiet: true, cache })
+}
+
+/// Names the file that holds this code (the Python module's shared library), which
+/// the model cache's keys name in place of the running executable.
+pub fn set_code_file(path: PathBuf) {
+    cache::set_code_file(path);
+}
+
+/// The commands that report on a trace, and so can run on a loaded one.
+pub const REPORTS: &[&str] = &["info", "stats", "gpu", "steps", "memory", "flame", "report"];
+
+/// The command-line flag of `command`'s keyword option: `stats`'s tfprof options keep
+/// tfprof's spelling (`order_by` → `-order_by`), others take dashes
+/// (`exclude_last_step` → `--exclude-last-step`).
+pub fn flag(command: &str, option: &str) -> String {
+    if command == "stats" && crate::commands::stats::TFPROF_OPTIONS.contains(&option) {
+        format!("-{option}")
+    } else {
+        format!("--{}", option.replace('_', "-"))
+    }
+}
+
+/// Runs the command line `args` (no program name, no TRACE: e.g. `["gpu", "--format",
+/// "json"]`) on `trace`, and gives what it printed. Files it is told to write (`flame
+/// -o`, `report -o`) are written.
+pub fn run_on(trace: Arc<Trace>, args: &[String]) -> Result<Vec<u8>> {
+    let Some(name) = args.first() else {
+        bail!("no command given (one of: {})", REPORTS.join(", "));
+    };
+    if !REPORTS.contains(&name.as_str()) {
+        bail!(
+            "`{name}` does not report on a loaded trace (those that do: {})",
+            REPORTS.join(", ")
+        );
+    }
+    // TRACE is required on the command line; the loaded model stands in for it.
+    let argv = std::iter::once(OsString::from("opscope"))
+        .chain(args.iter().map(OsString::from))
+        .chain([OsString::from("--"), OsString::from("loaded-trace")]);
+    let cli = match Cli::try_parse_from(cli::tfprof_spelling(argv)) {
+        Ok(cli) => cli,
+        Err(e) => bail!("{}", e.render().to_string().trim_end()),
+    };
+    let command: Command = cli.command;
+    let (result, printed) =
+        output::capture_stdout(|| load::with_preloaded(trace, || cli::run_command(command)));
+    result?;
+    Ok(printed)
+}

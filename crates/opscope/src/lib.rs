@@ -1,0 +1,15 @@
+//! opscope as a library: the command line ([`cli`]) that the `opscope` executable and
+//! the Python module both run, and [`embed`], which loads a model once and runs the
+//! report commands on it (what `import opscope` is built on).
+
+mod agent;
+mod cache;
+pub mod cli;
+mod commands;
+pub mod embed;
+mod html;
+mod load;
+mod output;
+mod record;
+mod render;
+mod view;

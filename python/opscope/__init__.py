@@ -1,0 +1,257 @@
+"""opscope in Python: traces as Arrow tables, opscope's reports as DataFrames.
+
+    import opscope
+    t = opscope.load("ranks/")          # files or directories, as the CLI reads them
+    t.slices.to_pandas()                # pyarrow.Table, handed over without a copy
+    opscope.gpu(t)                      # per rank and device, `opscope gpu`'s numbers
+    opscope.stats_op(t, order_by="self_cpu_micros")
+    opscope.steps(t)
+
+Every report takes the options of the command it runs, as keywords
+(``opscope.gpu(t, exclude_last_step=True)`` is ``opscope gpu --exclude-last-step``),
+and gives the numbers that command prints with ``--format json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cached_property
+from typing import Any, Iterable, Union
+
+from . import _opscope
+from ._opscope import Error, __version__
+
+__all__ = [
+    "Error",
+    "Trace",
+    "load",
+    "gpu",
+    "gpu_streams",
+    "kernel_types",
+    "stats_op",
+    "stats_kernel",
+    "steps",
+    "report",
+    "text",
+    "main",
+    "__version__",
+]
+
+# Models cached by another build of opscope are not this one's.
+_opscope.set_code_file(_opscope.__file__)
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class Trace:
+    """A trace loaded into opscope's model: its tables as ``pyarrow.Table`` (built on
+    first use), and the reports run on it."""
+
+    TABLES = ("slices", "tracks", "counters", "instants", "flows", "sources")
+
+    def __init__(self, model: Any, inputs: list[str]):
+        self._model = model
+        self.inputs = inputs
+
+    def table(self, name: str):
+        """The table ``name`` (one of ``Trace.TABLES``) as a ``pyarrow.Table``."""
+        return self._model.table(name)
+
+    @cached_property
+    def slices(self):
+        """Ops, kernels, copies, runtime calls, annotations, steps: one row each."""
+        return self.table("slices")
+
+    @cached_property
+    def tracks(self):
+        """Threads, GPU streams and counter tracks, with their process and device."""
+        return self.table("tracks")
+
+    @cached_property
+    def counters(self):
+        """Counter samples (memory, utilisation)."""
+        return self.table("counters")
+
+    @cached_property
+    def instants(self):
+        """Events without a duration."""
+        return self.table("instants")
+
+    @cached_property
+    def flows(self):
+        """Links from a slice to another (a launch to its kernel)."""
+        return self.table("flows")
+
+    @cached_property
+    def sources(self):
+        """The files read: format, host, rank, clock and its correction."""
+        return self.table("sources")
+
+    def rows(self, name: str) -> int:
+        """Rows of table ``name``, without building it."""
+        return self._model.rows(name)
+
+    def run(self, command: str, *args: str, **options: Any) -> str:
+        """What ``opscope COMMAND [ARGS] [OPTIONS] TRACE`` prints (``command`` may be
+        several words: ``"stats op"``)."""
+        argv = command.split() + list(args) + _flags(command.split()[0], options)
+        return self._model.run(argv)
+
+    def info(self) -> dict:
+        """``opscope info --format json``: files, ranks, devices, events per kind."""
+        return report(self, "info")
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{self.rows(n):,} {n}" for n in ("sources", "slices", "counters"))
+        return f"<opscope.Trace {', '.join(self.inputs)}: {counts}>"
+
+
+def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
+    """Loads trace files or directories of them (e.g. one file per rank) into one
+    model, as ``opscope info INPUTS`` reads them, from opscope's model cache when it
+    holds them (``cache=False`` parses them again)."""
+    paths: list[str] = []
+    for item in inputs:
+        if isinstance(item, (str, os.PathLike)):
+            paths.append(os.fspath(item))
+        else:
+            paths.extend(os.fspath(p) for p in item)
+    if not paths:
+        raise ValueError("load: give at least one trace file or directory")
+    return Trace(_opscope.load(paths, cache), paths)
+
+
+def _flags(command: str, options: dict[str, Any]) -> list[str]:
+    argv: list[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = _opscope.flag(command, name)
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            argv += [flag, ",".join(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def report(trace: Trace, command: str, **options: Any) -> Any:
+    """The JSON document ``opscope COMMAND --format json`` prints for ``trace``, as
+    Python values (``command`` may be several words: ``"stats kernel"``)."""
+    return json.loads(trace.run(command, "--format", "json", **options))
+
+
+def text(trace: Trace, command: str, **options: Any) -> str:
+    """What ``opscope COMMAND`` prints for ``trace``, as text for people."""
+    return trace.run(command, **options)
+
+
+def _frame(rows: list[dict], **attrs: Any):
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    frame.attrs.update(attrs)
+    return frame
+
+
+def _flat(prefix: str, value: dict) -> dict:
+    """A nested JSON object as one row: ``{"idle": {"host_wait_ns": 1}}`` →
+    ``{"idle_host_wait_ns": 1}``."""
+    out: dict = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, dict):
+            out.update(_flat(f"{name}_", item))
+        elif not isinstance(item, list):
+            out[name] = item
+    return out
+
+
+def gpu(trace: Trace, **options: Any):
+    """HTA's temporal breakdown, one row per rank and device: span, busy, idle,
+    computation and other busy time, their shares, and how much of the communication
+    overlapped computation (``opscope gpu``). ``attrs["across"]`` holds the spread
+    across ranks and the straggler."""
+    doc = report(trace, "gpu", **options)
+    rows = []
+    for rank in doc["ranks"]:
+        row = {k: rank.get(k) for k in ("rank", "device", "file")}
+        row.update(rank["temporal"])
+        row["communication_overlap_pct"] = rank.get("communication_overlap_pct")
+        rows.append(row)
+    return _frame(rows, across=doc.get("across"), unattributed=doc.get("unattributed"))
+
+
+def gpu_streams(trace: Trace, **options: Any):
+    """Per GPU stream: work, busy time, idle time by cause (host wait, kernel wait,
+    other) and launch latency (``opscope gpu``'s stream table)."""
+    doc = report(trace, "gpu", **options)
+    rows = []
+    for rank in doc["ranks"]:
+        for stream in rank.get("streams", []):
+            row = {"rank": rank.get("rank"), "file": rank.get("file")}
+            row.update(_flat("", stream))
+            rows.append(row)
+    return _frame(rows)
+
+
+def kernel_types(trace: Trace, **options: Any):
+    """Exclusive time of each mix of computation, communication and memory work per
+    rank and device (HTA's kernel type breakdown)."""
+    doc = report(trace, "gpu", **options)
+    rows = []
+    for rank in doc["ranks"]:
+        for combination in rank.get("combinations", []):
+            rows.append(
+                {
+                    "rank": rank.get("rank"),
+                    "device": rank.get("device"),
+                    "classes": "+".join(combination["classes"]),
+                    "time_ns": combination["time_ns"],
+                    "pct": combination["pct"],
+                }
+            )
+    return _frame(rows)
+
+
+def stats_op(trace: Trace, **options: Any):
+    """Per op type: calls, CPU time with and without the ops it called, accelerator
+    time (tfprof's op view, ``opscope stats op``; tfprof's options as keywords:
+    ``order_by="self_cpu_micros"``, ``min_micros=100``, ``select=[...]``)."""
+    return _frame(report(trace, "stats op", **options))
+
+
+def stats_kernel(trace: Trace, **options: Any):
+    """Per GPU kernel name: Nsight's ``cuda_gpu_kern_sum`` columns (``opscope stats
+    kernel``)."""
+    return _frame(report(trace, "stats kernel", **options))
+
+
+def steps(trace: Trace, **options: Any):
+    """One row per training step of each rank: its time and how the device spent it
+    (``opscope steps``). ``attrs["across"]`` holds the spread across ranks and the
+    straggler."""
+    doc = report(trace, "steps", **options)
+    rows = []
+    for source in doc["sources"]:
+        for step in source.get("steps", []):
+            row = {
+                "rank": source.get("rank"),
+                "role": source.get("role"),
+                "file": source.get("file"),
+                "found_by": (source.get("found_by") or {}).get("kind"),
+            }
+            row.update(_flat("", step))
+            rows.append(row)
+    return _frame(rows, across=doc.get("across"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The ``opscope`` command line (``python -m opscope …``, and the ``opscope``
+    command the wheel installs)."""
+    import sys
+
+    args = ["opscope"] + (sys.argv[1:] if argv is None else list(argv))
+    return _opscope.main(args)

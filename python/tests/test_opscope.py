@@ -1,0 +1,252 @@
+"""Tests of the installed wheel: `import opscope` and the `opscope` command it carries.
+
+Run in a fresh venv with the wheel installed (.ci/run does so): every number the module
+gives is checked against the command line's JSON (a separate process, reading the files
+itself) or against the trace files read here by `json`, which shares no code with
+opscope. The shared traces are found through OPSCOPE_SHARED (../shared by default)."""
+
+import decimal
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import opscope
+
+REPO = Path(__file__).resolve().parents[2]
+SHARED = Path(os.environ.get("OPSCOPE_SHARED", REPO.parent / "shared"))
+TRACES = SHARED / "traces"
+# The command the wheel installed, beside this interpreter.
+CLI = shutil.which("opscope", path=str(Path(sys.executable).parent))
+
+TWO_RANKS = TRACES / "kineto/hta/trace_filter"
+# One of each kind of input: Kineto ranks, TF timeline, XPlane, RunMetadata, Nsight, CTF.
+EACH_FORMAT = [
+    TWO_RANKS,
+    TRACES / "kineto/hta/amd_trace",
+    TRACES / "tf-timeline/dorsal/trace_CNNGender_tf_All-Series.json",
+    TRACES / "xplane/GPU-multi-worker",
+    TRACES / "tf-timeline/generated-here/tf2.21-cpu-mlp/run_meta",
+    TRACES / "nsys-sqlite/cloverleaf-nsys",
+    TRACES / "ctf/babeltrace/ctf-traces/succeed/multi-domains",
+]
+
+
+def need(path):
+    if not path.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{path} is missing on CI")
+        pytest.skip(f"{path} not here (set OPSCOPE_SHARED to the shared corpus)")
+    return path
+
+
+def cli_json(*args):
+    """The command line's JSON document, from its own process."""
+    assert CLI, "the wheel installed no opscope command"
+    out = subprocess.run(
+        [CLI, *map(str, args), "--format", "json", "--no-cache"],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    return json.loads(out)
+
+
+def test_the_wheel_installs_the_command():
+    assert CLI is not None
+    version = subprocess.run([CLI, "--version"], check=True, capture_output=True, text=True)
+    assert version.stdout.strip() == f"opscope {opscope.__version__}"
+    usage = subprocess.run([sys.executable, "-m", "opscope"], capture_output=True, text=True)
+    assert usage.returncode == 2 and "Usage" in usage.stderr
+
+
+@pytest.mark.parametrize("trace", EACH_FORMAT, ids=lambda p: p.name)
+def test_tables_hold_every_row_info_counts(trace):
+    need(trace)
+    info = cli_json("info", trace)
+    t = opscope.load(trace, cache=False)
+    assert t.slices.num_rows == info["slices"]
+    assert t.counters.num_rows == info["counter_samples"]
+    assert t.instants.num_rows == info["instants"]
+    assert t.flows.num_rows == info["flows"]
+    assert t.sources.num_rows == len(info["files"])
+    kinds = Counter(t.slices.column("kind").to_pylist())
+    assert dict(kinds) == info["slices_by_kind"]
+    # Every slice's track is a row of the tracks table.
+    track_ids = set(t.tracks.column("id").to_pylist())
+    assert set(t.slices.column("track").drop_null().to_pylist()) <= track_ids
+    # What info says each kind spans, summed here from the durations.
+    by_kind = Counter()
+    for kind, dur in zip(t.slices.column("kind").to_pylist(), t.slices.column("dur").to_pylist()):
+        by_kind[kind] += dur
+    assert dict(by_kind) == {k: v for k, v in info["slice_ns_by_kind"].items()}
+
+
+def test_slices_are_the_files_complete_events():
+    """Every complete (X) event of the two Kineto files, as the files say, by rank:
+    read here with json, not by opscope."""
+    need(TWO_RANKS)
+    expected = Counter()
+    for path in sorted(TWO_RANKS.glob("*.json.gz")):
+        with gzip.open(path, "rt") as f:
+            # Exactly: µs near 1.7e15 times 1000 is past what a double holds.
+            trace = json.load(f, parse_float=decimal.Decimal)
+        rank = trace["distributedInfo"]["rank"]
+        ns = lambda us: int((decimal.Decimal(us) * 1000).to_integral_value())
+        for e in trace["traceEvents"]:
+            if e.get("ph") == "X":
+                expected[(rank, e["name"], ns(e["ts"]), ns(e.get("dur", 0)))] += 1
+    t = opscope.load(TWO_RANKS)
+    rank_of_source = dict(zip(t.sources.column("source").to_pylist(), t.sources.column("rank").to_pylist()))
+    source_of_track = dict(zip(t.tracks.column("id").to_pylist(), t.tracks.column("source").to_pylist()))
+    s = t.slices.to_pydict()
+    got = Counter(
+        (rank_of_source[source_of_track[track]], name, ts, dur)
+        for track, name, ts, dur in zip(s["track"], s["name"], s["ts"], s["dur"])
+    )
+    assert sum(expected.values()) > 9000
+    assert got == expected
+
+
+def test_tables_come_without_a_copy():
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    before = pa.total_allocated_bytes()
+    slices = t.slices
+    # pyarrow allocated nothing: the buffers are the ones built in Rust.
+    assert pa.total_allocated_bytes() == before
+    assert slices.nbytes > 100_000
+    frame = slices.to_pandas()
+    assert len(frame) == slices.num_rows
+    assert frame["name"].dtype == "category"
+
+
+def test_polars_reads_the_tables():
+    pl = pytest.importorskip("polars")
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    frame = pl.from_arrow(t.slices)
+    assert frame.height == t.slices.num_rows
+    kernels = frame.filter(pl.col("kind") == "kernel").height
+    assert kernels == Counter(t.slices.column("kind").to_pylist())["kernel"] > 0
+
+
+def assert_rows_equal(frame, rows, columns):
+    """The DataFrame's values equal the JSON rows', column by column, exactly."""
+    assert len(frame) == len(rows)
+    for i, row in enumerate(rows):
+        for column in columns:
+            got = frame.iloc[i][column]
+            assert got == row[column], (i, column, got, row[column])
+
+
+def test_gpu_is_the_clis():
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    doc = cli_json("gpu", TWO_RANKS)
+    frame = opscope.gpu(t)
+    temporal = [dict(r["temporal"], rank=r["rank"], device=r["device"],
+                     communication_overlap_pct=r["communication_overlap_pct"]) for r in doc["ranks"]]
+    assert_rows_equal(frame, temporal, list(temporal[0].keys()))
+    assert frame.attrs["across"] == doc["across"]
+    # Options pass as the command line's.
+    excluded = cli_json("gpu", "--exclude-last-step", "--kernel-wait-us", "10", TWO_RANKS)
+    frame = opscope.gpu(t, exclude_last_step=True, kernel_wait_us=10)
+    assert list(frame["busy_ns"]) == [r["temporal"]["busy_ns"] for r in excluded["ranks"]]
+    assert list(frame["busy_ns"]) != [r["temporal"]["busy_ns"] for r in doc["ranks"]]
+    streams = opscope.gpu_streams(t)
+    assert len(streams) == sum(len(r["streams"]) for r in doc["ranks"])
+    assert list(streams["busy_ns"]) == [s["busy_ns"] for r in doc["ranks"] for s in r["streams"]]
+    assert "idle_host_wait_time_ns" in streams.columns
+    types = opscope.kernel_types(t)
+    assert list(types["time_ns"]) == [c["time_ns"] for r in doc["ranks"] for c in r["combinations"]]
+
+
+def test_stats_op_is_the_clis_with_tfprof_options():
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    rows = cli_json("stats", "op", "-order_by", "self_cpu_micros", "-min_micros", "100", TWO_RANKS)
+    frame = opscope.stats_op(t, order_by="self_cpu_micros", min_micros=100)
+    assert_rows_equal(frame, rows, ["name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns"])
+    assert list(frame["self_cpu_ns"]) == sorted(frame["self_cpu_ns"], reverse=True)
+    kernels = opscope.stats_kernel(t)
+    expected = cli_json("stats", "kernel", TWO_RANKS)
+    assert_rows_equal(kernels, expected, ["name", "total_ns", "instances", "median_ns"])
+
+
+def test_steps_are_the_clis():
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    doc = cli_json("steps", TWO_RANKS)
+    frame = opscope.steps(t)
+    rows = [dict(step, rank=s["rank"]) for s in doc["sources"] for step in s["steps"]]
+    assert_rows_equal(frame, rows, ["rank", "name", "start_ns", "dur_ns", "device_busy_ns", "kernels"])
+    assert frame.attrs["across"] == doc["across"]
+
+
+def test_errors_name_what_is_wrong(tmp_path):
+    with pytest.raises(opscope.Error, match="no-such-trace"):
+        opscope.load(tmp_path / "no-such-trace.json")
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": "X", "na')
+    try:
+        t = opscope.load(cut, cache=False)
+    except opscope.Error as e:
+        assert "cut.json" in str(e)
+    else:
+        # A truncated file keeps what was read before the cut.
+        assert t.slices.num_rows == 1
+    if TWO_RANKS.exists():
+        t = opscope.load(TWO_RANKS)
+        with pytest.raises(opscope.Error, match="no-such-option"):
+            opscope.gpu(t, no_such_option=3)
+        with pytest.raises(opscope.Error, match="does not report on a loaded trace"):
+            t.run("record")
+        with pytest.raises(ValueError, match="no table"):
+            t.table("nope")
+
+
+def test_python_m_opscope_records_as_the_cli_does(tmp_path):
+    """`python -m opscope record` and the `opscope` command record the same program to
+    the same ops, and pass its exit status through."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import sys\n"
+        "import torch\n"
+        "m = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))\n"
+        "for _ in range(3):\n"
+        "    m(torch.randn(8, 32)).sum().backward()\n"
+        "sys.exit(3)\n"
+    )
+    # The recorded program runs in the interpreter that has torch (the test oracles'
+    # venv on CI); this venv has only the wheel.
+    python = os.environ.get("OPSCOPE_PYTHON")
+    if not python:
+        if os.environ.get("CI"):
+            pytest.fail("OPSCOPE_PYTHON (a Python with torch) is not set on CI")
+        pytest.skip("OPSCOPE_PYTHON (a Python with torch) not set")
+    ops = {}
+    for how, command in [
+        ("module", [sys.executable, "-m", "opscope"]),
+        ("command", [CLI]),
+    ]:
+        session = tmp_path / how
+        run = subprocess.run(
+            [*command, "record", "-q", "-o", str(session), "--", python, str(program)],
+            capture_output=True, text=True, timeout=600,
+        )
+        assert run.returncode == 3, run.stderr
+        rows = cli_json("stats", "op", session)
+        ops[how] = {r["name"]: r["occurrence"] for r in rows}
+    assert ops["module"]["aten::linear"] == 6
+    assert ops["module"] == ops["command"]
+    # The session reads in Python too.
+    t = opscope.load(tmp_path / "module")
+    assert t.rows("slices") == cli_json("info", tmp_path / "module")["slices"]
+    names = Counter(t.slices.column("name").to_pylist())
+    assert names["aten::linear"] == 6
