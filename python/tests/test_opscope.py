@@ -102,15 +102,15 @@ def test_slices_are_the_files_complete_events():
             if e.get("ph") == "X":
                 expected[(rank, e["name"], ns(e["ts"]), ns(e.get("dur", 0)))] += 1
     t = opscope.load(TWO_RANKS)
-    rank_of_source = dict(zip(t.sources.column("source").to_pylist(), t.sources.column("rank").to_pylist()))
-    source_of_track = dict(zip(t.tracks.column("id").to_pylist(), t.tracks.column("source").to_pylist()))
     s = t.slices.to_pydict()
-    got = Counter(
-        (rank_of_source[source_of_track[track]], name, ts, dur)
-        for track, name, ts, dur in zip(s["track"], s["name"], s["ts"], s["dur"])
-    )
+    got = Counter(zip(s["rank"], s["name"], s["ts"], s["dur"]))
     assert sum(expected.values()) > 9000
     assert got == expected
+    # Each slice's rank is its source's, through its track.
+    rank_of_source = dict(zip(t.sources.column("source").to_pylist(), t.sources.column("rank").to_pylist()))
+    source_of_track = dict(zip(t.tracks.column("id").to_pylist(), t.tracks.column("source").to_pylist()))
+    assert s["rank"] == [rank_of_source[source_of_track[track]] for track in s["track"]]
+    assert set(t.tracks.column("rank").to_pylist()) == {0, 1}
 
 
 def test_tables_come_without_a_copy():
@@ -187,6 +187,16 @@ def test_steps_are_the_clis():
     rows = [dict(step, rank=s["rank"]) for s in doc["sources"] for step in s["steps"]]
     assert_rows_equal(frame, rows, ["rank", "name", "start_ns", "dur_ns", "device_busy_ns", "kernels"])
     assert frame.attrs["across"] == doc["across"]
+
+
+def test_flame_and_report_write_their_files(tmp_path):
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    svg, html = tmp_path / "flame.svg", tmp_path / "job.html"
+    opscope.text(t, "flame", output=svg)
+    opscope.text(t, "report", output=html)
+    assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()[:2000]
+    assert "<html" in html.read_text()[:2000].lower()
 
 
 def test_errors_name_what_is_wrong(tmp_path):

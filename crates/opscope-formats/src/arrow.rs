@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder};
-use arrow_array::types::UInt32Type;
+use arrow_array::types::{Int32Type, UInt32Type};
 use arrow_array::{
     ArrayRef, DictionaryArray, Float64Array, Int32Array, Int64Array, RecordBatch, UInt32Array,
 };
@@ -94,12 +94,19 @@ impl<'t> Batches<'t> {
 const BATCH_ROWS: usize = 1 << 18;
 
 impl Batches<'_> {
-    /// The whole of `table`, in batches made on all cores.
+    /// The whole of `table`, in batches made on all cores, each row with the `host` and
+    /// `rank` of its source, as a reader of the dataset sees them in its partitions
+    /// (null where the trace names none).
     pub fn whole(&self, table: Table) -> Result<Vec<RecordBatch>, ExportError> {
         use rayon::prelude::*;
         let rows = table.len(self.trace);
+        let partition = Partition::of(self.trace);
+        let with_partition = |chunk: &[u32]| {
+            let batch = self.batch(table, chunk)?;
+            partition.add_to(self.trace, table, chunk, batch)
+        };
         if rows == 0 {
-            return Ok(vec![self.batch(table, &[])?]);
+            return Ok(vec![with_partition(&[])?]);
         }
         (0..rows)
             .step_by(BATCH_ROWS)
@@ -108,7 +115,7 @@ impl Batches<'_> {
             .map(|start| {
                 let end = (start + BATCH_ROWS).min(rows);
                 let chunk: Vec<u32> = (start as u32..end as u32).collect();
-                self.batch(table, &chunk)
+                with_partition(&chunk)
             })
             .collect()
     }
@@ -133,6 +140,84 @@ impl Batches<'_> {
             ),
         );
         batch(columns)
+    }
+}
+
+/// Each track's host (an index into the host names) and rank, through its source.
+struct Partition {
+    hosts: Vec<String>,
+    host_of_track: Vec<Option<i32>>,
+    rank_of_track: Vec<Option<i32>>,
+}
+
+impl Partition {
+    fn of(trace: &Trace) -> Self {
+        let mut hosts: Vec<String> = Vec::new();
+        let host_of_source: Vec<Option<i32>> = trace
+            .sources
+            .iter()
+            .map(|s| {
+                let name = trace.str(s.host?);
+                let at = hosts.iter().position(|h| h == name).unwrap_or_else(|| {
+                    hosts.push(name.to_string());
+                    hosts.len() - 1
+                });
+                Some(at as i32)
+            })
+            .collect();
+        let sources = track_sources(trace);
+        Partition {
+            hosts,
+            host_of_track: sources
+                .iter()
+                .map(|s| s.and_then(|s| host_of_source[s.index()]))
+                .collect(),
+            rank_of_track: sources
+                .iter()
+                .map(|s| s.and_then(|s| trace.sources[s.index()].rank?.try_into().ok()))
+                .collect(),
+        }
+    }
+
+    /// `batch` (the rows `rows` of `table`) with `host` and `rank` columns after its own.
+    fn add_to(
+        &self,
+        trace: &Trace,
+        table: Table,
+        rows: &[u32],
+        batch: RecordBatch,
+    ) -> Result<RecordBatch, ExportError> {
+        let track_of = |row: u32| -> u32 {
+            let row = row as usize;
+            match table {
+                Table::Slices => trace.slices.track[row],
+                Table::Tracks => row as u32,
+                Table::Counters => trace.counters.track[row],
+                Table::Instants => trace.instants.track[row],
+                // A flow goes with the slice it starts from, as in the dataset.
+                Table::Flows => {
+                    let from = trace.flows.from[row] as usize;
+                    trace.slices.track.get(from).copied().unwrap_or(NONE)
+                }
+            }
+        };
+        let at = |row: &u32, of: &[Option<i32>]| of.get(track_of(*row) as usize).copied().flatten();
+        let keys: Int32Array = rows.iter().map(|r| at(r, &self.host_of_track)).collect();
+        let ranks: Int32Array = rows.iter().map(|r| at(r, &self.rank_of_track)).collect();
+        let names = arrow_array::StringArray::from_iter_values(&self.hosts);
+        let hosts =
+            DictionaryArray::<Int32Type>::try_new(keys, Arc::new(names)).map_err(arrow_error)?;
+        let (schema, mut columns, _) = batch.into_parts();
+        let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+        fields.push(Field::new(
+            "host",
+            DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+            true,
+        ));
+        fields.push(Field::new("rank", DataType::Int32, true));
+        columns.push(Arc::new(hosts));
+        columns.push(Arc::new(ranks));
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).map_err(arrow_error)
     }
 }
 

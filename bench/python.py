@@ -1,0 +1,153 @@
+"""`opscope.load` in Python against the CLI's load, in time and memory: on a directory of
+eight rank traces (made from the shared two-rank `hta/trace_filter`), the shared ResNet-50
+Kineto trace, and the 2 GB synthetic Kineto trace of bench/view.py.
+
+The CLI is timed as a whole `opscope info` process; Python as `opscope.load()` right
+after `import opscope` (the import is printed apart), as a script does it, each warm
+(the model cache made by a first run) and cold (parsing the files). Then every table is
+made into Arrow (which imports pyarrow). Memory: the CLI's peak RSS, against the Python
+process's peak RSS above what it held after `import opscope`, less what importing
+pyarrow itself mapped; the bar is the CLI's plus the Arrow buffers. Runs alternate;
+minimum and median of --repeat runs. (pyarrow imports numpy, whose BLAS threads spin
+for about 0.1 s after the import: a load started within it, on two cores, took 1.15×
+as long.)
+
+    pip install .   # into the Python that runs this, or name one with --python
+    python3 bench/python.py [--repeat 5] [--opscope target/release/opscope] [--no-2g]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "bench"))
+
+# Run in a fresh interpreter per measurement, so each peak RSS is its own.
+CHILD = r"""
+import json, sys, time
+def status(key):
+    with open("/proc/self/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(key + ":"))
+begun = time.perf_counter()
+import opscope
+imported = time.perf_counter()
+baseline = status("VmRSS")
+t = opscope.load(sys.argv[1], cache=sys.argv[2] == "warm")
+loaded = time.perf_counter()
+peak_loading = status("VmHWM")
+before = status("VmRSS")
+import pyarrow
+libraries = status("VmRSS") - before
+made_begun = time.perf_counter()
+tables = {name: t.table(name) for name in opscope.Trace.TABLES}
+made = time.perf_counter()
+print(json.dumps({
+    "import_s": imported - begun, "load_s": loaded - imported, "tables_s": made - made_begun,
+    "over_bytes": max(peak_loading - baseline, status("VmHWM") - baseline - libraries),
+    "arrow_bytes": sum(x.nbytes for x in tables.values()),
+}))
+"""
+
+
+def run_measured(argv) -> tuple[float, int, str]:
+    """Wall time, peak RSS in bytes, and stdout of one process."""
+    begun = time.perf_counter()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        child = subprocess.Popen(argv, stdout=out, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        took = time.perf_counter() - begun
+        child.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        if child.returncode != 0:
+            raise SystemExit(f"{argv[0]} failed: {err.read().decode(errors='replace')[-2000:]}")
+        return took, usage.ru_maxrss * 1024, out.read().decode()
+
+
+def find_python(given):
+    candidates = [given] if given else [sys.executable, str(Path.home() / ".cache/opscope-ci/venv-wheel/bin/python")]
+    for python in candidates:
+        if python and subprocess.run([python, "-c", "import opscope"], capture_output=True).returncode == 0:
+            return python
+    raise SystemExit("no Python here imports opscope: `pip install .` first, or name one with --python")
+
+
+def ms(values) -> str:
+    return f"{min(values) * 1e3:,.0f} / {statistics.median(values) * 1e3:,.0f} ms"
+
+
+def mib(n) -> str:
+    return f"{n / 2**20:,.0f} MiB"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
+    parser.add_argument("--python", help="a Python that imports opscope")
+    parser.add_argument("--shared", type=Path,
+                        default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
+    parser.add_argument("--no-2g", action="store_true", help="leave out the 2 GB trace")
+    args = parser.parse_args()
+    python = find_python(args.python)
+    version = subprocess.run([python, "-c", "import opscope; print(opscope.__version__)"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
+    with tempfile.TemporaryDirectory(prefix="opscope-bench-python-") as tmp:
+        from sql import eight_ranks
+
+        inputs = [
+            ("8 ranks (trace_filter ×4)", eight_ranks(args.shared, Path(tmp) / "ranks"), args.repeat),
+            ("resnet50 (Kineto, tb_plugin)", args.shared / "traces/kineto/kineto-tb_plugin/resnet50_num_workers_0",
+             args.repeat),
+        ]
+        if not args.no_2g:
+            big = cache / "view-2g.json"
+            if not big.exists():
+                from view import make_trace
+
+                print(f"making {big}…", file=sys.stderr)
+                cache.mkdir(parents=True, exist_ok=True)
+                make_trace(args.shared, 2.0, big)
+            inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
+        print(f"opscope {version} (Python module) against {args.opscope}; min / median of runs")
+        print()
+        print("| data | cache | CLI `info` (process) | `opscope.load()` | load / CLI (median) "
+              "| `import opscope` | all tables to Arrow | CLI peak RSS | Python peak RSS over `import opscope` "
+              "| Arrow buffers | Python over (CLI + Arrow) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        for label, trace, repeat in inputs:
+            for mode in ("warm", "cold"):
+                cli_argv = [str(args.opscope), "info", "-q", str(trace)] + (["--no-cache"] if mode == "cold" else [])
+                py_argv = [python, "-c", CHILD, str(trace), mode]
+                if mode == "warm":  # each makes its own cache entry (keyed by its own code)
+                    run_measured(cli_argv)
+                    run_measured(py_argv)
+                cli_times, py_times, imports, tables = [], [], [], []
+                cli_rss, py_over, arrow = 0, 0, 0
+                for _ in range(repeat):
+                    took, rss, _ = run_measured(cli_argv)
+                    cli_times.append(took)
+                    cli_rss = max(cli_rss, rss)
+                    _, _, out = run_measured(py_argv)
+                    got = json.loads(out)
+                    py_times.append(got["load_s"])
+                    imports.append(got["import_s"])
+                    tables.append(got["tables_s"])
+                    py_over = max(py_over, got["over_bytes"])
+                    arrow = got["arrow_bytes"]
+                ratio = statistics.median(py_times) / statistics.median(cli_times)
+                print(f"| {label} | {mode} | {ms(cli_times)} | {ms(py_times)} | {ratio:.2f}× | {ms(imports)} "
+                      f"| {ms(tables)} | {mib(cli_rss)} | {mib(py_over)} | {mib(arrow)} "
+                      f"| {py_over / (cli_rss + arrow):.2f}× |")
+
+
+if __name__ == "__main__":
+    main()
