@@ -2,6 +2,7 @@
 //! flows, their columns the model's own (from its single column declaration), as the
 //! Parquet dataset stores them and the Python module hands them to pyarrow.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder};
@@ -60,6 +61,7 @@ impl Table {
 pub struct Batches<'t> {
     trace: &'t Trace,
     depth: Vec<i32>,
+    json: JsonTexts<'t>,
 }
 
 impl<'t> Batches<'t> {
@@ -67,6 +69,7 @@ impl<'t> Batches<'t> {
         Batches {
             trace,
             depth: depths(trace),
+            json: JsonTexts::new(trace),
         }
     }
 
@@ -74,15 +77,15 @@ impl<'t> Batches<'t> {
     pub fn batch(&self, table: Table, rows: &[u32]) -> Result<RecordBatch, ExportError> {
         let trace = self.trace;
         match table {
-            Table::Slices => slices_batch(trace, rows, &self.depth),
+            Table::Slices => slices_batch(&self.json, rows, &self.depth),
             Table::Tracks => tracks_batch(trace, rows),
-            Table::Counters => batch(model_columns(trace, rows, |f| {
+            Table::Counters => batch(model_columns(&self.json, rows, |f| {
                 trace.counters.for_each_column(f)
             })),
-            Table::Instants => batch(model_columns(trace, rows, |f| {
+            Table::Instants => batch(model_columns(&self.json, rows, |f| {
                 trace.instants.for_each_column(f)
             })),
-            Table::Flows => batch(model_columns(trace, rows, |f| {
+            Table::Flows => batch(model_columns(&self.json, rows, |f| {
                 trace.flows.for_each_column(f)
             })),
         }
@@ -258,10 +261,11 @@ pub(crate) fn depths(trace: &Trace) -> Vec<i32> {
 /// `u32::MAX` for none) as nullable `uint32`, kinds and texts as strings, args as a
 /// JSON object.
 fn model_columns(
-    trace: &Trace,
+    json: &JsonTexts<'_>,
     rows: &[u32],
     each: impl FnOnce(&mut dyn FnMut(&'static str, Column<'_>)),
 ) -> Vec<(Field, ArrayRef)> {
+    let trace = json.trace;
     let mut out: Vec<(Field, ArrayRef)> = Vec::new();
     let mut add = |name: &'static str, column: Column<'_>| {
         let at = |i: &u32| *i as usize;
@@ -295,17 +299,25 @@ fn model_columns(
             ),
             Column::Text(v) => texts(trace, name, rows.iter().map(|i| v[at(i)])),
             Column::Args(v) => {
-                // Sized once: growing a column of many MB moves it again and again.
-                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 48);
+                // Sized once, from the bytes per row of the batches made before:
+                // growing a column of many MB moves it again and again.
+                let per_row = json.args_bytes_per_row.load(Ordering::Relaxed);
+                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * per_row);
                 for i in rows {
                     // Written straight into the column; `append_value("")` ends it.
-                    if args_json(trace, v[at(i)], &mut b) {
+                    if json.args(v[at(i)], &mut b) {
                         b.append_value("");
                     } else {
                         b.append_null();
                     }
                 }
-                (Field::new(name, DataType::Utf8, true), Arc::new(b.finish()))
+                let array = b.finish();
+                if !rows.is_empty() {
+                    let made = array.value_data().len() / rows.len();
+                    json.args_bytes_per_row
+                        .fetch_max(made + made / 8, Ordering::Relaxed);
+                }
+                (Field::new(name, DataType::Utf8, true), Arc::new(array))
             }
             Column::Scope(v) => strings(
                 name,
@@ -364,47 +376,73 @@ fn texts(trace: &Trace, name: &'static str, ids: impl Iterator<Item = StrId>) ->
     (field, Arc::new(array))
 }
 
-/// Writes the args `id` names as one JSON object; `false` (nothing written) for none.
-fn args_json(trace: &Trace, id: ArgsId, out: &mut impl std::fmt::Write) -> bool {
-    if id.is_none() {
-        return false;
-    }
-    // Writing into a column's buffer cannot fail.
-    let _ = (|| -> std::fmt::Result {
-        out.write_char('{')?;
-        for (k, (key, value)) in trace.args.get(id).enumerate() {
-            if k > 0 {
-                out.write_char(',')?;
-            }
-            push_json_string(out, trace.str(key))?;
-            out.write_char(':')?;
-            match value {
-                ArgValue::Null => out.write_str("null")?,
-                ArgValue::Bool(b) => out.write_str(if b { "true" } else { "false" })?,
-                ArgValue::Int(n) => write!(out, "{n}")?,
-                ArgValue::UInt(n) => write!(out, "{n}")?,
-                ArgValue::Float(x) if x.is_finite() => write!(out, "{x}")?,
-                ArgValue::Float(_) => out.write_str("null")?,
-                ArgValue::Str(s) => push_json_string(out, trace.str(s))?,
-                // An array or object the importer kept as its JSON text.
-                ArgValue::Json(s) => out.write_str(trace.str(s))?,
-            }
-        }
-        out.write_char('}')
-    })();
-    true
+/// Args as JSON text: which of the trace's texts need escaping is found once, not
+/// for each of the many rows that repeat them (long call stacks, shapes).
+struct JsonTexts<'t> {
+    trace: &'t Trace,
+    /// Per text: written as it is between quotes.
+    plain: Vec<bool>,
+    /// What a row's args took in the batches made so far (a column's first size).
+    args_bytes_per_row: AtomicUsize,
 }
 
-fn push_json_string(out: &mut impl std::fmt::Write, text: &str) -> std::fmt::Result {
-    let plain =
-        memchr::memchr2(b'"', b'\\', text.as_bytes()).is_none() && !text.bytes().any(|b| b < 0x20);
-    if plain {
-        out.write_char('"')?;
-        out.write_str(text)?;
-        out.write_char('"')
-    } else {
-        // Serialising a &str cannot fail.
-        out.write_str(&serde_json::to_string(text).unwrap_or_default())
+impl<'t> JsonTexts<'t> {
+    fn new(trace: &'t Trace) -> Self {
+        let plain = (0..trace.strings.len() as u32)
+            .map(|i| {
+                let text = trace.str(StrId(i)).as_bytes();
+                memchr::memchr2(b'"', b'\\', text).is_none() && !text.iter().any(|&b| b < 0x20)
+            })
+            .collect();
+        JsonTexts {
+            trace,
+            plain,
+            args_bytes_per_row: AtomicUsize::new(48),
+        }
+    }
+
+    /// Writes the args `id` names as one JSON object; `false` (nothing written) for none.
+    fn args(&self, id: ArgsId, out: &mut impl std::fmt::Write) -> bool {
+        if id.is_none() {
+            return false;
+        }
+        let mut numbers = itoa::Buffer::new();
+        // Writing into a column's buffer cannot fail.
+        let _ = (|| -> std::fmt::Result {
+            out.write_char('{')?;
+            for (k, (key, value)) in self.trace.args.get(id).enumerate() {
+                if k > 0 {
+                    out.write_char(',')?;
+                }
+                self.string(out, key)?;
+                out.write_char(':')?;
+                match value {
+                    ArgValue::Null => out.write_str("null")?,
+                    ArgValue::Bool(b) => out.write_str(if b { "true" } else { "false" })?,
+                    ArgValue::Int(n) => out.write_str(numbers.format(n))?,
+                    ArgValue::UInt(n) => out.write_str(numbers.format(n))?,
+                    ArgValue::Float(x) if x.is_finite() => write!(out, "{x}")?,
+                    ArgValue::Float(_) => out.write_str("null")?,
+                    ArgValue::Str(s) => self.string(out, s)?,
+                    // An array or object the importer kept as its JSON text.
+                    ArgValue::Json(s) => out.write_str(self.trace.str(s))?,
+                }
+            }
+            out.write_char('}')
+        })();
+        true
+    }
+
+    fn string(&self, out: &mut impl std::fmt::Write, id: StrId) -> std::fmt::Result {
+        let text = self.trace.str(id);
+        if self.plain.get(id.0 as usize).copied().unwrap_or(false) {
+            out.write_char('"')?;
+            out.write_str(text)?;
+            out.write_char('"')
+        } else {
+            // Serialising a &str cannot fail.
+            out.write_str(&serde_json::to_string(text).unwrap_or_default())
+        }
     }
 }
 
@@ -415,13 +453,18 @@ pub(crate) fn batch(columns: Vec<(Field, ArrayRef)>) -> Result<RecordBatch, Expo
 
 /// Slices: `id` (the row in the whole trace, which `parent` and the flows name), the
 /// model's columns, then `depth` and the `correlation` id the trace gave the slice.
-fn slices_batch(trace: &Trace, rows: &[u32], depth: &[i32]) -> Result<RecordBatch, ExportError> {
+fn slices_batch(
+    json: &JsonTexts<'_>,
+    rows: &[u32],
+    depth: &[i32],
+) -> Result<RecordBatch, ExportError> {
+    let trace = json.trace;
     let s = &trace.slices;
     let mut columns = vec![(
         Field::new("id", DataType::UInt32, false),
         Arc::new(UInt32Array::from(rows.to_vec())) as ArrayRef,
     )];
-    columns.extend(model_columns(trace, rows, |f| s.for_each_column(f)));
+    columns.extend(model_columns(json, rows, |f| s.for_each_column(f)));
     columns.push((
         Field::new("depth", DataType::Int32, false),
         Arc::new(Int32Array::from_iter_values(
@@ -584,4 +627,48 @@ pub fn source_columns(trace: &Trace, rows: &[u32]) -> Vec<(Field, ArrayRef)> {
             merged(s).and_then(|c| c.to_global.error_bound_ns)
         }),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The args column is the JSON the trace gave, escapes and all, and each row knows
+    /// its rank.
+    #[test]
+    fn args_are_the_traces_json_and_rows_their_rank() {
+        let given = serde_json::json!({
+            "quoted": "say \"hi\"\n\tback\\slash",
+            "big": 18446744073709551615u64,
+            "negative": -42,
+            "ratio": 0.25,
+            "flag": true,
+            "nothing": null,
+            "dims": [[1, 2], [3]],
+        });
+        let json = serde_json::json!({
+            "distributedInfo": {"rank": 3, "world_size": 4},
+            "traceEvents": [
+                {"ph": "X", "name": "op", "ts": 1, "dur": 2, "pid": 1, "tid": 1, "args": given},
+                {"ph": "X", "name": "plain", "ts": 5, "dur": 1, "pid": 1, "tid": 1},
+            ],
+        });
+        let mut trace = Trace::new();
+        crate::chrome::import(json.to_string().as_bytes(), "t.json", &mut trace).unwrap();
+        trace.finish();
+        let batches = Batches::new(&trace).whole(Table::Slices).unwrap();
+        let batch = &batches[0];
+        let column = |name: &str| batch.column(batch.schema().index_of(name).unwrap()).clone();
+        let args = column("args");
+        let args = args
+            .as_any()
+            .downcast_ref::<arrow_array::StringArray>()
+            .unwrap();
+        let ours: serde_json::Value = serde_json::from_str(args.value(0)).unwrap();
+        assert_eq!(ours, given);
+        assert!(arrow_array::Array::is_null(args, 1));
+        let ranks = column("rank");
+        let ranks = ranks.as_any().downcast_ref::<Int32Array>().unwrap();
+        assert_eq!(ranks.values().to_vec(), vec![3, 3]);
+    }
 }
