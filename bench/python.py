@@ -99,7 +99,6 @@ def main():
     python = find_python(args.python)
     version = subprocess.run([python, "-c", "import opscope; print(opscope.__version__)"],
                              check=True, capture_output=True, text=True).stdout.strip()
-    cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
     with tempfile.TemporaryDirectory(prefix="opscope-bench-python-") as tmp:
         from sql import eight_ranks
 
@@ -109,13 +108,9 @@ def main():
              args.repeat),
         ]
         if not args.no_2g:
-            big = cache / "view-2g.json"
-            if not big.exists():
-                from view import make_trace
+            from view import two_gb_trace
 
-                print(f"making {big}…", file=sys.stderr)
-                cache.mkdir(parents=True, exist_ok=True)
-                make_trace(args.shared, 2.0, big)
+            big = two_gb_trace(args.shared)
             inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
         print(f"opscope {version} (Python module) against {args.opscope}; min / median of runs")
         print()

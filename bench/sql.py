@@ -87,18 +87,13 @@ def main():
     args = parser.parse_args()
     import duckdb
 
-    cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
     with tempfile.TemporaryDirectory(prefix="opscope-bench-sql-") as tmp:
         tmp = Path(tmp)
         inputs = [("8 ranks (trace_filter ×4)", eight_ranks(args.shared, tmp / "ranks"), args.repeat)]
         if not args.no_2g:
-            big = cache / "view-2g.json"
-            if not big.exists():
-                from view import make_trace
+            from view import two_gb_trace
 
-                print(f"making {big}…", file=sys.stderr)
-                cache.mkdir(parents=True, exist_ok=True)
-                make_trace(args.shared, 2.0, big)
+            big = two_gb_trace(args.shared)
             inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
         print(f"duckdb {duckdb.__version__}; CLI timed as a process, DuckDB in process; min / median of runs")
         print()

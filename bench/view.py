@@ -48,6 +48,18 @@ SOURCE = "traces/kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.t
 PIXELS = 2000
 
 
+def two_gb_trace(shared: Path) -> Path:
+    """The 2 GB synthetic Kineto trace the other benchmarks share, made once into the
+    benchmarks' cache (OPSCOPE_BENCH_CACHE, else ~/.cache/opscope-bench)."""
+    cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
+    big = cache / "view-2g.json"
+    if not big.exists():
+        print(f"making {big}…", file=sys.stderr)
+        cache.mkdir(parents=True, exist_ok=True)
+        make_trace(shared, 2.0, big)
+    return big
+
+
 def make_trace(shared: Path, size_gb: float, out: Path) -> dict:
     """Writes copies of the source trace's events one after another until the file
     holds size_gb of JSON; returns what it wrote."""

@@ -15,8 +15,10 @@ use crate::{cache, load, output};
 
 /// Loads `inputs` (files or directories of them) as `opscope info INPUTS…` would: from
 /// the model cache when it holds them and `cache` is on, with hosts merged onto one
-/// clock; no progress bar.
+/// clock; no progress bar. The process's malloc keeps freed memory from then on, as
+/// the executable's does (see [`crate::malloc`]).
 pub fn load(inputs: &[PathBuf], cache: bool) -> Result<Trace> {
+    crate::malloc::keep_freed_memory();
     load::load(inputs, &load::LoadOptions { quiet: true, cache })
 }
 

@@ -9,6 +9,7 @@ mod commands;
 pub mod embed;
 mod html;
 mod load;
+pub mod malloc;
 mod output;
 mod record;
 mod render;
