@@ -148,12 +148,26 @@ def text(trace: Trace, command: str, **options: Any) -> str:
     return trace.run(command, **options)
 
 
-def _frame(rows: list[dict], **attrs: Any):
+def _frame(rows: list[dict], columns: tuple[str, ...] = (), **attrs: Any):
+    """A DataFrame of ``rows``; with none (a trace without GPU work, say), one with no
+    rows but the report's columns, so that code written for a full one still runs."""
     import pandas as pd
 
-    frame = pd.DataFrame(rows)
+    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(columns))
     frame.attrs.update(attrs)
     return frame
+
+
+_GPU = ("rank", "device", "file", "span_ns", "busy_ns", "idle_ns", "compute_ns", "non_compute_ns",
+        "idle_pct", "compute_pct", "non_compute_pct", "communication_overlap_pct")
+_STREAMS = ("rank", "file", "device", "stream", "stream_id", "work", "busy_ns")
+_KERNEL_TYPES = ("rank", "device", "classes", "time_ns", "pct")
+_OPS = ("name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns", "bytes", "residual_bytes",
+        "peak_bytes", "output_bytes", "float_ops", "devices", "input_shapes")
+_KERNELS = ("name", "time_pct", "total_ns", "instances", "mean_ns", "median_ns", "min_ns", "max_ns",
+            "stddev_ns")
+_STEPS = ("rank", "role", "file", "found_by", "name", "start_ns", "dur_ns", "device_busy_ns",
+          "device_idle_ns", "computation_ns", "communication_ns", "memory_ns", "kernels")
 
 
 def _flat(prefix: str, value: dict) -> dict:
@@ -181,7 +195,7 @@ def gpu(trace: Trace, **options: Any):
         row.update(rank["temporal"])
         row["communication_overlap_pct"] = rank.get("communication_overlap_pct")
         rows.append(row)
-    return _frame(rows, across=doc.get("across"), unattributed=doc.get("unattributed"))
+    return _frame(rows, _GPU, across=doc.get("across"), unattributed=doc.get("unattributed"))
 
 
 def gpu_streams(trace: Trace, **options: Any):
@@ -194,7 +208,7 @@ def gpu_streams(trace: Trace, **options: Any):
             row = {"rank": rank.get("rank"), "file": rank.get("file")}
             row.update(_flat("", stream))
             rows.append(row)
-    return _frame(rows)
+    return _frame(rows, _STREAMS)
 
 
 def kernel_types(trace: Trace, **options: Any):
@@ -213,20 +227,20 @@ def kernel_types(trace: Trace, **options: Any):
                     "pct": combination["pct"],
                 }
             )
-    return _frame(rows)
+    return _frame(rows, _KERNEL_TYPES)
 
 
 def stats_op(trace: Trace, **options: Any):
     """Per op type: calls, CPU time with and without the ops it called, accelerator
     time (tfprof's op view, ``opscope stats op``; tfprof's options as keywords:
     ``order_by="self_cpu_micros"``, ``min_micros=100``, ``select=[...]``)."""
-    return _frame(report(trace, "stats op", **options))
+    return _frame(report(trace, "stats op", **options), _OPS)
 
 
 def stats_kernel(trace: Trace, **options: Any):
     """Per GPU kernel name: Nsight's ``cuda_gpu_kern_sum`` columns (``opscope stats
     kernel``)."""
-    return _frame(report(trace, "stats kernel", **options))
+    return _frame(report(trace, "stats kernel", **options), _KERNELS)
 
 
 def steps(trace: Trace, **options: Any):
@@ -245,7 +259,7 @@ def steps(trace: Trace, **options: Any):
             }
             row.update(_flat("", step))
             rows.append(row)
-    return _frame(rows, across=doc.get("across"))
+    return _frame(rows, _STEPS, across=doc.get("across"))
 
 
 def main(argv: list[str] | None = None) -> int:

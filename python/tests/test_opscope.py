@@ -199,6 +199,27 @@ def test_flame_and_report_write_their_files(tmp_path):
     assert "<html" in html.read_text()[:2000].lower()
 
 
+def test_reports_of_a_trace_without_them_have_their_columns(tmp_path):
+    """A CPU-only trace: no GPU rows, no steps, but the columns a notebook indexes."""
+    path = tmp_path / "cpu.json"
+    path.write_text('{"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]}')
+    t = opscope.load(path)
+    full = {"gpu": opscope.gpu, "kernel_types": opscope.kernel_types, "stats_kernel": opscope.stats_kernel,
+            "steps": opscope.steps}
+    for name, report in full.items():
+        frame = report(t)
+        assert len(frame) == 0, name
+    assert opscope.gpu(t)["busy_ns"].sum() == 0
+    assert opscope.stats_kernel(t).columns.tolist()[:3] == ["name", "time_pct", "total_ns"]
+    ops = opscope.stats_op(t)
+    assert ops["name"].tolist() == ["aten::mm"] and ops["occurrence"].tolist() == [1]
+    if TWO_RANKS.exists():
+        # The empty frames' columns are the full ones'.
+        full_trace = opscope.load(TWO_RANKS)
+        for name, report in full.items():
+            assert set(report(t).columns) <= set(report(full_trace).columns), name
+
+
 def test_errors_name_what_is_wrong(tmp_path):
     with pytest.raises(opscope.Error, match="no-such-trace"):
         opscope.load(tmp_path / "no-such-trace.json")
