@@ -95,7 +95,10 @@ class Trace:
     def run(self, command: str, *args: str, **options: Any) -> str:
         """What ``opscope COMMAND [ARGS] [OPTIONS] TRACE`` prints (``command`` may be
         several words: ``"stats op"``)."""
-        argv = command.split() + list(args) + _flags(command.split()[0], options)
+        words = command.split()
+        if not words:
+            raise ValueError(f"run: name a command ({', '.join(_opscope.REPORTS)})")
+        argv = words + list(args) + _flags(words[0], options)
         return self._model.run(argv)
 
     def info(self) -> dict:
@@ -125,15 +128,19 @@ def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
 def _flags(command: str, options: dict[str, Any]) -> list[str]:
     argv: list[str] = []
     for name, value in options.items():
-        if value is None or value is False:
+        # numpy's booleans too: a flag is given or left out, never given a value.
+        if value is None or (hasattr(value, "dtype") and value.dtype.kind == "b" and not value):
+            continue
+        if value is False:
             continue
         flag = _opscope.flag(command, name)
-        if value is True:
+        if value is True or (hasattr(value, "dtype") and value.dtype.kind == "b"):
             argv.append(flag)
         elif isinstance(value, (list, tuple)):
-            argv += [flag, ",".join(str(v) for v in value)]
+            argv.append(f"{flag}={','.join(str(v) for v in value)}")
         else:
-            argv += [flag, str(value)]
+            # One word, so that a negative number is not taken for a flag.
+            argv.append(f"{flag}={os.fspath(value) if isinstance(value, os.PathLike) else value}")
     return argv
 
 
@@ -263,9 +270,15 @@ def steps(trace: Trace, **options: Any):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The ``opscope`` command line (``python -m opscope …``, and the ``opscope``
-    command the wheel installs)."""
+    """The ``opscope`` command line: ``main(["gpu", "ranks/"])`` runs it in this
+    process and gives its exit status. With no ``argv`` it is the ``opscope`` command
+    the wheel installs and ``python -m opscope``: the process is the command line's,
+    and Ctrl-C stops it as it stops the executable (called with ``argv``, from a
+    notebook say, Python's Ctrl-C takes effect when the command returns)."""
+    import signal
     import sys
 
-    args = ["opscope"] + (sys.argv[1:] if argv is None else list(argv))
-    return _opscope.main(args)
+    if argv is None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        argv = sys.argv[1:]
+    return _opscope.main(["opscope"] + [os.fspath(a) for a in argv])

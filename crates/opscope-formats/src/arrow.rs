@@ -57,35 +57,42 @@ impl Table {
     }
 }
 
-/// What the batches of one trace's tables share: computed once, used by each batch.
+/// What the batches of one trace's tables share: computed once, when a batch first
+/// needs it, and used by each batch.
 pub struct Batches<'t> {
     trace: &'t Trace,
-    depth: Vec<i32>,
-    json: JsonTexts<'t>,
+    depth: std::sync::OnceLock<Vec<i32>>,
+    json: std::sync::OnceLock<JsonTexts<'t>>,
 }
 
 impl<'t> Batches<'t> {
     pub fn new(trace: &'t Trace) -> Self {
         Batches {
             trace,
-            depth: depths(trace),
-            json: JsonTexts::new(trace),
+            depth: std::sync::OnceLock::new(),
+            json: std::sync::OnceLock::new(),
         }
+    }
+
+    fn json(&self) -> &JsonTexts<'t> {
+        self.json.get_or_init(|| JsonTexts::new(self.trace))
     }
 
     /// The batch of `rows` (row numbers in the model) of `table`.
     pub fn batch(&self, table: Table, rows: &[u32]) -> Result<RecordBatch, ExportError> {
         let trace = self.trace;
         match table {
-            Table::Slices => slices_batch(&self.json, rows, &self.depth),
+            Table::Slices => {
+                slices_batch(self.json(), rows, self.depth.get_or_init(|| depths(trace)))
+            }
             Table::Tracks => tracks_batch(trace, rows),
-            Table::Counters => batch(model_columns(&self.json, rows, |f| {
+            Table::Counters => batch(model_columns(self.json(), rows, |f| {
                 trace.counters.for_each_column(f)
             })),
-            Table::Instants => batch(model_columns(&self.json, rows, |f| {
+            Table::Instants => batch(model_columns(self.json(), rows, |f| {
                 trace.instants.for_each_column(f)
             })),
-            Table::Flows => batch(model_columns(&self.json, rows, |f| {
+            Table::Flows => batch(model_columns(self.json(), rows, |f| {
                 trace.flows.for_each_column(f)
             })),
         }
@@ -129,17 +136,18 @@ impl Batches<'_> {
         let trace = self.trace;
         let rows: Vec<u32> = (0..trace.sources.len() as u32).collect();
         let mut columns = source_columns(trace, &rows);
-        let ranks: Vec<Option<i64>> = trace
+        let ranks: Int32Array = trace
             .sources
             .iter()
-            .map(|s| s.rank.map(i64::from))
+            .map(|s| s.rank.and_then(|r| i32::try_from(r).ok()))
             .collect();
-        // Beside the host, as the dataset's partitions pair them.
+        // Beside the host, as the dataset's partitions pair them; int32, as in the
+        // event tables.
         columns.insert(
             4,
             (
-                Field::new("rank", DataType::Int64, true),
-                Arc::new(Int64Array::from(ranks)) as ArrayRef,
+                Field::new("rank", DataType::Int32, true),
+                Arc::new(ranks) as ArrayRef,
             ),
         );
         batch(columns)
@@ -302,7 +310,10 @@ fn model_columns(
                 // Sized once, from the bytes per row of the batches made before:
                 // growing a column of many MB moves it again and again.
                 let per_row = json.args_bytes_per_row.load(Ordering::Relaxed);
-                let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * per_row);
+                // At most 64 MiB ahead: one row of huge args must not make every later
+                // batch reserve gigabytes.
+                let reserve = rows.len().saturating_mul(per_row).min(64 << 20);
+                let mut b = StringBuilder::with_capacity(rows.len(), reserve);
                 for i in rows {
                     // Written straight into the column; `append_value("")` ends it.
                     if json.args(v[at(i)], &mut b) {

@@ -25,10 +25,24 @@ fn error(e: impl std::fmt::Display) -> PyErr {
     Error::new_err(e.to_string())
 }
 
+/// The event table called `name`.
+fn event_table(name: &str) -> PyResult<Table> {
+    Table::ALL
+        .into_iter()
+        .find(|t| t.name() == name)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "no table {name:?} (slices, tracks, counters, instants, flows, sources)"
+            ))
+        })
+}
+
 /// A trace loaded into opscope's model.
 #[pyclass(module = "opscope._opscope", frozen)]
 struct Model {
     trace: Arc<Trace>,
+    /// What it was loaded from, as the commands run on it name their TRACE.
+    inputs: Vec<PathBuf>,
 }
 
 #[pymethods]
@@ -40,14 +54,7 @@ impl Model {
         let batches: Vec<RecordBatch> = if name == "sources" {
             py.detach(|| Batches::new(&trace).sources().map(|b| vec![b]))
         } else {
-            let table = Table::ALL
-                .into_iter()
-                .find(|t| t.name() == name)
-                .ok_or_else(|| {
-                    PyValueError::new_err(format!(
-                        "no table {name:?} (slices, tracks, counters, instants, flows, sources)"
-                    ))
-                })?;
+            let table = event_table(name)?;
             py.detach(|| Batches::new(&trace).whole(table))
         }
         .map_err(error)?;
@@ -63,11 +70,7 @@ impl Model {
         if name == "sources" {
             return Ok(self.trace.sources.len());
         }
-        Table::ALL
-            .into_iter()
-            .find(|t| t.name() == name)
-            .map(|t| t.len(&self.trace))
-            .ok_or_else(|| PyValueError::new_err(format!("no table {name:?}")))
+        Ok(event_table(name)?.len(&self.trace))
     }
 
     /// Runs an opscope command that reports on a trace (`["gpu", "--format", "json"]`)
@@ -75,7 +78,7 @@ impl Model {
     fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {
         let trace = Arc::clone(&self.trace);
         let printed = py
-            .detach(|| opscope::embed::run_on(trace, &args))
+            .detach(|| opscope::embed::run_on(trace, &self.inputs, &args))
             .map_err(|e| error(format!("{e:#}")))?;
         String::from_utf8(printed).map_err(error)
     }
@@ -91,6 +94,7 @@ fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool) -> PyResult<Model> {
         .map_err(|e| error(format!("{e:#}")))?;
     Ok(Model {
         trace: Arc::new(trace),
+        inputs,
     })
 }
 

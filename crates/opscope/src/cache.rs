@@ -151,6 +151,12 @@ pub fn set_code_file(path: PathBuf) {
     let _ = CODE_FILE.set(path);
 }
 
+/// Whether this code runs from a library another program loaded (see
+/// [`set_code_file`]), not from the `opscope` executable.
+pub fn runs_from_a_library() -> bool {
+    CODE_FILE.get().is_some()
+}
+
 fn code_file() -> Option<PathBuf> {
     match CODE_FILE.get() {
         Some(path) => Some(path.clone()),

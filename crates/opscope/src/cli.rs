@@ -81,6 +81,12 @@ pub(crate) fn tfprof_spelling(args: impl IntoIterator<Item = OsString>) -> Vec<O
         .collect()
 }
 
+/// Says that the process exits after its command, so the model a command read need not
+/// be freed (the executable; not a Python process, which goes on).
+pub fn models_die_with_the_process() {
+    crate::load::models_die_with_the_process();
+}
+
 /// Runs the command line `args` (the program's name first) and gives the exit status:
 /// the recorded program's for `record`, 1 for an error, 2 for a usage error.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {

@@ -43,9 +43,10 @@ pub fn flag(command: &str, option: &str) -> String {
 }
 
 /// Runs the command line `args` (no program name, no TRACE: e.g. `["gpu", "--format",
-/// "json"]`) on `trace`, and gives what it printed. Files it is told to write (`flame
-/// -o`, `report -o`) are written.
-pub fn run_on(trace: Arc<Trace>, args: &[String]) -> Result<Vec<u8>> {
+/// "json"]`) on `trace`, loaded from `inputs` (the TRACE arguments the command is told
+/// of, for what it prints of them), and gives what it printed. Files it is told to
+/// write (`flame -o`, `report -o`) are written.
+pub fn run_on(trace: Arc<Trace>, inputs: &[PathBuf], args: &[String]) -> Result<Vec<u8>> {
     let Some(name) = args.first() else {
         bail!("no command given (one of: {})", REPORTS.join(", "));
     };
@@ -55,10 +56,17 @@ pub fn run_on(trace: Arc<Trace>, args: &[String]) -> Result<Vec<u8>> {
             REPORTS.join(", ")
         );
     }
-    // TRACE is required on the command line; the loaded model stands in for it.
+    // TRACE is required on the command line: the inputs are named, and the loaded
+    // model stands in for reading them.
+    let names: Vec<OsString> = if inputs.is_empty() {
+        vec![OsString::from("loaded-trace")]
+    } else {
+        inputs.iter().map(|p| p.clone().into_os_string()).collect()
+    };
     let argv = std::iter::once(OsString::from("opscope"))
         .chain(args.iter().map(OsString::from))
-        .chain([OsString::from("--"), OsString::from("loaded-trace")]);
+        .chain(std::iter::once(OsString::from("--")))
+        .chain(names);
     let cli = match Cli::try_parse_from(cli::tfprof_spelling(argv)) {
         Ok(cli) => cli,
         Err(e) => bail!("{}", e.render().to_string().trim_end()),

@@ -28,21 +28,41 @@ pub struct LoadOptions {
     pub cache: bool,
 }
 
-/// The model a command reports on. Read by the command, it is never freed: the command
-/// reports and the process exits, and the kernel takes its memory back at once, where
-/// freeing it column by column (each large column unmapped on its own) took 0.5-1 ms
-/// of a 20 ms `info` on a 35 MB model. Run on a model loaded before (see
-/// [`crate::embed`]), it is that model, shared.
+/// The model a command reports on: read by the command, or (run on a model loaded
+/// before, see [`crate::embed`]) that model, shared.
 pub enum Loaded {
-    Read(std::mem::ManuallyDrop<Box<Trace>>),
+    Read(Option<Box<Trace>>),
     Shared(Arc<Trace>),
+}
+
+/// Whether models read by commands are left for the process's exit to free: the
+/// executable reports and exits, and the kernel takes the memory back at once, where
+/// freeing it column by column (each large column unmapped on its own) took 0.5-1 ms of
+/// a 20 ms `info` on a 35 MB model. A process that goes on (Python) frees them.
+static MODELS_DIE_WITH_THE_PROCESS: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// Says that this process exits after its command (the executable's `main`).
+pub fn models_die_with_the_process() {
+    MODELS_DIE_WITH_THE_PROCESS.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+impl Drop for Loaded {
+    fn drop(&mut self) {
+        if let Loaded::Read(trace) = self {
+            if MODELS_DIE_WITH_THE_PROCESS.load(std::sync::atomic::Ordering::Relaxed) {
+                std::mem::forget(trace.take());
+            }
+        }
+    }
 }
 
 impl std::ops::Deref for Loaded {
     type Target = Trace;
     fn deref(&self) -> &Trace {
         match self {
-            Loaded::Read(trace) => trace,
+            Loaded::Read(Some(trace)) => trace,
+            Loaded::Read(None) => unreachable!("a read model is taken only when dropped"),
             Loaded::Shared(trace) => trace,
         }
     }
@@ -55,16 +75,17 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with `trace` as the model every [`Inputs::load`] on this thread gives.
+/// Runs `f` with `trace` as the model every [`Inputs::load`] on this thread gives
+/// (the model before it, if any, again after).
 pub fn with_preloaded<R>(trace: Arc<Trace>, f: impl FnOnce() -> R) -> R {
-    struct Reset;
+    struct Reset(Option<Arc<Trace>>);
     impl Drop for Reset {
         fn drop(&mut self) {
-            PRELOADED.with(|p| p.borrow_mut().take());
+            let before = self.0.take();
+            PRELOADED.with(|p| *p.borrow_mut() = before);
         }
     }
-    PRELOADED.with(|p| *p.borrow_mut() = Some(trace));
-    let _reset = Reset;
+    let _reset = Reset(PRELOADED.with(|p| p.borrow_mut().replace(trace)));
     f()
 }
 
@@ -99,9 +120,7 @@ impl Inputs {
         if let Some(trace) = PRELOADED.with(|p| p.borrow().clone()) {
             return Ok(Loaded::Shared(trace));
         }
-        Ok(Loaded::Read(std::mem::ManuallyDrop::new(Box::new(
-            self.load_owned()?,
-        ))))
+        Ok(Loaded::Read(Some(Box::new(self.load_owned()?))))
     }
 
     /// The model, to keep and drop later (a viewer that reloads a live job).

@@ -71,20 +71,25 @@ thread_local! {
     static CAPTURED: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with what commands on this thread write to stdout kept, and gives it.
+/// Runs `f` with what commands on this thread write to stdout kept, and gives it. Text
+/// kept is a program's to show, not a terminal's: its tables keep names whole.
 pub fn capture_stdout<R>(f: impl FnOnce() -> R) -> (R, Vec<u8>) {
-    struct Reset;
+    struct Reset(Option<Vec<u8>>);
     impl Drop for Reset {
         fn drop(&mut self) {
-            CAPTURED.with(|c| c.borrow_mut().take());
+            let before = self.0.take();
+            CAPTURED.with(|c| *c.borrow_mut() = before);
         }
     }
-    CAPTURED.with(|c| *c.borrow_mut() = Some(Vec::new()));
-    let reset = Reset;
+    let reset = Reset(CAPTURED.with(|c| c.borrow_mut().replace(Vec::new())));
     let result = f();
     let captured = CAPTURED.with(|c| c.borrow_mut().take()).unwrap_or_default();
     drop(reset);
     (result, captured)
+}
+
+fn capturing() -> bool {
+    CAPTURED.with(|c| c.borrow().is_some())
 }
 
 /// Runs `write` on a buffered stdout (or what [`capture_stdout`] keeps), or on a new
@@ -94,7 +99,7 @@ pub fn write_to(
     write: impl FnOnce(&mut dyn Write) -> Result<()>,
 ) -> Result<()> {
     match path {
-        None if CAPTURED.with(|c| c.borrow().is_some()) => {
+        None if capturing() => {
             let mut out = Vec::new();
             write(&mut out)?;
             CAPTURED.with(|c| {
@@ -132,7 +137,7 @@ pub fn set_wide(wide: bool) {
 /// set; none with `--wide` (JSON and CSV always keep whole names).
 pub fn text_width() -> Option<usize> {
     use std::io::IsTerminal;
-    if WIDE.load(Ordering::Relaxed) {
+    if WIDE.load(Ordering::Relaxed) || capturing() {
         return None;
     }
     let columns = std::env::var("COLUMNS")

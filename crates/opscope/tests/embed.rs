@@ -28,7 +28,9 @@ fn reports_on_a_loaded_model_are_the_executables() {
     ] {
         let mut args: Vec<String> = command.iter().map(|s| s.to_string()).collect();
         args.extend(["--format".into(), "json".into()]);
-        let embedded = opscope::embed::run_on(Arc::clone(&trace), &args).unwrap();
+        let embedded =
+            opscope::embed::run_on(Arc::clone(&trace), std::slice::from_ref(&ranks), &args)
+                .unwrap();
         let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
         argv.extend(["--no-cache", path]);
         let executable = opscope_ok(&argv).stdout;
@@ -45,14 +47,15 @@ fn reports_on_a_loaded_model_are_the_executables() {
 #[test]
 fn what_cannot_run_on_a_loaded_model_is_refused() {
     let empty = Arc::new(opscope_model::Trace::default());
-    let err = opscope::embed::run_on(Arc::clone(&empty), &["record".into()]).unwrap_err();
+    let err = opscope::embed::run_on(Arc::clone(&empty), &[], &["record".into()]).unwrap_err();
     assert!(
         err.to_string()
             .contains("does not report on a loaded trace"),
         "{err}"
     );
-    let err = opscope::embed::run_on(Arc::clone(&empty), &[]).unwrap_err();
+    let err = opscope::embed::run_on(Arc::clone(&empty), &[], &[]).unwrap_err();
     assert!(err.to_string().contains("no command given"), "{err}");
-    let err = opscope::embed::run_on(empty, &["gpu".into(), "--no-such-flag".into()]).unwrap_err();
+    let err =
+        opscope::embed::run_on(empty, &[], &["gpu".into(), "--no-such-flag".into()]).unwrap_err();
     assert!(err.to_string().contains("--no-such-flag"), "{err}");
 }

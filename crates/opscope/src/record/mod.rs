@@ -127,7 +127,11 @@ pub fn run(options: &Options) -> Result<u8> {
         command.env(name, value);
     }
 
-    signals::become_subreaper();
+    // One recording at a time in a process (the Python module can be asked for two):
+    // the signal forwarding and the subreaper flag are the process's.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _subreaper = signals::become_subreaper();
     let mut child = command
         .spawn()
         .with_context(|| format!("cannot run {}", program.to_string_lossy()))?;
@@ -280,6 +284,13 @@ pub fn find_library() -> Result<PathBuf> {
             bail!("{LIBRARY_ENV}={}: no such file", path.display());
         }
         return Ok(path.canonicalize()?);
+    }
+    // Run from the Python module, the executable is the interpreter: what lies beside
+    // it is not this build's.
+    if crate::cache::runs_from_a_library() {
+        if let Some(library) = embedded::library() {
+            return library;
+        }
     }
     let exe = std::env::current_exe().context("cannot locate the opscope executable")?;
     let dir = exe

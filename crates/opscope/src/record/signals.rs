@@ -22,29 +22,36 @@ extern "C" fn forward(signal: libc::c_int) {
     }
 }
 
-/// Restores the dispositions it replaced when dropped (those of the Python
-/// interpreter, when the command line runs inside one).
+/// Restores the actions it replaced when dropped: whole, flags included (those of the
+/// Python interpreter, when the command line runs inside one).
 pub struct Forwarding {
-    replaced: Vec<(libc::c_int, libc::sighandler_t)>,
+    replaced: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+/// Installs `handler` (a function or SIG_IGN) for `signal`; the action it replaced.
+fn replace(signal: libc::c_int, handler: libc::sighandler_t) -> Option<libc::sigaction> {
+    // SAFETY: sigaction structs are plain data, zero is a valid empty one; the handler
+    // installed is `forward` (which only calls kill, async-signal-safe) or SIG_IGN.
+    unsafe {
+        let mut new: libc::sigaction = std::mem::zeroed();
+        new.sa_sigaction = handler;
+        new.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut new.sa_mask);
+        let mut old: libc::sigaction = std::mem::zeroed();
+        (libc::sigaction(signal, &new, &mut old) == 0).then_some(old)
+    }
 }
 
 /// Passes termination signals on to `child` until the returned guard is dropped.
 pub fn forward_to(child: i32) -> Forwarding {
     CHILD.store(child, Ordering::Relaxed);
-    // SAFETY: installing a handler that only calls kill (async-signal-safe), and
-    // ignoring signals; both with plain `signal` dispositions.
+    let forward = forward as extern "C" fn(libc::c_int) as libc::sighandler_t;
     let mut replaced = Vec::new();
-    unsafe {
-        for s in FORWARDED {
-            let old = libc::signal(
-                s,
-                forward as extern "C" fn(libc::c_int) as libc::sighandler_t,
-            );
-            replaced.push((s, old));
-        }
-        for s in LEFT_TO_THE_PROGRAM {
-            replaced.push((s, libc::signal(s, libc::SIG_IGN)));
-        }
+    for s in FORWARDED {
+        replaced.extend(replace(s, forward).map(|old| (s, old)));
+    }
+    for s in LEFT_TO_THE_PROGRAM {
+        replaced.extend(replace(s, libc::SIG_IGN).map(|old| (s, old)));
     }
     Forwarding { replaced }
 }
@@ -52,21 +59,41 @@ pub fn forward_to(child: i32) -> Forwarding {
 impl Drop for Forwarding {
     fn drop(&mut self) {
         CHILD.store(0, Ordering::Relaxed);
-        // SAFETY: putting back the dispositions `signal` gave when replaced (SIG_ERR,
-        // for a failed replacement, is never put back).
-        unsafe {
-            for &(s, old) in &self.replaced {
-                if old != libc::SIG_ERR {
-                    libc::signal(s, old);
-                }
-            }
+        for (s, old) in &self.replaced {
+            // SAFETY: putting back an action sigaction itself gave.
+            unsafe { libc::sigaction(*s, old, std::ptr::null_mut()) };
         }
     }
 }
 
+/// Puts back whether this process reaped its orphaned descendants when dropped.
+pub struct Subreaper {
+    was: libc::c_int,
+}
+
 /// Makes opscope the reaper of the program's orphans, so processes whose parent exited
-/// early (daemonised workers) stay in the tree the sampler follows.
-pub fn become_subreaper() {
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER only sets a flag on this process.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+/// early (daemonised workers) stay in the tree the sampler follows; until the guard
+/// is dropped (a Python process running `record` goes back to what it was).
+pub fn become_subreaper() -> Subreaper {
+    let mut was: libc::c_int = 0;
+    // SAFETY: prctl with PR_GET/SET_CHILD_SUBREAPER reads into a c_int we own or sets
+    // a flag on this process.
+    unsafe {
+        libc::prctl(
+            libc::PR_GET_CHILD_SUBREAPER,
+            &mut was as *mut libc::c_int,
+            0,
+            0,
+            0,
+        );
+        libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+    }
+    Subreaper { was }
+}
+
+impl Drop for Subreaper {
+    fn drop(&mut self) {
+        // SAFETY: as in `become_subreaper`.
+        unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, self.was, 0, 0, 0) };
+    }
 }
