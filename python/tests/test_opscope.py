@@ -315,3 +315,23 @@ def test_options_are_passed_as_one_word(tmp_path):
     assert opscope.gpu(t, exclude_last_step=numpy.bool_(True)).equals(opscope.gpu(t, exclude_last_step=True))
     with pytest.raises(ValueError, match="name a command"):
         t.run("")
+
+
+def test_ctrl_c_interrupts_a_load(tmp_path):
+    """A load that cannot end (a named pipe nobody writes) is interrupted by Ctrl-C as
+    any Python call is, in a process of its own."""
+    fifo = tmp_path / "never.json"
+    os.mkfifo(fifo)
+    script = (
+        "import os, signal, sys, threading, opscope\n"
+        "threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+        "try:\n"
+        "    opscope.load(sys.argv[1], cache=False)\n"
+        "except KeyboardInterrupt:\n"
+        "    print('interrupted', flush=True)\n"
+        "    os._exit(0)\n"
+        "os._exit(1)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", script, str(fifo)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.stdout.strip() == "interrupted", run.stderr

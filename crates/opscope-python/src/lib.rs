@@ -25,6 +25,40 @@ fn error(e: impl std::fmt::Display) -> PyErr {
     Error::new_err(e.to_string())
 }
 
+/// Runs `work` on a thread of its own while this one waits without the GIL, looking
+/// for Python's signals every 100 ms: Ctrl-C in a notebook interrupts a long load at
+/// once (as `KeyboardInterrupt`), where the Rust side has nowhere to notice it. The
+/// work itself cannot be stopped: it goes on to its end and its result is dropped.
+fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (done, result) = channel();
+    std::thread::Builder::new()
+        .name("opscope".into())
+        .spawn(move || {
+            let _ = done.send(work());
+        })
+        .map_err(error)?;
+    let mut result = result;
+    loop {
+        // The receiver goes into the wait and comes back with what it got.
+        let (got, back) = py.detach(move || {
+            let got = result.recv_timeout(std::time::Duration::from_millis(100));
+            (got, result)
+        });
+        result = back;
+        match got {
+            Ok(value) => return Ok(value),
+            Err(RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(error("opscope's work ended without an answer (a panic?)"))
+            }
+        }
+    }
+}
+
 /// The event table called `name`.
 fn event_table(name: &str) -> PyResult<Table> {
     Table::ALL
@@ -77,8 +111,8 @@ impl Model {
     /// on this model, and gives what it printed.
     fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {
         let trace = Arc::clone(&self.trace);
-        let printed = py
-            .detach(|| opscope::embed::run_on(trace, &self.inputs, &args))
+        let inputs = self.inputs.clone();
+        let printed = interruptible(py, move || opscope::embed::run_on(trace, &inputs, &args))?
             .map_err(|e| error(format!("{e:#}")))?;
         String::from_utf8(printed).map_err(error)
     }
@@ -89,8 +123,8 @@ impl Model {
 #[pyfunction]
 #[pyo3(signature = (inputs, cache = true))]
 fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool) -> PyResult<Model> {
-    let trace = py
-        .detach(|| opscope::embed::load(&inputs, cache))
+    let reading = inputs.clone();
+    let trace = interruptible(py, move || opscope::embed::load(&reading, cache))?
         .map_err(|e| error(format!("{e:#}")))?;
     Ok(Model {
         trace: Arc::new(trace),
