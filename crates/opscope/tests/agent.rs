@@ -473,9 +473,10 @@ fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
 fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
     let dir = scratch_dir("agent-stuck-client");
     let program = compile_itt_program(&dir, "itt_steps");
-    let agent = Agent::start(&dir, &["--memory", "8MiB"]);
+    let agent = Agent::start(&dir, &["--memory", "4MiB"]);
     let session = dir.join("session");
-    // 4 M tasks: some 13 MB of chunks, more than the flight recorder may keep.
+    // 4 M tasks: 7-13 MB of chunks (timestamps' deltas, and so the bytes, vary with the
+    // machine's load), more than the flight recorder may keep.
     let run = agent.record_until("busy", &session, &program, &["200", "20000", "5"], 10_000);
     // Ask for a dump and never read it; the agent's answer fills the socket.
     let mut stuck = UnixStream::connect(&agent.socket).unwrap();
@@ -512,7 +513,7 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
         job(top, "busy").is_some_and(|j| j["processes"][0]["connected"] == false)
     });
     assert!(
-        top["agent"]["flight_bytes"].as_u64().unwrap() <= 8 << 20,
+        top["agent"]["flight_bytes"].as_u64().unwrap() <= 4 << 20,
         "{top:#}"
     );
     assert!(
