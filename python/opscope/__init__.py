@@ -128,13 +128,12 @@ def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
 def _flags(command: str, options: dict[str, Any]) -> list[str]:
     argv: list[str] = []
     for name, value in options.items():
-        # numpy's booleans too: a flag is given or left out, never given a value.
-        if value is None or (hasattr(value, "dtype") and value.dtype.kind == "b" and not value):
-            continue
-        if value is False:
+        if getattr(value, "dtype", None) is not None and value.dtype.kind == "b":
+            value = bool(value)  # numpy's booleans are flags too
+        if value is None or value is False:
             continue
         flag = _opscope.flag(command, name)
-        if value is True or (hasattr(value, "dtype") and value.dtype.kind == "b"):
+        if value is True:
             argv.append(flag)
         elif isinstance(value, (list, tuple)):
             argv.append(f"{flag}={','.join(str(v) for v in value)}")
