@@ -3,7 +3,11 @@
 //! nested). The fuzz targets hold importers to it, and a model read back from the cache
 //! is refused unless it passes, so that no saved file can make an analysis panic.
 
+use crate::args::BagChecker;
 use crate::{StrId, Trace, TrackId, TrackKind, NONE};
+
+/// Rows from which a table's rows are checked on two threads.
+const PARALLEL_ROWS: usize = 1 << 20;
 
 /// Returns early with a message when a condition fails.
 macro_rules! ensure {
@@ -19,10 +23,11 @@ impl Trace {
     pub fn check(&self) -> Result<(), String> {
         let n_strings = self.strings.len();
         let str_ok = |id: StrId| (id.0 as usize) < n_strings;
-        self.check_dimensions(n_strings)?;
+        let bags = self.args.checker(n_strings);
+        self.check_dimensions(n_strings, &bags)?;
         self.args.check(n_strings)?;
         self.check_indexes()?;
-        self.check_slices(n_strings)?;
+        self.check_slices(n_strings, &bags)?;
 
         let n_slices = self.slices.len();
         let n_tracks = self.tracks.len();
@@ -47,10 +52,7 @@ impl Trace {
                 str_ok(inst.name[i]) && str_ok(inst.category[i]),
                 "instant {i}: string ids"
             );
-            ensure!(
-                self.args.check_bag(inst.args[i], n_strings),
-                "instant {i}: args"
-            );
+            ensure!(bags.bag_ok(inst.args[i]), "instant {i}: args");
         }
         let c = &self.counters;
         ensure!(c.columns_agree(), "counter columns differ in length");
@@ -63,17 +65,14 @@ impl Trace {
         Ok(())
     }
 
-    fn check_dimensions(&self, n_strings: usize) -> Result<(), String> {
+    fn check_dimensions(&self, n_strings: usize, bags: &BagChecker) -> Result<(), String> {
         let str_ok = |id: StrId| (id.0 as usize) < n_strings;
         for (i, s) in self.sources.iter().enumerate() {
             ensure!(
                 (s.clock.0 as usize) < self.clocks.len(),
                 "source {i}: clock"
             );
-            ensure!(
-                self.args.check_bag(s.metadata, n_strings),
-                "source {i}: metadata args"
-            );
+            ensure!(bags.bag_ok(s.metadata), "source {i}: metadata args");
             ensure!(s.host.is_none_or(str_ok), "source {i}: host");
         }
         for (i, c) in self.clocks.iter().enumerate() {
@@ -125,44 +124,26 @@ impl Trace {
         Ok(())
     }
 
-    fn check_slices(&self, n_strings: usize) -> Result<(), String> {
-        let str_ok = |id: StrId| (id.0 as usize) < n_strings;
+    fn check_slices(&self, n_strings: usize, bags: &BagChecker) -> Result<(), String> {
         let s = &self.slices;
         let n = s.len();
         ensure!(s.columns_agree(), "slice columns differ in length");
         let n_tracks = self.tracks.len();
-        for i in 0..n {
-            ensure!(
-                (s.track[i] as usize) < n_tracks,
-                "slice {i}: track {} of {n_tracks}",
-                s.track[i]
-            );
-            ensure!(s.dur[i] >= 0, "slice {i}: negative duration {}", s.dur[i]);
-            ensure!(
-                str_ok(s.name[i]) && str_ok(s.category[i]),
-                "slice {i}: string ids"
-            );
-            ensure!(self.args.check_bag(s.args[i], n_strings), "slice {i}: args");
-            if i > 0 {
-                let key = |j: usize| (s.track[j], s.ts[j], std::cmp::Reverse(s.dur[j]));
-                ensure!(
-                    key(i - 1) <= key(i),
-                    "slice {i}: not sorted by track and time"
-                );
-            }
-            let parent = s.parent[i];
-            if parent != NONE {
-                let p = parent as usize;
-                ensure!(p < i, "slice {i}: parent {p} does not precede it");
-                ensure!(
-                    s.track[p] == s.track[i],
-                    "slice {i}: parent on another track"
-                );
-                ensure!(
-                    s.ts[p] <= s.ts[i] && s.end(i) <= s.end(p),
-                    "slice {i}: outside its parent {p}"
-                );
-            }
+        // The rows are checked apart from each other: a large table in two halves, on
+        // two threads (reading back a 2 GiB trace's model checks 8 M slices).
+        if n >= PARALLEL_ROWS {
+            let half = n / 2;
+            let (first, second) = std::thread::scope(|scope| {
+                let second = scope.spawn(|| self.check_slice_rows(half..n, n_strings, bags));
+                (
+                    self.check_slice_rows(0..half, n_strings, bags),
+                    second.join(),
+                )
+            });
+            first?;
+            second.map_err(|_| "slice check failed".to_string())??;
+        } else {
+            self.check_slice_rows(0..n, n_strings, bags)?;
         }
         for t in 0..n_tracks {
             let range = self.track_slices(TrackId(t as u32));
@@ -184,6 +165,52 @@ impl Trace {
                         "slice {i}: overlaps its parent"
                     );
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks of each slice row in `rows` on its own.
+    fn check_slice_rows(
+        &self,
+        rows: std::ops::Range<usize>,
+        n_strings: usize,
+        bags: &BagChecker,
+    ) -> Result<(), String> {
+        let str_ok = |id: StrId| (id.0 as usize) < n_strings;
+        let s = &self.slices;
+        let n_tracks = self.tracks.len();
+        for i in rows {
+            ensure!(
+                (s.track[i] as usize) < n_tracks,
+                "slice {i}: track {} of {n_tracks}",
+                s.track[i]
+            );
+            ensure!(s.dur[i] >= 0, "slice {i}: negative duration {}", s.dur[i]);
+            ensure!(
+                str_ok(s.name[i]) && str_ok(s.category[i]),
+                "slice {i}: string ids"
+            );
+            ensure!(bags.bag_ok(s.args[i]), "slice {i}: args");
+            if i > 0 {
+                let key = |j: usize| (s.track[j], s.ts[j], std::cmp::Reverse(s.dur[j]));
+                ensure!(
+                    key(i - 1) <= key(i),
+                    "slice {i}: not sorted by track and time"
+                );
+            }
+            let parent = s.parent[i];
+            if parent != NONE {
+                let p = parent as usize;
+                ensure!(p < i, "slice {i}: parent {p} does not precede it");
+                ensure!(
+                    s.track[p] == s.track[i],
+                    "slice {i}: parent on another track"
+                );
+                ensure!(
+                    s.ts[p] <= s.ts[i] && s.end(i) <= s.end(p),
+                    "slice {i}: outside its parent {p}"
+                );
             }
         }
         Ok(())

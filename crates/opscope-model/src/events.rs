@@ -25,8 +25,12 @@ macro_rules! columns {
         $(#[$meta])*
         #[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
         pub struct $table {
-            $(#[$first_meta])* $first_vis $first: Vec<$first_ty>,
-            $($(#[$col_meta])* $col_vis $col: Vec<$col_ty>,)*
+            $(#[$first_meta])*
+            #[serde(with = "crate::packed::column")]
+            $first_vis $first: Vec<$first_ty>,
+            $($(#[$col_meta])*
+            #[serde(with = "crate::packed::column")]
+            $col_vis $col: Vec<$col_ty>,)*
         }
 
         impl $table {

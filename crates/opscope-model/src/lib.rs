@@ -9,6 +9,7 @@ pub mod clock;
 pub mod dims;
 pub mod events;
 pub mod kind;
+mod packed;
 pub mod repair;
 pub mod strings;
 pub mod trace;

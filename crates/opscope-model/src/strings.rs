@@ -119,14 +119,15 @@ impl StringTable {
 /// Saved as the string bytes and their end offsets; the hash index is rebuilt on load.
 impl serde::Serialize for StringTable {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (&self.bytes, &self.ends).serialize(serializer)
+        (&self.bytes, crate::packed::PackedRef(&self.ends)).serialize(serializer)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for StringTable {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        let (bytes, ends): (String, Vec<u32>) = serde::Deserialize::deserialize(deserializer)?;
+        let (bytes, crate::packed::PackedVec(ends)): (String, crate::packed::PackedVec<u32>) =
+            serde::Deserialize::deserialize(deserializer)?;
         let mut table = StringTable::default();
         let mut start = 0usize;
         for (i, &end) in ends.iter().enumerate() {

@@ -19,7 +19,7 @@ use opscope_model::Trace;
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
 /// build identity (it is part of every key, with the binary's own size and times).
-const FORMAT_VERSION: u32 = 3;
+const FORMAT_VERSION: u32 = 4;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
 /// After the payload: its length (u64) and CRC-32 (u32), little-endian.
@@ -32,10 +32,11 @@ pub const MIN_INPUT_BYTES: u64 = 1 << 20;
 const MAX_TOTAL_BYTES: u64 = 2 << 30;
 
 /// Models that parsed faster than this per byte of model are not saved. Writing an
-/// entry costs about 3 ns per byte and reading it back 1.3 ns here, so an entry pays
-/// back on its first read only for inputs slow to parse: JSON takes 15–20 ns per byte
-/// of the model it makes, while a CTF trace's binary events take about 2 (its 200 MB
-/// model would cost 0.6 s to save, against 0.35 s to parse).
+/// entry costs about 2 ns per byte and reading it back 0.5 ns here (a 2 GiB trace's
+/// 427 MB entry: 0.9 s and 0.22 s), so an entry pays back on its first read only for
+/// inputs slow to parse: JSON takes 10–20 ns per byte of the model it makes, while a
+/// CTF trace's binary events take about 2 (its 200 MB model would cost 0.4 s to save,
+/// against 0.35 s to parse).
 const MIN_PARSE_NS_PER_MODEL_BYTE: u128 = 5;
 
 /// Entries being written that are older than this were left by a command that died.
