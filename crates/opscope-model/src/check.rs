@@ -134,11 +134,15 @@ impl Trace {
         if n >= PARALLEL_ROWS {
             let half = n / 2;
             let (first, second) = std::thread::scope(|scope| {
-                let second = scope.spawn(|| self.check_slice_rows(half..n, n_strings, bags));
-                (
-                    self.check_slice_rows(0..half, n_strings, bags),
-                    second.join(),
-                )
+                let second = std::thread::Builder::new()
+                    .spawn_scoped(scope, || self.check_slice_rows(half..n, n_strings, bags));
+                let first = self.check_slice_rows(0..half, n_strings, bags);
+                let second = match second {
+                    Ok(thread) => thread.join(),
+                    // No thread to be had (a process limit): the second half here.
+                    Err(_) => Ok(self.check_slice_rows(half..n, n_strings, bags)),
+                };
+                (first, second)
             });
             first?;
             second.map_err(|_| "slice check failed".to_string())??;

@@ -277,9 +277,10 @@ const PARALLEL_ROWS: usize = 64 * 1024;
 /// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum InstantScope {
-    Thread,
-    Process,
-    Global,
+    // The codes are the saved form (see `packed`).
+    Thread = 0,
+    Process = 1,
+    Global = 2,
 }
 
 columns! {
