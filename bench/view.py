@@ -49,14 +49,19 @@ PIXELS = 2000
 
 
 def two_gb_trace(shared: Path) -> Path:
-    """The 2 GB synthetic Kineto trace the other benchmarks share, made once into the
+    """The 2 GB synthetic Kineto trace the other benchmarks share."""
+    return synthetic_trace(shared, 2.0)
+
+
+def synthetic_trace(shared: Path, size_gb: float) -> Path:
+    """A synthetic Kineto trace of SIZE_GB (see make_trace), made once into the
     benchmarks' cache (OPSCOPE_BENCH_CACHE, else ~/.cache/opscope-bench)."""
     cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
-    big = cache / "view-2g.json"
+    big = cache / f"view-{size_gb:g}g.json"
     if not big.exists():
         print(f"making {big}…", file=sys.stderr)
         cache.mkdir(parents=True, exist_ok=True)
-        make_trace(shared, 2.0, big)
+        make_trace(shared, size_gb, big)
     return big
 
 

@@ -45,8 +45,10 @@ answering where the GPU time goes and which ops take it.
   babeltrace2  `babeltrace2 DIR -c sink.utils.counter --params=step=+0`
   on the CTF that `opscope convert FILE -o DIR --to ctf` writes (untimed, into a
   temporary folder, with the --opscope binary) from each of the two largest shared
-  Kineto traces (CTF_OWN below): slice begins and ends with typed args, instants and
-  counter samples. Events and rates are counted as in --task ctf.
+  Kineto traces (CTF_OWN below) and from bench/view.py's synthetic Kineto trace at
+  0.25 GB (about 2 M CTF events; made once into ~/.cache/opscope-bench): slice begins
+  and ends with typed args, instants and counter samples. Events and rates are counted
+  as in --task ctf.
 
 --task xplane: importing an XSpace protobuf (*.xplane.pb), as TensorFlow, JAX and
 PyTorch/XLA profilers write them.
@@ -91,6 +93,7 @@ import re
 import shlex
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -122,6 +125,9 @@ CTF_OWN = [
     "kineto/hta/mtia_trace_single_rank/mtia_rank_0.json.gz",
     "kineto/hta/df_index_resolver/df_index_resolver.json.gz",
 ]
+# And a larger one, where reading outweighs starting a process: bench/view.py's
+# synthetic Kineto trace (ns_resolution_trace replicated) at this many GB of JSON.
+CTF_OWN_SYNTHETIC_GB = 0.25
 
 TASKS = {
     "info": ("opscope", "json.load", "HTA"),
@@ -615,9 +621,19 @@ def bench_ctf(args: argparse.Namespace) -> dict:
 def bench_ctf_own(args: argparse.Namespace) -> dict:
     """--task ctf-own: the CTF opscope writes from each CTF_OWN trace, read by both."""
     output = {}
+    sources = [(name, args.shared / "traces" / name) for name in CTF_OWN]
+    # Made in a process of its own: building it here would leave this process large,
+    # and every tool spawned after slower to start and heavier in its peak RSS.
+    make = (
+        f"import sys; sys.path.insert(0, {str(REPO / 'bench')!r}); from pathlib import Path; "
+        f"from view import synthetic_trace; "
+        f"print(synthetic_trace(Path({str(args.shared)!r}), {CTF_OWN_SYNTHETIC_GB}))"
+    )
+    made = subprocess.run([sys.executable, "-c", make], check=True, capture_output=True, text=True)
+    synthetic = Path(made.stdout.strip().splitlines()[-1])
+    sources.append((f"synthetic Kineto trace, {CTF_OWN_SYNTHETIC_GB:g} GB of JSON ({synthetic})", synthetic))
     with tempfile.TemporaryDirectory(prefix="opscope-bench-ctf-") as folder:
-        for name in CTF_OWN:
-            source = args.shared / "traces" / name
+        for name, source in sources:
             trace_dir = Path(folder) / (Path(name).name.split(".")[0] + ".ctf")
             measure([str(args.opscope), "convert", "--quiet", str(source), "-o", str(trace_dir), "--to", "ctf"])
             size = sum(f.stat().st_size for f in trace_dir.rglob("*") if f.is_file())
