@@ -17,6 +17,19 @@ fuzz_target!(|data: &[u8]| {
         return;
     }
     let _ = trace.time_span();
+    // What analyses do with a model that passed: every bag's values read, every
+    // string id among them resolved.
+    let resolve = |args| {
+        for (key, value) in trace.args.get(args) {
+            let _ = trace.str(key);
+            if let opscope_model::ArgValue::Str(s) | opscope_model::ArgValue::Json(s) = value {
+                let _ = trace.str(s);
+            }
+        }
+    };
+    trace.slices.args.iter().for_each(|&a| resolve(a));
+    trace.instants.args.iter().for_each(|&a| resolve(a));
+    trace.sources.iter().for_each(|s| resolve(s.metadata));
     let saved = postcard::to_stdvec(&trace).expect("a model read back saves");
     let again: Trace = postcard::from_bytes(&saved).expect("a saved model reads back");
     again.check().expect("a saved model keeps the invariants");
