@@ -470,39 +470,54 @@ mod tests {
         }
     }
 
+    /// A seeded xorshift generator: the same values on every run.
+    fn xorshift(mut state: u64) -> impl FnMut() -> u64 {
+        move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        }
+    }
+
+    /// A bag of fewer than `max_len` entries of every kind, keys below `keys`, string
+    /// ids below 2^(64 - `string_shift`).
+    fn random_bag(
+        next: &mut impl FnMut() -> u64,
+        max_len: u64,
+        keys: u64,
+        string_shift: u32,
+    ) -> Vec<(StrId, ArgValue)> {
+        let n = next() % max_len;
+        (0..n)
+            .map(|_| {
+                let v = next();
+                let value = match v % 8 {
+                    0 => ArgValue::Null,
+                    1 => ArgValue::Bool(v & 8 == 0),
+                    2 => ArgValue::Int(v as i64 >> (v % 60)),
+                    3 => ArgValue::UInt(v >> (v % 64)),
+                    4 => ArgValue::Float(v as f64 / 3.0),
+                    5 => ArgValue::Str(StrId((v >> string_shift) as u32)),
+                    6 => ArgValue::Json(StrId((v >> (string_shift + 10).min(63)) as u32)),
+                    _ => ArgValue::Int(-((v >> 20) as i64)),
+                };
+                (StrId((next() % keys) as u32), value)
+            })
+            .collect()
+    }
+
     /// A whole bag written at once is the bag a writer makes: same bytes, same id, same
     /// shapes, over many shapes (more than fit the one-byte shape number) and values
     /// of every kind.
     #[test]
     fn bags_pushed_whole_equal_bags_written_entry_by_entry() {
         let (mut whole, mut by_entry) = (Args::default(), Args::default());
-        let mut state = 0x2545_F491_4F6C_DD1Du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x2545_F491_4F6C_DD1Du64);
         for _ in 0..5000 {
-            let n = (next() % 5) as usize;
-            let entries: Vec<(StrId, ArgValue)> = (0..n)
-                .map(|_| {
-                    let v = next();
-                    let value = match v % 8 {
-                        0 => ArgValue::Null,
-                        1 => ArgValue::Bool(v & 8 == 0),
-                        2 => ArgValue::Int(v as i64 >> (v % 60)),
-                        3 => ArgValue::UInt(v >> (v % 64)),
-                        4 => ArgValue::Float(v as f64 / 3.0),
-                        5 => ArgValue::Str(StrId((v >> 40) as u32)),
-                        6 => ArgValue::Json(StrId((v >> 50) as u32)),
-                        _ => ArgValue::Int(-((v >> 20) as i64)),
-                    };
-                    // Keys from a small set, so that shapes repeat and also number
-                    // in the hundreds.
-                    (StrId((next() % 12) as u32), value)
-                })
-                .collect();
+            // Keys from a small set, so that shapes repeat and also number in the
+            // hundreds.
+            let entries = random_bag(&mut next, 5, 12, 40);
             let a = whole.push_bag(&entries);
             let mut w = by_entry.writer();
             for &(k, v) in &entries {
@@ -520,31 +535,12 @@ mod tests {
     /// it whole would: on bags as written and on the same bytes damaged at random.
     #[test]
     fn the_bag_checker_agrees_with_decoding_every_value() {
-        let mut state = 0x9E37_79B9_7F4A_7C15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut args = Args::default();
         let mut ids = Vec::new();
         for _ in 0..3000 {
-            let n = (next() % 6) as usize;
-            let entries: Vec<(StrId, ArgValue)> = (0..n)
-                .map(|_| {
-                    let v = next();
-                    let value = match v % 6 {
-                        0 => ArgValue::Bool(v & 8 == 0),
-                        1 => ArgValue::Int(v as i64 >> (v % 60)),
-                        2 => ArgValue::Float(v as f64),
-                        3 => ArgValue::Str(StrId((v >> 54) as u32)),
-                        4 => ArgValue::Json(StrId((v >> 54) as u32)),
-                        _ => ArgValue::UInt(v),
-                    };
-                    (StrId((next() % 5) as u32), value)
-                })
-                .collect();
+            // String ids up to 2^10, against tables of 3 to 2^10 strings.
+            let entries = random_bag(&mut next, 6, 5, 54);
             ids.push(args.push_bag(&entries));
         }
         ids.extend([
