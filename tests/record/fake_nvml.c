@@ -2,7 +2,11 @@
  * GPU: two devices with fixed readings. The types are laid out as nvml.h declares them
  * (nvmlUtilization_t: two unsigned ints; nvmlMemory_t: total, free, used as unsigned
  * long long), independently of opscope's Rust declarations; 0 is NVML_SUCCESS and 2
- * NVML_ERROR_INVALID_ARGUMENT. */
+ * NVML_ERROR_INVALID_ARGUMENT. The compute processes on each device come from a file
+ * (see nvmlDeviceGetComputeRunningProcesses_v3). */
+#include <stdio.h>
+#include <stdlib.h>
+
 typedef struct {
     unsigned int gpu;
     unsigned int memory;
@@ -44,5 +48,47 @@ int nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
     memory->total = 1ULL << 34;
     memory->used = device->index ? 987654321ULL : 123456789ULL;
     memory->free = memory->total - memory->used;
+    return 0;
+}
+
+/* nvmlProcessInfo_v2_t, which nvmlDeviceGetComputeRunningProcesses_v3 fills. */
+typedef struct {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlProcessInfo_t;
+
+/* The compute processes of a device: the lines "DEVICE PID BYTES" (BYTES "-" for
+ * NVML_VALUE_NOT_AVAILABLE) of the file FAKE_NVML_PROCESSES names, read at each call;
+ * none without it. As NVML does, a count too small for the list gets
+ * NVML_ERROR_INSUFFICIENT_SIZE (7) with the count needed. */
+int nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *count,
+                                            nvmlProcessInfo_t *infos) {
+    const char *path = getenv("FAKE_NVML_PROCESSES");
+    nvmlProcessInfo_t found[1024];
+    unsigned int n = 0;
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (f) {
+        unsigned int index, pid;
+        char bytes[32];
+        while (n < 1024 && fscanf(f, "%u %u %31s", &index, &pid, bytes) == 3) {
+            if (index != device->index)
+                continue;
+            found[n].pid = pid;
+            found[n].usedGpuMemory = bytes[0] == '-' ? ~0ULL : strtoull(bytes, NULL, 10);
+            found[n].gpuInstanceId = ~0U;
+            found[n].computeInstanceId = ~0U;
+            n++;
+        }
+        fclose(f);
+    }
+    if (*count < n) {
+        *count = n;
+        return 7;
+    }
+    for (unsigned int i = 0; i < n; i++)
+        infos[i] = found[i];
+    *count = n;
     return 0;
 }

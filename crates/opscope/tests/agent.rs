@@ -844,6 +844,70 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
     assert!(!stolen.join(".opscope").exists());
 }
 
+/// The GPUs a job uses: each process NVML lists among a device's compute processes is
+/// charged to its job with its memory there; processes of no job are not.
+#[test]
+fn a_jobs_processes_on_the_gpus_are_charged_to_it() {
+    let dir = scratch_dir("agent-gpu-users");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let lib_dir = dir.join("lib");
+    common::compile_c(
+        "fake_nvml.c",
+        &lib_dir.join("libnvidia-ml.so.1"),
+        &["-shared", "-fPIC"],
+    );
+    let users = dir.join("gpu-users");
+    std::fs::write(&users, "").unwrap();
+    let agent = Agent::start_with(
+        &dir.join("agent.sock"),
+        &[],
+        &[
+            ("LD_LIBRARY_PATH", &lib_dir),
+            ("FAKE_NVML_PROCESSES", &users),
+        ],
+    );
+    // 60 steps of about 100 ms: 6 s of run.
+    let session = dir.join("session");
+    let mut run = agent.record_until("on-gpu", &session, &program, &["60", "20", "100"], 10);
+    let top = agent.top();
+    let j = job(&top, "on-gpu").unwrap();
+    assert_eq!(
+        j["gpus"],
+        serde_json::json!([]),
+        "before NVML lists it: {j:#}"
+    );
+    let pid = j["processes"][0]["pid"].as_u64().unwrap();
+    // The job's process on GPU 1 with 555,555,555 bytes and on GPU 0 with no figure,
+    // beside 70 processes of no job on GPU 0 (more than NVML's first call has room
+    // for).
+    let mut lines = format!("1 {pid} 555555555\n0 {pid} -\n");
+    for other in 0..70 {
+        lines += &format!("0 {} 1000\n", 4_000_000 + other);
+    }
+    std::fs::write(&users, lines).unwrap();
+    let top = agent.top_until(Duration::from_secs(5), |top| {
+        job(top, "on-gpu").is_some_and(|j| j["gpu_memory_bytes"] == 555_555_555u64)
+    });
+    let j = job(&top, "on-gpu").unwrap();
+    assert_eq!(j["gpus"], serde_json::json!([0, 1]));
+    assert_eq!(
+        j["processes"][0]["gpus"],
+        serde_json::json!([
+            {"index": 0, "memory_bytes": null},
+            {"index": 1, "memory_bytes": 555_555_555u64},
+        ])
+    );
+    let out = agent.opscope(&["top", "--once"]);
+    assert_ok(&out, "top --once");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    let memory = format!("{:.2} MiB", 555_555_555.0 / (1u64 << 20) as f64);
+    for shown in [format!("GPUs 0,1: {memory}"), format!("0: ?, 1: {memory}")] {
+        assert!(screen.contains(&shown), "{shown:?} not in: {screen}");
+    }
+    let _ = run.kill();
+    let _ = run.wait();
+}
+
 #[test]
 fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
     let dir = scratch_dir("agent-default-socket");

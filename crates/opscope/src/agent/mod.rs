@@ -14,6 +14,7 @@ pub mod snapshot;
 mod state;
 pub mod triggers;
 
+use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -410,6 +411,19 @@ fn sample_loop(shared: &Shared) {
         }
         let mut fired = Vec::new();
         {
+            // Which process uses which GPU: NVML lists each device's compute processes
+            // by pid, and a job's processes are known by pid from their sockets.
+            let mut users: HashMap<u32, Vec<snapshot::GpuUse>> = HashMap::new();
+            if let Some(nvml) = &nvml {
+                for (index, device) in nvml.users().into_iter().enumerate() {
+                    for user in device {
+                        users.entry(user.pid).or_default().push(snapshot::GpuUse {
+                            index,
+                            memory_bytes: user.memory_bytes,
+                        });
+                    }
+                }
+            }
             let gpus: Vec<snapshot::GpuState> = nvml.as_ref().map_or_else(Vec::new, |nvml| {
                 nvml.read()
                     .into_iter()
@@ -435,6 +449,7 @@ fn sample_loop(shared: &Shared) {
                         p.cpu.sample(now, stat.ticks, ticks_per_s);
                         p.rss_bytes = stat.rss_pages * page;
                     }
+                    p.gpus = users.get(&p.pid).cloned().unwrap_or_default();
                 }
                 for trigger in &shared.options.triggers {
                     if let Some(reason) =

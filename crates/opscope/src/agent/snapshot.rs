@@ -54,6 +54,10 @@ pub struct JobState {
     pub chunks_lost: u64,
     pub cpu_percent: f64,
     pub rss_bytes: u64,
+    /// The GPUs its processes use (NVML's compute processes), by index, and their
+    /// memory on them all.
+    pub gpus: Vec<usize>,
+    pub gpu_memory_bytes: u64,
     pub top_ops: Vec<OpState>,
 }
 
@@ -76,7 +80,17 @@ pub struct ProcessState {
     pub chunks_lost: u64,
     pub cpu_percent: f64,
     pub rss_bytes: u64,
+    /// The GPUs it uses, as NVML lists it among their compute processes.
+    pub gpus: Vec<GpuUse>,
     pub steps: StepState,
+}
+
+/// A process's use of one GPU.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct GpuUse {
+    pub index: usize,
+    /// Its memory there; `None` where the driver does not say.
+    pub memory_bytes: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -158,6 +172,11 @@ impl Reported for Snapshot {
                 .value(Value::percent(job.cpu_percent, 0))
                 .text(", RSS ")
                 .value(Value::Bytes(job.rss_bytes as i64));
+            if !job.gpus.is_empty() {
+                line = line
+                    .text(format!(", {}: ", gpu_names(&job.gpus)))
+                    .value(Value::Bytes(job.gpu_memory_bytes as i64));
+            }
             if job.steps.count > 0 {
                 line = line
                     .text(format!(", {} steps, last ", job.steps.count))
@@ -176,6 +195,7 @@ impl Reported for Snapshot {
                 Column::text("role"),
                 Column::numeric("CPU"),
                 Column::numeric("RSS"),
+                Column::text("GPU memory"),
                 Column::numeric("events"),
                 Column::numeric("steps"),
                 Column::numeric("last step"),
@@ -191,6 +211,7 @@ impl Reported for Snapshot {
                     }),
                     Value::percent(p.cpu_percent, 0),
                     Value::Bytes(p.rss_bytes as i64),
+                    Value::text(gpu_use_text(&p.gpus)),
                     Value::Count(p.events as i64),
                     Value::Count(p.steps.count as i64),
                     ms(p.steps.last_ms),
@@ -225,4 +246,30 @@ impl Reported for Snapshot {
         }
         report
     }
+}
+
+/// `GPU 1` or `GPUs 0,1`.
+pub fn gpu_names(indices: &[usize]) -> String {
+    let list: Vec<String> = indices.iter().map(|i| i.to_string()).collect();
+    let noun = if indices.len() == 1 { "GPU" } else { "GPUs" };
+    format!("{noun} {}", list.join(","))
+}
+
+/// A process's GPUs and its memory on each (`1: 530 MiB`), or `-`.
+pub fn gpu_use_text(gpus: &[GpuUse]) -> String {
+    if gpus.is_empty() {
+        return "-".into();
+    }
+    let uses: Vec<String> = gpus
+        .iter()
+        .map(|g| match g.memory_bytes {
+            Some(bytes) => format!(
+                "{}: {}",
+                g.index,
+                crate::render::text(&Value::Bytes(bytes as i64))
+            ),
+            None => format!("{}: ?", g.index),
+        })
+        .collect();
+    uses.join(", ")
 }

@@ -6,7 +6,9 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::flight::{Flight, ProcessKey};
 use super::protocol::Hello;
-use super::snapshot::{AgentState, GpuState, JobState, OpState, ProcessState, Snapshot, StepState};
+use super::snapshot::{
+    AgentState, GpuState, GpuUse, JobState, OpState, ProcessState, Snapshot, StepState,
+};
 
 /// Seconds of per-second op buckets kept per job.
 pub const BUCKETS: u64 = 60;
@@ -79,6 +81,8 @@ pub struct Process {
     pub steps_found_by: &'static str,
     pub cpu: CpuMeter,
     pub rss_bytes: u64,
+    /// The GPUs NVML last listed it on.
+    pub gpus: Vec<GpuUse>,
 }
 
 /// CPU use from the process's tick count between two samples.
@@ -283,6 +287,7 @@ impl State {
                 steps_found_by: "",
                 cpu: CpuMeter::default(),
                 rss_bytes: 0,
+                gpus: Vec::new(),
             },
         );
         (key, process)
@@ -340,9 +345,20 @@ impl Job {
                 chunks_lost: p.chunks_lost,
                 cpu_percent: if p.connected { p.cpu.percent } else { 0.0 },
                 rss_bytes: if p.connected { p.rss_bytes } else { 0 },
+                gpus: if p.connected {
+                    p.gpus.clone()
+                } else {
+                    Vec::new()
+                },
                 steps: step_state(&p.steps, p.steps_total),
             })
             .collect();
+        let mut gpus: Vec<usize> = processes
+            .iter()
+            .flat_map(|p| p.gpus.iter().map(|g| g.index))
+            .collect();
+        gpus.sort_unstable();
+        gpus.dedup();
         JobState {
             job: key.name.clone(),
             source: self.source.clone(),
@@ -354,6 +370,12 @@ impl Job {
                 + self.processes.values().map(|p| p.chunks_lost).sum::<u64>(),
             cpu_percent: processes.iter().map(|p| p.cpu_percent).sum(),
             rss_bytes: processes.iter().map(|p| p.rss_bytes).sum(),
+            gpus,
+            gpu_memory_bytes: processes
+                .iter()
+                .flat_map(|p| &p.gpus)
+                .filter_map(|g| g.memory_bytes)
+                .sum(),
             top_ops: self.ops.top(now_s, TOP_OPS),
             processes,
         }

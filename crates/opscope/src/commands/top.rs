@@ -226,6 +226,11 @@ impl View {
                     trend(j.steps.trend_percent),
                     format!("{:.0}%", j.cpu_percent),
                     text(&Value::Bytes(j.rss_bytes as i64)),
+                    if j.gpus.is_empty() {
+                        "-".to_string()
+                    } else {
+                        text(&Value::Bytes(j.gpu_memory_bytes as i64))
+                    },
                 ])
             });
             let table = Table::new(
@@ -240,6 +245,7 @@ impl View {
                     Constraint::Length(7),
                     Constraint::Length(6),
                     Constraint::Length(10),
+                    Constraint::Length(10),
                 ],
             )
             .header(
@@ -253,6 +259,7 @@ impl View {
                     "trend",
                     "CPU",
                     "RSS",
+                    "GPU mem",
                 ])
                 .style(Style::new().add_modifier(Modifier::BOLD)),
             )
@@ -281,6 +288,7 @@ impl View {
                 },
                 format!("{:.0}%", p.cpu_percent),
                 text(&Value::Bytes(p.rss_bytes as i64)),
+                crate::agent::snapshot::gpu_use_text(&p.gpus),
                 p.events.to_string(),
                 p.steps.count.to_string(),
                 ms(p.steps.last_ms),
@@ -294,6 +302,7 @@ impl View {
                 Constraint::Length(18),
                 Constraint::Length(6),
                 Constraint::Length(10),
+                Constraint::Length(14),
                 Constraint::Length(10),
                 Constraint::Length(7),
                 Constraint::Length(10),
@@ -306,6 +315,7 @@ impl View {
                 "role",
                 "CPU",
                 "RSS",
+                "GPU memory",
                 "events",
                 "steps",
                 "last step",

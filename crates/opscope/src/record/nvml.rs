@@ -21,15 +21,29 @@ struct Memory {
     used: u64,
 }
 
-/// The NVML functions the sampler calls (names and signatures from `nvml.h`).
+/// `nvmlProcessInfo_v2_t`, which the `_v2` and `_v3` process lists fill.
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct ProcessInfo {
+    pid: c_uint,
+    used_gpu_memory: u64,
+    gpu_instance_id: c_uint,
+    compute_instance_id: c_uint,
+}
+
+/// The NVML functions the sampler and the agent call (names and signatures from
+/// `nvml.h`).
 pub struct Nvml {
     devices: Vec<Device>,
     utilization: UtilizationFn,
     memory: MemoryFn,
+    /// The compute processes on a device, where the driver has the call.
+    processes: Option<ProcessesFn>,
 }
 
 type UtilizationFn = unsafe extern "C" fn(Device, *mut Utilization) -> c_int;
 type MemoryFn = unsafe extern "C" fn(Device, *mut Memory) -> c_int;
+type ProcessesFn = unsafe extern "C" fn(Device, *mut c_uint, *mut ProcessInfo) -> c_int;
 
 // SAFETY: NVML handles are process-wide and NVML is thread-safe; the sampler uses it
 // from its one thread.
@@ -41,7 +55,21 @@ pub struct Reading {
     pub memory_used_bytes: f64,
 }
 
+/// A process using a device, as NVML lists it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DeviceUser {
+    pub pid: u32,
+    /// Its memory on the device; `None` where the driver does not say (some
+    /// virtualised and MIG setups).
+    pub memory_bytes: Option<u64>,
+}
+
 const SUCCESS: c_int = 0;
+const ERROR_INSUFFICIENT_SIZE: c_int = 7;
+/// `NVML_VALUE_NOT_AVAILABLE` in a process's memory.
+const NOT_AVAILABLE: u64 = u64::MAX;
+/// The most processes listed per device.
+const MAX_USERS: usize = 4096;
 
 impl Nvml {
     /// NVML with its devices, or `None` where there is no NVIDIA driver.
@@ -74,6 +102,9 @@ impl Nvml {
                 memory: std::mem::transmute::<*mut c_void, MemoryFn>(symbol(
                     c"nvmlDeviceGetMemoryInfo",
                 )?),
+                processes: symbol(c"nvmlDeviceGetComputeRunningProcesses_v3")
+                    .or_else(|| symbol(c"nvmlDeviceGetComputeRunningProcesses_v2"))
+                    .map(|f| std::mem::transmute::<*mut c_void, ProcessesFn>(f)),
             };
             if init() != SUCCESS {
                 return None;
@@ -110,6 +141,46 @@ impl Nvml {
                     utilization_percent: u.gpu as f64,
                     memory_used_bytes: m.used as f64,
                 })
+            })
+            .collect()
+    }
+
+    /// The compute processes on each device, in index order (empty where the driver
+    /// lists none or has no such call).
+    pub fn users(&self) -> Vec<Vec<DeviceUser>> {
+        let Some(list) = self.processes else {
+            return vec![Vec::new(); self.devices.len()];
+        };
+        self.devices
+            .iter()
+            .map(|&device| {
+                let mut infos = vec![ProcessInfo::default(); 64];
+                loop {
+                    let mut count = infos.len() as c_uint;
+                    // SAFETY: a valid device handle; `count` says how many entries
+                    // `infos` holds, and NVML writes at most that many.
+                    let status = unsafe { list(device, &mut count, infos.as_mut_ptr()) };
+                    let count = count as usize;
+                    if status == ERROR_INSUFFICIENT_SIZE
+                        && count > infos.len()
+                        && count <= MAX_USERS
+                    {
+                        // More processes than room: NVML said how many; once more.
+                        infos.resize(count, ProcessInfo::default());
+                        continue;
+                    }
+                    if status != SUCCESS {
+                        return Vec::new();
+                    }
+                    return infos[..count.min(infos.len())]
+                        .iter()
+                        .map(|p| DeviceUser {
+                            pid: p.pid,
+                            memory_bytes: (p.used_gpu_memory != NOT_AVAILABLE)
+                                .then_some(p.used_gpu_memory),
+                        })
+                        .collect();
+                }
             })
             .collect()
     }
