@@ -228,25 +228,7 @@ mod tests {
 
     /// A finished trace of two nested slices with args, on one thread.
     fn small_trace() -> Trace {
-        let mut trace = Trace::new();
-        let name = trace.intern("clock");
-        let clock = trace.add_clock(ClockDomain {
-            name,
-            to_global: LinearTransform::IDENTITY,
-            unix_offset_ns: None,
-        });
-        let source = trace.add_source(Source {
-            path: "t.json".into(),
-            format: "test".into(),
-            clock,
-            host: None,
-            rank: None,
-            world_size: None,
-            metadata: ArgsId::NONE,
-        });
-        let process = trace.process(source, 1);
-        let thread = trace.thread(process, 1);
-        let track = trace.thread_track(thread, TrackKind::Thread);
+        let (mut trace, track) = crate::testing::one_thread();
         for (ts, dur, name) in [(0, 10, "outer"), (2, 3, "inner")] {
             let name = trace.intern(name);
             let key = trace.intern("shape");

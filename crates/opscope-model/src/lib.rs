@@ -12,6 +12,8 @@ pub mod kind;
 mod packed;
 pub mod repair;
 pub mod strings;
+#[cfg(test)]
+mod testing;
 pub mod trace;
 
 pub use args::{ArgValue, Args, ArgsId, ArgsWriter};

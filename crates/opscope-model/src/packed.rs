@@ -184,25 +184,7 @@ mod tests {
     fn a_whole_model_reads_back_column_for_column() {
         use crate::events::{InstantRow, SliceRow};
         use crate::*;
-        let mut trace = Trace::new();
-        let name = trace.intern("clock");
-        let clock = trace.add_clock(ClockDomain {
-            name,
-            to_global: LinearTransform::IDENTITY,
-            unix_offset_ns: None,
-        });
-        let source = trace.add_source(Source {
-            path: "t.json".into(),
-            format: "test".into(),
-            clock,
-            host: None,
-            rank: None,
-            world_size: None,
-            metadata: ArgsId::NONE,
-        });
-        let process = trace.process(source, 7);
-        let thread = trace.thread(process, 8);
-        let track = trace.thread_track(thread, TrackKind::Thread);
+        let (mut trace, track) = crate::testing::one_thread();
         let key = trace.intern("k");
         let text = trace.intern("[1, 2]");
         for (i, ts) in [1_700_000_000_123_456_789i64, 1_700_000_000_123_456_800]

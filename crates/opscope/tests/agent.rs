@@ -844,18 +844,25 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
     assert!(!stolen.join(".opscope").exists());
 }
 
-/// The GPUs a job uses: each process NVML lists among a device's compute processes is
-/// charged to its job with its memory there; processes of no job are not.
-#[test]
-fn a_jobs_processes_on_the_gpus_are_charged_to_it() {
-    let dir = scratch_dir("agent-gpu-users");
-    let program = compile_itt_program(&dir, "itt_steps");
+/// The stand-in NVML (`tests/record/fake_nvml.c`) built as `libnvidia-ml.so.1` into a
+/// folder of `dir`, which it returns (for `LD_LIBRARY_PATH`).
+fn stand_in_nvml(dir: &Path) -> PathBuf {
     let lib_dir = dir.join("lib");
     common::compile_c(
         "fake_nvml.c",
         &lib_dir.join("libnvidia-ml.so.1"),
         &["-shared", "-fPIC"],
     );
+    lib_dir
+}
+
+/// The GPUs a job uses: each process NVML lists among a device's compute processes is
+/// charged to its job with its memory there; processes of no job are not.
+#[test]
+fn a_jobs_processes_on_the_gpus_are_charged_to_it() {
+    let dir = scratch_dir("agent-gpu-users");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let lib_dir = stand_in_nvml(&dir);
     let users = dir.join("gpu-users");
     std::fs::write(&users, "").unwrap();
     let agent = Agent::start_with(
@@ -912,12 +919,7 @@ fn a_jobs_processes_on_the_gpus_are_charged_to_it() {
 fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
     let dir = scratch_dir("agent-default-socket");
     let program = compile_itt_program(&dir, "itt_steps");
-    let lib_dir = dir.join("lib");
-    common::compile_c(
-        "fake_nvml.c",
-        &lib_dir.join("libnvidia-ml.so.1"),
-        &["-shared", "-fPIC"],
-    );
+    let lib_dir = stand_in_nvml(&dir);
     let runtime = dir.join("run");
     let _ = std::fs::remove_dir_all(&runtime);
     std::fs::create_dir_all(&runtime).unwrap();
