@@ -6,6 +6,7 @@ mod agent;
 mod cache;
 pub mod cli;
 mod commands;
+pub mod cut_files;
 pub mod embed;
 mod html;
 mod load;

@@ -586,17 +586,34 @@ fn input_bytes(path: &Path) -> u64 {
     }
 }
 
-fn map_file(file: &Path, shown: &str) -> Result<Option<memmap2::Mmap>> {
+/// A mapped input, named for the SIGBUS handler while it is mapped.
+struct Mapped {
+    // Dropped first: unnamed before it is unmapped.
+    _named: crate::cut_files::Registered,
+    map: memmap2::Mmap,
+}
+
+impl std::ops::Deref for Mapped {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.map
+    }
+}
+
+fn map_file(file: &Path, shown: &str) -> Result<Option<Mapped>> {
     let handle = File::open(file).with_context(|| format!("{shown}: cannot open"))?;
     if handle.metadata().map(|m| m.len()).unwrap_or(0) == 0 {
         return Ok(None);
     }
     // SAFETY: the map is read-only and lives only while its input is imported; a trace
-    // file truncated by another process meanwhile would fault, which is the same risk
-    // every mmap-based reader (ripgrep, samply) accepts for speed on multi-GB inputs.
+    // file truncated by another process meanwhile faults (SIGBUS), which the executable
+    // reports naming the file and the byte (`cut_files`). It is the risk every
+    // mmap-based reader (ripgrep, samply) takes for speed on multi-GB inputs.
     let map =
         unsafe { memmap2::Mmap::map(&handle) }.with_context(|| format!("{shown}: cannot map"))?;
-    Ok(Some(map))
+    let named = crate::cut_files::register(&map, shown);
+    Ok(Some(Mapped { _named: named, map }))
 }
 
 fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {

@@ -712,3 +712,70 @@ fn pipes_fifos_and_devices() {
         );
     }
 }
+
+/// A trace cut short by another process while opscope reads it (a profiler writing it
+/// again): the kernel's SIGBUS becomes an error naming the file and the byte, not
+/// "Bus error (core dumped)". The file is cut once opscope has mapped it, while it
+/// parses its 300 MB.
+#[test]
+fn a_file_cut_while_it_is_read_is_named_with_the_byte() {
+    let dir = scratch_dir("cut-while-read");
+    let path = dir.join("growing.json");
+    {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        out.write_all(b"{\"traceEvents\": [\n").unwrap();
+        let mut written = 0usize;
+        let mut i = 0u64;
+        while written < 300 << 20 {
+            let event = format!(
+                "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op{}\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 3, \"args\": {{\"External id\": {i}}}}},\n",
+                i % 97,
+                i % 4,
+                i * 5
+            );
+            out.write_all(event.as_bytes()).unwrap();
+            written += event.len();
+            i += 1;
+        }
+        out.write_all(b"{\"ph\": \"i\", \"name\": \"end\", \"pid\": 1, \"tid\": 0, \"ts\": 0}]}\n")
+            .unwrap();
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["info", "--no-cache", "--quiet"])
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let maps = format!("/proc/{}/maps", child.id());
+    let name = path.to_str().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(name)) {
+        assert!(Instant::now() < deadline, "opscope never mapped {name}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let cut_at = 4096u64;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(cut_at)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "{name}: the file was cut short while it was read (reading byte "
+        )),
+        "{stderr}"
+    );
+    let byte: u64 = stderr
+        .split("(reading byte ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte in: {stderr}"));
+    // The first byte the kernel refuses is past the page the file still has.
+    assert!(byte >= cut_at, "{stderr}");
+}
