@@ -1166,6 +1166,49 @@ fn a_programs_own_tensorflow_profilers_work_as_without_opscope() {
     common::opscope_ok(&["info", session.to_str().unwrap()]);
 }
 
+/// A TF 1.x program that asks for its own trace of some `Session.run`s (FULL_TRACE
+/// RunOptions, a callable made with them) gets the same RunMetadata as without
+/// opscope, whose TensorFlow profiler steps aside for those runs and says so (before,
+/// TensorFlow refused the first traced run: "Another profiling session active").
+#[test]
+fn a_tf1_programs_traced_session_runs_work_as_without_opscope() {
+    if !python_with(&["tensorflow", "perfetto"]) {
+        return;
+    }
+    let scratch = scratch_dir("record-tf1-traced");
+    let (out, session) = run_plain_and_recorded(
+        &scratch,
+        "tf1_traced_runs.py",
+        &[("TF_CPP_MIN_LOG_LEVEL", "2")],
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["traced"].as_object().map(|o| o.len()),
+        Some(5),
+        "four traced runs and the traced callable: {report}"
+    );
+    for (run, ops) in report["traced"].as_object().unwrap() {
+        assert_eq!(
+            ops,
+            &serde_json::json!(["conv", "kernel", "pooled", "score"]),
+            "{run}"
+        );
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a Session.run traced by its RunOptions (3 times)"),
+        "opscope's profiler stepped aside for runs 0-1, 3-4 and the callable: {stderr}"
+    );
+    // Its profile of the untraced runs (before the first traced run, and between).
+    let ours = walk(&session.join("tensorflow"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .count();
+    assert!(ours >= 3, "{ours} XPlanes of opscope's");
+    common::opscope_ok(&["info", session.to_str().unwrap()]);
+}
+
 /// `jax.profiler.trace` and `start_trace`/`stop_trace` in the program write their
 /// profiles as without opscope.
 #[test]

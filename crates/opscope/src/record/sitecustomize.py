@@ -224,7 +224,11 @@ class _TslProfiler(object):
         self.start_ours = None
         self.stop_ours = None
         self.running = False
-        self.aside = False
+        # Why opscope's is off while the program runs: "profiler" (the program's own,
+        # until it stops) and "traced run" (a Session.run whose RunOptions ask for a
+        # trace; opscope's comes back at the next run that does not, so that a loop of
+        # traced runs costs one stop, not one per run). It comes back when none is left.
+        self.aside = set()
         self.runs = 0
 
     def own(self, framework, start, stop):
@@ -248,20 +252,33 @@ class _TslProfiler(object):
             self.running = False
             self.stop_ours()
 
-    def before_program_starts(self, what):
+    def before_program_starts(self, what, why="profiler"):
         if self.running:
             self.running = False
-            self.aside = True
+            self.aside.add(why)
             _note_aside(self.framework, what)
             self.stop_ours()
+        elif self.aside:
+            self.aside.add(why)
 
-    def after_program_stopped(self):
-        if self.aside:
-            self.aside = False
+    def after_program_stopped(self, why="profiler"):
+        if why in self.aside:
+            self.aside.discard(why)
+            if self.aside:
+                return
             try:
                 self.resume()
             except Exception as e:
                 _warn("could not start the %s profiler again" % self.framework, e)
+
+    def session_run(self, traced):
+        """Before each TF1 `Session.run`: TensorFlow runs a profiler session of its own
+        for a run whose RunOptions ask for a trace (RunMetadata's step stats), and
+        refuses the run while another is active."""
+        if traced:
+            self.before_program_starts("a Session.run traced by its RunOptions", "traced run")
+        else:
+            self.after_program_stopped("traced run")
 
     def wrap(self, start, stop, what):
         """The program's start and stop of the profiler, around opscope's."""
@@ -297,6 +314,62 @@ def _on_tensorflow(tf):
         module.start, module.stop = program_start, program_stop
     if _tsl.framework is None:
         _tsl.own("tensorflow", lambda logdir: start(logdir), lambda: stop())
+    _patch_tf1_sessions()
+
+
+def _patch_tf1_sessions():
+    """TF1 sessions ask for a trace per run (`RunOptions(trace_level=FULL_TRACE)`, or a
+    callable made with such options); opscope's profiler steps aside for those runs."""
+    from tensorflow.core.protobuf import config_pb2
+    from tensorflow.python.client import pywrap_tf_session, session
+
+    base = session.BaseSession
+    if getattr(base._call_tf_sessionrun, "_opscope", False):
+        return
+    real_run = base._call_tf_sessionrun
+
+    def traced(options):
+        # `options` is TensorFlow's buffer of the serialized RunOptions, or None.
+        if options is None:
+            return False
+        try:
+            parsed = config_pb2.RunOptions()
+            parsed.ParseFromString(pywrap_tf_session.TF_GetBuffer(options))
+            return parsed.trace_level != config_pb2.RunOptions.NO_TRACE
+        except Exception:
+            return False
+
+    def call_tf_sessionrun(self, options, *args, **kwargs):
+        _guarded(_tsl.session_run, traced(options))
+        return real_run(self, options, *args, **kwargs)
+
+    call_tf_sessionrun._opscope = True
+    base._call_tf_sessionrun = call_tf_sessionrun
+
+    callable_class = base._Callable
+    real_init, real_call = callable_class.__init__, callable_class.__call__
+
+    def init(self, session_, callable_options, *args, **kwargs):
+        real_init(self, session_, callable_options, *args, **kwargs)
+        try:
+            level = callable_options.run_options.trace_level
+            self._opscope_traced = level != config_pb2.RunOptions.NO_TRACE
+        except Exception:
+            self._opscope_traced = False
+
+    def call(self, *args, **kwargs):
+        _guarded(_tsl.session_run, getattr(self, "_opscope_traced", False))
+        return real_call(self, *args, **kwargs)
+
+    callable_class.__init__, callable_class.__call__ = init, call
+
+
+def _guarded(hook, *args):
+    """Runs one of opscope's hooks inside the program's call: never raises into it."""
+    try:
+        hook(*args)
+    except Exception as e:
+        _warn("a hook failed", e)
 
 
 def _on_jax(jax):
