@@ -11,7 +11,7 @@ use crate::correlate;
 use crate::distribution::Distribution;
 use crate::gpu::classify::{self, WorkClass};
 use crate::intervals::IntervalSet;
-use crate::markers::{is_marker, Bounds};
+use crate::markers::{is_marker, similarity, Bounds, LAST_MATCH};
 use crate::report::{Column, Line, Report, Reported, Table, Value};
 
 #[derive(Clone, Debug, Default)]
@@ -26,14 +26,16 @@ pub struct StepOptions {
 pub enum StepSource {
     /// Slices named as steps.
     Markers,
-    /// The framework's own record of each step in its profile (Keras's train function
-    /// calls, JAX's calls of a jitted function).
-    Framework,
+    /// The framework's own record of each step (Keras's batches or train-function
+    /// calls, the calls of a function JAX jitted), as `calls` says.
+    Framework { calls: String },
     /// The sequence of top-level ops on the busiest thread repeats every `period` ops;
     /// `match_ratio` of the ops equal the op one period later.
     Period { period: usize, match_ratio: f64 },
     /// Neither markers nor a repeating sequence.
     None,
+    /// A DataLoader worker: the batches it fetches are its training process's steps.
+    Loader,
 }
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -105,7 +107,7 @@ fn role(trace: &Trace, src: SourceId) -> String {
             t.name
                 .is_some_and(|n| trace.str(n) == DATALOADER_WORKER_THREAD)
         }) {
-            return format!("DataLoader worker {}", process.pid);
+            return format!("{LOADER_ROLE} {}", process.pid);
         }
     }
     if let Some(rank) = trace.sources[src.index()].rank {
@@ -126,7 +128,7 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
     let figures: Vec<(String, Vec<(&'static str, f64)>)> = sources
         .iter()
         // A DataLoader worker's batches are no training steps to compare with a rank's.
-        .filter(|s| !s.steps.is_empty() && !s.role.starts_with("DataLoader worker"))
+        .filter(|s| !s.steps.is_empty() && !is_loader(s))
         .map(|s| {
             let of = |f: fn(&Step) -> i64| median(s.steps.iter().map(|x| f(x) as f64).collect());
             (
@@ -144,6 +146,83 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
         across: crate::across::summarize(&figures, "median_computation_ns"),
         sources,
     }
+}
+
+/// How a DataLoader worker's role begins.
+const LOADER_ROLE: &str = "DataLoader worker";
+
+/// Whether a source's steps are a DataLoader worker's batches, no training steps.
+fn is_loader(source: &SourceSteps) -> bool {
+    source.role.starts_with(LOADER_ROLE)
+}
+
+impl StepSource {
+    /// Where steps came from, for people: `from step markers`.
+    pub fn how(&self) -> String {
+        match self {
+            StepSource::Markers => "from step markers".to_string(),
+            StepSource::Framework { calls } => format!("from the framework's records: {calls}"),
+            StepSource::Period { .. } => "from the repeating op sequence".to_string(),
+            StepSource::None => "none found".to_string(),
+            StepSource::Loader => "a DataLoader worker's batches, no steps".to_string(),
+        }
+    }
+}
+
+/// One line on the steps of a run: `steps: 12 per rank, 2 ranks (from step markers),
+/// median 4.1 ms, 1.4 ms to 12.1 ms`. Only the program's steps: a DataLoader worker's
+/// batches are not steps of their own.
+pub fn headline(sources: &[SourceSteps]) -> Option<Line> {
+    let sources: Vec<&SourceSteps> = sources
+        .iter()
+        .filter(|s| !s.steps.is_empty() && !is_loader(s))
+        .collect();
+    let times: Vec<f64> = sources
+        .iter()
+        .flat_map(|s| s.steps.iter().map(|step| step.dur_ns as f64))
+        .collect();
+    let d = Distribution::of(&times)?;
+    let counts: Vec<usize> = sources.iter().map(|s| s.steps.len()).collect();
+    let count = if sources.len() == 1 {
+        counts[0].to_string()
+    } else if counts.iter().all(|&c| c == counts[0]) {
+        let what = if sources.iter().all(|s| s.rank.is_some()) {
+            "ranks"
+        } else {
+            "processes"
+        };
+        format!(
+            "{} per {}, {} {what}",
+            counts[0],
+            &what[..what.len() - 1],
+            sources.len()
+        )
+    } else {
+        sources
+            .iter()
+            .map(|s| format!("{} {}", s.role, s.steps.len()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut how: Vec<String> = sources.iter().map(|s| s.found_by.how()).collect();
+    how.dedup();
+    let how = if how.len() == 1 {
+        how.remove(0)
+    } else {
+        sources
+            .iter()
+            .map(|s| format!("{} {}", s.role, s.found_by.how()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    };
+    Some(
+        Line::of(format!("steps: {count} ({how}), median "))
+            .value(Value::Duration(d.p50))
+            .text(", ")
+            .value(Value::Duration(d.min))
+            .text(" to ")
+            .value(Value::Duration(d.max)),
+    )
 }
 
 pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
@@ -170,21 +249,34 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
     let mut classifier = classify::Classifier::new(trace);
     for (src_index, source) in trace.sources.iter().enumerate() {
         let src = SourceId(src_index as u32);
+        let role = role(trace, src);
         let mut found_by = StepSource::None;
         let mut bounds: Vec<Bounds> = Vec::new();
-        if !options.ignore_markers {
+        // A DataLoader worker fetches batches for its training process, whose steps
+        // they are: its own repeats are no steps (they made pseudo-steps by the
+        // hundred beside a rank's).
+        let loader = role.starts_with(LOADER_ROLE);
+        if loader {
+            found_by = StepSource::Loader;
+        } else if !options.ignore_markers {
             bounds = cx.step_markers()[src_index].clone();
             if !bounds.is_empty() {
                 found_by = StepSource::Markers;
             } else {
-                bounds = framework_steps(trace, &host[src_index]);
-                if !bounds.is_empty() {
-                    found_by = StepSource::Framework;
+                if let Some((calls, found)) = framework_steps(trace, &host[src_index]) {
+                    found_by = StepSource::Framework { calls };
+                    bounds = found;
                 }
             }
         }
-        if bounds.is_empty() {
-            if let Some((period, ratio, found)) = periodic_steps(trace, src) {
+        if bounds.is_empty() && !loader {
+            let source_end = host[src_index]
+                .iter()
+                .chain(&work[src_index])
+                .map(|&i| s.end(i))
+                .max()
+                .unwrap_or(i64::MAX);
+            if let Some((period, ratio, found)) = periodic_steps(trace, src, source_end) {
                 found_by = StepSource::Period {
                     period,
                     match_ratio: ratio,
@@ -215,7 +307,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
         result.push(SourceSteps {
             file: source.path.clone(),
             rank: source.rank,
-            role: role(trace, src),
+            role,
             found_by,
             steps,
         });
@@ -223,142 +315,252 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
     result
 }
 
-/// The training function Keras runs once per step (`steps_per_execution` batches): its
-/// TensorFlow function names under Keras 3 and Keras 2.
 /// The name of the range `opscope record`'s Python bootstrap puts around each call of
-/// Keras's train function: the agent's live steps for Keras. In a session, TensorFlow's
-/// own record of the call is preferred (it leaves out Keras's Python work around the
-/// call, 4-10 ms of it after the first); the marks stand in where the program's own
-/// profiler kept opscope's from recording.
+/// Keras's train function. In a session, TensorFlow's own record of the call is
+/// preferred (it leaves out Keras's Python work around the call); the marks stand in
+/// where the program's own profiler kept opscope's from recording.
 pub const KERAS_STEP_MARK: &str = "keras train_function call";
 
+/// The range the bootstrap puts around each batch of Keras's `fit`, from the batch's
+/// `on_train_batch_begin` to the return of its `on_train_batch_end`: the step as the fit
+/// loop runs it (the callbacks' work in it, the epoch's end not), with any backend.
+pub const KERAS_BATCH_MARK: &str = "keras train step";
+
+/// How the bootstrap names the range around each call of a function the program jitted
+/// with `jax.jit`: this, then the function's name.
+pub const JAX_CALL_MARK: &str = "jax call ";
+
+/// The training function Keras runs once per step (`steps_per_execution` batches): its
+/// TensorFlow function names under Keras 3 and Keras 2.
 const KERAS_TRAIN_FUNCTIONS: [&str; 3] = [
     "multi_step_on_iterator",
     "one_step_on_iterator",
     "train_function",
 ];
 
-/// Steps as the frameworks' profilers record them in an XPlane, for programs that mark
-/// none: each call of Keras's train function (a TensorFlow function call on the Python
-/// thread), else each call of the JAX function jitted most often (`PjitFunction(f)`;
-/// the first call compiles, every call executes once, so calls and not compilations are
-/// the steps). A JAX call returns before its computation ends (dispatch is
-/// asynchronous): its step runs until the last op of its XLA module (`jit_f`) that
-/// started before the next call.
-fn framework_steps(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
+/// The name of the step function a slice records a call of, for JAX: the bootstrap's
+/// mark (`jax call f`, true) or JAX's own record (`PjitFunction(f)`, false).
+fn jax_call(name: &str) -> Option<(&str, bool)> {
+    if let Some(f) = name.strip_prefix(JAX_CALL_MARK) {
+        return Some((f, true));
+    }
+    name.strip_prefix("PjitFunction(")
+        .and_then(|r| r.strip_suffix(')'))
+        .map(|f| (f, false))
+}
+
+/// Whether no slice around `i` on its track satisfies `around`.
+fn outermost(trace: &Trace, i: usize, around: impl Fn(usize) -> bool) -> bool {
     let s = &trace.slices;
-    // Outermost slices only: each record appears once per call even where a profiler
-    // nests two copies (JAX's Python and C++ TraceMes).
-    let outermost = |i: usize, name: opscope_model::StrId| {
-        let mut p = s.parent[i];
-        while p != NONE {
-            if s.name[p as usize] == name {
-                return false;
-            }
-            p = s.parent[p as usize];
+    let mut p = s.parent[i];
+    while p != NONE {
+        if around(p as usize) {
+            return false;
         }
-        true
-    };
-    let keras: Vec<usize> = host
-        .iter()
-        .copied()
-        .filter(|&i| KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[i])))
-        .filter(|&i| {
-            let mut p = s.parent[i];
-            while p != NONE {
-                if KERAS_TRAIN_FUNCTIONS.contains(&trace.str(s.name[p as usize])) {
-                    return false;
-                }
-                p = s.parent[p as usize];
-            }
-            true
-        })
-        .collect();
-    let keras = if keras.len() >= 2 {
-        keras
-    } else {
+        p = s.parent[p as usize];
+    }
+    true
+}
+
+/// `preferred`, and each of `others` that overlaps none of them (the same call recorded
+/// twice, by opscope's mark and by the framework's profile), in time order.
+fn merge_calls(trace: &Trace, preferred: &[usize], others: &[usize]) -> Vec<usize> {
+    let s = &trace.slices;
+    let mut spans: Vec<(i64, i64)> = preferred.iter().map(|&i| (s.ts[i], s.end(i))).collect();
+    spans.sort_unstable();
+    let mut calls: Vec<usize> = preferred.to_vec();
+    for &i in others {
+        let (a, b) = (s.ts[i], s.end(i));
+        let from = spans.partition_point(|sp| sp.1 < a);
+        if spans[from..].first().is_none_or(|sp| sp.0 > b) {
+            calls.push(i);
+        }
+    }
+    calls.sort_by_key(|&i| (s.ts[i], i));
+    calls
+}
+
+/// Steps as the frameworks record them, for programs that mark none:
+/// - Keras: each batch of `fit` as the bootstrap marks it; else each call of its train
+///   function (TensorFlow's record, and opscope's marks where TensorFlow's profiler did
+///   not record).
+/// - JAX: each iteration of the loop that calls the program's step function, from one
+///   call to the next, the last until its work ends (its XLA module's ops, the wait for
+///   its result). The step function is the one called most often with the most work,
+///   among those called at least a quarter as often as any: set-up helpers
+///   (`jax.random.normal`) run a few times before the loop, JAX's own per-operation
+///   functions (`add`) run often but do little. Calls come from the bootstrap's marks of
+///   the program's `jax.jit` functions, and from JAX's profile where opscope's was on.
+fn framework_steps(trace: &Trace, host: &[usize]) -> Option<(String, Vec<Bounds>)> {
+    let s = &trace.slices;
+    let named = |names: &[&str]| -> Vec<usize> {
         host.iter()
             .copied()
-            .filter(|&i| trace.str(s.name[i]) == KERAS_STEP_MARK)
+            .filter(|&i| names.contains(&trace.str(s.name[i])))
+            .filter(|&i| outermost(trace, i, |p| names.contains(&trace.str(s.name[p]))))
             .collect()
     };
+    let mut batches = named(&[KERAS_BATCH_MARK]);
+    if batches.len() >= 2 {
+        batches.sort_by_key(|&i| (s.ts[i], i));
+        let bounds = batches
+            .iter()
+            .enumerate()
+            .map(|(k, &i)| (format!("{KERAS_BATCH_MARK} {k}"), s.ts[i], s.end(i)))
+            .collect();
+        return Some(("Keras fit's batches".to_string(), bounds));
+    }
+    let keras = merge_calls(
+        trace,
+        &named(&KERAS_TRAIN_FUNCTIONS),
+        &named(&[KERAS_STEP_MARK]),
+    );
     if keras.len() >= 2 {
-        let mut found: Vec<Bounds> = keras
+        let bounds = keras
             .iter()
             .map(|&i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
             .collect();
-        found.sort_by_key(|b| b.1);
-        return found;
+        return Some(("calls of Keras's train function".to_string(), bounds));
     }
-    let mut calls: hashbrown::HashMap<&str, Vec<usize>> = Default::default();
+    jax_steps(trace, host)
+}
+
+/// The JAX part of [`framework_steps`].
+fn jax_steps(trace: &Trace, host: &[usize]) -> Option<(String, Vec<Bounds>)> {
+    let s = &trace.slices;
+    // Per function: opscope's marks and JAX's records of its calls, the outermost jitted
+    // calls only (a jitted function calls others while it is traced).
+    let mut calls: hashbrown::HashMap<&str, (Vec<usize>, Vec<usize>)> = Default::default();
     for &i in host {
-        let name = trace.str(s.name[i]);
-        if let Some(f) = name
-            .strip_prefix("PjitFunction(")
-            .and_then(|r| r.strip_suffix(')'))
-        {
-            if outermost(i, s.name[i]) {
-                calls.entry(f).or_default().push(i);
+        let Some((function, marked)) = jax_call(trace.str(s.name[i])) else {
+            continue;
+        };
+        if outermost(trace, i, |p| jax_call(trace.str(s.name[p])).is_some()) {
+            let entry = calls.entry(function).or_default();
+            if marked {
+                entry.0.push(i);
+            } else {
+                entry.1.push(i);
             }
         }
     }
-    // The step function is the one whose own XLA module ran most often (JAX's helpers,
-    // `add` or `_normal`, are called often too but run little or nothing of their own),
-    // then the most called; ties go to the name, independent of hash order.
+    let mut functions: Vec<(&str, bool, Vec<usize>)> = calls
+        .into_iter()
+        .map(|(f, (marks, records))| (f, !marks.is_empty(), merge_calls(trace, &marks, &records)))
+        .filter(|(_, _, c)| c.len() >= 2)
+        .collect();
+    functions.sort_by(|a, b| a.0.cmp(b.0));
+    let most = functions.iter().map(|f| f.2.len()).max().unwrap_or(0);
     let key = trace.strings.find("hlo_module");
-    let mut best: Option<((usize, usize), &str, Vec<Bounds>)> = None;
-    let mut names: Vec<(&str, Vec<usize>)> =
-        calls.into_iter().filter(|(_, c)| c.len() >= 2).collect();
-    names.sort_by(|a, b| a.0.cmp(b.0));
-    for (function, mut calls) in names {
-        calls.sort_by_key(|&i| s.ts[i]);
-        let module = trace.strings.find(&format!("jit_{function}"));
-        let mut ops: Vec<(i64, i64)> = match (module, key) {
-            (Some(module), Some(key)) => host
-                .iter()
-                .copied()
-                .filter(|&i| {
-                    trace.args.find(s.args[i], key) == Some(opscope_model::ArgValue::Str(module))
-                })
-                .map(|i| (s.ts[i], s.end(i)))
-                .collect(),
-            _ => Vec::new(),
-        };
-        ops.sort_unstable();
-        let mut executed = 0;
-        let bounds: Vec<Bounds> = calls
-            .iter()
-            .enumerate()
-            .map(|(k, &i)| {
-                let next = calls.get(k + 1).map_or(i64::MAX, |&n| s.ts[n]);
-                let from = ops.partition_point(|o| o.0 < s.ts[i]);
-                let mine = ops[from..].iter().take_while(|o| o.0 < next);
-                let mut end = mine.clone().map(|o| o.1).fold(s.end(i), i64::max);
-                executed += usize::from(mine.count() > 0);
-                // The calling thread may be waiting for the result (block_until_ready,
-                // a copy to the host) when the computation ends: the step ends when
-                // that wait does, if it ends before the next call. Only a wait begun
-                // by the step counts: what encloses the call (the program's loop, the
-                // profiler's session) would stretch the last step, which no next
-                // call bounds, to its end.
-                let track = opscope_model::TrackId(s.track[i]);
-                let mut around = trace.enclosing_slice(track, end).map(|j| j as usize);
-                while let Some(j) = around {
-                    if s.end(j) < next && s.ts[j] >= s.ts[i] {
-                        end = end.max(s.end(j));
-                    }
-                    let p = s.parent[j];
-                    around = (p != NONE).then_some(p as usize);
-                }
-                (format!("{function} call {k}"), s.ts[i], end)
-            })
-            .collect();
-        let score = (executed, bounds.len());
+    // Marked by opscope (the program's own `jax.jit`), called as often as the loop,
+    // the most work.
+    type Score = (bool, bool, i64);
+    let mut best: Option<(Score, &str, Vec<CallSpan>)> = None;
+    for (function, marked, calls) in functions {
+        let spans = call_spans(trace, function, &calls, host, key);
+        let work: i64 = spans.iter().map(|c| c.end - c.start).sum();
+        let score = (marked, calls.len() * 4 >= most, work);
         if best.as_ref().is_none_or(|b| score > b.0) {
-            best = Some((score, function, bounds));
+            best = Some((score, function, spans));
         }
     }
-    best.map_or_else(Vec::new, |b| b.2)
+    let (_, function, mut spans) = best?;
+    let mut lengths: Vec<i64> = spans.windows(2).map(|w| w[1].start - w[0].start).collect();
+    lengths.sort_unstable();
+    let typical = lengths.get(lengths.len() / 2).copied();
+    if let (Some(typical), Some(last)) = (typical, spans.last_mut()) {
+        // The last call's work unknown (JAX's profile was the program's, or off): the
+        // step runs until the thread does something else (the program stopping its
+        // profiler after the loop), if that comes within two steps' time; else as
+        // long as the others.
+        if last.end == last.call_end {
+            let range = trace.track_slices(last.track);
+            let after = range.start + s.ts[range.clone()].partition_point(|&t| t < last.end);
+            let next = (after < range.end).then(|| s.ts[after]);
+            let until = match next {
+                Some(next) if next <= last.start + 2 * typical => next,
+                _ => last.start + typical,
+            };
+            let bound = host.iter().map(|&i| s.end(i)).max().unwrap_or(last.end);
+            last.end = last.end.max(until.min(bound));
+        }
+    }
+    // An iteration runs from one call to the next: what the loop does between calls
+    // (waiting for the result, logging, loading the next batch) is the step's.
+    let bounds = (0..spans.len())
+        .map(|k| {
+            let end = spans.get(k + 1).map_or(spans[k].end, |next| next.start);
+            (format!("{function} call {k}"), spans[k].start, end)
+        })
+        .collect();
+    Some((format!("calls of the jitted {function}"), bounds))
+}
+
+/// One call of a jitted function and the end of the work it started.
+struct CallSpan {
+    start: i64,
+    call_end: i64,
+    end: i64,
+    track: opscope_model::TrackId,
+}
+
+/// Each call of a jitted function with the end of its work: the call returns before its
+/// computation ends (dispatch is asynchronous), so the work runs until the last op of
+/// its XLA module (`jit_f`) that started before the next call, or until a wait for its
+/// result the call's thread began after the call (block_until_ready, a copy to the
+/// host), if that ends before the next call.
+fn call_spans(
+    trace: &Trace,
+    function: &str,
+    calls: &[usize],
+    host: &[usize],
+    key: Option<opscope_model::StrId>,
+) -> Vec<CallSpan> {
+    let s = &trace.slices;
+    let module = trace.strings.find(&format!("jit_{function}"));
+    let mut ops: Vec<(i64, i64)> = match (module, key) {
+        (Some(module), Some(key)) => host
+            .iter()
+            .copied()
+            .filter(|&i| {
+                trace.args.find(s.args[i], key) == Some(opscope_model::ArgValue::Str(module))
+            })
+            .map(|i| (s.ts[i], s.end(i)))
+            .collect(),
+        _ => Vec::new(),
+    };
+    ops.sort_unstable();
+    calls
+        .iter()
+        .enumerate()
+        .map(|(k, &i)| {
+            let next = calls.get(k + 1).map_or(i64::MAX, |&n| s.ts[n]);
+            let from = ops.partition_point(|o| o.0 < s.ts[i]);
+            let mut end = ops[from..]
+                .iter()
+                .take_while(|o| o.0 < next)
+                .map(|o| o.1)
+                .fold(s.end(i), i64::max);
+            // Only a wait begun by the step counts: what encloses the call (the
+            // program's loop, the profiler's session) would stretch the last step,
+            // which no next call bounds, to its own end.
+            let track = opscope_model::TrackId(s.track[i]);
+            let mut around = trace.enclosing_slice(track, end).map(|j| j as usize);
+            while let Some(j) = around {
+                if s.end(j) < next && s.ts[j] >= s.ts[i] {
+                    end = end.max(s.end(j));
+                }
+                let p = s.parent[j];
+                around = (p != NONE).then_some(p as usize);
+            }
+            CallSpan {
+                start: s.ts[i],
+                call_end: s.end(i),
+                end,
+                track,
+            }
+        })
+        .collect()
 }
 
 /// The device time of one step: `work` is the source's device work by start time, none
@@ -406,12 +608,6 @@ fn step_breakdown(
 /// The smallest similarity of consecutive steps (the median over the steps) for a cut
 /// to be accepted.
 const MIN_MATCH: f64 = 0.9;
-
-/// The smallest similarity of the last step to the one before: lower than
-/// [`MIN_MATCH`], as one step's ops against another's rather than a median (steps on
-/// `trace_diff/control` vary from 34 to 38 outer ops), yet far above a lone extra run of
-/// the loop's head (the DataLoader finding no more data).
-const LAST_MATCH: f64 = 0.75;
 
 /// The smallest share of the op sequence the steps must cover: an op that runs twice
 /// in the set-up before a loop does not make two steps.
@@ -481,32 +677,14 @@ fn threads_to_search(trace: &Trace, src: SourceId) -> Vec<opscope_model::TrackId
 
 /// Steps from the repeating sequence of outer ops and ranges on the first thread of
 /// [`threads_to_search`] that has one: `(ops per step, similarity, steps)`.
-fn periodic_steps(trace: &Trace, src: SourceId) -> Option<(usize, f64, Vec<Bounds>)> {
+fn periodic_steps(
+    trace: &Trace,
+    src: SourceId,
+    source_end: i64,
+) -> Option<(usize, f64, Vec<Bounds>)> {
     threads_to_search(trace, src)
         .into_iter()
-        .find_map(|track| periodic_on(trace, track))
-}
-
-/// How alike two runs of ops are: the ops they share (as multisets) over the longer.
-fn similarity(a: &[opscope_model::StrId], b: &[opscope_model::StrId]) -> f64 {
-    let longer = a.len().max(b.len());
-    if longer == 0 {
-        return 1.0;
-    }
-    let mut counts: hashbrown::HashMap<opscope_model::StrId, i64> = Default::default();
-    for x in a {
-        *counts.entry(*x).or_default() += 1;
-    }
-    let mut shared = 0;
-    for x in b {
-        if let Some(c) = counts.get_mut(x) {
-            if *c > 0 {
-                *c -= 1;
-                shared += 1;
-            }
-        }
-    }
-    shared as f64 / longer as f64
+        .find_map(|track| periodic_on(trace, track, source_end))
 }
 
 /// The period search on one thread.
@@ -519,7 +697,12 @@ fn similarity(a: &[opscope_model::StrId], b: &[opscope_model::StrId]) -> f64 {
 /// position-by-position match would refuse them). Steps then start at the op that
 /// comes first among those that run once in every run: the head of the loop (the data
 /// fetch), which may come before the op that cut.
-fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f64, Vec<Bounds>)> {
+/// No step ends after `source_end`, the end of the source's last event.
+fn periodic_on(
+    trace: &Trace,
+    track: opscope_model::TrackId,
+    source_end: i64,
+) -> Option<(usize, f64, Vec<Bounds>)> {
     let s = &trace.slices;
     let ops: Vec<usize> = trace
         .track_slices(track)
@@ -574,16 +757,25 @@ fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f
             continue;
         }
         // The loop's head: of the ops that run once in every full run, the one that
-        // first occurs earliest (no earlier than a run before the first mark).
+        // first occurs earliest in the loop. An op's occurrences before the loop (in
+        // the set-up) are those not one period apart from the next; and the loop began
+        // at most two periods before the first mark (the first step may lack an op the
+        // others run, so that the first mark falls in the second step).
         let full = &runs[..runs.len() - 1];
-        let earliest = marks[0].saturating_sub(period);
+        let earliest = marks[0].saturating_sub(2 * period);
+        let in_loop = |p: &Vec<usize>| {
+            p.windows(2)
+                .position(|w| (w[1] - w[0]).abs_diff(period) <= period / 2)
+                .map(|at| p[at])
+        };
         let head = positions
             .values()
             .filter(|p| {
                 full.iter()
                     .all(|&(a, b)| p.iter().filter(|&&k| a <= k && k < b).count() == 1)
             })
-            .filter_map(|p| p.iter().copied().find(|&k| k >= earliest))
+            .filter_map(in_loop)
+            .filter(|&k| k >= earliest)
             .min()
             .unwrap_or(marks[0]);
         let cuts: Vec<usize> = positions[&names[head]]
@@ -597,19 +789,32 @@ fn periodic_on(trace: &Trace, track: opscope_model::TrackId) -> Option<(usize, f
             .enumerate()
             .map(|(k, (a, b))| (format!("step {k}"), a, b))
             .collect();
-        // The last step is as long as the one before it (in ops; fewer if the trace
-        // ends first), less the ops at its end that the step before did not run (what
-        // follows the loop); unlike the step before, the last cut is no step (the
-        // loop's head ran once more to find the data exhausted).
+        // What the steps do after their last op before the next step's head (the
+        // loop's Python work, the data wait before the head's first range): the last
+        // step has it too, though no next head shows where it ends.
+        let mut tails: Vec<i64> = cuts
+            .windows(2)
+            .map(|w| s.ts[ops[w[1]]] - s.end(ops[w[1] - 1]))
+            .collect();
+        tails.sort_unstable();
+        let tail = tails.get(tails.len() / 2).copied().unwrap_or(0).max(0);
+        // The last step runs as many ops as the longest step before it at most (fewer
+        // if the trace ends first), less the ops at its end that no step before ran
+        // (what follows the loop); unlike the steps before, the last cut is no step if
+        // it is unlike them (the loop's head ran once more to find the data exhausted).
         if let [.., before, last] = cuts[..] {
-            let previous = &names[before..last];
-            let mut end = (last + previous.len()).min(n);
-            while end > last + 1 && !previous.contains(&names[end - 1]) {
+            let longest = cuts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(1);
+            let ran: hashbrown::HashSet<opscope_model::StrId> =
+                names[cuts[0]..last].iter().copied().collect();
+            let mut end = (last + longest).min(n);
+            while end > last + 1 && !ran.contains(&names[end - 1]) {
                 end -= 1;
             }
-            if similarity(previous, &names[last..end]) >= LAST_MATCH {
+            if similarity(&names[before..last], &names[last..end]) >= LAST_MATCH {
                 let k = steps.len();
-                steps.push((format!("step {k}"), s.ts[ops[last]], s.end(ops[end - 1])));
+                let work_end = s.end(ops[end - 1]);
+                let until = (work_end + tail).min(source_end).max(work_end);
+                steps.push((format!("step {k}"), s.ts[ops[last]], until));
             }
         }
         if steps.len() < 2 {
@@ -636,8 +841,8 @@ impl Reported for StepsReport {
             let n = source.steps.len();
             report.line(Line::of(match &source.found_by {
                 StepSource::Markers => format!("{n} steps from step markers"),
-                StepSource::Framework => {
-                    format!("{n} steps from the framework's own step records")
+                StepSource::Framework { calls } => {
+                    format!("{n} steps from the framework's records: {calls}")
                 }
                 StepSource::Period {
                     period,
@@ -649,8 +854,12 @@ impl Reported for StepsReport {
                 StepSource::None => {
                     "no step markers, and the ops do not repeat: no steps".to_string()
                 }
+                StepSource::Loader => {
+                    "a DataLoader worker: the batches it fetches are its training process's steps"
+                        .to_string()
+                }
             }));
-            if source.found_by == StepSource::None {
+            if matches!(source.found_by, StepSource::None | StepSource::Loader) {
                 continue;
             }
             let durations: Vec<f64> = source.steps.iter().map(|s| s.dur_ns as f64).collect();
@@ -747,9 +956,10 @@ impl Reported for StepsReport {
 mod tests {
     use super::*;
 
-    /// Each call of a jitted function is a step that ends when the wait for its result
-    /// does; the last one too, though nothing after it bounds it: what encloses every
-    /// call (the program's loop) does not stretch it to its own end.
+    /// Each call of a jitted function starts a step that lasts until the next call (the
+    /// loop's iteration); the last one ends when the wait for its result does, though
+    /// nothing after it bounds it: what encloses every call (the program's loop) does
+    /// not stretch it to its own end.
     #[test]
     fn jax_steps_end_with_the_wait_for_their_result() {
         let mut events = vec![
@@ -778,10 +988,15 @@ mod tests {
             .iter()
             .map(|s| (s.start_ns, s.start_ns + s.dur_ns))
             .collect();
-        assert_eq!(found[0].found_by, StepSource::Framework);
+        assert_eq!(
+            found[0].found_by,
+            StepSource::Framework {
+                calls: "calls of the jitted step".into()
+            }
+        );
         assert_eq!(
             bounds,
-            [(100_000, 250_000), (300_000, 450_000), (500_000, 650_000)]
+            [(100_000, 300_000), (300_000, 500_000), (500_000, 650_000)]
         );
     }
 
@@ -823,14 +1038,18 @@ mod tests {
         assert_eq!(
             import(&both),
             (
-                StepSource::Framework,
+                StepSource::Framework {
+                    calls: "calls of Keras's train function".into()
+                },
                 vec![(101, 181), (301, 349), (401, 449)]
             )
         );
         assert_eq!(
             import(&marks),
             (
-                StepSource::Framework,
+                StepSource::Framework {
+                    calls: "calls of Keras's train function".into()
+                },
                 vec![(100, 190), (300, 350), (400, 450)]
             )
         );

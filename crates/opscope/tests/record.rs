@@ -1121,10 +1121,11 @@ fn a_programs_own_pytorch_profilers_work_as_without_opscope() {
             && stderr.contains("a PyTorch profiler (4 times), PyTorch's legacy profiler"),
         "{stderr}"
     );
-    // The schedule's ProfilerStep ranges outside its warm-up and active steps (steps 0,
-    // 4, 5 and the one `step()` opens last) reach opscope as ITT tasks: they are steps,
-    // not ops.
-    assert!(stderr.contains("steps: 4 (from step markers)"), "{stderr}");
+    // The schedule's six steps are steps, not ops: those outside its warm-up and active
+    // steps (0, 4, 5) reached opscope as ITT tasks, the others (1-3, while the program's
+    // profiler recorded) as the bootstrap's marks; the one the last `step()` opens, and
+    // the profile's stop closes at once, is none (before: 4 steps, the last that one).
+    assert!(stderr.contains("steps: 6 (from step markers)"), "{stderr}");
     let table = stderr
         .split("top ops by total time:")
         .nth(1)
@@ -1234,7 +1235,14 @@ fn a_programs_own_jax_profiler_works_as_without_opscope() {
         "opscope's profile before, between and after the program's"
     );
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("jax.profiler (2 times)"), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "jax.profiler (2 times; its profiles in {}, {})",
+            scratch.join("recorded/context").display(),
+            scratch.join("recorded/manual").display()
+        )),
+        "{stderr}"
+    );
 }
 
 /// The session's complete ("X") events, as `opscope convert` writes them to Chrome JSON

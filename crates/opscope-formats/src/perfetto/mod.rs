@@ -79,7 +79,9 @@ fn recorded_kind(category: &str, name: &str) -> Option<opscope_model::SliceKind>
         "itt" => Some(SliceKind::Op),
         "itt.frame" => Some(SliceKind::Step),
         "nvtx" => Some(SliceKind::Annotation),
-        // Ranges the Python bootstrap marks (Keras's train-function calls).
+        // Ranges the Python bootstrap marks: Keras's train-function calls, JAX's
+        // jitted calls, and torch.profiler's steps while its profiler records.
+        "opscope" if name.starts_with("ProfilerStep#") => Some(SliceKind::Step),
         "opscope" => Some(SliceKind::Annotation),
         "cuda" => match rest {
             "kernel" => Some(SliceKind::Kernel),
@@ -248,10 +250,14 @@ mod recorded_kind_tests {
         ] {
             assert_eq!(recorded_kind(category, "aten::mm"), kind, "{category}");
         }
-        // torch.profiler's step range, recorded through emit_itt, is a step.
-        assert_eq!(
-            recorded_kind("itt/PyTorch", "ProfilerStep#3"),
-            Some(SliceKind::Step)
-        );
+        // torch.profiler's step range, recorded through emit_itt or marked by the
+        // bootstrap while the program's profiler records, is a step.
+        for category in ["itt/PyTorch", "opscope"] {
+            assert_eq!(
+                recorded_kind(category, "ProfilerStep#3"),
+                Some(SliceKind::Step),
+                "{category}"
+            );
+        }
     }
 }

@@ -16,7 +16,7 @@ use anyhow::{bail, Context, Result};
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
 
-use crate::render::{duration_text, write_table};
+use crate::render::write_table;
 use opscope_analysis::report::{Column, Table, Value};
 
 /// The injected library's file name.
@@ -165,9 +165,20 @@ pub fn run(options: &Options) -> Result<u8> {
         if !aside.is_empty() {
             let list: Vec<String> = aside
                 .iter()
-                .map(|(what, n)| match n {
-                    1 => what.clone(),
-                    n => format!("{what} ({n} times)"),
+                .map(|(what, n, places)| {
+                    let mut notes = Vec::new();
+                    if *n > 1 {
+                        notes.push(format!("{n} times"));
+                    }
+                    match places.len() {
+                        0 => {}
+                        1 => notes.push(format!("its profile in {}", places[0])),
+                        _ => notes.push(format!("its profiles in {}", places.join(", "))),
+                    }
+                    match notes.is_empty() {
+                        true => what.clone(),
+                        false => format!("{what} ({})", notes.join("; ")),
+                    }
                 })
                 .collect();
             eprintln!(
@@ -369,9 +380,10 @@ fn session_dir(output: Option<&Path>) -> Result<(PathBuf, bool)> {
 }
 
 /// What the bootstrap stepped aside for (`.opscope/aside-PID.txt`: one line a time,
-/// framework and profiler), counted by profiler in the order first seen.
-fn stepped_aside(dir: &Path) -> Vec<(String, usize)> {
-    let mut counted: Vec<(String, usize)> = Vec::new();
+/// framework, profiler and, where the program named it, the directory of its profile),
+/// counted by profiler in the order first seen, with the directories.
+fn stepped_aside(dir: &Path) -> Vec<(String, usize, Vec<String>)> {
+    let mut counted: Vec<(String, usize, Vec<String>)> = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir.join(".opscope")) else {
         return counted;
     };
@@ -386,10 +398,21 @@ fn stepped_aside(dir: &Path) -> Vec<(String, usize)> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap_or_default();
         for line in text.lines() {
-            let what = line.split('\t').nth(1).unwrap_or(line).to_string();
-            match counted.iter_mut().find(|(w, _)| *w == what) {
-                Some((_, n)) => *n += 1,
-                None => counted.push((what, 1)),
+            let mut fields = line.split('\t');
+            let what = fields.nth(1).unwrap_or(line).to_string();
+            let place = fields.next().filter(|p| !p.is_empty()).map(str::to_string);
+            let entry = match counted.iter().position(|(w, ..)| *w == what) {
+                Some(at) => {
+                    counted[at].1 += 1;
+                    &mut counted[at]
+                }
+                None => {
+                    counted.push((what, 1, Vec::new()));
+                    counted.last_mut().expect("pushed")
+                }
+            };
+            if let Some(place) = place.filter(|p| !entry.2.contains(p)) {
+                entry.2.push(place);
             }
         }
     }
@@ -438,17 +461,29 @@ fn summarise(dir: &Path) {
             "counter samples"
         ),
     );
-    // Step markers (ProfilerStep#N, `step N` ranges) are no ops: they get a line of
-    // their own, and the table shows the ops inside them.
+    // Steps are no ops: step markers (ProfilerStep#N, `step N` ranges, also one that is
+    // no step) and the bootstrap's marks (category `opscope`: the framework's step
+    // calls) get a line of their own, and the table shows the ops inside them.
     let cx = opscope_analysis::Context::new(&trace);
     let steps = opscope_analysis::steps::steps(&cx, &Default::default());
-    let markers: std::collections::HashSet<&str> = steps
+    let mut markers: std::collections::HashSet<&str> = steps
         .iter()
         .filter(|s| s.found_by == StepSource::Markers)
         .flat_map(|s| s.steps.iter().map(|step| step.name.as_str()))
         .collect();
-    if let Some(line) = steps_line(&steps) {
-        eprintln!("{line}");
+    let ours = trace.strings.find("opscope");
+    let sl = &trace.slices;
+    for i in 0..sl.len() {
+        if sl.kind(i) == opscope_model::SliceKind::Step || Some(sl.category[i]) == ours {
+            markers.insert(trace.str(sl.name[i]));
+        }
+    }
+    if let Some(line) = opscope_analysis::steps::headline(&steps) {
+        let mut text = Vec::new();
+        let mut report = opscope_analysis::report::Report::default();
+        report.line(line);
+        let _ = crate::render::write_report(&report, &mut text);
+        eprint!("{}", String::from_utf8_lossy(&text));
     }
     let table = top_ops(&cx, &markers, 10);
     if !table.rows.is_empty() {
@@ -456,30 +491,6 @@ fn summarise(dir: &Path) {
         let _ = write_table(&table, &mut std::io::stderr(), crate::output::text_width());
         eprintln!("more: opscope stats op {}", dir.display());
     }
-}
-
-/// `steps: 20 (from markers), median 52.3 ms, 48.1–64.9 ms`, over every source.
-fn steps_line(sources: &[opscope_analysis::steps::SourceSteps]) -> Option<String> {
-    let mut times: Vec<i64> = sources
-        .iter()
-        .flat_map(|s| s.steps.iter().map(|step| step.dur_ns))
-        .collect();
-    if times.is_empty() {
-        return None;
-    }
-    times.sort_unstable();
-    let how = if sources.iter().all(|s| s.found_by == StepSource::Markers) {
-        "from step markers"
-    } else {
-        "from the repeating op sequence"
-    };
-    Some(format!(
-        "steps: {} ({how}), median {}, {} to {}",
-        times.len(),
-        duration_text(times[times.len() / 2] as f64),
-        duration_text(times[0] as f64),
-        duration_text(times[times.len() - 1] as f64),
-    ))
 }
 
 /// The `n` ops with the most CPU time, as `opscope stats op` counts them.
