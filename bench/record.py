@@ -56,6 +56,14 @@
   the next step faults that memory in again) and how much the program keeps in the heap.
   Per variant: trims per 100 steps, heap kept per step, faults, step time.
 
+--task jax: what recording a JAX program costs, against JAX's own profiler alone: a
+  jitted MLP loop of about 5 s (record/jax_train.py) run plain, inside
+  `jax.profiler.trace` with JAX's defaults (what a program that profiles itself pays),
+  and under `opscope record` (which runs JAX's profiler without its Python tracer, and
+  marks each jitted call). Per variant: the whole command's wall time, the program's own
+  wall time (first line to last) and its median step; the ratios to plain and of
+  opscope to jax.profiler.
+
 --task all (the default): pairs, rate, steps and interleaved, then one table of every
   figure with its target.
 
@@ -68,7 +76,7 @@ tests' venv ~/.cache/opscope-ci/venv-tests, which .ci/run makes from
 tests/requirements.txt with torch and tensorflow-cpu); this script needs only the
 standard library.
 
-    python3 bench/record.py [--task all|pairs|rate|steps|interleaved|heap] [--repeat 5] [--json OUT]
+    python3 bench/record.py [--task all|pairs|rate|steps|interleaved|heap|jax] [--repeat 5] [--json OUT]
 """
 
 import argparse
@@ -82,6 +90,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from vs_peers import run_header, spawn
@@ -435,6 +444,39 @@ def variant_argv(args: argparse.Namespace, variant: str, argv: list, session: Pa
     return argv
 
 
+def bench_jax(args: argparse.Namespace) -> dict:
+    """Wall and step times of a JAX loop: plain, under jax.profiler, under opscope."""
+    variants = ["plain", "jax.profiler", "opscope record"]
+    runs = {v: [] for v in variants}
+    for timed, variant in alternating_rounds(args, variants):
+        with tempfile.TemporaryDirectory(prefix="opscope-bench-") as tmp:
+            argv = [args.python, SOURCES / "jax_train.py", "--steps", args.jax_steps]
+            if variant == "jax.profiler":
+                argv += ["--profile", Path(tmp) / "profile"]
+            elif variant == "opscope record":
+                argv = [args.opscope, "record", "-q", "-o", Path(tmp) / "session", "--", *argv]
+            start = time.monotonic()
+            report = run_json(argv)
+            command_s = time.monotonic() - start
+        if timed:
+            runs[variant].append({"command_s": command_s, "program_s": report["wall_s"],
+                                  "step_ms": statistics.median(report["steps_ms"])})
+    results = {v: {k: statistics.median(r[k] for r in rs) for k in ("command_s", "program_s", "step_ms")}
+               for v, rs in runs.items()}
+    plain = results["plain"]
+    print(f"\n== a JAX loop of {args.jax_steps} steps (medians of {args.repeat} runs)")
+    print(f"{'variant':<16} {'command s':>10} {'program s':>10} {'step ms':>8} {'vs plain':>9}")
+    for v, r in results.items():
+        print(f"{v:<16} {r['command_s']:>10.2f} {r['program_s']:>10.2f} {r['step_ms']:>8.2f} "
+              f"{r['command_s'] / plain['command_s']:>8.3f}x")
+    ratio = results["opscope record"]["command_s"] / results["jax.profiler"]["command_s"]
+    print(f"opscope record / jax.profiler alone: {ratio:.3f} (whole command), "
+          f"{results['opscope record']['program_s'] / results['jax.profiler']['program_s']:.3f} (the program)")
+    results["record_vs_jax_profiler"] = ratio
+    results["runs"] = runs
+    return results
+
+
 def bench_heap(args: argparse.Namespace) -> dict:
     """How often each PyTorch variant's heap is trimmed, and what it keeps in the heap."""
     argv = [args.python, SOURCES / "torch_steps.py", "--steps", args.steps, "--threads", args.threads, "--heap"]
@@ -684,6 +726,13 @@ def print_targets(results: dict) -> list[dict]:
         row("bytes per event at 1 M events/s", rate["bytes_per_event"], ".2f", "<= 12", rate["bytes_per_event"] <= 12)
         row("bytes per slice at 1 M events/s", rate["bytes_per_slice"], ".2f")
         row("events lost at 1 M events/s (worst run)", rate["events_lost_max"], ",", "0", rate["events_lost_max"] == 0)
+    jax = results.get("jax")
+    if jax:
+        row("jax: command, plain (s)", jax["plain"]["command_s"], ".2f")
+        row("jax: jax.profiler alone / plain", jax["jax.profiler"]["command_s"] / jax["plain"]["command_s"], ".3f")
+        row("jax: record / plain", jax["opscope record"]["command_s"] / jax["plain"]["command_s"], ".3f")
+        ratio = jax["record_vs_jax_profiler"]
+        row("jax: record / jax.profiler alone", ratio, ".3f", "<= 1.00", ratio <= 1)
     steps = results.get("steps")
     if steps and "keras" in steps:
         keras = steps["keras"]
@@ -743,7 +792,8 @@ def shorten(ratio_name: str) -> str:
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--task", choices=["all", "pairs", "rate", "steps", "interleaved", "heap"], default="all")
+    parser.add_argument("--task", choices=["all", "pairs", "rate", "steps", "interleaved", "heap", "jax"],
+                        default="all")
     parser.add_argument("--repeat", type=int, default=5, help="timed rounds (default: 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before them (default: 1)")
     parser.add_argument("--opscope", type=Path, default=REPO / "target/release/opscope")
@@ -754,6 +804,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--rate", type=int, default=1_000_000, help="--task rate: events per second (default: 1000000)")
     parser.add_argument("--seconds", type=float, default=3.0, help="--task rate: how long (default: 3)")
     parser.add_argument("--steps", type=int, default=20, help="--task steps: timed steps per run (default: 20)")
+    parser.add_argument("--jax-steps", type=int, default=120, help="--task jax: steps per run (default: 120)")
     parser.add_argument("--scripts", nargs="+", choices=list(STEP_SCRIPTS), default=list(STEP_SCRIPTS),
                         help="--task steps: which step scripts run; -fixed ones with glibc's heap trimming "
                         "fixed (default: all four)")
@@ -775,7 +826,7 @@ def parse_args() -> argparse.Namespace:
     for built in (args.opscope, args.library):
         if not built.is_file():
             parser.error(f"no {built}: run `cargo build --release` in the workspace")
-    if args.task in ("all", "steps", "interleaved", "heap") and not os.access(args.python, os.X_OK):
+    if args.task in ("all", "steps", "interleaved", "heap", "jax") and not os.access(args.python, os.X_OK):
         parser.error(f"no python at {args.python}: give one with torch and tensorflow-cpu (--python)")
     return args
 
@@ -800,6 +851,8 @@ def main() -> None:
         results["interleaved"] = bench_interleaved(args)
     if args.task == "heap":
         results["heap"] = bench_heap(args)
+    if args.task == "jax":
+        results["jax"] = bench_jax(args)
     output["results"] = results
     output["targets"] = print_targets(results)
     if args.json:

@@ -172,8 +172,9 @@ _OPS = ("name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns", "bytes"
         "peak_bytes", "output_bytes", "float_ops", "devices", "input_shapes")
 _KERNELS = ("name", "time_pct", "total_ns", "instances", "mean_ns", "median_ns", "min_ns", "max_ns",
             "stddev_ns")
-_STEPS = ("rank", "role", "file", "found_by", "name", "start_ns", "dur_ns", "device_busy_ns",
-          "device_idle_ns", "computation_ns", "communication_ns", "memory_ns", "kernels")
+_STEPS = ("rank", "role", "file", "found_by", "on_device", "name", "start_ns", "dur_ns", "device_busy_ns",
+          "device_idle_ns", "computation_ns", "communication_ns", "memory_ns", "kernels", "host_busy_ns",
+          "host_computation_ns", "host_communication_ns", "host_overlap_ns", "host_idle_ns")
 
 
 def _flat(prefix: str, value: dict) -> dict:
@@ -193,7 +194,8 @@ def gpu(trace: Trace, **options: Any):
     """HTA's temporal breakdown, one row per rank and device: span, busy, idle,
     computation and other busy time, their shares, and how much of the communication
     overlapped computation (``opscope gpu``). ``attrs["across"]`` holds the spread
-    across ranks and the straggler."""
+    across ranks and the straggler; ``attrs["hosts"]`` the host threads' time of each
+    process with no device work."""
     doc = report(trace, "gpu", **options)
     rows = []
     for rank in doc["ranks"]:
@@ -201,7 +203,8 @@ def gpu(trace: Trace, **options: Any):
         row.update(rank["temporal"])
         row["communication_overlap_pct"] = rank.get("communication_overlap_pct")
         rows.append(row)
-    return _frame(rows, _GPU, across=doc.get("across"), unattributed=doc.get("unattributed"))
+    return _frame(rows, _GPU, across=doc.get("across"), unattributed=doc.get("unattributed"),
+                  hosts=doc.get("hosts", []))
 
 
 def gpu_streams(trace: Trace, **options: Any):
@@ -250,9 +253,10 @@ def stats_kernel(trace: Trace, **options: Any):
 
 
 def steps(trace: Trace, **options: Any):
-    """One row per training step of each rank: its time and how the device spent it
-    (``opscope steps``). ``attrs["across"]`` holds the spread across ranks and the
-    straggler."""
+    """One row per training step of each rank: its time and how the device spent it,
+    and the host threads' time (``host_*``: what a run without device work shows, its
+    collectives on the CPU its communication) (``opscope steps``). ``attrs["across"]``
+    holds the spread across ranks and the straggler."""
     doc = report(trace, "steps", **options)
     rows = []
     for source in doc["sources"]:
@@ -262,6 +266,7 @@ def steps(trace: Trace, **options: Any):
                 "role": source.get("role"),
                 "file": source.get("file"),
                 "found_by": (source.get("found_by") or {}).get("kind"),
+                "on_device": source.get("on_device"),
             }
             row.update(_flat("", step))
             rows.append(row)

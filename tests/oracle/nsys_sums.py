@@ -4,7 +4,9 @@ tables with Python's sqlite3: one JSON line per file.
     python nsys_sums.py FILE.sqlite…
 
 Keys: kernel, memcpy_h2d, memcpy_d2h, memcpy_other, memset, runtime, driver, sync,
-osrt, nvtx_range, nvtx_mark; each [count, total ns]. And kernel_sum: per demangled
+osrt, nvtx_range, nvtx_mark, and nvtx_mpi (the NVTX ranges of MPI's point-to-point and
+collective calls, which Nsight's MPI tracing names MPI_Send, MPI_Allreduce, ...: the
+communication); each [count, total ns]. And kernel_sum: per demangled
 kernel name, the columns of Nsight's cuda_gpu_kern_sum report (instances, total, mean,
 median, min, max, sample standard deviation, in ns), computed with `statistics`.
 """
@@ -49,6 +51,14 @@ def sums(conn, table, where="1"):
     return [n, total]
 
 
+# MPI's calls that move data (Nsight's MPI trace names its ranges after the call).
+MPI_CALLS = str(tuple(
+    "MPI_" + c for c in (
+        "Send", "Recv", "Isend", "Irecv", "Sendrecv", "Wait", "Waitall", "Waitany", "Barrier", "Bcast",
+        "Reduce", "Allreduce", "Allgather", "Allgatherv", "Alltoall", "Alltoallv", "Gather", "Scatter",
+        "Reduce_scatter", "Put", "Get_accumulate", "Accumulate", "Win_fence")))
+
+
 def main():
     for path in sys.argv[1:]:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -65,6 +75,8 @@ def main():
             "osrt": sums(conn, "OSRT_API"),
             "nvtx_range": sums(conn, "NVTX_EVENTS", 'eventType IN (59, 60) AND "end" IS NOT NULL'),
             "nvtx_mark": sums(conn, "NVTX_EVENTS", "eventType = 34"),
+            "nvtx_mpi": sums(conn, "NVTX_EVENTS", 'eventType IN (59, 60) AND "end" IS NOT NULL AND '
+                             f"coalesce(text, (SELECT value FROM StringIds WHERE id = textId)) IN {MPI_CALLS}"),
             "kernel_sum": kernel_sum(conn),
         }
         print(json.dumps(out))

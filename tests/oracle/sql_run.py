@@ -51,11 +51,12 @@ def spark_session():
 
 def run_spark(files):
     # Local mode runs every query in the driver, whose heap fills over dozens of
-    # queries (one failed to broadcast a small table after sixty): a fresh session for
-    # every six files (the tests pass one dataset's queries together).
+    # queries (one failed to broadcast a small table after sixty; with the steps'
+    # check of their last marker, after eighteen): a fresh session for every three
+    # files (the tests pass one dataset's queries together).
     out = {}
-    for at in range(0, len(files), 6):
-        out.update(run_spark_session(files[at:at + 6]))
+    for at in range(0, len(files), 3):
+        out.update(run_spark_session(files[at:at + 3]))
     return out
 
 

@@ -30,6 +30,18 @@ impl IntervalSet {
         self.spans.is_empty()
     }
 
+    /// The part of the set within `[start, end)`, found by binary search.
+    pub fn clipped(&self, start: i64, end: i64) -> IntervalSet {
+        let from = self.spans.partition_point(|s| s.1 <= start);
+        let spans = self.spans[from..]
+            .iter()
+            .take_while(|s| s.0 < end)
+            .map(|&(a, b)| (a.max(start), b.min(end)))
+            .filter(|(a, b)| a < b)
+            .collect();
+        IntervalSet { spans }
+    }
+
     /// Total covered time.
     pub fn total(&self) -> i64 {
         self.spans.iter().map(|(a, b)| b - a).sum()

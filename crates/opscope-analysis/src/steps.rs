@@ -10,9 +10,11 @@ use crate::context::Context;
 use crate::correlate;
 use crate::distribution::Distribution;
 use crate::gpu::classify::{self, WorkClass};
+use crate::host::{HostSets, HostTime};
 use crate::intervals::IntervalSet;
 use crate::markers::{is_marker, similarity, Bounds, LAST_MATCH};
 use crate::report::{Column, Line, Report, Reported, Table, Value};
+use crate::roles::{role, LOADER_ROLE};
 
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -52,6 +54,9 @@ pub struct Step {
     pub memory_ns: i64,
     /// Device work that started within the step.
     pub kernels: usize,
+    /// The host threads' time within the step: what a run without device work shows
+    /// (collectives on CPUs are its communication).
+    pub host: HostTime,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -62,6 +67,9 @@ pub struct SourceSteps {
     /// `DataLoader worker 341`, `process 328`, or the profiler that wrote it.
     pub role: String,
     pub found_by: StepSource,
+    /// Whether the steps ran work on a device: their breakdown is the device's, else
+    /// the host threads'.
+    pub on_device: bool,
     pub steps: Vec<Step>,
 }
 
@@ -86,42 +94,6 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// PyTorch names a DataLoader worker process's main thread so.
-const DATALOADER_WORKER_THREAD: &str = "pt_data_worker";
-
-/// What a source's process is, for people: a DataLoader worker by its thread's name
-/// (it inherits its rank's environment), its rank where the trace gives one, a
-/// framework profiler's file by its format, else the process by its pid.
-fn role(trace: &Trace, src: SourceId) -> String {
-    let host = trace
-        .processes
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.source == src && p.device.is_none());
-    for (index, process) in host.clone() {
-        let main_thread = trace
-            .threads
-            .iter()
-            .find(|t| t.process.index() == index && t.tid == process.pid && t.name.is_some());
-        if main_thread.is_some_and(|t| {
-            t.name
-                .is_some_and(|n| trace.str(n) == DATALOADER_WORKER_THREAD)
-        }) {
-            return format!("{LOADER_ROLE} {}", process.pid);
-        }
-    }
-    if let Some(rank) = trace.sources[src.index()].rank {
-        return format!("rank {rank}");
-    }
-    if trace.sources[src.index()].format == "xplane" {
-        return "TensorFlow/JAX profiler".to_string();
-    }
-    match host.map(|(_, p)| p.pid).next() {
-        Some(pid) => format!("process {pid}"),
-        None => "trace".to_string(),
-    }
-}
-
 /// [`steps`] and the summary across ranks.
 pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
     let sources = steps(cx, options);
@@ -131,15 +103,23 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
         .filter(|s| !s.steps.is_empty() && !is_loader(s))
         .map(|s| {
             let of = |f: fn(&Step) -> i64| median(s.steps.iter().map(|x| f(x) as f64).collect());
-            (
-                crate::across::label(&s.file, s.rank, None),
+            // A run without device work is compared by its host threads' time.
+            let figures = if s.on_device {
                 vec![
                     ("median_step_ns", of(|x| x.dur_ns)),
                     ("median_computation_ns", of(|x| x.computation_ns)),
                     ("median_communication_ns", of(|x| x.communication_ns)),
                     ("median_device_idle_ns", of(|x| x.device_idle_ns)),
-                ],
-            )
+                ]
+            } else {
+                vec![
+                    ("median_step_ns", of(|x| x.dur_ns)),
+                    ("median_computation_ns", of(|x| x.host.computation_ns)),
+                    ("median_communication_ns", of(|x| x.host.communication_ns)),
+                    ("median_host_idle_ns", of(|x| x.host.idle_ns)),
+                ]
+            };
+            (crate::across::label(&s.file, s.rank, None), figures)
         })
         .collect();
     StepsReport {
@@ -147,9 +127,6 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
         sources,
     }
 }
-
-/// How a DataLoader worker's role begins.
-const LOADER_ROLE: &str = "DataLoader worker";
 
 /// Whether a source's steps are a DataLoader worker's batches, no training steps.
 fn is_loader(source: &SourceSteps) -> bool {
@@ -247,6 +224,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
         list.sort_by_key(|&i| (s.ts[i], i));
     }
     let mut classifier = classify::Classifier::new(trace);
+    let hosts = HostSets::of_sources(trace);
     for (src_index, source) in trace.sources.iter().enumerate() {
         let src = SourceId(src_index as u32);
         let role = role(trace, src);
@@ -290,10 +268,10 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             continue;
         }
         let longest = source_work.iter().map(|&i| s.dur[i]).max().unwrap_or(0);
-        let steps = bounds
+        let steps: Vec<Step> = bounds
             .into_iter()
             .map(|(name, start, end)| {
-                step_breakdown(
+                let mut step = step_breakdown(
                     trace,
                     &mut classifier,
                     source_work,
@@ -301,7 +279,9 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
                     name,
                     start,
                     end,
-                )
+                );
+                step.host = hosts[src_index].within(start, end);
+                step
             })
             .collect();
         result.push(SourceSteps {
@@ -309,6 +289,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             rank: source.rank,
             role,
             found_by,
+            on_device: steps.iter().any(|s| s.kernels > 0 || s.device_busy_ns > 0),
             steps,
         });
     }
@@ -602,6 +583,7 @@ fn step_breakdown(
         communication_ns: sets[1].total(),
         memory_ns: sets[2].total(),
         kernels,
+        host: HostTime::default(),
     }
 }
 
@@ -876,11 +858,9 @@ impl Reported for StepsReport {
                 );
             }
             let origin = source.steps.first().map_or(0, |s| s.start_ns);
-            // A CPU-only run has no device to be idle: its steps would read "device
-            // idle 100%", which misleads. Its table keeps the step times only.
-            let device_work = source.steps.iter().any(|s| {
-                s.kernels > 0 || s.device_busy_ns > 0 || s.communication_ns > 0 || s.memory_ns > 0
-            });
+            // A CPU-only run has no device to be idle: its steps show where the host
+            // threads' time went instead (its collectives are its communication).
+            let device_work = source.on_device;
             let mut columns = vec![
                 Column::text("step"),
                 Column::numeric("start"),
@@ -899,7 +879,20 @@ impl Reported for StepsReport {
                     .map(Column::numeric),
                 );
             } else {
-                report.line(Line::of("no device work in these steps: times only"));
+                report.line(Line::of(
+                    "no device work in these steps: the host threads' time (an op running, \
+                     a collective, or neither)",
+                ));
+                columns.extend(
+                    [
+                        "host busy",
+                        "host idle",
+                        "computation",
+                        "communication",
+                        "overlapped",
+                    ]
+                    .map(Column::numeric),
+                );
             }
             let mut table = Table::new(columns);
             let ns = |n: i64| Value::Duration(n as f64);
@@ -914,6 +907,14 @@ impl Reported for StepsReport {
                         ns(s.communication_ns),
                         ns(s.memory_ns),
                         Value::Count(s.kernels as i64),
+                    ]);
+                } else {
+                    row.extend([
+                        share(s.host.busy_ns),
+                        share(s.host.idle_ns),
+                        ns(s.host.computation_ns),
+                        ns(s.host.communication_ns),
+                        ns(s.host.overlap_ns),
                     ]);
                 }
                 table.rows.push(row);
@@ -933,6 +934,7 @@ impl Reported for StepsReport {
                     "median_computation_ns" => "computation",
                     "median_communication_ns" => "communication",
                     "median_device_idle_ns" => "device idle",
+                    "median_host_idle_ns" => "host idle",
                     other => other,
                 },
                 |_, v| Value::Duration(v),

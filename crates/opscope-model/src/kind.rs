@@ -36,11 +36,15 @@ pub enum SliceKind {
     PythonFunction,
     Alloc,
     Other,
+    /// Compilation: XLA compiling a program (its passes, code generation), JAX tracing
+    /// and lowering a function, TensorFlow's XLA compile ops. Its own kind of work, not
+    /// the program's ops.
+    Compile,
 }
 
 impl SliceKind {
     /// Every kind, in the order of [`SliceKind::code`].
-    pub const ALL: [SliceKind; 18] = [
+    pub const ALL: [SliceKind; 19] = [
         SliceKind::Op,
         SliceKind::Kernel,
         SliceKind::Memcpy(CopyDirection::H2D),
@@ -59,6 +63,8 @@ impl SliceKind {
         SliceKind::PythonFunction,
         SliceKind::Alloc,
         SliceKind::Other,
+        // Added after the others: a code is saved (the model cache, Parquet), and kept.
+        SliceKind::Compile,
     ];
 
     /// A one-byte code for the columnar store.
@@ -94,6 +100,7 @@ impl SliceKind {
             SliceKind::PythonFunction => "python_function",
             SliceKind::Alloc => "alloc",
             SliceKind::Other => "other",
+            SliceKind::Compile => "compile",
         }
     }
 
@@ -120,6 +127,103 @@ pub fn is_collective_op_name(name: &str) -> bool {
 pub const COLLECTIVE_OP_PREFIXES: [&str; 3] = ["nccl:", "c10d::", "gloo:"];
 /// Collective ops by their whole name ([`is_collective_op_name`]).
 pub const COLLECTIVE_OP_NAMES: [&str; 1] = ["record_param_comms"];
+
+/// Whether an op or range of a host thread is communication with other processes, on
+/// CPUs as on GPUs: PyTorch's collectives ([`is_collective_op_name`]), MPI calls
+/// (`MPI_Allreduce`, `MPI_Wait`), oneCCL's (`oneccl_bindings_for_pytorch::allreduce`,
+/// `ccl::allreduce`), TensorFlow's collective ops (`CollectiveReduceV2`, also as
+/// `node:CollectiveReduceV2`; `NcclAllReduce`) and its gRPC transfers (`RecvTensor`,
+/// `GrpcRemoteWorker::…`).
+pub fn is_communication_name(name: &str) -> bool {
+    if is_collective_op_name(name) {
+        return true;
+    }
+    const PREFIXES: [&str; 4] = ["oneccl_bindings_for_pytorch::", "ccl::", "oneccl:", "Grpc"];
+    if let Some(call) = name
+        .strip_prefix("MPI_")
+        .or_else(|| name.strip_prefix("PMPI_"))
+    {
+        // MPI's set-up and bookkeeping calls move no data.
+        const SET_UP: [&str; 16] = [
+            "Init",
+            "Finalize",
+            "Comm_",
+            "Type_",
+            "Op_",
+            "Group_",
+            "Info_",
+            "Wtime",
+            "Wtick",
+            "Get_",
+            "Abort",
+            "Error",
+            "Attr",
+            "Query_thread",
+            "Initialized",
+            "Finalized",
+        ];
+        return !SET_UP.iter().any(|p| call.starts_with(p));
+    }
+    if PREFIXES.iter().any(|p| name.starts_with(p)) || name.contains("RecvTensor") {
+        return true;
+    }
+    // TensorFlow's ops, by type: the whole name, or the part after `node:`.
+    let op_type = match name.rsplit_once(':') {
+        Some((node, t)) if !node.ends_with(':') && !t.is_empty() => t,
+        _ => name,
+    };
+    const TF_TYPES: [&str; 6] = [
+        "CollectiveReduce",
+        "CollectiveGather",
+        "CollectiveBcastSend",
+        "CollectiveBcastRecv",
+        "CollectiveAllToAll",
+        "CollectiveReduceScatter",
+    ];
+    let base = op_type
+        .strip_suffix("V2")
+        .or_else(|| op_type.strip_suffix("V3"));
+    TF_TYPES.contains(&base.unwrap_or(op_type))
+        || matches!(op_type, "NcclAllReduce" | "NcclReduce" | "NcclBroadcast")
+}
+
+/// Whether an op or range is compilation ([`SliceKind::Compile`]) by its name: XLA's
+/// compile entry points and passes' drivers, JAX's tracing, lowering and backend
+/// compile, TensorFlow's XLA compile ops. What runs inside such a slice is compilation
+/// too.
+pub fn is_compile_name(name: &str) -> bool {
+    const NAMES: [&str; 9] = [
+        "backend_compile",
+        "backend_compile_and_load",
+        "lower_sharding_computation",
+        "lower_jaxpr_to_module",
+        "trace_to_jaxpr_dynamic",
+        "jax_compile",
+        "XlaCompile",
+        "_XlaCompile",
+        "XlaCompileOnDemand",
+    ];
+    const PREFIXES: [&str; 6] = [
+        "PjRtCpuClient::Compile",
+        "PjRtStreamExecutorClient::Compile",
+        "PjRtCApiClient::Compile",
+        "TfrtCpuClient::Compile",
+        "CpuCompiler::",
+        "GpuCompiler::",
+    ];
+    NAMES.contains(&name)
+        || PREFIXES.iter().any(|p| name.starts_with(p))
+        || name.starts_with("DeviceCompiler::Compile")
+        || name.starts_with("XlaCompilationCache::Compile")
+}
+
+/// Whether a thread, by its name, runs only compilation: XLA's compiler pool
+/// (`tf_PjRtCompilerThreadPool`) and its CPU code generation (`tf_xla-cpu-codegen`).
+pub fn is_compile_thread(name: &str) -> bool {
+    name.contains("CompilerThreadPool")
+        || name.contains("xla-cpu-codegen")
+        || name.contains("xla_compile")
+}
 
 #[cfg(test)]
 mod tests {

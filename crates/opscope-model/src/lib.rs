@@ -10,6 +10,7 @@ pub mod dims;
 pub mod events;
 pub mod kind;
 mod packed;
+mod refine;
 pub mod repair;
 pub mod strings;
 #[cfg(test)]

@@ -40,6 +40,7 @@ pub(crate) fn finish(trace: &mut Trace) {
         sort_instants(trace);
     });
     trace.counters = counters;
+    crate::refine::refine_kinds(trace);
 }
 
 /// Counter samples from which sorting them gets a thread of its own.

@@ -760,11 +760,16 @@ fn nsys_exports_match_their_own_tables() {
             ("driver", "driver"),
             ("sync", "sync"),
             ("osrt", "other"),
-            ("nvtx_range", "annotation"),
+            // NVTX ranges that are MPI's communication calls (MPI_Send, MPI_Recv) are
+            // collectives, the others annotations.
+            ("nvtx_range", "annotation+collective"),
         ];
-        for (table, kind) in pairs {
-            let count = info["slices_by_kind"][kind].as_u64().unwrap_or(0);
-            let ns = info["slice_ns_by_kind"][kind].as_i64().unwrap_or(0);
+        for (table, kinds) in pairs {
+            let (mut count, mut ns) = (0, 0);
+            for kind in kinds.split('+') {
+                count += info["slices_by_kind"][kind].as_u64().unwrap_or(0);
+                ns += info["slice_ns_by_kind"][kind].as_i64().unwrap_or(0);
+            }
             assert_eq!(
                 [count as i64, ns],
                 [
@@ -775,6 +780,19 @@ fn nsys_exports_match_their_own_tables() {
                 file.display()
             );
         }
+        // MPI's calls that move data are communication.
+        assert_eq!(
+            [
+                info["slices_by_kind"]["collective"].as_i64().unwrap_or(0),
+                info["slice_ns_by_kind"]["collective"].as_i64().unwrap_or(0)
+            ],
+            [
+                want["nvtx_mpi"][0].as_i64().unwrap(),
+                want["nvtx_mpi"][1].as_i64().unwrap()
+            ],
+            "{}: MPI's ranges",
+            file.display()
+        );
         assert_eq!(info["instants"], want["nvtx_mark"][0]);
         assert_eq!(info["unattributed_device_work"], 0, "{}", file.display());
         let kernels = opscope_ok(&[

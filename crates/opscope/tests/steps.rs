@@ -402,6 +402,41 @@ fn jax_steps_are_the_loops_iterations_whatever_ran_before_or_around_it() {
             stderr.contains("steps: 12 (from the framework's records: calls of the jitted update)"),
             "{what}: {stderr}"
         );
+        if !own {
+            compilation_is_apart(&session, &stderr);
+        }
+    }
+}
+
+/// XLA's compilation (its passes, code generation, JAX's tracing) is its own kind of
+/// work: counted apart by `info` and the summary, and not among the program's ops
+/// (before, `PjRtCpuClient::Compile`, `TaskDispatcher::dispatch` and the passes topped
+/// `stats op`).
+fn compilation_is_apart(session: &Path, stderr: &str) {
+    assert!(stderr.contains("compilation: "), "{stderr}");
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    assert!(
+        info["slices_by_kind"]["compile"].as_u64() > Some(100),
+        "{info}"
+    );
+    let ops = common::opscope_ok(&["stats", "op", "--format", "json", session.to_str().unwrap()]);
+    let ops: Value = serde_json::from_slice(&ops.stdout).unwrap();
+    for op in ops.as_array().unwrap() {
+        let name = op["name"].as_str().unwrap();
+        for internal in [
+            "Compile",
+            "Compiler",
+            "Pass",
+            "Codegen",
+            "TaskDispatcher",
+            "ThunkEmitter",
+        ] {
+            assert!(
+                !name.contains(internal),
+                "compilation among the ops: {name}"
+            );
+        }
     }
 }
 
@@ -486,6 +521,91 @@ fn keras_steps_stay_while_its_tensorboard_callback_profiles() {
         "{stderr}"
     );
     assert!(stderr.contains("tf.profiler"), "{stderr}");
+}
+
+/// A 2-rank `torchrun` job on gloo (tests/record/ranks_gloo_steps.py): its collectives
+/// run on the CPU, and are its communication. Each rank's steps (as many as it ran)
+/// carry the host threads' time; a step's communication lies within the rank's own
+/// timing of its all-reduce calls (it misses only the waits no op covers, when the
+/// rank's thread is not scheduled: more than half of it over the run); `gpu` shows each rank's host
+/// time with the communication in it; the summary counts steps per rank. Before:
+/// "communication 0 ns", the device idle all the step, and `steps: 20`.
+#[test]
+fn collectives_on_the_cpu_are_communication() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("steps-gloo");
+    let session = scratch.join("session");
+    let log = scratch.join("log");
+    let _alone = alone();
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-o"])
+        .arg(&session)
+        .arg("--")
+        .arg(Path::new(&python()).with_file_name("torchrun"))
+        .args(["--standalone", "--nproc-per-node", "2"])
+        .arg(script("ranks_gloo_steps.py"))
+        .arg(&log)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .expect("opscope runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("steps: 10 per rank, 2 ranks (from the repeating op sequence)"),
+        "{stderr}"
+    );
+    let report = steps_json(&session);
+    for rank in 0..2 {
+        let log = read_log(&scratch.join(format!("log.{rank}")));
+        let found = report["sources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["rank"] == rank)
+            .unwrap_or_else(|| panic!("no rank {rank}: {report}"));
+        assert_eq!(found["on_device"], false);
+        let steps = found["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), log.len(), "rank {rank}");
+        let (mut all_ours, mut all_theirs) = (0, 0);
+        for (k, (step, run)) in steps.iter().zip(&log).enumerate() {
+            let ours = step["host"]["communication_ns"].as_i64().unwrap();
+            let theirs = run["communication_ns"].as_i64().unwrap();
+            assert!(
+                ours > 0 && ours <= theirs + 1_000_000,
+                "rank {rank} step {k}: communication {ours} ns, the rank timed {theirs} ns"
+            );
+            assert!(step["host"]["computation_ns"].as_i64() > Some(0), "{step}");
+            all_ours += ours;
+            all_theirs += theirs;
+        }
+        assert!(
+            2 * all_ours >= all_theirs,
+            "rank {rank}: communication {all_ours} ns in all, the rank timed {all_theirs} ns"
+        );
+    }
+    let gpu = common::opscope_ok(&["gpu", "--format", "json", session.to_str().unwrap()]);
+    let gpu: Value = serde_json::from_slice(&gpu.stdout).unwrap();
+    for rank in 0..2 {
+        let host = gpu["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| h["rank"] == rank)
+            .unwrap_or_else(|| panic!("no host time of rank {rank}: {gpu}"));
+        assert!(
+            host["time"]["communication_ns"].as_i64() > Some(0),
+            "{host}"
+        );
+    }
+    let text = common::opscope_ok(&["gpu", session.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("communication"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
 }
 
 #[test]

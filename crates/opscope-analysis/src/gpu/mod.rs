@@ -48,6 +48,9 @@ pub struct GpuReport {
     pub across: Option<crate::across::Across>,
     /// Device work with no launch found (all ranks).
     pub unattributed: usize,
+    /// The host threads' time of each source with no device work: where a CPU-only
+    /// run's time goes (computation, communication on the CPU, idle).
+    pub hosts: Vec<crate::host::HostReport>,
 }
 
 /// One device of one source file (a rank of a job, usually one device).
@@ -122,6 +125,10 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         options.communication_kernels.as_ref(),
     );
     let corrections = crate::summary::ClockCorrection::of_sources(trace);
+    let mut with_devices = vec![false; trace.sources.len()];
+    for ((src_index, _), _) in &groups {
+        with_devices[*src_index] = true;
+    }
     for ((src_index, device), tracks) in groups {
         let source = &trace.sources[src_index];
         let mut spans: [Vec<(i64, i64)>; 3] = Default::default();
@@ -175,6 +182,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         across: crate::across::summarize(&figures, "compute_ns"),
         ranks,
         unattributed: correlation.unattributed,
+        hosts: crate::host::reports(trace, &selected, &with_devices),
     }
 }
 

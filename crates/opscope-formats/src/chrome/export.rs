@@ -152,6 +152,7 @@ fn kineto_name<'c>(kind: SliceKind, category: &'c str, name: &str) -> &'c str {
         SliceKind::Annotation => "user_annotation",
         SliceKind::Step if name.starts_with("ProfilerStep#") => "user_annotation",
         SliceKind::PythonFunction => "python_function",
+        SliceKind::Compile => "compile",
         SliceKind::Step | SliceKind::Alloc | SliceKind::Other => category,
     }
 }

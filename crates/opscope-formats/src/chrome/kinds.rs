@@ -40,6 +40,7 @@ pub(crate) fn kind_of(category: &str, name: &str) -> Option<SliceKind> {
         "gpu_memcpy" | "memcpy" => SliceKind::Memcpy(memcpy_direction(name)),
         "gpu_memset" | "memset" => SliceKind::Memset,
         "collective" | "nccl" | "comms" | "distributed" => SliceKind::Collective,
+        "compile" => SliceKind::Compile,
         // The span of a whole profiling session: neither an op nor a user annotation.
         "trace" => SliceKind::Other,
         // CUPTI profiler ranges.

@@ -107,14 +107,13 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
         .filter(|s| !s.steps.is_empty())
         .take(16)
     {
-        let device = source.steps.iter().any(|s| s.kernels > 0);
         let bars: Vec<Bar> = source
             .steps
             .iter()
             .enumerate()
             .map(|(k, s)| {
                 let ms = |ns: i64| ns as f64 / 1e6;
-                let parts = if device {
+                let parts = if source.on_device {
                     vec![
                         (ms(s.computation_ns), COMPUTE),
                         (ms(s.communication_ns), COMMUNICATION),
@@ -122,7 +121,14 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
                         (ms(s.device_idle_ns), IDLE),
                     ]
                 } else {
-                    vec![(ms(s.dur_ns), COMPUTE)]
+                    // The host threads' time: computation alone, communication (with
+                    // or without computation beside it), neither.
+                    let h = &s.host;
+                    vec![
+                        (ms(h.computation_ns - h.overlap_ns), COMPUTE),
+                        (ms(h.communication_ns), COMMUNICATION),
+                        (ms(h.idle_ns), IDLE),
+                    ]
                 };
                 Bar {
                     // Step names are long (ProfilerStep#551): the tooltip has them.
@@ -137,10 +143,13 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
     }
     if !charts.is_empty() {
         charts.push_str(&legend(&[
-            (COMPUTE, "computation (or the step, without device work)"),
+            (COMPUTE, "computation"),
             (COMMUNICATION, "communication"),
             (MEMORY, "memory"),
-            (IDLE, "device idle"),
+            (
+                IDLE,
+                "idle (the device's; without device work, the host threads')",
+            ),
         ]));
     }
     section("Steps", charts + &html::report(&steps.report()));
@@ -175,6 +184,38 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
         gpu_html.push_str(&legend(&[
             (COMPUTE, "computation"),
             (OTHER, "other device work"),
+            (IDLE, "idle"),
+        ]));
+    }
+    // A run without device work: its host threads' time, per process.
+    let host_bars: Vec<Bar> = gpu
+        .hosts
+        .iter()
+        .map(|h| {
+            let ms = |ns: i64| ns as f64 / 1e6;
+            let t = &h.time;
+            Bar {
+                title: format!(
+                    "{}: computation {:.1} ms, communication {:.1} ms, idle {:.1} ms",
+                    h.role,
+                    ms(t.computation_ns),
+                    ms(t.communication_ns),
+                    ms(t.idle_ns)
+                ),
+                label: h.role.clone(),
+                parts: vec![
+                    (ms(t.computation_ns - t.overlap_ns), COMPUTE),
+                    (ms(t.communication_ns), COMMUNICATION),
+                    (ms(t.idle_ns), IDLE),
+                ],
+            }
+        })
+        .collect();
+    if bars.is_empty() && !host_bars.is_empty() {
+        gpu_html.push_str(&html::bars(&host_bars, 200, "ms"));
+        gpu_html.push_str(&legend(&[
+            (COMPUTE, "computation (host threads)"),
+            (COMMUNICATION, "communication (collectives on the CPU)"),
             (IDLE, "idle"),
         ]));
     }

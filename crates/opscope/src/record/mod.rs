@@ -485,12 +485,30 @@ fn summarise(dir: &Path) {
         let _ = crate::render::write_report(&report, &mut text);
         eprint!("{}", String::from_utf8_lossy(&text));
     }
+    let compiling = compile_time(&trace);
+    if compiling > 0 {
+        eprintln!(
+            "compilation: {} of CPU time (XLA, JAX's tracing; apart from the ops)",
+            crate::render::duration_text(compiling as f64)
+        );
+    }
     let table = top_ops(&cx, &markers, 10);
     if !table.rows.is_empty() {
         eprintln!("top ops by total time:");
         let _ = write_table(&table, &mut std::io::stderr(), crate::output::text_width());
         eprintln!("more: opscope stats op {}", dir.display());
     }
+}
+
+/// The time of the outermost compilation slices, summed over threads.
+fn compile_time(trace: &opscope_model::Trace) -> i64 {
+    use opscope_model::{SliceKind, NONE};
+    let s = &trace.slices;
+    (0..s.len())
+        .filter(|&i| s.kind(i) == SliceKind::Compile)
+        .filter(|&i| s.parent[i] == NONE || s.kind(s.parent[i] as usize) != SliceKind::Compile)
+        .map(|i| s.dur[i])
+        .sum()
 }
 
 /// The `n` ops with the most CPU time, as `opscope stats op` counts them.
