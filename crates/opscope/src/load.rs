@@ -112,6 +112,9 @@ pub struct Inputs {
     /// OPSCOPE_CACHE_DIR=off turns it off).
     #[arg(long)]
     pub no_cache: bool,
+    /// Where the agent is, for --live (a socket, or an agent over TCP and its token).
+    #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
+    pub agent: crate::agent::client::AgentAddress,
 }
 
 impl Inputs {
@@ -127,7 +130,7 @@ impl Inputs {
     pub fn load_owned(&self) -> Result<Trace> {
         let trace = match &self.live {
             Some(job) => {
-                let address = crate::agent::client::AgentAddress::default();
+                let address = &self.agent;
                 let last_ns = self.last.map(|d| d.as_nanos() as u64);
                 let jobs = if job.is_empty() {
                     let jobs: Vec<String> = address
@@ -145,7 +148,7 @@ impl Inputs {
                 };
                 let dumps = jobs
                     .iter()
-                    .map(|job| crate::agent::client::LiveDump::fetch(&address, job, last_ns))
+                    .map(|job| crate::agent::client::LiveDump::fetch(address, job, last_ns))
                     .collect::<Result<Vec<_>>>()?;
                 let paths: Vec<PathBuf> = dumps.iter().map(|d| d.path().to_path_buf()).collect();
                 let options = LoadOptions {

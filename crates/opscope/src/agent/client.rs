@@ -7,7 +7,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::dump::{DumpFile, DumpMeta};
-use super::protocol::{self, read_frame, write_frame, Query, ERROR, FILE, QUERY, REPLY, TOKEN};
+use super::protocol::{
+    self, read_frame, write_frame, FrameError, Query, ERROR, FILE, QUERY, REPLY, TOKEN,
+};
 use super::snapshot::Snapshot;
 
 /// Where to find the agent, as the commands that ask it take it.
@@ -56,11 +58,24 @@ impl std::io::Write for Connection {
     }
 }
 
+/// How long a client waits for the agent at each read or write before it says so: an
+/// agent that is stopped (SIGSTOP), or hung, never answers.
+fn wait_limit() -> std::time::Duration {
+    std::env::var("OPSCOPE_AGENT_TIMEOUT")
+        .ok()
+        .and_then(|v| crate::agent::triggers::parse_duration(&v).ok())
+        .filter(|d| !d.is_zero())
+        .unwrap_or(std::time::Duration::from_secs(15))
+}
+
 impl AgentAddress {
     fn connect(&self) -> Result<Connection> {
+        let limit = Some(wait_limit());
         if let Some(address) = &self.connect {
             let mut stream = std::net::TcpStream::connect(address)
                 .with_context(|| format!("cannot reach the agent at {address}"))?;
+            stream.set_read_timeout(limit)?;
+            stream.set_write_timeout(limit)?;
             let token = self
                 .token
                 .clone()
@@ -70,7 +85,10 @@ impl AgentAddress {
                 .map_err(|e| dropped(e, "sending the token"))?;
             return Ok(Connection::Tcp(stream));
         }
-        self.connect_unix().map(Connection::Unix)
+        let stream = self.connect_unix()?;
+        stream.set_read_timeout(limit)?;
+        stream.set_write_timeout(limit)?;
+        Ok(Connection::Unix(stream))
     }
 
     fn connect_unix(&self) -> Result<UnixStream> {
@@ -144,7 +162,18 @@ impl AgentAddress {
 /// The agent ended the connection (a wrong token over TCP, an agent stopping). Said as
 /// text: the I/O error itself, a broken pipe, would pass for a closed stdout, which
 /// ends a command quietly.
-fn dropped(e: impl std::fmt::Display, doing: &str) -> anyhow::Error {
+fn dropped(e: impl Into<FrameError>, doing: &str) -> anyhow::Error {
+    let e = e.into();
+    if matches!(&e, FrameError::Io(io) if matches!(
+        io.kind(),
+        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
+    )) {
+        return anyhow::anyhow!(
+            "the agent did not answer within {:.0} s while {doing}: is it stopped or hung? \
+             (`kill -CONT` a stopped agent; OPSCOPE_AGENT_TIMEOUT sets the wait)",
+            wait_limit().as_secs_f64()
+        );
+    }
     anyhow::anyhow!(
         "the agent ended the connection while {doing} ({e}); over TCP, is the token the one it printed?"
     )

@@ -25,9 +25,11 @@ struct Tallies {
     /// Per slice kind, per name: calls and ns. Entries stay from one chunk to the
     /// next (zeroed): a chunk mostly holds the names the last one did.
     ops: Vec<(&'static str, NameTallies)>,
-    steps_ms: Vec<f64>,
-    /// Steps as the framework records them (Keras's train-function calls).
-    framework_steps_ms: Vec<f64>,
+    /// Steps the chunk marks (start in the trace's clock, ms): step markers, and the
+    /// batches of Keras's `fit` as the bootstrap marks them.
+    steps: Vec<(i64, f64)>,
+    /// How the last of them was found, as `opscope steps` says it.
+    steps_how: &'static str,
     events: u64,
 }
 
@@ -40,8 +42,7 @@ impl Tallies {
                 names.values_mut().for_each(|v| *v = (0, 0));
             }
         }
-        self.steps_ms.clear();
-        self.framework_steps_ms.clear();
+        self.steps.clear();
         self.events = 0;
     }
 
@@ -94,8 +95,14 @@ pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Sha
             break;
         }
     }
-    if let Some(p) = shared.state().process_mut(&stream.job, stream.process) {
-        p.connected = false;
+    let mut state = shared.state();
+    if let Some(job) = state.jobs.get_mut(&stream.job) {
+        if let Some(p) = job.processes.get_mut(&stream.process) {
+            p.connected = false;
+        }
+        // Its last step is complete now: the step search reads it once more.
+        job.searched_ns = 0;
+        job.search_at_tick = 0;
     }
 }
 
@@ -161,16 +168,16 @@ impl Stream {
         p.chunks += 1;
         p.chunks_lost = lost;
         p.events += tallies.events;
-        // Markers first, as `opscope steps` takes them.
-        if !tallies.steps_ms.is_empty() {
-            p.steps_found_by = "markers";
+        if !tallies.steps.is_empty() {
+            p.steps_in_chunks = true;
+            if p.steps_found_by != tallies.steps_how {
+                p.steps_found_by = tallies.steps_how.to_string();
+            }
+            p.steps_counted = "every step since the process connected";
         }
-        if p.steps_found_by != "markers" && !tallies.framework_steps_ms.is_empty() {
-            p.steps_found_by = "the framework's step calls";
-            tallies.steps_ms.append(&mut tallies.framework_steps_ms);
-        }
-        for &ms in &tallies.steps_ms {
-            p.add_step(ms);
+        tallies.steps.sort_by_key(|s| s.0);
+        for &(start, ms) in &tallies.steps {
+            p.add_step(start, ms);
         }
         self.copy_preamble(p);
         true
@@ -196,13 +203,21 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
         } => {
             t.events += 1;
             let ns = end_ns.saturating_sub(start_ns);
+            let step = (start_ns as i64, ns as f64 / 1e6);
+            // Steps, not ops: they would top every op list with the step's time.
+            if name == steps::KERAS_BATCH_MARK {
+                t.steps.push(step);
+                t.steps_how = "from the framework's records: Keras fit's batches";
+                return;
+            }
             if name == steps::KERAS_STEP_MARK {
-                // A step, not an op: it would top every op list with the step's time.
-                t.framework_steps_ms.push(ns as f64 / 1e6);
                 return;
             }
             match kind {
-                Some(SliceKind::Step) => t.steps_ms.push(ns as f64 / 1e6),
+                Some(SliceKind::Step) => {
+                    t.steps.push(step);
+                    t.steps_how = "from step markers";
+                }
                 Some(kind) => t.add(kind.name(), name, ns),
                 None => t.add("other", name, ns),
             }

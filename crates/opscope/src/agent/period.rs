@@ -1,6 +1,7 @@
-//! Steps of jobs without step markers, found as `opscope steps` finds them in files:
+//! Steps of jobs whose chunks do not mark them (no step markers, no Keras batches):
 //! every few seconds, the last seconds of one process's chunks are read as a trace and
-//! the same period search runs on them (outside the agent's lock).
+//! `opscope steps` runs on them, outside the agent's lock: the calls of a jitted JAX
+//! function, or the repeating op sequence. Each step found is added once.
 
 use std::time::Duration;
 
@@ -8,30 +9,37 @@ use opscope_analysis::steps::{self, StepOptions, StepSource};
 use opscope_analysis::Context;
 use opscope_model::Trace;
 
-use super::state::{FoundSteps, JobKey};
+use super::flight::ProcessKey;
+use super::state::JobKey;
 use super::Shared;
 
 /// How often a job's steps are searched again (sampler ticks of a second); a search
 /// that finds none waits twice as long before the next, up to [`MAX_WAIT_TICKS`].
 const EVERY_TICKS: u64 = 5;
 const MAX_WAIT_TICKS: u64 = 60;
-/// How much of the process's ops a search reads: its last seconds, and at most this
+/// How much of the process's events a search reads: its last seconds, and at most this
 /// many bytes of chunks (about 80,000 events), newest first. A search costs what it
 /// reads (about 1 µs an event), so this bounds the agent's CPU on a busy job.
 const WINDOW: Duration = Duration::from_secs(20);
 const MAX_BYTES: usize = 256 << 10;
 
-/// Searches again every job that has no markers and has received chunks since its
-/// last search.
+/// What one search found: each step's start (the trace's clock) and duration, and how.
+struct Found {
+    steps: Vec<(i64, i64)>,
+    how: String,
+}
+
+/// Searches again every job whose chunks carry no steps and that has received chunks
+/// since its last search.
 pub fn refresh(shared: &Shared, tick: u64, now: u64) {
     let window = WINDOW.as_nanos() as u64;
-    let work: Vec<(JobKey, u32, Vec<u8>)> = {
+    let work: Vec<(JobKey, ProcessKey, u32, bool, Vec<u8>)> = {
         let state = shared.state();
         state
             .jobs
             .iter()
             .filter(|(_, job)| {
-                job.marker_step_count() == 0
+                !job.steps_in_chunks()
                     && job.last_chunk_ns > job.searched_ns
                     && tick >= job.search_at_tick
             })
@@ -55,39 +63,51 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
                 for chunk in &chunks[chunks.len().saturating_sub(newest)..] {
                     bytes.extend_from_slice(chunk);
                 }
-                (!chunks.is_empty()).then(|| (key.clone(), p.pid, bytes))
+                (!chunks.is_empty()).then(|| (key.clone(), process, p.pid, p.connected, bytes))
             })
             .collect()
     };
-    for (key, pid, bytes) in work {
+    for (key, process, pid, connected, bytes) in work {
         let found = search(&bytes, pid);
         let mut state = shared.state();
-        if let Some(job) = state.jobs.get_mut(&key) {
-            job.searched_ns = now;
-            job.search_wait_ticks = match found {
-                Some(_) => EVERY_TICKS,
-                None => (job.search_wait_ticks * 2).clamp(EVERY_TICKS, MAX_WAIT_TICKS),
-            };
-            job.search_at_tick = tick + job.search_wait_ticks;
-            if let Some(steps_ms) = found {
-                job.found_steps = Some(FoundSteps {
-                    pid,
-                    window_s: WINDOW.as_secs_f64(),
-                    steps_ms,
-                });
-            }
+        let Some(job) = state.jobs.get_mut(&key) else {
+            continue;
+        };
+        job.searched_ns = now;
+        job.search_wait_ticks = match found {
+            Some(_) => EVERY_TICKS,
+            None => (job.search_wait_ticks * 2).clamp(EVERY_TICKS, MAX_WAIT_TICKS),
+        };
+        job.search_at_tick = tick + job.search_wait_ticks;
+        let (Some(found), Some(p)) = (found, job.processes.get_mut(&process)) else {
+            continue;
+        };
+        // The window's last step may still be running: it waits for the next search,
+        // but for a process that has gone.
+        let complete = found.steps.len() - usize::from(connected && !found.steps.is_empty());
+        for &(start, dur) in &found.steps[..complete] {
+            p.add_step(start, dur as f64 / 1e6);
         }
+        p.steps_found_by = found.how;
+        p.steps_counted = "every step since the first search (its last 20 s of events then)";
     }
 }
 
-/// The steps the period search finds in one process's Perfetto bytes, in ms.
-fn search(bytes: &[u8], pid: u32) -> Option<Vec<f64>> {
+/// The steps `opscope steps` finds in one process's Perfetto bytes.
+fn search(bytes: &[u8], pid: u32) -> Option<Found> {
     let mut trace = Trace::new();
     // What a damaged chunk leaves is still read; the search sees what there is.
     let _ = opscope_formats::perfetto::import(bytes, &format!("process {pid}"), &mut trace);
     let found = steps::steps(&Context::new(&trace), &StepOptions::default());
-    let source = found
-        .into_iter()
-        .find(|s| !matches!(s.found_by, StepSource::None) && !s.steps.is_empty())?;
-    Some(source.steps.iter().map(|s| s.dur_ns as f64 / 1e6).collect())
+    let source = found.into_iter().find(|s| {
+        !matches!(s.found_by, StepSource::None | StepSource::Loader) && !s.steps.is_empty()
+    })?;
+    Some(Found {
+        how: source.found_by.how(),
+        steps: source
+            .steps
+            .iter()
+            .map(|s| (s.start_ns, s.dur_ns))
+            .collect(),
+    })
 }

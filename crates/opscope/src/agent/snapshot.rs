@@ -44,6 +44,9 @@ pub struct JobState {
     /// `kubernetes pod`, or `session` (the session directory).
     pub source: String,
     pub uid: u32,
+    /// None of its processes is there any more (the agent keeps it a while).
+    #[serde(default)]
+    pub ended: bool,
     pub processes: Vec<ProcessState>,
     pub steps: StepState,
     /// Events (slices and instants) received over the last full second.
@@ -95,8 +98,13 @@ pub struct GpuUse {
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 pub struct StepState {
-    /// `markers`, or the period search and what it read; empty without steps.
+    /// Where the steps come from, as `opscope steps` says it (`from step markers`,
+    /// `from the repeating op sequence`); empty without steps.
     pub found_by: String,
+    /// What `count` counts: every step since the process connected, or since the
+    /// first search (which reads the last seconds of its events).
+    #[serde(default)]
+    pub counted: String,
     pub count: u64,
     pub last_ms: Option<f64>,
     pub median_ms: Option<f64>,
@@ -123,6 +131,14 @@ pub fn ms(v: Option<f64>) -> Value {
     match v {
         Some(ms) => Value::Duration(ms * 1e6),
         None => Value::text("-"),
+    }
+}
+
+/// A process's step count, `-` for a process that makes none (a worker, a launcher).
+pub fn steps_text(count: u64) -> Value {
+    match count {
+        0 => Value::text("-"),
+        n => Value::Count(n as i64),
     }
 }
 
@@ -164,7 +180,8 @@ impl Reported for Snapshot {
         }
         for job in &self.jobs {
             report.blank();
-            let mut line = Line::of(format!("job {} ({}): ", job.job, job.source))
+            let ended = if job.ended { ", ended" } else { "" };
+            let mut line = Line::of(format!("job {} ({}{ended}): ", job.job, job.source))
                 .value(Value::Count(job.processes.len() as i64))
                 .text(" processes, ")
                 .value(Value::Count(job.events_per_s as i64))
@@ -190,6 +207,12 @@ impl Reported for Snapshot {
                 line = line.text(format!(", {} chunks lost", job.chunks_lost));
             }
             report.line(line);
+            if job.steps.count > 0 {
+                report.line(Line::of(format!(
+                    "steps {}; counted: {}",
+                    job.steps.found_by, job.steps.counted
+                )));
+            }
             let mut processes = Table::new(vec![
                 Column::numeric("pid"),
                 Column::text("role"),
@@ -213,7 +236,7 @@ impl Reported for Snapshot {
                     Value::Bytes(p.rss_bytes as i64),
                     Value::text(gpu_use_text(&p.gpus)),
                     Value::Count(p.events as i64),
-                    Value::Count(p.steps.count as i64),
+                    steps_text(p.steps.count),
                     ms(p.steps.last_ms),
                     Value::text(p.command.clone()),
                 ]);

@@ -44,9 +44,7 @@ pub struct Job {
     pub processes: BTreeMap<ProcessKey, Process>,
     pub ops: OpWindows,
     pub events: u64,
-    /// Steps the period search found in the job's last seconds, when it has no markers.
-    pub found_steps: Option<FoundSteps>,
-    /// When the last chunk arrived and when the period search last ran (agent ns).
+    /// When the last chunk arrived and when the step search last ran (agent ns).
     pub last_chunk_ns: u64,
     pub searched_ns: u64,
     /// The sampler tick of the next search, and the wait after the last.
@@ -55,13 +53,6 @@ pub struct Job {
     /// Chunks the agent received but could not read.
     pub unreadable_chunks: u64,
     pub triggers: super::triggers::JobTriggers,
-}
-
-/// Steps found by the period search over a window of one process's ops.
-pub struct FoundSteps {
-    pub pid: u32,
-    pub window_s: f64,
-    pub steps_ms: Vec<f64>,
 }
 
 pub struct Process {
@@ -75,10 +66,17 @@ pub struct Process {
     pub events: u64,
     /// The packets a dump of this process starts with.
     pub preamble: Vec<u8>,
+    /// Its steps' durations (ms), the last [`STEPS_KEPT`], and how many in all.
     pub steps: VecDeque<f64>,
     pub steps_total: u64,
-    /// Where its steps come from: `markers`, or the framework's step calls.
-    pub steps_found_by: &'static str,
+    /// Where the last step began (the trace's clock): a step is added once, whether a
+    /// chunk or a search found it.
+    pub last_step_start: i64,
+    /// Where its steps come from, as `opscope steps` says it, and what they count.
+    pub steps_found_by: String,
+    pub steps_counted: &'static str,
+    /// Whether its chunks carry its steps (markers, Keras's batches): no search needed.
+    pub steps_in_chunks: bool,
     pub cpu: CpuMeter,
     pub rss_bytes: u64,
     /// The GPUs NVML last listed it on.
@@ -264,7 +262,6 @@ impl State {
             processes: BTreeMap::new(),
             ops: OpWindows::default(),
             events: 0,
-            found_steps: None,
             last_chunk_ns: now,
             searched_ns: 0,
             search_at_tick: 0,
@@ -284,7 +281,10 @@ impl State {
                 preamble: Vec::new(),
                 steps: VecDeque::new(),
                 steps_total: 0,
-                steps_found_by: "",
+                last_step_start: i64::MIN,
+                steps_found_by: String::new(),
+                steps_counted: "",
+                steps_in_chunks: false,
                 cpu: CpuMeter::default(),
                 rss_bytes: 0,
                 gpus: Vec::new(),
@@ -350,7 +350,7 @@ impl Job {
                 } else {
                     Vec::new()
                 },
-                steps: step_state(&p.steps, p.steps_total),
+                steps: p.step_state(),
             })
             .collect();
         let mut gpus: Vec<usize> = processes
@@ -363,6 +363,7 @@ impl Job {
             job: key.name.clone(),
             source: self.source.clone(),
             uid: key.uid,
+            ended: !self.processes.values().any(|p| p.connected),
             steps: self.steps(),
             events_per_s: self.ops.events_per_s(now_s),
             events: self.events,
@@ -381,36 +382,25 @@ impl Job {
         }
     }
 
-    /// The job's steps: from the step markers of its lowest rank that has any (rank 0
-    /// in a healthy job), else of its first process that has any; else those the
-    /// period search last found.
+    /// The job's steps: those of its lowest rank that has any (rank 0 in a healthy
+    /// job), else of its first process that has any, however they were found.
     pub fn steps(&self) -> StepState {
-        match (self.step_process(), &self.found_steps) {
-            (Some(p), _) => StepState {
-                found_by: p.steps_found_by.into(),
-                ..step_state(&p.steps, p.steps_total)
-            },
-            (None, Some(found)) => {
-                let steps: VecDeque<f64> = found.steps_ms.iter().copied().collect();
-                StepState {
-                    found_by: format!(
-                        "the repeating op sequence of process {} over the last {:.0} s",
-                        found.pid, found.window_s
-                    ),
-                    ..step_state(&steps, steps.len() as u64)
-                }
-            }
-            (None, None) => StepState::default(),
-        }
+        self.step_process()
+            .map_or_else(StepState::default, Process::step_state)
     }
 
-    /// Steps from markers only (what triggers judge).
-    pub fn marker_step_count(&self) -> u64 {
+    /// The job's steps so far (what triggers judge).
+    pub fn step_count(&self) -> u64 {
         self.step_process().map_or(0, |p| p.steps_total)
     }
 
-    /// The process whose op sequence the period search reads: the lowest rank with
-    /// events, else the process with the most events that is not a worker.
+    /// Whether some process's chunks carry the job's steps.
+    pub fn steps_in_chunks(&self) -> bool {
+        self.processes.values().any(|p| p.steps_in_chunks)
+    }
+
+    /// The process whose events the step search reads: the lowest rank with events,
+    /// else the process with the most events that is not a worker.
     pub fn search_process(&self) -> Option<(ProcessKey, &Process)> {
         let with_events = || self.processes.iter().filter(|(_, p)| p.events > 0);
         with_events()
@@ -457,12 +447,27 @@ impl Job {
 }
 
 impl Process {
-    pub fn add_step(&mut self, ms: f64) {
+    /// Adds the step that began at `start_ns` (the trace's clock) and lasted `ms`,
+    /// unless a step that began there or later was added already.
+    pub fn add_step(&mut self, start_ns: i64, ms: f64) -> bool {
+        if start_ns <= self.last_step_start {
+            return false;
+        }
+        self.last_step_start = start_ns;
         if self.steps.len() == STEPS_KEPT {
             self.steps.pop_front();
         }
         self.steps.push_back(ms);
         self.steps_total += 1;
+        true
+    }
+
+    fn step_state(&self) -> StepState {
+        StepState {
+            found_by: self.steps_found_by.clone(),
+            counted: self.steps_counted.to_string(),
+            ..step_state(&self.steps, self.steps_total)
+        }
     }
 }
 
@@ -501,6 +506,7 @@ fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
     };
     StepState {
         found_by: String::new(),
+        counted: String::new(),
         count: total,
         last_ms: steps.back().copied(),
         median_ms: median(recent.clone()),

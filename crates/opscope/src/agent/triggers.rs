@@ -102,7 +102,7 @@ pub fn check(
     now_ns: u64,
     cooldown: Duration,
 ) -> Option<String> {
-    let steps = job.marker_step_count();
+    let steps = job.step_count();
     if steps != job.triggers.steps_seen {
         job.triggers.steps_seen = steps;
         job.triggers.last_progress_ns = now_ns;
@@ -192,7 +192,8 @@ mod tests {
         let add = |state: &mut State, steps: &[f64]| {
             let p = state.process_mut(&key, process).unwrap();
             for &ms in steps {
-                p.add_step(ms);
+                let start = p.last_step_start.max(0) + 1;
+                p.add_step(start, ms);
             }
         };
         add(&mut state, &[10.0; 6]);

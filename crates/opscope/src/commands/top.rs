@@ -44,9 +44,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    use std::io::IsTerminal;
     let first = args.agent.snapshot()?;
     if args.once {
         return output::print(args.format, &first);
+    }
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        anyhow::bail!(
+            "`opscope top` draws on a terminal, and this is none: use `opscope top --once` \
+             for one snapshot (`--format json` for scripts)"
+        );
     }
     let mut terminal = ratatui::try_init().context("cannot take over the terminal")?;
     let result = View::new(first).run(&mut terminal, &args);
@@ -104,7 +111,7 @@ struct View {
 impl View {
     fn new(snapshot: Snapshot) -> View {
         let mut jobs = TableState::default();
-        jobs.select((!snapshot.jobs.is_empty()).then_some(0));
+        jobs.select(busiest(&snapshot));
         View {
             snapshot,
             jobs,
@@ -164,8 +171,7 @@ impl View {
                 .iter()
                 .position(|j| j.job == name && j.uid == uid)
         });
-        let fallback = (!self.snapshot.jobs.is_empty()).then_some(0);
-        self.jobs.select(index.or(fallback));
+        self.jobs.select(index.or_else(|| busiest(&self.snapshot)));
     }
 
     fn selected(&self) -> Option<&JobState> {
@@ -215,11 +221,15 @@ impl View {
                 Row::new(vec![
                     j.job.clone(),
                     j.source.clone(),
-                    j.processes
-                        .iter()
-                        .filter(|p| p.connected)
-                        .count()
-                        .to_string(),
+                    if j.ended {
+                        "ended".to_string()
+                    } else {
+                        j.processes
+                            .iter()
+                            .filter(|p| p.connected)
+                            .count()
+                            .to_string()
+                    },
                     j.events_per_s.to_string(),
                     ms(j.steps.last_ms),
                     ms(j.steps.median_ms),
@@ -290,7 +300,7 @@ impl View {
                 text(&Value::Bytes(p.rss_bytes as i64)),
                 crate::agent::snapshot::gpu_use_text(&p.gpus),
                 p.events.to_string(),
-                p.steps.count.to_string(),
+                text(&snapshot::steps_text(p.steps.count)),
                 ms(p.steps.last_ms),
                 p.command.clone(),
             ])
@@ -324,9 +334,10 @@ impl View {
             .style(Style::new().add_modifier(Modifier::BOLD)),
         )
         .block(Block::bordered().title(Line::from(format!(
-            " job {} · {} steps · median {} ",
+            " job {} · {} steps {} · median {} ",
             job.job,
             job.steps.count,
+            job.steps.found_by,
             ms(job.steps.median_ms)
         ))));
         frame.render_widget(table, processes);
@@ -375,6 +386,20 @@ impl View {
     }
 }
 
+/// The job to show first: the running job with the most events per second (not one
+/// that ended, perhaps another session's), else the first.
+fn busiest(snapshot: &Snapshot) -> Option<usize> {
+    let running = snapshot
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| !j.ended)
+        .max_by_key(|(i, j)| (j.events_per_s, j.events, std::cmp::Reverse(*i)));
+    running
+        .map(|(i, _)| i)
+        .or((!snapshot.jobs.is_empty()).then_some(0))
+}
+
 fn duration(ms: f64) -> String {
     text(&Value::Duration(ms * 1e6))
 }
@@ -385,4 +410,34 @@ fn ms(v: Option<f64>) -> String {
 
 fn trend(v: Option<f64>) -> String {
     text(&snapshot::trend(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first job shown is the busiest running one, not a job that ended (before,
+    /// the first in the list: another session's, finished).
+    #[test]
+    fn the_busiest_running_job_is_shown_first() {
+        let job = |name: &str, ended: bool, events_per_s: u64| JobState {
+            job: name.into(),
+            ended,
+            events_per_s,
+            ..JobState::default()
+        };
+        let mut snapshot = Snapshot {
+            jobs: vec![
+                job("old", true, 0),
+                job("quiet", false, 10),
+                job("busy", false, 900),
+            ],
+            ..Snapshot::default()
+        };
+        assert_eq!(busiest(&snapshot), Some(2));
+        snapshot.jobs.truncate(1);
+        assert_eq!(busiest(&snapshot), Some(0), "only ended jobs: the first");
+        snapshot.jobs.clear();
+        assert_eq!(busiest(&snapshot), None);
+    }
 }
