@@ -202,9 +202,12 @@ fn from_resident(trace: &Trace, all_steps: &[steps::SourceSteps]) -> Vec<Allocat
     let mut reports = Vec::new();
     for (t, mut samples) in tracks {
         samples.sort_by_key(|&i| c.ts[i]);
+        // A live process always holds some memory: a 0 is a sample of the process gone
+        // (a zombie waiting to be reaped), not its memory at the end.
         let series: Vec<(i64, i64)> = samples
             .iter()
             .map(|&i| (c.ts[i], c.value[i] as i64))
+            .filter(|&(_, bytes)| bytes > 0)
             .collect();
         let Some(&(peak_at, peak)) = series.iter().rev().max_by_key(|(_, v)| *v) else {
             continue;
@@ -551,4 +554,44 @@ fn from_counters(trace: &Trace, options: &MemoryOptions) -> Vec<AllocatorReport>
         });
     }
     reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opscope_model::{ArgsId, ClockDomain, LinearTransform, Source};
+
+    /// A process's resident memory ends where it last held some: the sample of it gone
+    /// (0 B, read of a zombie at exit) is none (before: the run ended at 0, "growth
+    /// -11.86 MiB").
+    #[test]
+    fn the_sample_of_a_process_gone_is_no_resident_memory() {
+        let mut trace = Trace::new();
+        let name = trace.intern("CLOCK_MONOTONIC");
+        let clock = trace.add_clock(ClockDomain {
+            name,
+            to_global: LinearTransform::IDENTITY,
+            unix_offset_ns: None,
+        });
+        let source = trace.add_source(Source {
+            path: "opscope-processes-1.pftrace".into(),
+            format: "perfetto".into(),
+            clock,
+            host: None,
+            rank: None,
+            world_size: None,
+            metadata: ArgsId::NONE,
+        });
+        let process = trace.process(source, 7);
+        let name = trace.intern("resident bytes");
+        let track = trace.named_track(Some(process), TrackKind::Counter, name, 0);
+        for (ts, bytes) in [(0, 10e6), (100, 50e6), (200, 40e6), (300, 0.0)] {
+            trace.counters.push(track, ts, bytes);
+        }
+        trace.finish();
+        let reports = memory(&Context::new(&trace), &MemoryOptions::default());
+        let resident = reports.iter().find(|r| r.data == "resident").unwrap();
+        assert_eq!(resident.final_in_use, 40_000_000);
+        assert_eq!(resident.peak_in_use, 50_000_000);
+    }
 }

@@ -2095,6 +2095,60 @@ fn memory_reports_a_recordings_sampled_resident_memory() {
 /// On a recording with steps (NVTX ranges `train_step_N`) and no allocator events, the
 /// growth of resident memory per step is what the program's own VmRSS says it grew by
 /// in each step (the sampler's last sample before each boundary stands for it).
+/// A program that holds its memory to the end (tests/record/resident_kept.py): the
+/// sampler's file holds no sample of the exited process (0 B, which `memory` took for
+/// the memory at the end: "growth -11.86 MiB"), the peak is what the program read of
+/// itself as its last act (within a tenth), and the run ends above where it began
+/// (the interpreter frees the arrays as it exits, so the last sample may be lower than
+/// the peak, never 0).
+#[test]
+fn memory_at_the_end_is_the_programs_not_its_exits() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let dir = scratch_dir("record-resident-kept");
+    let session = dir.join("s");
+    let out = record_with(
+        &["--sample-ms", "10"],
+        &session,
+        Path::new(&python()),
+        &[&script("resident_kept.py")],
+        &[],
+    );
+    assert_ok(&out, "recording resident_kept.py");
+    let told: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (pid, at_end) = (
+        told["pid"].as_i64().unwrap(),
+        told["rss_at_end"].as_i64().unwrap(),
+    );
+    let report = common::opscope_ok(&["memory", "--format", "json", session.to_str().unwrap()]);
+    let reports: Value = serde_json::from_slice(&report.stdout).unwrap();
+    let mine = reports
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| {
+            r["data"] == "resident"
+                && r["allocator"]
+                    .as_str()
+                    .unwrap()
+                    .contains(&format!("(pid {pid})"))
+        })
+        .unwrap_or_else(|| panic!("no resident memory of pid {pid}: {reports:#}"));
+    let (peak, first, last) = (
+        mine["peak_in_use"].as_i64().unwrap(),
+        mine["first_in_use"].as_i64().unwrap(),
+        mine["final_in_use"].as_i64().unwrap(),
+    );
+    assert!(
+        (peak - at_end).abs() <= at_end / 10,
+        "the peak resident memory {peak}, the program's own {at_end}"
+    );
+    assert!(last >= first && first > 0, "first {first}, last {last}");
+    let samples = counter_samples(&sampler_file(&session), "resident_kept.py", "resident bytes");
+    assert!(!samples.is_empty() && samples.iter().all(|&v| v > 0.0), "{samples:?}");
+}
+
 #[test]
 fn memory_reports_resident_growth_per_step() {
     if !python_with(&["nvtx"]) {

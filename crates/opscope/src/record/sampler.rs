@@ -106,6 +106,8 @@ fn monotonic_ns() -> i64 {
 
 /// The fields of `/proc/PID/stat` the sampler uses.
 pub(crate) struct Stat {
+    /// `Z`: exited, not yet reaped (its memory gone: no sample); `R`, `S`, `D`, …
+    pub state: u8,
     pub ppid: i32,
     pub ticks: u64,
     pub threads: u64,
@@ -121,6 +123,7 @@ pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     // `rest` starts at field 3 (state); field n is f[n - 3].
     let num = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
     Some(Stat {
+        state: f.first()?.bytes().next()?,
         ppid: num(4)? as i32,
         ticks: num(14)? + num(15)?,
         threads: num(20)?,
@@ -220,6 +223,10 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
             // whose status `Child::wait` collects).
             // SAFETY: waitpid on our own child with WNOHANG does not block.
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
+        }
+        if matches!(stat.state, b'Z' | b'X') {
+            // Exited: its resident memory reads 0, which is no sample of it.
+            continue;
         }
         let entry = seen.entry(pid).or_default();
         if entry.name.is_empty() {
