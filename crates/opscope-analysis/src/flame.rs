@@ -168,10 +168,7 @@ impl Tree {
 fn frame_text(trace: &Trace, frame: Frame) -> String {
     match frame {
         Frame::Process(p) => match trace.processes.get(p as usize) {
-            Some(process) => match process.name {
-                Some(name) => format!("{} (pid {})", short_command(trace.str(name)), process.pid),
-                None => format!("pid {}", process.pid),
-            },
+            Some(_) => crate::roles::process_name(trace, opscope_model::ProcessId(p)),
             None => "(no process)".to_string(),
         },
         Frame::Thread(t) => match trace.threads.get(t as usize) {
@@ -185,25 +182,6 @@ fn frame_text(trace: &Trace, frame: Frame) -> String {
         Frame::Device(kind, name) => format!("[{}] {}", kind.name(), trace.str(name)),
         Frame::Unattributed => "(device work with no launching op)".to_string(),
     }
-}
-
-/// A process name that is a command line, with each path cut to its file name and the
-/// whole to 80 characters: the root frame must stay readable.
-fn short_command(name: &str) -> String {
-    let short: Vec<&str> = name
-        .split_whitespace()
-        .map(|word| {
-            word.rsplit('/')
-                .next()
-                .filter(|w| !w.is_empty())
-                .unwrap_or(word)
-        })
-        .collect();
-    let mut text = short.join(" ");
-    if text.chars().count() > 80 {
-        text = text.chars().take(79).collect::<String>() + "…";
-    }
-    text
 }
 
 #[cfg(test)]
@@ -243,10 +221,6 @@ mod tests {
             (format!("{root};aten::relu"), 30_000),
         ];
         assert_eq!(stacks, want);
-        assert_eq!(
-            short_command("/venv/bin/python /repo/tests/train.py --out /tmp/a/b.log"),
-            "python train.py --out b.log"
-        );
         let cpu: u64 = folded(&cx, FlameOptions { device: false })
             .iter()
             .map(|(_, w)| w)

@@ -216,7 +216,7 @@ fn from_resident(trace: &Trace, all_steps: &[steps::SourceSteps]) -> Vec<Allocat
             continue;
         };
         let process = &trace.processes[p.index()];
-        let name = process.name.map_or("process", |n| trace.str(n));
+        let name = crate::roles::process_name(trace, p);
         let source = &trace.sources[process.source.index()];
         // Steps are found in the files of the process's own events, not the sampler's:
         // those of a source that has a process of the same pid.
@@ -248,7 +248,7 @@ fn from_resident(trace: &Trace, all_steps: &[steps::SourceSteps]) -> Vec<Allocat
         reports.push(AllocatorReport {
             file: source.path.clone(),
             rank: source.rank,
-            allocator: format!("{name} (pid {}) resident", process.pid),
+            allocator: format!("{name} resident"),
             device_type: None,
             device_id: None,
             data: "resident",

@@ -1,44 +1,146 @@
-//! What a source's process is, for people: a rank where the trace says so, a DataLoader
-//! worker (it inherits its rank's environment, so only its thread's name tells), a
-//! framework profiler's file, or a process by its pid.
+//! What a process is, for people, and the one name every command gives it: `rank 1
+//! (pid 4562)`, `DataLoader worker (pid 4570)`, `python train.py (pid 88)`.
+//! What is known of a pid is gathered across the files that describe it (a recorded
+//! process's own file, the sampler's, its framework's profile).
 
-use opscope_model::{SourceId, Trace};
-
-/// How a DataLoader worker's role begins.
-pub const LOADER_ROLE: &str = "DataLoader worker";
+use opscope_model::{ProcessId, SourceId, Trace};
 
 /// PyTorch names a DataLoader worker process's main thread so.
 const DATALOADER_WORKER_THREAD: &str = "pt_data_worker";
 
-/// What a source's process is, for people: a DataLoader worker by its thread's name
-/// (it inherits its rank's environment), its rank where the trace gives one, a
-/// framework profiler's file by its format, else the process by its pid.
-pub fn role(trace: &Trace, src: SourceId) -> String {
-    let host = trace
-        .processes
-        .iter()
-        .enumerate()
-        .filter(|(_, p)| p.source == src && p.device.is_none());
-    for (index, process) in host.clone() {
-        let main_thread = trace
-            .threads
-            .iter()
-            .find(|t| t.process.index() == index && t.tid == process.pid && t.name.is_some());
-        if main_thread.is_some_and(|t| {
-            t.name
+/// What is known of one process of a host, from every file that has it.
+struct Facts {
+    rank: Option<u32>,
+    loader: bool,
+    command: Option<String>,
+}
+
+fn facts(trace: &Trace, process: ProcessId) -> Facts {
+    let me = &trace.processes[process.index()];
+    let host = trace.sources[me.source.index()].host;
+    let same: Vec<usize> = (0..trace.processes.len())
+        .filter(|&i| {
+            let p = &trace.processes[i];
+            p.pid == me.pid && p.device.is_none() && trace.sources[p.source.index()].host == host
+        })
+        .collect();
+    let loader = trace.threads.iter().any(|t| {
+        same.contains(&t.process.index())
+            && t.tid == me.pid
+            && t.name
                 .is_some_and(|n| trace.str(n) == DATALOADER_WORKER_THREAD)
-        }) {
-            return format!("{LOADER_ROLE} {}", process.pid);
-        }
+    });
+    let rank = same
+        .iter()
+        .find_map(|&i| trace.sources[trace.processes[i].source.index()].rank);
+    // The longest name: a command line rather than the short name a file gave.
+    let command = same
+        .iter()
+        .filter_map(|&i| trace.processes[i].name)
+        .map(|n| trace.str(n))
+        .max_by_key(|n| n.len())
+        .map(str::to_string);
+    Facts {
+        rank,
+        loader,
+        command,
     }
-    if let Some(rank) = trace.sources[src.index()].rank {
-        return format!("rank {rank}");
+}
+
+/// A command line for people: each path cut to its file name, at most 60 characters.
+pub fn short_command(command: &str) -> String {
+    let short: Vec<&str> = command
+        .split_whitespace()
+        .map(|word| {
+            word.rsplit('/')
+                .next()
+                .filter(|w| !w.is_empty())
+                .unwrap_or(word)
+        })
+        .collect();
+    let text = short.join(" ");
+    if text.chars().count() > 60 {
+        text.chars().take(59).collect::<String>() + "…"
+    } else {
+        text
     }
-    if trace.sources[src.index()].format == "xplane" {
-        return "TensorFlow/JAX profiler".to_string();
+}
+
+/// The one name of a process in every command: a device's (Kineto's GPU "process") by
+/// the device; a DataLoader worker by its main thread's name (it inherits its rank's
+/// environment, rank included); a rank's process by its rank; any other by its command
+/// line; each with its pid.
+pub fn process_name(trace: &Trace, process: ProcessId) -> String {
+    let p = &trace.processes[process.index()];
+    let rank = trace.sources[p.source.index()].rank;
+    if let Some(d) = p.device {
+        let d = &trace.devices[d.index()];
+        return match rank {
+            Some(r) => format!("rank {r}'s {} {}", d.kind.name(), d.index),
+            None => format!("{} {}", d.kind.name(), d.index),
+        };
     }
-    match host.map(|(_, p)| p.pid).next() {
-        Some(pid) => format!("process {pid}"),
+    let facts = facts(trace, process);
+    let pid = p.pid;
+    match (facts.loader, facts.rank.or(rank), facts.command) {
+        (true, _, _) => format!("DataLoader worker (pid {pid})"),
+        (false, Some(r), _) => format!("rank {r} (pid {pid})"),
+        (false, None, Some(command)) => format!("{} (pid {pid})", short_command(&command)),
+        (false, None, None) => format!("process {pid}"),
+    }
+}
+
+/// The host processes of a source.
+fn host_processes(trace: &Trace, src: SourceId) -> impl Iterator<Item = ProcessId> + '_ {
+    (0..trace.processes.len())
+        .filter(move |&i| trace.processes[i].source == src && trace.processes[i].device.is_none())
+        .map(|i| ProcessId(i as u32))
+}
+
+/// The name of what a source describes: its (first) host process's name; a framework
+/// profile whose process another file of the session names, by what it is.
+pub fn role(trace: &Trace, src: SourceId) -> String {
+    let source = &trace.sources[src.index()];
+    let process = host_processes(trace, src).next();
+    // An XSpace names its host's plane (`/host:CPU`), not a process, and its pid is
+    // made up; one that `opscope record` took describes the recorded process.
+    let plane = process.is_none_or(|p| {
+        facts(trace, p)
+            .command
+            .is_none_or(|c| c.starts_with("/host:"))
+    });
+    if source.format == "xplane" && plane {
+        let what = "TensorFlow/JAX profile";
+        return match source.host {
+            Some(host) if process.is_some() => format!("{what} of {}", trace.str(host)),
+            _ => what.to_string(),
+        };
+    }
+    if let Some(process) = process {
+        return process_name(trace, process);
+    }
+    match source.rank {
+        Some(rank) => format!("rank {rank}"),
         None => "trace".to_string(),
+    }
+}
+
+/// Whether a source's process is a DataLoader worker: its batches are its training
+/// process's steps, not steps of its own.
+pub fn is_loader(trace: &Trace, src: SourceId) -> bool {
+    host_processes(trace, src).any(|p| facts(trace, p).loader)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn command_lines_are_shortened() {
+        assert_eq!(
+            short_command("/venv/bin/python /repo/tests/train.py --out /tmp/a/b.log"),
+            "python train.py --out b.log"
+        );
+        assert_eq!(short_command(&"x".repeat(80)).chars().count(), 60);
     }
 }

@@ -14,7 +14,7 @@ use crate::host::{HostSets, HostTime};
 use crate::intervals::IntervalSet;
 use crate::markers::{is_marker, similarity, Bounds, LAST_MATCH};
 use crate::report::{Column, Line, Report, Reported, Table, Value};
-use crate::roles::{role, LOADER_ROLE};
+use crate::roles::{is_loader as loader_source, role};
 
 #[derive(Clone, Debug, Default)]
 pub struct StepOptions {
@@ -130,7 +130,7 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
 
 /// Whether a source's steps are a DataLoader worker's batches, no training steps.
 fn is_loader(source: &SourceSteps) -> bool {
-    source.role.starts_with(LOADER_ROLE)
+    source.found_by == StepSource::Loader
 }
 
 impl StepSource {
@@ -233,7 +233,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
         // A DataLoader worker fetches batches for its training process, whose steps
         // they are: its own repeats are no steps (they made pseudo-steps by the
         // hundred beside a rank's).
-        let loader = role.starts_with(LOADER_ROLE);
+        let loader = loader_source(trace, src);
         if loader {
             found_by = StepSource::Loader;
         } else if !options.ignore_markers {

@@ -17,6 +17,9 @@ pub struct Summary {
     pub hosts: Vec<String>,
     pub ranks: Vec<u32>,
     pub processes: usize,
+    /// Each host process by the one name every command gives it (`rank 0 (pid 41)`),
+    /// in the trace's order.
+    pub process_names: Vec<String>,
     pub threads: usize,
     pub devices: Vec<DeviceSummary>,
     pub tracks: BTreeMap<&'static str, usize>,
@@ -250,6 +253,10 @@ pub fn summarize(cx: &Context) -> Summary {
         hosts,
         ranks,
         processes: trace.processes.len(),
+        process_names: (0..trace.processes.len())
+            .filter(|&p| trace.processes[p].device.is_none())
+            .map(|p| crate::roles::process_name(trace, opscope_model::ProcessId(p as u32)))
+            .collect(),
         threads: trace.threads.len(),
         devices,
         tracks,
@@ -312,6 +319,15 @@ impl Reported for Summary {
             "processes   {}  threads {}",
             s.processes, s.threads
         )));
+        for name in s.process_names.iter().take(8) {
+            report.line(Line::of(format!("  {name}")));
+        }
+        if s.process_names.len() > 8 {
+            report.line(Line::of(format!(
+                "  … and {} more (--format json lists them all)",
+                s.process_names.len() - 8
+            )));
+        }
         for d in s.devices.iter().filter(|d| d.slices > 0) {
             let mut line = format!("device      {} {}", d.kind, d.index);
             if let Some(name) = &d.name {

@@ -409,7 +409,12 @@ impl Trace {
                 Some(first) if first != old => {
                     let to: ProcessId = process_to[first.index()];
                     let kept: &mut Process = &mut kept_processes[to.index()];
-                    kept.name = kept.name.or(p.name);
+                    // The longest name: a command line rather than a profile's name for
+                    // its host plane (`/host:CPU`) or a program's short name.
+                    let length = |n: Option<StrId>| n.map_or(0, |n| self.strings.get(n).len());
+                    if length(p.name) > length(kept.name) {
+                        kept.name = p.name;
+                    }
                     kept.labels = kept.labels.or(p.labels);
                     kept.device = kept.device.or(p.device);
                     process_to.push(to);

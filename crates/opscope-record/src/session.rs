@@ -260,7 +260,8 @@ fn open_writer() -> Result<Writer, String> {
     let dir = session_dir();
     let pid = std::process::id() as i32;
     let command = process_name();
-    let labels = distributed_labels();
+    let mut labels = distributed_labels();
+    labels.extend(host_label());
     let session = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
     let session = session.to_string_lossy().into_owned();
     let link = |file: Option<String>| {
@@ -315,6 +316,16 @@ fn distributed_labels() -> Vec<Vec<u8>> {
             Some(format!("{}={value}", name.to_ascii_lowercase()).into_bytes())
         })
         .collect()
+}
+
+/// The host's name as a Perfetto process label `host=NAME`: the file is that host's
+/// (its Parquet partition, its place beside other hosts' files).
+fn host_label() -> Option<Vec<u8>> {
+    let mut name = [0u8; 256];
+    // SAFETY: the buffer is writable for its whole length, which is passed.
+    let failed = unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } != 0;
+    let len = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+    (!failed && len > 0).then(|| [b"host=".as_slice(), &name[..len]].concat())
 }
 
 /// The command line, arguments joined by spaces (cut to 256 bytes).

@@ -234,7 +234,11 @@ fn a_recorded_job_is_live_in_top_and_its_dump_reads_as_its_file() {
     assert_eq!(j["source"], "--job");
     let p = &j["processes"][0];
     assert_eq!(p["connected"], true, "{live:#}");
-    assert_eq!(p["role"], "process");
+    let role = p["role"].as_str().unwrap();
+    assert!(
+        role.starts_with("itt_steps 40 300 40 (pid "),
+        "named by its command line: {role}"
+    );
     assert!(p["command"].as_str().unwrap().contains("itt_steps"));
     assert!(p["file"].as_str().unwrap().starts_with("opscope-"));
 
@@ -743,6 +747,10 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
                 && job(top, name).unwrap()["ended"] == true
         })
     });
+    // Each process has one name, live and in every command on its session: `info`
+    // names every process of the session as `top` names it (before: `worker`,
+    // `launcher`, `process` live; `DataLoader worker 27347` in `steps`, the command line
+    // in `memory`).
     let roles = |name: &str| {
         let mut roles: Vec<String> = job(&top, name).unwrap()["processes"]
             .as_array()
@@ -753,10 +761,37 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         roles.sort();
         roles
     };
-    assert_eq!(roles("loader"), ["process", "worker", "worker"]);
-    assert_eq!(roles("ddp"), ["launcher", "rank 0", "rank 1"]);
-    assert_eq!(roles("keras"), ["process"]);
-    assert_eq!(roles("jax"), ["process"]);
+    for name in ["loader", "ddp", "keras", "jax"] {
+        let info = info(&dir.join(name));
+        let mut named: Vec<String> = info["process_names"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect();
+        named.sort();
+        assert_eq!(roles(name), named, "{name}");
+    }
+    let kinds = |name: &str| -> Vec<String> {
+        roles(name)
+            .iter()
+            .map(|r| r.split(" (pid").next().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(
+        kinds("loader"),
+        [
+            "DataLoader worker",
+            "DataLoader worker",
+            "python steps_torch_dataloader.py loader.log"
+        ]
+    );
+    let ddp = kinds("ddp");
+    assert_eq!(ddp[1..], ["rank 0", "rank 1"]);
+    assert!(
+        ddp[0].starts_with("python3 torchrun --standalone"),
+        "{ddp:?}"
+    );
 
     // Each process's events are its file's, every one.
     for name in ["loader", "ddp", "keras", "jax"] {
@@ -810,7 +845,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|p| p["role"] == "process")
+            .find(|p| !p["role"].as_str().unwrap().contains("DataLoader worker"))
             .unwrap()["pid"]
             .as_u64()
             .unwrap();

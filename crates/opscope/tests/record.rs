@@ -2145,8 +2145,55 @@ fn memory_at_the_end_is_the_programs_not_its_exits() {
         "the peak resident memory {peak}, the program's own {at_end}"
     );
     assert!(last >= first && first > 0, "first {first}, last {last}");
-    let samples = counter_samples(&sampler_file(&session), "resident_kept.py", "resident bytes");
-    assert!(!samples.is_empty() && samples.iter().all(|&v| v > 0.0), "{samples:?}");
+    let samples = counter_samples(
+        &sampler_file(&session),
+        "resident_kept.py",
+        "resident bytes",
+    );
+    assert!(
+        !samples.is_empty() && samples.iter().all(|&v| v > 0.0),
+        "{samples:?}"
+    );
+}
+
+/// A recorded session knows its host: every file of it names the host it was recorded
+/// on (the kernel's hostname), and its Parquet partition is that host's (before:
+/// `host=unknown`, and Python's `host` null).
+#[test]
+fn a_recorded_session_knows_its_host() {
+    let dir = scratch_dir("record-host");
+    let session = dir.join("s");
+    let account = dir.join("account.json");
+    let out = record(
+        &session,
+        Path::new(&python()),
+        &[&script("busy.py"), account.to_str().unwrap(), "0.2"],
+        &[],
+    );
+    assert_ok(&out, "recording busy.py");
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    let info = common::opscope_ok(&["info", "--format", "json", session.to_str().unwrap()]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    for file in info["files"].as_array().unwrap() {
+        assert_eq!(file["host"], hostname.as_str(), "{file}");
+    }
+    let parquet = dir.join("s.parquet");
+    common::opscope_ok(&[
+        "convert",
+        "--quiet",
+        session.to_str().unwrap(),
+        "-o",
+        parquet.to_str().unwrap(),
+    ]);
+    let partitions: Vec<String> = std::fs::read_dir(&parquet)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("host="))
+        .collect();
+    assert_eq!(partitions, [format!("host={hostname}")]);
 }
 
 #[test]

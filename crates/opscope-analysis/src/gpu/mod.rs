@@ -58,6 +58,8 @@ pub struct GpuReport {
 pub struct RankReport {
     pub file: String,
     pub rank: Option<u32>,
+    /// The process whose device this is, by its one name (`rank 0 (pid 41)`).
+    pub process: String,
     /// The correction that put the file's host on the reference host's clock.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub clock_correction: Option<crate::summary::ClockCorrection>,
@@ -147,6 +149,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
+            process: crate::roles::role(trace, opscope_model::SourceId(src_index as u32)),
             clock_correction: corrections[src_index],
             device: device.map(|d| {
                 let d = &trace.devices[d.index()];

@@ -96,9 +96,7 @@ fn host_table(hosts: &[crate::host::HostReport], report: &mut Report) {
 }
 
 fn rank_blocks(rank: &RankReport, report: &mut Report) {
-    let who = rank
-        .rank
-        .map_or_else(|| "rank ?".to_string(), |r| format!("rank {r}"));
+    let who = &rank.process;
     report.line(Line::of(match &rank.device {
         Some(device) => format!("== {who}, {device}: {}", rank.file),
         None => format!("== {who}: {}", rank.file),

@@ -449,6 +449,12 @@ fn sample_loop(shared: &Shared) {
                         p.cpu.sample(now, stat.ticks, ticks_per_s);
                         p.rss_bytes = stat.rss_pages * page;
                     }
+                    if !p.loader {
+                        // PyTorch names a DataLoader worker once it starts, after its
+                        // greeting: its name tells it from the process that forked it.
+                        let comm = std::fs::read_to_string(format!("/proc/{}/comm", p.pid));
+                        p.loader = comm.is_ok_and(|c| c.trim_end() == "pt_data_worker");
+                    }
                     p.gpus = users.get(&p.pid).cloned().unwrap_or_default();
                 }
                 for trigger in &shared.options.triggers {

@@ -81,6 +81,8 @@ pub struct Process {
     pub rss_bytes: u64,
     /// The GPUs NVML last listed it on.
     pub gpus: Vec<GpuUse>,
+    /// A DataLoader worker (its main thread's name, as the sampler read it).
+    pub loader: bool,
 }
 
 /// CPU use from the process's tick count between two samples.
@@ -288,6 +290,7 @@ impl State {
                 cpu: CpuMeter::default(),
                 rss_bytes: 0,
                 gpus: Vec::new(),
+                loader: false,
             },
         );
         (key, process)
@@ -408,7 +411,7 @@ impl Job {
             .min_by_key(|(_, p)| p.hello.rank)
             .or_else(|| {
                 with_events()
-                    .filter(|(_, p)| !role(p, self.processes.values()).starts_with("worker"))
+                    .filter(|(_, p)| !is_worker(p, self.processes.values()))
                     .max_by_key(|(_, p)| p.events)
             })
             .map(|(k, p)| (*k, p))
@@ -471,29 +474,33 @@ impl Process {
     }
 }
 
-/// What a process is in its job, from its rank and who started it.
+/// What a process is in its job, by the one name every command gives it (see
+/// `opscope_analysis::roles`): `rank 0 (pid 41)`, `DataLoader worker (pid 45)`, else its
+/// command line (`torchrun --nproc-per-node 2 train.py (pid 40)`).
 fn role<'a>(p: &Process, all: impl Iterator<Item = &'a Process> + Clone) -> String {
-    let parent = all
-        .clone()
-        .find(|q| q.pid == p.hello.ppid && q.pid != p.pid);
-    // A DataLoader worker inherits its rank's environment (RANK included).
-    if let Some(parent) = parent.filter(|q| q.hello.rank == p.hello.rank) {
-        return match parent.hello.rank {
-            Some(r) => format!("worker of rank {r}"),
-            None => "worker".to_string(),
-        };
+    let pid = p.pid;
+    // A DataLoader worker inherits its rank's environment (RANK included): it is named
+    // as what it is, not by that rank.
+    match (p.loader, p.hello.rank) {
+        (true, _) => format!("DataLoader worker (pid {pid})"),
+        (false, Some(r)) if !is_child_of_rank(p, all) => format!("rank {r} (pid {pid})"),
+        _ if p.hello.command.is_empty() => format!("process {pid}"),
+        _ => format!(
+            "{} (pid {pid})",
+            opscope_analysis::roles::short_command(&p.hello.command)
+        ),
     }
-    if let Some(rank) = p.hello.rank {
-        return format!("rank {rank}");
-    }
-    // torchrun and other launchers start processes of their own rank.
-    if all
-        .clone()
-        .any(|q| q.hello.ppid == p.pid && q.pid != p.pid && q.hello.rank.is_some())
-    {
-        return "launcher".to_string();
-    }
-    "process".to_string()
+}
+
+/// Whether the process was started by a process of its own rank (a worker it forked,
+/// which inherits `RANK`): not the rank's process itself.
+fn is_child_of_rank<'a>(p: &Process, mut all: impl Iterator<Item = &'a Process>) -> bool {
+    all.any(|q| q.pid == p.hello.ppid && q.pid != p.pid && q.hello.rank == p.hello.rank)
+}
+
+/// Whether the process is a DataLoader worker or another child of the job's process.
+fn is_worker<'a>(p: &Process, mut all: impl Iterator<Item = &'a Process>) -> bool {
+    p.loader || all.any(|q| q.pid == p.hello.ppid && q.pid != p.pid)
 }
 
 fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
@@ -552,11 +559,14 @@ mod tests {
             (11, 10, Some(0)), // rank 0
             (12, 10, Some(1)), // rank 1
             (13, 11, Some(0)), // rank 0's DataLoader worker
+            (14, 11, Some(0)), // another child of rank 0
             (20, 1, None),     // a lone process
             (30, 1, None),     // a training process without ranks…
             (31, 30, None),    // …and its DataLoader worker
         ] {
-            state.join(hello(pid, ppid, rank), pid, 1000, 0);
+            let (job, process) = state.join(hello(pid, ppid, rank), pid, 1000, 0);
+            // The sampler reads a DataLoader worker's name.
+            state.process_mut(&job, process).unwrap().loader = matches!(pid, 13 | 31);
         }
         let snap = state.snapshot(1000, 0);
         let roles: Vec<(u32, String)> = snap.jobs[0]
@@ -566,15 +576,18 @@ mod tests {
             .collect();
         assert_eq!(
             roles,
-            vec![
-                (10, "launcher".to_string()),
-                (11, "rank 0".to_string()),
-                (12, "rank 1".to_string()),
-                (13, "worker of rank 0".to_string()),
-                (20, "process".to_string()),
-                (30, "process".to_string()),
-                (31, "worker".to_string()),
+            [
+                (10, "python 10 (pid 10)"),
+                (11, "rank 0 (pid 11)"),
+                (12, "rank 1 (pid 12)"),
+                (13, "DataLoader worker (pid 13)"),
+                (14, "python 14 (pid 14)"),
+                (20, "python 20 (pid 20)"),
+                (30, "python 30 (pid 30)"),
+                (31, "DataLoader worker (pid 31)"),
             ]
+            .map(|(pid, role)| (pid, role.to_string()))
+            .to_vec()
         );
         // Another user sees none of it; root sees it.
         assert!(state.snapshot(1001, 0).jobs.is_empty());

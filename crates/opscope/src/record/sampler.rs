@@ -131,6 +131,13 @@ pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
     })
 }
 
+/// This host's name.
+pub(crate) fn hostname() -> Option<String> {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").ok()?;
+    let name = name.trim();
+    (!name.is_empty()).then(|| name.to_string())
+}
+
 fn command_line(pid: i32) -> String {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
     let parts: Vec<String> = raw
@@ -255,11 +262,14 @@ fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
         // offset lets a session put them beside Unix-time sources (XPlane).
         unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
     });
+    let host = hostname().map(|h| trace.intern(&h));
+    // Written as each process's label (`host=NAME`), as the injected library writes it.
+    let host_label = hostname().map(|h| trace.intern(&format!("host={h}")));
     let source = trace.add_source(Source {
         path: path.to_string_lossy().into_owned(),
         format: "opscope-sampler".into(),
         clock,
-        host: None,
+        host,
         rank: None,
         world_size: None,
         metadata: ArgsId::NONE,
@@ -275,6 +285,7 @@ fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
             let name = trace.intern(&s.name);
             trace.processes[process.index()].name = Some(name);
         }
+        trace.processes[process.index()].labels = host_label;
         let tracks = names.map(|n| trace.named_track(Some(process), TrackKind::Counter, n, 0));
         for &(ts, cpu, rss, threads) in &s.samples {
             for (track, value) in tracks.iter().zip([cpu, rss, threads]) {

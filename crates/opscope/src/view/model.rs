@@ -422,22 +422,18 @@ fn order_tracks(trace: &Trace, timeline: &Timeline) -> Vec<TrackInfo> {
         }
     };
     let several_sources = trace.sources.len() > 1;
-    let group_of = |track: &opscope_model::Track| -> (String, (usize, i64, i64)) {
+    let mut names: std::collections::HashMap<opscope_model::ProcessId, String> = Default::default();
+    let mut group_of = |track: &opscope_model::Track| -> (String, (usize, i64, i64)) {
         let Some(p) = track.process else {
             return ("trace".to_string(), (usize::MAX, 0, 0));
         };
         let process = &trace.processes[p.index()];
-        let name = process
-            .name
-            .map_or(format!("process {}", process.pid), |n| {
-                format!("{} ({})", trace.str(n), process.pid)
-            });
+        // The process's one name, as every command gives it (`rank 0 (pid 41)`).
+        let label = names
+            .entry(p)
+            .or_insert_with(|| opscope_analysis::roles::process_name(trace, p))
+            .clone();
         let src = process.source.index();
-        let label = if several_sources {
-            format!("{} · {name}", source_label(src))
-        } else {
-            name
-        };
         let rank = trace.sources[src].rank.map_or(src as i64, i64::from);
         (
             label,
