@@ -724,21 +724,34 @@ impl<'t> Importer<'t> {
             trace.processes[p.index()].name = Some(intern_bytes(trace, name));
         }
         if !desc.process_labels.is_empty() {
-            let labels: Vec<_> = desc
+            // One label, or several joined by commas (as opscope's export writes the
+            // labels it read).
+            let labels: Vec<String> = desc
                 .process_labels
                 .iter()
-                .map(|l| String::from_utf8_lossy(l))
+                .flat_map(|l| {
+                    String::from_utf8_lossy(l)
+                        .split(',')
+                        .map(str::to_string)
+                        .collect::<Vec<_>>()
+                })
                 .collect();
             // opscope's recorder labels a process of a distributed job `rank=N`,
-            // `world_size=M`: the file is that rank's.
-            let number = |key: &str| {
+            // `world_size=M`, and every process with its host, `host=NAME`: the file
+            // is that rank's, on that host.
+            let value = |key: &str| {
                 labels
                     .iter()
-                    .find_map(|l| l.strip_prefix(key)?.strip_prefix('=')?.parse::<u32>().ok())
+                    .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
             };
+            let number = |key: &str| value(key)?.parse::<u32>().ok();
+            let (rank, world_size) = (number("rank"), number("world_size"));
+            let host = value("host").filter(|h| !h.is_empty()).map(str::to_string);
+            let host = host.map(|h| intern_str(trace, &h));
             let source = &mut trace.sources[self.source.index()];
-            source.rank = source.rank.or(number("rank"));
-            source.world_size = source.world_size.or(number("world_size"));
+            source.rank = source.rank.or(rank);
+            source.world_size = source.world_size.or(world_size);
+            source.host = source.host.or(host);
             let labels = intern_str(trace, &labels.join(","));
             trace.processes[p.index()].labels = Some(labels);
         }
