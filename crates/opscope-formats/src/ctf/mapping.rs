@@ -16,7 +16,13 @@
 //! - `lttng_ust_statedump:procname` names the process; other statedump events are
 //!   process-scoped instants (build ids as args);
 //! - kernel `sched_switch` → `running` slices per thread (from its switch-in to its
-//!   switch-out), `syscall_entry_X`/`syscall_exit_X` → slices `X` on the thread;
+//!   switch-out); in a kernel trace (domain `kernel`), only the pairs LTTng's kernel
+//!   tracer itself makes are slices, on the thread running on the CPU
+//!   ([`kernel_pair`]): syscalls (`syscall_entry_X`/`syscall_exit_X`, their `compat_`
+//!   forms, and before LTTng 2.6 `sys_X` closed by `exit_syscall`), irq and softirq
+//!   handlers, timer and hrtimer expiries, workqueue items. Every other kernel event is
+//!   an instant, whatever its name ends with (`hrtimer_start` arms a timer, and
+//!   `sched_process_exit` ends a process, not a slice);
 //! - the research tracer's families (`tensorflowTracer`, `cuptiTracer`, `hcTracer`,
 //!   `hsaTracer`, `hipTracer`, `streamTracer`, `grpcTracer`): their pairs become slices
 //!   of the matching kind; `cuptiTracer` events are placed at their `timestamp` field;
@@ -30,8 +36,9 @@
 //!   never ended (a cut trace) end at the trace's last event, counted as unmatched.
 //!   A trace whose layout is exactly what `ctf::export` writes is read by [`own`],
 //!   which decodes those classes at fixed places; the rules here map the same events
-//!   the same way in any other layout;
-//! - any other `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
+//!   the same way in any other layout; a slice begun and never ended on its lane (a
+//!   thread's `exit` syscall, a cut trace) ends at the lane's last event;
+//! - in other traces, any `X_entry`/`X_exit`, `X_begin`/`X_end`, `X_start`/`X_end` pair → a slice
 //!   `X` (matched per lane as a stack); everything else → an instant with its fields as
 //!   args. The category is the provider (the part before `:`), or the trace's domain.
 //!
@@ -87,6 +94,9 @@ enum Rule {
         lane: Lane,
         name_field: Option<usize>,
         time_field: Option<usize>,
+        /// The slice's name where it is not the key (an old-style syscall `sys_read`
+        /// is a `syscall` pair named `read`).
+        named: Option<StrId>,
     },
     End {
         key: StrId,
@@ -331,6 +341,9 @@ struct Mapper<'t> {
     cpu_of_track: Vec<(u64, Option<TrackId>)>,
     last_ts: i64,
     default_category: StrId,
+    /// A kernel trace (domain `kernel`) and the style of its syscall events: only the
+    /// kernel tracer's own pairs are slices ([`kernel_pair`]).
+    kernel: Option<KernelStyle>,
     k_bytes: StrId,
     k_addr: StrId,
     s_running: StrId,
@@ -382,6 +395,73 @@ fn pair_of(name: &str) -> Option<(bool, &str)> {
         }
     }
     None
+}
+
+/// Which syscall events a kernel trace has: LTTng's kernel tracer named them
+/// `syscall_entry_X`/`syscall_exit_X` from 2.6 on, `sys_X` and `exit_syscall` before.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum KernelStyle {
+    Since26,
+    Before26,
+}
+
+/// One half of a pair LTTng's kernel tracer makes.
+struct KernelPair<'n> {
+    begin: bool,
+    /// What the two halves share (the end closes the innermost open slice of it).
+    key: &'n str,
+    /// The slice's name where it is not the key.
+    name: Option<&'n str>,
+    /// A string field naming the slice (an irq handler's `name`).
+    name_field: Option<&'static str>,
+}
+
+/// The pairs of an LTTng kernel trace, by event name: its syscalls (in the style of
+/// the trace's tracer version, `old_syscalls`), irq and softirq handlers, timer and
+/// hrtimer expiries, workqueue items. `None`: an instant.
+fn kernel_pair(name: &str, old_syscalls: bool) -> Option<KernelPair<'_>> {
+    let pair = |begin, key, name_field| KernelPair {
+        begin,
+        key,
+        name: None,
+        name_field,
+    };
+    for (prefix, begin) in [
+        ("syscall_entry_", true),
+        ("syscall_exit_", false),
+        ("compat_syscall_entry_", true),
+        ("compat_syscall_exit_", false),
+    ] {
+        if let Some(x) = name.strip_prefix(prefix).filter(|x| !x.is_empty()) {
+            return Some(pair(begin, x, None));
+        }
+    }
+    if old_syscalls {
+        if name == "exit_syscall" {
+            return Some(pair(false, "syscall", None));
+        }
+        if let Some(x) = name.strip_prefix("sys_").filter(|x| !x.is_empty()) {
+            return Some(KernelPair {
+                begin: true,
+                key: "syscall",
+                name: Some(x),
+                name_field: None,
+            });
+        }
+    }
+    Some(match name {
+        "irq_handler_entry" => pair(true, "irq_handler", None),
+        "irq_handler_exit" => pair(false, "irq_handler", None),
+        "softirq_entry" | "irq_softirq_entry" => pair(true, "softirq", None),
+        "softirq_exit" | "irq_softirq_exit" => pair(false, "softirq", None),
+        "hrtimer_expire_entry" => pair(true, "hrtimer_expire", None),
+        "hrtimer_expire_exit" => pair(false, "hrtimer_expire", None),
+        "timer_expire_entry" => pair(true, "timer_expire", None),
+        "timer_expire_exit" => pair(false, "timer_expire", None),
+        "workqueue_execute_start" => pair(true, "workqueue_execute", None),
+        "workqueue_execute_end" => pair(false, "workqueue_execute", None),
+        _ => return None,
+    })
 }
 
 fn family_kind(provider: &str, x: &str) -> (SliceKind, Lane) {
@@ -598,6 +678,34 @@ impl<'t> Mapper<'t> {
                 },
                 _ => Rule::Instant,
             },
+            (_, ev) if self.kernel.is_some() => {
+                let old_syscalls = self.kernel == Some(KernelStyle::Before26);
+                match kernel_pair(ev, old_syscalls) {
+                    Some(pair) => {
+                        let key = self.trace.intern(pair.key);
+                        let named = pair.name.map(|n| self.trace.intern(n));
+                        let name_field = pair.name_field.and_then(str_field);
+                        if pair.begin {
+                            Rule::Begin {
+                                key,
+                                kind: SliceKind::Other,
+                                lane: Lane::Thread,
+                                name_field,
+                                time_field: None,
+                                named,
+                            }
+                        } else {
+                            Rule::End {
+                                key,
+                                lane: Lane::Thread,
+                                name_field: None,
+                                time_field: None,
+                            }
+                        }
+                    }
+                    None => Rule::Instant,
+                }
+            }
             (p, ev) => match pair_of(ev) {
                 Some((begin, x)) => {
                     let key = self.trace.intern(x);
@@ -619,6 +727,7 @@ impl<'t> Mapper<'t> {
                             lane,
                             name_field,
                             time_field,
+                            named: None,
                         }
                     } else {
                         Rule::End {
@@ -1241,11 +1350,12 @@ impl<'t> Mapper<'t> {
                 lane,
                 name_field,
                 time_field,
+                named,
             } => {
                 let ts = time_field.map_or(ts, |i| to_ns(self.field_u(r, i)));
                 let name = match name_field.and_then(|i| self.positions.get(i).copied()) {
                     Some(p) => self.text(r, r.vals[p as usize]),
-                    None => *key,
+                    None => named.unwrap_or(*key),
                 };
                 let track = self.lane_track(*lane, process, track);
                 let args = self.payload_args(plan, layout, r);
@@ -1789,6 +1899,13 @@ pub(super) fn import_layout(
         scratch: Vec::new(),
         last_ts: i64::MIN,
         default_category,
+        kernel: (domain == "kernel").then(|| {
+            if layout.events.iter().any(|e| e.name == "exit_syscall") {
+                KernelStyle::Before26
+            } else {
+                KernelStyle::Since26
+            }
+        }),
     };
     let ident = Identify::new(layout);
     let (readers, error) = if path == Path::Fast && own::applies(layout) {
@@ -1808,7 +1925,8 @@ pub(super) fn import_layout(
             &mut sink,
         )
     };
-    // Close what is still open at the last timestamp.
+    // Close what is still open at its lane's last event: a thread that called exit()
+    // (whose syscall never returns) or was cut by the trace's end did nothing later.
     let end = m.last_ts;
     let mut open: Vec<(TrackId, Open)> = m
         .stacks
@@ -1817,8 +1935,22 @@ pub(super) fn import_layout(
         .flat_map(|(t, v)| v.into_iter().map(move |o| (t, o)))
         .collect();
     open.sort_by_key(|(t, o)| (t.0, o.ts));
+    let mut last_of_track: HashMap<u32, i64> = open.iter().map(|(t, o)| (t.0, o.ts)).collect();
+    let trace = &m.trace;
+    let events = (0..trace.slices.len())
+        .map(|i| (trace.slices.track[i], trace.slices.end(i)))
+        .chain((0..trace.instants.len()).map(|i| (trace.instants.track[i], trace.instants.ts[i])));
+    for (track, at) in events {
+        if let Some(last) = last_of_track.get_mut(&track) {
+            *last = (*last).max(at);
+        }
+    }
     for (track, o) in open {
-        let at = end.max(o.ts);
+        let at = last_of_track
+            .get(&track.0)
+            .copied()
+            .unwrap_or(end)
+            .max(o.ts);
         m.close(o, track, at, &[]);
     }
     // opscope's own slices with no end (a cut trace) end there too, as the others.

@@ -1,6 +1,7 @@
 //! Tests of the CTF reader: hand-made traces for the mapping rules and the decoder's
 //! edge cases, and the shared real traces against babeltrace2 / babeltrace 1.5.
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -330,6 +331,130 @@ fn bt2_lines(dir: &Path) -> Vec<String> {
 fn refused_by_babeltrace2(dir: &Path) -> bool {
     let s = dir.display().to_string();
     s.contains("hello-lost") || s.contains("synctraces") || s.contains("CTF2-")
+}
+
+/// Each event name's count in babeltrace2's text output of a trace.
+fn bt2_counts(dir: &Path) -> HashMap<String, i64> {
+    let mut counts = HashMap::new();
+    for line in bt2_lines(dir) {
+        // `[time] (+delta?) host name: { … }`: the name ends the part before `: {`.
+        let Some(head) = line.split(": {").next() else {
+            continue;
+        };
+        if let Some(name) = head.split_whitespace().last() {
+            *counts
+                .entry(name.trim_end_matches(':').to_string())
+                .or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// LTTng kernel traces pair only what the kernel tracer pairs, in its version's
+/// style, never by a name's suffix: on an LTTng 2.5 trace (`bug446190`), `sys_X` and
+/// `exit_syscall` make syscall slices, and `hrtimer_start`, `timer_start` and the like
+/// stay instants (before: 980 invented slices closed by whatever enclosed them, 1,378.9
+/// s of its 1,385.0 s of slice time, and the syscalls instants); on an LTTng 2.8 trace
+/// (`many-threads`), `syscall_entry_exit` (the exit syscall's entry) and
+/// `sched_process_exit` are no ends: the only unmatched ends are the syscall exits
+/// with no entry (a clone returns twice), as babeltrace2's counts say (before: 24,035).
+#[test]
+fn kernel_traces_pair_only_what_the_kernel_tracer_pairs() {
+    let Some(shared) = shared() else { return };
+    if !have("babeltrace2") {
+        return;
+    }
+    let slices_by_name = |trace: &opscope_model::Trace| {
+        let mut by: HashMap<String, (i64, i64)> = HashMap::new();
+        for i in 0..trace.slices.len() {
+            let e = by
+                .entry(trace.str(trace.slices.name[i]).to_string())
+                .or_default();
+            e.0 += 1;
+            e.1 += trace.slices.dur[i];
+        }
+        by
+    };
+    let load = |dir: &Path| {
+        let (metadata, streams) = read_trace(dir);
+        let streams: Vec<(String, &[u8])> = streams
+            .iter()
+            .map(|(p, b)| (p.clone(), b.as_slice()))
+            .collect();
+        let mut trace = opscope_model::Trace::new();
+        crate::ctf::import("t", &metadata, "metadata", &streams, &mut trace).unwrap();
+        trace
+    };
+
+    let old = shared.join("traces/ctf/tracecompass/bug446190");
+    let raw = bt2_counts(&old);
+    let trace = load(&old);
+    let by = slices_by_name(&trace);
+    for invented in [
+        "hrtimer",
+        "timer",
+        "sched_process",
+        "softirq_raise",
+        "irq_softirq",
+    ] {
+        assert!(!by.contains_key(invented), "a slice `{invented}`: {by:?}");
+    }
+    // Every syscall slice is a sys_X event closed by an exit_syscall (or by the trace's
+    // end: an unmatched begin).
+    let syscalls: i64 = raw
+        .iter()
+        .filter_map(|(name, _)| name.strip_prefix("sys_"))
+        .filter_map(|x| by.get(x).map(|s| s.0))
+        .sum();
+    let exits = raw["exit_syscall"];
+    let unended = trace.repairs.unmatched_begins as i64;
+    assert!(unended < 50, "{:?}", trace.repairs);
+    assert!(
+        syscalls <= exits + unended && syscalls * 10 >= exits * 9,
+        "{syscalls} syscall slices for {exits} exit_syscall events"
+    );
+    let softirqs = by.get("softirq").map_or(0, |s| s.0);
+    assert_eq!(softirqs, raw["softirq_entry"]);
+
+    let new = shared.join("traces/ctf/tracecompass/many-threads");
+    let raw = bt2_counts(&new);
+    let trace = load(&new);
+    let by = slices_by_name(&trace);
+    let mut paired = 0;
+    let mut unpaired_exits = 0;
+    for (name, &exits) in &raw {
+        if let Some(x) = name.strip_prefix("syscall_exit_") {
+            let entries = raw.get(&format!("syscall_entry_{x}")).copied().unwrap_or(0);
+            paired += entries.min(exits);
+            unpaired_exits += (exits - entries).max(0);
+        }
+    }
+    for invented in ["syscall_entry", "sched_process"] {
+        assert!(!by.contains_key(invented), "a slice `{invented}`: {by:?}");
+    }
+    let syscall_slices: i64 = raw
+        .keys()
+        .filter_map(|n| n.strip_prefix("syscall_entry_"))
+        .filter_map(|x| by.get(x).map(|s| s.0))
+        .sum();
+    // The exit syscall's entry never returns: its slice ends with the thread's last
+    // event (its sched_process_exit), not with the trace.
+    let unended = trace.repairs.unmatched_begins as i64;
+    assert!(
+        syscall_slices <= paired + unended && syscall_slices * 100 >= paired * 99,
+        "{syscall_slices} syscall slices of {paired} pairs, {unended} never ended"
+    );
+    let (exits, exit_ns) = by["exit"];
+    assert!(
+        exit_ns / exits < 1_000_000,
+        "exit syscalls of {} ns on average",
+        exit_ns / exits
+    );
+    let ends = trace.repairs.unmatched_ends as i64;
+    assert!(
+        ends >= unpaired_exits && ends <= unpaired_exits + 100,
+        "{ends} unmatched ends; babeltrace2's counts leave {unpaired_exits} exits without an entry"
+    );
 }
 
 /// Every event of every trace babeltrace2 reads: time, name and every field equal
