@@ -36,11 +36,19 @@ fn ours(trace: &Trace) -> Events {
 }
 
 /// Runs an oracle script that builds an XPlane and converts it with xprof, imports the
-/// XPlane, asserts that every complete event of xprof's is in ours, and returns the
-/// names of the lines xprof's output has.
+/// XPlane, asserts that every complete event of xprof's is in ours and that ours has no
+/// other, and returns the names of the lines xprof's output has.
 fn check_against_xprof(script: &str, scratch: &str) -> std::collections::BTreeSet<String> {
     let dir = scratch_dir(scratch);
     let doc = common::run_oracle_json(script, &[&dir]);
+    let lines = equal_to_xprof(script, &doc);
+    let _ = std::fs::remove_dir_all(&dir);
+    lines
+}
+
+/// Asserts that the XPlane at `doc["path"]` reads as the events xprof made of it,
+/// `doc["events"]`, one for one; the names of xprof's lines.
+fn equal_to_xprof(what: &str, doc: &serde_json::Value) -> std::collections::BTreeSet<String> {
     let path = doc["path"].as_str().unwrap();
     let mut trace = Trace::new();
     opscope_formats::import_bytes(&std::fs::read(path).unwrap(), path, &mut trace).unwrap();
@@ -64,10 +72,14 @@ fn check_against_xprof(script: &str, scratch: &str) -> std::collections::BTreeSe
     }
     assert!(
         missing.is_empty(),
-        "{script}: {} of {total} events of xprof's not in ours: {missing:#?}",
+        "{what}: {} of {total} events of xprof's not in ours: {missing:#?}",
         missing.len()
     );
-    let _ = std::fs::remove_dir_all(&dir);
+    let extra: Vec<_> = got.into_iter().filter(|(_, n)| *n > 0).collect();
+    assert!(
+        extra.is_empty(),
+        "{what}: events of ours xprof does not show: {extra:#?}"
+    );
     lines
 }
 
@@ -95,6 +107,28 @@ fn tpu_derived_lines_match_xprof_trace_viewer() {
             "Host Offload Ops row 1",
         ])
     );
+}
+
+/// TensorCore planes that vary what real TPU profiles vary (tests/oracle/xplane_variants.py:
+/// stats on the event or its metadata, runs of one framework op across gaps, several
+/// devices, a Steps line, asynchronous ops on their own line, offloaded copies whose
+/// halves lie on different lines) read as xprof's trace viewer shows them, event for
+/// event, both ways. Before: the ops of a step, not grouped by it, made many Framework
+/// Ops where xprof makes one; steps kept their own names; the `Async XLA Ops` line,
+/// which xprof does not draw, was drawn.
+#[test]
+fn tensor_core_variants_equal_xprof_trace_viewer() {
+    if !python_with(&["xprof.convert.raw_to_tool_data", "tensorflow"]) {
+        return;
+    }
+    let dir = scratch_dir("xplane-variants");
+    let doc = common::run_oracle_json("xplane_variants.py", &[&dir]);
+    let variants = doc.as_object().unwrap();
+    assert_eq!(variants.len(), 5);
+    for (name, variant) in variants {
+        equal_to_xprof(name, variant);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// The lines xprof derives for GPU planes: steps from `group_id`, and per stream the

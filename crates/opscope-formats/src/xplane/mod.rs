@@ -294,6 +294,7 @@ fn import_plane(
     } else {
         "xplane_host"
     });
+    let tensor_core = derived::derives_from_stats(&plane_name);
     for line in &plane.lines {
         if line.events.is_empty() {
             continue;
@@ -303,6 +304,13 @@ fn import_plane(
         } else {
             &line.display_name
         });
+        // xprof's trace viewer draws no async-ops line of a TensorCore (its events
+        // still make the derived lines), and names each of its steps by its number.
+        if tensor_core && line_name == ASYNC_XLA_OPS {
+            continue;
+        }
+        let step_names = tensor_core && line_name == "Steps";
+        let step_num = stat_id(&stat_names, "step_num");
         let thread = trace.thread(process, line.id);
         let line_str = trace.intern(&line_name);
         trace.threads[thread.index()].name = Some(line_str);
@@ -317,16 +325,27 @@ fn import_plane(
         );
         trace.tracks[track.index()].device = device;
         let base = line_base(line, start_ns);
-        for event in &line.events {
+        for (index, event) in line.events.iter().enumerate() {
             let Some(offset_ps) = event.offset_ps else {
                 // Aggregated events (`num_occurrences`) have no time.
                 trace.repairs.unsupported_events += 1;
                 continue;
             };
-            let name_text = event_names
-                .get(&event.metadata_id)
-                .cloned()
-                .unwrap_or_default();
+            let name_text = if step_names {
+                // Its `step_num`, else its place on the line.
+                let number = event
+                    .stats
+                    .iter()
+                    .find(|st| Some(st.metadata_id) == step_num)
+                    .and_then(stat_int)
+                    .unwrap_or(index as i64);
+                number.to_string()
+            } else {
+                event_names
+                    .get(&event.metadata_id)
+                    .cloned()
+                    .unwrap_or_default()
+            };
             let kind = event_kind(on_device, &line_name, &name_text);
             let name = trace.intern(&name_text);
             let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
@@ -400,6 +419,10 @@ fn import_plane(
         add_derived_lines(trace, &target, lines);
     }
 }
+
+/// The line of a TensorCore plane that holds its asynchronous ops (collectives,
+/// offloaded copies): xprof's trace viewer does not draw it.
+const ASYNC_XLA_OPS: &str = "Async XLA Ops";
 
 /// Line ids for the lines xprof derives, above any a profiler writes (xprof's own
 /// derived ids start at 0xdeadbeef, and lines from there on are not streams).
@@ -531,6 +554,10 @@ fn gpu_derived_lines(
     derived_gpu::derive_lines(lines, with_steps)
 }
 
+/// The groups [`tpu_derived_lines`] gives the events of each step, apart from any an
+/// event names.
+const STEP_GROUPS: i64 = i64::MIN / 2;
+
 /// The lines xprof's trace viewer derives from a TensorCore plane's stats.
 fn tpu_derived_lines(
     plane: &XPlane,
@@ -591,6 +618,30 @@ fn tpu_derived_lines(
                 }
             }
             owned.push(e);
+        }
+    }
+    // xprof groups a TensorCore's events by its steps: an event within a step is of
+    // that step's group, whatever group it says; one outside every step keeps its own.
+    let mut steps: Vec<(i64, i64)> = plane
+        .lines
+        .iter()
+        .filter(|l| l.name == b"Steps")
+        .flat_map(|l| {
+            let base = (line_base(l, start_ns) - origin).saturating_mul(1000);
+            l.events.iter().filter_map(move |e| {
+                let begin = base.saturating_add(e.offset_ps?);
+                Some((begin, begin.saturating_add(e.duration_ps.max(0))))
+            })
+        })
+        .collect();
+    steps.sort_unstable();
+    for e in &mut owned {
+        let at = steps.partition_point(|s| s.0 <= e.begin_ps);
+        if let Some(&(_, end)) = at.checked_sub(1).map(|k| &steps[k]) {
+            if e.begin_ps < end {
+                // Apart from the groups events name themselves.
+                e.group_id = Some(STEP_GROUPS + at as i64);
+            }
         }
     }
     let names: HashMap<i64, (String, String)> = plane
