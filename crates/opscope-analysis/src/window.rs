@@ -12,10 +12,14 @@ pub enum Window {
     /// Every slice.
     #[default]
     Whole,
-    /// In a source with two or more distinct profiler steps, only host slices that start
-    /// before the last step does, and device work launched by them (or, with no known
-    /// launch, starting before it).
+    /// HTA's default: in a source with two or more distinct profiler steps, only host
+    /// slices that start before the last step does, and device work launched by them;
+    /// device work whose launch is not in the trace (launched before recording began)
+    /// is left out.
     BeforeLastStep,
+    /// As [`Window::BeforeLastStep`], but device work with no known launch is kept when
+    /// it starts before the last step.
+    BeforeLastStepByStart,
     /// Only step N (`ProfilerStep#N`, `train_step_N`): host slices starting within it and
     /// device work launched by them (tfprof's `-step`).
     Step(u64),
@@ -73,8 +77,9 @@ pub(crate) fn select_with(
         Window::Whole => return vec![true; n],
         Window::Step(number) => return select_step(trace, correlation, markers, number),
         Window::Span(start, end) => return select_span(trace, correlation, start, end),
-        Window::BeforeLastStep => {}
+        Window::BeforeLastStep | Window::BeforeLastStepByStart => {}
     }
+    let by_start = window == Window::BeforeLastStepByStart;
     // Where the last step starts, per source with at least two distinct steps.
     let steps: Vec<(usize, i64)> = markers
         .iter()
@@ -94,6 +99,11 @@ pub(crate) fn select_with(
             let Some(cut) = cut(correlate::source_of(trace, i)) else {
                 return true;
             };
+            let unlaunched =
+                correlate::is_device_work(trace, i) && correlation.launch_of(i).is_none();
+            if unlaunched && !by_start {
+                return false;
+            }
             let at = launched_at(trace, correlation, i);
             at < cut
         })

@@ -1371,3 +1371,56 @@ fn steps_of_a_cpu_only_run_show_no_device_columns() {
         "{gpu}"
     );
 }
+
+/// `gpu --exclude-last-step` is HTA's default window: on a trace whose first 400
+/// kernels were launched before recording began (their launches cut out by
+/// tests/oracle/hta_unlaunched.py, which then runs HTA's temporal breakdown on it),
+/// computation, other busy and idle time equal HTA's to the µs: device work whose
+/// launch is not in the trace is left out, as HTA leaves it out. Before: 492.891 ms of
+/// computation against HTA's 460.008. `--before-last-step` keeps that work.
+#[test]
+fn exclude_last_step_leaves_out_work_launched_before_the_trace_as_hta_does() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    if !common::python_with(&["hta"]) {
+        return;
+    }
+    let dir = scratch_dir("gpu-unlaunched");
+    let cut = dir.join("cut.json");
+    let source = traces.join(
+        "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+    );
+    let hta = common::run_oracle_json(
+        "hta_unlaunched.py",
+        &[
+            source.as_os_str(),
+            cut.as_os_str(),
+            std::ffi::OsStr::new("400"),
+        ],
+    );
+    assert_eq!(hta["launches_dropped"], 400);
+    let gpu = |flag: &str| -> serde_json::Value {
+        let out = opscope_ok(&["gpu", flag, "--format", "json", cut.to_str().unwrap()]);
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report["ranks"][0]["temporal"].clone()
+    };
+    let ours = gpu("--exclude-last-step");
+    for (key, theirs) in [
+        ("compute_ns", "compute_us"),
+        ("non_compute_ns", "non_compute_us"),
+        ("idle_ns", "idle_us"),
+        ("span_ns", "kernel_us"),
+    ] {
+        let (a, b) = (
+            ours[key].as_f64().unwrap() / 1e3,
+            hta[theirs].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() <= 1.0, "{key}: ours {a} µs, HTA's {b} µs");
+    }
+    let kept = gpu("--before-last-step");
+    assert!(
+        kept["compute_ns"].as_f64() > ours["compute_ns"].as_f64(),
+        "{kept} {ours}"
+    );
+}

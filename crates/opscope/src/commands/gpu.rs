@@ -28,9 +28,14 @@ pub struct Args {
     #[command(flatten)]
     inputs: load::Inputs,
     /// Leave out the last profiler step (often cut short when profiling stops) and the
-    /// work launched in it, as HTA does by default.
-    #[arg(long)]
+    /// work launched in it, as HTA does by default: also device work whose launch is not
+    /// in the trace (launched before recording began).
+    #[arg(long, conflicts_with = "before_last_step")]
     exclude_last_step: bool,
+    /// Leave out the last profiler step and the work launched in it, but keep device
+    /// work whose launch is not in the trace when it starts before the last step.
+    #[arg(long)]
+    before_last_step: bool,
     /// Gaps shorter than this (µs) between work launched in time are kernel wait.
     #[arg(long, default_value_t = 30.0, value_name = "US")]
     kernel_wait_us: f64,
@@ -55,6 +60,8 @@ pub fn run(args: Args) -> Result<()> {
     let options = GpuOptions {
         window: if args.exclude_last_step {
             Window::BeforeLastStep
+        } else if args.before_last_step {
+            Window::BeforeLastStepByStart
         } else {
             Window::Whole
         },
