@@ -122,6 +122,35 @@ fn in_decompressed(e: ImportError) -> ImportError {
     }
 }
 
+/// Whether binary bytes went through a text conversion: a tool that read them as UTF-8
+/// replaced every byte above 0x7f by U+FFFD (`EF BF BD`), so the only high bytes left
+/// are those triples, many of them. Such a file fails any binary reader at some early
+/// varint or length, which says nothing of why.
+pub fn mangled_by_text_conversion(bytes: &[u8]) -> bool {
+    const REPLACEMENT: [u8; 3] = [0xef, 0xbf, 0xbd];
+    let head = &bytes[..bytes.len().min(1 << 16)];
+    let mut replaced = 0;
+    let mut i = 0;
+    while i < head.len() {
+        if head[i] < 0x80 {
+            i += 1;
+        } else if head[i..].starts_with(&REPLACEMENT) {
+            replaced += 1;
+            i += 3;
+        } else if i + 3 > head.len() {
+            break; // a triple cut by the sample's end
+        } else {
+            return false;
+        }
+    }
+    replaced >= 8
+}
+
+/// What is said of a file that went through a text conversion.
+pub const MANGLED: &str = "this binary file went through a text conversion: every byte above 0x7f \
+     was replaced by U+FFFD (EF BF BD), as a tool that reads a file as UTF-8 text does \
+     (a copy or download in text mode, a text editor); get the original file";
+
 /// Guesses the format of (decompressed) bytes.
 pub fn detect(bytes: &[u8]) -> Option<Format> {
     // A Perfetto trace starts with the key of a packet, 0x0a, which is also a

@@ -623,7 +623,8 @@ fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
     let path = &file.path;
     if file.how == How::Stream {
         let bytes = read_stream(path, shown)?;
-        opscope_formats::import_bytes(&bytes, shown, trace)?;
+        opscope_formats::import_bytes(&bytes, shown, trace)
+            .map_err(|e| explained(e, &[(shown.to_string(), &bytes)]))?;
         return Ok(());
     }
     if !path.is_dir() && std::fs::metadata(path).map(|m| m.len()).unwrap_or(0) == 0 {
@@ -634,7 +635,9 @@ fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
     let Some(importer) = importer else {
         // No format claims it: the one entry point says what it is not.
         let map = map_file(path, shown)?;
-        opscope_formats::import_bytes(map.as_deref().unwrap_or(&[]), shown, trace)?;
+        let bytes = map.as_deref().unwrap_or(&[]);
+        opscope_formats::import_bytes(bytes, shown, trace)
+            .map_err(|e| explained(e, &[(shown.to_string(), bytes)]))?;
         return Ok(());
     };
     let names = if importer.opens_files_itself() {
@@ -664,8 +667,22 @@ fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
         shown,
         files: &files,
     };
-    importer.import(&input, trace)?;
+    importer
+        .import(&input, trace)
+        .map_err(|e| explained(e, &files))?;
     Ok(())
+}
+
+/// An import's error, or what it comes of where it is plain: a file that went through
+/// a text conversion fails at some varint or length, which says nothing of why.
+fn explained(e: opscope_formats::ImportError, files: &[(String, &[u8])]) -> anyhow::Error {
+    match files
+        .iter()
+        .find(|(_, bytes)| opscope_formats::input::mangled_by_text_conversion(bytes))
+    {
+        Some((name, _)) => anyhow::anyhow!("{name}: {}", opscope_formats::input::MANGLED),
+        None => e.into(),
+    }
 }
 
 /// How long a named FIFO may stay without a writer before reading it is given up.

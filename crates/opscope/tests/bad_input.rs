@@ -779,3 +779,61 @@ fn a_file_cut_while_it_is_read_is_named_with_the_byte() {
     // The first byte the kernel refuses is past the page the file still has.
     assert!(byte >= cut_at, "{stderr}");
 }
+
+/// What a tool that reads a binary file as UTF-8 text leaves of it: every byte above
+/// 0x7f replaced by U+FFFD.
+fn through_text(bytes: &[u8]) -> Vec<u8> {
+    String::from_utf8_lossy(
+        &bytes
+            .iter()
+            .flat_map(|&b| if b < 0x80 { vec![b] } else { vec![0xff] })
+            .collect::<Vec<u8>>(),
+    )
+    .into_owned()
+    .into_bytes()
+}
+
+/// A binary trace that went through a text conversion is named as such, whatever its
+/// format and however it comes (file, standard input): Perfetto, XPlane and a
+/// RunMetadata. Before: "the file looks truncated", "invalid varint", "buffer
+/// underflow", at byte 0.
+#[test]
+fn a_binary_file_that_went_through_a_text_conversion_is_named_as_such() {
+    let dir = case_dir("text-converted");
+    let pftrace = pftrace_of(&dir, "ops", &json_trace(500));
+    std::fs::write(dir.join("ops.pftrace"), through_text(&pftrace)).unwrap();
+    let said = "this binary file went through a text conversion: every byte above 0x7f was \
+                replaced by U+FFFD (EF BF BD), as a tool that reads a file as UTF-8 text does \
+                (a copy or download in text mode, a text editor); get the original file";
+    let run = opscope_in(&dir, &["info", "ops.pftrace"], Input::Nothing);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("ops.pftrace: {said}")),
+        "{}",
+        run.stderr
+    );
+    let run = opscope_in(&dir, &["info", "-"], Input::Bytes(through_text(&pftrace)));
+    assert!(
+        run.stderr.contains(&format!("standard input: {said}")),
+        "{}",
+        run.stderr
+    );
+    if let Some(traces) = common::shared_traces() {
+        let xplane =
+            std::fs::read(traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"))
+                .unwrap();
+        std::fs::write(dir.join("host.xplane.pb"), through_text(&xplane)).unwrap();
+        let run = opscope_in(&dir, &["info", "host.xplane.pb"], Input::Nothing);
+        assert_error(&run, &format!("host.xplane.pb: {said}"));
+        let run_meta = traces.join("tf-timeline/generated-here/tf2.21-cpu-mlp");
+        std::fs::create_dir_all(dir.join("tf")).unwrap();
+        std::fs::write(
+            dir.join("tf/run_meta"),
+            through_text(&std::fs::read(run_meta.join("run_meta")).unwrap()),
+        )
+        .unwrap();
+        std::fs::copy(run_meta.join("graph.pbtxt"), dir.join("tf/graph.pbtxt")).unwrap();
+        let run = opscope_in(&dir, &["info", "tf/run_meta"], Input::Nothing);
+        assert_error(&run, &format!("tf/run_meta: {said}"));
+    }
+}
