@@ -2,8 +2,10 @@
 //! CUPTI kernels, copies and sets on per-device stream tracks, synchronisation waits on
 //! a lane of the waiting process; CUDA
 //! runtime and driver calls, NVTX ranges and marks, and OS runtime calls on the threads
-//! that made them. Correlation ids are kept as `correlation` args, the key the
-//! correlation pass reads, so launches link to their kernels.
+//! that made them; each thread's spells on a CPU (`SCHED_EVENTS`) as `running` slices.
+//! Correlation ids are kept as `correlation` args, the key the correlation pass reads,
+//! so launches link to their kernels. Tables of events opscope keeps no place for yet
+//! (CPU samples and call stacks) are named in a warning.
 //!
 //! Columns are looked up by name, so tables of other schema versions with extra or
 //! missing columns still read; a table that is absent is simply empty. An NVTX range
@@ -452,6 +454,21 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
     );
     api_calls(&mut im, &table("OSRT_API")?, "os_runtime", SliceKind::Other);
     nvtx(&mut im, &table("NVTX_EVENTS")?);
+    scheduling(&mut im, &table("SCHED_EVENTS")?);
+    let mut skipped = Vec::new();
+    for (name, what) in NOT_READ {
+        let rows = count_rows(conn, shown, name)?;
+        if rows > 0 {
+            skipped.push(format!("{name} ({rows} rows: {what})"));
+        }
+    }
+    if !skipped.is_empty() {
+        let warning = format!(
+            "{shown}: not read (opscope keeps no such data yet): {}",
+            skipped.join(", ")
+        );
+        im.trace.warnings.push((source, warning));
+    }
     if im.nameless > 0 {
         // Names stand in for missing ones; the user must know they are not the trace's.
         let why = if strings_table.columns.is_empty() {
@@ -466,6 +483,98 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
         im.trace.warnings.push((source, warning));
     }
     Ok(source)
+}
+
+/// Tables of an export that hold events opscope does not read, and what they hold: said
+/// in a warning when they have rows, rather than dropped without a word.
+const NOT_READ: [(&str, &str); 6] = [
+    ("COMPOSITE_EVENTS", "CPU samples"),
+    ("SAMPLING_CALLCHAINS", "the call stacks of CPU samples"),
+    ("CUDA_CALLCHAINS", "the call stacks of CUDA API calls"),
+    ("OSRT_CALLCHAINS", "the call stacks of OS runtime calls"),
+    ("GPU_METRICS", "GPU metrics samples"),
+    ("CUDA_GPU_MEMORY_USAGE_EVENTS", "GPU memory use"),
+];
+
+/// The rows of `table`, 0 when the export has no such table.
+fn count_rows(conn: &Connection, shown: &str, table: &str) -> Result<i64, ImportError> {
+    let exists: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?1",
+            [table],
+            |r| r.get(0),
+        )
+        .map_err(|e| sql_error(shown, table, &e))?;
+    if exists == 0 {
+        return Ok(0);
+    }
+    conn.query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
+        r.get(0)
+    })
+    .map_err(|e| sql_error(shown, table, &e))
+}
+
+/// When each thread ran (`SCHED_EVENTS`: a thread switched in on a CPU, later out): a
+/// `running` slice per spell, on a lane of the thread's process beside the thread (its
+/// spells cross its calls, which they would not nest with), the CPU as an arg. A spell
+/// the export saw begin but not end ends at the last time read; one it saw end only
+/// begins at the session's start.
+fn scheduling(im: &mut Importer, t: &Table) {
+    let mut rows: Vec<(i64, i64, bool, i64)> = t
+        .rows
+        .iter()
+        .filter_map(|r| {
+            Some((
+                t.int(r, "globalTid")?,
+                t.int(r, "start")?,
+                t.int(r, "isSchedIn")? != 0,
+                t.int(r, "cpu").unwrap_or(-1),
+            ))
+        })
+        .collect();
+    im.trace.repairs.malformed_events += (t.rows.len() - rows.len()) as u64;
+    rows.sort_unstable_by_key(|r| (r.0, r.1));
+    let running = im.trace.intern("running");
+    let category = im.trace.intern("sched");
+    let end_of_all = rows.iter().map(|r| r.1).max().unwrap_or(0).max(im.last_ts);
+    let spell = |im: &mut Importer, global: i64, from: i64, to: i64, cpu: i64| {
+        let (pid, tid) = split_global_tid(global);
+        let process = im.process(pid);
+        let track = im
+            .trace
+            .named_track(Some(process), TrackKind::Async, running, tid as u64);
+        let args = im.args(&[("cpu", ArgValue::Int(cpu)), ("tid", ArgValue::Int(tid))]);
+        im.trace.slices.push(opscope_model::events::SliceRow {
+            track,
+            ts: from,
+            dur: (to - from).max(0),
+            name: running,
+            category,
+            kind: SliceKind::Other,
+            args,
+        });
+    };
+    let mut open: Option<(i64, i64, i64)> = None; // (thread, since, cpu)
+    for (global, ts, sched_in, cpu) in rows {
+        if let Some((thread, since, on)) = open {
+            if thread != global {
+                spell(im, thread, since, end_of_all, on);
+                open = None;
+            }
+        }
+        match (sched_in, open) {
+            (true, None) => open = Some((global, ts, cpu)),
+            (true, Some(_)) => {} // in twice: the first stands
+            (false, Some((thread, since, on))) => {
+                spell(im, thread, since, ts, on);
+                open = None;
+            }
+            (false, None) => spell(im, global, 0, ts, cpu),
+        }
+    }
+    if let Some((thread, since, on)) = open {
+        spell(im, thread, since, end_of_all, on);
+    }
 }
 
 #[derive(Copy, Clone, PartialEq, Eq)]
