@@ -23,7 +23,13 @@ pub fn escape(s: &str) -> String {
     out
 }
 
-/// A report's blocks as HTML.
+/// Rows of a table a page shows whole; a longer one shows its first and last
+/// [`ROWS_KEPT`] / 2 and says how many it leaves out.
+const ROWS_SHOWN: usize = 60;
+const ROWS_KEPT: usize = 40;
+
+/// A report's blocks as HTML; a table of more than 60 rows (1,500 steps) is cut to
+/// its first and last 20 rows, which says so: the command's own output has them all.
 pub fn report(report: &Report) -> String {
     let mut out = String::new();
     for block in &report.blocks {
@@ -73,7 +79,20 @@ fn table(table: &Table) -> String {
         let _ = write!(out, "<th{class}>{}</th>", escape(c.title));
     }
     out.push_str("</tr>\n");
-    for row in &table.rows {
+    let n = table.rows.len();
+    let cut = n > ROWS_SHOWN;
+    for (k, row) in table.rows.iter().enumerate() {
+        if cut && k >= ROWS_KEPT / 2 && k < n - ROWS_KEPT / 2 {
+            if k == ROWS_KEPT / 2 {
+                let _ = writeln!(
+                    out,
+                    "<tr><td colspan={}><i>… {} rows more (the command's JSON has them all)</i></td></tr>",
+                    table.columns.len(),
+                    n - ROWS_KEPT
+                );
+            }
+            continue;
+        }
         out.push_str("<tr>");
         for (value, column) in row.iter().zip(&table.columns) {
             let class = if column.numeric { " class=n" } else { "" };
@@ -93,19 +112,28 @@ pub struct Bar {
     pub title: String,
 }
 
+/// The largest bar of `bars`: a scale several charts can share.
+pub fn largest(bars: &[Bar]) -> f64 {
+    bars.iter()
+        .map(|b| b.parts.iter().map(|p| p.0).sum::<f64>())
+        .fold(0.0, f64::max)
+}
+
 /// Bars as an inline SVG, `height` px high, scaled to the largest total.
 pub fn bars(bars: &[Bar], height: u32, unit: &str) -> String {
+    bars_scaled(bars, height, unit, largest(bars))
+}
+
+/// Bars as an inline SVG, `height` px high, scaled to `max` (charts that are compared
+/// by eye share one).
+pub fn bars_scaled(bars: &[Bar], height: u32, unit: &str, max: f64) -> String {
     if bars.is_empty() {
         return String::new();
     }
     let width = 900.0;
     let gap = 2.0;
     let bar_w = ((width - 60.0) / bars.len() as f64 - gap).clamp(1.0, 60.0);
-    let max = bars
-        .iter()
-        .map(|b| b.parts.iter().map(|p| p.0).sum::<f64>())
-        .fold(0.0, f64::max)
-        .max(f64::MIN_POSITIVE);
+    let max = max.max(largest(bars)).max(f64::MIN_POSITIVE);
     let plot = height as f64 - 30.0;
     let mut svg = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\">\n"
@@ -180,5 +208,22 @@ mod tests {
             html.contains("<td>x&amp;y</td><td class=n>2.000 µs</td>"),
             "{html}"
         );
+    }
+
+    /// A long table (a run of 1,500 steps) shows its first and last rows and says how
+    /// many it leaves out.
+    #[test]
+    fn long_tables_are_cut_and_say_so() {
+        let mut r = Report::default();
+        let mut t = Table::new(vec![Column::text("step")]);
+        for k in 0..1500 {
+            t.rows.push(vec![Value::text(format!("step {k}"))]);
+        }
+        r.table(t);
+        let html = report(&r);
+        assert_eq!(html.matches("<tr><td>").count(), ROWS_KEPT);
+        assert!(html.contains("<td>step 19</td>") && html.contains("<td>step 1480</td>"));
+        assert!(!html.contains("<td>step 20</td>"), "{html}");
+        assert!(html.contains("… 1460 rows more"), "{html}");
     }
 }

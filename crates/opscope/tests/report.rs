@@ -83,6 +83,22 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
         }
     }
     assert!(launched >= 8, "{launched} streams with launches");
+    // The ranks' step charts share one scale, so that they compare by eye (before:
+    // each its own), and their bars are numbered from 0 as the step table numbers the
+    // steps (before: from 1).
+    let steps_section = text
+        .split("<h2>Steps</h2>")
+        .nth(1)
+        .and_then(|rest| rest.split("<h2>").next())
+        .expect("a steps section");
+    let scales: Vec<&str> = steps_section
+        .split("<text x=\"0\" y=\"12\" font-size=\"11\">")
+        .skip(1)
+        .map(|rest| rest.split('<').next().unwrap())
+        .collect();
+    assert!(scales.len() >= 2, "{} step charts", scales.len());
+    assert!(scales.iter().all(|s| *s == scales[0]), "{scales:?}");
+    assert!(steps_section.contains("text-anchor=\"middle\">0</text>"));
     // Every figure the commands print (in text, names whole) is on the page, which
     // lists the top 20 ops and kernels.
     for args in [

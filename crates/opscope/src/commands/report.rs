@@ -100,7 +100,10 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
     );
 
     let steps = steps::report(cx, &StepOptions::default());
+    // One chart per training process (not its DataLoader workers), all on one scale so
+    // that ranks compare by eye; bars numbered as the step table numbers them.
     let mut charts = String::new();
+    let mut per_source = Vec::new();
     for source in steps
         .sources
         .iter()
@@ -132,14 +135,21 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>> {
                 };
                 Bar {
                     // Step names are long (ProfilerStep#551): the tooltip has them.
-                    label: (k + 1).to_string(),
+                    label: k.to_string(),
                     title: format!("{}: {:.3} ms", s.name, ms(s.dur_ns)),
                     parts,
                 }
             })
             .collect();
-        charts.push_str(&format!("<p>{}</p>\n", html::escape(&source.role)));
-        charts.push_str(&html::bars(&bars, 160, "ms"));
+        per_source.push((&source.role, bars));
+    }
+    let scale = per_source
+        .iter()
+        .map(|(_, bars)| html::largest(bars))
+        .fold(0.0, f64::max);
+    for (role, bars) in &per_source {
+        charts.push_str(&format!("<p>{}</p>\n", html::escape(role)));
+        charts.push_str(&html::bars_scaled(bars, 160, "ms", scale));
     }
     if !charts.is_empty() {
         charts.push_str(&legend(&[
