@@ -87,9 +87,38 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
     let mut b = Browser::start(chromium, scratch.join("profile"), 1600, 1000);
     b.navigate(&viewer.url);
     b.wait_for(
-        &format!("!!{STATE} && {STATE}.answered >= 1"),
+        &format!("!!{STATE} && {STATE}.answered >= 1 && {STATE}.steps !== null && !{STATE}.inFlight"),
         Duration::from_secs(30),
     );
+
+    // The steps band shows the first rank's steps, as `opscope steps` finds them, and
+    // the first picture is narrowed to the run of steps (before: no step row, and the
+    // whole run shown).
+    let steps = common::opscope_ok(&["steps", "--format", "json", dir.to_str().unwrap()]);
+    let steps: Value = serde_json::from_slice(&steps.stdout).unwrap();
+    let first = steps["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| !s["steps"].as_array().unwrap().is_empty())
+        .expect("the trace has steps");
+    let band = b.eval(&format!("{STATE}.steps.map((s) => s.name)"));
+    let names: Vec<&Value> = first["steps"].as_array().unwrap().iter().map(|s| &s["name"]).collect();
+    assert_eq!(band.as_array().unwrap().iter().collect::<Vec<_>>(), names);
+    let view = b.eval(&format!("[{STATE}.start, {STATE}.end, {STATE}.meta.span]"));
+    let (start, end, span) = (
+        view[0].as_f64().unwrap(),
+        view[1].as_f64().unwrap(),
+        view[2].as_f64().unwrap(),
+    );
+    let spans = b.eval(&format!(
+        "[Math.min(...{STATE}.steps.map((s) => s.start)), Math.max(...{STATE}.steps.map((s) => s.end))]"
+    ));
+    let (a, z) = (spans[0].as_f64().unwrap(), spans[1].as_f64().unwrap());
+    assert!(start <= a && end >= z && end - start < (z - a) * 1.2 + span * 0.0, "{view} {spans}");
+    // Ops of one kind are told apart by their names' colours.
+    let colours = b.eval("[shade('op', 'aten::mm', false), shade('op', 'aten::add', false)]");
+    assert_ne!(colours[0], colours[1]);
 
     // Every lane is a track, grouped by rank.
     let meta = b.eval(&format!("{STATE}.meta"));
@@ -111,8 +140,8 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
             const out = [];
             for (const e of s.layout) {{
                 if (!e.track) continue;
-                const y = 26 + e.y - s.scrollY;
-                if (y < 26 || y + e.h > c.clientHeight) continue;
+                const y = s.top + e.y - s.scrollY;
+                if (y < s.top || y + e.h > c.clientHeight) continue;
                 const img = g.getImageData(231 * dpr, y * dpr, (c.clientWidth - 232) * dpr, Math.max(1, (e.h - 5) * dpr));
                 let coloured = 0;
                 for (let i = 0; i < img.data.length; i += 4) {{
@@ -173,6 +202,10 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
     b.wait_for(&format!("!{STATE}.inFlight"), Duration::from_secs(10));
     std::thread::sleep(Duration::from_millis(300));
     b.wait_for(&format!("!{STATE}.inFlight"), Duration::from_secs(10));
+    // Launch arrows at the whole trace's zoom too (before: only once slices stood
+    // alone, deep in).
+    let flows = b.eval(&format!("{STATE}.data.flows.length"));
+    assert!(flows.as_u64() > Some(0), "no arrows at the whole view");
     let target = b.eval(&format!(
         "(() => {{
             const s = {STATE}, W = document.getElementById('canvas').clientWidth;
@@ -184,8 +217,8 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
                     if (it[3] !== 1) return;
                     const x0 = Math.max(231, 230 + (it[0] - s.start) / (s.end - s.start) * (W - 230));
                     const x1 = Math.min(W - 1, 230 + (it[1] - s.start) / (s.end - s.start) * (W - 230));
-                    const y = 26 + e.y - s.scrollY + r * 15 + 7;
-                    if (y > 26 && y < document.getElementById('canvas').clientHeight && (!best || x1 - x0 > best.w))
+                    const y = s.top + e.y - s.scrollY + r * 15 + 7;
+                    if (y > s.top && y < document.getElementById('canvas').clientHeight && (!best || x1 - x0 > best.w))
                         best = {{ slice: it[2], x: (x0 + x1) / 2, y, w: x1 - x0 }};
                 }}));
             }}
@@ -258,6 +291,11 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
         "['Steps', 'GPU time', 'Top ops', 'Top kernels'].every((h) => document.getElementById('reports').innerHTML.includes('<h2>' + h + '</h2>'))",
         Duration::from_secs(30),
     );
+    // The panels fit their column (before: the charts ran out of it).
+    let fits = b.eval(
+        "(() => { const r = document.getElementById('reports'); return r.scrollWidth <= r.clientWidth + 1; })()",
+    );
+    assert_eq!(fits, true, "the reports tab is wider than its panel");
 
     // Search: typed in the box, Enter selects the first match after the selected slice
     // and shows it; the count of matches is the files' count of such names.
@@ -404,6 +442,13 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
         let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
         let tracks = meta["tracks"].as_array().unwrap();
         assert!(!tracks.is_empty(), "{path}: no tracks");
+        // No profile's line id passes for a thread id (an XPlane's are 64-bit hashes,
+        // shown as negative numbers before).
+        let ids = regex::Regex::new(r"-\d{6,}").unwrap();
+        for t in tracks {
+            let name = t["name"].as_str().unwrap();
+            assert!(!ids.is_match(name), "{path}: track {name:?}");
+        }
         let ids: Vec<String> = tracks.iter().map(|t| t["id"].to_string()).collect();
         let span = meta["span"].as_i64().unwrap();
         let view = http_json(

@@ -255,6 +255,7 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                 None => Ok((404, "text/plain", b"no such slice".to_vec())),
             }
         }
+        "/api/steps" => json(shared.model().steps_json().to_string()),
         "/api/search" => json(shared.model().search_json(
             params.get("q").unwrap_or(""),
             params.int("after").unwrap_or(-1),

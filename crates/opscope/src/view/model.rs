@@ -51,6 +51,8 @@ pub struct ViewModel {
     pub links: OnceLock<Links>,
     /// The report panels' HTML, made when first asked.
     pub panels: OnceLock<String>,
+    /// The steps as `/api/steps` gives them, made when first asked.
+    pub steps: OnceLock<String>,
 }
 
 impl ViewModel {
@@ -78,6 +80,7 @@ impl ViewModel {
             row_of,
             links: OnceLock::new(),
             panels: OnceLock::new(),
+            steps: OnceLock::new(),
         }
     }
 
@@ -178,9 +181,9 @@ impl ViewModel {
                         for (j, it) in items.iter().enumerate() {
                             let name = s.name[it.slice as usize];
                             names.insert(name.0);
-                            if it.count == 1 {
-                                alone.push(it.slice);
-                            }
+                            // A block's arrow is its longest slice's: arrows show at
+                            // every zoom, not only once slices stand alone.
+                            alone.push(it.slice);
                             let _ = write!(
                                 out,
                                 "{}[{},{},{},{},{},{}]",
@@ -267,6 +270,32 @@ impl ViewModel {
         }
         out.push_str("]}");
         out
+    }
+
+    /// The steps of each process that has any (`opscope steps`), ns after the origin:
+    /// `{"spans": [[start, end]], "steps": [{process, name, start, end}]}`, the first
+    /// span the whole run of steps. Made after the first picture, when first asked.
+    pub fn steps_json(&self) -> &str {
+        self.steps.get_or_init(|| {
+            let found = opscope_analysis::steps::steps(
+                &self.context(),
+                &opscope_analysis::steps::StepOptions::default(),
+            );
+            let mut steps = Vec::new();
+            let (mut first, mut last) = (i64::MAX, i64::MIN);
+            for source in found.iter().filter(|s| !s.steps.is_empty()) {
+                for step in &source.steps {
+                    let (a, b) = (step.start_ns - self.origin, step.start_ns + step.dur_ns - self.origin);
+                    first = first.min(a);
+                    last = last.max(b);
+                    steps.push(serde_json::json!({
+                        "process": source.role, "name": step.name, "start": a, "end": b,
+                    }));
+                }
+            }
+            let spans: Vec<[i64; 2]> = (first <= last).then_some([first, last]).into_iter().collect();
+            serde_json::json!({ "spans": spans, "steps": steps }).to_string()
+        })
     }
 
     /// One slice: what it is, its args, its launch or the work it launched, the op it
@@ -452,12 +481,27 @@ fn order_tracks(trace: &Trace, timeline: &Timeline) -> Vec<TrackInfo> {
         let (group, key) = group_of(track);
         let thread = track.thread.map(|th| &trace.threads[th.index()]);
         let tid = thread.map_or(0, |th| th.tid);
+        // A profile's line ids (XPlane's 64-bit ones, often negative) are no thread ids
+        // a person knows: they are not shown, nor kept at the end of a line's name.
+        let real_tid = (0..=i64::from(i32::MAX)).contains(&tid);
+        let bare = |name: &str| -> String {
+            let cut = name
+                .rsplit_once('/')
+                .filter(|(_, id)| {
+                    id.parse::<i64>()
+                        .is_ok_and(|n| !(0..=i64::from(i32::MAX)).contains(&n))
+                })
+                .map_or(name, |(head, _)| head);
+            cut.to_string()
+        };
         // The track's own name, else its thread's, else what it is and its number.
         let name = match (trace.str(track.name), thread.and_then(|th| th.name)) {
             (own, _) if !own.is_empty() => own.to_string(),
-            (_, Some(n)) if trace.str(n).contains(&tid.to_string()) => trace.str(n).to_string(),
+            (_, Some(n)) if !real_tid => bare(trace.str(n)),
+            (_, Some(n)) if trace.str(n).contains(&tid.to_string()) => bare(trace.str(n)),
             (_, Some(n)) => format!("{} {tid}", trace.str(n)),
             (_, None) if track.kind == TrackKind::GpuStream => format!("stream {tid}"),
+            (_, None) if !real_tid => "line".to_string(),
             (_, None) => format!("thread {tid}"),
         };
         let (class, within) = match track.kind {

@@ -20,7 +20,7 @@ const state = {
   data: null, names: new Map(), inFlight: false, again: false,
   requests: 0, answered: 0, lastServerMs: 0, lastItems: 0, drawn: [],
   selected: null, details: null, selection: null, drag: null,
-  panelsLoaded: false, generation: 0, errors: [],
+  panelsLoaded: false, generation: 0, errors: [], steps: null, moved: false,
 };
 window.opscopeViewer = state;
 
@@ -77,11 +77,14 @@ function layout() {
   state.height = y;
 }
 
-function viewHeight() { return canvas.clientHeight - AXIS; }
+function viewHeight() { return canvas.clientHeight - tracksTop(); }
 function timeWidth() { return Math.max(1, canvas.clientWidth - LABEL); }
 function xOf(t) { return LABEL + (t - state.start) / (state.end - state.start) * timeWidth(); }
 function tOf(x) { return state.start + (x - LABEL) / timeWidth() * (state.end - state.start); }
-function yOf(entry) { return AXIS + entry.y - state.scrollY; }
+// Where the tracks begin: under the axis and, once found, the steps band (tests read
+// it as `opscopeViewer.top`).
+function tracksTop() { return (state.top = AXIS + (state.steps ? STEPS : 0)); }
+function yOf(entry) { return tracksTop() + entry.y - state.scrollY; }
 
 function visibleTracks() {
   const top = state.scrollY, bottom = state.scrollY + viewHeight();
@@ -134,7 +137,17 @@ function colour(kind, name, block) {
   return c;
 }
 
+// Kinds whose slices are told apart by name (a recorded session's ops are all `op`):
+// each name its own hue. The others keep their kind's colour, shaded by name.
+const BY_NAME = new Set(['op', 'kernel', 'annotation', 'python_function', 'collective', 'compile']);
+
 function shade(kind, name, block) {
+  if (BY_NAME.has(kind)) {
+    let h = 0;
+    for (let i = 0; i < name.length; i++) h = (h * 31 + name.charCodeAt(i)) | 0;
+    const hue = (h >>> 0) % 360, light = 48 + ((h >>> 9) % 3) * 6;
+    return `hsla(${hue},55%,${light}%,${block ? 0.55 : 1})`;
+  }
   const base = COLOURS[kind] || COLOURS.other;
   // Names vary the shade, so neighbours of one kind can be told apart.
   let h = 0;
@@ -168,10 +181,10 @@ function draw() {
   state.drawn = [];
   // Track labels and group bars.
   ctx.save();
-  ctx.beginPath(); ctx.rect(0, AXIS, W, H - AXIS); ctx.clip();
+  ctx.beginPath(); ctx.rect(0, tracksTop(), W, H - tracksTop()); ctx.clip();
   for (const e of state.layout) {
     const y = yOf(e);
-    if (y + e.h < AXIS || y > H) continue;
+    if (y + e.h < tracksTop() || y > H) continue;
     if (e.header !== undefined) {
       ctx.fillStyle = '#e9eef5'; ctx.fillRect(0, y, W, e.h);
       ctx.fillStyle = '#123'; ctx.fillText(e.header, 6, y + e.h / 2);
@@ -187,13 +200,13 @@ function draw() {
   ctx.restore();
   // Items.
   ctx.save();
-  ctx.beginPath(); ctx.rect(LABEL, AXIS, W - LABEL, H - AXIS); ctx.clip();
+  ctx.beginPath(); ctx.rect(LABEL, tracksTop(), W - LABEL, H - tracksTop()); ctx.clip();
   if (state.data) {
     for (const t of state.data.tracks) {
       const e = state.byId.get(t.id);
       if (!e) continue;
       const y0 = yOf(e);
-      if (y0 + e.h < AXIS || y0 > H) continue;
+      if (y0 + e.h < tracksTop() || y0 > H) continue;
       let items = 0;
       if (t.rows) items = drawRows(t, e, y0, W);
       else if (t.samples) items = drawCounter(t, e, y0);
@@ -208,6 +221,7 @@ function draw() {
   }
   ctx.restore();
   drawAxis(W);
+  if (state.steps) drawSteps(W);
 }
 
 function clip(text, width) {
@@ -284,24 +298,50 @@ function fmtValue(v) {
   return String(Math.round(v * 100) / 100);
 }
 
+// Arrows drawn at most: many hide the slices; past this an even sample of them is
+// drawn (and the selected slice's, always).
+const MAX_ARROWS = 150;
+
 function drawFlows(W, H) {
   ctx.strokeStyle = 'rgba(40,40,40,0.55)';
   ctx.fillStyle = 'rgba(40,40,40,0.55)';
-  // Many arrows hide the slices: then only the selected slice's are drawn.
   const sel = state.selected ? state.selected.id : -1;
-  const all = state.data.flows.length <= 150;
-  for (const [from, fromTrack, fromRow, fromTs, to, toTrack, toRow, toTs] of state.data.flows) {
-    if (!all && from !== sel && to !== sel) continue;
+  const flows = state.data.flows;
+  const every = Math.max(1, Math.ceil(flows.length / MAX_ARROWS));
+  for (let k = 0; k < flows.length; k++) {
+    const [from, fromTrack, fromRow, fromTs, to, toTrack, toRow, toTs] = flows[k];
+    if (k % every !== 0 && from !== sel && to !== sel) continue;
     const a = state.byId.get(fromTrack), b = state.byId.get(toTrack);
     if (!a || !b) continue;
     const x0 = xOf(fromTs), x1 = xOf(toTs);
     const y0 = yOf(a) + fromRow * ROW + ROW / 2, y1 = yOf(b) + toRow * ROW + ROW / 2;
     if (Math.max(x0, x1) < LABEL || Math.min(x0, x1) > W) continue;
-    if (Math.max(y0, y1) < AXIS || Math.min(y0, y1) > H) continue;
+    if (Math.max(y0, y1) < tracksTop() || Math.min(y0, y1) > H) continue;
     ctx.beginPath(); ctx.moveTo(x0, y0);
     ctx.bezierCurveTo(x0 + 20, y0, x1 - 20, y1, x1, y1); ctx.stroke();
     ctx.beginPath(); ctx.moveTo(x1, y1); ctx.lineTo(x1 - 6, y1 - 3); ctx.lineTo(x1 - 6, y1 + 3); ctx.fill();
   }
+}
+
+// The steps (of the first process that has any) as a band under the axis: where each
+// begins and ends, named; the first picture shows them.
+const STEPS = 16;
+
+function drawSteps(W) {
+  const steps = state.steps;
+  ctx.fillStyle = '#fbfbf5'; ctx.fillRect(0, AXIS, W, STEPS);
+  ctx.fillStyle = '#333';
+  ctx.fillText(steps.length ? clip('steps · ' + steps[0].process, LABEL - 12) : 'no steps found', 6, AXIS + STEPS / 2);
+  ctx.save();
+  ctx.beginPath(); ctx.rect(LABEL, AXIS, W - LABEL, STEPS); ctx.clip();
+  steps.forEach((st, k) => {
+    const x0 = Math.max(xOf(st.start), LABEL - 1), x1 = Math.min(xOf(st.end), W + 1);
+    if (x1 < LABEL || x0 > W) return;
+    ctx.fillStyle = k % 2 ? '#86bcb6' : '#a7d3cd';
+    ctx.fillRect(x0, AXIS + 1, Math.max(x1 - x0, 1), STEPS - 2);
+    if (x1 - x0 > 30) { ctx.fillStyle = '#123'; ctx.fillText(clip(st.name, x1 - x0 - 6), x0 + 3, AXIS + STEPS / 2); }
+  });
+  ctx.restore();
 }
 
 function drawAxis(W) {
@@ -326,7 +366,8 @@ function status(text) {
 
 // ---- moving around ----
 
-function setView(start, end) {
+function setView(start, end, byUser = true) {
+  if (byUser) state.moved = true;
   const span = state.meta.span;
   let width = Math.max(end - start, 50);
   width = Math.min(width, span * 1.1);
@@ -346,7 +387,21 @@ function scrollTo(y) {
   state.scrollY = Math.max(0, Math.min(y, Math.max(0, state.height - viewHeight() + 20)));
   changed();
 }
-function fit() { setView(-state.meta.span * 0.01, state.meta.span * 1.01); }
+function fit(byUser = true) { setView(-state.meta.span * 0.01, state.meta.span * 1.01, byUser); }
+
+// The steps, once the server has found them: a band under the axis, and the first
+// picture narrowed to them (a recorded session's set-up and exit can dwarf them),
+// unless the user has moved the view meanwhile.
+async function loadSteps() {
+  const found = await getJSON('api/steps');
+  const first = found.steps.length ? found.steps[0].process : null;
+  state.steps = found.steps.filter((st) => st.process === first);
+  layout();
+  if (!state.moved && found.spans.length) {
+    const [a, b] = found.spans[0], pad = (b - a) * 0.02;
+    setView(a - pad, b + pad, false);
+  } else changed();
+}
 
 canvas.addEventListener('wheel', (ev) => {
   ev.preventDefault();
@@ -367,7 +422,7 @@ canvas.addEventListener('mousemove', (ev) => {
     draw();
   } else if (d.moved) {
     const dt = (d.x - ev.offsetX) / timeWidth() * (d.end - d.start);
-    state.start = d.start + dt; state.end = d.end + dt;
+    state.start = d.start + dt; state.end = d.end + dt; state.moved = true;
     state.scrollY = Math.max(0, d.scrollY + d.y - ev.offsetY);
     changed();
   }
@@ -401,7 +456,7 @@ window.addEventListener('keydown', (ev) => {
 
 // What is under (x, y): the track, the row, and the item drawn there.
 function hit(x, y) {
-  const yy = y - AXIS + state.scrollY;
+  const yy = y - tracksTop() + state.scrollY;
   const e = state.layout.find((l) => l.track && yy >= l.y && yy < l.y + l.h);
   if (!e) return null;
   const row = Math.floor((yy - e.y) / ROW);
@@ -559,7 +614,8 @@ async function start() {
   resize();
   layout();
   new ResizeObserver(() => { resize(); changed(); }).observe(canvas);
-  fit();
+  fit(false);
+  loadSteps().catch((e) => state.errors.push(String(e)));
   if (state.meta.live) {
     $('followbox').hidden = false;
     setInterval(follow, 1000);
