@@ -87,7 +87,9 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
     let mut b = Browser::start(chromium, scratch.join("profile"), 1600, 1000);
     b.navigate(&viewer.url);
     b.wait_for(
-        &format!("!!{STATE} && {STATE}.answered >= 1 && {STATE}.steps !== null && !{STATE}.inFlight"),
+        &format!(
+            "!!{STATE} && {STATE}.answered >= 1 && {STATE}.steps !== null && !{STATE}.inFlight"
+        ),
         Duration::from_secs(30),
     );
 
@@ -103,7 +105,12 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
         .find(|s| !s["steps"].as_array().unwrap().is_empty())
         .expect("the trace has steps");
     let band = b.eval(&format!("{STATE}.steps.map((s) => s.name)"));
-    let names: Vec<&Value> = first["steps"].as_array().unwrap().iter().map(|s| &s["name"]).collect();
+    let names: Vec<&Value> = first["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| &s["name"])
+        .collect();
     assert_eq!(band.as_array().unwrap().iter().collect::<Vec<_>>(), names);
     let view = b.eval(&format!("[{STATE}.start, {STATE}.end, {STATE}.meta.span]"));
     let (start, end, span) = (
@@ -115,7 +122,10 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
         "[Math.min(...{STATE}.steps.map((s) => s.start)), Math.max(...{STATE}.steps.map((s) => s.end))]"
     ));
     let (a, z) = (spans[0].as_f64().unwrap(), spans[1].as_f64().unwrap());
-    assert!(start <= a && end >= z && end - start < (z - a) * 1.2 + span * 0.0, "{view} {spans}");
+    assert!(
+        start <= a && end >= z && end - start < (z - a) * 1.2 + span * 0.0,
+        "{view} {spans}"
+    );
     // Ops of one kind are told apart by their names' colours.
     let colours = b.eval("[shade('op', 'aten::mm', false), shade('op', 'aten::add', false)]");
     assert_ne!(colours[0], colours[1]);

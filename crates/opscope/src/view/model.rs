@@ -285,7 +285,10 @@ impl ViewModel {
             let (mut first, mut last) = (i64::MAX, i64::MIN);
             for source in found.iter().filter(|s| !s.steps.is_empty()) {
                 for step in &source.steps {
-                    let (a, b) = (step.start_ns - self.origin, step.start_ns + step.dur_ns - self.origin);
+                    let (a, b) = (
+                        step.start_ns - self.origin,
+                        step.start_ns + step.dur_ns - self.origin,
+                    );
                     first = first.min(a);
                     last = last.max(b);
                     steps.push(serde_json::json!({
@@ -293,7 +296,10 @@ impl ViewModel {
                     }));
                 }
             }
-            let spans: Vec<[i64; 2]> = (first <= last).then_some([first, last]).into_iter().collect();
+            let spans: Vec<[i64; 2]> = (first <= last)
+                .then_some([first, last])
+                .into_iter()
+                .collect();
             serde_json::json!({ "spans": spans, "steps": steps }).to_string()
         })
     }
