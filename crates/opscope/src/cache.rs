@@ -6,7 +6,10 @@
 //! read, with its path, size, modification and change times and inode; any change to a
 //! file or to opscope is a miss. A damaged entry, or one whose model breaks an invariant
 //! ([`Trace::check`]), is a miss too: the cache can only save time, never change an
-//! answer or stop a command.
+//! answer or stop a command. The checksum covers the key with the model, so that an
+//! entry's model cannot be passed off under another entry's key; and a directory that
+//! another user owns or may write into is not used at all, since whoever can write
+//! there could plant a well-formed entry.
 
 use std::fs::File;
 use std::hash::{Hash, Hasher};
@@ -19,10 +22,11 @@ use opscope_model::Trace;
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
 /// build identity (it is part of every key, with the binary's own size and times).
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
-/// After the payload: its length (u64) and CRC-32 (u32), little-endian.
+/// After the payload: its length (u64) and the CRC-32 (u32) of the key and payload
+/// together, little-endian.
 const TRAILER_BYTES: usize = 12;
 
 /// Inputs smaller than this parse in a few milliseconds: not worth an entry.
@@ -61,6 +65,35 @@ pub fn directory() -> Option<PathBuf> {
     Some(base.join("opscope").join("models"))
 }
 
+/// Why `dir` cannot hold entries safely, if it cannot: it exists and is not a
+/// directory of this user's that no one else may write into. A directory that does not
+/// exist yet is fine: it is created private.
+pub fn why_not_private(dir: &Path) -> Option<String> {
+    let meta = match std::fs::symlink_metadata(dir) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(format!("cannot be examined ({e})")),
+    };
+    if !meta.is_dir() {
+        return Some("is not a directory".into());
+    }
+    // SAFETY: getuid has no preconditions.
+    let uid = unsafe { libc::getuid() };
+    if meta.uid() != uid {
+        return Some(format!(
+            "belongs to uid {}, not to you (uid {uid})",
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Some(format!(
+            "may be written by others (mode {:o})",
+            meta.mode() & 0o777
+        ));
+    }
+    None
+}
+
 /// One cache entry: where it is, the exact key text it must hold, and the files that
 /// key describes.
 pub struct Entry {
@@ -87,6 +120,13 @@ impl Entry {
     /// model's invariants.
     pub fn read(&self) -> Option<Trace> {
         let file = File::open(&self.path).ok()?;
+        // An entry someone else wrote (a hard link into the directory, or one left from
+        // before it was made private) is not taken on trust either.
+        let meta = file.metadata().ok()?;
+        // SAFETY: getuid has no preconditions.
+        if meta.uid() != unsafe { libc::getuid() } || meta.mode() & 0o022 != 0 {
+            return None;
+        }
         // SAFETY: read-only map of a file that writers only ever replace by renaming a
         // finished one over it, never modify in place; it lives only for this function.
         let bytes = unsafe { memmap2::Mmap::map(&file) }.ok()?;
@@ -212,9 +252,11 @@ fn write_entry(file: File, key: &str, trace: &Trace) -> std::io::Result<()> {
     out.write_all(MAGIC)?;
     out.write_all(&(key.len() as u32).to_le_bytes())?;
     out.write_all(key.as_bytes())?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(key.as_bytes());
     let mut payload = Checksummed {
         inner: out,
-        crc: crc32fast::Hasher::new(),
+        crc,
         len: 0,
     };
     postcard::to_io(trace, &mut payload).map_err(std::io::Error::other)?;
@@ -250,7 +292,8 @@ impl<W: Write> Write for Checksummed<W> {
     }
 }
 
-/// The payload of an entry, if it holds `key`, is whole and its checksum matches.
+/// The payload of an entry, if it holds `key`, is whole and its checksum (over the key
+/// and the payload) matches.
 fn payload_of<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
     let (key_len, rest) = rest.split_first_chunk::<4>()?;
@@ -263,7 +306,10 @@ fn payload_of<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
     let (len, crc) = trailer.split_first_chunk::<8>()?;
     let crc: [u8; 4] = crc.try_into().ok()?;
     let whole = u64::from_le_bytes(*len) == payload.len() as u64;
-    (whole && crc32fast::hash(payload) == u32::from_le_bytes(crc)).then_some(payload)
+    let mut sum = crc32fast::Hasher::new();
+    sum.update(key.as_bytes());
+    sum.update(payload);
+    (whole && sum.finalize() == u32::from_le_bytes(crc)).then_some(payload)
 }
 
 /// Deletes the least recently used entries until the rest fit in `limit` bytes, and
@@ -338,6 +384,48 @@ mod tests {
         assert_eq!(payload_of(&damaged, "key A"), None);
         assert_eq!(payload_of(&bytes[..bytes.len() - 1], "key A"), None);
         assert_eq!(payload_of(&bytes[..5], "key A"), None);
+    }
+
+    #[test]
+    fn a_model_moved_under_another_key_is_refused() {
+        let trace = small_trace();
+        let a = entry_bytes("key A", &trace);
+        // Entry B's header with entry A's payload and trailer, as someone who copies
+        // one entry's tail onto another's key would make it.
+        let b = entry_bytes("key B", &Trace::new());
+        let header = MAGIC.len() + 4 + "key B".len();
+        let mut forged = b[..header].to_vec();
+        forged.extend_from_slice(&a[MAGIC.len() + 4 + "key A".len()..]);
+        assert_eq!(payload_of(&forged, "key B"), None);
+        assert!(payload_of(&a, "key A").is_some());
+    }
+
+    #[test]
+    fn a_directory_others_may_write_into_is_not_used() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("opscope-cache-open-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+        assert_eq!(why_not_private(&dir), None);
+        assert_eq!(why_not_private(&dir.join("not yet")), None);
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let why = why_not_private(&dir).expect("a directory open to all is refused");
+        assert!(why.contains("written by others"), "{why}");
+        let file = dir.join("f");
+        std::fs::write(&file, b"").unwrap();
+        assert_eq!(
+            why_not_private(&file).as_deref(),
+            Some("is not a directory")
+        );
+        // Owned by root, as another user's directory would be to a test running as a
+        // user; when the test runs as root, /proc's owner is its own and says nothing.
+        // SAFETY: getuid has no preconditions.
+        if unsafe { libc::getuid() } != 0 {
+            assert!(why_not_private(Path::new("/"))
+                .unwrap()
+                .contains("belongs to uid 0"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -475,6 +475,17 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace> {
     let entry = (options.cache && !streams && total >= cache::MIN_INPUT_BYTES)
         .then(cache::directory)
         .flatten()
+        .filter(|dir| match cache::why_not_private(dir) {
+            None => true,
+            Some(why) => {
+                warn(&format!(
+                    "the model cache {} {why}: it is not used (make it yours with \
+                     mode 700, or set OPSCOPE_CACHE_DIR to another directory)",
+                    dir.display()
+                ));
+                false
+            }
+        })
         .and_then(|dir| {
             let inputs = files
                 .iter()

@@ -177,3 +177,55 @@ fn a_damaged_entry_or_a_changed_input_is_parsed_again() {
     assert_eq!(slices(&cache, &small), 1);
     assert_eq!(entries(&cache).len(), 3);
 }
+
+#[test]
+fn an_entry_carrying_another_traces_model_or_a_directory_open_to_others_is_not_trusted() {
+    let dir = scratch_dir("cache-trust");
+    let cache = dir.join("cache");
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    write_trace(&a, 12_000);
+    write_trace(&b, 13_000);
+    assert_eq!(slices(&cache, &a), 12_000);
+    let entry_a = entries(&cache);
+    assert_eq!(slices(&cache, &b), 13_000);
+    let entry_b: Vec<PathBuf> = entries(&cache)
+        .into_iter()
+        .filter(|e| !entry_a.contains(e))
+        .collect();
+    let (entry_a, entry_b) = (&entry_a[0], &entry_b[0]);
+
+    // A's entry made of A's key and B's model with B's checksum: the copy that anyone
+    // able to write there could make without computing anything.
+    let header =
+        |bytes: &[u8]| 8 + 4 + u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    let bytes_a = std::fs::read(entry_a).unwrap();
+    let bytes_b = std::fs::read(entry_b).unwrap();
+    let mut forged = bytes_a[..header(&bytes_a)].to_vec();
+    forged.extend_from_slice(&bytes_b[header(&bytes_b)..]);
+    std::fs::write(entry_a, &forged).unwrap();
+    assert_eq!(slices(&cache, &a), 12_000, "A answered with B's model");
+    assert_ne!(
+        std::fs::read(entry_a).unwrap(),
+        forged,
+        "the forged entry was kept"
+    );
+
+    // A cache directory others may write into is not used: said once, and nothing is
+    // read from it or written to it.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(entry_a, &forged).unwrap();
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = opscope_with_cache(&cache, &["info", a.to_str().unwrap(), "--format", "json"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("may be written by others") && stderr.contains("not used"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(entry_a).unwrap(),
+        forged,
+        "an entry was written there"
+    );
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).unwrap();
+}
