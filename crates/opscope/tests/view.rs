@@ -359,15 +359,67 @@ fn the_viewer_answers_only_with_its_token_on_loopback() {
         .unwrap()
         .parse()
         .unwrap();
-    let get = |path: &str| -> String {
+    let get_as = |host: &str, path: &str| -> String {
         use std::io::Write;
         let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-        write!(s, "GET {path} HTTP/1.0\r\nHost: x\r\n\r\n").unwrap();
+        write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
         let mut body = String::new();
         s.read_to_string(&mut body).unwrap();
         body
     };
+    let ours = format!("127.0.0.1:{port}");
+    let get = |path: &str| get_as(&ours, path);
     let token_path = &viewer.url[format!("http://127.0.0.1:{port}").len()..];
+    // A page elsewhere whose name was rebound to 127.0.0.1 sends its own name: even
+    // with the token, it is refused.
+    for host in ["x", &format!("attacker.example:{port}"), "127.0.0.1:1"] {
+        let refused = get_as(host, &format!("{token_path}api/meta"));
+        assert_eq!(
+            refused.split(' ').nth(1),
+            Some("421"),
+            "Host {host}: {refused}"
+        );
+    }
+    assert_eq!(
+        get_as(
+            &format!("localhost:{port}"),
+            &format!("{token_path}api/meta")
+        )
+        .split(' ')
+        .nth(1),
+        Some("200")
+    );
+    // Times at the ends of i64 and widths no screen has are brought within bounds: a
+    // 200 of about the size of a wide screen's answer, not an overflow or every slice.
+    let answer_len = |query: &str| {
+        let answer = get(&format!("{token_path}api/view?{query}&tracks=0,1,2,3"));
+        assert_eq!(
+            answer.split(' ').nth(1),
+            Some("200"),
+            "{query}: {answer:.300}"
+        );
+        answer.len()
+    };
+    let wide = answer_len("start=-1000000000000&end=1000000000000&px=16384");
+    for query in [
+        "start=-9223372036854775808&end=9223372036854775807&px=2000",
+        "start=9223372036854775807&end=-9223372036854775808&px=2000",
+        "start=-1e300&end=1e300&px=2000",
+        "start=-1000000000000&end=1000000000000&px=inf",
+        "start=-1000000000000&end=1000000000000&px=1e308",
+    ] {
+        let len = answer_len(query);
+        assert!(
+            len <= wide + 200,
+            "{query}: {len} bytes against {wide} at 16384 px"
+        );
+    }
+    let nan = get(&format!("{token_path}api/view?start=0&end=1&px=NaN"));
+    assert_eq!(nan.split(' ').nth(1), Some("400"), "{nan:.300}");
+    let window = get(&format!(
+        "{token_path}api/window?start=-9223372036854775808&end=9223372036854775807"
+    ));
+    assert_eq!(window.split(' ').nth(1), Some("200"), "{window:.300}");
     assert!(get(&format!("{token_path}api/meta")).split(' ').nth(1) == Some("200"));
     assert!(get("/api/meta").split(' ').nth(1) == Some("403"));
     assert!(get("/0000/api/meta").split(' ').nth(1) == Some("403"));

@@ -44,6 +44,9 @@ struct Shared {
     /// Why the last reload failed (the job ended, the agent stopped), for the page.
     note: Mutex<String>,
     token: String,
+    /// The `Host` headers a request may carry: the loopback names with our port. A page
+    /// from elsewhere that rebinds its own name to 127.0.0.1 sends its own name.
+    hosts: [String; 3],
 }
 
 impl Shared {
@@ -80,6 +83,11 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
         live,
         note: Mutex::new(String::new()),
         token,
+        hosts: [
+            format!("127.0.0.1:{port}"),
+            format!("localhost:{port}"),
+            format!("[::1]:{port}"),
+        ],
     });
     // Launch links are not needed for the first picture: computed beside it.
     let first = shared.model();
@@ -158,7 +166,21 @@ fn open_browser(url: &str) {
 type Answer = (u16, &'static str, Vec<u8>);
 
 fn respond(request: tiny_http::Request, shared: &Shared) {
-    let answer = answer(request.url(), shared).unwrap_or_else(|e| {
+    let host = request
+        .headers()
+        .iter()
+        .find(|h| h.field.equiv("Host"))
+        .map(|h| h.value.as_str().to_ascii_lowercase());
+    let answer = if !host.is_some_and(|h| shared.hosts.contains(&h)) {
+        Ok((
+            421,
+            "text/plain",
+            b"this viewer answers only at 127.0.0.1 or localhost".to_vec(),
+        ))
+    } else {
+        answer(request.url(), shared)
+    };
+    let answer = answer.unwrap_or_else(|e| {
         (
             400,
             "text/plain; charset=utf-8",
@@ -222,9 +244,9 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
         }
         "/api/view" => {
             let model = shared.model();
-            let start = params.int("start")?;
-            let end = params.int("end")?;
-            let px = params.float("px")?;
+            let start = params.time("start")?;
+            let end = params.time("end")?;
+            let px = params.pixels("px")?;
             // `tracks=3,4:48`: the tracks on screen, each with the rows shown of it
             // when more than `rows` (the rows a folded track shows).
             let folded: usize = params.int("rows").map_or(usize::MAX, |r| r.max(1) as usize);
@@ -281,8 +303,8 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
         }
         "/api/window" => {
             let model = shared.model();
-            let start = model.origin + params.int("start")?;
-            let end = model.origin + params.int("end")?;
+            let start = model.origin + params.time("start")?;
+            let end = model.origin + params.time("end")?;
             let window = Window::Span(start, end.max(start + 1));
             let cx = model.context();
             let ops = op_view(
@@ -348,12 +370,25 @@ impl Params {
             .with_context(|| format!("`{key}` is not a number: {v}"))
     }
 
-    fn float(&self, key: &str) -> Result<f64> {
+    /// A time from the trace's origin, in nanoseconds, brought within 73 years
+    /// either side, so that adding the origin or taking differences cannot overflow.
+    fn time(&self, key: &str) -> Result<i64> {
+        const FAR: i64 = 1 << 61;
+        Ok(self.int(key)?.clamp(-FAR, FAR))
+    }
+
+    /// The width the page draws in: a finite number, at most a very wide screen's, so
+    /// that a request cannot ask for every slice at full resolution.
+    fn pixels(&self, key: &str) -> Result<f64> {
+        const WIDEST: f64 = 16_384.0;
         let v = self
             .get(key)
             .with_context(|| format!("`{key}` is missing"))?;
-        v.parse()
-            .with_context(|| format!("`{key}` is not a number: {v}"))
+        let px: f64 = v
+            .parse()
+            .with_context(|| format!("`{key}` is not a number: {v}"))?;
+        anyhow::ensure!(!px.is_nan(), "`{key}` is not a number: {v}");
+        Ok(px.clamp(1.0, WIDEST))
     }
 }
 
