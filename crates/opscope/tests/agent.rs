@@ -1227,6 +1227,38 @@ fn over_tcp_only_a_client_with_the_token_is_answered() {
     assert!(info["slices"].as_u64() > Some(0), "{info:#}");
 }
 
+/// An address other machines reach is refused unless asked for by name: the port is
+/// not encrypted, and the token would cross the network in clear.
+#[test]
+fn listening_on_the_network_needs_its_own_flag() {
+    let dir = scratch_dir("agent-tcp-network");
+    let socket = dir.join("agent.sock");
+    let agent = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(["agent", "--socket", socket.to_str().unwrap()])
+            .args(extra)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    for address in ["0.0.0.0:0", "[::]:0", "192.0.2.1:7878"] {
+        let out = agent(&["--listen", address]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success()
+                && stderr.contains("--listen-on-network")
+                && stderr.contains("encrypted"),
+            "{address}: {stderr}"
+        );
+        assert!(!socket.exists(), "the agent started for {address}");
+    }
+    let out = agent(&["--listen-on-network"]);
+    assert!(
+        !out.status.success(),
+        "--listen-on-network alone is accepted"
+    );
+}
+
 #[test]
 fn top_draws_the_jobs_on_a_terminal_and_leaves_on_q() {
     let script = Command::new("script").arg("--version").output().is_ok();

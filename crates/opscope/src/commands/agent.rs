@@ -57,6 +57,11 @@ pub struct Args {
     /// as agent.tcp). Recorded processes always use the Unix socket.
     #[arg(long, value_name = "ADDR:PORT")]
     listen: Option<std::net::SocketAddr>,
+    /// Let --listen take an address other machines can reach. Nothing on that port is
+    /// encrypted: the token and everything clients ask for (the jobs' command lines,
+    /// op and kernel names, timings, whole dumps) cross the network in clear.
+    #[arg(long, requires = "listen")]
+    listen_on_network: bool,
     /// Decode the jobs' streams at normal priority rather than the kernel's idle one
     /// (by default the agent takes only CPU time the jobs leave; on a busy host its
     /// view then lags and its live stream may drop chunks, counted, but no job slows).
@@ -110,6 +115,23 @@ fn state_dir(system: bool) -> PathBuf {
 }
 
 pub fn run(args: Args) -> Result<()> {
+    if let Some(address) = args.listen.filter(|a| !a.ip().is_loopback()) {
+        if !args.listen_on_network {
+            bail!(
+                "--listen {address}: other machines could reach the agent there, and \
+                 nothing on that port is encrypted (the token, the jobs' command lines, \
+                 op names and timings, whole dumps); use 127.0.0.1:PORT with an SSH \
+                 tunnel, or add --listen-on-network if the network is trusted"
+            );
+        }
+        if !args.quiet {
+            eprintln!(
+                "opscope agent: warning: --listen {address} is reachable from the network; \
+                 its token and answers (command lines, op names, timings, dumps) travel \
+                 unencrypted"
+            );
+        }
+    }
     let socket = args.socket.unwrap_or_else(|| {
         if args.system {
             PathBuf::from(protocol::SYSTEM_SOCKET)
