@@ -114,12 +114,22 @@ def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
     """Loads trace files or directories of them (e.g. one file per rank) into one
     model, as ``opscope info INPUTS`` reads them, from opscope's model cache when it
     holds them (``cache=False`` parses them again)."""
+    def path(item: Any) -> str:
+        # Bytes are a path as the OS spells it (os.listdir(b".") gives them).
+        if isinstance(item, (str, bytes, os.PathLike)):
+            return os.fsdecode(item)
+        raise TypeError(
+            f"load: a trace is named by a str, bytes or os.PathLike path, not {type(item).__name__}: {item!r}"
+        )
+
     paths: list[str] = []
     for item in inputs:
-        if isinstance(item, (str, os.PathLike)):
-            paths.append(os.fspath(item))
+        if isinstance(item, (str, bytes, os.PathLike)):
+            paths.append(path(item))
+        elif hasattr(item, "__iter__"):
+            paths.extend(path(p) for p in item)
         else:
-            paths.extend(os.fspath(p) for p in item)
+            paths.append(path(item))
     if not paths:
         raise ValueError("load: give at least one trace file or directory")
     return Trace(_opscope.load(paths, cache), paths)

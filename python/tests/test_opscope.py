@@ -247,6 +247,20 @@ def test_errors_name_what_is_wrong(tmp_path):
             t.table("nope")
 
 
+def test_paths_may_be_bytes_and_anything_else_is_named(tmp_path):
+    trace = tmp_path / "one.json"
+    trace.write_text('[{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}]')
+    # As os.listdir(b".") and os.fsencode give them.
+    assert opscope.load(os.fsencode(trace), cache=False).slices.num_rows == 1
+    other = tmp_path / "two.json"
+    shutil.copy(trace, other)
+    assert opscope.load([os.fsencode(trace), other], cache=False).slices.num_rows == 2
+    with pytest.raises(TypeError, match="not int: 3"):
+        opscope.load(3)
+    with pytest.raises(TypeError, match="not NoneType"):
+        opscope.load([trace, None])
+
+
 def test_python_m_opscope_records_as_the_cli_does(tmp_path):
     """`python -m opscope record` and the `opscope` command record the same program to
     the same ops, and pass its exit status through."""
