@@ -237,6 +237,91 @@ fn convert_keeps_every_event_in_both_formats() {
     ]);
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--to"));
+    // A name that says another format than --to: refused, nothing written (a viewer
+    // would take JSON in a .pftrace for a damaged protobuf).
+    let mismatch = dir.join("y.pftrace");
+    let _ = std::fs::remove_file(&mismatch);
+    let out = opscope(&[
+        "convert",
+        example.to_str().unwrap(),
+        "-o",
+        mismatch.to_str().unwrap(),
+        "--to",
+        "json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("the name says perfetto but --to says json"),
+        "{stderr}"
+    );
+    assert!(!mismatch.exists());
+}
+
+/// CTF output replaces an existing CTF trace with --force (and only with it), never a
+/// directory that holds anything else; a failed write leaves the old trace in place.
+#[test]
+fn ctf_output_replaces_only_a_ctf_trace_and_only_with_force() {
+    let dir = scratch_dir("convert-ctf-force");
+    let example = repo_root().join("examples/traces/mlp-train.json");
+    let small = dir.join("small.json");
+    std::fs::write(
+        &small,
+        r#"[{"ph": "X", "name": "only", "pid": 1, "tid": 1, "ts": 0, "dur": 1}]"#,
+    )
+    .unwrap();
+    let out_dir = dir.join("out.ctf");
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let to_ctf = |input: &Path, force: bool| {
+        let mut args = vec![
+            "convert",
+            "--quiet",
+            input.to_str().unwrap(),
+            "-o",
+            out_dir.to_str().unwrap(),
+        ];
+        if force {
+            args.push("--force");
+        }
+        opscope(&args)
+    };
+    assert!(to_ctf(&example, false).status.success());
+    let slices = |path: &Path| info_json(path)["slices"].as_u64().unwrap();
+    let full = slices(&out_dir);
+    assert!(full > 1);
+    let again = to_ctf(&small, false);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("--force"));
+    assert_eq!(slices(&out_dir), full);
+    assert!(to_ctf(&small, true).status.success());
+    assert_eq!(slices(&out_dir), 1);
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    // A directory with something else in it is never replaced.
+    std::fs::create_dir_all(out_dir.join("notes")).unwrap();
+    let refused = to_ctf(&example, true);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && stderr.contains("not a CTF trace directory"),
+        "{stderr}"
+    );
+    assert!(out_dir.join("notes").is_dir());
+    let home = dir.join("home");
+    std::fs::create_dir_all(home.join("photos")).unwrap();
+    let out = opscope(&[
+        "convert",
+        "--quiet",
+        small.to_str().unwrap(),
+        "-o",
+        home.to_str().unwrap(),
+        "--to",
+        "ctf",
+        "--force",
+    ]);
+    assert!(!out.status.success());
+    assert!(home.join("photos").is_dir());
 }
 
 /// Two ranks' files in one Chrome JSON stay two of everything: their processes (both

@@ -36,8 +36,13 @@
 //! An event whose CPU is known — its args name it (`cpu`), or its thread has a CPU
 //! counter (`cpu (tid N)`, which the CTF reader makes from LTTng's packets) — goes to
 //! a packet whose `cpu_id` is that CPU, as LTTng's per-CPU streams have it, so that
-//! babeltrace2 and Trace Compass see it where they look for it. Packets of events with
-//! no known CPU say [`NO_CPU`].
+//! babeltrace2 and Trace Compass see it where they look for it. When no event's CPU is
+//! known (a PyTorch or TensorFlow trace), packets have no `cpu_id` at all; when some
+//! are, packets of the others say [`NO_CPU`], as the environment (`opscope_no_cpu`)
+//! says. The processes' and threads' names are in the environment too
+//! (`opscope_processes`, `opscope_threads`: JSON arrays of `[pid, name]` and `[pid,
+//! tid, name]`), since a process named by text in its source (a TensorFlow timeline's
+//! "/device:GPU:0 Compute") has only a number opscope gave it.
 //!
 //! Everything is byte-aligned little-endian, so no field needs padding; timestamps are
 //! 64-bit nanoseconds from the trace's first event, on a clock whose offset places them
@@ -418,10 +423,6 @@ pub(crate) fn export_with(
         .map(|i| classes.of(trace, false, inst.args[i]).unwrap_or(INSTANT))
         .collect();
     let enums = Enums::of(trace, &begin_class, &instant_class);
-    write(
-        "metadata",
-        metadata(trace, base, &uuid, &classes, &enums).as_bytes(),
-    )?;
     let class_of = EventClasses {
         begin: &begin_class,
         instant: &instant_class,
@@ -513,6 +514,11 @@ pub(crate) fn export_with(
             });
         }
     }
+    let cpus = per_stream.iter().flatten().any(|e| e.cpu != NO_CPU);
+    write(
+        "metadata",
+        metadata(trace, base, &uuid, &classes, &enums, cpus).as_bytes(),
+    )?;
     let mut stream = Vec::new();
     for (n, mut events) in per_stream.into_iter().enumerate() {
         if events.is_empty() {
@@ -527,8 +533,11 @@ pub(crate) fn export_with(
             &class_of,
             n as u64,
             &events,
-            base,
-            &uuid,
+            Packets {
+                base,
+                uuid: &uuid,
+                cpus,
+            },
             &mut stream,
         );
         write(&format!("stream_{n}"), &stream)?;
@@ -727,7 +736,14 @@ fn tsdl_string(text: &str) -> String {
     text.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-fn metadata(trace: &Trace, base: i64, uuid: &[u8; 16], classes: &Classes, enums: &Enums) -> String {
+fn metadata(
+    trace: &Trace,
+    base: i64,
+    uuid: &[u8; 16],
+    classes: &Classes,
+    enums: &Enums,
+    cpus: bool,
+) -> String {
     let mut m = String::new();
     let uuid = uuid_text(uuid);
     // The clock counts ns from the first event; its offset says when that was.
@@ -764,7 +780,7 @@ env {{
     tracer_name = "opscope";
     tracer_major = 0;
     tracer_minor = 1;
-    source = "{sources}";{schemas}
+    source = "{sources}";{no_cpu}{names}{schemas}
 }};
 
 clock {{
@@ -788,8 +804,7 @@ stream {{
         uint64_t content_size;
         uint64_t packet_size;
         uint64_t packet_seq_num;
-        uint64_t events_discarded;
-        uint32_t cpu_id;
+        uint64_t events_discarded;{cpu_id}
     }};
     event.header := struct {{
         uint32_t id;
@@ -848,6 +863,17 @@ event {{
 "#,
         sources = tsdl_string(&sources.join(", ")),
         schemas = schemas(trace, classes),
+        names = names(trace),
+        no_cpu = if cpus {
+            format!("\n    opscope_no_cpu = {NO_CPU};")
+        } else {
+            String::new()
+        },
+        cpu_id = if cpus {
+            "\n        uint32_t cpu_id;"
+        } else {
+            ""
+        },
         enum_types = enum_types(trace, enums),
         name_t = text_type(enums.name.as_ref()),
         category_t = text_type(enums.category.as_ref()),
@@ -912,6 +938,34 @@ fn enum_types(trace: &Trace, enums: &Enums) -> String {
                 .enumerate()
                 .map(|(v, &t)| (trace.str(t).to_string(), v as u32)),
         );
+    }
+    out
+}
+
+/// The environment entries that name the processes and threads (see the module's doc).
+fn names(trace: &Trace) -> String {
+    let processes: Vec<serde_json::Value> = trace
+        .processes
+        .iter()
+        .filter_map(|p| Some(serde_json::json!([p.pid, trace.str(p.name?)])))
+        .collect();
+    let threads: Vec<serde_json::Value> = trace
+        .threads
+        .iter()
+        .filter_map(|t| {
+            let pid = trace.processes[t.process.index()].pid;
+            Some(serde_json::json!([pid, t.tid, trace.str(t.name?)]))
+        })
+        .collect();
+    let mut out = String::new();
+    for (key, list) in [
+        ("opscope_processes", processes),
+        ("opscope_threads", threads),
+    ] {
+        if !list.is_empty() {
+            let text = serde_json::Value::Array(list).to_string();
+            let _ = write!(out, "\n    {key} = \"{}\";", tsdl_string(&text));
+        }
     }
     out
 }
@@ -984,15 +1038,23 @@ fn put_str(out: &mut Vec<u8>, s: &str) {
     out.push(0);
 }
 
+/// What every packet of the trace shares: the time its clock counts from, the trace's
+/// uuid, and whether packets have a `cpu_id`.
+struct Packets<'u> {
+    base: i64,
+    uuid: &'u [u8; 16],
+    cpus: bool,
+}
+
 fn write_stream(
     trace: &Trace,
     classes: &EventClasses,
     instance: u64,
     events: &[Event],
-    base: i64,
-    uuid: &[u8; 16],
+    packets: Packets,
     out: &mut Vec<u8>,
 ) {
+    let Packets { base, uuid, cpus } = packets;
     let s = &trace.slices;
     let enums = classes.enums;
     let time = |ts: i64| ts.saturating_sub(base).max(0) as u64;
@@ -1021,7 +1083,9 @@ fn write_stream(
         put_u64(out, seq);
         seq += 1;
         put_u64(out, 0);
-        put_u32(out, cpu);
+        if cpus {
+            put_u32(out, cpu);
+        }
         for e in packet {
             let id = match e.what {
                 What::Begin(i) => classes.begin[i],

@@ -1835,6 +1835,49 @@ pub(crate) enum Path {
     General,
 }
 
+/// Names the processes and threads of a trace opscope wrote as the environment says
+/// (`opscope_processes`, `opscope_threads`; see `ctf::export`): the lanes its events
+/// made, never new ones.
+fn name_own_lanes(m: &mut Mapper, meta: &super::types::Metadata) {
+    let list = |key: &str| -> Vec<serde_json::Value> {
+        meta.env_str(key)
+            .and_then(|text| serde_json::from_str(text).ok())
+            .unwrap_or_default()
+    };
+    let source = m.source;
+    let trace = &mut *m.trace;
+    let processes: HashMap<i64, usize> = (0..trace.processes.len())
+        .filter(|&p| trace.processes[p].source == source)
+        .map(|p| (trace.processes[p].pid, p))
+        .collect();
+    for entry in list("opscope_processes") {
+        if let (Some(pid), Some(name)) = (entry[0].as_i64(), entry[1].as_str()) {
+            if let Some(&p) = processes.get(&pid) {
+                if trace.processes[p].name.is_none() {
+                    trace.processes[p].name = Some(trace.intern(name));
+                }
+            }
+        }
+    }
+    let threads: HashMap<(i64, i64), usize> = (0..trace.threads.len())
+        .filter(|&t| trace.processes[trace.threads[t].process.index()].source == source)
+        .map(|t| {
+            let th = &trace.threads[t];
+            ((trace.processes[th.process.index()].pid, th.tid), t)
+        })
+        .collect();
+    for entry in list("opscope_threads") {
+        let (pid, tid, name) = (entry[0].as_i64(), entry[1].as_i64(), entry[2].as_str());
+        if let (Some(pid), Some(tid), Some(name)) = (pid, tid, name) {
+            if let Some(&t) = threads.get(&(pid, tid)) {
+                if trace.threads[t].name.is_none() {
+                    trace.threads[t].name = Some(trace.intern(name));
+                }
+            }
+        }
+    }
+}
+
 /// Imports one trace into a new source; returns it and the first stream error.
 pub(super) fn import_layout(
     trace_name: &str,
@@ -1967,12 +2010,18 @@ pub(super) fn import_layout(
     for (cpu, (tid, since, name)) in running {
         m.running_slice(tid, since, end.max(since), name, cpu);
     }
+    let own_trace = meta.env_str("tracer_name") == Some("opscope");
+    if own_trace {
+        name_own_lanes(&mut m, meta);
+    }
     // Source metadata: environment, clock, streams, discarded events.
     let trace = m.trace;
     let mut entries: Vec<(StrId, ArgValue)> = Vec::new();
     for (k, v) in &meta.env {
-        // The keys and types of opscope's typed classes are the events' args already.
-        if k.starts_with("opscope_args_") && meta.env_str("tracer_name") == Some("opscope") {
+        // The keys and types of opscope's typed classes are the events' args already,
+        // and the names are the processes' and threads'.
+        let names = ["opscope_processes", "opscope_threads", "opscope_no_cpu"];
+        if own_trace && (k.starts_with("opscope_args_") || names.contains(&k.as_str())) {
             continue;
         }
         let key = trace.intern(&format!("env.{k}"));

@@ -61,10 +61,18 @@ pub struct Args {
     /// Parse the inputs even when the model cache holds them, and do not save them there.
     #[arg(long)]
     no_cache: bool,
-    /// Replace OUT when it exists (never when it is one of the inputs; a CTF directory
-    /// is never replaced).
+    /// Replace OUT when it exists (never when it is one of the inputs; a directory only
+    /// when it holds a CTF trace and nothing else, for CTF output).
     #[arg(long, short)]
     force: bool,
+}
+
+impl Target {
+    /// As `--to` spells it.
+    fn name(self) -> String {
+        self.to_possible_value()
+            .map_or_else(|| format!("{self:?}"), |v| v.get_name().to_string())
+    }
 }
 
 fn target_from_extension(path: &Path) -> Option<Target> {
@@ -100,12 +108,24 @@ pub fn run_with(
     args: Args,
     adjust: impl FnOnce(&mut opscope_model::Trace) -> Result<bool>,
 ) -> Result<()> {
-    let Some(target) = args.to.or_else(|| target_from_extension(&args.output)) else {
+    let named = target_from_extension(&args.output);
+    let Some(target) = args.to.or(named) else {
         bail!(
             "{}: cannot tell the output format from the extension; pass --to perfetto, json, ctf, parquet, folded or speedscope",
             args.output.display()
         );
     };
+    // speedscope's files are JSON and often named so.
+    let agrees = |n: Target| n == target || (n, target) == (Target::Json, Target::Speedscope);
+    if let Some(named) = named.filter(|&n| !agrees(n)) {
+        // Other tools choose their reader by the extension, as opscope does.
+        bail!(
+            "{}: the name says {} but --to says {}; name the output for what it holds (or leave --to out)",
+            args.output.display(),
+            named.name(),
+            target.name()
+        );
+    }
     let inputs = load::expand(&args.inputs)?;
     check_output(&args.output, &inputs, target, args.force)?;
     let options = LoadOptions {
@@ -118,7 +138,7 @@ pub fn run_with(
     }
     let shown = args.output.display().to_string();
     if target == Target::Ctf {
-        write_ctf(&trace, &args.output)?;
+        write_ctf(&trace, &args.output, args.force)?;
         eprintln!(
             "wrote {shown}/: {} slices (a begin and an end event each), {} instants, {} counter samples",
             trace.slices.len(),
@@ -196,7 +216,12 @@ fn check_output(output: &Path, inputs: &[load::Found], target: Target, force: bo
         }
     }
     match target {
-        Target::Ctf => bail!("{shown}: already exists; CTF output is a new directory"),
+        Target::Ctf if !force => bail!("{shown}: already exists; pass --force to replace it"),
+        Target::Ctf if !is_ctf_trace(output) => bail!(
+            "{shown}: already exists and is not a CTF trace directory (a `metadata` file and \
+             its stream files, nothing else): it is not replaced, even with --force"
+        ),
+        Target::Ctf => return Ok(()),
         // A dataset other conversions write into: the writer checks its partitions.
         Target::Parquet if out.is_dir() => return Ok(()),
         Target::Parquet => bail!("{shown}: already exists and is not a directory"),
@@ -241,16 +266,55 @@ fn write_trace(trace: &opscope_model::Trace, target: Target, out: &mut impl Writ
     Ok(())
 }
 
+/// Whether `dir` is a directory holding a CTF trace and nothing else: a `metadata` file
+/// that says so, and plain files beside it. Only such a directory is replaced.
+fn is_ctf_trace(dir: &Path) -> bool {
+    let metadata = std::fs::read(dir.join("metadata")).unwrap_or_default();
+    // TSDL text starts with its version comment; packetised metadata with its magic.
+    let ctf =
+        metadata.starts_with(b"/* CTF") || metadata.starts_with(&0x75D1_1D57u32.to_le_bytes());
+    let only_files = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .into_iter()
+            .all(|e| e.and_then(|e| e.file_type()).is_ok_and(|t| t.is_file()))
+    });
+    ctf && only_files
+}
+
 /// Writes a CTF trace directory: into a partial directory beside it first (see
 /// [`partial_path`]), renamed into place at the end, so a failure never leaves half a
-/// trace under the requested name. [`check_output`] refused an existing `dir`.
-fn write_ctf(trace: &opscope_model::Trace, dir: &Path) -> Result<()> {
+/// trace under the requested name. [`check_output`] refused an existing `dir` unless
+/// `force` and it is a CTF trace: that one is moved aside once the new one is whole,
+/// and removed once the new one is in its place.
+fn write_ctf(trace: &opscope_model::Trace, dir: &Path, force: bool) -> Result<()> {
+    let old = (force && dir.exists()).then(|| {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        dir.with_file_name(format!(".{name}.replaced-{}", std::process::id()))
+    });
     write_dir(dir, |partial| {
         opscope_formats::ctf::export::export(trace, &mut |name, bytes| {
             std::fs::write(partial.join(name), bytes)
         })?;
+        if let Some(old) = &old {
+            std::fs::rename(dir, old)
+                .with_context(|| format!("{}: cannot move the old trace aside", dir.display()))?;
+        }
         Ok(())
     })
+    .inspect_err(|_| {
+        // The new trace did not take its place: the old one goes back.
+        if let Some(old) = &old {
+            let _ = std::fs::rename(old, dir);
+        }
+    })?;
+    if let Some(old) = &old {
+        std::fs::remove_dir_all(old)
+            .with_context(|| format!("{}: cannot remove the replaced trace", old.display()))?;
+    }
+    Ok(())
 }
 
 #[cfg(feature = "parquet")]

@@ -263,6 +263,7 @@ fn metadata_declares_a_unix_clock_when_sources_know_it() {
         &[0; 16],
         &Classes::default(),
         &Enums::default(),
+        false,
     );
     assert!(m.starts_with("/* CTF 1.8 */"));
     assert!(
@@ -276,6 +277,7 @@ fn metadata_declares_a_unix_clock_when_sources_know_it() {
         &[0; 16],
         &Classes::default(),
         &Enums::default(),
+        false,
     );
     assert!(m.contains("offset_s = 1700000000;"), "{m}");
     assert!(m.contains("offset = 500010000;"), "{m}");
@@ -596,4 +598,47 @@ fn babeltrace2_text(options: &[&str], dir: &Path) -> Option<String> {
         String::from_utf8_lossy(&out.stderr)
     );
     Some(String::from_utf8(out.stdout).unwrap())
+}
+
+/// A trace whose processes and threads are named by text (a TensorFlow timeline's
+/// devices) and whose events name no CPU: babeltrace2 sees packets without a `cpu_id`
+/// (no made-up CPU 4294967295), and the names opscope gave numbers to come back with
+/// their processes and threads.
+#[test]
+fn processes_named_by_text_keep_their_names_and_no_cpu_is_made_up() {
+    let json = r#"{"traceEvents":[
+      {"ph":"M","name":"process_name","pid":"/device:GPU:0 Compute","args":{"name":"/device:GPU:0 Compute"}},
+      {"ph":"M","name":"thread_name","pid":7,"tid":8,"args":{"name":"worker"}},
+      {"ph":"X","name":"MatMul","pid":"/device:GPU:0 Compute","tid":"stream 3","ts":1,"dur":4},
+      {"ph":"X","name":"step","pid":7,"tid":8,"ts":2,"dur":5}
+    ]}"#;
+    let mut trace = Trace::new();
+    crate::chrome::import(json.as_bytes(), "tf.json", &mut trace).unwrap();
+    let written = write_dir(&trace, "named");
+    let dir = written.path();
+    let metadata = std::fs::read_to_string(dir.join("metadata")).unwrap();
+    assert!(!metadata.contains("cpu_id"), "{metadata}");
+    let back = read_ours(dir);
+    let mut names: Vec<(String, String)> = back
+        .threads
+        .iter()
+        .map(|t| {
+            let p = &back.processes[t.process.index()];
+            let name = |n: Option<StrId>| n.map_or("-".to_string(), |n| back.str(n).to_string());
+            (name(p.name), name(t.name))
+        })
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ("-".to_string(), "worker".to_string()),
+            ("/device:GPU:0 Compute".to_string(), "stream 3".to_string())
+        ]
+    );
+    let Some(text) = babeltrace2_text(&[], dir) else {
+        return;
+    };
+    assert_eq!(text.lines().count(), 4, "{text}");
+    assert!(!text.contains("cpu_id"), "{text}");
 }

@@ -1051,14 +1051,21 @@ mod tests {
             damaged.push((format!("cut at byte {cut}"), bytes[..cut].to_vec()));
         }
         // An event id no class has, and a string left without its end, each in the
-        // middle of the file (the first event of a packet: after its 84-byte header).
+        // middle of the file (the first event of a packet: after its header, of 80
+        // bytes, or 84 with a `cpu_id`).
+        let metadata_text = String::from_utf8_lossy(&files["metadata"]);
+        let header = if metadata_text.contains("cpu_id") {
+            84
+        } else {
+            80
+        };
         let packet = 4096 * 40;
         let middle = (bytes.len() / 2 / packet) * packet;
         if let Some(at) =
             (middle..bytes.len()).find(|&i| bytes[i..].starts_with(&0xC1FC_1FC1u32.to_le_bytes()))
         {
             let mut bad_id = bytes.clone();
-            bad_id[at + 84..at + 88].copy_from_slice(&9999u32.to_le_bytes());
+            bad_id[at + header..at + header + 4].copy_from_slice(&9999u32.to_le_bytes());
             damaged.push(("an undeclared event id".into(), bad_id));
         }
         // A slice begin first in a packet, whose name (an enumeration after its 28-byte
@@ -1074,11 +1081,11 @@ mod tests {
         if let Some(at) = (middle..bytes.len()).find(|&i| {
             bytes[i..].starts_with(&magic)
                 && bytes
-                    .get(i + 84..i + 88)
+                    .get(i + header..i + header + 4)
                     .is_some_and(|id| begins.iter().any(|b| b == id))
         }) {
             let mut unlabelled = bytes.clone();
-            let name = at + 84 + 28 + 8;
+            let name = at + header + 28 + 8;
             unlabelled[name..name + 4].copy_from_slice(&0x7FFF_FFFFu32.to_le_bytes());
             damaged.push(("a name without a label".into(), unlabelled));
         }
