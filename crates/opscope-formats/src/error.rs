@@ -35,8 +35,17 @@ pub enum ImportError {
 
 #[derive(Debug, Error)]
 pub enum ExportError {
-    #[error("write failed: {0}")]
+    /// The caller names what was being written (the OS error alone, so that a chain of
+    /// causes does not say it twice).
+    #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// Writing `path` failed: the message names it, the source says why.
+    #[error("{path}: cannot write")]
+    File {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Unsupported(String),
 }

@@ -81,7 +81,8 @@ pub fn export_dataset(
     )));
     let aside = |key: &str| -> PathBuf { staging.0.join(key) };
     for key in parts.parts.keys() {
-        std::fs::create_dir_all(aside(key))?;
+        // The dataset's name, not the staging's, is what the user knows.
+        std::fs::create_dir_all(aside(key)).map_err(at(dir))?;
         written.partitions += 1;
     }
     // One job per table of each partition, the largest first, on every core.
@@ -98,7 +99,7 @@ pub fn export_dataset(
             Table::Metadata => metadata_batch(trace, rows, key, version),
         };
         let file = aside(key).join(format!("{}.parquet", table.name()));
-        let bytes = write(&file, rows, make)?;
+        let bytes = write(&file, rows, make).map_err(|e| naming(&file, e))?;
         Ok((table.name(), rows.len() as u64, bytes))
     });
     let results = results?;
@@ -109,17 +110,36 @@ pub fn export_dataset(
     }
     for key in parts.parts.keys() {
         let place = dir.join(key);
-        std::fs::create_dir_all(place.parent().unwrap_or(dir))?;
+        let parent = place.parent().unwrap_or(dir);
+        std::fs::create_dir_all(parent).map_err(at(parent))?;
         if replace && place.exists() {
             // The old partition goes into the staging directory (and with it), so that
             // a failure leaves one of the two in place.
             let old = staging.0.join("replaced").join(key);
-            std::fs::create_dir_all(old.parent().unwrap_or(&staging.0))?;
-            std::fs::rename(&place, &old)?;
+            let parent = old.parent().unwrap_or(&staging.0);
+            std::fs::create_dir_all(parent).map_err(at(parent))?;
+            std::fs::rename(&place, &old).map_err(at(&place))?;
         }
-        std::fs::rename(aside(key), &place)?;
+        std::fs::rename(aside(key), &place).map_err(at(&place))?;
     }
     Ok(written)
+}
+
+/// The error of writing `path`, naming it.
+fn at(path: &Path) -> impl FnOnce(std::io::Error) -> ExportError + '_ {
+    move |source| ExportError::File {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// `e`, met writing `path`, saying so.
+fn naming(path: &Path, e: ExportError) -> ExportError {
+    match e {
+        ExportError::Io(source) => at(path)(source),
+        ExportError::Unsupported(m) => ExportError::Unsupported(format!("{}: {m}", path.display())),
+        named @ ExportError::File { .. } => named,
+    }
 }
 
 /// How a conversion's staging directory in a dataset begins.
@@ -148,7 +168,7 @@ fn write(
     rows: &[u32],
     make: impl Fn(&[u32]) -> Result<RecordBatch, ExportError> + Sync,
 ) -> Result<u64, ExportError> {
-    let file = File::create(path)?;
+    let file = File::create(path).map_err(at(path))?;
     let schema = make(&[])?.schema();
     let writer = ArrowWriter::try_new(file, schema.clone(), Some(properties(&schema)?))
         .map_err(parquet_error)?;

@@ -319,7 +319,7 @@ fn convert_refuses_its_input_as_output_and_an_existing_file_without_force() {
             "t.json"
         ]
     );
-    // A CTF directory is never replaced, and a directory is no output file.
+    // Only a CTF trace directory is replaced, and a directory is no output file.
     let run = opscope_in(
         &dir,
         &["convert", "t.json", "-o", "sub", "--to", "json", "--force"],
@@ -331,7 +331,44 @@ fn convert_refuses_its_input_as_output_and_an_existing_file_without_force() {
         &["convert", "t.json", "-o", "sub", "--to", "ctf", "--force"],
         Input::Nothing,
     );
-    assert_error(&run, "sub: already exists; CTF output is a new directory");
+    assert_error(
+        &run,
+        "sub: already exists and is not a CTF trace directory (a `metadata` file and its stream files, nothing else): it is not replaced, even with --force",
+    );
+    // An output under a file: each format names the output once, and the OS's reason
+    // once (Parquet once said "write failed: Not a directory (os error 20): Not a
+    // directory (os error 20)" and no path).
+    for (output, message) in [
+        (
+            "t.json/x.parquet",
+            "t.json/x.parquet: cannot write: Not a directory (os error 20)",
+        ),
+        (
+            "t.json/x.json",
+            "t.json/x.json: cannot create: Not a directory (os error 20)",
+        ),
+        (
+            "t.json/x.pftrace",
+            "t.json/x.pftrace: cannot create: Not a directory (os error 20)",
+        ),
+        (
+            "t.json/x.ctf",
+            "t.json/x.ctf: cannot create: t.json is not a directory",
+        ),
+    ] {
+        let run = opscope_in(
+            &dir,
+            &["convert", "hard.json", "-o", output],
+            Input::Nothing,
+        );
+        assert_error(&run, message);
+        assert_eq!(
+            run.stderr.matches("os error").count(),
+            usize::from(message.contains("os error")),
+            "{}",
+            run.stderr
+        );
+    }
 }
 
 /// Converts `json` (written to `dir/name.json`) to `dir/name.pftrace` with opscope.

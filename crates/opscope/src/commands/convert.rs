@@ -157,7 +157,7 @@ pub fn run_with(
         .write(true)
         .create_new(true)
         .open(&partial)
-        .with_context(|| format!("{}: cannot create", partial.display()))?;
+        .with_context(|| format!("{shown}: cannot create"))?;
     let gzip = shown.to_ascii_lowercase().ends_with(".gz");
     let written = (|| -> Result<()> {
         let buffered = BufWriter::with_capacity(1 << 20, file);
@@ -348,10 +348,15 @@ fn write_dir(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
     let shown = dir.display().to_string();
     let partial = partial_path(dir);
     if let Some(parent) = partial.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if parent.exists() && !parent.is_dir() {
+            bail!(
+                "{shown}: cannot create: {} is not a directory",
+                parent.display()
+            );
+        }
         std::fs::create_dir_all(parent).with_context(|| format!("{shown}: cannot create"))?;
     }
-    std::fs::create_dir(&partial)
-        .with_context(|| format!("{}: cannot create", partial.display()))?;
+    std::fs::create_dir(&partial).with_context(|| format!("{shown}: cannot create"))?;
     if let Err(e) = fill(&partial) {
         let _ = std::fs::remove_dir_all(&partial);
         return Err(e.context(format!("{shown}: writing failed")));
