@@ -1393,3 +1393,46 @@ fn view_live_follows_a_running_job() {
     let _ = run.kill();
     let _ = run.wait();
 }
+
+/// A job whose data the flight recorder no longer holds is not dumped into an empty
+/// directory (which every command would then refuse): the dump says why and writes
+/// nothing.
+#[test]
+fn a_dump_of_a_job_whose_data_expired_says_so_and_writes_nothing() {
+    let dir = scratch_dir("agent-expired");
+    let program = compile_itt_program(&dir, "itt_steps");
+    let agent = Agent::start(&dir, &["--window", "1s"]);
+    let run = record(
+        &agent.socket,
+        "brief",
+        &dir.join("session"),
+        &program,
+        &["3", "5", "5"],
+    );
+    assert!(run.wait_with_output().unwrap().status.success());
+    agent.top_until(Duration::from_secs(60), |top| job(top, "brief").is_some());
+    // The window is a second: wait for the agent to let the chunks go.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let out_dir = dir.join("dump");
+    loop {
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let out = agent.opscope(&["dump", "brief", "-o", out_dir.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() && stderr.contains("holds nothing of it") {
+            assert!(stderr.contains("nothing written"), "{stderr}");
+            assert!(
+                !out_dir.exists(),
+                "an empty dump was left at {}",
+                out_dir.display()
+            );
+            break;
+        }
+        // Ended jobs are kept (ENDED_JOBS_KEPT) far longer than this window.
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            Instant::now() < deadline,
+            "the job's data never expired: {stderr}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

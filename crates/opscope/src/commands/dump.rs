@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::agent::client::AgentAddress;
 use crate::agent::{dump, triggers};
@@ -29,6 +29,19 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     let last_ns = args.last.map(|d| d.as_nanos() as u64);
     let (files, meta) = args.agent.dump(&args.job, last_ns)?;
+    if files.is_empty() {
+        // An empty session directory would only be refused by every command later.
+        bail!(
+            "job `{}`: the agent holds nothing of it{} (the flight recorder keeps each job's \
+             last --window, 60 s by default, and less when its --memory is full); nothing written",
+            meta.job,
+            if last_ns.is_some() {
+                " in that span"
+            } else {
+                " any more"
+            }
+        );
+    }
     dump::write_session(&args.output, &files, &meta)?;
     let bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     eprintln!(
