@@ -364,3 +364,43 @@ fn a_host_whose_collectives_do_not_pair_keeps_its_clock() {
         .count();
     assert_eq!(merged, 2);
 }
+
+/// A file of the job that cannot be read (cut before its first event) is left out with
+/// a warning, and is no clock domain: the report names only the hosts it merged.
+#[test]
+fn a_file_that_could_not_be_read_is_no_clock_domain() {
+    let dir = scratch_dir("merge-unreadable");
+    let job = dir.join("job");
+    write_job(&job, &skews(7));
+    std::fs::write(job.join("rank-9.json"), br#"{"traceEvents": [{"ph": "X""#).unwrap();
+    let run = opscope(&[
+        "merge",
+        job.to_str().unwrap(),
+        "-o",
+        dir.join("merged.json").to_str().unwrap(),
+        "--format",
+        "json",
+        "--no-cache",
+        "--force",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("rank-9.json") && err.contains("still read"),
+        "{err}"
+    );
+    assert!(!err.contains("its times are its own"), "{err}");
+    let report: Value = serde_json::from_slice(&run.stdout).unwrap();
+    let names: Vec<&str> = report["domains"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains("rank-9")), "{names:?}");
+    assert_eq!(names.len(), 4, "{names:?}");
+}

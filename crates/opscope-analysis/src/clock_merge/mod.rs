@@ -155,7 +155,12 @@ impl Linear {
 /// or one per file.
 fn domains(trace: &Trace, options: &MergeOptions) -> Vec<(String, Vec<SourceId>)> {
     let mut out: Vec<(String, Vec<SourceId>)> = Vec::new();
+    // A file that gave no events (one that failed to read) has no clock to correct.
+    let with_events = sources_with_events(trace);
     for (i, source) in trace.sources.iter().enumerate() {
+        if !with_events[i] {
+            continue;
+        }
         let host = source
             .host
             .filter(|_| !options.clock_per_file)
@@ -167,6 +172,27 @@ fn domains(trace: &Trace, options: &MergeOptions) -> Vec<(String, Vec<SourceId>)
         }
     }
     out
+}
+
+/// Which sources gave at least one slice, instant or counter sample.
+fn sources_with_events(trace: &Trace) -> Vec<bool> {
+    let mut used = vec![false; trace.tracks.len()];
+    let tracks = trace
+        .slices
+        .track
+        .iter()
+        .chain(&trace.instants.track)
+        .chain(&trace.counters.track);
+    for &t in tracks {
+        used[t as usize] = true;
+    }
+    let mut with_events = vec![false; trace.sources.len()];
+    for (track, _) in trace.tracks.iter().zip(&used).filter(|(_, &u)| u) {
+        if let Some(s) = crate::correlate::source_of_track(trace, track) {
+            with_events[s.index()] = true;
+        }
+    }
+    with_events
 }
 
 /// Puts every clock domain of `trace` on the reference domain's clock (the one holding
