@@ -201,6 +201,10 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
 
 /// Imports decompressed bytes through the format that claims them.
 fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    // An XPlane is known by its name; without one, by its planes.
+    if detect(bytes) == Some(Format::Perfetto) && crate::xplane::looks_like_xspace(bytes) {
+        return crate::xplane::import(bytes, path, trace);
+    }
     if let Some(import) = crate::registry::for_bytes(path, bytes).and_then(|i| i.bytes_importer()) {
         return import(bytes, path, trace);
     }

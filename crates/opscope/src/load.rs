@@ -726,7 +726,7 @@ fn read_stream(path: &Path, shown: &str) -> Result<Vec<u8>> {
     let gzip = bytes.starts_with(&[0x1f, 0x8b]);
     if !gzip && opscope_formats::detect(&bytes).is_none() {
         bail!(
-            "{shown}: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto and Nsight Systems exports"
+            "{shown}: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto, XPlane and Nsight Systems exports"
         );
     }
     reader.read_to_end(&mut bytes).map_err(read_error)?;

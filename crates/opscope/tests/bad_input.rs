@@ -706,7 +706,7 @@ fn pipes_fifos_and_devices() {
     assert_error(&run, "standard input: nothing came in (0 bytes)");
     // `cat /dev/urandom | opscope info -`: refused from its first bytes.
     let run = opscope_in(&dir, &["info", "-"], Input::Endless);
-    assert_error(&run, "standard input: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto and Nsight Systems exports");
+    assert_error(&run, "standard input: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto, XPlane and Nsight Systems exports");
     // A gzip'd trace through a pipe.
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     gz.write_all(&trace).unwrap();

@@ -1523,3 +1523,80 @@ fn exclude_last_step_leaves_out_work_launched_before_the_trace_as_hta_does() {
         "{kept} {ours}"
     );
 }
+
+/// `opscope info --format json -` with `file` on standard input.
+fn info_from_stdin(file: &Path) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["info", "--format", "json", "-"])
+        .stdin(std::fs::File::open(file).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        file.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// An XPlane has no name on standard input, and is a protobuf of repeated field 1 as a
+/// Perfetto trace is: it is told by its planes and read as from its file (before, it
+/// was "not a valid TracePacket"), while Perfetto traces still read as Perfetto.
+#[test]
+fn xplane_and_perfetto_on_standard_input_read_as_from_their_files() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let mut xplanes: Vec<PathBuf> = walk_files(&traces.join("xplane"))
+        .into_iter()
+        .filter(|p| p.to_string_lossy().ends_with(".xplane.pb"))
+        .collect();
+    xplanes.sort();
+    assert!(xplanes.len() >= 2, "{xplanes:?}");
+    let dir = scratch_dir("stdin-protobuf");
+    let mut perfetto = Vec::new();
+    for (n, input) in [
+        repo_root().join("examples/traces/mlp-train.json"),
+        traces.join("kineto/hta/trace_filter"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let out = dir.join(format!("{n}.pftrace"));
+        convert(input, &out, None);
+        perfetto.push(out);
+    }
+    for file in xplanes.iter().take(6).chain(&perfetto) {
+        let (from_stdin, from_file) = (info_from_stdin(file), info_json(file));
+        for key in [
+            "slices",
+            "instants",
+            "counter_samples",
+            "slices_by_kind",
+            "processes",
+        ] {
+            assert_eq!(from_stdin[key], from_file[key], "{}: {key}", file.display());
+        }
+        let format = |info: &serde_json::Value| info["files"][0]["format"].clone();
+        assert_eq!(
+            format(&from_stdin),
+            format(&from_file),
+            "{}",
+            file.display()
+        );
+    }
+}
+
+fn walk_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}

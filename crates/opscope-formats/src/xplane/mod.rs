@@ -64,6 +64,22 @@ pub fn is_xplane_path(path: &str) -> bool {
     lower.ends_with(".xplane.pb") || lower.ends_with(".xplane.pb.gz")
 }
 
+/// Whether `bytes`, whole, are an XSpace rather than a Perfetto trace: both are a
+/// protobuf of repeated field 1, so it takes the first plane decoding as a named
+/// XPlane with lines or metadata (a Perfetto packet read as one fails on its wire types
+/// or has neither). For input with no name to go by: standard input, a pipe.
+pub fn looks_like_xspace(bytes: &[u8]) -> bool {
+    let Ok(ranges) = plane_ranges(bytes, "") else {
+        return false;
+    };
+    let Some(&(start, end)) = ranges.first() else {
+        return false;
+    };
+    XPlane::decode(&bytes[start..end]).is_ok_and(|plane| {
+        !plane.name.is_empty() && (!plane.lines.is_empty() || !plane.event_metadata.is_empty())
+    })
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
