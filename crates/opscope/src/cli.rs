@@ -29,8 +29,9 @@ use crate::{commands, output};
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
-    /// Keep long names whole in text tables (by default they are shortened in the
-    /// middle to fit the terminal, or $COLUMNS).
+    /// Keep long names and every column whole in text tables (by default they fit the
+    /// terminal, or $COLUMNS, or 200 characters into a file or pipe: names shortened
+    /// in the middle, columns that still do not fit left out and named).
     #[arg(long, global = true)]
     pub(crate) wide: bool,
 }

@@ -133,8 +133,14 @@ pub fn set_wide(wide: bool) {
     WIDE.store(wide, Ordering::Relaxed);
 }
 
+/// The width text tables fit when stdout is no terminal and `$COLUMNS` is not set (a
+/// file, a pager): wide enough for every column of the widest report, narrow enough
+/// that a 900-character kernel name does not make every line that long.
+const PIPE_COLUMNS: usize = 200;
+
 /// The width text tables fit: the terminal's when stdout is one, else `$COLUMNS` when
-/// set; none with `--wide` (JSON and CSV always keep whole names).
+/// set, else [`PIPE_COLUMNS`]; none with `--wide` (JSON and CSV always keep whole
+/// names).
 pub fn text_width() -> Option<usize> {
     use std::io::IsTerminal;
     if WIDE.load(Ordering::Relaxed) || capturing() {
@@ -147,7 +153,7 @@ pub fn text_width() -> Option<usize> {
     if std::io::stdout().is_terminal() {
         return terminal_columns().or(columns).or(Some(80));
     }
-    columns
+    columns.or(Some(PIPE_COLUMNS))
 }
 
 fn terminal_columns() -> Option<usize> {

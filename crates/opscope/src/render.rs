@@ -255,10 +255,18 @@ pub fn write_table(
             *w = (*w).max(cell.chars().count());
         }
     }
+    // Columns shown: all, unless numbers alone overflow the width, when the last ones
+    // go (named below the table) rather than every line wrapping.
+    let mut shown = table.columns.len();
     if let Some(max) = max_width {
         fit(&mut widths, &numeric, max);
+        let total = |n: usize| widths[..n].iter().sum::<usize>() + 2 * n.saturating_sub(1);
+        while shown > 2 && total(shown) > max {
+            shown -= 1;
+        }
     }
-    let last = table.columns.len().saturating_sub(1);
+    let widths = &widths[..shown];
+    let last = shown.saturating_sub(1);
     let line = |cells: &mut dyn Iterator<Item = &str>| {
         let mut line = String::new();
         for (i, cell) in cells.enumerate() {
@@ -279,9 +287,29 @@ pub fn write_table(
         }
         line
     };
-    writeln!(out, "{}", line(&mut table.columns.iter().map(|c| c.title)))?;
+    writeln!(
+        out,
+        "{}",
+        line(&mut table.columns.iter().take(shown).map(|c| c.title))
+    )?;
     for row in &texts {
-        writeln!(out, "{}", line(&mut row.iter().map(String::as_str)))?;
+        writeln!(
+            out,
+            "{}",
+            line(&mut row.iter().take(shown).map(String::as_str))
+        )?;
+    }
+    if shown < table.columns.len() {
+        let left: Vec<&str> = table.columns[shown..].iter().map(|c| c.title).collect();
+        writeln!(
+            out,
+            "({} more {} that {} not fit {} characters: {}; --wide, a wider terminal or --format json show them)",
+            left.len(),
+            if left.len() == 1 { "column" } else { "columns" },
+            if left.len() == 1 { "does" } else { "do" },
+            max_width.unwrap_or_default(),
+            left.join(", ")
+        )?;
     }
     Ok(())
 }
@@ -374,10 +402,46 @@ mod tests {
         assert!(row.starts_with("void at::native::"), "{row}");
         assert!(row.contains('…') && row.contains("kernel<128, 4>"), "{row}");
         assert!(row.ends_with("3.000 ms"), "{row}");
-        // Without a width (--wide, a pipe without $COLUMNS) the name stays whole.
+        // Without a width (--wide) the name stays whole.
         assert!(written(&t, None).contains(&name));
         // Never narrower than the floor: a tiny terminal gets readable names.
         let tiny = written(&t, Some(10));
         assert!(tiny.lines().nth(1).unwrap().chars().count() > 10);
+    }
+
+    /// Numbers are never cut: when they alone overflow the width, the last columns are
+    /// left out, and named, rather than every line running past the width.
+    #[test]
+    fn columns_that_do_not_fit_are_left_out_and_named() {
+        let mut columns = vec![Column::text("stream")];
+        let titles = [
+            "busy",
+            "host wait",
+            "kernel wait",
+            "other idle",
+            "launch p50",
+        ];
+        columns.extend(titles.iter().map(|&t| Column::numeric(t)));
+        let mut t = Table::new(columns);
+        let mut row = vec![Value::text("stream 7")];
+        row.extend((0..titles.len()).map(|i| Value::Duration(1e9 * (i + 1) as f64)));
+        t.rows.push(row);
+        let whole = written(&t, None);
+        let width = whole.lines().map(|l| l.chars().count()).max().unwrap();
+        let fitted = written(&t, Some(width - 1));
+        let lines: Vec<&str> = fitted.lines().collect();
+        assert!(
+            lines[..2].iter().all(|l| l.chars().count() <= width - 1),
+            "{fitted}"
+        );
+        assert!(
+            lines[0].ends_with("other idle") && lines[1].ends_with("4.000 s"),
+            "{fitted}"
+        );
+        assert_eq!(
+            lines[2],
+            format!("(1 more column that does not fit {} characters: launch p50; --wide, a wider terminal or --format json show them)", width - 1)
+        );
+        assert_eq!(written(&t, Some(width)), whole);
     }
 }
