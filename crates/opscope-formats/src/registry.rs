@@ -89,6 +89,8 @@ pub trait Importer: Sync {
 /// known by their bytes (XSpace, RunMetadata and Perfetto files all open with a
 /// length-delimited field 1).
 pub static IMPORTERS: &[&dyn Importer] = &[
+    #[cfg(feature = "parquet")]
+    &crate::parquet::ParquetFormat,
     &crate::ctf::CtfFormat,
     #[cfg(feature = "nsys")]
     &crate::nsys::NsysFormat,

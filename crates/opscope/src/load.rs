@@ -176,11 +176,6 @@ fn is_trace_file(path: &Path) -> bool {
         .is_some_and(|n| registry::claims_name(&n.to_string_lossy()))
 }
 
-/// Whether `dir` is itself one trace (a CTF trace: it holds a `metadata` file).
-fn is_trace_dir(dir: &Path) -> bool {
-    registry::for_dir(dir).is_some()
-}
-
 /// The directory of a session where opscope keeps its own files.
 pub const OWN_NOTES: &str = ".opscope";
 
@@ -328,6 +323,9 @@ struct Walker<'s> {
     seen: &'s mut std::collections::HashSet<FileId>,
     links: std::collections::VecDeque<PathBuf>,
     found: Vec<PathBuf>,
+    /// Parquet datasets found below the root: a copy of traces (`convert ranks/ -o
+    /// ranks/job.parquet`), read only when the walk finds nothing else.
+    datasets: Vec<PathBuf>,
 }
 
 impl<'s> Walker<'s> {
@@ -341,6 +339,7 @@ impl<'s> Walker<'s> {
             seen,
             links: Default::default(),
             found: Vec::new(),
+            datasets: Vec::new(),
         })
     }
 
@@ -354,6 +353,16 @@ impl<'s> Walker<'s> {
         while let Some(link) = self.links.pop_front() {
             self.link(&link);
         }
+        if self.found.is_empty() {
+            self.found = std::mem::take(&mut self.datasets);
+        }
+        for dataset in &self.datasets {
+            warn(&format!(
+                "{}: a Parquet dataset beside the traces (a copy of some of them?); skipped \
+                 so that nothing counts twice (name it to read it)",
+                dataset.display()
+            ));
+        }
         Ok(())
     }
 
@@ -361,9 +370,13 @@ impl<'s> Walker<'s> {
         if !self.dirs.insert(file_id(meta)) {
             return;
         }
-        if is_trace_dir(dir) {
+        if let Some(importer) = registry::for_dir(dir) {
             if self.seen.insert(file_id(meta)) {
-                self.found.push(dir.to_path_buf());
+                if importer.name() == "parquet" && dir != self.root {
+                    self.datasets.push(dir.to_path_buf());
+                } else {
+                    self.found.push(dir.to_path_buf());
+                }
             }
             return;
         }

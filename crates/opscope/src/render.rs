@@ -431,7 +431,7 @@ mod tests {
         let fitted = written(&t, Some(width - 1));
         let lines: Vec<&str> = fitted.lines().collect();
         assert!(
-            lines[..2].iter().all(|l| l.chars().count() <= width - 1),
+            lines[..2].iter().all(|l| l.chars().count() < width),
             "{fitted}"
         );
         assert!(

@@ -205,3 +205,143 @@ fn conversions_of_other_ranks_fill_one_dataset() {
     );
     assert_eq!(std::fs::read_dir(&other).unwrap().count(), 1);
 }
+
+/// `opscope` reads its own dataset back: every report answers on it as on the traces
+/// it was written from (the dataset's rows are checked against pyarrow, DuckDB and
+/// Polars above), for each kind of source.
+#[test]
+fn every_report_answers_on_the_dataset_as_on_its_traces() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("parquet-read-back");
+    for input in [
+        "kineto/hta/trace_filter",
+        "kineto/hta/amd_trace",
+        "kineto/kineto-tb_plugin/resnet50_num_workers_0",
+        "xplane/GPU-multi-worker",
+        "nsys-sqlite/cloverleaf-nsys",
+        "ctf/tracecompass/memory",
+    ] {
+        let trace = traces.join(input);
+        let dataset = dir.join(format!("{}.parquet", input.replace('/', "_")));
+        to_dataset(&trace, &dataset);
+        let (ours, theirs) = (info(&dataset), info(&trace));
+        for key in [
+            "slices",
+            "slices_by_kind",
+            "slice_ns_by_kind",
+            "instants",
+            "counter_samples",
+            "flows",
+            // Processes, threads and devices with no events are not in the dataset.
+            "tracks",
+            "ranks",
+            "start_ns",
+            "end_ns",
+        ] {
+            assert_eq!(ours[key], theirs[key], "{input}: info {key}");
+        }
+        for command in [
+            &["gpu"][..],
+            &["steps"],
+            &["stats", "op"],
+            &["stats", "kernel"],
+            &["memory"],
+        ] {
+            let report = |path: &Path| {
+                let mut args = command.to_vec();
+                args.extend(["--format", "json", path.to_str().unwrap()]);
+                String::from_utf8(opscope_ok(&args).stdout).unwrap()
+            };
+            assert_eq!(
+                report(&dataset),
+                report(&trace),
+                "{input}: {}",
+                command.join(" ")
+            );
+        }
+    }
+}
+
+/// Ranks converted apart into one dataset read back as the ranks together; a damaged
+/// table is an error that names it.
+#[test]
+fn a_dataset_filled_by_several_conversions_reads_as_one_and_damage_is_named() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("parquet-read-ranks");
+    let ranks = traces.join("kineto/hta/trace_filter");
+    let out = dir.join("job.parquet");
+    let _ = std::fs::remove_dir_all(&out);
+    for rank in [0, 1] {
+        let file = ranks.join(format!("sampled_rank-{rank}.json.gz"));
+        opscope_ok(&[
+            "convert",
+            file.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+    }
+    let gpu = |path: &Path| {
+        String::from_utf8(opscope_ok(&["gpu", "--format", "json", path.to_str().unwrap()]).stdout)
+            .unwrap()
+    };
+    let (ours, theirs) = (info(&out), info(&ranks));
+    for key in ["slices", "flows", "ranks", "tracks"] {
+        assert_eq!(ours[key], theirs[key], "{key}");
+    }
+    // The ranks' files named as they were read (the paths differ, nothing else).
+    let strip = |text: String| text.replace(ranks.to_str().unwrap(), "");
+    assert_eq!(strip(gpu(&out)), strip(gpu(&ranks)));
+    // One partition on its own is a dataset too.
+    let part = out.join("host=unknown/rank=1");
+    assert_eq!(info(&part)["ranks"], serde_json::json!([1]));
+    let slices = part.join("slices.parquet");
+    let bytes = std::fs::read(&slices).unwrap();
+    std::fs::write(&slices, &bytes[..bytes.len() / 2]).unwrap();
+    let run = opscope(&["info", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{err}");
+    assert!(err.contains("host=unknown/rank=1/slices.parquet"), "{err}");
+}
+
+/// A dataset written into the directory of its traces is a copy of them: a walk of the
+/// directory reads the traces once and says it skipped the dataset; a directory of
+/// datasets only reads them.
+#[test]
+fn a_dataset_beside_its_traces_is_not_counted_twice() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("parquet-beside");
+    let ranks = dir.join("ranks");
+    let _ = std::fs::remove_dir_all(&ranks);
+    std::fs::create_dir_all(&ranks).unwrap();
+    for rank in [0, 1] {
+        let name = format!("sampled_rank-{rank}.json.gz");
+        std::fs::copy(
+            traces.join("kineto/hta/trace_filter").join(&name),
+            ranks.join(&name),
+        )
+        .unwrap();
+    }
+    let alone = info(&ranks);
+    let dataset = ranks.join("job.parquet");
+    to_dataset(&ranks, &dataset);
+    let run = opscope(&["info", "--format", "json", ranks.to_str().unwrap()]);
+    assert!(run.status.success());
+    let walked: Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(walked["slices"], alone["slices"]);
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        err.contains("job.parquet: a Parquet dataset beside the traces"),
+        "{err}"
+    );
+    let only = dir.join("datasets");
+    let _ = std::fs::remove_dir_all(&only);
+    std::fs::create_dir_all(&only).unwrap();
+    to_dataset(&ranks, &only.join("job.parquet"));
+    assert_eq!(info(&only)["slices"], alone["slices"]);
+}

@@ -482,11 +482,35 @@ fn a_missing_dataset_is_refused_and_a_url_is_passed_on() {
     let out = common::opscope(&["sql", "gpu", "no/such/dataset"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("no/such/dataset: no Parquet dataset here"),
-        "{err}"
-    );
+    assert!(err.contains("no/such/dataset: no such dataset"), "{err}");
     assert!(out.stdout.is_empty());
+    // Traces given for a dataset: the hint converts them to a dataset beside them
+    // (before, it suggested writing the dataset over the traces, which convert refuses),
+    // and the command it gives works.
+    let dir = common::scratch_dir("sql-hint");
+    let trace = dir.join("mlp-train.json");
+    std::fs::copy(
+        common::repo_root().join("examples/traces/mlp-train.json"),
+        &trace,
+    )
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir.join("mlp-train.parquet"));
+    let out = common::opscope(&["sql", "gpu", trace.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let dataset = dir.join("mlp-train.parquet");
+    let convert = format!(
+        "`opscope convert {} -o {}`",
+        trace.display(),
+        dataset.display()
+    );
+    assert!(!out.status.success() && err.contains(&convert), "{err}");
+    opscope_ok(&[
+        "convert",
+        trace.to_str().unwrap(),
+        "-o",
+        dataset.to_str().unwrap(),
+    ]);
+    opscope_ok(&["sql", "gpu", dataset.to_str().unwrap()]);
     let out = opscope_ok(&["sql", "steps", "s3://bucket/run", "--dialect", "spark"]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(

@@ -173,10 +173,18 @@ fn assert_steps_match_but_first(
     times.sort_unstable();
     let median = times[times.len() / 2] as f64;
     let mut worst: f64 = 0.0;
+    let last = got.len().saturating_sub(1);
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         for (edge, found, run) in [("start", g.0, w.0), ("end", g.1, w.1)] {
             let error = (found - run).abs() as f64 / median;
-            let limit = if k == 0 { first } else { rest };
+            let mut limit = if k == 0 { first } else { rest };
+            // The log reads its clock for the last end once the program's thread runs
+            // again after the result is ready: on a loaded machine that can be ms
+            // later than the work's end (2.8 ms seen with the whole suite running on 2
+            // cores). Found early, then, by up to a tenth of a step; never late.
+            if k == last && edge == "end" && found < run {
+                limit = limit.max(0.10);
+            }
             if k > 0 {
                 worst = worst.max(error);
             }

@@ -496,6 +496,9 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
         traces.join("ctf/tracecompass/context-switches"),
         perfetto,
     ];
+    // No profile's line id passes for a thread id (an XPlane's are 64-bit hashes, shown
+    // as negative numbers before).
+    let line_ids = regex::Regex::new(r"-\d{6,}").unwrap();
     for input in &inputs {
         let path = input.to_str().unwrap();
         let info = common::opscope_ok(&["info", "--format", "json", path]);
@@ -504,12 +507,9 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
         let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
         let tracks = meta["tracks"].as_array().unwrap();
         assert!(!tracks.is_empty(), "{path}: no tracks");
-        // No profile's line id passes for a thread id (an XPlane's are 64-bit hashes,
-        // shown as negative numbers before).
-        let ids = regex::Regex::new(r"-\d{6,}").unwrap();
         for t in tracks {
             let name = t["name"].as_str().unwrap();
-            assert!(!ids.is_match(name), "{path}: track {name:?}");
+            assert!(!line_ids.is_match(name), "{path}: track {name:?}");
         }
         let ids: Vec<String> = tracks.iter().map(|t| t["id"].to_string()).collect();
         let span = meta["span"].as_i64().unwrap();

@@ -402,8 +402,8 @@ fn kernel_traces_pair_only_what_the_kernel_tracer_pairs() {
     // Every syscall slice is a sys_X event closed by an exit_syscall (or by the trace's
     // end: an unmatched begin).
     let syscalls: i64 = raw
-        .iter()
-        .filter_map(|(name, _)| name.strip_prefix("sys_"))
+        .keys()
+        .filter_map(|name| name.strip_prefix("sys_"))
         .filter_map(|x| by.get(x).map(|s| s.0))
         .sum();
     let exits = raw["exit_syscall"];

@@ -73,10 +73,30 @@ pub fn run(args: Args) -> Result<()> {
     let mut text = String::new();
     if let Some(dataset) = &args.dataset {
         // A local dataset is checked now; a URL is the engine's to read.
-        if !dataset.contains("://") && !holds_a_partition(std::path::Path::new(dataset)) {
+        let path = std::path::Path::new(dataset);
+        if !dataset.contains("://") && !holds_a_partition(path) {
+            if path.exists() {
+                // Most likely the traces themselves: the dataset is written beside them.
+                let stem = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let stem = stem
+                    .split('.')
+                    .next()
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or("job");
+                let target = path.with_file_name(format!("{stem}.parquet"));
+                bail!(
+                    "{dataset}: not a Parquet dataset (no host=…/rank=…/metadata.parquet); \
+                     if these are traces, write their dataset first: \
+                     `opscope convert {dataset} -o {}`, then `opscope sql … {}`",
+                    target.display(),
+                    target.display()
+                );
+            }
             bail!(
-                "{dataset}: no Parquet dataset here (no host=…/rank=…/metadata.parquet); \
-                 write one with `opscope convert TRACE -o {dataset} --to parquet`"
+                "{dataset}: no such dataset; write one with `opscope convert TRACE… -o {dataset} --to parquet`"
             );
         }
         text.push_str(&sql::views(dialect, dataset));

@@ -3,7 +3,7 @@
 //! `tracks`, `counters`, `instants`, `flows`, `metadata`). Each partition is complete in
 //! itself, so that many conversions (one per rank, on many hosts) fill one dataset. The
 //! event tables' columns are the model's own, from its single column declaration;
-//! `docs/parquet.md` is the schema.
+//! `docs/parquet.md` is the schema. [`import`] reads such a dataset back.
 
 use std::collections::BTreeMap;
 use std::fs::File;
@@ -20,6 +20,9 @@ use parquet::file::properties::WriterProperties;
 
 use crate::arrow::{batch, source_columns, strings, track_sources, Batches, Table as EventTable};
 use crate::error::ExportError;
+
+mod import;
+pub use import::{import, ParquetFormat};
 
 /// The version of the dataset's layout; `metadata.parquet` says it.
 pub const SCHEMA_VERSION: u32 = 2;
