@@ -279,10 +279,17 @@ fn the_programs_exit_status_and_output_pass_through() {
     assert_eq!(out.status.code(), Some(7));
     assert_eq!(out.status.code(), plain.status.code());
     assert_eq!(out.stdout, plain.stdout);
-    assert!(String::from_utf8_lossy(&out.stderr).starts_with("err\n"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("err\n"));
     assert!(
         recorded_files(&dir.join("b")).is_empty(),
         "nothing loaded the library"
+    );
+    // "0 slices" alone reads as a failure: the summary says what opscope records and
+    // that this program used none of it.
+    assert!(
+        stderr.contains("0 slices") && stderr.contains("this program used none of them"),
+        "{stderr}"
     );
 
     // A signal that ends the program is reported as shells do.

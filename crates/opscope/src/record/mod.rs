@@ -461,6 +461,18 @@ fn summarise(dir: &Path) {
             "counter samples"
         ),
     );
+    if trace.slices.is_empty() {
+        // Nothing the program ran was of a kind opscope hooks: say what it records, so
+        // that "0 slices" is not taken for a failure.
+        eprintln!(
+            "nothing to time in the program's code: opscope records the ops of PyTorch, \
+             TensorFlow and JAX (and Keras on them), oneDNN primitives, CUDA work (--cupti), \
+             and NVTX and ITT ranges; this program used none of them. Its processes' CPU, \
+             memory and threads were sampled: opscope info {}",
+            dir.display()
+        );
+        return;
+    }
     // Steps are no ops: step markers (ProfilerStep#N, `step N` ranges, also one that is
     // no step) and the bootstrap's marks (category `opscope`: the framework's step
     // calls) get a line of their own, and the table shows the ops inside them.
