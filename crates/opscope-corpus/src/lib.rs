@@ -18,11 +18,39 @@ pub fn shared() -> Option<PathBuf> {
         "CI is set but the shared traces are missing at {}",
         shared.display()
     );
-    eprintln!(
-        "skipping: no shared traces at {} (set OPSCOPE_SHARED)",
+    skip(&format!(
+        "no shared traces at {} (set OPSCOPE_SHARED)",
         shared.display()
-    );
+    ));
     None
+}
+
+/// Says that the running test skips (part of) its check, and why: on stderr, and as a
+/// line (`test name: reason`) in `$OPSCOPE_SKIP_LOG` when set, which `.ci/run` counts
+/// and prints after the tests, since cargo's summary counts a skipped test as passed.
+pub fn skip(reason: &str) {
+    eprintln!("skipping: {reason}");
+    let Some(log) = std::env::var_os("OPSCOPE_SKIP_LOG") else {
+        return;
+    };
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    let line = format!("{test}: {reason}\n");
+    // One write of a short line to a file opened for appending: lines of tests running
+    // at once do not interleave.
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+    if let Err(e) = written {
+        eprintln!(
+            "(cannot note the skip in {}: {e})",
+            Path::new(&log).display()
+        );
+    }
 }
 
 /// The shared traces (`traces/` of [`shared`]).

@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -18,10 +18,15 @@ use serde_json::Value;
 fn have(present: bool, what: &str) -> bool {
     if !present {
         assert!(std::env::var_os("CI").is_none(), "CI needs {what}");
-        eprintln!("skipping: needs {what}");
+        opscope_corpus::skip(&format!("needs {what}"));
     }
     present
 }
+
+/// How long a test waits for a condition (a job showing in `top`, a process ending)
+/// before it fails: waiting costs time only when the test fails, and a machine running
+/// the whole suite on 2 cores (or a CI host at a load of 8) is slow to get there.
+const PATIENCE: Duration = Duration::from_secs(120);
 
 /// A running agent, killed when dropped.
 struct Agent {
@@ -64,7 +69,7 @@ impl Agent {
             child,
             socket: socket.to_path_buf(),
         };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + PATIENCE;
         while UnixStream::connect(socket).is_err() {
             assert!(Instant::now() < deadline, "the agent never listened");
             std::thread::sleep(Duration::from_millis(20));
@@ -112,7 +117,7 @@ impl Agent {
         events: u64,
     ) -> Child {
         let run = record(&self.socket, job_name, session, program, args);
-        self.top_until(Duration::from_secs(20), |top| {
+        self.top_until(PATIENCE, |top| {
             job(top, job_name).is_some_and(|j| j["events"].as_u64() > Some(events))
         });
         run
@@ -227,7 +232,7 @@ fn a_recorded_job_is_live_in_top_and_its_dump_reads_as_its_file() {
     );
 
     // While it runs: the job, its one process, connected, with events arriving.
-    let live = agent.top_until(Duration::from_secs(20), |top| {
+    let live = agent.top_until(PATIENCE, |top| {
         job(top, "steady").is_some_and(|j| j["events"].as_u64() > Some(0))
     });
     let j = job(&live, "steady").unwrap();
@@ -252,7 +257,7 @@ fn a_recorded_job_is_live_in_top_and_its_dump_reads_as_its_file() {
 
     // Once the process is gone and a full second has passed since its last chunk:
     // every step and every op it emitted, in the agent's windows too.
-    let done = agent.top_until(Duration::from_secs(10), |top| {
+    let done = agent.top_until(PATIENCE, |top| {
         job(top, "steady").is_some_and(|j| {
             j["processes"][0]["connected"] == false
                 && j["top_ops"]
@@ -339,11 +344,11 @@ fn an_agent_killed_mid_run_costs_the_job_nothing_and_a_new_one_has_it_back() {
     agent.child.wait().unwrap();
     std::thread::sleep(Duration::from_millis(300));
     let restarted = Agent::start_at(&agent.socket, &[]);
-    let back = Instant::now();
-    restarted.top_until(Duration::from_secs(2), |top| {
+    // The recording finds the new agent by itself while the program runs (the job's
+    // events reach it only from a live process).
+    restarted.top_until(PATIENCE, |top| {
         job(top, "survivor").is_some_and(|j| j["events"].as_u64() > Some(0))
     });
-    assert!(back.elapsed() < Duration::from_secs(2));
 
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success(), "the program must not notice");
@@ -438,7 +443,7 @@ fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
     );
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success());
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + PATIENCE;
     let reasons = loop {
         let mut reasons = Vec::new();
         for entry in std::fs::read_dir(&dumps).into_iter().flatten().flatten() {
@@ -508,7 +513,7 @@ fn a_slow_step_of_a_job_without_markers_is_dumped() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let top = agent.top_until(Duration::from_secs(120), |top| {
+    let top = agent.top_until(PATIENCE, |top| {
         top["agent"]["dumps"]
             .as_array()
             .is_some_and(|d| !d.is_empty())
@@ -587,10 +592,9 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
     frame.push(16);
     frame.extend_from_slice(query);
     stuck.write_all(&frame).unwrap();
-    // Meanwhile top answers and the job goes on.
-    let started = Instant::now();
+    // Meanwhile top answers (within the client's own time limit, or it fails) and the
+    // job goes on.
     agent.top();
-    assert!(started.elapsed() < Duration::from_secs(2));
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success());
     let own: Value = serde_json::from_slice(&out.stdout).unwrap();
@@ -611,7 +615,7 @@ fn a_client_that_stops_reading_leaves_the_agent_and_the_jobs_alone() {
         );
     }
     // The recorder kept to its bound, dropping the oldest, and so did the agent.
-    let top = agent.top_until(Duration::from_secs(10), |top| {
+    let top = agent.top_until(PATIENCE, |top| {
         job(top, "busy").is_some_and(|j| j["processes"][0]["connected"] == false)
     });
     assert!(
@@ -654,7 +658,7 @@ fn env_prints_what_records_a_process_without_wrapping_it() {
     assert_ok(&ran, "the program under `opscope env`'s variables");
     let file = info(&process_file(&session));
     assert_eq!(count(&file, "op"), 50);
-    let top = agent.top_until(Duration::from_secs(5), |top| {
+    let top = agent.top_until(PATIENCE, |top| {
         job(top, "prolog").is_some_and(|j| j["processes"][0]["connected"] == false)
     });
     let in_file = file["slices"].as_u64().unwrap() + file["instants"].as_u64().unwrap();
@@ -730,7 +734,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         );
     }
     // Every process gone, and the period search run since.
-    let top = agent.top_until(Duration::from_secs(15), |top| {
+    let top = agent.top_until(PATIENCE, |top| {
         ["loader", "ddp", "keras", "jax"].iter().all(|name| {
             job(top, name).is_some_and(|j| {
                 j["processes"]
@@ -980,7 +984,7 @@ fn each_user_sees_only_their_own_jobs_and_root_sees_all() {
     assert_ok(&out, "a recording as nobody");
     assert!(root_job.wait().unwrap().success());
 
-    let everyone = agent.top_until(Duration::from_secs(5), |top| {
+    let everyone = agent.top_until(PATIENCE, |top| {
         job(top, "roots").is_some() && job(top, "nobodys").is_some()
     });
     assert_eq!(job(&everyone, "nobodys").unwrap()["uid"], 65534);
@@ -1056,7 +1060,7 @@ fn a_jobs_processes_on_the_gpus_are_charged_to_it() {
         lines += &format!("0 {} 1000\n", 4_000_000 + other);
     }
     std::fs::write(&users, lines).unwrap();
-    let top = agent.top_until(Duration::from_secs(5), |top| {
+    let top = agent.top_until(PATIENCE, |top| {
         job(top, "on-gpu").is_some_and(|j| j["gpu_memory_bytes"] == 555_555_555u64)
     });
     let j = job(&top, "on-gpu").unwrap();
@@ -1122,7 +1126,7 @@ fn record_and_top_find_this_users_agent_and_the_agent_reads_the_gpus() {
         let (session, program) = (session.to_str().unwrap(), program.to_str().unwrap());
         args.extend_from_slice(&["-o", session, "--", program, "3", "10", "10"]);
         assert_ok(&opscope(&args), "record");
-        agent.top_until(Duration::from_secs(5), |top| {
+        agent.top_until(PATIENCE, |top| {
             job(top, job_name).is_some_and(|j| j["processes"][0]["connected"] == false)
         })
     };
@@ -1289,23 +1293,48 @@ fn top_draws_the_jobs_on_a_terminal_and_leaves_on_q() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1500));
+    // What top draws, as it draws it: q is pressed once the job is on the screen (a
+    // loaded machine may take a while to draw it), not after some time.
+    let drawn = std::sync::Arc::new(std::sync::Mutex::new(Vec::<u8>::new()));
+    let reader = {
+        let drawn = drawn.clone();
+        let mut stdout = top.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stdout.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                drawn.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let texts = ["on-screen", "jobs", "forward_op", "pause"];
+    let screen = || String::from_utf8_lossy(&drawn.lock().unwrap()).into_owned();
+    let deadline = Instant::now() + PATIENCE;
+    while !texts.iter().all(|t| screen().contains(t)) {
+        assert!(
+            Instant::now() < deadline,
+            "not all of {texts:?} on the screen: {}",
+            screen()
+        );
+        assert!(top.try_wait().unwrap().is_none(), "top ended: {}", screen());
+        std::thread::sleep(Duration::from_millis(50));
+    }
     top.stdin.as_mut().unwrap().write_all(b"q").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + PATIENCE;
     while top.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "top did not leave on q");
         std::thread::sleep(Duration::from_millis(50));
     }
     let out = top.wait_with_output().unwrap();
-    let screen = String::from_utf8_lossy(&out.stdout);
+    reader.join().unwrap();
     assert!(
         out.status.success(),
-        "{screen}\n{}",
+        "{}\n{}",
+        screen(),
         String::from_utf8_lossy(&out.stderr)
     );
-    for text in ["on-screen", "jobs", "forward_op", "pause"] {
-        assert!(screen.contains(text), "{text} not on the screen: {screen}");
-    }
 }
 
 /// `opscope view --live` (no job named: every job of this user) reloads the running
@@ -1338,7 +1367,7 @@ fn view_live_follows_a_running_job() {
     let end_of = |meta: &Value| meta["origin"].as_i64().unwrap() + meta["span"].as_i64().unwrap();
     let first = get("api/meta")["meta"].clone();
     assert_eq!(first["live"], true);
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + PATIENCE;
     let later = loop {
         let meta = get("api/meta")["meta"].clone();
         if meta["generation"].as_u64().unwrap() >= 3 {
@@ -1410,7 +1439,7 @@ fn a_dump_of_a_job_whose_data_expired_says_so_and_writes_nothing() {
         &["3", "5", "5"],
     );
     assert!(run.wait_with_output().unwrap().status.success());
-    agent.top_until(Duration::from_secs(60), |top| job(top, "brief").is_some());
+    agent.top_until(PATIENCE, |top| job(top, "brief").is_some());
     // The window is a second: wait for the agent to let the chunks go.
     let deadline = Instant::now() + Duration::from_secs(120);
     let out_dir = dir.join("dump");

@@ -633,7 +633,7 @@ db.commit()
         if std::env::var_os("CI").is_some() {
             panic!("CI is set but python3 with sqlite3 is missing");
         }
-        eprintln!("skipping: no python3 with sqlite3 to make the export");
+        opscope_corpus::skip("no python3 with sqlite3 to make the export");
         return;
     }
     let run = opscope_in(&dir, &["info", "no-strings.sqlite"], Input::Nothing);
@@ -662,7 +662,8 @@ fn pipes_fifos_and_devices() {
         &run,
         "p.json: a FIFO that nothing came through in 10 s (no writer?)",
     );
-    assert!(started.elapsed() < Duration::from_secs(20));
+    // It gave up rather than hang (10 s of waiting; generous for a loaded machine).
+    assert!(started.elapsed() < Duration::from_secs(120));
 
     // With a writer, the FIFO is read.
     let writer = {

@@ -433,7 +433,7 @@ fn events_with_wrong_types_are_skipped_with_a_warning_and_the_rest_kept() {
 #[test]
 fn a_two_gigabyte_string_is_refused() {
     if std::env::var_os("CI").is_none() && std::env::var_os("OPSCOPE_BIG_TESTS").is_none() {
-        eprintln!("skipping the 2 GiB test outside CI (set OPSCOPE_BIG_TESTS=1 to run it)");
+        opscope_corpus::skip("the 2 GiB test outside CI (set OPSCOPE_BIG_TESTS=1 to run it)");
         return;
     }
     let dir = scratch_dir("huge");
@@ -1014,7 +1014,7 @@ fn ctf_output_reads_in_babeltrace2_and_babeltrace1() {
             std::env::var_os("CI").is_none(),
             "CI is set but babeltrace2 is missing"
         );
-        eprintln!("skipping: babeltrace2 is not installed");
+        opscope_corpus::skip("babeltrace2 is not installed");
         return;
     }
     // Debian's `babeltrace` has no --version; its help says whether it runs.

@@ -361,7 +361,7 @@ fn a_full_disk_loses_only_what_did_not_fit() {
             std::env::var_os("CI").is_none(),
             "CI is set but `unshare -rm` cannot mount a tmpfs"
         );
-        eprintln!("skipping: `unshare -rm` cannot mount a tmpfs here");
+        opscope_corpus::skip("`unshare -rm` cannot mount a tmpfs here");
         return;
     }
     let disk = dir.join("disk");
@@ -1885,8 +1885,8 @@ fn a_program_killed_mid_run_leaves_a_readable_trace() {
             break program.unwrap();
         }
         assert!(
-            started.elapsed() < std::time::Duration::from_secs(60),
-            "the program wrote {written} bytes in a minute"
+            started.elapsed() < std::time::Duration::from_secs(300),
+            "the program wrote {written} bytes in five minutes"
         );
     };
     let killed_at = monotonic_ns();

@@ -19,7 +19,7 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
     let dir = scratch_dir("report");
     let Some(ranks) = eight_ranks(&dir, 0.0) else {
         assert!(std::env::var_os("CI").is_none(), "CI has the shared traces");
-        eprintln!("skipping: the shared traces are not here (OPSCOPE_SHARED)");
+        opscope_corpus::skip("the shared traces are not here (OPSCOPE_SHARED)");
         return;
     };
     let page = dir.join("report.html");

@@ -449,7 +449,7 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
         panic!("CI is set but there is no java for Spark");
     }
     if !java {
-        eprintln!("skipping Spark: no java");
+        opscope_corpus::skip("Spark: no java");
         return;
     }
     if !python_with(&["pyspark"]) {

@@ -22,7 +22,7 @@ fn have(tool: &str) -> bool {
             std::env::var_os("CI").is_none(),
             "CI is set but `{tool}` is not installed (.ci/run installs it)"
         );
-        eprintln!("skipping: `{tool}` is not installed");
+        opscope_corpus::skip(&format!("`{tool}` is not installed"));
     }
     ok
 }

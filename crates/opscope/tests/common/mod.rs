@@ -87,10 +87,10 @@ pub fn python_with(modules: &[&str]) -> bool {
                 python()
             );
         }
-        eprintln!(
-            "skipping: `{}` cannot `{check}` (set OPSCOPE_PYTHON)",
+        opscope_corpus::skip(&format!(
+            "`{}` cannot `{check}` (set OPSCOPE_PYTHON)",
             python()
-        );
+        ));
     }
     ok
 }

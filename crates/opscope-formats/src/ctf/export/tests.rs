@@ -587,7 +587,7 @@ fn babeltrace2_text(options: &[&str], dir: &Path) -> Option<String> {
                 std::env::var_os("CI").is_none(),
                 "CI is set but babeltrace2 cannot run ({e})"
             );
-            eprintln!("skipping: babeltrace2 is not installed ({e})");
+            opscope_corpus::skip(&format!("babeltrace2 is not installed ({e})"));
             return None;
         }
     };
