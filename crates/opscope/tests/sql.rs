@@ -12,19 +12,72 @@ use serde_json::Value;
 
 const QUERIES: [&str; 5] = ["gpu", "kernel-types", "kernels", "steps", "stragglers"];
 
-/// Within 0.5 % (or 1 ns).
-fn close(a: f64, b: f64) -> bool {
-    (a - b).abs() <= 0.005 * a.abs().max(b.abs()) + 1.0
+/// How far the engines' numbers may be from the command's, by what they measure: the
+/// engines sum and divide in doubles and in another order, so within 0.5 % of the
+/// value, but never less than a unit's own rounding, and a point in time exactly.
+#[derive(Copy, Clone, Debug)]
+enum Unit {
+    /// A length of time in ns: 0.5 %, or 1 ns.
+    Duration,
+    /// A point in time in ns since the epoch (a step's start): 1 ns. (0.5 % of one is
+    /// three months.)
+    Instant,
+    /// A share in percent: 0.5 % of it, or 0.01 points (a sum of the rows' rounded
+    /// shares). Not a whole point: 2.0 % against 2.9 % is a different answer.
+    Percent,
+    /// A number of anything else (a median of ms, a count): 0.5 %.
+    Other,
+}
+
+impl Unit {
+    /// The unit of a column by its name, as both sides name them.
+    fn of(key: &str) -> Unit {
+        if key == "start_ns" {
+            Unit::Instant
+        } else if key.ends_with("_ns") {
+            Unit::Duration
+        } else if key.ends_with("pct") {
+            Unit::Percent
+        } else {
+            Unit::Other
+        }
+    }
+
+    fn close(self, a: f64, b: f64) -> bool {
+        let relative = 0.005 * a.abs().max(b.abs());
+        let allowed = match self {
+            Unit::Duration => relative.max(1.0),
+            Unit::Instant => 1.0,
+            Unit::Percent => relative.max(0.01),
+            Unit::Other => relative.max(1e-9),
+        };
+        (a - b).abs() <= allowed
+    }
+}
+
+#[test]
+fn each_quantity_is_compared_in_its_own_unit() {
+    assert!(!Unit::of("pct").close(2.0, 2.9));
+    assert!(Unit::of("idle_pct").close(40.0, 40.1));
+    assert!(!Unit::of("start_ns").close(1.7e18, 1.7e18 + 1e6));
+    assert!(Unit::of("start_ns").close(1.7e18, 1.7e18 + 1.0));
+    assert!(Unit::of("busy_ns").close(1e9, 1.004e9) && !Unit::of("busy_ns").close(1e9, 1.006e9));
+    assert!(Unit::of("min_ns").close(0.0, 1.0));
 }
 
 fn num(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("a number, not {v}"))
 }
 
-fn assert_close(what: &str, sql: &Value, cli: &Value) {
+/// `sql` and `cli`, values of the column `key`, agree in its unit ([`Unit::of`]).
+fn assert_close(what: &str, key: &str, sql: &Value, cli: &Value) {
     match (sql, cli) {
         (Value::Null, Value::Null) => {}
-        _ => assert!(close(num(sql), num(cli)), "{what}: SQL {sql}, CLI {cli}"),
+        _ => assert!(
+            Unit::of(key).close(num(sql), num(cli)),
+            "{what}: SQL {sql}, CLI {cli} ({:?})",
+            Unit::of(key)
+        ),
     }
 }
 
@@ -157,10 +210,16 @@ fn check(case: &Case, engine: &str, results: &Value) {
             "compute_pct",
             "non_compute_pct",
         ] {
-            assert_close(&format!("{who} {key}"), &row[key], &cli["temporal"][key]);
+            assert_close(
+                &format!("{who} {key}"),
+                key,
+                &row[key],
+                &cli["temporal"][key],
+            );
         }
         assert_close(
             &format!("{who} overlap"),
+            "communication_overlap_pct",
             &row["communication_overlap_pct"],
             &cli["communication_overlap_pct"],
         );
@@ -178,6 +237,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
             assert_eq!(s["work"], c["work"], "{who} {}", c["stream"]);
             assert_close(
                 &format!("{who} {} busy", c["stream"]),
+                "busy_ns",
                 &s["busy_ns"],
                 &c["busy_ns"],
             );
@@ -208,8 +268,13 @@ fn check(case: &Case, engine: &str, results: &Value) {
                 .iter()
                 .find(|r| r["work_running"] == label.as_str())
                 .unwrap_or_else(|| panic!("{who}: no row for {label}"));
-            assert_close(&format!("{who} {label}"), &r["time_ns"], &c["time_ns"]);
-            assert_close(&format!("{who} {label} %"), &r["pct"], &c["pct"]);
+            assert_close(
+                &format!("{who} {label}"),
+                "time_ns",
+                &r["time_ns"],
+                &c["time_ns"],
+            );
+            assert_close(&format!("{who} {label} %"), "pct", &r["pct"], &c["pct"]);
         }
     }
 
@@ -231,7 +296,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
             "max_ns",
             "stddev_ns",
         ] {
-            assert_close(&format!("{who} {key}"), &s[key], &c[key]);
+            assert_close(&format!("{who} {key}"), key, &s[key], &c[key]);
         }
     }
 
@@ -278,7 +343,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
                 "communication_ns",
                 "memory_ns",
             ] {
-                assert_close(&format!("{who} {key}"), &s[key], &c[key]);
+                assert_close(&format!("{who} {key}"), key, &s[key], &c[key]);
             }
         }
     }
@@ -316,8 +381,10 @@ fn check(case: &Case, engine: &str, results: &Value) {
             assert_eq!(s["compared"], across["compared"], "{who}");
             assert_eq!(s["least"], c["min_at"], "{who}");
             assert_eq!(s["most"], c["max_at"], "{who}");
+            // The metric names its unit (`busy_ns`, `idle_pct`).
+            let unit = c["metric"].as_str().unwrap();
             for key in ["min", "median", "max"] {
-                assert_close(&format!("{who} {key}"), &s[key], &c[key]);
+                assert_close(&format!("{who} {key}"), unit, &s[key], &c[key]);
             }
             let straggler = &across["straggler"];
             let named = !straggler.is_null() && straggler["metric"] == c["metric"];
@@ -326,6 +393,7 @@ fn check(case: &Case, engine: &str, results: &Value) {
                 assert_eq!(s["most"], straggler["at"], "{who}");
                 assert_close(
                     &format!("{who} above"),
+                    "above_median_pct",
                     &s["above_median_pct"],
                     &straggler["above_median_pct"],
                 );
