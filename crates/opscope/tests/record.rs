@@ -1526,14 +1526,20 @@ fn process_samples_agree_with_the_programs_own_account() {
     let track = |name: &str| counter_samples(&sampled, "busy.py", name);
     let cpu = track("CPU %");
     assert!(cpu.len() >= 10, "1.5 s sampled every 100 ms: {cpu:?}");
-    let mut sorted = cpu.clone();
-    sorted.sort_by(f64::total_cmp);
-    let median = sorted[sorted.len() / 2];
+    // The program is busy on one thread from its start to its account (imports, the
+    // pages it touches, then the timed spell): every sample but the first and the last
+    // (which straddle its start and its end) is of that, and their mean is its CPU
+    // share as the program measured it over the spell. Each sample counts the
+    // kernel's 10 ms ticks over 100 ms, a reading to 10 points; over the ≥ 8 samples
+    // averaged, that is a few points. 12 points leave room for a load that changes
+    // between the program's start and its spell (a suite of tests on 2 cores).
+    let inner = &cpu[1..cpu.len() - 1];
+    let mean = inner.iter().sum::<f64>() / inner.len() as f64;
     let own_cpu =
         100.0 * own["busy_cpu_s"].as_f64().unwrap() / own["busy_wall_s"].as_f64().unwrap();
     assert!(
-        (median - own_cpu).abs() <= 25.0,
-        "sampled CPU % (median {median:.0}: {cpu:?}) against the program's own {own_cpu:.0} %"
+        (mean - own_cpu).abs() <= 12.0,
+        "sampled CPU % (mean {mean:.1}: {cpu:?}) against the program's own {own_cpu:.1} %"
     );
     let threads = track("threads");
     let most = threads.iter().copied().fold(0.0, f64::max);
