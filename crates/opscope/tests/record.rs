@@ -334,7 +334,8 @@ fn a_program_that_crashes_or_fails_is_reported() {
     // A program that ends well gets no such line.
     let out = record(&dir.join("c"), Path::new("/bin/true"), &[], &[]);
     assert_ok(&out, "true");
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("the program"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("opscope: the program"), "{stderr}");
 }
 
 /// A disk that fills up while the program runs: the program's status is its own,

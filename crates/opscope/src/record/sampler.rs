@@ -231,8 +231,7 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
             // SAFETY: waitpid on our own child with WNOHANG does not block.
             unsafe { libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) };
         }
-        if matches!(stat.state, b'Z' | b'X') {
-            // Exited: its resident memory reads 0, which is no sample of it.
+        if !holds_memory(&stat) {
             continue;
         }
         let entry = seen.entry(pid).or_default();
@@ -250,6 +249,14 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
             .samples
             .push((now, cpu, stat.rss_pages as f64 * page, stat.threads as f64));
     }
+}
+
+/// Whether `stat` reads a process whose memory exists: one that exited (`Z`, `X`)
+/// or is between the two images of an `execve` (the new one not yet mapped) reads 0
+/// resident bytes, which is no sample of the program (the memory report took such a 0
+/// for where the run began).
+fn holds_memory(stat: &Stat) -> bool {
+    !matches!(stat.state, b'Z' | b'X') && stat.rss_pages > 0
 }
 
 fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
@@ -370,5 +377,23 @@ mod tests {
             pid = stat.ppid;
         }
         out
+    }
+
+    /// A process mid-`execve` (running, nothing resident yet) and an exited one give no
+    /// memory sample; this process, which reads its own stat, does.
+    #[test]
+    fn only_a_process_with_memory_is_a_memory_sample() {
+        let stat = |state: u8, rss_pages: u64| Stat {
+            state,
+            ppid: 1,
+            ticks: 0,
+            threads: 1,
+            rss_pages,
+        };
+        assert!(!holds_memory(&stat(b'R', 0)));
+        assert!(!holds_memory(&stat(b'Z', 100)));
+        assert!(holds_memory(&stat(b'S', 100)));
+        let me = read_stat(std::process::id() as i32).expect("reads its own stat");
+        assert!(holds_memory(&me));
     }
 }
