@@ -43,6 +43,11 @@ def spark_session():
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.driver.memory", "3g")
+        # A broadcast join builds its table in the driver's block store, which failed
+        # ("Not enough memory to build and broadcast") in a full test run with the
+        # machine loaded; a sort-merge join answers the same and needs no such store.
+        .config("spark.sql.autoBroadcastJoinThreshold", "-1")
+        .config("spark.sql.adaptive.autoBroadcastJoinThreshold", "-1")
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
