@@ -104,6 +104,25 @@ impl SliceKind {
         }
     }
 
+    /// The kind a slice of this kind named `name` has once its name is read, whatever
+    /// its format said: an op or range that is communication is a collective, one that
+    /// is compilation is compilation (the rules of [`crate::Trace::finish`] that need
+    /// no other slice; the live agent applies them event by event).
+    pub fn refined_by_name(self, name: &str) -> SliceKind {
+        if !matches!(
+            self,
+            SliceKind::Op | SliceKind::Annotation | SliceKind::Other
+        ) {
+            self
+        } else if is_compile_name(name) {
+            SliceKind::Compile
+        } else if self != SliceKind::Other && is_communication_name(name) {
+            SliceKind::Collective
+        } else {
+            self
+        }
+    }
+
     /// Work that runs on a device rather than a host thread.
     pub fn is_device_activity(self) -> bool {
         matches!(

@@ -13,7 +13,7 @@ use crate::NONE;
 /// the slice it runs in, by a thread that only compiles) becomes compilation. Slices
 /// are in track and time order, each after the slice it runs in.
 pub(crate) fn refine_kinds(trace: &mut Trace) {
-    use crate::kind::{is_communication_name, is_compile_name, is_compile_thread};
+    use crate::kind::is_compile_thread;
     const UNSEEN: u8 = 0;
     const COMMUNICATION: u8 = 1;
     const COMPILE: u8 = 2;
@@ -41,13 +41,11 @@ pub(crate) fn refine_kinds(trace: &mut Trace) {
         }
         let name = s.name[i].0 as usize;
         if by_name.get(name) == Some(&UNSEEN) {
-            let text = trace.strings.get(s.name[i]);
-            by_name[name] = if is_compile_name(text) {
-                COMPILE
-            } else if is_communication_name(text) {
-                COMMUNICATION
-            } else {
-                NEITHER
+            // By an op's name alone (an Op refines as a range does, save Other).
+            by_name[name] = match SliceKind::Op.refined_by_name(trace.strings.get(s.name[i])) {
+                SliceKind::Compile => COMPILE,
+                SliceKind::Collective => COMMUNICATION,
+                _ => NEITHER,
             };
         }
         let class = by_name.get(name).copied().unwrap_or(NEITHER);

@@ -817,7 +817,41 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         let p = process(ranks, pid);
         assert_eq!(p["rank"], rank);
         assert_eq!(p["world_size"], 2);
+        // The ranks' time in gloo's collectives (which the recorder writes as ops) is
+        // communication live as in the session's reports: equal, to rounding (live
+        // it was 0 before; `top` listed them as ops).
+        let gpu =
+            common::opscope_ok(&["gpu", dir.join("ddp").to_str().unwrap(), "--format", "json"]);
+        let gpu: Value = serde_json::from_slice(&gpu.stdout).unwrap();
+        let host = gpu["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|h| {
+                h["file"]
+                    .as_str()
+                    .unwrap()
+                    .ends_with(&format!("opscope-{pid}.pftrace"))
+            })
+            .unwrap_or_else(|| panic!("no host row of rank {rank}: {gpu:#}"));
+        let in_file = host["time"]["communication_ns"].as_f64().unwrap() / 1e6;
+        let live = p["communication_ms"].as_f64().unwrap();
+        assert!(
+            in_file > 0.0 && (live - in_file).abs() <= 1e-3 * in_file + 1e-3,
+            "rank {rank}: communication {live} ms live, {in_file} ms in the file"
+        );
     }
+    let collectives: Vec<&str> = ranks["top_ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|op| op["name"].as_str().unwrap().starts_with("gloo:"))
+        .map(|op| op["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        !collectives.is_empty() && collectives.iter().all(|&k| k == "collective"),
+        "{collectives:?}"
+    );
 
     // Steps found live are those `steps` finds in the session, however they are found:
     // the loader's by the same period search on the same ops; Keras's from its batches

@@ -4,6 +4,7 @@
 
 use std::io::Read;
 
+use opscope_analysis::intervals::IntervalSet;
 use opscope_analysis::steps;
 use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
 use opscope_model::SliceKind;
@@ -30,6 +31,13 @@ struct Tallies {
     steps: Vec<(i64, f64)>,
     /// How the last of them was found, as `opscope steps` says it.
     steps_how: &'static str,
+    /// The chunk's collectives (gloo, MPI, NCCL calls on the host: any slice of kind
+    /// collective), start and end ns: their union is the time the process spent
+    /// communicating, nested collectives counted once, as `opscope steps` counts it.
+    talk: Vec<(i64, i64)>,
+    /// The last chunk's collectives: a collective written in this chunk around one
+    /// written in the last (each slice goes out when it ends) counts its time once.
+    talked: IntervalSet,
     events: u64,
 }
 
@@ -43,7 +51,16 @@ impl Tallies {
             }
         }
         self.steps.clear();
+        self.talk.clear();
         self.events = 0;
+    }
+
+    /// The chunk's time in collectives that the last chunk did not count.
+    fn new_talk_ns(&mut self) -> u64 {
+        let talk = IntervalSet::from_spans(std::mem::take(&mut self.talk));
+        let new_ns = talk.difference(&self.talked).total().max(0) as u64;
+        self.talked = talk;
+        new_ns
     }
 
     fn add(&mut self, kind: &'static str, name: &str, ns: u64) {
@@ -167,6 +184,9 @@ impl Stream {
         };
         p.chunks += 1;
         p.chunks_lost = lost;
+        let new_ns = tallies.new_talk_ns();
+        p.communication.add(second, new_ns);
+        p.communication_total_ns += new_ns;
         p.events += tallies.events;
         if !tallies.steps.is_empty() {
             p.steps_in_chunks = true;
@@ -213,13 +233,19 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
             if name == steps::KERAS_STEP_MARK {
                 return;
             }
+            // The kind the session's reports give it (a gloo all-reduce the recorder
+            // wrote as an op is communication), so that `top` and `stats` agree.
+            let kind = kind.unwrap_or(SliceKind::Other).refined_by_name(name);
             match kind {
-                Some(SliceKind::Step) => {
+                SliceKind::Step => {
                     t.steps.push(step);
                     t.steps_how = "from step markers";
                 }
-                Some(kind) => t.add(kind.name(), name, ns),
-                None => t.add("other", name, ns),
+                SliceKind::Collective => {
+                    t.talk.push((start_ns as i64, end_ns as i64));
+                    t.add(kind.name(), name, ns);
+                }
+                kind => t.add(kind.name(), name, ns),
             }
         }
         StreamEvent::Instant { .. } => t.events += 1,
@@ -241,5 +267,36 @@ mod tests {
         assert_eq!(t.get("kernel", "aten::mm"), Some((1, 7)));
         t.clear();
         assert_eq!(t.get("op", "aten::mm"), Some((0, 0)));
+    }
+
+    fn slice(name: &str, kind: SliceKind, start_ns: u64, end_ns: u64) -> StreamEvent<'_> {
+        StreamEvent::Slice {
+            track: 1,
+            name,
+            category: "cpu_op",
+            kind: Some(kind),
+            start_ns,
+            end_ns,
+            depth: 0,
+        }
+    }
+
+    /// A gloo all-reduce the recorder wrote as an op is a collective live as in the
+    /// session's reports; a collective around one of the last chunk's counts only the
+    /// time outside it, and nested ones in one chunk count once.
+    #[test]
+    fn collectives_by_name_count_their_time_once_across_chunks() {
+        let mut t = Tallies::default();
+        tally(&mut t, slice("gloo:all_reduce", SliceKind::Op, 100, 200));
+        tally(&mut t, slice("aten::mm", SliceKind::Op, 200, 300));
+        assert_eq!(t.get("collective", "gloo:all_reduce"), Some((1, 100)));
+        assert_eq!(t.get("op", "aten::mm"), Some((1, 100)));
+        assert_eq!(t.new_talk_ns(), 100);
+        t.clear();
+        tally(&mut t, slice("c10d::allreduce_", SliceKind::Op, 50, 250));
+        tally(&mut t, slice("gloo:broadcast", SliceKind::Op, 60, 70));
+        assert_eq!(t.new_talk_ns(), 100);
+        t.clear();
+        assert_eq!(t.new_talk_ns(), 0);
     }
 }

@@ -17,11 +17,14 @@ use super::Shared;
 /// that finds none waits twice as long before the next, up to [`MAX_WAIT_TICKS`].
 const EVERY_TICKS: u64 = 5;
 const MAX_WAIT_TICKS: u64 = 60;
-/// How much of the process's events a search reads: its last seconds, and at most this
-/// many bytes of chunks (about 80,000 events), newest first. A search costs what it
-/// reads (about 1 µs an event), so this bounds the agent's CPU on a busy job.
+/// How much of the process's events a search reads: what arrived since the last search
+/// (and [`MARGIN`] before it, for the step then running), at most its last seconds and
+/// at most this many bytes of chunks (about 300,000 events), newest first. A search
+/// costs what it reads (about 1 µs an event), so this bounds the agent's CPU on a busy
+/// job; what it could not read is said in the count's description.
 const WINDOW: Duration = Duration::from_secs(20);
-const MAX_BYTES: usize = 256 << 10;
+const MARGIN: Duration = Duration::from_secs(3);
+const MAX_BYTES: usize = 1 << 20;
 
 /// What one search found: each step's start (the trace's clock) and duration, and how.
 struct Found {
@@ -33,7 +36,8 @@ struct Found {
 /// since its last search.
 pub fn refresh(shared: &Shared, tick: u64, now: u64) {
     let window = WINDOW.as_nanos() as u64;
-    let work: Vec<(JobKey, ProcessKey, u32, bool, Vec<u8>)> = {
+    let margin = MARGIN.as_nanos() as u64;
+    let work: Vec<(JobKey, ProcessKey, u32, bool, bool, Vec<u8>)> = {
         let state = shared.state();
         state
             .jobs
@@ -45,10 +49,14 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
             })
             .filter_map(|(key, job)| {
                 let (process, p) = job.search_process()?;
-                let chunks: Vec<&[u8]> = state
-                    .flight
-                    .chunks_of(process, now.saturating_sub(window))
-                    .collect();
+                let oldest = now.saturating_sub(window);
+                let since = match job.searched_ns {
+                    0 => oldest,
+                    last => last.saturating_sub(margin).max(oldest),
+                };
+                // Whether this search reaches back to where the last one ended.
+                let mut whole = job.searched_ns == 0 || job.searched_ns >= oldest + margin;
+                let chunks: Vec<&[u8]> = state.flight.chunks_of(process, since).collect();
                 let mut total = 0;
                 let newest = chunks
                     .iter()
@@ -59,15 +67,17 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
                     })
                     .count()
                     .max(1);
+                whole &= newest == chunks.len();
                 let mut bytes = p.preamble.clone();
                 for chunk in &chunks[chunks.len().saturating_sub(newest)..] {
                     bytes.extend_from_slice(chunk);
                 }
-                (!chunks.is_empty()).then(|| (key.clone(), process, p.pid, p.connected, bytes))
+                (!chunks.is_empty())
+                    .then(|| (key.clone(), process, p.pid, p.connected, whole, bytes))
             })
             .collect()
     };
-    for (key, process, pid, connected, bytes) in work {
+    for (key, process, pid, connected, whole, bytes) in work {
         let found = search(&bytes, pid);
         let mut state = shared.state();
         let Some(job) = state.jobs.get_mut(&key) else {
@@ -89,7 +99,15 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
             p.add_step(start, dur as f64 / 1e6);
         }
         p.steps_found_by = found.how;
-        p.steps_counted = "every step since the first search (its last 20 s of events then)";
+        if p.steps_counted.is_empty() {
+            p.steps_counted = "every step since the first search (its last 20 s of events then)";
+        }
+        if !whole {
+            // Steps between the last search and this one's start were never read: the
+            // job made events faster than a search reads, or nobody looked a while.
+            p.steps_counted = "the steps of the stretches searched, while someone looked (some \
+                               of the run between searches was not read)";
+        }
     }
 }
 

@@ -56,6 +56,11 @@ pub struct JobState {
     /// agent could not read.
     pub chunks_lost: u64,
     pub cpu_percent: f64,
+    /// Time in collectives over the last 10 s, in percent of that time (of one
+    /// thread, as CPU is of one core: a process whose two threads communicate all the
+    /// time says 200 %).
+    #[serde(default)]
+    pub communication_percent: f64,
     pub rss_bytes: u64,
     /// The GPUs its processes use (NVML's compute processes), by index, and their
     /// memory on them all.
@@ -82,6 +87,14 @@ pub struct ProcessState {
     pub chunks: u64,
     pub chunks_lost: u64,
     pub cpu_percent: f64,
+    /// Time in collectives over the last 10 s, in percent of that time (of one
+    /// thread, as CPU is of one core: a process whose two threads communicate all the
+    /// time says 200 %).
+    #[serde(default)]
+    pub communication_percent: f64,
+    /// Its time in collectives since it connected (ms), nested ones counted once.
+    #[serde(default)]
+    pub communication_ms: f64,
     pub rss_bytes: u64,
     /// The GPUs it uses, as NVML lists it among their compute processes.
     pub gpus: Vec<GpuUse>,
@@ -187,6 +200,8 @@ impl Reported for Snapshot {
                 .value(Value::Count(job.events_per_s as i64))
                 .text(" events/s, CPU ")
                 .value(Value::percent(job.cpu_percent, 0))
+                .text(", communication ")
+                .value(Value::percent(job.communication_percent, 0))
                 .text(", RSS ")
                 .value(Value::Bytes(job.rss_bytes as i64));
             if !job.gpus.is_empty() {
@@ -217,6 +232,7 @@ impl Reported for Snapshot {
                 Column::numeric("pid"),
                 Column::text("role"),
                 Column::numeric("CPU"),
+                Column::numeric("comm 10 s"),
                 Column::numeric("RSS"),
                 Column::text("GPU memory"),
                 Column::numeric("events"),
@@ -233,6 +249,7 @@ impl Reported for Snapshot {
                         format!("{} (ended)", p.role)
                     }),
                     Value::percent(p.cpu_percent, 0),
+                    Value::percent(p.communication_percent, 0),
                     Value::Bytes(p.rss_bytes as i64),
                     Value::text(gpu_use_text(&p.gpus)),
                     Value::Count(p.events as i64),

@@ -78,11 +78,64 @@ pub struct Process {
     /// Whether its chunks carry its steps (markers, Keras's batches): no search needed.
     pub steps_in_chunks: bool,
     pub cpu: CpuMeter,
+    /// Its time in collectives, per second of the agent's clock.
+    pub communication: Seconds,
+    pub communication_total_ns: u64,
     pub rss_bytes: u64,
     /// The GPUs NVML last listed it on.
     pub gpus: Vec<GpuUse>,
     /// A DataLoader worker (its main thread's name, as the sampler read it).
     pub loader: bool,
+}
+
+/// A quantity summed per second of the agent's clock over the last
+/// [`Seconds::WINDOW`] seconds, each second when the chunk that told it arrived.
+#[derive(Default)]
+pub struct Seconds {
+    sums: VecDeque<(u64, u64)>,
+    /// The second of the first sum: a process younger than the window is judged over
+    /// its own life.
+    first: Option<u64>,
+}
+
+impl Seconds {
+    pub const WINDOW: u64 = 10;
+
+    pub fn add(&mut self, second: u64, n: u64) {
+        self.first.get_or_insert(second);
+        match self.sums.back_mut() {
+            Some((s, sum)) if *s == second => *sum += n,
+            _ => {
+                self.sums.push_back((second, n));
+                while self
+                    .sums
+                    .front()
+                    .is_some_and(|(s, _)| *s + Self::WINDOW < second)
+                {
+                    self.sums.pop_front();
+                }
+            }
+        }
+    }
+
+    /// The sum over the last full [`Seconds::WINDOW`] seconds before `now_s`.
+    pub fn last_window(&self, now_s: u64) -> u64 {
+        self.sums
+            .iter()
+            .filter(|(s, _)| *s < now_s && *s + Self::WINDOW >= now_s)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// [`Seconds::last_window`] of ns as a percentage of the window's time (or of the
+    /// full seconds since the first sum, when fewer).
+    pub fn percent_of_window(&self, now_s: u64) -> f64 {
+        let Some(first) = self.first else {
+            return 0.0;
+        };
+        let seconds = now_s.saturating_sub(first).clamp(1, Self::WINDOW);
+        self.last_window(now_s) as f64 / (seconds as f64 * 1e9) * 100.0
+    }
 }
 
 /// CPU use from the process's tick count between two samples.
@@ -288,6 +341,8 @@ impl State {
                 steps_counted: "",
                 steps_in_chunks: false,
                 cpu: CpuMeter::default(),
+                communication: Seconds::default(),
+                communication_total_ns: 0,
                 rss_bytes: 0,
                 gpus: Vec::new(),
                 loader: false,
@@ -347,6 +402,12 @@ impl Job {
                 chunks: p.chunks,
                 chunks_lost: p.chunks_lost,
                 cpu_percent: if p.connected { p.cpu.percent } else { 0.0 },
+                communication_percent: if p.connected {
+                    p.communication.percent_of_window(now_s)
+                } else {
+                    0.0
+                },
+                communication_ms: p.communication_total_ns as f64 / 1e6,
                 rss_bytes: if p.connected { p.rss_bytes } else { 0 },
                 gpus: if p.connected {
                     p.gpus.clone()
@@ -373,6 +434,7 @@ impl Job {
             chunks_lost: self.unreadable_chunks
                 + self.processes.values().map(|p| p.chunks_lost).sum::<u64>(),
             cpu_percent: processes.iter().map(|p| p.cpu_percent).sum(),
+            communication_percent: processes.iter().map(|p| p.communication_percent).sum(),
             rss_bytes: processes.iter().map(|p| p.rss_bytes).sum(),
             gpus,
             gpu_memory_bytes: processes
@@ -538,6 +600,22 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A share over the last 10 full seconds, or over a younger process's own seconds;
+    /// the second in progress and seconds past the window are not in it.
+    #[test]
+    fn seconds_share_their_window() {
+        let mut talk = Seconds::default();
+        assert_eq!(talk.percent_of_window(5), 0.0);
+        talk.add(3, 500_000_000);
+        talk.add(4, 500_000_000);
+        talk.add(5, 900_000_000);
+        assert_eq!(talk.last_window(5), 1_000_000_000);
+        assert!((talk.percent_of_window(5) - 50.0).abs() < 1e-9);
+        assert_eq!(talk.last_window(15), 900_000_000);
+        assert!((talk.percent_of_window(15) - 9.0).abs() < 1e-9);
+        assert_eq!(talk.last_window(16), 0);
+    }
 
     fn hello(pid: u32, ppid: u32, rank: Option<u32>) -> Hello {
         Hello {

@@ -235,6 +235,7 @@ impl View {
                     ms(j.steps.median_ms),
                     trend(j.steps.trend_percent),
                     format!("{:.0}%", j.cpu_percent),
+                    format!("{:.0}%", j.communication_percent),
                     text(&Value::Bytes(j.rss_bytes as i64)),
                     if j.gpus.is_empty() {
                         "-".to_string()
@@ -254,6 +255,7 @@ impl View {
                     Constraint::Length(10),
                     Constraint::Length(7),
                     Constraint::Length(6),
+                    Constraint::Length(6),
                     Constraint::Length(10),
                     Constraint::Length(10),
                 ],
@@ -268,6 +270,7 @@ impl View {
                     "median",
                     "trend",
                     "CPU",
+                    "comm",
                     "RSS",
                     "GPU mem",
                 ])
@@ -297,6 +300,7 @@ impl View {
                     format!("{} (ended)", p.role)
                 },
                 format!("{:.0}%", p.cpu_percent),
+                format!("{:.0}%", p.communication_percent),
                 text(&Value::Bytes(p.rss_bytes as i64)),
                 crate::agent::snapshot::gpu_use_text(&p.gpus),
                 p.events.to_string(),
@@ -311,6 +315,7 @@ impl View {
                 Constraint::Length(8),
                 Constraint::Length(18),
                 Constraint::Length(6),
+                Constraint::Length(6),
                 Constraint::Length(10),
                 Constraint::Length(14),
                 Constraint::Length(10),
@@ -324,6 +329,7 @@ impl View {
                 "pid",
                 "role",
                 "CPU",
+                "comm",
                 "RSS",
                 "GPU memory",
                 "events",
