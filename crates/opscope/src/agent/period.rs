@@ -54,8 +54,6 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
                     0 => oldest,
                     last => last.saturating_sub(margin).max(oldest),
                 };
-                // Whether this search reaches back to where the last one ended.
-                let mut whole = job.searched_ns == 0 || job.searched_ns >= oldest + margin;
                 let chunks: Vec<&[u8]> = state.flight.chunks_of(process, since).collect();
                 let mut total = 0;
                 let newest = chunks
@@ -67,7 +65,11 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
                     })
                     .count()
                     .max(1);
-                whole &= newest == chunks.len();
+                // Whether it reads every chunk that arrived since the last search (the
+                // first reads what it can of the last seconds: the count starts there).
+                let whole = job.searched_ns == 0
+                    || (job.searched_ns >= oldest
+                        && newest >= state.flight.chunks_of(process, job.searched_ns).count());
                 let mut bytes = p.preamble.clone();
                 for chunk in &chunks[chunks.len().saturating_sub(newest)..] {
                     bytes.extend_from_slice(chunk);
