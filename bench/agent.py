@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 import record as rec
+import runinfo
 from vs_peers import run_header
 
 
@@ -219,15 +220,14 @@ def main():
     args.library = args.opscope.parent / "libopscope_record.so"
     for name in rec.INJECTION_ENV + ("OPSCOPE_AGENT",):
         os.environ.pop(name, None)
-    run_header(args)
+    output = run_header(args)
     bins = rec.build(args.cache)
     results = {}
     for task, fn in (("pairs", bench_pairs), ("ingest", bench_ingest), ("latency", bench_latency),
                      ("flight", bench_flight)):
         if args.task in ("all", task):
             results[task] = fn(args, bins)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    runinfo.finish(output, results, args.json or rec.REPO / f"target/bench/agent-{args.task}.json")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 TRACES = [
     "kineto/hta/trace_filter",
@@ -47,6 +49,8 @@ def main():
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
     args = parser.parse_args()
+    run = runinfo.start(repeat=args.repeat)
+    rows = []
     print("| trace | gzip'd JSON | dataset | size ratio | Perfetto export min / median | Parquet min / median | time ratio (median) |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory(prefix="opscope-bench-parquet-") as tmp:
@@ -66,6 +70,9 @@ def main():
             print(f"| {name.split('/')[-1]} | {gz / 2**20:.2f} MiB | {size / 2**20:.2f} MiB | {size / gz:.2f} | "
                   f"{min(perfetto) * 1e3:.0f} / {pm * 1e3:.0f} ms | {min(parquet) * 1e3:.0f} / {qm * 1e3:.0f} ms | "
                   f"{qm / pm:.2f} |")
+            rows.append({"trace": name, "gzip_bytes": gz, "dataset_bytes": size,
+                         "perfetto_s": perfetto, "parquet_s": parquet})
+    runinfo.finish(run, rows)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -112,6 +114,8 @@ def main():
 
             big = two_gb_trace(args.shared)
             inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
+        run = runinfo.start(repeat=args.repeat, module=version)
+        rows = []
         print(f"opscope {version} (Python module) against {args.opscope}; min / median of runs")
         print()
         print("| data | cache | CLI `info` (process) | `opscope.load()` | load / CLI (median) "
@@ -142,6 +146,10 @@ def main():
                 print(f"| {label} | {mode} | {ms(cli_times)} | {ms(py_times)} | {ratio:.2f}× | {ms(imports)} "
                       f"| {ms(tables)} | {mib(cli_rss)} | {mib(py_over)} | {mib(arrow)} "
                       f"| {py_over / (cli_rss + arrow):.2f}× |")
+                rows.append({"data": label, "cache": mode, "cli_s": cli_times, "load_s": py_times,
+                             "import_s": imports, "tables_s": tables, "cli_rss": cli_rss,
+                             "python_over_import_rss": py_over, "arrow_bytes": arrow})
+    runinfo.finish(run, rows)
 
 
 if __name__ == "__main__":

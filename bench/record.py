@@ -93,6 +93,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import runinfo
 from vs_peers import run_header, spawn
 
 REPO = Path(__file__).resolve().parent.parent
@@ -853,12 +854,8 @@ def main() -> None:
         results["heap"] = bench_heap(args)
     if args.task == "jax":
         results["jax"] = bench_jax(args)
-    output["results"] = results
     output["targets"] = print_targets(results)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(output, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    runinfo.finish(output, results, args.json or runinfo.REPO / f"target/bench/record-{args.task}.json")
 
 
 if __name__ == "__main__":

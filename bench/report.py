@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -26,6 +28,7 @@ def main():
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
     args = parser.parse_args()
+    run = runinfo.start(repeat=args.repeat)
     source = args.shared / "traces/kineto/hta/trace_filter"
     with tempfile.TemporaryDirectory(prefix="opscope-bench-report-") as tmp:
         ranks = Path(tmp) / "ranks"
@@ -52,6 +55,7 @@ def main():
           f"of gzip'd Kineto JSON): median {statistics.median(times):.3f} s (min {min(times):.3f}, "
           f"max {max(times):.3f}) over {args.repeat} runs, parsing included (no model cache); "
           f"page {size / 1024:.0f} KiB. Targets: under 2 s, under 2 MB.")
+    runinfo.finish(run, {"times_s": times, "page_bytes": size})
 
 
 if __name__ == "__main__":

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
@@ -95,6 +97,8 @@ def main():
 
             big = two_gb_trace(args.shared)
             inputs.append((f"2 GB Kineto ({big.stat().st_size / 2**30:.1f} GiB)", big, max(2, args.repeat // 2)))
+        run = runinfo.start(repeat=args.repeat, duckdb=duckdb.__version__)
+        results = []
         print(f"duckdb {duckdb.__version__}; CLI timed as a process, DuckDB in process; min / median of runs")
         print()
         print("| data | query | CLI warm | CLI cold | DuckDB on the dataset | DuckDB / CLI warm (median) |")
@@ -115,7 +119,11 @@ def main():
                 cold.append(timed([args.opscope, *command, "--format", "json", "--no-cache", trace]))
                 ratio = statistics.median(duck) / statistics.median(warm)
                 print(f"| {label} | {query} ({rows} rows) | {ms(warm)} | {ms(cold)} | {ms(duck)} | {ratio:.1f}× |")
+                results.append({"data": label, "query": query, "rows": rows, "cli_warm_s": warm,
+                                "cli_cold_s": cold, "duckdb_s": duck})
             print(f"| {label} | (convert --to parquet, once) | | | {convert:.1f} s, {size / 2**20:.0f} MiB | |")
+            results.append({"data": label, "convert_s": convert, "dataset_bytes": size})
+    runinfo.finish(run, results)
 
 
 if __name__ == "__main__":

@@ -43,6 +43,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = "traces/kineto/hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 PIXELS = 2000
@@ -325,6 +327,7 @@ def main():
     parser.add_argument("--no-perfetto", action="store_true")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args()
+    run = runinfo.start(size_gb=args.size_gb)
 
     cache = Path(os.environ.get("OPSCOPE_BENCH_CACHE", Path.home() / ".cache/opscope-bench"))
     cache.mkdir(parents=True, exist_ok=True)
@@ -420,9 +423,41 @@ def main():
         "this_trace_over_chrome_tracing": round(made["bytes"] / (256 * 2**20), 1),
         "opscope_load_over_trace_processor_shell_rate": round(results["load_mb_per_s"] / 13.3, 1),
     }
-    print(json.dumps(results, indent=1))
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=1))
+    print_tables(results)
+    runinfo.finish(run, results, args.json)
+
+
+def print_tables(results: dict) -> None:
+    """The results as the Markdown tables BENCHMARKS.md holds."""
+    gib = results["bytes"] / 2**30
+    rows = [
+        ("trace", f"{gib:.2f} GiB, {results['events']:,} events"),
+        ("load (parse, build the model)", f"{results['load_s']:.2f} s ({results['load_mb_per_s']} MB/s)"),
+        ("summaries for drawing", f"{results['summaries_s']:.2f} s"),
+        ("first view (whole span, all tracks)", f"{results['first_view_ms']:.0f} ms"),
+        ("first picture after the load", f"{results['first_picture_after_load_s']:.2f} s (target 1 s)"),
+        ("zoom/pan, slowest answer (client / server)",
+         f"{results['zoom_client_max_ms']:.0f} ms / {results['zoom_server_max_ms']:.0f} ms"),
+        ("viewer RSS after zooming", f"{results['viewer_rss_mib']:.0f} MiB"),
+    ]
+    browser = results.get("browser")
+    if isinstance(browser, dict):
+        rows += [(f"browser: {k.replace('_', ' ')}", str(v)) for k, v in browser.items()]
+    p = results.get("perfetto_trace_processor")
+    if p and p.get("ran"):
+        rows.append(("Perfetto trace processor (Python) load",
+                     f"{p['load_s']:.1f} s: {p['load_ratio']}× opscope's"))
+    elif p:
+        rows.append(("Perfetto trace processor (Python)", f"did not load it: {p.get('why', p)}"))
+    print("\n| measure | value |\n|---|---|")
+    for k, v in rows:
+        print(f"| {k} | {v} |")
+    print("\n| zoom level | width | views | client p50 / p99 / max | server max | items (max) |")
+    print("|---|---|---|---|---|---|")
+    for l in results.get("levels", []):
+        print(f"| {l['level']} | {l['width_ns'] / 1e6:,.3f} ms | {l['requests']} | "
+              f"{l['client_p50_ms']} / {l['client_p99_ms']} / {l['client_max_ms']} ms | "
+              f"{l['server_max_ms']} ms | {l['items_max']:,} |")
 
 
 if __name__ == "__main__":

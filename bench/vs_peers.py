@@ -100,6 +100,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import runinfo
+
 REPO = Path(__file__).resolve().parent.parent
 
 # Kineto traces under the shared data folder (--shared): a directory and the pattern of
@@ -768,27 +770,10 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def run_header(args: argparse.Namespace, *extra: str) -> dict:
-    """When and how a benchmark runs, printed and returned for its JSON: a busy
-    machine skews every figure, and the load average tells the reader whether it was."""
-    output = {
-        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
-        "task": args.task,
-        "repeat": args.repeat,
-        "warmup": args.warmup,
-        "cores": os.cpu_count(),
-        "load_average_at_start": os.getloadavg()[0],
-    }
-    print(
-        "; ".join([
-            f"{output['date']}: task {args.task}, {args.repeat} timed rounds after "
-            f"{args.warmup} warm-up, medians",
-            f"{output['cores']} cores, load average {output['load_average_at_start']:.2f}",
-            *extra,
-        ]),
-        flush=True,
-    )
-    return output
+def run_header(args: argparse.Namespace, **extra) -> dict:
+    """The run's header (runinfo.start) with the rounds it times."""
+    return runinfo.start(task=args.task, rounds=f"{args.repeat} timed after {args.warmup} warm-up, medians",
+                         **extra)
 
 
 def main() -> None:
@@ -798,7 +783,7 @@ def main() -> None:
     args = parse_args()
     # Every opscope run parses its input, but the gpu task's opscope (FRESH_CACHE).
     os.environ["OPSCOPE_CACHE_DIR"] = "off"
-    output = run_header(args, f"Python {sys.version.split()[0]}")
+    output = run_header(args, python=sys.version.split()[0])
     bench = {
         "info": bench_kineto,
         "gpu": bench_kineto,
@@ -806,11 +791,8 @@ def main() -> None:
         "ctf-own": bench_ctf_own,
         "xplane": bench_xplane,
     }
-    output["traces"] = bench[args.task](args)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(output, indent=2) + "\n")
-        print(f"\nwrote {args.json}")
+    runinfo.finish(output, {"traces": bench[args.task](args)},
+                   args.json or runinfo.REPO / f"target/bench/vs_peers-{args.task}.json")
 
 
 if __name__ == "__main__":
