@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs every benchmark under bench/, one after the other, on the release build, and keeps
 # what each printed in target/bench/NAME.md (its tables, under its header line: date,
-# commit, cores, load average) beside its raw results (target/bench/NAME.json).
-# BENCHMARKS.md holds these outputs. Run it on a machine left alone: about an hour on
-# 2 cores.
+# commit, cores, load average), its last line naming the file of its raw results (under
+# target/bench/). BENCHMARKS.md holds these outputs. Run it on a machine left alone:
+# about an hour on 2 cores.
 #
 #   bench/all.sh              # everything
 #   bench/all.sh view sql     # only the benchmarks named (the NAMEs below)

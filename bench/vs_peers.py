@@ -484,6 +484,10 @@ def recorded_lttng_trace(cache: Path, iterations: int) -> Path | None:
     """The stream folder of the LTTng trace of ITERATIONS, recorded into CACHE the first
     time and reused while its stamp matches the recipe; None without LTTng."""
     missing = [tool for tool in ("lttng", "lttng-sessiond") if shutil.which(tool) is None]
+    # The preloaded wrapper that emits the libc events (liblttng-ust-dev's package set).
+    if not any(Path(d).glob("liblttng-ust-libc-wrapper.so*")
+               for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib")):
+        missing.append("liblttng-ust-libc-wrapper.so.1")
     if missing:
         print(
             f"\n== recorded LTTng trace: skipped, {' and '.join(missing)} not found; "
