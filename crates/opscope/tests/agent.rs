@@ -1212,6 +1212,18 @@ fn over_tcp_only_a_client_with_the_token_is_answered() {
         &["3", "10", "10"],
     );
     assert!(run.wait_with_output().unwrap().status.success());
+    // The agent decodes at the kernel's idle priority: on a busy machine the job's
+    // chunks are taken in after the job ends. Its process gone from the agent, they all
+    // are.
+    agent.top_until(PATIENCE, |top| {
+        job(top, "remote").is_some_and(|j| {
+            j["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["connected"] == false)
+        })
+    });
     let file = std::fs::read_to_string(agent.socket.with_extension("tcp")).unwrap();
     let mode = std::os::unix::fs::PermissionsExt::mode(
         &std::fs::metadata(agent.socket.with_extension("tcp"))

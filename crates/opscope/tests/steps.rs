@@ -390,12 +390,17 @@ fn jax_steps_are_the_loops_iterations_whatever_ran_before_or_around_it() {
         let got = intervals(&found["steps"]);
         assert_eq!(got.len(), want.len(), "{what}");
         let (last, run) = (got.last().unwrap(), want.last().unwrap());
-        let limit = if own { 0.1 } else { 0.01 };
+        // The loop logs its end once block_until_ready returns and its thread runs again;
+        // the last step ends where its work did. On a loaded machine the thread waits
+        // its turn between the two (4.2 ms of a step in a full test run, with and
+        // without the program's own profiler), so the step may end early by a tenth of a
+        // step, never late.
         let mut times: Vec<i64> = want.iter().map(|(a, b)| b - a).collect();
         times.sort_unstable();
-        let median = times[times.len() / 2];
+        let median = times[times.len() / 2] as f64;
+        let early = (run.1 - last.1) as f64;
         assert!(
-            ((last.1 - run.1).abs() as f64) <= limit * median as f64,
+            early >= -0.01 * median && early <= 0.1 * median,
             "{what}: the last step ends at {}, the loop's at {}",
             last.1,
             run.1
