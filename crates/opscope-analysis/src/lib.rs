@@ -2,6 +2,8 @@
 //! kinds, tracks and flows, never a source format, so that every analysis works on
 //! every trace opscope can read.
 
+#![forbid(unsafe_code)]
+
 pub mod across;
 pub mod attribution;
 pub mod clock_merge;

@@ -3,6 +3,8 @@
 //! repository or in `$OPSCOPE_SHARED`. Off CI a missing corpus skips the test, saying
 //! why; on CI (`$CI` set) it fails, so that no check passes by not running.
 
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 
 /// The shared folder, or `None` (after saying why) when it is missing off CI.

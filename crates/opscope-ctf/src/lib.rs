@@ -7,6 +7,8 @@
 //! - [`decode`]: metadata → compiled layouts; the bit-level reader of a stream's packets
 //!   and events.
 
+#![forbid(unsafe_code)]
+
 pub mod decode;
 pub mod metadata;
 pub mod program;

@@ -3,6 +3,8 @@
 //! [`Trace`]'s builder methods and call [`Trace::finish`], which sorts slices and checks
 //! the invariants; analyses and exporters only read it.
 
+#![forbid(unsafe_code)]
+
 pub mod args;
 mod check;
 pub mod clock;

@@ -62,7 +62,7 @@ pub fn choose() {
             .unwrap_or_default();
     let tsc = cfg!(target_arch = "x86_64")
         && kernel.trim() == "tsc"
-        && std::env::var_os("OPSCOPE_NO_TSC").is_none();
+        && std::env::var_os(opscope_wire::env::NO_TSC).is_none();
     USE_TSC.store(tsc, Ordering::Release);
     CHOSEN.store(true, Ordering::Release);
 }

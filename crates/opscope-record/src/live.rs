@@ -11,17 +11,8 @@ use std::time::Duration;
 
 use crate::clock;
 
-/// The agent's socket (set by `opscope record` when an agent runs, and by `opscope env`).
-pub const AGENT_ENV: &str = "OPSCOPE_AGENT";
-/// `1`: send to the agent only, write no file.
-pub const LIVE_ONLY_ENV: &str = "OPSCOPE_LIVE_ONLY";
-/// The job a process belongs to (`opscope record --job`), before what a scheduler says.
-pub const JOB_ENV: &str = "OPSCOPE_JOB";
-
-/// Frame kinds, sender to agent.
-pub const FRAME_HELLO: u8 = 1;
-pub const FRAME_PREAMBLE: u8 = 2;
-pub const FRAME_CHUNK: u8 = 3;
+pub use opscope_wire::Hello;
+use opscope_wire::{env, frame};
 
 /// How long after a failed connection or a broken one the link tries again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -59,7 +50,7 @@ impl Link {
     /// The link named by the environment, or none (no agent asked for, or a path that
     /// does not fit a socket address).
     pub fn from_env(hello: &Hello) -> Option<Link> {
-        let path = std::env::var_os(AGENT_ENV)?;
+        let path = std::env::var_os(env::AGENT)?;
         let path = std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()).to_vec();
         if path.is_empty() || path == b"off" {
             return None;
@@ -83,13 +74,13 @@ impl Link {
             *to = from as libc::c_char;
         }
         let address_len = (std::mem::size_of::<libc::sa_family_t>() + path.len() + 1) as u32;
-        let mut frame = Vec::new();
-        push_frame(&mut frame, FRAME_HELLO, &[], hello.json().as_bytes());
+        let mut greeting = Vec::new();
+        frame::push(&mut greeting, frame::HELLO, &[hello.to_json().as_bytes()]);
         Some(Link {
             address,
             address_len,
             fd: -1,
-            hello: frame,
+            hello: greeting,
             pending: Vec::new(),
             sent: 0,
             retry_at: 0,
@@ -121,7 +112,7 @@ impl Link {
             return;
         }
         let dropped = self.totals.chunks_dropped.to_le_bytes();
-        push_frame(&mut self.pending, FRAME_CHUNK, &dropped, chunk);
+        frame::push(&mut self.pending, frame::CHUNK, &[&dropped, chunk]);
         // A frame left pending goes out before any other; one on a broken connection
         // is lost.
         if self.push_pending() || self.fd >= 0 {
@@ -173,7 +164,7 @@ impl Link {
         self.pending.clear();
         self.sent = 0;
         self.pending.extend_from_slice(&self.hello);
-        push_frame(&mut self.pending, FRAME_PREAMBLE, &[], preamble);
+        frame::push(&mut self.pending, frame::PREAMBLE, &[preamble]);
         true
     }
 
@@ -237,77 +228,24 @@ pub(crate) fn forget_in_child() {
     }
 }
 
-fn push_frame(out: &mut Vec<u8>, kind: u8, head: &[u8], body: &[u8]) {
-    let len = (1 + head.len() + body.len()) as u32;
-    out.extend_from_slice(&len.to_le_bytes());
-    out.push(kind);
-    out.extend_from_slice(head);
-    out.extend_from_slice(body);
-}
-
-/// Who a process is, as it tells the agent when it connects.
-#[derive(Clone, Debug, Default)]
-pub struct Hello {
-    pub pid: u32,
-    pub ppid: u32,
-    /// The job's name and where it came from (`--job`, `SLURM_JOB_ID`, …, `session`).
-    pub job: String,
-    pub job_source: &'static str,
-    pub rank: Option<u32>,
-    pub local_rank: Option<u32>,
-    pub world_size: Option<u32>,
-    pub command: String,
-    pub session: String,
-    /// The process's file in the session, none with `--live-only`.
-    pub file: Option<String>,
-}
-
-impl Hello {
-    /// This process, from the environment and `/proc`.
-    pub fn of_this_process(session: &str, file: Option<String>, command: &[u8]) -> Hello {
-        let (job, job_source) = job_of_environment(&|name| std::env::var(name).ok())
-            .unwrap_or_else(|| (session.to_string(), "session"));
-        let number = |name: &str| std::env::var(name).ok()?.trim().parse::<u32>().ok();
-        Hello {
-            pid: std::process::id(),
-            // SAFETY: getppid has no preconditions.
-            ppid: unsafe { libc::getppid() } as u32,
-            job,
-            job_source,
-            rank: number("RANK"),
-            local_rank: number("LOCAL_RANK"),
-            world_size: number("WORLD_SIZE"),
-            command: String::from_utf8_lossy(command).into_owned(),
-            session: session.to_string(),
-            file,
-        }
-    }
-
-    pub fn json(&self) -> String {
-        let mut out = String::from("{\"version\":1");
-        let mut field = |key: &str, value: String| {
-            out.push_str(&format!(",\"{key}\":{value}"));
-        };
-        field("pid", self.pid.to_string());
-        field("ppid", self.ppid.to_string());
-        field("job", json_string(&self.job));
-        field("job_source", json_string(self.job_source));
-        for (key, value) in [
-            ("rank", self.rank),
-            ("local_rank", self.local_rank),
-            ("world_size", self.world_size),
-        ] {
-            if let Some(v) = value {
-                field(key, v.to_string());
-            }
-        }
-        field("command", json_string(&self.command));
-        field("session", json_string(&self.session));
-        if let Some(file) = &self.file {
-            field("file", json_string(file));
-        }
-        out.push('}');
-        out
+/// This process, from the environment and `/proc`, as it greets the agent.
+pub fn hello_of_this_process(session: &str, file: Option<String>, command: &[u8]) -> Hello {
+    let (job, job_source) = job_of_environment(&|name| std::env::var(name).ok())
+        .unwrap_or_else(|| (session.to_string(), "session"));
+    let number = |name: &str| std::env::var(name).ok()?.trim().parse::<u32>().ok();
+    Hello {
+        version: Hello::VERSION,
+        pid: std::process::id(),
+        // SAFETY: getppid has no preconditions.
+        ppid: unsafe { libc::getppid() } as u32,
+        job,
+        job_source: job_source.to_string(),
+        rank: number("RANK"),
+        local_rank: number("LOCAL_RANK"),
+        world_size: number("WORLD_SIZE"),
+        command: String::from_utf8_lossy(command).into_owned(),
+        session: session.to_string(),
+        file,
     }
 }
 
@@ -315,7 +253,7 @@ impl Hello {
 /// then SLURM, torchelastic (torchrun), then a Kubernetes pod from the cgroup.
 pub fn job_of_environment(var: &dyn Fn(&str) -> Option<String>) -> Option<(String, &'static str)> {
     for (name, source) in [
-        (JOB_ENV, "--job"),
+        (env::JOB, "--job"),
         ("SLURM_JOB_ID", "SLURM_JOB_ID"),
         ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RUN_ID"),
     ] {
@@ -348,21 +286,6 @@ pub fn pod_of_cgroup(cgroup: &str) -> Option<String> {
         }
     }
     None
-}
-
-fn json_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -413,28 +336,6 @@ mod tests {
             None
         );
         assert_eq!(pod_of_cgroup("0::/system.slice/podman.service\n"), None);
-    }
-
-    #[test]
-    fn hello_is_json_with_every_text_escaped() {
-        let hello = Hello {
-            pid: 7,
-            ppid: 1,
-            job: "a \"b\"\\c\n".into(),
-            job_source: "--job",
-            rank: Some(1),
-            command: "python\u{1}".into(),
-            ..Hello::default()
-        };
-        let json = hello.json();
-        assert!(
-            json.starts_with("{\"version\":1,\"pid\":7,\"ppid\":1,"),
-            "{json}"
-        );
-        assert!(json.contains(r#""job":"a \"b\"\\c\u000a""#), "{json}");
-        assert!(json.contains(r#""rank":1,"#), "{json}");
-        assert!(!json.contains("local_rank"), "{json}");
-        assert!(json.contains(r#""command":"python\u0001""#), "{json}");
     }
 
     #[test]
@@ -508,12 +409,12 @@ mod tests {
         }
         assert!(rest.is_empty());
         assert_eq!(frames.len(), 3);
-        assert_eq!(frames[0].0, FRAME_HELLO);
-        assert_eq!(frames[0].1, hello.json().into_bytes());
-        assert_eq!(frames[1], (FRAME_PREAMBLE, b"PRE".to_vec()));
+        assert_eq!(frames[0].0, frame::HELLO);
+        assert_eq!(frames[0].1, hello.to_json().into_bytes());
+        assert_eq!(frames[1], (frame::PREAMBLE, b"PRE".to_vec()));
         let mut chunk = 0u64.to_le_bytes().to_vec();
         chunk.extend_from_slice(b"CHUNK1");
-        assert_eq!(frames[2], (FRAME_CHUNK, chunk));
+        assert_eq!(frames[2], (frame::CHUNK, chunk));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -57,7 +57,7 @@ unsafe impl Send for ThreadBuffer {}
 static REGISTRY: AtomicPtr<ThreadBuffer> = AtomicPtr::new(ptr::null_mut());
 
 fn capacity_from_env() -> usize {
-    std::env::var("OPSCOPE_BUFFER_KB")
+    std::env::var(opscope_wire::env::BUFFER_KB)
         .ok()
         .and_then(|v| v.trim().parse::<usize>().ok())
         .map(|kb| (kb.clamp(64, 1 << 20) * 1024).next_power_of_two())

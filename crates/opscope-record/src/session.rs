@@ -18,9 +18,9 @@ use crate::wake;
 use crate::writer::Writer;
 
 /// Where the files go (set by `opscope record`).
-pub const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
+pub const SESSION_DIR_ENV: &str = opscope_wire::env::SESSION_DIR;
 /// Milliseconds between two drains of the threads' buffers (and file writes).
-pub const FLUSH_MS_ENV: &str = "OPSCOPE_FLUSH_MS";
+pub const FLUSH_MS_ENV: &str = opscope_wire::env::FLUSH_MS;
 /// Each drain has a fixed cost (a zlib stream's reset and tables, a write): at
 /// PyTorch's ~30,000 ops a second the writer took 1.1 % of a core draining every 10 ms
 /// and 0.47 % every 50 ms, which a program keeping every core busy pays in step time
@@ -265,9 +265,9 @@ fn open_writer() -> Result<Writer, String> {
     let session = std::path::absolute(&dir).unwrap_or_else(|_| dir.clone());
     let session = session.to_string_lossy().into_owned();
     let link = |file: Option<String>| {
-        live::Link::from_env(&live::Hello::of_this_process(&session, file, &command))
+        live::Link::from_env(&live::hello_of_this_process(&session, file, &command))
     };
-    let live_only = std::env::var_os(live::LIVE_ONLY_ENV).is_some_and(|v| v == "1");
+    let live_only = std::env::var_os(opscope_wire::env::LIVE_ONLY).is_some_and(|v| v == "1");
     if live_only {
         if let Some(link) = link(None) {
             return Ok(Writer::new_with(None, Some(link), pid, &command, &labels));

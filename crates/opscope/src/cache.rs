@@ -50,7 +50,7 @@ const STALE_TEMPORARY: Duration = Duration::from_secs(3600);
 /// `~/.cache/opscope/models` (relative or empty values are ignored, as the XDG rules
 /// say). `OPSCOPE_CACHE_DIR=off` (or empty) turns the cache off.
 pub fn directory() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("OPSCOPE_CACHE_DIR") {
+    if let Some(dir) = std::env::var_os(opscope_wire::env::CACHE_DIR) {
         if dir.is_empty() || dir == "off" {
             return None;
         }

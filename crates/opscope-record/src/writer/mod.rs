@@ -1134,8 +1134,8 @@ mod tests {
             let len = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
             let (kind, body) = (rest[4], &rest[5..4 + len]);
             match kind {
-                crate::live::FRAME_PREAMBLE => preamble = body.to_vec(),
-                crate::live::FRAME_CHUNK => read_chunks.push(body[8..].to_vec()),
+                opscope_wire::frame::PREAMBLE => preamble = body.to_vec(),
+                opscope_wire::frame::CHUNK => read_chunks.push(body[8..].to_vec()),
                 _ => {}
             }
             rest = &rest[4 + len..];

@@ -61,7 +61,7 @@ impl std::io::Write for Connection {
 /// How long a client waits for the agent at each read or write before it says so: an
 /// agent that is stopped (SIGSTOP), or hung, never answers.
 fn wait_limit() -> std::time::Duration {
-    std::env::var("OPSCOPE_AGENT_TIMEOUT")
+    std::env::var(opscope_wire::env::AGENT_TIMEOUT)
         .ok()
         .and_then(|v| crate::agent::triggers::parse_duration(&v).ok())
         .filter(|d| !d.is_zero())
@@ -79,7 +79,7 @@ impl AgentAddress {
             let token = self
                 .token
                 .clone()
-                .or_else(|| std::env::var("OPSCOPE_AGENT_TOKEN").ok())
+                .or_else(|| std::env::var(opscope_wire::env::AGENT_TOKEN).ok())
                 .context("--connect needs the agent's token (--token, or OPSCOPE_AGENT_TOKEN)")?;
             write_frame(&mut stream, TOKEN, &[token.as_bytes()])
                 .map_err(|e| dropped(e, "sending the token"))?;

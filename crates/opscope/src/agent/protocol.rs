@@ -2,79 +2,24 @@
 //! one byte of kind and a payload. Recorded processes send a greeting, a preamble and
 //! chunks; clients (`top`, `dump`, `--live`) send one query and read the reply.
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-/// Sender to agent: who the process is (JSON, [`Hello`]).
-pub const HELLO: u8 = 1;
-/// Sender to agent: the Perfetto packets every chunk's reader needs first.
-pub const PREAMBLE: u8 = 2;
-/// Sender to agent: `u64` chunks dropped so far, then one chunk of Perfetto packets.
-pub const CHUNK: u8 = 3;
-/// Client to agent: one [`Query`] (JSON).
-pub const QUERY: u8 = 16;
-/// Agent to client: the answer (JSON), last frame of a reply.
-pub const REPLY: u8 = 17;
-/// Agent to client: one file of a dump: `u16` name length, name, contents.
-pub const FILE: u8 = 18;
-/// Agent to client: the query failed (UTF-8 message), last frame of a reply.
-pub const ERROR: u8 = 19;
-/// Client to agent, first on TCP: the token the agent printed.
-pub const TOKEN: u8 = 20;
+// The frames and the greeting are the recorder's contract too: written once, there.
+pub use opscope_wire::frame::{
+    read as read_frame, FrameError, CHUNK, ERROR, FILE, HELLO, PREAMBLE, QUERY, REPLY, TOKEN,
+};
+pub use opscope_wire::Hello;
 
 /// Whether `given` is the token, in time that does not depend on where they differ.
 pub fn same_token(given: &[u8], token: &[u8]) -> bool {
     given.len() == token.len() && given.iter().zip(token).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
 }
 
-/// A frame longer than this ends the connection: a chunk is a flush interval of one
-/// process (a few MB at most), and nothing a peer says may make the agent allocate more.
-pub const MAX_FRAME: usize = 64 << 20;
-
 /// The environment variable naming the agent's socket.
-pub const AGENT_ENV: &str = "OPSCOPE_AGENT";
-
-#[derive(Debug, thiserror::Error)]
-pub enum FrameError {
-    #[error("the connection ended")]
-    Closed,
-    #[error("a frame of {0} bytes (more than {MAX_FRAME}): not an opscope peer?")]
-    TooLong(usize),
-    #[error("an empty frame")]
-    Empty,
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-}
-
-/// Reads one frame into `buf` (kept between calls); its kind and payload.
-pub fn read_frame<'b, R: Read>(
-    from: &mut R,
-    buf: &'b mut Vec<u8>,
-) -> Result<(u8, &'b [u8]), FrameError> {
-    let mut len = [0u8; 4];
-    match from.read_exact(&mut len) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Err(FrameError::Closed),
-        Err(e) => return Err(e.into()),
-    }
-    let len = u32::from_le_bytes(len) as usize;
-    if len == 0 {
-        return Err(FrameError::Empty);
-    }
-    if len > MAX_FRAME {
-        return Err(FrameError::TooLong(len));
-    }
-    // Grown as the bytes come, not from the length: a peer that claims 64 MiB and
-    // sends nothing costs nothing.
-    buf.clear();
-    let read = from.take(len as u64).read_to_end(buf)?;
-    if read < len {
-        return Err(FrameError::Closed);
-    }
-    Ok((buf[0], &buf[1..]))
-}
+pub const AGENT_ENV: &str = opscope_wire::env::AGENT;
 
 pub fn write_frame(to: &mut impl Write, kind: u8, parts: &[&[u8]]) -> std::io::Result<()> {
     let len: usize = 1 + parts.iter().map(|p| p.len()).sum::<usize>();
@@ -85,27 +30,6 @@ pub fn write_frame(to: &mut impl Write, kind: u8, parts: &[&[u8]]) -> std::io::R
         to.write_all(p)?;
     }
     Ok(())
-}
-
-/// What a recorded process says of itself (the record library writes it by hand:
-/// `opscope-record`'s `live::Hello`).
-#[derive(Clone, Debug, Default, Deserialize, Serialize)]
-pub struct Hello {
-    pub version: u32,
-    pub pid: u32,
-    #[serde(default)]
-    pub ppid: u32,
-    pub job: String,
-    #[serde(default)]
-    pub job_source: String,
-    pub rank: Option<u32>,
-    pub local_rank: Option<u32>,
-    pub world_size: Option<u32>,
-    #[serde(default)]
-    pub command: String,
-    #[serde(default)]
-    pub session: String,
-    pub file: Option<String>,
 }
 
 /// What a client asks.
@@ -159,38 +83,6 @@ pub fn is_socket(path: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frames_read_back_and_bad_lengths_are_refused() {
-        let mut bytes = Vec::new();
-        write_frame(&mut bytes, CHUNK, &[b"ab", b"cd"]).unwrap();
-        write_frame(&mut bytes, REPLY, &[]).unwrap();
-        let mut r = &bytes[..];
-        let mut buf = Vec::new();
-        let (kind, body) = read_frame(&mut r, &mut buf).unwrap();
-        assert_eq!((kind, body), (CHUNK, &b"abcd"[..]));
-        let (kind, body) = read_frame(&mut r, &mut buf).unwrap();
-        assert_eq!((kind, body), (REPLY, &b""[..]));
-        assert!(matches!(
-            read_frame(&mut r, &mut buf),
-            Err(FrameError::Closed)
-        ));
-
-        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
-        assert!(matches!(
-            read_frame(&mut &huge[..], &mut buf),
-            Err(FrameError::TooLong(_))
-        ));
-        assert!(matches!(
-            read_frame(&mut &[0u8, 0, 0, 0][..], &mut buf),
-            Err(FrameError::Empty)
-        ));
-        // Cut inside the payload.
-        assert!(matches!(
-            read_frame(&mut &[9u8, 0, 0, 0, 3, 1][..], &mut buf),
-            Err(FrameError::Closed)
-        ));
-    }
 
     #[test]
     fn the_record_librarys_greeting_parses() {

@@ -18,3 +18,24 @@ pub fn install(session: &Path) -> Result<PathBuf> {
         .with_context(|| format!("{}: cannot write", file.display()))?;
     Ok(dir)
 }
+
+#[cfg(test)]
+mod tests {
+    /// The bootstrap reads its settings under the names the recorder and the CLI use
+    /// (opscope_wire::env): a name changed on one side only fails here.
+    #[test]
+    fn the_bootstrap_reads_only_the_contracts_names() {
+        let names = regex::Regex::new(r"OPSCOPE_[A-Z0-9_]+").unwrap();
+        let read: Vec<&str> = names
+            .find_iter(super::SITECUSTOMIZE)
+            .map(|m| m.as_str())
+            .collect();
+        assert!(read.len() >= 3, "{read:?}");
+        for name in read {
+            assert!(
+                opscope_wire::env::ALL.contains(&name),
+                "sitecustomize.py reads {name}, which opscope_wire::env does not define"
+            );
+        }
+    }
+}

@@ -15,6 +15,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
+use opscope_wire::env;
 
 use crate::render::write_table;
 use opscope_analysis::report::{Column, Table, Value};
@@ -22,9 +23,9 @@ use opscope_analysis::report::{Column, Table, Value};
 /// The injected library's file name.
 pub const LIBRARY: &str = "libopscope_record.so";
 /// Names the injected library explicitly (tests, installed layouts).
-pub const LIBRARY_ENV: &str = "OPSCOPE_RECORD_LIB";
+pub const LIBRARY_ENV: &str = env::RECORD_LIB;
 /// Where the injected library writes (see `opscope_record::session`).
-const SESSION_DIR_ENV: &str = "OPSCOPE_SESSION_DIR";
+const SESSION_DIR_ENV: &str = env::SESSION_DIR;
 
 pub struct Options {
     pub output: Option<PathBuf>,
@@ -68,7 +69,7 @@ impl Environment {
             // The bootstrap then leaves TensorFlow's and JAX's profilers off: on GPU
             // builds they would take CUPTI over (one subscriber per process).
             vars.push(("CUDA_INJECTION64_PATH", self.library.clone().into()));
-            vars.push(("OPSCOPE_CUPTI", "1".into()));
+            vars.push((env::CUPTI, "1".into()));
         }
         if self.python {
             let site = bootstrap::install(&self.session)?;
@@ -80,13 +81,13 @@ impl Environment {
             vars.push(("PYTHONPATH", path));
         }
         if let Some(agent) = &self.agent {
-            vars.push((crate::agent::protocol::AGENT_ENV, agent.clone().into()));
+            vars.push((env::AGENT, agent.clone().into()));
             if self.live_only {
-                vars.push(("OPSCOPE_LIVE_ONLY", "1".into()));
+                vars.push((env::LIVE_ONLY, "1".into()));
             }
         }
         if let Some(job) = &self.job {
-            vars.push(("OPSCOPE_JOB", job.into()));
+            vars.push((env::JOB, job.into()));
         }
         Ok(vars)
     }
