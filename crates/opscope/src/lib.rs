@@ -8,6 +8,7 @@ pub mod cli;
 mod commands;
 pub mod cut_files;
 pub mod embed;
+mod exporters;
 mod html;
 mod load;
 pub mod malloc;

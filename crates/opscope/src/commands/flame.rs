@@ -1,13 +1,13 @@
-//! `opscope flame TRACE -o flame.svg`: a flame graph (inferno, as cargo-flamegraph
-//! draws them) of where the time goes: ops under the ops they sit in by CPU self time,
-//! Python call frames where the trace has them, kernels under their launching ops.
+//! `opscope flame TRACE -o flame.svg`: a flame graph of where the time goes (ops under
+//! the ops they sit in by CPU self time, Python call frames where the trace has them,
+//! kernels under their launching ops), written by the SVG exporter (`convert --to svg`
+//! writes the same).
 
-use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use opscope_analysis::flame::{folded, FlameOptions};
+use anyhow::Result;
 
+use crate::exporters::{self, ExportOptions};
 use crate::load;
 
 #[derive(clap::Args)]
@@ -41,39 +41,15 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    crate::output::refuse_existing(&args.output, args.force)?;
+    let svg = exporters::by_name("svg").expect("the SVG exporter is in the table");
+    let options = ExportOptions {
+        device: !args.cpu_only,
+        title: args.title.clone(),
+        force: args.force,
+    };
+    svg.check(&args.output, &options)?;
     let trace = args.inputs.load()?;
-    let cx = opscope_analysis::Context::new(&trace);
-    let stacks = folded(
-        &cx,
-        FlameOptions {
-            device: !args.cpu_only,
-        },
-    );
-    if stacks.is_empty() {
-        bail!("no host slices on threads, nothing to draw");
-    }
-    let lines: Vec<String> = stacks.iter().map(|(s, ns)| format!("{s} {ns}")).collect();
-    let mut options = inferno::flamegraph::Options::default();
-    options.title = args.title.clone();
-    options.subtitle = Some(if args.cpu_only {
-        "width: CPU self time".to_string()
-    } else {
-        "width: CPU self time of ops; [kernel], [memcpy], [memset]: device time under the op that launched them".to_string()
-    });
-    options.count_name = "ns".to_string();
-    let file = std::fs::File::create(&args.output)
-        .with_context(|| format!("{}: cannot create", args.output.display()))?;
-    let mut out = BufWriter::new(file);
-    inferno::flamegraph::from_lines(&mut options, lines.iter().map(String::as_str), &mut out)
-        .with_context(|| format!("{}: cannot draw the flame graph", args.output.display()))?;
-    out.flush()?;
-    let total: u64 = stacks.iter().map(|(_, ns)| ns).sum();
-    eprintln!(
-        "wrote {}: {} stacks, {:.3} s in all",
-        args.output.display(),
-        stacks.len(),
-        total as f64 / 1e9
-    );
+    let said = svg.write(&trace, &args.output, &options)?;
+    eprintln!("wrote {}: {said}", args.output.display());
     Ok(())
 }
