@@ -1,7 +1,7 @@
 //! The one entry point that imports the bytes of any one file, gzip'd or not, through
-//! the format that claims them (see [`crate::registry`]); and the first bytes that
-//! formats are told apart by. Protobuf formats that share a first byte (Perfetto,
-//! XSpace, RunMetadata) are told apart by their file names.
+//! the format that claims them (see [`crate::registry`]: each format knows its own
+//! first bytes or names); and the first bytes of a file, inflated, that they are
+//! asked about.
 
 use std::borrow::Cow;
 use std::io::Read;
@@ -10,26 +10,6 @@ use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
 use crate::read_ahead::ReadAhead;
-
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Format {
-    /// Chrome trace JSON, including PyTorch/Kineto and TensorFlow timelines.
-    ChromeJson,
-    /// Perfetto protobuf (`Trace` of `TracePacket`s).
-    Perfetto,
-    /// Nsight Systems SQLite export.
-    NsysSqlite,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::ChromeJson => "chrome-json",
-            Format::Perfetto => "perfetto",
-            Format::NsysSqlite => "nsys-sqlite",
-        }
-    }
-}
 
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
@@ -151,25 +131,8 @@ pub const MANGLED: &str = "this binary file went through a text conversion: ever
      was replaced by U+FFFD (EF BF BD), as a tool that reads a file as UTF-8 text does \
      (a copy or download in text mode, a text editor); get the original file";
 
-/// Guesses the format of (decompressed) bytes.
-pub fn detect(bytes: &[u8]) -> Option<Format> {
-    // A Perfetto trace starts with the key of a packet, 0x0a, which is also a
-    // newline: JSON is told apart by being text, while packets hold control bytes
-    // (field tags such as 0x08 and 0x10) within their first few bytes.
-    let head = &bytes[..bytes.len().min(256)];
-    let is_text = head
-        .iter()
-        .all(|&b| b >= 0x20 || matches!(b, b'\n' | b'\r' | b'\t'));
-    let first = bytes.iter().copied().find(|b| !b.is_ascii_whitespace());
-    if bytes.starts_with(b"SQLite format 3\0") {
-        return Some(Format::NsysSqlite);
-    }
-    match (is_text, first) {
-        (true, Some(b'{' | b'[')) => Some(Format::ChromeJson),
-        _ if bytes.first() == Some(&crate::perfetto::proto::PACKET_KEY) => Some(Format::Perfetto),
-        _ => None,
-    }
-}
+/// SQLite's first bytes (an Nsight Systems export).
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
 /// Imports `bytes` read from `path` into `trace` and finishes it. Gzip data is
 /// inflated on the way: a gzip'd JSON trace is streamed, never held whole.
@@ -184,7 +147,7 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
                 Ok(n) => filled += n,
             }
         }
-        if detect(&head[..filled]) == Some(Format::ChromeJson) {
+        if crate::chrome::looks_like_json(&head[..filled]) {
             // Inflating takes a sixth of the reading thread's time: a thread of its
             // own lets it overlap with splitting and scanning the text.
             let imported = std::thread::scope(|scope| {
@@ -202,14 +165,14 @@ pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<Sourc
 /// Imports decompressed bytes through the format that claims them.
 fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     // An XPlane is known by its name; without one, by its planes.
-    if detect(bytes) == Some(Format::Perfetto) && crate::xplane::looks_like_xspace(bytes) {
+    if crate::perfetto::looks_like_packets(bytes) && crate::xplane::looks_like_xspace(bytes) {
         return crate::xplane::import(bytes, path, trace);
     }
     if let Some(import) = crate::registry::for_bytes(path, bytes).and_then(|i| i.bytes_importer()) {
         return import(bytes, path, trace);
     }
-    match detect(bytes) {
-        Some(Format::NsysSqlite) => Err(ImportError::UnknownFormat {
+    match bytes {
+        _ if bytes.starts_with(SQLITE_MAGIC) => Err(ImportError::UnknownFormat {
             path: path.to_string(),
             message: "an Nsight Systems export, but opscope was built without `nsys`".into(),
         }),
@@ -327,14 +290,16 @@ mod tests {
 
     #[test]
     fn json_and_perfetto_are_told_apart() {
-        assert_eq!(detect(b"{\"traceEvents\":[]}"), Some(Format::ChromeJson));
-        assert_eq!(detect(b"\n\n  [ {} ]"), Some(Format::ChromeJson));
+        let json = |b: &[u8]| crate::chrome::looks_like_json(b);
+        let packets = |b: &[u8]| crate::perfetto::looks_like_packets(b);
+        assert!(json(b"{\"traceEvents\":[]}") && !packets(b"{\"traceEvents\":[]}"));
+        assert!(json(b"\n\n  [ {} ]") && !packets(b"\n\n  [ {} ]"));
         // A packet of 123 bytes starts 0x0a 0x7b, that is "\n{", then binary fields.
         let mut packet = vec![0x0a, 0x7b, 0x08, 0x01, 0x10];
         packet.resize(125, 0);
-        assert_eq!(detect(&packet), Some(Format::Perfetto));
-        assert_eq!(detect(&[0x0a, 0x02, 0x08, 0x01]), Some(Format::Perfetto));
-        assert_eq!(detect(b"hello"), None);
-        assert_eq!(detect(b""), None);
+        assert!(packets(&packet) && !json(&packet));
+        assert!(packets(&[0x0a, 0x02, 0x08, 0x01]));
+        assert!(!json(b"hello") && !packets(b"hello"));
+        assert!(!json(b"") && !packets(b""));
     }
 }

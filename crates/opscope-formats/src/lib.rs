@@ -30,4 +30,4 @@ mod roundtrip_tests;
 mod shared_data;
 
 pub use error::{ExportError, ImportError};
-pub use input::{detect, import_bytes, Format};
+pub use input::import_bytes;

@@ -43,12 +43,25 @@ impl crate::registry::Importer for ChromeFormat {
     }
 
     fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
-        crate::input::detect(head) == Some(crate::input::Format::ChromeJson)
+        looks_like_json(head)
     }
 
     fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
         Some(import)
     }
+}
+
+/// Whether the first (decompressed) bytes of a file are JSON: text (no control bytes
+/// but whitespace in the first 256) whose first character is `{` or `[`. A Perfetto
+/// trace also may start with a newline (its packet key, 0x0a), but its packets hold
+/// control bytes at once.
+pub fn looks_like_json(head: &[u8]) -> bool {
+    let head = &head[..head.len().min(256)];
+    let is_text = head
+        .iter()
+        .all(|&b| b >= 0x20 || matches!(b, b'\n' | b'\r' | b'\t'));
+    let first = head.iter().copied().find(|b| !b.is_ascii_whitespace());
+    is_text && matches!(first, Some(b'{' | b'['))
 }
 
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {

@@ -35,6 +35,13 @@ pub use export::{export, export_with, ExportOptions, MonotonicClocks};
 pub use import::import;
 pub use stream::{StreamDecoder, StreamEvent, StreamTrack};
 
+/// Whether the first (decompressed) bytes of a file are Perfetto packets: the key of a
+/// `TracePacket` (field 1, length-delimited: 0x0a) and not JSON text that starts with a
+/// newline. XSpace and RunMetadata open alike: their importers claim them by name.
+pub fn looks_like_packets(head: &[u8]) -> bool {
+    head.first() == Some(&proto::PACKET_KEY) && !crate::chrome::looks_like_json(head)
+}
+
 /// Perfetto protobuf traces (`.pftrace`, `.perfetto-trace`, gzip'd or not) in the
 /// registry.
 pub struct PerfettoFormat;
@@ -55,7 +62,7 @@ impl crate::registry::Importer for PerfettoFormat {
     }
 
     fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
-        crate::input::detect(head) == Some(crate::input::Format::Perfetto)
+        looks_like_packets(head)
     }
 
     fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
