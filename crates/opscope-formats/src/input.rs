@@ -187,8 +187,20 @@ fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId,
     }
 }
 
-/// The first bytes of the file at `path`, inflated when it is gzip'd: what formats are
-/// told apart by.
+/// The first bytes of `bytes`, inflated when they are gzip'd: what formats are told
+/// apart by.
+pub fn head_of_bytes(bytes: &[u8]) -> Vec<u8> {
+    if !bytes.starts_with(&GZIP_MAGIC) {
+        return bytes[..bytes.len().min(HEAD)].to_vec();
+    }
+    let mut head = Vec::with_capacity(HEAD);
+    let _ = flate2::read::MultiGzDecoder::new(bytes)
+        .take(HEAD as u64)
+        .read_to_end(&mut head);
+    head
+}
+
+/// The first bytes of the file at `path`, as [`head_of_bytes`] gives them.
 pub fn head_of_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     let mut raw = Vec::with_capacity(HEAD);
     std::fs::File::open(path)?
@@ -206,7 +218,8 @@ pub fn head_of_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
 }
 
 /// How many first bytes [`head_of_file`] reads.
-const HEAD: usize = 256;
+/// Enough for a tar header, whose magic is at byte 257.
+const HEAD: usize = 512;
 
 #[cfg(test)]
 mod tests {

@@ -6,6 +6,7 @@
 //! source to a [`opscope_model::Trace`]; exporters read one.
 
 #[cfg(feature = "arrow")]
+pub mod archive;
 pub mod arrow;
 pub mod chrome;
 mod common;

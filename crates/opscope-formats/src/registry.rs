@@ -89,6 +89,7 @@ pub trait Importer: Sync {
 /// known by their bytes (XSpace, RunMetadata and Perfetto files all open with a
 /// length-delimited field 1).
 pub static IMPORTERS: &[&dyn Importer] = &[
+    &crate::archive::ArchiveFormat,
     #[cfg(feature = "parquet")]
     &crate::parquet::ParquetFormat,
     &crate::ctf::CtfFormat,
@@ -115,7 +116,11 @@ pub fn for_bytes(path: &str, head: &[u8]) -> Option<&'static dyn Importer> {
 
 /// What a directory walk looks for, every format's, for messages.
 pub fn looked_for() -> String {
-    let all: Vec<&str> = IMPORTERS.iter().map(|i| i.looks_for()).collect();
+    let all: Vec<&str> = IMPORTERS
+        .iter()
+        .map(|i| i.looks_for())
+        .filter(|l| !l.is_empty())
+        .collect();
     all.join(", ")
 }
 

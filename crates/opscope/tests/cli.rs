@@ -1600,3 +1600,73 @@ fn walk_files(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Two ranks' traces in a zip, as a user attaches them to a ticket: `gpu` on the
+/// archive gives what it gives on the directory, and each file is named inside it; the
+/// same archive through a pipe too. A zip cut before its directory gives the members
+/// it still holds.
+#[test]
+fn a_zip_of_traces_reads_as_its_directory() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let ranks = traces.join("kineto/hta/trace_filter");
+    let dir = scratch_dir("zip-of-ranks");
+    let archive = dir.join("ranks.zip");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&archive).unwrap());
+    let options = zip::write::SimpleFileOptions::default();
+    for rank in 0..2 {
+        let name = format!("sampled_rank-{rank}.json.gz");
+        zip.start_file(format!("job/{name}"), options).unwrap();
+        zip.write_all(&std::fs::read(ranks.join(&name)).unwrap())
+            .unwrap();
+    }
+    zip.start_file("job/README", options).unwrap();
+    zip.write_all(b"the ranks of the slow run").unwrap();
+    zip.finish().unwrap();
+
+    let gpu = |input: &str| -> serde_json::Value {
+        let out = opscope_ok(&["gpu", "--format", "json", "--no-cache", input]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let strip = |mut v: serde_json::Value| {
+        // Where each rank's file is differs; what was found in it must not.
+        for rank in v["ranks"].as_array_mut().unwrap() {
+            rank.as_object_mut().unwrap().remove("file");
+        }
+        v
+    };
+    let from_dir = gpu(ranks.to_str().unwrap());
+    let from_zip = gpu(archive.to_str().unwrap());
+    let files: Vec<&str> = from_zip["ranks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["file"].as_str().unwrap())
+        .collect();
+    assert!(
+        files
+            .iter()
+            .all(|f| f.contains("ranks.zip/job/sampled_rank-")),
+        "{files:?}"
+    );
+    assert_eq!(strip(from_zip), strip(from_dir.clone()));
+
+    let piped = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["info", "--format", "json", "-"])
+        .stdin(std::fs::File::open(&archive).unwrap())
+        .output()
+        .unwrap();
+    let info: serde_json::Value = serde_json::from_slice(&piped.stdout).unwrap();
+    assert_eq!(info["files"].as_array().unwrap().len(), 2, "{info:#}");
+
+    let bytes = std::fs::read(&archive).unwrap();
+    let directory = bytes.windows(4).position(|w| w == b"PK\x01\x02").unwrap();
+    let cut = dir.join("cut.zip");
+    std::fs::write(&cut, &bytes[..directory]).unwrap();
+    let from_cut = gpu(cut.to_str().unwrap());
+    assert_eq!(
+        from_cut["ranks"].as_array().unwrap().len(),
+        from_dir["ranks"].as_array().unwrap().len()
+    );
+}
