@@ -18,17 +18,22 @@ pub const FOLDED: Exporter = Exporter {
 };
 
 fn write(trace: &Trace, options: &ExportOptions, out: &mut dyn Write) -> Result<String> {
-    let cx = opscope_analysis::Context::new(trace);
-    let stacks = folded(
-        &cx,
-        FlameOptions {
-            device: options.device,
-        },
-    );
+    let stacks = stacks(trace, options);
     for (stack, ns) in &stacks {
         writeln!(out, "{stack} {ns}")?;
     }
     Ok(stacks_line(&stacks))
+}
+
+/// The trace's collapsed stacks, with device work where `options` asks for it.
+pub fn stacks(trace: &Trace, options: &ExportOptions) -> Vec<(String, u64)> {
+    let cx = opscope_analysis::Context::new(trace);
+    folded(
+        &cx,
+        FlameOptions {
+            device: options.device,
+        },
+    )
 }
 
 /// What a set of stacks holds, as the line after writing them says it.

@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use anyhow::{bail, Context, Result};
-use opscope_analysis::flame::{folded, FlameOptions};
 use opscope_model::Trace;
 
 use super::{ExportOptions, Exporter, Writes};
@@ -17,13 +16,7 @@ pub const SVG: Exporter = Exporter {
 };
 
 fn write(trace: &Trace, options: &ExportOptions, out: &mut dyn Write) -> Result<String> {
-    let cx = opscope_analysis::Context::new(trace);
-    let stacks = folded(
-        &cx,
-        FlameOptions {
-            device: options.device,
-        },
-    );
+    let stacks = super::folded::stacks(trace, options);
     if stacks.is_empty() {
         bail!("no host slices on threads, nothing to draw");
     }
