@@ -92,6 +92,14 @@ class Trace:
         """Rows of table ``name``, without building it."""
         return self._model.rows(name)
 
+    def save(self, path: PathLike, to: str | None = None, force: bool = False) -> str:
+        """Writes the trace to ``path`` as ``opscope convert`` writes it: in the format
+        ``to`` names (perfetto, json, ctf, folded, speedscope, parquet, svg), else the
+        one the file's name says (``.pftrace``, ``.json.gz``, ``.parquet``, …). An
+        existing output is replaced only with ``force``. Gives the line that says what
+        was written."""
+        return self._model.save(os.fspath(path), to, force)
+
     def run(self, command: str, *args: str, **options: Any) -> str:
         """What ``opscope COMMAND [ARGS] [OPTIONS] TRACE`` prints (``command`` may be
         several words: ``"stats op"``)."""

@@ -204,6 +204,32 @@ def test_flame_and_report_write_their_files(tmp_path):
     assert "<html" in html.read_text()[:2000].lower()
 
 
+def test_save_writes_as_convert_does(tmp_path):
+    """A loaded trace saved in each format: the Perfetto file reads back with the same
+    slices, the folded stacks and the dataset are what `opscope convert` writes from the
+    same trace, a name that says another format than `to` and an existing file without
+    `force` are refused."""
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    said = t.save(tmp_path / "t.pftrace")
+    assert "slices" in said
+    back = opscope.load(tmp_path / "t.pftrace", cache=False)
+    assert back.slices.num_rows == t.slices.num_rows
+    t.save(tmp_path / "t.folded")
+    subprocess.run([CLI, "convert", "-q", "--no-cache", str(TWO_RANKS), "-o",
+                    str(tmp_path / "cli.folded")], check=True, capture_output=True)
+    assert (tmp_path / "t.folded").read_text() == (tmp_path / "cli.folded").read_text()
+    t.save(tmp_path / "data", to="parquet")
+    assert sorted(p.name for p in (tmp_path / "data").rglob("slices.parquet")) == ["slices.parquet"] * 2
+    with pytest.raises(opscope.Error, match="already exists"):
+        t.save(tmp_path / "t.pftrace")
+    t.save(tmp_path / "t.pftrace", force=True)
+    with pytest.raises(opscope.Error, match="the name says json but --to says svg"):
+        t.save(tmp_path / "x.json", to="svg")
+    with pytest.raises(opscope.Error, match="no format"):
+        t.save(tmp_path / "x.bin", to="pdf")
+
+
 def test_reports_of_a_trace_without_them_have_their_columns(tmp_path):
     """A CPU-only trace: no GPU rows, no steps, but the columns a notebook indexes."""
     path = tmp_path / "cpu.json"

@@ -107,6 +107,24 @@ impl Model {
         Ok(event_table(name)?.len(&self.trace))
     }
 
+    /// Writes the trace to `output` in the format `to` names (else the one its name
+    /// chooses), through the exporters `opscope convert` writes with; gives the line
+    /// that says what was written.
+    #[pyo3(signature = (output, to = None, force = false))]
+    fn save(
+        &self,
+        py: Python<'_>,
+        output: PathBuf,
+        to: Option<String>,
+        force: bool,
+    ) -> PyResult<String> {
+        let trace = Arc::clone(&self.trace);
+        interruptible(py, move || {
+            opscope::embed::save(&trace, &output, to.as_deref(), force)
+        })?
+        .map_err(|e| error(format!("{e:#}")))
+    }
+
     /// Runs an opscope command that reports on a trace (`["gpu", "--format", "json"]`)
     /// on this model, and gives what it printed.
     fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {

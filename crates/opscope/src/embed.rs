@@ -77,3 +77,21 @@ pub fn run_on(trace: Arc<Trace>, inputs: &[PathBuf], args: &[String]) -> Result<
     result?;
     Ok(printed)
 }
+
+/// Writes a loaded trace to `output` in the format `to` names, else the one its file
+/// name chooses, as `opscope convert` writes it; gives the line that says what was
+/// written.
+pub fn save(
+    trace: &Trace,
+    output: &std::path::Path,
+    to: Option<&str>,
+    force: bool,
+) -> Result<String> {
+    let exporter = crate::exporters::choose(output, to)?;
+    let options = crate::exporters::ExportOptions {
+        force,
+        ..Default::default()
+    };
+    exporter.check(output, &options)?;
+    exporter.write(trace, output, &options)
+}

@@ -8,7 +8,7 @@ pub mod cli;
 mod commands;
 pub mod cut_files;
 pub mod embed;
-mod exporters;
+pub mod exporters;
 mod html;
 mod load;
 pub mod malloc;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::exporters::{self, ExportOptions, Exporter, Writes};
+use crate::exporters::{self, ExportOptions, Writes};
 use crate::load::{self, LoadOptions};
 
 /// `--to`'s values, with what each writes, from the exporters' table.
@@ -64,27 +64,7 @@ pub fn run_with(
     args: Args,
     adjust: impl FnOnce(&mut opscope_model::Trace) -> Result<bool>,
 ) -> Result<()> {
-    let named = exporters::by_file_name(&args.output);
-    let chosen = args.to.as_deref().and_then(exporters::by_name);
-    let Some(target) = chosen.or(named) else {
-        bail!(
-            "{}: cannot tell the output format from the extension; pass --to {}",
-            args.output.display(),
-            exporters::names().join(", ")
-        );
-    };
-    // speedscope's files are JSON and often named so.
-    let agrees =
-        |n: &Exporter| n.name == target.name || (n.name, target.name) == ("json", "speedscope");
-    if let Some(named) = named.filter(|n| !agrees(n)) {
-        // Other tools choose their reader by the extension, as opscope does.
-        bail!(
-            "{}: the name says {} but --to says {}; name the output for what it holds (or leave --to out)",
-            args.output.display(),
-            named.name,
-            target.name
-        );
-    }
+    let target = exporters::choose(&args.output, args.to.as_deref())?;
     let export = ExportOptions {
         force: args.force,
         ..ExportOptions::default()

@@ -92,6 +92,37 @@ pub fn by_file_name(path: &Path) -> Option<&'static Exporter> {
         .map(|(e, _)| e)
 }
 
+/// The exporter for `output`: the one `to` names, else the one its file name chooses.
+/// A name that says another format than `to` is refused (other tools choose their
+/// reader by the name, as opscope does), but for speedscope's files, which are JSON.
+pub fn choose(output: &Path, to: Option<&str>) -> Result<&'static Exporter> {
+    let named = by_file_name(output);
+    let chosen = match to {
+        Some(name) => Some(by_name(name).with_context(|| {
+            format!("no format {name:?}: opscope writes {}", names().join(", "))
+        })?),
+        None => None,
+    };
+    let Some(target) = chosen.or(named) else {
+        bail!(
+            "{}: cannot tell the output format from the extension; pass --to {}",
+            output.display(),
+            names().join(", ")
+        );
+    };
+    let agrees =
+        |n: &Exporter| n.name == target.name || (n.name, target.name) == ("json", "speedscope");
+    if let Some(named) = named.filter(|n| !agrees(n)) {
+        bail!(
+            "{}: the name says {} but --to says {}; name the output for what it holds (or leave --to out)",
+            output.display(),
+            named.name,
+            target.name
+        );
+    }
+    Ok(target)
+}
+
 /// `--to`'s values, for clap.
 pub fn names() -> Vec<&'static str> {
     EXPORTERS.iter().map(|e| e.name).collect()
