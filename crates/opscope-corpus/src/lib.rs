@@ -1,9 +1,12 @@
 //! Where the tests of every crate find the shared corpus: real traces (`traces/`) and
 //! what the peer tools say about them (`peer-outputs/`), in `../shared` beside the
 //! repository or in `$OPSCOPE_SHARED`. Off CI a missing corpus skips the test, saying
-//! why; on CI (`$CI` set) it fails, so that no check passes by not running.
+//! why; on CI (`$CI` set) it fails, so that no check passes by not running. Also the
+//! graph of a crate's files that the architecture tests check ([`architecture`]).
 
 #![forbid(unsafe_code)]
+
+pub mod architecture;
 
 use std::path::{Path, PathBuf};
 

@@ -9,7 +9,7 @@ use std::io::Read;
 use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
-use crate::registry::Importer;
+use crate::importer::{ContainerImporter, Dispatch, Importer};
 
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
 /// A POSIX tar header's magic, at byte 257 of the first header.
@@ -42,7 +42,7 @@ impl Importer for ArchiveFormat {
     }
 
     /// From a file, a pipe or another archive alike (a gzip'd tar comes inflated).
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn container(&self) -> Option<ContainerImporter> {
         Some(import)
     }
 }
@@ -56,8 +56,14 @@ thread_local! {
 /// itself would otherwise never end).
 const MAX_DEPTH: u32 = 4;
 
-/// Imports the members of the zip or tar archive `bytes` (`shown` names it).
-pub fn import(bytes: &[u8], shown: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+/// Imports the members of the zip or tar archive `bytes` (`shown` names it), each
+/// through `dispatch`.
+pub fn import(
+    bytes: &[u8],
+    shown: &str,
+    trace: &mut Trace,
+    dispatch: &dyn Dispatch,
+) -> Result<SourceId, ImportError> {
     let depth = DEPTH.get();
     if depth >= MAX_DEPTH {
         return Err(ImportError::UnknownFormat {
@@ -74,7 +80,7 @@ pub fn import(bytes: &[u8], shown: &str, trace: &mut Trace) -> Result<SourceId, 
         tar_members(bytes, shown, bound)?
     };
     DEPTH.set(depth + 1);
-    let imported = import_members(members, shown, trace);
+    let imported = import_members(members, shown, trace, dispatch);
     DEPTH.set(depth);
     imported
 }
@@ -202,6 +208,7 @@ fn import_members(
     members: Vec<Member>,
     shown: &str,
     trace: &mut Trace,
+    dispatch: &dyn Dispatch,
 ) -> Result<SourceId, ImportError> {
     let mut first = None;
     let mut failed: Vec<ImportError> = Vec::new();
@@ -222,10 +229,9 @@ fn import_members(
         let lower = name.to_ascii_lowercase();
         let base = lower.rsplit('/').next().unwrap_or(&lower);
         let head = crate::input::head_of_bytes(&bytes);
-        let importer = crate::registry::for_bytes(&member, &head);
-        match importer {
-            Some(i) if i.bytes_importer().is_some() => {
-                match crate::input::import_bytes(&bytes, &member, trace) {
+        match dispatch.claims(&member, &head) {
+            Some(i) if i.bytes_importer().is_some() || i.container().is_some() => {
+                match dispatch.import_bytes(&bytes, &member, trace) {
                     Ok(source) => {
                         first.get_or_insert(source);
                     }
@@ -319,9 +325,40 @@ mod tests {
         b.into_inner().unwrap()
     }
 
+    /// The registry as these tests need it, without it: JSON members through Chrome's
+    /// importer, archives through this module (the registry's dispatch is tested
+    /// end to end by the command line's tests).
+    struct JsonAndArchives;
+
+    impl Dispatch for JsonAndArchives {
+        fn import_bytes(
+            &self,
+            bytes: &[u8],
+            shown: &str,
+            trace: &mut Trace,
+        ) -> Result<SourceId, ImportError> {
+            let bytes = crate::input::decompress_if_gzip(bytes, shown)?;
+            if is_zip(&bytes) || is_tar(&bytes) {
+                import(&bytes, shown, trace, self)
+            } else {
+                crate::chrome::import(&bytes, shown, trace)
+            }
+        }
+
+        fn claims(&self, _shown: &str, head: &[u8]) -> Option<&'static dyn Importer> {
+            if is_zip(head) || is_tar(head) {
+                Some(&ArchiveFormat)
+            } else if crate::chrome::looks_like_json(head) {
+                Some(&crate::chrome::ChromeFormat)
+            } else {
+                None
+            }
+        }
+    }
+
     fn slices_of(bytes: &[u8], shown: &str) -> Result<(Trace, Vec<String>), ImportError> {
         let mut trace = Trace::new();
-        crate::input::import_bytes(bytes, shown, &mut trace)?;
+        JsonAndArchives.import_bytes(bytes, shown, &mut trace)?;
         trace.finish();
         let files = trace.sources.iter().map(|s| s.path.clone()).collect();
         Ok((trace, files))

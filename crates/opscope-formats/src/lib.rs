@@ -1,17 +1,19 @@
 //! opscope importers and exporters: one module per format, over byte slices and
-//! `Write`rs. [`registry`] lists the importers: how each knows its inputs and which
-//! files one input is made of; the CLI finds, opens and maps those files and hands
-//! over their bytes (SQLite alone opens its database itself). Gzip'd input is
-//! inflated here, by `input`, streaming where the format allows. Importers add one
-//! source to a [`opscope_model::Trace`]; exporters read one.
+//! `Write`rs. Each importer implements [`importer::Importer`] (how it knows its inputs
+//! and which files one input is made of); [`registry`] lists them and dispatches to
+//! them; the CLI finds, opens and maps those files and hands over their bytes (SQLite
+//! alone opens its database itself). Gzip'd input is inflated on the way (`input`),
+//! streaming where the format allows; archives hold traces ([`archive`]). Importers
+//! add sources to a [`opscope_model::Trace`]; exporters read one.
 
-#[cfg(feature = "arrow")]
 pub mod archive;
+#[cfg(feature = "arrow")]
 pub mod arrow;
 pub mod chrome;
 mod common;
 pub mod ctf;
 pub mod error;
+pub mod importer;
 pub mod input;
 #[cfg(feature = "nsys")]
 pub mod nsys;
@@ -31,4 +33,4 @@ mod roundtrip_tests;
 mod shared_data;
 
 pub use error::{ExportError, ImportError};
-pub use input::import_bytes;
+pub use registry::import_bytes;

@@ -38,7 +38,7 @@ pub fn is_sqlite(bytes: &[u8]) -> bool {
 /// reads the file itself (and its write-ahead log, when there is one).
 pub struct NsysFormat;
 
-impl crate::registry::Importer for NsysFormat {
+impl crate::importer::Importer for NsysFormat {
     fn name(&self) -> &'static str {
         "nsys-sqlite"
     }
@@ -67,16 +67,16 @@ impl crate::registry::Importer for NsysFormat {
         true
     }
 
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(import_bytes)
     }
 
     fn import(
         &self,
-        input: &crate::registry::Input,
+        input: &crate::importer::Input,
         trace: &mut Trace,
-    ) -> Result<SourceId, ImportError> {
-        import_path(input.path, input.shown, trace)
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import_path(input.path, input.shown, trace))
     }
 }
 
@@ -381,7 +381,7 @@ fn read_tables(conn: &Connection, shown: &str, trace: &mut Trace) -> Result<Sour
     });
     let source = trace.add_source(Source {
         path: shown.to_string(),
-        format: crate::registry::Importer::name(&NsysFormat).into(),
+        format: crate::importer::Importer::name(&NsysFormat).into(),
         clock,
         host: None,
         rank: None,

@@ -5,85 +5,15 @@
 //! module everything about formats. A new format is a module with an [`Importer`] and
 //! one line in [`IMPORTERS`].
 
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
-
-/// One input, as the caller read it.
-pub struct Input<'a> {
-    /// The input itself: a file, or a directory for a format whose traces are
-    /// directories.
-    pub path: &'a Path,
-    /// How the input is named in messages.
-    pub shown: &'a str,
-    /// The files [`Importer::files`] named, in that order: how each is named in
-    /// messages, and its bytes (empty for an empty file).
-    pub files: &'a [(String, &'a [u8])],
-}
-
-/// Imports the decompressed bytes of one file (`path` names it in messages) as a new
-/// source.
-pub type BytesImporter = fn(&[u8], &str, &mut Trace) -> Result<SourceId, ImportError>;
-
-/// A format opscope reads.
-pub trait Importer: Sync {
-    /// The format's name, as its sources record it (`Source::format`).
-    fn name(&self) -> &'static str;
-
-    /// Whether a file of this name (lower case) is one of its inputs, when a directory
-    /// is walked.
-    fn claims_name(&self, _name: &str) -> bool {
-        false
-    }
-
-    /// What a directory walk looks for, for messages (`.json, .json.gz`).
-    fn looks_for(&self) -> &'static str;
-
-    /// Whether a file found in a directory walk is a copy of one of this format's
-    /// inputs beside it, and is left out so that nothing counts twice.
-    fn has_a_copy_in(&self, _path: &Path) -> bool {
-        false
-    }
-
-    /// Whether a directory is one of its inputs.
-    fn claims_dir(&self, _dir: &Path) -> bool {
-        false
-    }
-
-    /// Whether a file named `path`, whose first (decompressed) bytes are `head`, is one
-    /// of its inputs.
-    fn claims_bytes(&self, _path: &str, _head: &[u8]) -> bool {
-        false
-    }
-
-    /// The files one input at `path` is made of, in the order [`Input::files`] holds
-    /// them: what the caller reads, and what a saved model is checked against.
-    fn files(&self, path: &Path) -> io::Result<Vec<PathBuf>> {
-        Ok(vec![path.to_path_buf()])
-    }
-
-    /// Whether it opens its files itself (SQLite does), so that the caller reads none
-    /// of them and [`Input::files`] is empty.
-    fn opens_files_itself(&self) -> bool {
-        false
-    }
-
-    /// How it imports the decompressed bytes of one file, for a format that one buffer
-    /// can hold (`None` otherwise).
-    fn bytes_importer(&self) -> Option<BytesImporter> {
-        None
-    }
-
-    /// Imports one input as a new source of `trace`; by default its one file, through
-    /// [`crate::import_bytes`] (gzip'd or not).
-    fn import(&self, input: &Input, trace: &mut Trace) -> Result<SourceId, ImportError> {
-        let bytes = input.files.first().map_or(&[][..], |f| f.1);
-        crate::input::import_bytes(bytes, input.shown, trace)
-    }
-}
+pub use crate::importer::{BytesImporter, Dispatch, Importer, Input};
+use crate::input;
+use crate::read_ahead::ReadAhead;
 
 /// Every format, in the order they are asked: formats known by their path before those
 /// known by their bytes (XSpace, RunMetadata and Perfetto files all open with a
@@ -141,7 +71,7 @@ pub fn for_path(path: &Path) -> io::Result<Option<&'static dyn Importer>> {
     if path.is_dir() {
         return Ok(for_dir(path));
     }
-    let head = crate::input::head_of_file(path)?;
+    let head = input::head_of_file(path)?;
     Ok(for_bytes(&path.to_string_lossy(), &head))
 }
 
@@ -155,9 +85,194 @@ pub fn files_of(path: &Path) -> Vec<PathBuf> {
     }
 }
 
+/// Imports one input through `importer`: its own import where it has one, else the
+/// input's one file through the format its bytes say (gzip'd or not).
+pub fn import(
+    importer: &dyn Importer,
+    input: &Input,
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    if let Some(own) = importer.import(input, trace) {
+        return own;
+    }
+    let bytes = input.files.first().map_or(&[][..], |f| f.1);
+    import_bytes(bytes, input.shown, trace)
+}
+
+/// SQLite's first bytes (an Nsight Systems export).
+const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
+
+/// Imports `bytes` read from `path` into `trace` and finishes it. Gzip data is
+/// inflated on the way: a gzip'd JSON trace is streamed, never held whole.
+pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    if bytes.starts_with(&input::GZIP_MAGIC) {
+        let mut head = [0u8; 256];
+        let mut decoder = flate2::read::MultiGzDecoder::new(bytes);
+        let mut filled = 0;
+        while filled < head.len() {
+            match decoder.read(&mut head[filled..]) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => filled += n,
+            }
+        }
+        if crate::chrome::looks_like_json(&head[..filled]) {
+            // Inflating takes a sixth of the reading thread's time: a thread of its
+            // own lets it overlap with splitting and scanning the text.
+            let imported = std::thread::scope(|scope| {
+                let inflated = ReadAhead::spawn(scope, flate2::read::MultiGzDecoder::new(bytes));
+                crate::chrome::import_reader(inflated, path, trace)
+            });
+            return imported
+                .map_err(|e| input::gzip_fault(bytes, path).unwrap_or(input::in_decompressed(e)));
+        }
+        let inflated = input::decompress_if_gzip(bytes, path)?;
+        return import_plain(&inflated, path, trace).map_err(input::in_decompressed);
+    }
+    import_plain(bytes, path, trace)
+}
+
+/// Imports decompressed bytes through the format that claims them.
+fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
+    // An XPlane is known by its name; without one, by its planes.
+    if crate::perfetto::looks_like_packets(bytes) && crate::xplane::looks_like_xspace(bytes) {
+        return crate::xplane::import(bytes, path, trace);
+    }
+    if let Some(importer) = for_bytes(path, bytes) {
+        if let Some(open) = importer.container() {
+            return open(bytes, path, trace, &Registry);
+        }
+        if let Some(import) = importer.bytes_importer() {
+            return import(bytes, path, trace);
+        }
+    }
+    match bytes {
+        _ if bytes.starts_with(SQLITE_MAGIC) => Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "an Nsight Systems export, but opscope was built without `nsys`".into(),
+        }),
+        _ if bytes.iter().all(u8::is_ascii_whitespace) => Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "the file holds no data (byte 0 onwards is empty or blank)".into(),
+        }),
+        _ => Err(ImportError::UnknownFormat {
+            path: path.to_string(),
+            message: "neither JSON nor a Perfetto protobuf (from byte 0)".into(),
+        }),
+    }
+}
+
+/// The registry, as a container's importer reads its members through it.
+struct Registry;
+
+impl Dispatch for Registry {
+    fn import_bytes(
+        &self,
+        bytes: &[u8],
+        shown: &str,
+        trace: &mut Trace,
+    ) -> Result<SourceId, ImportError> {
+        import_bytes(bytes, shown, trace)
+    }
+
+    fn claims(&self, shown: &str, head: &[u8]) -> Option<&'static dyn Importer> {
+        for_bytes(shown, head)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn gzip(bytes: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(bytes).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    fn json_trace(events: usize) -> Vec<u8> {
+        let events: Vec<String> = (0..events)
+            .map(|i| {
+                format!(
+                    r#"{{"ph":"X","name":"op{}","pid":1,"tid":1,"ts":{i},"dur":1}}"#,
+                    i % 7
+                )
+            })
+            .collect();
+        format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")).into_bytes()
+    }
+
+    fn error_of(bytes: &[u8], path: &str) -> String {
+        import_bytes(bytes, path, &mut Trace::new())
+            .unwrap_err()
+            .to_string()
+    }
+
+    /// A damaged gzip stream is blamed on the gzip data, at an offset into the file,
+    /// not on the garbage it inflates to; an error in intact gzip data is at an offset
+    /// into the decompressed data, and says so.
+    #[test]
+    fn gzip_damage_is_told_apart_from_damage_to_what_it_holds() {
+        let good = gzip(&json_trace(20_000));
+        for flipped in [good.len() / 3, good.len() / 2, good.len() - 6] {
+            let mut bad = good.clone();
+            bad[flipped] ^= 0x10;
+            let e = error_of(&bad, "t.json.gz");
+            assert!(e.starts_with("t.json.gz: byte "), "{e}");
+            assert!(e.contains(": the gzip data is corrupt ("), "{e}");
+            let offset: usize = e["t.json.gz: byte ".len()..]
+                .split(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            assert!(
+                (flipped..=good.len()).contains(&offset),
+                "flipped {flipped}: {e}"
+            );
+        }
+        let cut = &good[..good.len() / 2];
+        let e = error_of(cut, "t.json.gz");
+        assert!(
+            e.starts_with(&format!(
+                "t.json.gz: byte {}: the gzip data ends early (cut off?)",
+                cut.len()
+            )),
+            "{e}"
+        );
+        let mut text = json_trace(10);
+        let comma = text.len() - 3;
+        text[comma] = b'!';
+        assert_eq!(
+            error_of(&gzip(&text), "t.json.gz"),
+            error_of(&text, "t.json").replacen(
+                &format!("t.json: byte {comma}:"),
+                &format!("t.json.gz: byte {comma} of the decompressed data:"),
+                1
+            )
+        );
+        // Gzip'd Perfetto data is inflated whole first; its errors say so too.
+        let e = error_of(&gzip(&[0x0a, 0x02, 0xff, 0xff]), "t.pftrace.gz");
+        assert!(
+            e.starts_with("t.pftrace.gz: byte 0 of the decompressed data: "),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn json_and_perfetto_are_told_apart() {
+        let json = |b: &[u8]| crate::chrome::looks_like_json(b);
+        let packets = |b: &[u8]| crate::perfetto::looks_like_packets(b);
+        assert!(json(b"{\"traceEvents\":[]}") && !packets(b"{\"traceEvents\":[]}"));
+        assert!(json(b"\n\n  [ {} ]") && !packets(b"\n\n  [ {} ]"));
+        // A packet of 123 bytes starts 0x0a 0x7b, that is "\n{", then binary fields.
+        let mut packet = vec![0x0a, 0x7b, 0x08, 0x01, 0x10];
+        packet.resize(125, 0);
+        assert!(packets(&packet) && !json(&packet));
+        assert!(packets(&[0x0a, 0x02, 0x08, 0x01]));
+        assert!(!json(b"hello") && !packets(b"hello"));
+        assert!(!json(b"") && !packets(b""));
+    }
 
     fn name_of(importer: Option<&dyn Importer>) -> Option<&'static str> {
         importer.map(|i| i.name())
@@ -259,7 +374,7 @@ mod tests {
                 files: &files,
             };
             let mut trace = Trace::new();
-            let source = importer.import(&input, &mut trace).unwrap();
+            let source = import(importer, &input, &mut trace).unwrap();
             assert_eq!(trace.sources[source.index()].format, want, "{relative}");
             assert!(trace.slices.len() + trace.instants.len() > 0, "{relative}");
         }

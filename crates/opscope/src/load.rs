@@ -691,9 +691,7 @@ fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<()> {
         shown,
         files: &files,
     };
-    importer
-        .import(&input, trace)
-        .map_err(|e| explained(e, &files))?;
+    registry::import(importer, &input, trace).map_err(|e| explained(e, &files))?;
     Ok(())
 }
 

@@ -29,7 +29,7 @@ use split::Splitter;
 /// among them, in the registry.
 pub struct ChromeFormat;
 
-impl crate::registry::Importer for ChromeFormat {
+impl crate::importer::Importer for ChromeFormat {
     fn name(&self) -> &'static str {
         "chrome-json"
     }
@@ -46,7 +46,7 @@ impl crate::registry::Importer for ChromeFormat {
         looks_like_json(head)
     }
 
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(import)
     }
 }
@@ -128,7 +128,7 @@ fn run(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: crate::registry::Importer::name(&ChromeFormat).into(),
+        format: crate::importer::Importer::name(&ChromeFormat).into(),
         clock,
         host: None,
         rank: None,

@@ -1904,7 +1904,7 @@ pub(super) fn import_layout(
     let domain = meta.env_str("domain").unwrap_or("").to_string();
     let source = trace.add_source(Source {
         path: trace_name.to_string(),
-        format: crate::registry::Importer::name(&crate::ctf::CtfFormat).into(),
+        format: crate::importer::Importer::name(&crate::ctf::CtfFormat).into(),
         clock,
         host,
         rank: None,

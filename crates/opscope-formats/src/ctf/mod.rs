@@ -33,7 +33,7 @@ pub use decode::{Event, Layout, Node, StreamReader, Val};
 /// files (an LTTng session holds several, one per domain and bitness).
 pub struct CtfFormat;
 
-impl crate::registry::Importer for CtfFormat {
+impl crate::importer::Importer for CtfFormat {
     fn name(&self) -> &'static str {
         "ctf"
     }
@@ -68,17 +68,25 @@ impl crate::registry::Importer for CtfFormat {
 
     fn import(
         &self,
-        input: &crate::registry::Input,
+        input: &crate::importer::Input,
         trace: &mut Trace,
-    ) -> Result<SourceId, ImportError> {
-        let Some(((metadata_shown, metadata), streams)) = input.files.split_first() else {
-            return Err(ImportError::UnknownFormat {
-                path: input.shown.to_string(),
-                message: "a CTF trace without its `metadata` file".into(),
-            });
-        };
-        import(input.shown, metadata, metadata_shown, streams, trace)
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import_files(input, trace))
     }
+}
+
+/// Imports one input from its files, as the registry read them.
+fn import_files(
+    input: &crate::importer::Input,
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    let Some(((metadata_shown, metadata), streams)) = input.files.split_first() else {
+        return Err(ImportError::UnknownFormat {
+            path: input.shown.to_string(),
+            message: "a CTF trace without its `metadata` file".into(),
+        });
+    };
+    import(input.shown, metadata, metadata_shown, streams, trace)
 }
 
 /// Whether a metadata file is CTF 2 (JSON text sequence), which this reader refuses.

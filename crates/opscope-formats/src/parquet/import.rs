@@ -22,7 +22,7 @@ use crate::error::ImportError;
 /// partition.
 pub struct ParquetFormat;
 
-impl crate::registry::Importer for ParquetFormat {
+impl crate::importer::Importer for ParquetFormat {
     fn name(&self) -> &'static str {
         "parquet"
     }
@@ -49,10 +49,10 @@ impl crate::registry::Importer for ParquetFormat {
 
     fn import(
         &self,
-        input: &crate::registry::Input,
+        input: &crate::importer::Input,
         trace: &mut Trace,
-    ) -> Result<SourceId, ImportError> {
-        import(input.path, input.shown, trace)
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import(input.path, input.shown, trace))
     }
 }
 

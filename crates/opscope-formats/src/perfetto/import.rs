@@ -82,7 +82,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: crate::registry::Importer::name(&super::PerfettoFormat).into(),
+        format: crate::importer::Importer::name(&super::PerfettoFormat).into(),
         clock,
         host: None,
         rank: None,

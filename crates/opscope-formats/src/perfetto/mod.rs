@@ -46,7 +46,7 @@ pub fn looks_like_packets(head: &[u8]) -> bool {
 /// registry.
 pub struct PerfettoFormat;
 
-impl crate::registry::Importer for PerfettoFormat {
+impl crate::importer::Importer for PerfettoFormat {
     fn name(&self) -> &'static str {
         "perfetto"
     }
@@ -65,7 +65,7 @@ impl crate::registry::Importer for PerfettoFormat {
         looks_like_packets(head)
     }
 
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(import)
     }
 }

@@ -247,7 +247,7 @@ fn spread_overlapping_ops(trace: &mut Trace, mut ops: Vec<HostOp>) {
 /// `*.graphdef` there) that types its nodes.
 pub struct RunMetadataFormat;
 
-impl crate::registry::Importer for RunMetadataFormat {
+impl crate::importer::Importer for RunMetadataFormat {
     fn name(&self) -> &'static str {
         "tf-run-metadata"
     }
@@ -282,37 +282,45 @@ impl crate::registry::Importer for RunMetadataFormat {
         Ok(files)
     }
 
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(|bytes, path, trace| import(bytes, path, None, trace))
     }
 
     fn import(
         &self,
-        input: &crate::registry::Input,
+        input: &crate::importer::Input,
         trace: &mut Trace,
-    ) -> Result<SourceId, ImportError> {
-        let Some(((_, bytes), graphs)) = input.files.split_first() else {
-            return Err(ImportError::UnknownFormat {
-                path: input.shown.to_string(),
-                message: "no RunMetadata file".into(),
-            });
-        };
-        // `graph.pbtxt` or `graph.pb` when there, else the only candidate.
-        let name_of = |shown: &str| shown.rsplit('/').next().unwrap_or(shown).to_string();
-        let chosen = graphs
-            .iter()
-            .find(|(shown, _)| matches!(name_of(shown).as_str(), "graph.pbtxt" | "graph.pb"))
-            .or(if graphs.len() == 1 {
-                graphs.first()
-            } else {
-                None
-            });
-        let graph = match chosen {
-            Some((shown, graph_bytes)) => Some(graph::parse(graph_bytes, shown)?),
-            None => None,
-        };
-        import(bytes, input.shown, graph.as_ref(), trace)
+    ) -> Option<Result<SourceId, ImportError>> {
+        Some(import_files(input, trace))
     }
+}
+
+/// Imports one input from its files, as the registry read them.
+fn import_files(
+    input: &crate::importer::Input,
+    trace: &mut Trace,
+) -> Result<SourceId, ImportError> {
+    let Some(((_, bytes), graphs)) = input.files.split_first() else {
+        return Err(ImportError::UnknownFormat {
+            path: input.shown.to_string(),
+            message: "no RunMetadata file".into(),
+        });
+    };
+    // `graph.pbtxt` or `graph.pb` when there, else the only candidate.
+    let name_of = |shown: &str| shown.rsplit('/').next().unwrap_or(shown).to_string();
+    let chosen = graphs
+        .iter()
+        .find(|(shown, _)| matches!(name_of(shown).as_str(), "graph.pbtxt" | "graph.pb"))
+        .or(if graphs.len() == 1 {
+            graphs.first()
+        } else {
+            None
+        });
+    let graph = match chosen {
+        Some((shown, graph_bytes)) => Some(graph::parse(graph_bytes, shown)?),
+        None => None,
+    };
+    import(bytes, input.shown, graph.as_ref(), trace)
 }
 
 /// Imports a RunMetadata as a new source. `graph` types the nodes: those it lacks
@@ -351,7 +359,7 @@ pub fn import(
     });
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: crate::registry::Importer::name(&RunMetadataFormat).into(),
+        format: crate::importer::Importer::name(&RunMetadataFormat).into(),
         clock,
         host: None,
         rank: None,

@@ -26,7 +26,7 @@ use proto::{XPlane, XSpaceRest, XStat};
 /// them) in the registry: told from Perfetto, which opens the same way, by their name.
 pub struct XPlaneFormat;
 
-impl crate::registry::Importer for XPlaneFormat {
+impl crate::importer::Importer for XPlaneFormat {
     fn name(&self) -> &'static str {
         "xplane"
     }
@@ -54,7 +54,7 @@ impl crate::registry::Importer for XPlaneFormat {
         is_xplane_path(path)
     }
 
-    fn bytes_importer(&self) -> Option<crate::registry::BytesImporter> {
+    fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(import)
     }
 }
@@ -181,7 +181,7 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     let host = rest.hostnames.first().map(|h| trace.intern(&text(h)));
     let source = trace.add_source(Source {
         path: path.to_string(),
-        format: crate::registry::Importer::name(&XPlaneFormat).into(),
+        format: crate::importer::Importer::name(&XPlaneFormat).into(),
         clock,
         host,
         rank: None,
