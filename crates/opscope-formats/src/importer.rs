@@ -39,9 +39,10 @@ pub trait Importer: Sync {
     /// What a directory walk looks for, for messages (`.json, .json.gz`).
     fn looks_for(&self) -> &'static str;
 
-    /// Whether a file found in a directory walk is a copy of one of this format's
-    /// inputs beside it, and is left out so that nothing counts twice.
-    fn has_a_copy_in(&self, _path: &Path) -> bool {
+    /// Whether a file found in a directory walk (or an archive) is a copy of one of
+    /// this format's inputs beside it, and is left out so that nothing counts twice;
+    /// `exists` says whether a file is there (on disk, or among the archive's members).
+    fn has_a_copy_in(&self, _path: &Path, _exists: &dyn Fn(&Path) -> bool) -> bool {
         false
     }
 
@@ -101,6 +102,9 @@ pub trait Dispatch {
     ) -> Result<SourceId, ImportError>;
     /// The format that claims a member of this name and first (inflated) bytes.
     fn claims(&self, shown: &str, head: &[u8]) -> Option<&'static dyn Importer>;
+    /// Whether a member copies another beside it (`exists`: whether the archive holds
+    /// a member of that name), as a directory walk leaves such files out.
+    fn is_a_copy(&self, member: &Path, exists: &dyn Fn(&Path) -> bool) -> bool;
 }
 
 /// Imports the bytes of a container (`shown` names it), each member through `dispatch`.

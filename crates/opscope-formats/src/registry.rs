@@ -55,8 +55,8 @@ pub fn looked_for() -> String {
 }
 
 /// Whether a file found in a directory walk copies an input of some format beside it.
-pub fn is_a_copy(path: &Path) -> bool {
-    IMPORTERS.iter().any(|i| i.has_a_copy_in(path))
+pub fn is_a_copy(path: &Path, exists: &dyn Fn(&Path) -> bool) -> bool {
+    IMPORTERS.iter().any(|i| i.has_a_copy_in(path, exists))
 }
 
 /// Whether some format reads files of this name, when a directory is walked.
@@ -176,6 +176,10 @@ impl Dispatch for Registry {
 
     fn claims(&self, shown: &str, head: &[u8]) -> Option<&'static dyn Importer> {
         for_bytes(shown, head)
+    }
+
+    fn is_a_copy(&self, member: &Path, exists: &dyn Fn(&Path) -> bool) -> bool {
+        is_a_copy(member, exists)
     }
 }
 

@@ -462,7 +462,7 @@ impl<'s> Walker<'s> {
 /// `<host>.trace.json.gz` beside `<host>.xplane.pb`): in a directory only the input is
 /// read, so nothing counts twice (named on the command line, the copy is read).
 fn is_a_copy(path: &Path) -> bool {
-    registry::is_a_copy(path)
+    registry::is_a_copy(path, &|p| p.is_file())
 }
 
 /// Loads every file of `inputs` into one trace. A file found in a directory that

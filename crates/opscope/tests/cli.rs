@@ -1670,3 +1670,48 @@ fn a_zip_of_traces_reads_as_its_directory() {
         from_dir["ranks"].as_array().unwrap().len()
     );
 }
+
+/// A profile directory as TensorFlow and JAX write it (`HOST.xplane.pb` with its
+/// `HOST.trace.json.gz` copy beside it) reads the same from a zip as from the
+/// directory: the copy is left out in both (before: read from the zip, twice the
+/// events).
+#[test]
+fn an_archive_leaves_out_the_copies_a_directory_walk_leaves_out() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let xplane = traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+    let dir = scratch_dir("zip-of-a-profile");
+    let profile = dir.join("profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    std::fs::copy(&xplane, profile.join("host.xplane.pb")).unwrap();
+    let mut copy = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    copy.write_all(br#"{"traceEvents":[{"ph":"X","name":"copy","pid":1,"tid":1,"ts":0,"dur":1}]}"#)
+        .unwrap();
+    let copy = copy.finish().unwrap();
+    std::fs::write(profile.join("host.trace.json.gz"), &copy).unwrap();
+    let archive = dir.join("profile.zip");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&archive).unwrap());
+    let options = zip::write::SimpleFileOptions::default();
+    for name in ["host.xplane.pb", "host.trace.json.gz"] {
+        zip.start_file(format!("profile/{name}"), options).unwrap();
+        zip.write_all(&std::fs::read(profile.join(name)).unwrap())
+            .unwrap();
+    }
+    zip.finish().unwrap();
+    let info = |input: &Path| -> serde_json::Value {
+        let out = opscope_ok(&[
+            "info",
+            "--format",
+            "json",
+            "--no-cache",
+            input.to_str().unwrap(),
+        ]);
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (walked, zipped) = (info(&profile), info(&archive));
+    for key in ["slices", "instants", "counter_samples"] {
+        assert_eq!(walked[key], zipped[key], "{key}");
+    }
+    assert_eq!(zipped["files"].as_array().unwrap().len(), 1, "{zipped:#}");
+}

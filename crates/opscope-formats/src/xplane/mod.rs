@@ -37,13 +37,17 @@ impl crate::importer::Importer for XPlaneFormat {
 
     /// The JAX and TensorFlow profilers write `<host>.trace.json.gz` beside
     /// `<host>.xplane.pb`: the same events, converted.
-    fn has_a_copy_in(&self, path: &std::path::Path) -> bool {
+    fn has_a_copy_in(
+        &self,
+        path: &std::path::Path,
+        exists: &dyn Fn(&std::path::Path) -> bool,
+    ) -> bool {
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         name.strip_suffix(".trace.json.gz")
-            .is_some_and(|host| path.with_file_name(format!("{host}.xplane.pb")).is_file())
+            .is_some_and(|host| exists(&path.with_file_name(format!("{host}.xplane.pb"))))
     }
 
     fn claims_name(&self, name: &str) -> bool {
