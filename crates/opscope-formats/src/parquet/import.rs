@@ -417,11 +417,8 @@ impl Partition<'_> {
         let ts = self.ints(T, batch, "ts")?;
         let dur = self.ints(T, batch, "dur")?;
         let tracks = self.ints(T, batch, "track")?;
-        let names = self.texts(T, batch, "name")?;
-        let categories = self.texts(T, batch, "category")?;
-        let kinds = self.texts(T, batch, "kind")?;
+        let naming = self.naming(T, batch)?;
         let args = self.column(T, batch, "args")?.clone();
-        let kind_of = kind_names(self.trace);
         for r in 0..batch.num_rows() {
             let track = self.track(T, tracks.get(r))?;
             let args = self.args(&args, r);
@@ -429,12 +426,9 @@ impl Partition<'_> {
                 track,
                 ts: ts.get(r).unwrap_or(0),
                 dur: dur.get(r).unwrap_or(0),
-                name: names.get(r).unwrap_or(StrId::EMPTY),
-                category: categories.get(r).unwrap_or(StrId::EMPTY),
-                kind: kinds
-                    .get(r)
-                    .and_then(|k| kind_of.get(&k).copied())
-                    .unwrap_or(SliceKind::Other),
+                name: naming.name(r),
+                category: naming.category(r),
+                kind: naming.kind(r),
                 args,
             });
             if let Some(id) = ids.get(r) {
@@ -448,12 +442,9 @@ impl Partition<'_> {
         const T: &str = "instants";
         let ts = self.ints(T, batch, "ts")?;
         let tracks = self.ints(T, batch, "track")?;
-        let names = self.texts(T, batch, "name")?;
-        let categories = self.texts(T, batch, "category")?;
-        let kinds = self.texts(T, batch, "kind")?;
+        let naming = self.naming(T, batch)?;
         let scopes = self.texts(T, batch, "scope")?;
         let args = self.column(T, batch, "args")?.clone();
-        let kind_of = kind_names(self.trace);
         for r in 0..batch.num_rows() {
             let track = self.track(T, tracks.get(r))?;
             let args = self.args(&args, r);
@@ -465,17 +456,24 @@ impl Partition<'_> {
             self.trace.instants.push(opscope_model::events::InstantRow {
                 track,
                 ts: ts.get(r).unwrap_or(0),
-                name: names.get(r).unwrap_or(StrId::EMPTY),
-                category: categories.get(r).unwrap_or(StrId::EMPTY),
-                kind: kinds
-                    .get(r)
-                    .and_then(|k| kind_of.get(&k).copied())
-                    .unwrap_or(SliceKind::Other),
+                name: naming.name(r),
+                category: naming.category(r),
+                kind: naming.kind(r),
                 scope,
                 args,
             });
         }
         Ok(())
+    }
+
+    /// The name, category and kind columns of a table of slices or instants.
+    fn naming(&mut self, table: &str, batch: &RecordBatch) -> Result<Naming, ImportError> {
+        Ok(Naming {
+            names: self.texts(table, batch, "name")?,
+            categories: self.texts(table, batch, "category")?,
+            kinds: self.texts(table, batch, "kind")?,
+            kind_of: kind_names(self.trace),
+        })
     }
 
     fn counters_of(&mut self, batch: &RecordBatch) -> Result<(), ImportError> {
@@ -601,6 +599,32 @@ fn kind_names(trace: &mut Trace) -> HashMap<StrId, SliceKind> {
 }
 
 /// A text column's values interned: a dictionary's texts once each.
+/// What the rows of slices and instants are called and of which kind (a missing or
+/// unknown kind is other).
+struct Naming {
+    names: Texts,
+    categories: Texts,
+    kinds: Texts,
+    kind_of: HashMap<StrId, SliceKind>,
+}
+
+impl Naming {
+    fn name(&self, row: usize) -> StrId {
+        self.names.get(row).unwrap_or(StrId::EMPTY)
+    }
+
+    fn category(&self, row: usize) -> StrId {
+        self.categories.get(row).unwrap_or(StrId::EMPTY)
+    }
+
+    fn kind(&self, row: usize) -> SliceKind {
+        self.kinds
+            .get(row)
+            .and_then(|k| self.kind_of.get(&k).copied())
+            .unwrap_or(SliceKind::Other)
+    }
+}
+
 struct Texts(Vec<Option<StrId>>);
 
 impl Texts {
