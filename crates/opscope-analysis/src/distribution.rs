@@ -24,7 +24,8 @@ impl Distribution {
             return None;
         }
         let mut sorted = values.to_vec();
-        sorted.sort_by(f64::total_cmp);
+        // Unstable is as exact here: values equal under `total_cmp` are the same bits.
+        sorted.sort_unstable_by(f64::total_cmp);
         let n = sorted.len();
         let mean = sorted.iter().sum::<f64>() / n as f64;
         let stddev = (n > 1).then(|| {

@@ -63,11 +63,16 @@ impl HostSets {
     /// not communication (a `DistributedDataParallel.forward` range around a broadcast
     /// computes only outside it).
     pub fn of_sources(trace: &Trace) -> Vec<HostSets> {
-        Self::of_sources_in(trace, None)
+        Self::of_sources_in(trace, None, None)
     }
 
-    /// [`HostSets::of_sources`] of the slices `selected` marks (all, without it).
-    pub fn of_sources_in(trace: &Trace, selected: Option<&[bool]>) -> Vec<HostSets> {
+    /// [`HostSets::of_sources`] of the slices `selected` marks (all, without it), for
+    /// the sources `wanted` marks (all, without it; the others' sets are empty).
+    pub fn of_sources_in(
+        trace: &Trace,
+        selected: Option<&[bool]>,
+        wanted: Option<&[bool]>,
+    ) -> Vec<HostSets> {
         let s = &trace.slices;
         let ours = trace.strings.find("opscope");
         // Per source: the spans of computation and of communication, every thread's.
@@ -78,6 +83,9 @@ impl HostSets {
                 continue;
             };
             let source = trace.processes[process.index()].source.index();
+            if wanted.is_some_and(|w| !w.get(source).copied().unwrap_or(false)) {
+                continue;
+            }
             let (mut work, mut talk) = (Vec::new(), Vec::new());
             for i in trace.track_slices(opscope_model::TrackId(t as u32)) {
                 if !counts(trace, i, ours) || selected.is_some_and(|chosen| !chosen[i]) {
@@ -166,10 +174,15 @@ pub struct HostReport {
 /// The host time of each source that has host work but no device work in the window
 /// (`selected`), by source.
 pub fn reports(trace: &Trace, selected: &[bool], with_devices: &[bool]) -> Vec<HostReport> {
-    HostSets::of_sources_in(trace, Some(selected))
+    // Only the sources without device work are reported: the others' threads, most of
+    // a GPU trace, are not walked.
+    let wanted: Vec<bool> = (0..trace.sources.len())
+        .map(|i| !with_devices.get(i).copied().unwrap_or(false))
+        .collect();
+    HostSets::of_sources_in(trace, Some(selected), Some(&wanted))
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| !with_devices.get(*i).copied().unwrap_or(false))
+        .filter(|(i, _)| wanted[*i])
         .filter_map(|(i, sets)| {
             let (start, end) = sets.span()?;
             let time = sets.within(start, end);

@@ -141,11 +141,27 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
                 spans[slot].push((trace.slices.ts[i], trace.slices.end(i)));
             }
         }
-        let sets = spans.map(IntervalSet::from_spans);
-        let streams = tracks
-            .iter()
-            .map(|&t| stream_report(trace, correlation, t, &per_track[t], options))
-            .collect();
+        // The streams' figures and the device's are apart: one on each core.
+        let ((temporal, combinations, communication_overlap_pct, transfers), streams) = rayon::join(
+            || {
+                let sets = spans.map(IntervalSet::from_spans);
+                (
+                    utilization::temporal(&sets),
+                    utilization::combinations(&sets),
+                    utilization::communication_overlap(&sets),
+                    transfer::transfers(
+                        trace,
+                        tracks.iter().flat_map(|&t| per_track[t].iter().copied()),
+                    ),
+                )
+            },
+            || {
+                tracks
+                    .iter()
+                    .map(|&t| stream_report(trace, correlation, t, &per_track[t], options))
+                    .collect()
+            },
+        );
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
@@ -155,13 +171,10 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
                 let d = &trace.devices[d.index()];
                 format!("{} {}", d.kind.name(), d.index)
             }),
-            temporal: utilization::temporal(&sets),
-            combinations: utilization::combinations(&sets),
-            communication_overlap_pct: utilization::communication_overlap(&sets),
-            transfers: transfer::transfers(
-                trace,
-                tracks.iter().flat_map(|&t| per_track[t].iter().copied()),
-            ),
+            temporal,
+            combinations,
+            communication_overlap_pct,
+            transfers,
             streams,
         });
     }

@@ -75,6 +75,11 @@ pub fn combinations(sets: &ClassSets) -> Vec<Combination> {
     let mut rows = Vec::new();
     for mask in 1u8..8 {
         let inside: Vec<usize> = (0..3).filter(|b| mask & (1 << b) != 0).collect();
+        // A mix with a class that never ran has no time: not computed (most traces
+        // have no communication, and these set operations are `gpu`'s largest cost).
+        if inside.iter().any(|&b| sets[b].is_empty()) {
+            continue;
+        }
         let mut time = all.clone();
         for (b, set) in sets.iter().enumerate() {
             time = if inside.contains(&b) {
