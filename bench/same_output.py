@@ -55,7 +55,8 @@ def main() -> int:
                 outs = [subprocess.run([str(exe)] + argv, capture_output=True) for exe in (args.before, args.after)]
                 checked += 1
                 failed += outs[1].returncode != 0
-                if outs[0].stdout != outs[1].stdout or outs[0].returncode != outs[1].returncode:
+                if (outs[0].stdout, outs[0].returncode) != (outs[1].stdout, outs[1].returncode) or (
+                        outs[0].returncode and outs[0].stderr != outs[1].stderr):
                     differ += 1
                     print(f"differs: opscope {' '.join(argv)}")
     print(f"{checked} outputs compared ({failed} of them errors, alike), {differ} differ")

@@ -4,7 +4,7 @@
 use std::ffi::OsString;
 use std::io::Write;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::{commands, output};
 
@@ -38,12 +38,8 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 pub(crate) enum Command {
-    Info(commands::info::Args),
     Convert(commands::convert::Args),
     Stats(commands::stats::Args),
-    Gpu(commands::gpu::Args),
-    Steps(commands::steps::Args),
-    Memory(commands::memory::Args),
     Record(commands::record::Args),
     Agent(commands::agent::Args),
     Top(commands::top::Args),
@@ -91,16 +87,16 @@ pub fn models_die_with_the_process() {
 /// Runs the command line `args` (the program's name first) and gives the exit status:
 /// the recorded program's for `record`, 1 for an error, 2 for a usage error.
 pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
-    let cli = match Cli::try_parse_from(tfprof_spelling(args)) {
-        Ok(cli) => cli,
+    let parsed = match parse(args) {
+        Ok(parsed) => parsed,
         Err(e) => {
             // Help and version go to stdout with status 0, usage errors to stderr.
             let _ = e.print();
             return e.exit_code().clamp(0, 255) as u8;
         }
     };
-    output::set_wide(cli.wide);
-    let status = match run_command(cli.command) {
+    output::set_wide(parsed.wide);
+    let status = match parsed.run() {
         Ok(status) => status,
         Err(e) if output::is_broken_pipe(&e) => 0,
         Err(e) => {
@@ -113,15 +109,51 @@ pub fn run(args: impl IntoIterator<Item = OsString>) -> u8 {
     status
 }
 
+/// The whole command line: this crate's commands and the engine's report commands.
+pub(crate) fn command() -> clap::Command {
+    commands::reports::add_to(Cli::command())
+}
+
+/// A parsed command line.
+pub(crate) struct Parsed {
+    wide: bool,
+    chosen: Chosen,
+}
+
+enum Chosen {
+    Report(&'static dyn opscope_engine::ReportCommand, clap::ArgMatches),
+    Other(Command),
+}
+
+/// Parses `args` (the program's name first).
+pub(crate) fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, clap::Error> {
+    let matches = command().try_get_matches_from(tfprof_spelling(args))?;
+    let wide = matches.get_flag("wide");
+    let chosen = match commands::reports::chosen(&matches) {
+        Some((report, sub)) => Chosen::Report(report, sub.clone()),
+        None => Chosen::Other(Cli::from_arg_matches(&matches)?.command),
+    };
+    Ok(Parsed { wide, chosen })
+}
+
+impl Parsed {
+    /// Runs the command; its exit status, where it has one of its own.
+    pub(crate) fn run(self) -> anyhow::Result<u8> {
+        match self.chosen {
+            Chosen::Report(report, matches) => {
+                commands::reports::run(report, &matches)?;
+                Ok(0)
+            }
+            Chosen::Other(command) => run_command(command),
+        }
+    }
+}
+
 /// Runs one parsed command; its exit status, where it has one of its own.
 pub(crate) fn run_command(command: Command) -> anyhow::Result<u8> {
     match command {
-        Command::Info(args) => commands::info::run(args),
         Command::Convert(args) => commands::convert::run(args),
         Command::Stats(args) => commands::stats::run(args),
-        Command::Gpu(args) => commands::gpu::run(args),
-        Command::Steps(args) => commands::steps::run(args),
-        Command::Memory(args) => commands::memory::run(args),
         Command::Agent(args) => commands::agent::run(args),
         Command::Top(args) => commands::top::run(args),
         Command::Dump(args) => commands::dump::run(args),

@@ -7,11 +7,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
-use clap::Parser;
 use opscope_model::Trace;
 
-use crate::cli::{self, Cli, Command};
-use crate::{cache, load, output};
+use crate::{cache, cli, load, output};
 
 /// Loads `inputs` (files or directories of them) as `opscope info INPUTS…` would: from
 /// the model cache when it holds them and `cache` is on, with hosts merged onto one
@@ -28,8 +26,39 @@ pub fn set_code_file(path: PathBuf) {
     cache::set_code_file(path);
 }
 
-/// The commands that report on a trace, and so can run on a loaded one.
-pub const REPORTS: &[&str] = &["info", "stats", "gpu", "steps", "memory", "flame", "report"];
+/// The commands that report on a trace, and so can run on a loaded one from their
+/// command line ([`run_on`]): the engine's report commands (which [`report`] runs
+/// without one), `stats` (its tree views) and the two that write files.
+pub fn commands() -> Vec<String> {
+    let mut names: Vec<String> = opscope_engine::REPORTS
+        .iter()
+        .map(|r| r.name().split(' ').next().unwrap_or_default().to_string())
+        .chain(["stats", "flame", "report"].map(String::from))
+        .collect();
+    names.dedup();
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|n| seen.insert(n.clone()));
+    names
+}
+
+/// Runs the report command `name` (`"gpu"`, `"stats kernel"`) on `trace` with options
+/// by name (missing ones take the command line's defaults): no command line, no
+/// printing.
+pub fn report(
+    trace: &Trace,
+    name: &str,
+    keywords: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(&'static dyn opscope_engine::ReportCommand, Box<dyn opscope_engine::Output>)> {
+    let Some(command) = opscope_engine::find(name) else {
+        let names: Vec<&str> = opscope_engine::REPORTS.iter().map(|r| r.name()).collect();
+        bail!(
+            "`{name}` is not a report command (those that are: {})",
+            names.join(", ")
+        );
+    };
+    let cx = opscope_analysis::Context::new(trace);
+    Ok((command, command.run_keywords(&cx, keywords)?))
+}
 
 /// The command-line flag of `command`'s keyword option: `stats`'s tfprof options keep
 /// tfprof's spelling (`order_by` → `-order_by`), others take dashes
@@ -47,13 +76,14 @@ pub fn flag(command: &str, option: &str) -> String {
 /// of, for what it prints of them), and gives what it printed. Files it is told to
 /// write (`flame -o`, `report -o`) are written.
 pub fn run_on(trace: Arc<Trace>, inputs: &[PathBuf], args: &[String]) -> Result<Vec<u8>> {
+    let known = commands();
     let Some(name) = args.first() else {
-        bail!("no command given (one of: {})", REPORTS.join(", "));
+        bail!("no command given (one of: {})", known.join(", "));
     };
-    if !REPORTS.contains(&name.as_str()) {
+    if !known.contains(name) {
         bail!(
             "`{name}` does not report on a loaded trace (those that do: {})",
-            REPORTS.join(", ")
+            known.join(", ")
         );
     }
     // TRACE is required on the command line: the inputs are named, and the loaded
@@ -67,13 +97,11 @@ pub fn run_on(trace: Arc<Trace>, inputs: &[PathBuf], args: &[String]) -> Result<
         .chain(args.iter().map(OsString::from))
         .chain(std::iter::once(OsString::from("--")))
         .chain(names);
-    let cli = match Cli::try_parse_from(cli::tfprof_spelling(argv)) {
-        Ok(cli) => cli,
+    let parsed = match cli::parse(argv) {
+        Ok(parsed) => parsed,
         Err(e) => bail!("{}", e.render().to_string().trim_end()),
     };
-    let command: Command = cli.command;
-    let (result, printed) =
-        output::capture_stdout(|| load::with_preloaded(trace, || cli::run_command(command)));
+    let (result, printed) = output::capture_stdout(|| load::with_preloaded(trace, || parsed.run()));
     result?;
     Ok(printed)
 }

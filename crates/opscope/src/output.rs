@@ -1,6 +1,6 @@
 //! Where output goes: the `--format` choices, stdout or a file, the width text fits,
 //! and broken-pipe detection (a closed pipe, as with `| head`, is not an error). What
-//! is written is the renderer's (see [`crate::render`]).
+//! is written is the renderer's (see [`opscope_engine::render`]).
 
 use std::io::Write;
 use std::path::Path;
@@ -8,9 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use opscope_analysis::report::Reported;
-
-use crate::render::{render, Format};
+use opscope_engine::render::{render, Format};
+use opscope_engine::Output;
 
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
@@ -52,10 +51,11 @@ impl From<TextOrJson> for Format {
     }
 }
 
-/// Prints an analysis's result to stdout in `format` (see [`crate::render`]).
-pub fn print<R: Reported + ?Sized>(format: impl Into<Format>, result: &R) -> Result<()> {
+/// Prints a report command's result to stdout in `format` (see
+/// [`opscope_engine::render`]).
+pub fn print(format: impl Into<Format>, result: &dyn Output) -> Result<()> {
     let format = format.into();
-    write_to(None, |out| Ok(render(result, format, out)?))
+    write_to(None, |out| Ok(render(result, format, text_width(), out)?))
 }
 
 pub fn is_broken_pipe(e: &anyhow::Error) -> bool {

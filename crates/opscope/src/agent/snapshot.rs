@@ -306,7 +306,7 @@ pub fn gpu_use_text(gpus: &[GpuUse]) -> String {
             Some(bytes) => format!(
                 "{}: {}",
                 g.index,
-                crate::render::text(&Value::Bytes(bytes as i64))
+                opscope_engine::render::text(&Value::Bytes(bytes as i64))
             ),
             None => format!("{}: ?", g.index),
         })

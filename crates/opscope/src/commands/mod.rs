@@ -1,18 +1,17 @@
-//! One module per subcommand: each turns its clap arguments into plain options and runs.
+//! One module per subcommand that is not a report command of the engine's table: each
+//! turns its clap arguments into plain options and runs. The table's commands are
+//! added and run by [`reports`].
 
 pub mod agent;
 pub mod convert;
 pub mod dump;
 pub mod env;
 pub mod flame;
-pub mod gpu;
-pub mod info;
-pub mod memory;
 pub mod merge;
 pub mod record;
 pub mod report;
+pub mod reports;
 pub mod sql;
 pub mod stats;
-pub mod steps;
 pub mod top;
 pub mod view;

@@ -17,7 +17,7 @@ use crate::agent::client::AgentAddress;
 use crate::agent::snapshot::{self, JobState, OpState, Snapshot};
 use crate::agent::triggers;
 use crate::output::{self, TextOrJson};
-use crate::render::text;
+use opscope_engine::render::text;
 
 #[derive(clap::Args)]
 #[command(

@@ -17,7 +17,7 @@ use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
 use opscope_wire::env;
 
-use crate::render::write_table;
+use opscope_engine::render::write_table;
 use opscope_analysis::report::{Column, Table, Value};
 
 /// The injected library's file name.
@@ -495,14 +495,14 @@ fn summarise(dir: &Path) {
         let mut text = Vec::new();
         let mut report = opscope_analysis::report::Report::default();
         report.line(line);
-        let _ = crate::render::write_report(&report, &mut text);
+        let _ = opscope_engine::render::write_report(&report, crate::output::text_width(), &mut text);
         eprint!("{}", String::from_utf8_lossy(&text));
     }
     let compiling = compile_time(&trace);
     if compiling > 0 {
         eprintln!(
             "compilation: {} of CPU time (XLA, JAX's tracing; apart from the ops)",
-            crate::render::duration_text(compiling as f64)
+            opscope_engine::render::duration_text(compiling as f64)
         );
     }
     let table = top_ops(&cx, &markers, 10);

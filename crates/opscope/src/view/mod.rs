@@ -17,7 +17,7 @@ use opscope_analysis::report::Reported;
 use opscope_analysis::view::{op_view, OpViewOptions};
 use opscope_analysis::window::Window;
 
-use crate::html;
+use opscope_engine::html;
 use crate::load::Inputs;
 use model::ViewModel;
 
@@ -286,7 +286,7 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             let model = shared.model();
             let body = model.panels.get_or_init(|| {
                 let cx = model.context();
-                match crate::commands::report::sections(&cx, 20) {
+                match opscope_engine::page::sections(&cx, 20) {
                     Ok(sections) => sections
                         .into_iter()
                         .map(|(title, content)| {
@@ -301,6 +301,30 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             });
             page(body.clone())
         }
+        "/api/reports" => json(reports_json()),
+        "/api/report" => {
+            // Any report command of the engine's table, its options as query
+            // parameters (`?name=gpu&kernel_wait_us=10`), as the CLI's JSON.
+            let name = params.get("name").context("`name` is missing")?;
+            let command = opscope_engine::find(name)
+                .with_context(|| format!("no report command `{name}`"))?;
+            let keywords = params
+                .0
+                .iter()
+                .filter(|(k, _)| k != "name")
+                .map(|(k, v)| {
+                    // `10` and `true` are a number and a flag; anything else, text.
+                    let value = serde_json::from_str(v)
+                        .unwrap_or_else(|_| serde_json::Value::String(v.clone()));
+                    (k.clone(), value)
+                })
+                .collect();
+            let model = shared.model();
+            let result = command.run_keywords(&model.context(), &keywords)?;
+            let mut body = Vec::new();
+            result.write_json(&mut body)?;
+            Ok((200, "application/json", body))
+        }
         "/api/window" => {
             let model = shared.model();
             let start = model.origin + params.time("start")?;
@@ -314,7 +338,7 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                         window,
                         ..OpStatsOptions::default()
                     },
-                    columns: crate::commands::report::TOP_OP_COLUMNS.to_vec(),
+                    columns: opscope_engine::reports::ops::TOP_OP_COLUMNS.to_vec(),
                     limit: 30,
                     ..OpViewOptions::default()
                 },
@@ -334,6 +358,21 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
         }
         _ => Ok((404, "text/plain", b"no such page".to_vec())),
     }
+}
+
+/// The report commands `/api/report` runs: name, description, options.
+fn reports_json() -> String {
+    let list: Vec<serde_json::Value> = opscope_engine::REPORTS
+        .iter()
+        .map(|r| {
+            serde_json::json!({
+                "name": r.name(),
+                "about": r.about(),
+                "options": r.keywords(),
+            })
+        })
+        .collect();
+    serde_json::Value::Array(list).to_string()
 }
 
 /// A request's query parameters, decoded.

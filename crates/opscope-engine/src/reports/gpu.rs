@@ -1,15 +1,51 @@
-//! `opscope gpu`: per rank, device and stream — busy and idle time, computation,
-//! communication and memory work and their overlap, why streams sat idle, launch
-//! latency, queue depth and copy bandwidth.
+//! `gpu`: per rank, device and stream — busy and idle time, computation, communication
+//! and memory work and their overlap, why streams sat idle, launch latency, queue
+//! depth and copy bandwidth.
 
-use anyhow::{Context, Result};
 use opscope_analysis::gpu::{self, GpuOptions};
 use opscope_analysis::window::Window;
+use opscope_analysis::Context;
+use serde::Deserialize;
 
-use crate::load;
-use crate::output::{self, TextOrJson};
+use super::{boxed, Entry, Error, Formats, Frame, Output};
 
-#[derive(clap::Args)]
+pub static GPU: Entry<Options> = Entry {
+    name: "gpu",
+    formats: Formats::TextJson,
+    frames: &[
+        Frame {
+            name: "ranks",
+            path: &["ranks"],
+            parent: &[],
+            unprefixed: &["temporal"],
+            columns: &[
+                "rank", "device", "file", "span_ns", "busy_ns", "idle_ns", "compute_ns",
+                "non_compute_ns", "idle_pct", "compute_pct", "non_compute_pct",
+                "communication_overlap_pct",
+            ],
+        },
+        Frame {
+            name: "streams",
+            path: &["ranks", "[]", "streams"],
+            parent: &["rank", "file"],
+            unprefixed: &[],
+            columns: &["rank", "file", "device", "stream", "stream_id", "work", "busy_ns"],
+        },
+        Frame {
+            name: "kernel_types",
+            path: &["ranks", "[]", "combinations"],
+            parent: &["rank", "device"],
+            unprefixed: &[],
+            columns: &["rank", "device", "classes", "time_ns", "pct"],
+        },
+    ],
+    run,
+    section: Some(("GPU time", crate::page::gpu_section)),
+    timeline: None,
+};
+
+#[derive(clap::Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 #[command(
     about = "Where GPU time goes: busy/idle, compute/communication/memory, idle causes per stream",
     long_about = "Where GPU time goes, per rank, device and stream.\n\n\
@@ -24,9 +60,7 @@ use crate::output::{self, TextOrJson};
         kernel wait; the rest is other.",
     after_help = "Examples:\n  opscope gpu trace.json.gz\n  opscope gpu runs/ranks/ --format json\n  opscope gpu --exclude-last-step trace.json   # as HTA does by default"
 )]
-pub struct Args {
-    #[command(flatten)]
-    inputs: load::Inputs,
+pub struct Options {
     /// Leave out the last profiler step (often cut short when profiling stops) and the
     /// work launched in it, as HTA does by default: also device work whose launch is not
     /// in the trace (launched before recording began).
@@ -44,31 +78,36 @@ pub struct Args {
     /// kernel a collective op launched).
     #[arg(long, value_name = "REGEX")]
     comm_kernels: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t)]
-    format: TextOrJson,
 }
 
-pub fn run(args: Args) -> Result<()> {
-    let communication_kernels = args
-        .comm_kernels
-        .as_deref()
-        .map(regex::Regex::new)
-        .transpose()
-        .context("--comm-kernels: not a valid regex")?;
-    let trace = args.inputs.load()?;
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            exclude_last_step: false,
+            before_last_step: false,
+            kernel_wait_us: 30.0,
+            comm_kernels: None,
+        }
+    }
+}
+
+fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
+    if o.exclude_last_step && o.before_last_step {
+        return Err(Error::options(
+            "--exclude-last-step and --before-last-step: give one",
+        ));
+    }
     let options = GpuOptions {
-        window: if args.exclude_last_step {
+        window: if o.exclude_last_step {
             Window::BeforeLastStep
-        } else if args.before_last_step {
+        } else if o.before_last_step {
             Window::BeforeLastStepByStart
         } else {
             Window::Whole
         },
-        kernel_wait_threshold_ns: (args.kernel_wait_us * 1000.0).round() as i64,
-        communication_kernels,
+        kernel_wait_threshold_ns: (o.kernel_wait_us * 1000.0).round() as i64,
+        communication_kernels: super::regex("comm-kernels", o.comm_kernels.as_deref())?,
         ..GpuOptions::default()
     };
-    let report = gpu::analyze(&opscope_analysis::Context::new(&trace), &options);
-    output::print(args.format, &report)
+    boxed(gpu::analyze(cx, &options))
 }

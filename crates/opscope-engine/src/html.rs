@@ -54,7 +54,7 @@ pub fn report(report: &Report) -> String {
                     blocks: vec![Block::Tree(tree.clone())],
                 };
                 let mut bytes = Vec::new();
-                let _ = write_report(&one, &mut bytes);
+                let _ = write_report(&one, None, &mut bytes);
                 let _ = writeln!(
                     out,
                     "<pre>{}</pre>",

@@ -1,4 +1,4 @@
-//! The one place reports become output: any [`Reported`] analysis result as aligned
+//! The one place reports become output: any report command's [`Output`] as aligned
 //! text that fits the terminal, as CSV, or as JSON (the result itself, serialized).
 //! Every figure is written here by its kind (durations, shares, bytes, …), so that all
 //! commands show a figure the same way.
@@ -6,10 +6,10 @@
 use std::io::Write;
 
 use opscope_analysis::report::{
-    Block, CsvTime, Line, Part, Piece, Report, Reported, Table, Tree, Value,
+    Block, CsvTime, Line, Part, Piece, Report, Table, Tree, Value,
 };
 
-use crate::output::text_width;
+use crate::reports::Output;
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Format {
@@ -18,31 +18,37 @@ pub enum Format {
     Json,
 }
 
-/// Writes `result` in `format`.
-pub fn render<R: Reported + ?Sized>(
-    result: &R,
+/// Writes `result` in `format`; text tables fit in `width` columns (none: whole).
+pub fn render(
+    result: &dyn Output,
     format: Format,
-    out: &mut (impl Write + ?Sized),
+    width: Option<usize>,
+    out: &mut dyn Write,
 ) -> std::io::Result<()> {
     match format {
         Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, result)?;
+            result.write_json(out)?;
             writeln!(out)
         }
-        Format::Csv => match result.report().csv_table() {
+        Format::Csv => match result.blocks().csv_table() {
             Some(table) => write_csv(table, out),
             None => Ok(()),
         },
-        Format::Text => write_report(&result.report(), out),
+        Format::Text => write_report(&result.blocks(), width, out),
     }
 }
 
-/// A report as text: lines, tables fitting [`text_width`], trees indented.
-pub fn write_report(report: &Report, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
+/// A report as text: lines, tables fitting `width` columns (none: whole), trees
+/// indented.
+pub fn write_report(
+    report: &Report,
+    width: Option<usize>,
+    out: &mut (impl Write + ?Sized),
+) -> std::io::Result<()> {
     for block in &report.blocks {
         match block {
             Block::Line(line) => writeln!(out, "{}", line_text(line))?,
-            Block::Table(table) => write_table(table, out, text_width())?,
+            Block::Table(table) => write_table(table, out, width)?,
             Block::Tree(tree) => write_tree(tree, out)?,
         }
     }
