@@ -34,6 +34,8 @@ __all__ = [
     "steps",
     "report",
     "text",
+    "frames",
+    "REPORT_COMMANDS",
     "main",
     "__version__",
 ]
@@ -161,51 +163,64 @@ def _flags(command: str, options: dict[str, Any]) -> list[str]:
     return argv
 
 
+# The report commands of opscope's engine: name, description, options, frames. Each
+# runs on a loaded trace without a command line (the other commands `run` takes, such
+# as ``flame`` and ``report``, run theirs).
+REPORT_COMMANDS = {name: {"about": about, "options": options, "frames": frames}
+                   for name, about, options, frames in _opscope.REPORT_COMMANDS}
+
+
+def _keywords(options: dict[str, Any]) -> dict[str, Any]:
+    """Options as the engine takes them: numpy scalars as Python's, paths as text (a
+    list stays a list: it is the command line's comma-separated value)."""
+    out = {}
+    for name, value in options.items():
+        if getattr(value, "dtype", None) is not None and hasattr(value, "item"):
+            value = value.item()
+        elif isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        out[name] = value
+    return out
+
+
+def _command(command: str) -> str | None:
+    words = " ".join(command.split())
+    return words if words in REPORT_COMMANDS else None
+
+
+def _result(trace: Trace, command: str, options: dict[str, Any]):
+    return trace._model.report(command, _keywords(options))
+
+
 def report(trace: Trace, command: str, **options: Any) -> Any:
     """The JSON document ``opscope COMMAND --format json`` prints for ``trace``, as
     Python values (``command`` may be several words: ``"stats kernel"``)."""
+    if _command(command):
+        return json.loads(_result(trace, command, options).json())
     return json.loads(trace.run(command, "--format", "json", **options))
 
 
 def text(trace: Trace, command: str, **options: Any) -> str:
     """What ``opscope COMMAND`` prints for ``trace``, as text for people."""
+    if _command(command):
+        return _result(trace, command, options).text()
     return trace.run(command, **options)
 
 
-def _frame(rows: list[dict], columns: tuple[str, ...] = (), **attrs: Any):
-    """A DataFrame of ``rows``; with none (a trace without GPU work, say), one with no
-    rows but the report's columns, so that code written for a full one still runs."""
-    import pandas as pd
+def frames(trace: Trace, command: str, **options: Any) -> dict:
+    """The report command's tables of rows (``REPORT_COMMANDS[command]["frames"]``) as
+    DataFrames, built from its result through Arrow."""
+    result = _result(trace, command, options)
+    return {name: batch.to_pandas() for name, batch in result.frames().items()}
 
-    frame = pd.DataFrame(rows) if rows else pd.DataFrame(columns=list(columns))
-    frame.attrs.update(attrs)
+
+def _frame(trace: Trace, command: str, name: str, options: dict[str, Any], **attrs: str):
+    """One frame of ``command``'s; ``attrs`` names fields of the result to keep in its
+    ``attrs`` (``across="across"``)."""
+    result = _result(trace, command, options)
+    frame = result.frames()[name].to_pandas()
+    frame.attrs.update({key: result.value(field) for key, field in attrs.items()})
     return frame
-
-
-_GPU = ("rank", "device", "file", "span_ns", "busy_ns", "idle_ns", "compute_ns", "non_compute_ns",
-        "idle_pct", "compute_pct", "non_compute_pct", "communication_overlap_pct")
-_STREAMS = ("rank", "file", "device", "stream", "stream_id", "work", "busy_ns")
-_KERNEL_TYPES = ("rank", "device", "classes", "time_ns", "pct")
-_OPS = ("name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns", "bytes", "residual_bytes",
-        "peak_bytes", "output_bytes", "float_ops", "devices", "input_shapes")
-_KERNELS = ("name", "time_pct", "total_ns", "instances", "mean_ns", "median_ns", "min_ns", "max_ns",
-            "stddev_ns")
-_STEPS = ("rank", "role", "file", "found_by", "on_device", "name", "start_ns", "dur_ns", "device_busy_ns",
-          "device_idle_ns", "computation_ns", "communication_ns", "memory_ns", "kernels", "host_busy_ns",
-          "host_computation_ns", "host_communication_ns", "host_overlap_ns", "host_idle_ns")
-
-
-def _flat(prefix: str, value: dict) -> dict:
-    """A nested JSON object as one row: ``{"idle": {"host_wait_ns": 1}}`` →
-    ``{"idle_host_wait_ns": 1}``."""
-    out: dict = {}
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(item, dict):
-            out.update(_flat(f"{name}_", item))
-        elif not isinstance(item, list):
-            out[name] = item
-    return out
 
 
 def gpu(trace: Trace, **options: Any):
@@ -214,60 +229,36 @@ def gpu(trace: Trace, **options: Any):
     overlapped computation (``opscope gpu``). ``attrs["across"]`` holds the spread
     across ranks and the straggler; ``attrs["hosts"]`` the host threads' time of each
     process with no device work."""
-    doc = report(trace, "gpu", **options)
-    rows = []
-    for rank in doc["ranks"]:
-        row = {k: rank.get(k) for k in ("rank", "device", "file")}
-        row.update(rank["temporal"])
-        row["communication_overlap_pct"] = rank.get("communication_overlap_pct")
-        rows.append(row)
-    return _frame(rows, _GPU, across=doc.get("across"), unattributed=doc.get("unattributed"),
-                  hosts=doc.get("hosts", []))
+    return _frame(trace, "gpu", "ranks", options, across="across", unattributed="unattributed",
+                  hosts="hosts")
 
 
 def gpu_streams(trace: Trace, **options: Any):
     """Per GPU stream: work, busy time, idle time by cause (host wait, kernel wait,
     other) and launch latency (``opscope gpu``'s stream table)."""
-    doc = report(trace, "gpu", **options)
-    rows = []
-    for rank in doc["ranks"]:
-        for stream in rank.get("streams", []):
-            row = {"rank": rank.get("rank"), "file": rank.get("file")}
-            row.update(_flat("", stream))
-            rows.append(row)
-    return _frame(rows, _STREAMS)
+    return _frame(trace, "gpu", "streams", options)
 
 
 def kernel_types(trace: Trace, **options: Any):
     """Exclusive time of each mix of computation, communication and memory work per
     rank and device (HTA's kernel type breakdown)."""
-    doc = report(trace, "gpu", **options)
-    rows = []
-    for rank in doc["ranks"]:
-        for combination in rank.get("combinations", []):
-            rows.append(
-                {
-                    "rank": rank.get("rank"),
-                    "device": rank.get("device"),
-                    "classes": "+".join(combination["classes"]),
-                    "time_ns": combination["time_ns"],
-                    "pct": combination["pct"],
-                }
-            )
-    return _frame(rows, _KERNEL_TYPES)
+    frame = _frame(trace, "gpu", "kernel_types", options)
+    if len(frame):
+        frame["classes"] = ["+".join(c) for c in frame["classes"]]
+    return frame
 
 
 def stats_op(trace: Trace, **options: Any):
     """Per op type: calls, CPU time with and without the ops it called, accelerator
     time (tfprof's op view, ``opscope stats op``; tfprof's options as keywords:
     ``order_by="self_cpu_micros"``, ``min_micros=100``, ``select=[...]``)."""
-    return _frame(report(trace, "stats op", **options), _OPS)
+    return _frame(trace, "stats op", "ops", options)
 
 
 def stats_kernel(trace: Trace, **options: Any):
     """Per GPU kernel name: Nsight's ``cuda_gpu_kern_sum`` columns (``opscope stats
     kernel``)."""
-    return _frame(report(trace, "stats kernel", **options), _KERNELS)
+    return _frame(trace, "stats kernel", "kernels", options)
 
 
 def steps(trace: Trace, **options: Any):
@@ -275,20 +266,7 @@ def steps(trace: Trace, **options: Any):
     and the host threads' time (``host_*``: what a run without device work shows, its
     collectives on the CPU its communication) (``opscope steps``). ``attrs["across"]``
     holds the spread across ranks and the straggler."""
-    doc = report(trace, "steps", **options)
-    rows = []
-    for source in doc["sources"]:
-        for step in source.get("steps", []):
-            row = {
-                "rank": source.get("rank"),
-                "role": source.get("role"),
-                "file": source.get("file"),
-                "found_by": (source.get("found_by") or {}).get("kind"),
-                "on_device": source.get("on_device"),
-            }
-            row.update(_flat("", step))
-            rows.append(row)
-    return _frame(rows, _STEPS, across=doc.get("across"))
+    return _frame(trace, "steps", "steps", options, across="across")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -194,6 +194,31 @@ def test_steps_are_the_clis():
     assert frame.attrs["across"] == doc["across"]
 
 
+def test_every_report_command_is_the_clis():
+    """Every report command of the engine's table, enumerated: its JSON document, its
+    text and each of its frames come from the result itself (no command line), and
+    equal what the command line prints."""
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    usage = subprocess.run([CLI, "--help"], check=True, capture_output=True, text=True).stdout
+    assert len(opscope.REPORT_COMMANDS) >= 6
+    for name, command in opscope.REPORT_COMMANDS.items():
+        words = name.split()
+        assert f"  {words[0]} " in usage, name
+        assert opscope.report(t, name) == cli_json(*words, TWO_RANKS), name
+        text = subprocess.run([CLI, *words, "--wide", "--no-cache", str(TWO_RANKS)], check=True,
+                              capture_output=True, text=True).stdout
+        assert opscope.text(t, name) == text, name
+        frames = opscope.frames(t, name)
+        assert list(frames) == command["frames"], name
+        for frame in frames.values():
+            assert len(frame.columns) > 0, name
+    # A frame holds the figures of the document it comes from, exactly.
+    doc = cli_json("stats", "kernel", "--limit", "5", TWO_RANKS)
+    kernels = opscope.frames(t, "stats kernel", limit=5)["kernels"]
+    assert kernels.to_dict("records") == doc
+
+
 def test_flame_and_report_write_their_files(tmp_path):
     need(TWO_RANKS)
     t = opscope.load(TWO_RANKS)

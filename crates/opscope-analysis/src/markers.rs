@@ -121,11 +121,13 @@ pub(crate) fn is_step_name(name: &str) -> bool {
     // Without allocating: this runs on every host slice of a trace (a 2 GB trace's
     // `gpu` spent an eighth of its time lower-casing names here).
     let bytes = name.as_bytes();
-    let rest = ["train_step", "trainstep", "step"].iter().find_map(|prefix| {
-        let head = bytes.get(..prefix.len())?;
-        head.eq_ignore_ascii_case(prefix.as_bytes())
-            .then(|| &bytes[prefix.len()..])
-    });
+    let rest = ["train_step", "trainstep", "step"]
+        .iter()
+        .find_map(|prefix| {
+            let head = bytes.get(..prefix.len())?;
+            head.eq_ignore_ascii_case(prefix.as_bytes())
+                .then(|| &bytes[prefix.len()..])
+        });
     rest.is_some_and(|r| {
         let start = r
             .iter()

@@ -219,14 +219,33 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["rank", "stream", "busy_ns", "classes", "found_by", "idle_host_ns"]
+            [
+                "rank",
+                "stream",
+                "busy_ns",
+                "classes",
+                "found_by",
+                "idle_host_ns"
+            ]
         );
-        let rank = batch.column(0).as_any().downcast_ref::<Int64Array>().unwrap();
+        let rank = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .unwrap();
         assert_eq!((rank.value(1), rank.is_null(2)), (0, true));
-        let idle = batch.column(5).as_any().downcast_ref::<Float64Array>().unwrap();
+        let idle = batch
+            .column(5)
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .unwrap();
         assert_eq!(idle.value(1), 2.0);
         assert_eq!(batch.column(3).data_type().to_string(), "List(Utf8)");
-        let found = batch.column(4).as_any().downcast_ref::<StringArray>().unwrap();
+        let found = batch
+            .column(4)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
         assert_eq!((found.value(0), found.is_null(2)), ("markers", true));
     }
 

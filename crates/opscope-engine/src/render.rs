@@ -5,9 +5,7 @@
 
 use std::io::Write;
 
-use opscope_analysis::report::{
-    Block, CsvTime, Line, Part, Piece, Report, Table, Tree, Value,
-};
+use opscope_analysis::report::{Block, CsvTime, Line, Part, Piece, Report, Table, Tree, Value};
 
 use crate::reports::Output;
 

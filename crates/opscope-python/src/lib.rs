@@ -13,6 +13,7 @@ use opscope_model::Trace;
 use pyo3::create_exception;
 use pyo3::exceptions::{PyException, PyValueError};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
 create_exception!(
     _opscope,
@@ -125,6 +126,24 @@ impl Model {
         .map_err(|e| error(format!("{e:#}")))
     }
 
+    /// Runs the report command `name` (`"gpu"`, `"stats kernel"`) with `options` by
+    /// name (a dict; missing ones take the command line's defaults), on this model:
+    /// no command line, no printing. The result renders as the CLI's and gives Arrow
+    /// frames.
+    fn report(
+        &self,
+        py: Python<'_>,
+        name: String,
+        options: &Bound<'_, PyDict>,
+    ) -> PyResult<Report> {
+        let keywords = keywords(options)?;
+        let trace = Arc::clone(&self.trace);
+        let (command, output) =
+            interruptible(py, move || opscope::embed::report(&trace, &name, &keywords))?
+                .map_err(|e| error(format!("{e:#}")))?;
+        Ok(Report { command, output })
+    }
+
     /// Runs an opscope command that reports on a trace (`["gpu", "--format", "json"]`)
     /// on this model, and gives what it printed.
     fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {
@@ -133,6 +152,148 @@ impl Model {
         let printed = interruptible(py, move || opscope::embed::run_on(trace, &inputs, &args))?
             .map_err(|e| error(format!("{e:#}")))?;
         String::from_utf8(printed).map_err(error)
+    }
+}
+
+/// Options from Python's keywords, as JSON values: None is left out (the default).
+fn keywords(options: &Bound<'_, PyDict>) -> PyResult<serde_json::Map<String, serde_json::Value>> {
+    let mut out = serde_json::Map::new();
+    for (key, value) in options.iter() {
+        let key: String = key.extract()?;
+        if value.is_none() {
+            continue;
+        }
+        let value = json_of(&value)
+            .map_err(|kind| error(format!("option {key}: a {kind} is not an option's value")))?;
+        out.insert(key, value);
+    }
+    Ok(out)
+}
+
+/// A Python scalar, or a list or tuple of them, as a JSON value; else its type's name.
+fn json_of(value: &Bound<'_, PyAny>) -> Result<serde_json::Value, String> {
+    use serde_json::Value;
+    // `bool` first: Python's booleans are integers too.
+    if value.is_instance_of::<PyBool>() {
+        return value
+            .extract::<bool>()
+            .map(Value::Bool)
+            .map_err(|e| e.to_string());
+    }
+    if value.is_instance_of::<PyInt>() {
+        if let Ok(n) = value.extract::<i64>() {
+            return Ok(Value::from(n));
+        }
+        if let Ok(n) = value.extract::<u64>() {
+            return Ok(Value::from(n));
+        }
+    }
+    if value.is_instance_of::<PyFloat>() {
+        if let Ok(f) = value.extract::<f64>() {
+            return Ok(serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number));
+        }
+    }
+    if value.is_instance_of::<PyString>() {
+        return value
+            .extract::<String>()
+            .map(Value::String)
+            .map_err(|e| e.to_string());
+    }
+    if value.is_instance_of::<PyList>() || value.is_instance_of::<PyTuple>() {
+        let mut items = Vec::new();
+        for item in value.try_iter().map_err(|e| e.to_string())? {
+            items.push(json_of(&item.map_err(|e| e.to_string())?)?);
+        }
+        return Ok(Value::Array(items));
+    }
+    Err(value
+        .get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "value".to_string()))
+}
+
+/// A JSON value as Python's: dicts, lists, numbers, text, None.
+fn python_of<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(b) => PyBool::new(py, *b).to_owned().into_any(),
+        Value::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => i.into_pyobject(py)?.into_any(),
+            (None, Some(u)) => u.into_pyobject(py)?.into_any(),
+            _ => n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any(),
+        },
+        Value::String(s) => PyString::new(py, s).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(python_of(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(fields) => {
+            let dict = PyDict::new(py);
+            for (k, v) in fields {
+                dict.set_item(k, python_of(py, v)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// What a report command reported on a model: rendered as the CLI renders it, or as
+/// Arrow frames and Python values built from the result itself.
+#[pyclass(module = "opscope._opscope", frozen)]
+struct Report {
+    command: &'static dyn opscope_engine::ReportCommand,
+    output: Box<dyn opscope_engine::Output>,
+}
+
+impl Report {
+    fn rendered(&self, format: opscope_engine::render::Format) -> PyResult<String> {
+        let mut out = Vec::new();
+        opscope_engine::render::render(&*self.output, format, None, &mut out).map_err(error)?;
+        String::from_utf8(out).map_err(error)
+    }
+}
+
+#[pymethods]
+impl Report {
+    /// The JSON document `opscope COMMAND --format json` prints.
+    fn json(&self) -> PyResult<String> {
+        self.rendered(opscope_engine::render::Format::Json)
+    }
+
+    /// The text `opscope COMMAND --wide` prints.
+    fn text(&self) -> PyResult<String> {
+        self.rendered(opscope_engine::render::Format::Text)
+    }
+
+    /// The CSV `opscope COMMAND --format csv` prints (empty for a report that is not a
+    /// table).
+    fn csv(&self) -> PyResult<String> {
+        self.rendered(opscope_engine::render::Format::Csv)
+    }
+
+    /// The result's field `key` (the whole result without one) as Python values.
+    #[pyo3(signature = (key = None))]
+    fn value<'py>(&self, py: Python<'py>, key: Option<&str>) -> PyResult<Bound<'py, PyAny>> {
+        let value = self.output.value();
+        match key {
+            Some(key) => python_of(py, value.get(key).unwrap_or(&serde_json::Value::Null)),
+            None => python_of(py, &value),
+        }
+    }
+
+    /// The command's frames of rows, by name, each a `pyarrow.RecordBatch`.
+    fn frames<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let frames = opscope_engine::frames::frames(self.command, &*self.output).map_err(error)?;
+        let dict = PyDict::new(py);
+        for (name, batch) in frames {
+            dict.set_item(name, PyArrowType(batch).into_pyobject(py)?)?;
+        }
+        Ok(dict)
     }
 }
 
@@ -172,12 +333,26 @@ fn set_code_file(path: PathBuf) {
 #[pymodule]
 fn _opscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Model>()?;
+    m.add_class::<Report>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(set_code_file, m)?)?;
     m.add_function(wrap_pyfunction!(flag, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
-    m.add("REPORTS", opscope::embed::REPORTS.to_vec())?;
+    m.add("REPORTS", opscope::embed::commands())?;
+    let table: Vec<(String, String, Vec<String>, Vec<String>)> = opscope_engine::REPORTS
+        .iter()
+        .map(|r| {
+            (
+                r.name().to_string(),
+                r.about(),
+                r.keywords(),
+                r.frames().iter().map(|f| f.name.to_string()).collect(),
+            )
+        })
+        .collect();
+    // The report commands: name, description, options, frames.
+    m.add("REPORT_COMMANDS", table)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -39,7 +39,6 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     Convert(commands::convert::Args),
-    Stats(commands::stats::Args),
     Record(commands::record::Args),
     Agent(commands::agent::Args),
     Top(commands::top::Args),
@@ -57,6 +56,7 @@ pub(crate) enum Command {
 pub(crate) fn tfprof_spelling(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     // Arguments after `--` belong to a recorded program: never rewrite them.
     let mut after_separator = false;
+    let tfprof = commands::reports::tfprof_options();
     args.into_iter()
         .map(|arg| {
             if after_separator || arg == "--" {
@@ -69,9 +69,7 @@ pub(crate) fn tfprof_spelling(args: impl IntoIterator<Item = OsString>) -> Vec<O
                 .filter(|rest| !rest.starts_with('-'))
                 .map(|rest| rest.split('=').next().unwrap_or(rest));
             match name {
-                Some(name) if commands::stats::TFPROF_OPTIONS.contains(&name) => {
-                    format!("-{text}").into()
-                }
+                Some(name) if tfprof.iter().any(|o| o == name) => format!("-{text}").into(),
                 _ => arg,
             }
         })
@@ -153,7 +151,6 @@ impl Parsed {
 pub(crate) fn run_command(command: Command) -> anyhow::Result<u8> {
     match command {
         Command::Convert(args) => commands::convert::run(args),
-        Command::Stats(args) => commands::stats::run(args),
         Command::Agent(args) => commands::agent::run(args),
         Command::Top(args) => commands::top::run(args),
         Command::Dump(args) => commands::dump::run(args),

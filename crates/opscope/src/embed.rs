@@ -48,7 +48,10 @@ pub fn report(
     trace: &Trace,
     name: &str,
     keywords: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(&'static dyn opscope_engine::ReportCommand, Box<dyn opscope_engine::Output>)> {
+) -> Result<(
+    &'static dyn opscope_engine::ReportCommand,
+    Box<dyn opscope_engine::Output>,
+)> {
     let Some(command) = opscope_engine::find(name) else {
         let names: Vec<&str> = opscope_engine::REPORTS.iter().map(|r| r.name()).collect();
         bail!(
@@ -64,7 +67,11 @@ pub fn report(
 /// tfprof's spelling (`order_by` → `-order_by`), others take dashes
 /// (`exclude_last_step` → `--exclude-last-step`).
 pub fn flag(command: &str, option: &str) -> String {
-    if command == "stats" && crate::commands::stats::TFPROF_OPTIONS.contains(&option) {
+    if command == "stats"
+        && crate::commands::reports::tfprof_options()
+            .iter()
+            .any(|o| o == option)
+    {
         format!("-{option}")
     } else {
         format!("--{}", option.replace('_', "-"))

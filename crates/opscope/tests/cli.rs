@@ -1715,3 +1715,31 @@ fn an_archive_leaves_out_the_copies_a_directory_walk_leaves_out() {
     }
     assert_eq!(zipped["files"].as_array().unwrap().len(), 1, "{zipped:#}");
 }
+
+/// A reader that stops early (`| head`) is no error, in every output format: the
+/// command says nothing and exits 0 (JSON output once reported a broken pipe).
+#[test]
+fn a_closed_pipe_is_not_an_error_in_any_format() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let trace = traces.join(
+        "kineto/kineto-tb_plugin/resnet50_num_workers_0/worker0.1623143089861.pt.trace.json.gz",
+    );
+    for format in ["json", "csv", "text"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .args(["stats", "op", "--wide", "--no-cache", "--format", format])
+            .arg(&trace)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before the trace is read: the first write finds no reader (the
+        // output, 74 KB of JSON, is more than a pipe holds in any case).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {stderr}");
+        assert!(!stderr.contains("error"), "{format}: {stderr}");
+    }
+}

@@ -5,49 +5,14 @@
 mod common;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::browser::{artifacts_dir, chromium, Browser};
+use common::viewer::start_viewer;
 use common::{http_json, scratch_dir, shared_traces};
 use serde_json::Value;
-
-/// The viewer, stopped when dropped.
-struct Viewer {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Viewer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_viewer(args: &[&str]) -> Viewer {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .arg("view")
-        .arg("--no-open")
-        .args(args)
-        .env("OPSCOPE_CACHE_DIR", "off")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().to_string();
-    assert!(
-        url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
-        "the viewer printed {url:?}"
-    );
-    Viewer { child, url }
-}
 
 fn read_gz_json(path: &Path) -> Value {
     let mut text = String::new();

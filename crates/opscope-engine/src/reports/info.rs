@@ -30,5 +30,7 @@ fn run(cx: &Context, _: &Options) -> Result<Box<dyn Output>, Error> {
 }
 
 fn section(cx: &Context, _top: usize) -> Result<String, Error> {
-    Ok(crate::html::report(&opscope_analysis::report::Reported::report(&summarize(cx))))
+    Ok(crate::html::report(
+        &opscope_analysis::report::Reported::report(&summarize(cx)),
+    ))
 }

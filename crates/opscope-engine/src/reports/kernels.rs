@@ -16,8 +16,15 @@ pub static STATS_KERNEL: Entry<Options> = Entry {
         parent: &[],
         unprefixed: &[],
         columns: &[
-            "name", "time_pct", "total_ns", "instances", "mean_ns", "median_ns", "min_ns",
-            "max_ns", "stddev_ns",
+            "name",
+            "time_pct",
+            "total_ns",
+            "instances",
+            "mean_ns",
+            "median_ns",
+            "min_ns",
+            "max_ns",
+            "stddev_ns",
         ],
     }],
     run,
@@ -65,5 +72,7 @@ fn section(cx: &Context, top: usize) -> Result<String, Error> {
             limit: top,
         },
     );
-    Ok(crate::html::report(&opscope_analysis::report::Reported::report(&kernels)))
+    Ok(crate::html::report(
+        &opscope_analysis::report::Reported::report(&kernels),
+    ))
 }

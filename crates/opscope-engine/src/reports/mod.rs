@@ -9,6 +9,7 @@ mod kernels;
 mod memory;
 pub mod ops;
 mod steps;
+mod trees;
 
 use std::any::Any;
 use std::io::Write;
@@ -25,8 +26,17 @@ pub static REPORTS: &[&dyn ReportCommand] = &[
     &gpu::GPU,
     &ops::STATS_OP,
     &kernels::STATS_KERNEL,
+    &trees::STATS_SCOPE,
+    &trees::STATS_CODE,
     &memory::MEMORY,
 ];
+
+/// The groups of report commands, with their descriptions (`stats op`, `stats code`,
+/// … are in `stats`).
+pub static GROUPS: &[(&str, &str)] = &[(
+    "stats",
+    "Where the time goes: per op type, scope tree, Python call tree (tfprof options), or per kernel",
+)];
 
 /// The report command called `name` (`"gpu"`, `"stats kernel"`).
 pub fn find(name: &str) -> Option<&'static dyn ReportCommand> {
@@ -69,7 +79,8 @@ impl<T: Reported + Send + Sync + 'static> Output for T {
     }
 
     fn write_json(&self, out: &mut dyn Write) -> std::io::Result<()> {
-        serde_json::to_writer_pretty(out, self).map_err(std::io::Error::other)
+        // `From` keeps an I/O error's kind: a closed pipe stays one (not an error to print).
+        serde_json::to_writer_pretty(out, self).map_err(std::io::Error::from)
     }
 
     fn value(&self) -> serde_json::Value {
@@ -154,15 +165,22 @@ pub trait ReportCommand: Sync {
     }
 }
 
+/// What a report command's run gives.
+pub type Run = Result<Box<dyn Output>, Error>;
+/// A section of the page: its HTML, with `top` rows in lists.
+pub type SectionHtml = fn(&Context, usize) -> Result<String, Error>;
+/// The slices a result shows, for `-output timeline`.
+pub type TimelineOf = fn(&Context, &dyn Output) -> Option<Vec<bool>>;
+
 /// A report command made of functions: the usual way to write one.
 pub struct Entry<O: 'static> {
     pub name: &'static str,
     pub formats: Formats,
     pub frames: &'static [Frame],
-    pub run: fn(&Context, &O) -> Result<Box<dyn Output>, Error>,
+    pub run: fn(&Context, &O) -> Run,
     /// The section of the page: its title and its HTML from the trace.
-    pub section: Option<(&'static str, fn(&Context, usize) -> Result<String, Error>)>,
-    pub timeline: Option<fn(&Context, &dyn Output) -> Option<Vec<bool>>>,
+    pub section: Option<(&'static str, SectionHtml)>,
+    pub timeline: Option<TimelineOf>,
 }
 
 impl<O> ReportCommand for Entry<O>

@@ -20,8 +20,17 @@ pub static STATS_OP: Entry<Options> = Entry {
         parent: &[],
         unprefixed: &[],
         columns: &[
-            "name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns", "bytes",
-            "residual_bytes", "peak_bytes", "output_bytes", "float_ops", "devices",
+            "name",
+            "occurrence",
+            "cpu_ns",
+            "self_cpu_ns",
+            "accelerator_ns",
+            "bytes",
+            "residual_bytes",
+            "peak_bytes",
+            "output_bytes",
+            "float_ops",
+            "devices",
             "input_shapes",
         ],
     }],
@@ -206,8 +215,7 @@ pub fn chosen_window(cx: &Context, step: Option<u64>, exclude_last: bool) -> Res
 
 /// A list of regexes option: `-NAME` names it in the error.
 pub fn regex_list(name: &str, list: &str) -> Result<Vec<regex::Regex>, Error> {
-    view::regexes(list)
-        .map_err(|e| Error::options(format!("-{name}: not a valid regex list: {e}")))
+    view::regexes(list).map_err(|e| Error::options(format!("-{name}: not a valid regex list: {e}")))
 }
 
 fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {

@@ -12,6 +12,5 @@ pub mod record;
 pub mod report;
 pub mod reports;
 pub mod sql;
-pub mod stats;
 pub mod top;
 pub mod view;

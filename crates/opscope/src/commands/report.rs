@@ -58,4 +58,3 @@ pub fn run(args: Args) -> Result<()> {
     );
     Ok(())
 }
-

@@ -20,11 +20,45 @@ pub fn add_to(mut cli: clap::Command) -> clap::Command {
     for command in REPORTS {
         let sub = command_line(*command);
         match command.name().split_once(' ') {
-            Some((group, _)) => cli = cli.mut_subcommand(group, |g| g.subcommand(sub)),
+            Some((group, _)) => {
+                if cli.find_subcommand(group).is_none() {
+                    let about = opscope_engine::reports::GROUPS
+                        .iter()
+                        .find(|(name, _)| *name == group)
+                        .map_or("", |(_, about)| about);
+                    cli = cli.subcommand(
+                        clap::Command::new(group)
+                            .about(about)
+                            .subcommand_required(true)
+                            .arg_required_else_help(true)
+                            .display_order(0),
+                    );
+                }
+                cli = cli.mut_subcommand(group, |g| g.subcommand(sub));
+            }
             None => cli = cli.subcommand(sub),
         }
     }
     cli
+}
+
+/// tfprof's long options, which the command line accepts written with one dash
+/// (`-order_by`): every option of the commands that take tfprof's `-output`.
+pub fn tfprof_options() -> Vec<String> {
+    let mut names: Vec<String> = REPORTS
+        .iter()
+        .filter(|r| r.tfprof_output())
+        .flat_map(|r| {
+            r.command()
+                .get_arguments()
+                .filter_map(|a| a.get_long().map(String::from))
+                .collect::<Vec<_>>()
+        })
+        .chain(std::iter::once("output".to_string()))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
 }
 
 /// The report command `matches` chose, and its own matches, if it chose one.
@@ -114,9 +148,14 @@ pub fn run(command: &dyn ReportCommand, matches: &ArgMatches) -> Result<()> {
             return output::print(*format, &*result);
         }
         Destination::File(format, path) => {
-            let what = format!("{} rows", result.blocks().csv_table().map_or(0, |t| t.rows.len()));
+            let what = format!(
+                "{} rows",
+                result.blocks().csv_table().map_or(0, |t| t.rows.len())
+            );
             output::write_to(Some(path), |out| {
-                Ok(opscope_engine::render::render(&*result, *format, None, out)?)
+                Ok(opscope_engine::render::render(
+                    &*result, *format, None, out,
+                )?)
             })?;
             (path, what)
         }

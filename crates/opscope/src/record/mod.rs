@@ -17,8 +17,8 @@ use opscope_analysis::op_stats::{op_stats, OpStatsOptions};
 use opscope_analysis::steps::StepSource;
 use opscope_wire::env;
 
-use opscope_engine::render::write_table;
 use opscope_analysis::report::{Column, Table, Value};
+use opscope_engine::render::write_table;
 
 /// The injected library's file name.
 pub const LIBRARY: &str = "libopscope_record.so";
@@ -495,7 +495,8 @@ fn summarise(dir: &Path) {
         let mut text = Vec::new();
         let mut report = opscope_analysis::report::Report::default();
         report.line(line);
-        let _ = opscope_engine::render::write_report(&report, crate::output::text_width(), &mut text);
+        let _ =
+            opscope_engine::render::write_report(&report, crate::output::text_width(), &mut text);
         eprint!("{}", String::from_utf8_lossy(&text));
     }
     let compiling = compile_time(&trace);

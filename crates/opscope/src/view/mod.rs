@@ -17,9 +17,9 @@ use opscope_analysis::report::Reported;
 use opscope_analysis::view::{op_view, OpViewOptions};
 use opscope_analysis::window::Window;
 
-use opscope_engine::html;
 use crate::load::Inputs;
 use model::ViewModel;
+use opscope_engine::html;
 
 const INDEX_HTML: &str = include_str!("assets/index.html");
 const VIEWER_JS: &str = include_str!("assets/viewer.js");

@@ -52,6 +52,8 @@ pub fn repo_root() -> PathBuf {
 pub use opscope_corpus::traces as shared_traces;
 
 pub mod browser;
+#[allow(dead_code)]
+pub mod viewer;
 
 /// GETs `path` under `url` (a viewer's address, `http://HOST:PORT/TOKEN/`) and parses
 /// the answer as JSON.
