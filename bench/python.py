@@ -12,8 +12,14 @@ minimum and median of --repeat runs. (pyarrow imports numpy, whose BLAS threads 
 for about 0.1 s after the import: a load started within it, on two cores, took 1.15×
 as long.)
 
+Then the reports as DataFrames on a loaded trace (`opscope.gpu(t)`, `steps(t)`,
+`stats_op(t)`), each call timed in the same process; with --baseline-python (a Python
+with another build of opscope, e.g. the previous commit's wheel) both run in turn and
+the ratio is printed.
+
     pip install .   # into the Python that runs this, or name one with --python
     python3 bench/python.py [--repeat 5] [--opscope target/release/opscope] [--no-2g]
+                            [--baseline-python PY]
 """
 
 import argparse
@@ -58,6 +64,23 @@ print(json.dumps({
 """
 
 
+# The reports on one loaded model: each function called `repeat` times in turn.
+REPORTS_CHILD = r"""
+import json, sys, time
+import opscope
+t = opscope.load(sys.argv[1])
+repeat = int(sys.argv[2])
+times = {}
+for _ in range(repeat):
+    for name in ("gpu", "steps", "stats_op"):
+        begun = time.perf_counter()
+        frame = getattr(opscope, name)(t)
+        times.setdefault(name, []).append(time.perf_counter() - begun)
+        assert len(frame.columns) > 0
+print(json.dumps(times))
+"""
+
+
 def run_measured(argv) -> tuple[float, int, str]:
     """Wall time, peak RSS in bytes, and stdout of one process."""
     begun = time.perf_counter()
@@ -97,6 +120,7 @@ def main():
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
     parser.add_argument("--no-2g", action="store_true", help="leave out the 2 GB trace")
+    parser.add_argument("--baseline-python", help="a Python with another build of opscope, for the reports' ratio")
     args = parser.parse_args()
     python = find_python(args.python)
     version = subprocess.run([python, "-c", "import opscope; print(opscope.__version__)"],
@@ -149,6 +173,28 @@ def main():
                 rows.append({"data": label, "cache": mode, "cli_s": cli_times, "load_s": py_times,
                              "import_s": imports, "tables_s": tables, "cli_rss": cli_rss,
                              "python_over_import_rss": py_over, "arrow_bytes": arrow})
+    print()
+    print("Reports as DataFrames on a loaded trace (warm), each call; min / median")
+    print()
+    baseline = args.baseline_python
+    print("| data | report | this build | " + ("baseline | baseline / this (median) |" if baseline else ""))
+    print("|---|---|---|" + ("---|---|" if baseline else ""))
+    report_rows = []
+    for label, trace, repeat in inputs:
+        ours, theirs = {}, {}
+        for _ in range(2):  # alternate the two builds, each warm (its own cache entry)
+            for python, into in [(python, ours)] + ([(baseline, theirs)] if baseline else []):
+                _, _, out = run_measured([python, "-c", REPORTS_CHILD, str(trace), str(repeat)])
+                for name, times in json.loads(out).items():
+                    into.setdefault(name, []).extend(times)
+        for name, times in ours.items():
+            line = f"| {label} | `opscope.{name}(t)` | {ms(times)} |"
+            if baseline:
+                before = theirs[name]
+                line += f" {ms(before)} | {statistics.median(before) / statistics.median(times):.2f}× |"
+            print(line)
+            report_rows.append({"data": label, "report": name, "s": times, "baseline_s": theirs.get(name)})
+    rows.append({"reports": report_rows})
     runinfo.finish(run, rows)
 
 

@@ -59,6 +59,7 @@ pub static GPU: Entry<Options> = Entry {
     run,
     section: Some(("GPU time", crate::page::gpu_section)),
     timeline: None,
+    check: Some(|o| options(o).map(|_| ())),
 };
 
 #[derive(clap::Args, Deserialize)]
@@ -109,12 +110,16 @@ impl Default for Options {
 }
 
 fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
+    boxed(gpu::analyze(cx, &options(o)?))
+}
+
+fn options(o: &Options) -> Result<GpuOptions, Error> {
     if o.exclude_last_step && o.before_last_step {
         return Err(Error::options(
             "--exclude-last-step and --before-last-step: give one",
         ));
     }
-    let options = GpuOptions {
+    Ok(GpuOptions {
         window: if o.exclude_last_step {
             Window::BeforeLastStep
         } else if o.before_last_step {
@@ -125,6 +130,5 @@ fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
         kernel_wait_threshold_ns: (o.kernel_wait_us * 1000.0).round() as i64,
         communication_kernels: super::regex("comm-kernels", o.comm_kernels.as_deref())?,
         ..GpuOptions::default()
-    };
-    boxed(gpu::analyze(cx, &options))
+    })
 }

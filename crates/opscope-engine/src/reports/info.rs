@@ -15,6 +15,7 @@ pub static INFO: Entry<Options> = Entry {
     run,
     section: Some(("What the trace holds", section)),
     timeline: None,
+    check: None,
 };
 
 #[derive(clap::Args, Deserialize, Default)]

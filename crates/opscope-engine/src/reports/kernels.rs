@@ -30,6 +30,7 @@ pub static STATS_KERNEL: Entry<Options> = Entry {
     run,
     section: Some(("Top kernels", section)),
     timeline: None,
+    check: None,
 };
 
 #[derive(clap::Args, Deserialize, Default)]

@@ -14,6 +14,7 @@ pub static MEMORY: Entry<Options> = Entry {
     run,
     section: Some(("Memory", crate::page::memory_section)),
     timeline: None,
+    check: None,
 };
 
 #[derive(clap::Args, Deserialize)]

@@ -140,6 +140,9 @@ pub trait ReportCommand: Sync {
             .map(|a| a.get_id().to_string())
             .collect()
     }
+    /// Checks the options the command line parsed before any trace is read (a bad
+    /// regex or column is said at once, not after a long load).
+    fn check_matches(&self, matches: &ArgMatches) -> Result<(), Error>;
     /// Runs on the options the command line parsed.
     fn run_matches(&self, cx: &Context, matches: &ArgMatches) -> Result<Box<dyn Output>, Error>;
     /// Runs on options given by name (`{"kernel_wait_us": 10}`); missing ones take the
@@ -172,6 +175,9 @@ pub type SectionHtml = fn(&Context, usize) -> Result<String, Error>;
 /// The slices a result shows, for `-output timeline`.
 pub type TimelineOf = fn(&Context, &dyn Output) -> Option<Vec<bool>>;
 
+/// What can be checked of options before a trace is read.
+pub type Check<O> = fn(&O) -> Result<(), Error>;
+
 /// A report command made of functions: the usual way to write one.
 pub struct Entry<O: 'static> {
     pub name: &'static str,
@@ -181,6 +187,8 @@ pub struct Entry<O: 'static> {
     /// The section of the page: its title and its HTML from the trace.
     pub section: Option<(&'static str, SectionHtml)>,
     pub timeline: Option<TimelineOf>,
+    /// What can be checked of the options without a trace.
+    pub check: Option<Check<O>>,
 }
 
 impl<O> ReportCommand for Entry<O>
@@ -198,6 +206,11 @@ where
 
     fn formats(&self) -> Formats {
         self.formats
+    }
+
+    fn check_matches(&self, matches: &ArgMatches) -> Result<(), Error> {
+        let options = O::from_arg_matches(matches).map_err(|e| Error::options(e.to_string()))?;
+        self.check.map_or(Ok(()), |check| check(&options))
     }
 
     fn run_matches(&self, cx: &Context, matches: &ArgMatches) -> Result<Box<dyn Output>, Error> {

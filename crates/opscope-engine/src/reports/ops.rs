@@ -37,6 +37,7 @@ pub static STATS_OP: Entry<Options> = Entry {
     run,
     section: Some(("Top ops", section)),
     timeline: Some(timeline),
+    check: Some(|o| view_options(o).map(|_| ())),
 };
 
 /// The columns of the page's top ops (and of the viewer's reports of a span).
@@ -218,7 +219,8 @@ pub fn regex_list(name: &str, list: &str) -> Result<Vec<regex::Regex>, Error> {
     view::regexes(list).map_err(|e| Error::options(format!("-{name}: not a valid regex list: {e}")))
 }
 
-fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
+/// The columns and the view's options, or what is wrong with them.
+fn view_options(o: &Options) -> Result<(Vec<Column>, ViewOptions), Error> {
     let select: Vec<Column> = o
         .select
         .split(',')
@@ -238,6 +240,11 @@ fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
         hide_name_regexes: regex_list("hide_name_regexes", &o.hide_name_regexes)?,
         account_type_regexes: regex_list("account_type_regexes", &o.account_type_regexes)?,
     };
+    Ok((select, view))
+}
+
+fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
+    let (select, view) = view_options(o)?;
     if o.step.is_some() && o.exclude_last_step {
         return Err(Error::options("-step and -exclude_last_step: give one"));
     }

@@ -40,6 +40,7 @@ pub static STEPS: Entry<Options> = Entry {
     run,
     section: Some(("Steps", crate::page::steps_section)),
     timeline: None,
+    check: None,
 };
 
 #[derive(clap::Args, Deserialize, Default)]

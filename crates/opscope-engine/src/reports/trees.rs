@@ -36,6 +36,7 @@ pub static STATS_SCOPE: Entry<ScopeOptions> = Entry {
     run: |cx, o| run(cx, &o.tree, TreeKind::Scope),
     section: None,
     timeline: Some(timeline),
+    check: Some(|o| display(&o.tree).map(|_| ())),
 };
 
 pub static STATS_CODE: Entry<CodeOptions> = Entry {
@@ -45,6 +46,7 @@ pub static STATS_CODE: Entry<CodeOptions> = Entry {
     run: |cx, o| run(cx, &o.tree, TreeKind::Code),
     section: None,
     timeline: Some(timeline),
+    check: Some(|o| display(&o.tree).map(|_| ())),
 };
 
 #[derive(clap::Args, Deserialize, Default)]
@@ -191,7 +193,8 @@ impl Reported for Trees {
     }
 }
 
-fn run(cx: &Context, o: &TreeOptions, kind: TreeKind) -> Run {
+/// The columns and what is shown, or what is wrong with them.
+fn display(o: &TreeOptions) -> Result<(Vec<TreeColumn>, TreeDisplay), Error> {
     let columns =
         TreeColumn::parse_list(&o.select).map_err(|e| Error::options(format!("-select: {e}")))?;
     let display = TreeDisplay {
@@ -204,6 +207,11 @@ fn run(cx: &Context, o: &TreeOptions, kind: TreeKind) -> Run {
         show_name_regexes: regex_list("show_name_regexes", &o.show_name_regexes)?,
         hide_name_regexes: regex_list("hide_name_regexes", &o.hide_name_regexes)?,
     };
+    Ok((columns, display))
+}
+
+fn run(cx: &Context, o: &TreeOptions, kind: TreeKind) -> Run {
+    let (columns, display) = display(o)?;
     if o.step.is_some() && o.exclude_last_step {
         return Err(Error::options("-step and -exclude_last_step: give one"));
     }

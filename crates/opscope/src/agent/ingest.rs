@@ -4,12 +4,12 @@
 
 use std::io::Read;
 
-use opscope_analysis::intervals::IntervalSet;
 use opscope_analysis::steps;
 use opscope_formats::perfetto::{StreamDecoder, StreamEvent};
 use opscope_model::SliceKind;
 
 use super::flight::ProcessKey;
+use super::metrics::{self, MetricTally};
 use super::protocol::{read_frame, Hello, CHUNK, PREAMBLE};
 use super::state::{JobKey, Process};
 use super::{now_ns, Shared};
@@ -21,7 +21,6 @@ const MAX_NAMES_KEPT: usize = 100_000;
 type NameTallies = hashbrown::HashMap<String, (u64, u64)>;
 
 /// What one chunk held, tallied before the lock is taken.
-#[derive(Default)]
 struct Tallies {
     /// Per slice kind, per name: calls and ns. Entries stay from one chunk to the
     /// next (zeroed): a chunk mostly holds the names the last one did.
@@ -31,14 +30,21 @@ struct Tallies {
     steps: Vec<(i64, f64)>,
     /// How the last of them was found, as `opscope steps` says it.
     steps_how: &'static str,
-    /// The chunk's collectives (gloo, MPI, NCCL calls on the host: any slice of kind
-    /// collective), start and end ns: their union is the time the process spent
-    /// communicating, nested collectives counted once, as `opscope steps` counts it.
-    talk: Vec<(i64, i64)>,
-    /// The last chunk's collectives: a collective written in this chunk around one
-    /// written in the last (each slice goes out when it ends) counts its time once.
-    talked: IntervalSet,
+    /// Each live metric's, in the table's order (they keep what spans chunks).
+    metrics: Vec<Box<dyn MetricTally>>,
     events: u64,
+}
+
+impl Default for Tallies {
+    fn default() -> Tallies {
+        Tallies {
+            ops: Vec::new(),
+            steps: Vec::new(),
+            steps_how: "",
+            metrics: metrics::tallies(),
+            events: 0,
+        }
+    }
 }
 
 impl Tallies {
@@ -51,16 +57,7 @@ impl Tallies {
             }
         }
         self.steps.clear();
-        self.talk.clear();
         self.events = 0;
-    }
-
-    /// The chunk's time in collectives that the last chunk did not count.
-    fn new_talk_ns(&mut self) -> u64 {
-        let talk = IntervalSet::from_spans(std::mem::take(&mut self.talk));
-        let new_ns = talk.difference(&self.talked).total().max(0) as u64;
-        self.talked = talk;
-        new_ns
     }
 
     fn add(&mut self, kind: &'static str, name: &str, ns: u64) {
@@ -184,9 +181,9 @@ impl Stream {
         };
         p.chunks += 1;
         p.chunks_lost = lost;
-        let new_ns = tallies.new_talk_ns();
-        p.communication.add(second, new_ns);
-        p.communication_total_ns += new_ns;
+        for (metric, tally) in p.metrics.iter_mut().zip(&mut tallies.metrics) {
+            metric.add(second, tally.end_chunk());
+        }
         p.events += tallies.events;
         if !tallies.steps.is_empty() {
             p.steps_in_chunks = true;
@@ -236,17 +233,15 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
             // The kind the session's reports give it (a gloo all-reduce the recorder
             // wrote as an op is communication), so that `top` and `stats` agree.
             let kind = kind.unwrap_or(SliceKind::Other).refined_by_name(name);
-            match kind {
-                SliceKind::Step => {
-                    t.steps.push(step);
-                    t.steps_how = "from step markers";
-                }
-                SliceKind::Collective => {
-                    t.talk.push((start_ns as i64, end_ns as i64));
-                    t.add(kind.name(), name, ns);
-                }
-                kind => t.add(kind.name(), name, ns),
+            if kind == SliceKind::Step {
+                t.steps.push(step);
+                t.steps_how = "from step markers";
+                return;
             }
+            for metric in &mut t.metrics {
+                metric.slice(kind, name, start_ns as i64, end_ns as i64);
+            }
+            t.add(kind.name(), name, ns);
         }
         StreamEvent::Instant { .. } => t.events += 1,
         StreamEvent::Counter { .. } => {}
@@ -291,12 +286,14 @@ mod tests {
         tally(&mut t, slice("aten::mm", SliceKind::Op, 200, 300));
         assert_eq!(t.get("collective", "gloo:all_reduce"), Some((1, 100)));
         assert_eq!(t.get("op", "aten::mm"), Some((1, 100)));
-        assert_eq!(t.new_talk_ns(), 100);
+        // The communication metric (the table's first).
+        assert_eq!(metrics::LIVE_METRICS[0].name, "communication");
+        assert_eq!(t.metrics[0].end_chunk(), 100);
         t.clear();
         tally(&mut t, slice("c10d::allreduce_", SliceKind::Op, 50, 250));
         tally(&mut t, slice("gloo:broadcast", SliceKind::Op, 60, 70));
-        assert_eq!(t.new_talk_ns(), 100);
+        assert_eq!(t.metrics[0].end_chunk(), 100);
         t.clear();
-        assert_eq!(t.new_talk_ns(), 0);
+        assert_eq!(t.metrics[0].end_chunk(), 0);
     }
 }

@@ -8,6 +8,7 @@ pub mod client;
 pub mod dump;
 pub mod flight;
 mod ingest;
+pub mod metrics;
 mod period;
 pub mod protocol;
 pub mod snapshot;

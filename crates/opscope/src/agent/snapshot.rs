@@ -5,6 +5,8 @@
 use opscope_analysis::report::{Column, Line, Report, Reported, Table, Value};
 use serde::{Deserialize, Serialize};
 
+use super::metrics::{percent_key, LIVE_METRICS};
+
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
 pub struct Snapshot {
     pub agent: AgentState,
@@ -56,11 +58,10 @@ pub struct JobState {
     /// agent could not read.
     pub chunks_lost: u64,
     pub cpu_percent: f64,
-    /// Time in collectives over the last 10 s, in percent of that time (of one
-    /// thread, as CPU is of one core: a process whose two threads communicate all the
-    /// time says 200 %).
-    #[serde(default)]
-    pub communication_percent: f64,
+    /// Each live metric's share of the last 10 s, its processes' summed
+    /// (`communication_percent`; see [`super::metrics`]).
+    #[serde(flatten)]
+    pub metrics: std::collections::BTreeMap<String, f64>,
     pub rss_bytes: u64,
     /// The GPUs its processes use (NVML's compute processes), by index, and their
     /// memory on them all.
@@ -87,18 +88,30 @@ pub struct ProcessState {
     pub chunks: u64,
     pub chunks_lost: u64,
     pub cpu_percent: f64,
-    /// Time in collectives over the last 10 s, in percent of that time (of one
-    /// thread, as CPU is of one core: a process whose two threads communicate all the
-    /// time says 200 %).
-    #[serde(default)]
-    pub communication_percent: f64,
-    /// Its time in collectives since it connected (ms), nested ones counted once.
-    #[serde(default)]
-    pub communication_ms: f64,
+    /// Each live metric's share of the last 10 s (`communication_percent`: of one
+    /// thread, as CPU is of one core, so a process whose two threads communicate all
+    /// the time says 200 %) and its time since the process connected
+    /// (`communication_ms`); see [`super::metrics`].
+    #[serde(flatten)]
+    pub metrics: std::collections::BTreeMap<String, f64>,
     pub rss_bytes: u64,
     /// The GPUs it uses, as NVML lists it among their compute processes.
     pub gpus: Vec<GpuUse>,
     pub steps: StepState,
+}
+
+impl JobState {
+    /// A live metric's figure by its snapshot key (0 where the agent did not give it).
+    pub fn metric(&self, key: &str) -> f64 {
+        self.metrics.get(key).copied().unwrap_or(0.0)
+    }
+}
+
+impl ProcessState {
+    /// A live metric's figure by its snapshot key (0 where the agent did not give it).
+    pub fn metric(&self, key: &str) -> f64 {
+        self.metrics.get(key).copied().unwrap_or(0.0)
+    }
 }
 
 /// A process's use of one GPU.
@@ -199,9 +212,13 @@ impl Reported for Snapshot {
                 .text(" processes, ")
                 .value(Value::Count(job.events_per_s as i64))
                 .text(" events/s, CPU ")
-                .value(Value::percent(job.cpu_percent, 0))
-                .text(", communication ")
-                .value(Value::percent(job.communication_percent, 0))
+                .value(Value::percent(job.cpu_percent, 0));
+            for m in LIVE_METRICS {
+                line = line
+                    .text(format!(", {} ", m.name))
+                    .value(Value::percent(job.metric(&percent_key(m)), 0));
+            }
+            line = line
                 .text(", RSS ")
                 .value(Value::Bytes(job.rss_bytes as i64));
             if !job.gpus.is_empty() {
@@ -228,11 +245,17 @@ impl Reported for Snapshot {
                     job.steps.found_by, job.steps.counted
                 )));
             }
-            let mut processes = Table::new(vec![
+            let mut columns = vec![
                 Column::numeric("pid"),
                 Column::text("role"),
                 Column::numeric("CPU"),
-                Column::numeric("comm 10 s"),
+            ];
+            columns.extend(
+                LIVE_METRICS
+                    .iter()
+                    .map(|m| Column::numeric(m.window_column)),
+            );
+            columns.extend([
                 Column::numeric("RSS"),
                 Column::text("GPU memory"),
                 Column::numeric("events"),
@@ -240,8 +263,9 @@ impl Reported for Snapshot {
                 Column::numeric("last step"),
                 Column::text("command"),
             ]);
+            let mut processes = Table::new(columns);
             for p in &job.processes {
-                processes.rows.push(vec![
+                let mut row = vec![
                     Value::Count(p.pid as i64),
                     Value::text(if p.connected {
                         p.role.clone()
@@ -249,7 +273,13 @@ impl Reported for Snapshot {
                         format!("{} (ended)", p.role)
                     }),
                     Value::percent(p.cpu_percent, 0),
-                    Value::percent(p.communication_percent, 0),
+                ];
+                row.extend(
+                    LIVE_METRICS
+                        .iter()
+                        .map(|m| Value::percent(p.metric(&percent_key(m)), 0)),
+                );
+                row.extend([
                     Value::Bytes(p.rss_bytes as i64),
                     Value::text(gpu_use_text(&p.gpus)),
                     Value::Count(p.events as i64),
@@ -257,6 +287,7 @@ impl Reported for Snapshot {
                     ms(p.steps.last_ms),
                     Value::text(p.command.clone()),
                 ]);
+                processes.rows.push(row);
             }
             report.table(processes);
             let mut ops = Table::new(vec![

@@ -78,14 +78,28 @@ pub struct Process {
     /// Whether its chunks carry its steps (markers, Keras's batches): no search needed.
     pub steps_in_chunks: bool,
     pub cpu: CpuMeter,
-    /// Its time in collectives, per second of the agent's clock.
-    pub communication: Seconds,
-    pub communication_total_ns: u64,
+    /// Each live metric's time, per second of the agent's clock and in all, in the
+    /// order of [`super::metrics::LIVE_METRICS`].
+    pub metrics: Vec<MetricTime>,
     pub rss_bytes: u64,
     /// The GPUs NVML last listed it on.
     pub gpus: Vec<GpuUse>,
     /// A DataLoader worker (its main thread's name, as the sampler read it).
     pub loader: bool,
+}
+
+/// A live metric's time in one process: per second of the window, and in all.
+#[derive(Default)]
+pub struct MetricTime {
+    pub window: Seconds,
+    pub total_ns: u64,
+}
+
+impl MetricTime {
+    pub fn add(&mut self, second: u64, ns: u64) {
+        self.window.add(second, ns);
+        self.total_ns += ns;
+    }
 }
 
 /// A quantity summed per second of the agent's clock over the last
@@ -341,8 +355,10 @@ impl State {
                 steps_counted: "",
                 steps_in_chunks: false,
                 cpu: CpuMeter::default(),
-                communication: Seconds::default(),
-                communication_total_ns: 0,
+                metrics: super::metrics::LIVE_METRICS
+                    .iter()
+                    .map(|_| MetricTime::default())
+                    .collect(),
                 rss_bytes: 0,
                 gpus: Vec::new(),
                 loader: false,
@@ -402,12 +418,21 @@ impl Job {
                 chunks: p.chunks,
                 chunks_lost: p.chunks_lost,
                 cpu_percent: if p.connected { p.cpu.percent } else { 0.0 },
-                communication_percent: if p.connected {
-                    p.communication.percent_of_window(now_s)
-                } else {
-                    0.0
-                },
-                communication_ms: p.communication_total_ns as f64 / 1e6,
+                metrics: super::metrics::LIVE_METRICS
+                    .iter()
+                    .zip(&p.metrics)
+                    .flat_map(|(m, time)| {
+                        let percent = if p.connected {
+                            time.window.percent_of_window(now_s)
+                        } else {
+                            0.0
+                        };
+                        [
+                            (super::metrics::percent_key(m), percent),
+                            (super::metrics::ms_key(m), time.total_ns as f64 / 1e6),
+                        ]
+                    })
+                    .collect(),
                 rss_bytes: if p.connected { p.rss_bytes } else { 0 },
                 gpus: if p.connected {
                     p.gpus.clone()
@@ -434,7 +459,14 @@ impl Job {
             chunks_lost: self.unreadable_chunks
                 + self.processes.values().map(|p| p.chunks_lost).sum::<u64>(),
             cpu_percent: processes.iter().map(|p| p.cpu_percent).sum(),
-            communication_percent: processes.iter().map(|p| p.communication_percent).sum(),
+            metrics: super::metrics::LIVE_METRICS
+                .iter()
+                .map(|m| {
+                    let key = super::metrics::percent_key(m);
+                    let sum = processes.iter().map(|p| p.metric(&key)).sum();
+                    (key, sum)
+                })
+                .collect(),
             rss_bytes: processes.iter().map(|p| p.rss_bytes).sum(),
             gpus,
             gpu_memory_bytes: processes

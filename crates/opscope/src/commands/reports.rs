@@ -139,6 +139,7 @@ pub fn run(command: &dyn ReportCommand, matches: &ArgMatches) -> Result<()> {
     } else {
         Destination::Stdout(format)
     };
+    command.check_matches(matches)?;
     let inputs = load::Inputs::from_arg_matches(matches)?;
     let trace = inputs.load()?;
     let cx = opscope_analysis::Context::new(&trace);

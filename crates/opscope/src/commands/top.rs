@@ -2,6 +2,7 @@
 //! by rank and role, step times, events per second, CPU, memory and busiest ops. A
 //! terminal view as `htop` and `py-spy top` are (ratatui); `--once` prints one snapshot.
 
+use crate::agent::metrics::{percent_key, LIVE_METRICS};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -218,66 +219,72 @@ impl View {
         frame.render_widget(Paragraph::new(keys), foot);
         if !self.open {
             let rows = self.snapshot.jobs.iter().map(|j| {
-                Row::new(vec![
-                    j.job.clone(),
-                    j.source.clone(),
-                    if j.ended {
-                        "ended".to_string()
-                    } else {
-                        j.processes
+                Row::new(
+                    vec![
+                        j.job.clone(),
+                        j.source.clone(),
+                        if j.ended {
+                            "ended".to_string()
+                        } else {
+                            j.processes
+                                .iter()
+                                .filter(|p| p.connected)
+                                .count()
+                                .to_string()
+                        },
+                        j.events_per_s.to_string(),
+                        ms(j.steps.last_ms),
+                        ms(j.steps.median_ms),
+                        trend(j.steps.trend_percent),
+                        format!("{:.0}%", j.cpu_percent),
+                    ]
+                    .into_iter()
+                    .chain(
+                        LIVE_METRICS
                             .iter()
-                            .filter(|p| p.connected)
-                            .count()
-                            .to_string()
-                    },
-                    j.events_per_s.to_string(),
-                    ms(j.steps.last_ms),
-                    ms(j.steps.median_ms),
-                    trend(j.steps.trend_percent),
-                    format!("{:.0}%", j.cpu_percent),
-                    format!("{:.0}%", j.communication_percent),
-                    text(&Value::Bytes(j.rss_bytes as i64)),
-                    if j.gpus.is_empty() {
-                        "-".to_string()
-                    } else {
-                        text(&Value::Bytes(j.gpu_memory_bytes as i64))
-                    },
-                ])
+                            .map(|m| format!("{:.0}%", j.metric(&percent_key(m)))),
+                    )
+                    .chain([
+                        text(&Value::Bytes(j.rss_bytes as i64)),
+                        if j.gpus.is_empty() {
+                            "-".to_string()
+                        } else {
+                            text(&Value::Bytes(j.gpu_memory_bytes as i64))
+                        },
+                    ])
+                    .collect::<Vec<_>>(),
+                )
             });
-            let table = Table::new(
-                rows,
-                [
-                    Constraint::Fill(2),
-                    Constraint::Length(12),
-                    Constraint::Length(6),
-                    Constraint::Length(10),
-                    Constraint::Length(10),
-                    Constraint::Length(10),
-                    Constraint::Length(7),
-                    Constraint::Length(6),
-                    Constraint::Length(6),
-                    Constraint::Length(10),
-                    Constraint::Length(10),
-                ],
-            )
-            .header(
-                Row::new([
-                    "job",
-                    "from",
-                    "procs",
-                    "events/s",
-                    "last step",
-                    "median",
-                    "trend",
-                    "CPU",
-                    "comm",
-                    "RSS",
-                    "GPU mem",
-                ])
-                .style(Style::new().add_modifier(Modifier::BOLD)),
-            )
-            .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
-            .block(Block::bordered().title(" jobs "));
+            let widths = [
+                Constraint::Fill(2),
+                Constraint::Length(12),
+                Constraint::Length(6),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(10),
+                Constraint::Length(7),
+                Constraint::Length(6),
+            ]
+            .into_iter()
+            .chain(LIVE_METRICS.iter().map(|_| Constraint::Length(6)))
+            .chain([Constraint::Length(10), Constraint::Length(10)]);
+            let header = [
+                "job",
+                "from",
+                "procs",
+                "events/s",
+                "last step",
+                "median",
+                "trend",
+                "CPU",
+            ]
+            .into_iter()
+            .chain(LIVE_METRICS.iter().map(|m| m.column))
+            .chain(["RSS", "GPU mem"]);
+            let table = Table::new(rows, widths)
+                .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+                .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+                .block(Block::bordered().title(" jobs "));
             frame.render_stateful_widget(table, jobs, &mut self.jobs);
         }
         let Some(job) = self.selected().cloned() else {
@@ -292,7 +299,7 @@ impl View {
         let [processes, ops] =
             Layout::vertical([Constraint::Length(process_rows), Constraint::Min(3)]).areas(detail);
         let rows = job.processes.iter().map(|p| {
-            Row::new(vec![
+            let mut cells = vec![
                 p.pid.to_string(),
                 if p.connected {
                     p.role.clone()
@@ -300,52 +307,57 @@ impl View {
                     format!("{} (ended)", p.role)
                 },
                 format!("{:.0}%", p.cpu_percent),
-                format!("{:.0}%", p.communication_percent),
+            ];
+            cells.extend(
+                LIVE_METRICS
+                    .iter()
+                    .map(|m| format!("{:.0}%", p.metric(&percent_key(m)))),
+            );
+            cells.extend([
                 text(&Value::Bytes(p.rss_bytes as i64)),
                 crate::agent::snapshot::gpu_use_text(&p.gpus),
                 p.events.to_string(),
                 text(&snapshot::steps_text(p.steps.count)),
                 ms(p.steps.last_ms),
                 p.command.clone(),
-            ])
+            ]);
+            Row::new(cells)
         });
-        let table = Table::new(
-            rows,
-            [
-                Constraint::Length(8),
-                Constraint::Length(18),
-                Constraint::Length(6),
-                Constraint::Length(6),
-                Constraint::Length(10),
-                Constraint::Length(14),
-                Constraint::Length(10),
-                Constraint::Length(7),
-                Constraint::Length(10),
-                Constraint::Fill(1),
-            ],
-        )
-        .header(
-            Row::new([
-                "pid",
-                "role",
-                "CPU",
-                "comm",
+        let widths = [
+            Constraint::Length(8),
+            Constraint::Length(18),
+            Constraint::Length(6),
+        ]
+        .into_iter()
+        .chain(LIVE_METRICS.iter().map(|_| Constraint::Length(6)))
+        .chain([
+            Constraint::Length(10),
+            Constraint::Length(14),
+            Constraint::Length(10),
+            Constraint::Length(7),
+            Constraint::Length(10),
+            Constraint::Fill(1),
+        ]);
+        let header = ["pid", "role", "CPU"]
+            .into_iter()
+            .chain(LIVE_METRICS.iter().map(|m| m.column))
+            .chain([
                 "RSS",
                 "GPU memory",
                 "events",
                 "steps",
                 "last step",
                 "command",
-            ])
-            .style(Style::new().add_modifier(Modifier::BOLD)),
-        )
-        .block(Block::bordered().title(Line::from(format!(
-            " job {} · {} steps {} · median {} ",
-            job.job,
-            job.steps.count,
-            job.steps.found_by,
-            ms(job.steps.median_ms)
-        ))));
+            ]);
+        let table = Table::new(rows, widths)
+            .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+            .block(Block::bordered().title(Line::from(format!(
+                " job {} · {} steps {} · median {} ",
+                job.job,
+                job.steps.count,
+                job.steps.found_by,
+                ms(job.steps.median_ms)
+            ))));
         frame.render_widget(table, processes);
         let mut top = job.top_ops.clone();
         self.order.sort(&mut top);
