@@ -48,6 +48,9 @@ if [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" python "* ]]; then
         "$wheels"/opscope-*.whl
     rm -rf "$wheels"
 fi
-run python python3 bench/python.py --python "${OPSCOPE_CACHE:-$HOME/.cache/opscope-ci}/venv-wheel/bin/python"
+# OPSCOPE_BASELINE_PYTHON: a Python with another build of opscope (the previous
+# commit's wheel), for the reports' ratio.
+run python python3 bench/python.py --python "${OPSCOPE_CACHE:-$HOME/.cache/opscope-ci}/venv-wheel/bin/python" \
+    ${OPSCOPE_BASELINE_PYTHON:+--baseline-python "$OPSCOPE_BASELINE_PYTHON"}
 run sql "$PY" bench/sql.py
 run report python3 bench/report.py

@@ -68,6 +68,8 @@ print(json.dumps({
 REPORTS_CHILD = r"""
 import json, sys, time
 import opscope
+# What a first report imports (pandas, pyarrow) is not the report's time.
+import pandas, pyarrow
 t = opscope.load(sys.argv[1])
 repeat = int(sys.argv[2])
 times = {}
@@ -173,29 +175,29 @@ def main():
                 rows.append({"data": label, "cache": mode, "cli_s": cli_times, "load_s": py_times,
                              "import_s": imports, "tables_s": tables, "cli_rss": cli_rss,
                              "python_over_import_rss": py_over, "arrow_bytes": arrow})
-    print()
-    print("Reports as DataFrames on a loaded trace (warm), each call; min / median")
-    print()
-    baseline = args.baseline_python
-    print("| data | report | this build | " + ("baseline | baseline / this (median) |" if baseline else ""))
-    print("|---|---|---|" + ("---|---|" if baseline else ""))
-    report_rows = []
-    for label, trace, repeat in inputs:
-        ours, theirs = {}, {}
-        for _ in range(2):  # alternate the two builds, each warm (its own cache entry)
-            for python, into in [(python, ours)] + ([(baseline, theirs)] if baseline else []):
-                _, _, out = run_measured([python, "-c", REPORTS_CHILD, str(trace), str(repeat)])
-                for name, times in json.loads(out).items():
-                    into.setdefault(name, []).extend(times)
-        for name, times in ours.items():
-            line = f"| {label} | `opscope.{name}(t)` | {ms(times)} |"
-            if baseline:
-                before = theirs[name]
-                line += f" {ms(before)} | {statistics.median(before) / statistics.median(times):.2f}× |"
-            print(line)
-            report_rows.append({"data": label, "report": name, "s": times, "baseline_s": theirs.get(name)})
-    rows.append({"reports": report_rows})
-    runinfo.finish(run, rows)
+        print()
+        print("Reports as DataFrames on a loaded trace (warm), each call; min / median")
+        print()
+        baseline = args.baseline_python
+        print("| data | report | this build | " + ("baseline | baseline / this (median) |" if baseline else ""))
+        print("|---|---|---|" + ("---|---|" if baseline else ""))
+        report_rows = []
+        for label, trace, repeat in inputs:
+            ours, theirs = {}, {}
+            for _ in range(2):  # alternate the two builds, each warm (its own cache entry)
+                for interpreter, into in [(python, ours)] + ([(baseline, theirs)] if baseline else []):
+                    _, _, out = run_measured([interpreter, "-c", REPORTS_CHILD, str(trace), str(repeat)])
+                    for name, times in json.loads(out).items():
+                        into.setdefault(name, []).extend(times)
+            for name, times in ours.items():
+                line = f"| {label} | `opscope.{name}(t)` | {ms(times)} |"
+                if baseline:
+                    before = theirs[name]
+                    line += f" {ms(before)} | {statistics.median(before) / statistics.median(times):.2f}× |"
+                print(line)
+                report_rows.append({"data": label, "report": name, "s": times, "baseline_s": theirs.get(name)})
+        rows.append({"reports": report_rows})
+        runinfo.finish(run, rows)
 
 
 if __name__ == "__main__":

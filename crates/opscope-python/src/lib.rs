@@ -26,22 +26,20 @@ fn error(e: impl std::fmt::Display) -> PyErr {
     Error::new_err(e.to_string())
 }
 
-/// Runs `work` on a thread of its own while this one waits without the GIL, looking
-/// for Python's signals every 100 ms: Ctrl-C in a notebook interrupts a long load at
-/// once (as `KeyboardInterrupt`), where the Rust side has nowhere to notice it. The
-/// work itself cannot be stopped: it goes on to its end and its result is dropped.
+/// Runs `work` on a worker thread while this one waits without the GIL, looking for
+/// Python's signals every 100 ms: Ctrl-C in a notebook interrupts a long load at once
+/// (as `KeyboardInterrupt`), where the Rust side has nowhere to notice it. The work
+/// itself cannot be stopped: it goes on to its end and its result is dropped.
 fn interruptible<T: Send + 'static>(
     py: Python<'_>,
     work: impl FnOnce() -> T + Send + 'static,
 ) -> PyResult<T> {
     use std::sync::mpsc::{channel, RecvTimeoutError};
     let (done, result) = channel();
-    std::thread::Builder::new()
-        .name("opscope".into())
-        .spawn(move || {
-            let _ = done.send(work());
-        })
-        .map_err(error)?;
+    workers::run(Box::new(move || {
+        let _ = done.send(work());
+    }))
+    .map_err(error)?;
     let mut result = result;
     loop {
         // The receiver goes into the wait and comes back with what it got.
@@ -60,6 +58,46 @@ fn interruptible<T: Send + 'static>(
     }
 }
 
+/// The threads the module's work runs on: an idle one when there is one, else a new
+/// one. One after another, calls run on the same thread, so they reuse the memory its
+/// malloc arena kept (a first `gpu(t)` on a 2 GB trace took 2.5× the next when each
+/// call had a thread, and an arena, of its own); a call still running (a load that
+/// Ctrl-C left behind) never holds up the next.
+mod workers {
+    use std::sync::mpsc::{channel, Sender};
+    use std::sync::Mutex;
+
+    type Job = Box<dyn FnOnce() + Send>;
+
+    /// Idle workers, the most recent last.
+    static IDLE: Mutex<Vec<Sender<Job>>> = Mutex::new(Vec::new());
+
+    pub fn run(job: Job) -> std::io::Result<()> {
+        let idle = IDLE.lock().unwrap_or_else(|e| e.into_inner()).pop();
+        let job = match idle {
+            Some(worker) => match worker.send(job) {
+                Ok(()) => return Ok(()),
+                // The worker is gone (it panicked): a new one takes the job.
+                Err(returned) => returned.0,
+            },
+            None => job,
+        };
+        let (sender, jobs) = channel::<Job>();
+        sender.send(job).expect("the receiver is here");
+        std::thread::Builder::new()
+            .name("opscope".into())
+            .spawn(move || {
+                while let Ok(job) = jobs.recv() {
+                    job();
+                    IDLE.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(sender.clone());
+                }
+            })?;
+        Ok(())
+    }
+}
+
 /// The event table called `name`.
 fn event_table(name: &str) -> PyResult<Table> {
     Table::ALL
@@ -72,10 +110,18 @@ fn event_table(name: &str) -> PyResult<Table> {
         })
 }
 
+/// What every report of one trace needs, computed by the first: which call launched
+/// which device work, and the step markers.
+struct Shared {
+    correlation: opscope_analysis::correlate::Correlation,
+    step_markers: Vec<Vec<opscope_analysis::markers::Bounds>>,
+}
+
 /// A trace loaded into opscope's model.
 #[pyclass(module = "opscope._opscope", frozen)]
 struct Model {
     trace: Arc<Trace>,
+    shared: Arc<std::sync::OnceLock<Shared>>,
     /// What it was loaded from, as the commands run on it name their TRACE.
     inputs: Vec<PathBuf>,
 }
@@ -138,9 +184,20 @@ impl Model {
     ) -> PyResult<Report> {
         let keywords = keywords(options)?;
         let trace = Arc::clone(&self.trace);
-        let (command, output) =
-            interruptible(py, move || opscope::embed::report(&trace, &name, &keywords))?
-                .map_err(|e| error(format!("{e:#}")))?;
+        let shared = Arc::clone(&self.shared);
+        let (command, output) = interruptible(py, move || {
+            let shared = shared.get_or_init(|| Shared {
+                correlation: opscope_analysis::correlate::correlate(&trace),
+                step_markers: opscope_analysis::markers::step_markers(&trace),
+            });
+            let cx = opscope_analysis::Context::sharing(
+                &trace,
+                &shared.correlation,
+                &shared.step_markers,
+            );
+            opscope::embed::report_in(&cx, &name, &keywords)
+        })?
+        .map_err(|e| error(format!("{e:#}")))?;
         Ok(Report { command, output })
     }
 
@@ -307,6 +364,7 @@ fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool) -> PyResult<Model> {
         .map_err(|e| error(format!("{e:#}")))?;
     Ok(Model {
         trace: Arc::new(trace),
+        shared: Arc::default(),
         inputs,
     })
 }

@@ -52,6 +52,16 @@ pub fn report(
     &'static dyn opscope_engine::ReportCommand,
     Box<dyn opscope_engine::Output>,
 )> {
+    report_in(&opscope_analysis::Context::new(trace), name, keywords)
+}
+
+/// [`report`] on a context the caller keeps (with the correlation and step markers
+/// several reports of one trace share).
+pub fn report_in(
+    cx: &opscope_analysis::Context,
+    name: &str,
+    keywords: &serde_json::Map<String, serde_json::Value>,
+) -> Result<(&'static dyn opscope_engine::ReportCommand, Box<dyn opscope_engine::Output>)> {
     let Some(command) = opscope_engine::find(name) else {
         let names: Vec<&str> = opscope_engine::REPORTS.iter().map(|r| r.name()).collect();
         bail!(
@@ -59,8 +69,7 @@ pub fn report(
             names.join(", ")
         );
     };
-    let cx = opscope_analysis::Context::new(trace);
-    Ok((command, command.run_keywords(&cx, keywords)?))
+    Ok((command, command.run_keywords(cx, keywords)?))
 }
 
 /// The command-line flag of `command`'s keyword option: `stats`'s tfprof options keep

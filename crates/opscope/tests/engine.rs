@@ -238,3 +238,38 @@ fn options_by_name_are_the_command_lines() {
     .unwrap();
     assert_eq!(narrow, cli);
 }
+
+/// `host` (added to the table with no other file touched): a process's host time,
+/// worked out by hand on a trace made here — an op on one thread, then a gloo
+/// all-reduce, and an op on another thread that overlaps it.
+#[test]
+fn host_threads_time_is_worked_out_by_hand() {
+    let dir = scratch_dir("engine-host");
+    let trace = dir.join("two-threads.json");
+    std::fs::write(
+        &trace,
+        r#"{"traceEvents": [
+            {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+            {"ph": "X", "cat": "cpu_op", "name": "gloo:all_reduce", "pid": 1, "tid": 1, "ts": 150, "dur": 100},
+            {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 200, "dur": 100}
+        ]}"#,
+    )
+    .unwrap();
+    let out = opscope_ok(&["host", "--no-cache", "--format", "json", trace.to_str().unwrap()]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &doc["processes"][0];
+    let us = |v: &serde_json::Value| v.as_i64().unwrap() / 1000;
+    // From 0 to 300 µs: computation 0-100 and 200-300, communication 150-250, both at
+    // once 200-250, nothing 100-150.
+    assert_eq!(us(&p["span_ns"]), 300);
+    assert_eq!(us(&p["time"]["computation_ns"]), 200);
+    assert_eq!(us(&p["time"]["communication_ns"]), 100);
+    assert_eq!(us(&p["time"]["overlap_ns"]), 50);
+    assert_eq!(us(&p["time"]["busy_ns"]), 250);
+    assert_eq!(us(&p["time"]["idle_ns"]), 50);
+    let csv = String::from_utf8(
+        opscope_ok(&["host", "--no-cache", "--format", "csv", trace.to_str().unwrap()]).stdout,
+    )
+    .unwrap();
+    assert!(csv.starts_with("process,span,busy,"), "{csv}");
+}

@@ -4,6 +4,7 @@
 //! an analysis, so a new one is a module here and a line in the table.
 
 mod gpu;
+mod host;
 mod info;
 mod kernels;
 mod memory;
@@ -24,6 +25,7 @@ pub static REPORTS: &[&dyn ReportCommand] = &[
     &info::INFO,
     &steps::STEPS,
     &gpu::GPU,
+    &host::HOST,
     &ops::STATS_OP,
     &kernels::STATS_KERNEL,
     &trees::STATS_SCOPE,
