@@ -61,7 +61,10 @@ pub fn report_in(
     cx: &opscope_analysis::Context,
     name: &str,
     keywords: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(&'static dyn opscope_engine::ReportCommand, Box<dyn opscope_engine::Output>)> {
+) -> Result<(
+    &'static dyn opscope_engine::ReportCommand,
+    Box<dyn opscope_engine::Output>,
+)> {
     let Some(command) = opscope_engine::find(name) else {
         let names: Vec<&str> = opscope_engine::REPORTS.iter().map(|r| r.name()).collect();
         bail!(

@@ -255,7 +255,13 @@ fn host_threads_time_is_worked_out_by_hand() {
         ]}"#,
     )
     .unwrap();
-    let out = opscope_ok(&["host", "--no-cache", "--format", "json", trace.to_str().unwrap()]);
+    let out = opscope_ok(&[
+        "host",
+        "--no-cache",
+        "--format",
+        "json",
+        trace.to_str().unwrap(),
+    ]);
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let p = &doc["processes"][0];
     let us = |v: &serde_json::Value| v.as_i64().unwrap() / 1000;
@@ -268,7 +274,14 @@ fn host_threads_time_is_worked_out_by_hand() {
     assert_eq!(us(&p["time"]["busy_ns"]), 250);
     assert_eq!(us(&p["time"]["idle_ns"]), 50);
     let csv = String::from_utf8(
-        opscope_ok(&["host", "--no-cache", "--format", "csv", trace.to_str().unwrap()]).stdout,
+        opscope_ok(&[
+            "host",
+            "--no-cache",
+            "--format",
+            "csv",
+            trace.to_str().unwrap(),
+        ])
+        .stdout,
     )
     .unwrap();
     assert!(csv.starts_with("process,span,busy,"), "{csv}");
