@@ -70,11 +70,22 @@ impl Reported for Hosts {
             Column::numeric("idle"),
         ]);
         table.empty = Some("no host work in the trace");
+        // Several files of one process (a profiler's cycles, each its own trace) are
+        // told apart by their file.
+        let shown = |p: &HostReport| {
+            let alike = self.processes.iter().filter(|q| q.role == p.role).count();
+            if alike > 1 {
+                let file = p.file.rsplit('/').next().unwrap_or(&p.file);
+                format!("{} · {file}", p.role)
+            } else {
+                p.role.clone()
+            }
+        };
         for p in &self.processes {
             let span = p.span_ns as f64;
             let share = |ns: i64| Value::share_of(ns as f64, span, 1);
             table.rows.push(vec![
-                Value::text(&p.role),
+                Value::text(shown(p)),
                 Value::Duration(span),
                 share(p.time.busy_ns),
                 share(p.time.computation_ns),
