@@ -27,7 +27,7 @@ pub fn set_code_file(path: PathBuf) {
 }
 
 /// The commands that report on a trace, and so can run on a loaded one from their
-/// command line ([`run_on`]): the engine's report commands (which [`report`] runs
+/// command line ([`run_on`]): the engine's report commands (which [`report_in`] runs
 /// without one), `stats` (its tree views) and the two that write files.
 pub fn commands() -> Vec<String> {
     let mut names: Vec<String> = opscope_engine::REPORTS
@@ -41,30 +41,21 @@ pub fn commands() -> Vec<String> {
     names
 }
 
-/// Runs the report command `name` (`"gpu"`, `"stats kernel"`) on `trace` with options
-/// by name (missing ones take the command line's defaults): no command line, no
-/// printing.
-pub fn report(
-    trace: &Trace,
-    name: &str,
-    keywords: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(
+/// A report command and what it reported.
+pub type Reported = (
     &'static dyn opscope_engine::ReportCommand,
     Box<dyn opscope_engine::Output>,
-)> {
-    report_in(&opscope_analysis::Context::new(trace), name, keywords)
-}
+);
 
-/// [`report`] on a context the caller keeps (with the correlation and step markers
-/// several reports of one trace share).
+/// Runs the report command `name` (`"gpu"`, `"stats kernel"`) on a loaded trace, in
+/// `cx` (which the caller keeps, with the correlation and step markers several reports
+/// share), with options by name (missing ones take the command line's defaults): no
+/// command line, no printing.
 pub fn report_in(
     cx: &opscope_analysis::Context,
     name: &str,
     keywords: &serde_json::Map<String, serde_json::Value>,
-) -> Result<(
-    &'static dyn opscope_engine::ReportCommand,
-    Box<dyn opscope_engine::Output>,
-)> {
+) -> Result<Reported> {
     let Some(command) = opscope_engine::find(name) else {
         let names: Vec<&str> = opscope_engine::REPORTS.iter().map(|r| r.name()).collect();
         bail!(

@@ -199,6 +199,31 @@ fn options_by_name_are_the_command_lines() {
         String::from_utf8(cli.stdout).unwrap()
     );
 
+    // Options of the tfprof views' shared parts (flattened in their structs) by name.
+    let keywords: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(r#"{"step": 551, "tfprof_micros": true}"#).unwrap();
+    let mut by_name = Vec::new();
+    ops.run_keywords(&cx, &keywords)
+        .unwrap()
+        .write_json(&mut by_name)
+        .unwrap();
+    by_name.push(b'\n');
+    let cli = opscope_ok(&[
+        "stats",
+        "op",
+        "--no-cache",
+        "-step",
+        "551",
+        "-tfprof_micros",
+        "--format",
+        "json",
+        path,
+    ]);
+    assert_eq!(
+        String::from_utf8(by_name).unwrap(),
+        String::from_utf8(cli.stdout).unwrap()
+    );
+
     let unknown: serde_json::Map<String, serde_json::Value> =
         serde_json::from_str(r#"{"kernel_wait": 3}"#).unwrap();
     let gpu = opscope_engine::find("gpu").unwrap();

@@ -10,6 +10,7 @@ mod kernels;
 mod memory;
 pub mod ops;
 mod steps;
+mod tfprof;
 mod trees;
 
 use std::any::Any;

@@ -2,13 +2,14 @@
 //! accelerator time of the work it launched (tfprof's op view, torch's key_averages),
 //! with tfprof's option language (`-select`, `-order_by`, `-min_micros`, …).
 
-use opscope_analysis::op_stats::{OpStatsOptions, Timing};
+use opscope_analysis::op_stats::OpStatsOptions;
 use opscope_analysis::report::{Report, Reported};
-use opscope_analysis::view::{self, op_view, Column, OpView, OpViewOptions, ViewOptions};
+use opscope_analysis::view::{op_view, Column, OpView, OpViewOptions, ViewOptions};
 use opscope_analysis::window::Window;
 use opscope_analysis::Context;
 use serde::{Deserialize, Serialize};
 
+use super::tfprof::{regex_list, Accounting, Steps};
 use super::{Entry, Error, Formats, Frame, Output};
 
 pub static STATS_OP: Entry<Options> = Entry {
@@ -50,28 +51,15 @@ pub const TOP_OP_COLUMNS: [Column; 5] = [
 ];
 
 #[derive(clap::Args, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(default)]
 #[command(
     about = "Per op type: calls, CPU time with and without the ops it called, and the accelerator time of the work it launched (tfprof's op view; torch's key_averages). Options take tfprof's spelling, with one dash or two",
     after_help = "Examples:\n  opscope stats op trace.json.gz\n  opscope stats op -order_by self_cpu_micros -min_micros 100 trace.json\n  opscope stats op -select occurrence,accelerator_micros -account_type_regexes 'aten::.*' trace.json\n  opscope stats op -output csv:outfile=ops.csv trace.json"
 )]
 pub struct Options {
-    /// Count each op run and kernel in whole microseconds, at least 1, as tfprof does
-    /// (its figures come from TensorFlow's µs fields); default: to the nanosecond.
-    #[arg(long = "tfprof_micros", alias = "tfprof-micros")]
-    pub tfprof_micros: bool,
-    /// Totals and shares count only the rows shown (tfprof's option; `true` or
-    /// `false`, no value means true).
-    #[arg(
-        long = "account_displayed_op_only",
-        alias = "account-displayed-op-only",
-        num_args = 0..=1,
-        default_value_t = false,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set,
-        value_name = "BOOL"
-    )]
-    pub account_displayed_op_only: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub accounting: Accounting,
     /// Columns to show, comma-separated: occurrence, micros, cpu_micros,
     /// self_cpu_micros, accelerator_micros, bytes (requested), residual_bytes,
     /// peak_bytes, output_bytes, float_ops, device, input_shapes.
@@ -131,12 +119,9 @@ pub struct Options {
     /// Show at most this many rows (0: all).
     #[arg(long, default_value_t = 0)]
     limit: usize,
-    /// Leave out the last profiler step and the work launched in it.
-    #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
-    exclude_last_step: bool,
-    /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
-    #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
-    step: Option<u64>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    pub steps: Steps,
 }
 
 const DEFAULT_SELECT: &str = "occurrence,micros,cpu_micros,self_cpu_micros,accelerator_micros";
@@ -144,8 +129,7 @@ const DEFAULT_SELECT: &str = "occurrence,micros,cpu_micros,self_cpu_micros,accel
 impl Default for Options {
     fn default() -> Options {
         Options {
-            tfprof_micros: false,
-            account_displayed_op_only: false,
+            accounting: Accounting::default(),
             select: DEFAULT_SELECT.to_string(),
             order_by: "micros".to_string(),
             min_micros: 0.0,
@@ -157,8 +141,7 @@ impl Default for Options {
             hide_name_regexes: String::new(),
             account_type_regexes: ".*".to_string(),
             limit: 0,
-            exclude_last_step: false,
-            step: None,
+            steps: Steps::default(),
         }
     }
 }
@@ -180,43 +163,6 @@ impl Reported for Ops {
     fn report(&self) -> Report {
         self.view.report()
     }
-}
-
-/// How times are counted: tfprof's whole microseconds, or exactly.
-pub fn timing(tfprof_micros: bool) -> Timing {
-    if tfprof_micros {
-        Timing::WholeMicros
-    } else {
-        Timing::Exact
-    }
-}
-
-/// The part of the trace `-step` and `--exclude-last-step` ask for.
-pub fn chosen_window(cx: &Context, step: Option<u64>, exclude_last: bool) -> Result<Window, Error> {
-    match step {
-        Some(n) => {
-            let known = cx.step_numbers();
-            if !known.contains(&n) {
-                let list: Vec<String> = known.iter().map(u64::to_string).collect();
-                return Err(Error::options(format!(
-                    "-step {n}: the trace has no such step marker (its steps: {})",
-                    if list.is_empty() {
-                        "none".to_string()
-                    } else {
-                        list.join(", ")
-                    }
-                )));
-            }
-            Ok(Window::Step(n))
-        }
-        None if exclude_last => Ok(Window::BeforeLastStep),
-        None => Ok(Window::Whole),
-    }
-}
-
-/// A list of regexes option: `-NAME` names it in the error.
-pub fn regex_list(name: &str, list: &str) -> Result<Vec<regex::Regex>, Error> {
-    view::regexes(list).map_err(|e| Error::options(format!("-{name}: not a valid regex list: {e}")))
 }
 
 /// The columns and the view's options, or what is wrong with them.
@@ -245,20 +191,17 @@ fn view_options(o: &Options) -> Result<(Vec<Column>, ViewOptions), Error> {
 
 fn run(cx: &Context, o: &Options) -> Result<Box<dyn Output>, Error> {
     let (select, view) = view_options(o)?;
-    if o.step.is_some() && o.exclude_last_step {
-        return Err(Error::options("-step and -exclude_last_step: give one"));
-    }
-    let window = chosen_window(cx, o.step, o.exclude_last_step)?;
+    let window = o.steps.window(cx)?;
     let view = op_view(
         cx,
         &OpViewOptions {
             stats: OpStatsOptions {
                 window,
-                timing: timing(o.tfprof_micros),
+                timing: o.accounting.timing(),
             },
             view,
             columns: select,
-            account_displayed_only: o.account_displayed_op_only,
+            account_displayed_only: o.accounting.account_displayed_op_only,
             limit: o.limit,
         },
     );

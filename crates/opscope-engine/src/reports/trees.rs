@@ -8,7 +8,7 @@ use opscope_analysis::window::Window;
 use opscope_analysis::Context;
 use serde::{Deserialize, Serialize};
 
-use super::ops::{chosen_window, regex_list, timing};
+use super::tfprof::{regex_list, Accounting, Steps};
 use super::{Entry, Error, Formats, Frame, Output, Run};
 
 /// Each node shown, with its path and its self and total figures.
@@ -77,22 +77,9 @@ pub struct CodeOptions {
 #[derive(clap::Args, Deserialize)]
 #[serde(default)]
 pub struct TreeOptions {
-    /// Count each op run and kernel in whole microseconds, at least 1, as tfprof does
-    /// (its figures come from TensorFlow's µs fields); default: to the nanosecond.
-    #[arg(long = "tfprof_micros", alias = "tfprof-micros")]
-    tfprof_micros: bool,
-    /// Totals and shares count only the rows shown (tfprof's option; `true` or
-    /// `false`, no value means true).
-    #[arg(
-        long = "account_displayed_op_only",
-        alias = "account-displayed-op-only",
-        num_args = 0..=1,
-        default_value_t = false,
-        default_missing_value = "true",
-        action = clap::ArgAction::Set,
-        value_name = "BOOL"
-    )]
-    account_displayed_op_only: bool,
+    #[command(flatten)]
+    #[serde(flatten)]
+    accounting: Accounting,
     /// Columns to show, comma-separated, each as self/total: micros (CPU and
     /// accelerator time), cpu_micros, accelerator_micros, bytes (requested),
     /// peak_bytes, residual_bytes, output_bytes, occurrence.
@@ -136,19 +123,15 @@ pub struct TreeOptions {
         default_value = ""
     )]
     hide_name_regexes: String,
-    /// Leave out the last profiler step and the work launched in it.
-    #[arg(long = "exclude_last_step", alias = "exclude-last-step")]
-    exclude_last_step: bool,
-    /// Only step N (ProfilerStep#N, train_step_N) and the work launched in it.
-    #[arg(long = "step", value_name = "N", conflicts_with = "exclude_last_step")]
-    step: Option<u64>,
+    #[command(flatten)]
+    #[serde(flatten)]
+    steps: Steps,
 }
 
 impl Default for TreeOptions {
     fn default() -> TreeOptions {
         TreeOptions {
-            tfprof_micros: false,
-            account_displayed_op_only: false,
+            accounting: Accounting::default(),
             select: "micros,occurrence".to_string(),
             min_bytes: 0,
             max_depth: None,
@@ -157,8 +140,7 @@ impl Default for TreeOptions {
             trim_name_regexes: String::new(),
             show_name_regexes: String::new(),
             hide_name_regexes: String::new(),
-            exclude_last_step: false,
-            step: None,
+            steps: Steps::default(),
         }
     }
 }
@@ -201,7 +183,7 @@ fn display(o: &TreeOptions) -> Result<(Vec<TreeColumn>, TreeDisplay), Error> {
         max_depth: o.max_depth,
         min_micros: o.min_micros,
         min_bytes: o.min_bytes,
-        account_displayed_only: o.account_displayed_op_only,
+        account_displayed_only: o.accounting.account_displayed_op_only,
         start_name_regexes: regex_list("start_name_regexes", &o.start_name_regexes)?,
         trim_name_regexes: regex_list("trim_name_regexes", &o.trim_name_regexes)?,
         show_name_regexes: regex_list("show_name_regexes", &o.show_name_regexes)?,
@@ -212,11 +194,8 @@ fn display(o: &TreeOptions) -> Result<(Vec<TreeColumn>, TreeDisplay), Error> {
 
 fn run(cx: &Context, o: &TreeOptions, kind: TreeKind) -> Run {
     let (columns, display) = display(o)?;
-    if o.step.is_some() && o.exclude_last_step {
-        return Err(Error::options("-step and -exclude_last_step: give one"));
-    }
-    let window = chosen_window(cx, o.step, o.exclude_last_step)?;
-    let tree = tree::build(cx, kind, window, timing(o.tfprof_micros));
+    let window = o.steps.window(cx)?;
+    let tree = tree::build(cx, kind, window, o.accounting.timing());
     let shown = tree::display(&tree, &display);
     Ok(Box::new(Trees {
         tree,
