@@ -169,59 +169,46 @@ fn options_by_name_are_the_command_lines() {
     let path = trace.to_str().unwrap();
     let loaded = opscope::embed::load(std::slice::from_ref(&trace), false).unwrap();
     let cx = opscope_analysis::Context::new(&loaded);
+    // `stats  op`: the name's words are found however they are spaced.
     let ops = opscope_engine::find("stats  op").unwrap();
-    let keywords: serde_json::Map<String, serde_json::Value> = serde_json::from_str(
+    // The JSON of `stats op` with options by name, and with the command line's flags.
+    let same = |keywords: &str, flags: &[&str]| {
+        let keywords: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(keywords).unwrap();
+        let mut by_name = Vec::new();
+        ops.run_keywords(&cx, &keywords)
+            .unwrap()
+            .write_json(&mut by_name)
+            .unwrap();
+        by_name.push(b'\n');
+        let args = [
+            &["stats", "op", "--no-cache"],
+            flags,
+            &["--format", "json", path],
+        ]
+        .concat();
+        let cli = opscope_ok(&args);
+        assert_eq!(
+            String::from_utf8(by_name).unwrap(),
+            String::from_utf8(cli.stdout).unwrap(),
+            "{keywords:?}"
+        );
+    };
+    same(
         r#"{"select": ["occurrence", "self_cpu_micros"], "order_by": "self_cpu_micros", "min_micros": 100}"#,
-    )
-    .unwrap();
-    let mut by_name = Vec::new();
-    ops.run_keywords(&cx, &keywords)
-        .unwrap()
-        .write_json(&mut by_name)
-        .unwrap();
-    by_name.push(b'\n');
-    let cli = opscope_ok(&[
-        "stats",
-        "op",
-        "--no-cache",
-        "-select",
-        "occurrence,self_cpu_micros",
-        "-order_by",
-        "self_cpu_micros",
-        "-min_micros",
-        "100",
-        "--format",
-        "json",
-        path,
-    ]);
-    assert_eq!(
-        String::from_utf8(by_name).unwrap(),
-        String::from_utf8(cli.stdout).unwrap()
+        &[
+            "-select",
+            "occurrence,self_cpu_micros",
+            "-order_by",
+            "self_cpu_micros",
+            "-min_micros",
+            "100",
+        ],
     );
-
-    // Options of the tfprof views' shared parts (flattened in their structs) by name.
-    let keywords: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(r#"{"step": 551, "tfprof_micros": true}"#).unwrap();
-    let mut by_name = Vec::new();
-    ops.run_keywords(&cx, &keywords)
-        .unwrap()
-        .write_json(&mut by_name)
-        .unwrap();
-    by_name.push(b'\n');
-    let cli = opscope_ok(&[
-        "stats",
-        "op",
-        "--no-cache",
-        "-step",
-        "551",
-        "-tfprof_micros",
-        "--format",
-        "json",
-        path,
-    ]);
-    assert_eq!(
-        String::from_utf8(by_name).unwrap(),
-        String::from_utf8(cli.stdout).unwrap()
+    // The tfprof views' shared options (flattened in their structs).
+    same(
+        r#"{"step": 551, "tfprof_micros": true}"#,
+        &["-step", "551", "-tfprof_micros"],
     );
 
     let unknown: serde_json::Map<String, serde_json::Value> =
