@@ -826,7 +826,7 @@ def parse_args() -> argparse.Namespace:
     args.library = args.opscope.parent / "libopscope_record.so"
     for built in (args.opscope, args.library):
         if not built.is_file():
-            parser.error(f"no {built}: run `cargo build --release` in the workspace")
+            parser.error(f"no {built}: run `cargo build --release --workspace`")
     if args.task in ("all", "steps", "interleaved", "heap", "jax") and not os.access(args.python, os.X_OK):
         parser.error(f"no python at {args.python}: give one with torch and tensorflow-cpu (--python)")
     return args
