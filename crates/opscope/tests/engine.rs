@@ -25,15 +25,20 @@ fn query_encoded(s: &str) -> String {
         .collect()
 }
 
+/// The shared two-rank trace with GPU work, steps and ops (every command has something
+/// to say of it), and its model.
+fn two_ranks() -> Option<(std::path::PathBuf, opscope_model::Trace)> {
+    let trace = shared_traces()?.join("kineto/hta/trace_filter");
+    let loaded = opscope::embed::load(std::slice::from_ref(&trace), false).unwrap();
+    Some((trace, loaded))
+}
+
 #[test]
 fn every_report_command_is_on_every_surface() {
-    let Some(traces) = shared_traces() else {
+    let Some((trace, loaded)) = two_ranks() else {
         return;
     };
-    // Two ranks with GPU work, steps and ops: every command has something to say.
-    let trace = traces.join("kineto/hta/trace_filter");
     let path = trace.to_str().unwrap();
-    let loaded = opscope::embed::load(std::slice::from_ref(&trace), false).unwrap();
     let cx = opscope_analysis::Context::new(&loaded);
 
     let dir = scratch_dir("engine-surfaces");
@@ -162,12 +167,10 @@ fn every_report_command_is_on_every_surface() {
 /// viewer's query parameters are typed as the command line types them.
 #[test]
 fn options_by_name_are_the_command_lines() {
-    let Some(traces) = shared_traces() else {
+    let Some((trace, loaded)) = two_ranks() else {
         return;
     };
-    let trace = traces.join("kineto/hta/trace_filter");
     let path = trace.to_str().unwrap();
-    let loaded = opscope::embed::load(std::slice::from_ref(&trace), false).unwrap();
     let cx = opscope_analysis::Context::new(&loaded);
     // `stats  op`: the name's words are found however they are spaced.
     let ops = opscope_engine::find("stats  op").unwrap();
