@@ -201,9 +201,16 @@ def report(trace: Trace, command: str, **options: Any) -> Any:
 
 
 def text(trace: Trace, command: str, **options: Any) -> str:
-    """What ``opscope COMMAND`` prints for ``trace``, as text for people."""
+    """What ``opscope COMMAND`` prints for ``trace``, as text for people; for ``flame``
+    and ``report``, which write the file ``output=``, the line that says what they
+    wrote."""
     if _command(command):
         return _result(trace, command, options).text()
+    words = command.split()
+    if words == ["report"]:
+        return trace._model.page(**_keywords(options))
+    if words == ["flame"]:
+        return trace._model.flame(**_keywords(options))
     return trace.run(command, **options)
 
 

@@ -227,6 +227,18 @@ def test_flame_and_report_write_their_files(tmp_path):
     opscope.text(t, "report", output=html)
     assert svg.read_text().lstrip().startswith("<?xml") or "<svg" in svg.read_text()[:2000]
     assert "<html" in html.read_text()[:2000].lower()
+    # The page is the command line's, byte for byte (run on the model, not through it).
+    cli_page = tmp_path / "cli.html"
+    subprocess.run([CLI, "report", "-q", "--no-cache", "-o", str(cli_page), str(TWO_RANKS)], check=True,
+                   capture_output=True)
+    assert html.read_bytes() == cli_page.read_bytes()
+    said = opscope.text(t, "flame", output=svg, cpu_only=True, title="cpu", force=True)
+    assert said.startswith(f"wrote {svg}"), said
+    assert ">cpu<" in svg.read_text()
+    with pytest.raises(opscope.Error, match="already exists"):
+        opscope.text(t, "report", output=html)
+    with pytest.raises(TypeError, match="no_such"):
+        opscope.text(t, "flame", output=svg, no_such=1)
 
 
 def test_save_writes_as_convert_does(tmp_path):

@@ -201,6 +201,36 @@ impl Model {
         Ok(Report { command, output })
     }
 
+    /// Writes `opscope report`'s page of this model to `output` (the top `top` rows in
+    /// lists); gives the line that says what was written.
+    #[pyo3(signature = (output, top = 20, force = false))]
+    fn page(&self, py: Python<'_>, output: PathBuf, top: usize, force: bool) -> PyResult<String> {
+        let trace = Arc::clone(&self.trace);
+        let inputs = self.inputs.clone();
+        interruptible(py, move || {
+            opscope::embed::write_page(&trace, &inputs, &output, top, force)
+        })?
+        .map_err(|e| error(format!("{e:#}")))
+    }
+
+    /// Writes `opscope flame`'s graph of this model to `output`; gives the line that
+    /// says what was written.
+    #[pyo3(signature = (output, cpu_only = false, title = None, force = false))]
+    fn flame(
+        &self,
+        py: Python<'_>,
+        output: PathBuf,
+        cpu_only: bool,
+        title: Option<String>,
+        force: bool,
+    ) -> PyResult<String> {
+        let trace = Arc::clone(&self.trace);
+        interruptible(py, move || {
+            opscope::embed::write_flame(&trace, &output, cpu_only, title.as_deref(), force)
+        })?
+        .map_err(|e| error(format!("{e:#}")))
+    }
+
     /// Runs an opscope command that reports on a trace (`["gpu", "--format", "json"]`)
     /// on this model, and gives what it printed.
     fn run(&self, py: Python<'_>, args: Vec<String>) -> PyResult<String> {

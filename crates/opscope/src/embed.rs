@@ -116,6 +116,32 @@ pub fn run_on(trace: Arc<Trace>, inputs: &[PathBuf], args: &[String]) -> Result<
     Ok(printed)
 }
 
+/// Writes `opscope report`'s page of a loaded trace (titled after `inputs`) to `output`,
+/// as the command writes it; gives the line that says what was written.
+pub fn write_page(
+    trace: &Trace,
+    inputs: &[PathBuf],
+    output: &std::path::Path,
+    top: usize,
+    force: bool,
+) -> Result<String> {
+    let names: Vec<String> = inputs.iter().map(|p| p.display().to_string()).collect();
+    crate::commands::report::write(trace, &names.join(", "), output, top, force)
+}
+
+/// Writes `opscope flame`'s graph of a loaded trace to `output`; gives the line that
+/// says what was written.
+pub fn write_flame(
+    trace: &Trace,
+    output: &std::path::Path,
+    cpu_only: bool,
+    title: Option<&str>,
+    force: bool,
+) -> Result<String> {
+    let title = title.unwrap_or(crate::commands::flame::TITLE);
+    crate::commands::flame::write(trace, output, cpu_only, title, force)
+}
+
 /// Writes a loaded trace to `output` in the format `to` names, else the one its file
 /// name chooses, as `opscope convert` writes it; gives the line that says what was
 /// written.

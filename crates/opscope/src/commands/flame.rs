@@ -3,9 +3,10 @@
 //! kernels under their launching ops), written by the SVG exporter (`convert --to svg`
 //! writes the same).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use opscope_model::Trace;
 
 use crate::exporters::{self, ExportOptions};
 use crate::load;
@@ -33,23 +34,51 @@ pub struct Args {
     #[arg(long)]
     cpu_only: bool,
     /// The graph's title.
-    #[arg(long, default_value = "opscope: where the time goes")]
+    #[arg(long, default_value = TITLE)]
     title: String,
     /// Replace FILE when it exists.
     #[arg(long, short)]
     force: bool,
 }
 
+/// The graph's title unless told another.
+pub const TITLE: &str = "opscope: where the time goes";
+
 pub fn run(args: Args) -> Result<()> {
+    check(&args.output, args.force)?;
+    let trace = args.inputs.load()?;
+    let said = write(&trace, &args.output, args.cpu_only, &args.title, args.force)?;
+    eprintln!("{said}");
+    Ok(())
+}
+
+/// Whether `output` may be written (before a trace is read).
+fn check(output: &Path, force: bool) -> Result<()> {
+    let svg = exporters::by_name("svg").expect("the SVG exporter is in the table");
+    svg.check(
+        output,
+        &ExportOptions {
+            force,
+            ..Default::default()
+        },
+    )
+}
+
+/// Writes the graph of `trace` to `output`; the line that says what was written.
+pub fn write(
+    trace: &Trace,
+    output: &Path,
+    cpu_only: bool,
+    title: &str,
+    force: bool,
+) -> Result<String> {
     let svg = exporters::by_name("svg").expect("the SVG exporter is in the table");
     let options = ExportOptions {
-        device: !args.cpu_only,
-        title: args.title.clone(),
-        force: args.force,
+        device: !cpu_only,
+        title: title.to_string(),
+        force,
     };
-    svg.check(&args.output, &options)?;
-    let trace = args.inputs.load()?;
-    let said = svg.write(&trace, &args.output, &options)?;
-    eprintln!("wrote {}: {said}", args.output.display());
-    Ok(())
+    svg.check(output, &options)?;
+    let said = svg.write(trace, output, &options)?;
+    Ok(format!("wrote {}: {said}", output.display()))
 }

@@ -4,9 +4,10 @@
 //! ticket. Every figure comes from the same report, written the same way, as the
 //! terminal's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use opscope_model::Trace;
 
 use crate::load;
 
@@ -37,24 +38,31 @@ pub struct Args {
 pub fn run(args: Args) -> Result<()> {
     crate::output::refuse_existing(&args.output, args.force)?;
     let trace = args.inputs.load()?;
-    let cx = opscope_analysis::Context::new(&trace);
-    let title = format!(
-        "opscope report: {}",
-        args.inputs.live.clone().unwrap_or_else(|| args
-            .inputs
+    let of = args.inputs.live.clone().unwrap_or_else(|| {
+        args.inputs
             .traces
             .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
-            .join(", "))
-    );
-    let page = opscope_engine::page::page(&cx, &title, args.top)?;
-    std::fs::write(&args.output, &page)
-        .with_context(|| format!("{}: cannot write", args.output.display()))?;
+            .join(", ")
+    });
     eprintln!(
-        "wrote {}: {:.1} KiB",
-        args.output.display(),
-        page.len() as f64 / 1024.0
+        "{}",
+        write(&trace, &of, &args.output, args.top, args.force)?
     );
     Ok(())
+}
+
+/// Writes the page of `trace` (a report of `of`) to `output`, with `top` rows in its
+/// lists; the line that says what was written.
+pub fn write(trace: &Trace, of: &str, output: &Path, top: usize, force: bool) -> Result<String> {
+    crate::output::refuse_existing(output, force)?;
+    let cx = opscope_analysis::Context::new(trace);
+    let page = opscope_engine::page::page(&cx, &format!("opscope report: {of}"), top)?;
+    std::fs::write(output, &page).with_context(|| format!("{}: cannot write", output.display()))?;
+    Ok(format!(
+        "wrote {}: {:.1} KiB",
+        output.display(),
+        page.len() as f64 / 1024.0
+    ))
 }
