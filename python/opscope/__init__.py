@@ -259,7 +259,11 @@ def stats_op(trace: Trace, **options: Any):
     """Per op type: calls, CPU time with and without the ops it called, accelerator
     time (tfprof's op view, ``opscope stats op``; tfprof's options as keywords:
     ``order_by="self_cpu_micros"``, ``min_micros=100``, ``select=[...]``)."""
-    return _frame(trace, "stats op", "ops", options)
+    frame = _frame(trace, "stats op", "ops", options)
+    # A list of [shape, count] pairs per op: Arrow holds it as its JSON text.
+    if len(frame) and "input_shapes" in frame:
+        frame["input_shapes"] = [json.loads(v) if isinstance(v, str) else v for v in frame["input_shapes"]]
+    return frame
 
 
 def stats_kernel(trace: Trace, **options: Any):

@@ -179,6 +179,10 @@ def test_stats_op_is_the_clis_with_tfprof_options():
     frame = opscope.stats_op(t, order_by="self_cpu_micros", min_micros=100)
     assert_rows_equal(frame, rows, ["name", "occurrence", "cpu_ns", "self_cpu_ns", "accelerator_ns"])
     assert list(frame["self_cpu_ns"]) == sorted(frame["self_cpu_ns"], reverse=True)
+    # Input shapes stay lists of [shape, count] pairs, as in the JSON.
+    shapes = opscope.stats_op(t, select="input_shapes")
+    rows = {r["name"]: r["input_shapes"] for r in cli_json("stats", "op", "-select", "input_shapes", TWO_RANKS)}
+    assert all(shapes.iloc[i]["input_shapes"] == rows[shapes.iloc[i]["name"]] for i in range(len(shapes)))
     kernels = opscope.stats_kernel(t)
     expected = cli_json("stats", "kernel", TWO_RANKS)
     assert_rows_equal(kernels, expected, ["name", "total_ns", "instances", "median_ns"])

@@ -272,6 +272,9 @@ fn flame_section(cx: &Cx) -> Result<Option<String>, Error> {
         let mut options = inferno::flamegraph::Options::default();
         options.title = "Where the time goes".to_string();
         options.count_name = "ns".to_string();
+        // Colours from the frames' names, not from a random generator: the same page
+        // for the same trace, however many were drawn before in the process.
+        options.deterministic = true;
         // Frames narrower than this are left out: they keep a big trace's page small.
         options.min_width = 0.5;
         let mut svg = Vec::new();
@@ -333,6 +336,30 @@ mod base64_encoding {
             ] {
                 assert_eq!(super::encode(plain.as_bytes()), coded);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The page of a trace is the same however many were drawn before it on the thread
+    /// (the flame graph's colours came from a random generator, so a Python process's
+    /// second page differed from its first and from the command line's).
+    #[test]
+    fn a_page_drawn_twice_is_the_same() {
+        let json = r#"[
+            {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":1,"ts":0,"dur":100},
+            {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":10,"dur":80},
+            {"ph":"X","cat":"cpu_op","name":"aten::relu","pid":1,"tid":2,"ts":20,"dur":50}
+        ]"#;
+        let mut trace = opscope_model::Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace.finish();
+        let cx = super::Cx::new(&trace);
+        let first = super::page(&cx, "t", 20).unwrap();
+        assert!(first.contains("Flame graph"));
+        for _ in 0..3 {
+            assert!(super::page(&cx, "t", 20).unwrap() == first);
         }
     }
 }

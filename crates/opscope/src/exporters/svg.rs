@@ -29,6 +29,9 @@ fn write(trace: &Trace, options: &ExportOptions, out: &mut dyn Write) -> Result<
         "width: CPU self time".to_string()
     });
     graph.count_name = "ns".to_string();
+    // Colours from the frames' names, not from a random generator: the same graph for
+    // the same trace, however many were drawn before in the process.
+    graph.deterministic = true;
     inferno::flamegraph::from_lines(&mut graph, lines.iter().map(String::as_str), out)
         .context("cannot draw the flame graph")?;
     Ok(super::folded::stacks_line(&stacks))
