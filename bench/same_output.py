@@ -4,8 +4,9 @@ on a set of real traces (a refactor's check: `--format json` and `csv`, and text
 
     python3 bench/same_output.py BEFORE AFTER [--shared ../shared]
 
-BEFORE is typically the previous commit's build (`git worktree add /tmp/before HEAD~1
-&& cargo build --release --manifest-path /tmp/before/Cargo.toml`). Exits 1 and names
+BEFORE is typically the previous commit's build (`git worktree add ../before HEAD~1 &&
+cargo build --release --manifest-path ../before/Cargo.toml`, then
+../before/target/release/opscope). Exits 1 and names
 each command and trace whose output differs."""
 
 import argparse

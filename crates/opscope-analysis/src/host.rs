@@ -7,6 +7,7 @@ use opscope_model::{SliceKind, SourceId, StrId, Trace, TrackKind, NONE};
 use serde::Serialize;
 
 use crate::intervals::IntervalSet;
+use crate::report::{Column, Table, Value};
 
 /// A source's host time as two sets, over all its threads: when some thread computed
 /// (an op, a runtime call, compilation, anything but communication), and when some
@@ -197,6 +198,43 @@ pub fn reports(trace: &Trace, selected: &[bool], with_devices: &[bool]) -> Vec<H
             })
         })
         .collect()
+}
+
+/// Host reports as a table, one row per source: its span, and busy, computation,
+/// communication and idle time as shares of it, with how much of the communication
+/// computation overlapped. Several files of one process (a profiler's cycles, each its
+/// own trace) are told apart by their file.
+pub fn table(hosts: &[HostReport]) -> Table {
+    let mut table = Table::new(vec![
+        Column::text("process"),
+        Column::numeric("span"),
+        Column::numeric("busy"),
+        Column::numeric("computation"),
+        Column::numeric("communication"),
+        Column::numeric("comm. overlapped"),
+        Column::numeric("idle"),
+    ]);
+    for h in hosts {
+        let alike = hosts.iter().filter(|other| other.role == h.role).count();
+        let process = if alike > 1 {
+            let file = h.file.rsplit('/').next().unwrap_or(&h.file);
+            format!("{} · {file}", h.role)
+        } else {
+            h.role.clone()
+        };
+        let share = |n: i64| Value::share_of(n as f64, h.span_ns.max(1) as f64, 1);
+        table.rows.push(vec![
+            Value::text(process),
+            Value::Duration(h.span_ns as f64),
+            share(h.time.busy_ns),
+            share(h.time.computation_ns),
+            share(h.time.communication_ns),
+            h.communication_overlap_pct
+                .map_or(Value::text("-"), |p| Value::percent(p, 1)),
+            share(h.time.idle_ns),
+        ]);
+    }
+    table
 }
 
 #[cfg(test)]

@@ -35,7 +35,6 @@ pub fn commands() -> Vec<String> {
         .map(|r| r.name().split(' ').next().unwrap_or_default().to_string())
         .chain(["stats", "flame", "report"].map(String::from))
         .collect();
-    names.dedup();
     let mut seen = std::collections::HashSet::new();
     names.retain(|n| seen.insert(n.clone()));
     names

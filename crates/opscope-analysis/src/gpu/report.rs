@@ -70,29 +70,7 @@ fn host_table(hosts: &[crate::host::HostReport], report: &mut Report) {
         "the host threads' time instead: an op running (computation), a collective \
          (communication), both, or neither (idle)",
     ));
-    let mut table = Table::new(vec![
-        Column::text("process"),
-        Column::numeric("span"),
-        Column::numeric("busy"),
-        Column::numeric("computation"),
-        Column::numeric("communication"),
-        Column::numeric("comm. overlapped"),
-        Column::numeric("idle"),
-    ]);
-    for h in hosts {
-        let share = |n: i64| Value::share_of(n as f64, h.span_ns.max(1) as f64, 1);
-        table.rows.push(vec![
-            Value::text(&h.role),
-            Value::Duration(h.span_ns as f64),
-            share(h.time.busy_ns),
-            share(h.time.computation_ns),
-            share(h.time.communication_ns),
-            h.communication_overlap_pct
-                .map_or(Value::text("-"), |p| Value::percent(p, 1)),
-            share(h.time.idle_ns),
-        ]);
-    }
-    report.table(table);
+    report.table(crate::host::table(hosts));
 }
 
 fn rank_blocks(rank: &RankReport, report: &mut Report) {

@@ -3,7 +3,7 @@
 //! end of its last (what `gpu` shows for processes without device work, here for all).
 
 use opscope_analysis::host::{self, HostReport};
-use opscope_analysis::report::{Column, Report, Reported, Table, Value};
+use opscope_analysis::report::{Report, Reported};
 use opscope_analysis::window::Window;
 use opscope_analysis::Context;
 use serde::{Deserialize, Serialize};
@@ -60,40 +60,8 @@ pub struct Hosts {
 
 impl Reported for Hosts {
     fn report(&self) -> Report {
-        let mut table = Table::new(vec![
-            Column::text("process"),
-            Column::numeric("span"),
-            Column::numeric("busy"),
-            Column::numeric("computation"),
-            Column::numeric("communication"),
-            Column::numeric("overlap"),
-            Column::numeric("idle"),
-        ]);
+        let mut table = host::table(&self.processes);
         table.empty = Some("no host work in the trace");
-        // Several files of one process (a profiler's cycles, each its own trace) are
-        // told apart by their file.
-        let shown = |p: &HostReport| {
-            let alike = self.processes.iter().filter(|q| q.role == p.role).count();
-            if alike > 1 {
-                let file = p.file.rsplit('/').next().unwrap_or(&p.file);
-                format!("{} · {file}", p.role)
-            } else {
-                p.role.clone()
-            }
-        };
-        for p in &self.processes {
-            let span = p.span_ns as f64;
-            let share = |ns: i64| Value::share_of(ns as f64, span, 1);
-            table.rows.push(vec![
-                Value::text(shown(p)),
-                Value::Duration(span),
-                share(p.time.busy_ns),
-                share(p.time.computation_ns),
-                share(p.time.communication_ns),
-                share(p.time.overlap_ns),
-                share(p.time.idle_ns),
-            ]);
-        }
         let mut report = Report::default();
         report.table(table);
         report
