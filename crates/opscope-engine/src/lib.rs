@@ -1,14 +1,21 @@
-//! opscope's engine: the table of report commands ([`reports::REPORTS`]) that the
-//! command line, Python, `opscope report`'s page, the viewer's panels and `--live` all
-//! iterate, and the one renderer of their results (text, CSV, JSON, HTML, and Arrow
-//! frames for Python).
+//! opscope's engine: inputs become a model ([`load`]: the files found, imported,
+//! linked by the [`passes`] and kept in the model [`cache`]), the table of report
+//! commands ([`reports::REPORTS`]) that the command line, Python, `opscope report`'s
+//! page, the viewer's panels and `--live` all iterate, and the one renderer of their
+//! results (text, CSV, JSON, HTML, and Arrow frames for Python).
 
-#![forbid(unsafe_code)]
+// Only the modules that map files and ask the system about them allow it (the model
+// cache, reading inputs, the SIGBUS handler for cut files).
+#![deny(unsafe_code)]
 
+#[allow(unsafe_code)]
+pub mod cache;
 #[cfg(feature = "arrow")]
 pub mod frames;
 pub mod html;
+pub mod load;
 pub mod page;
+pub mod passes;
 pub mod render;
 pub mod reports;
 mod timeline;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use opscope_model::Trace;
 
-use crate::{cache, cli, load, output};
+use crate::{cli, load, output};
 
 /// Loads `inputs` (files or directories of them) as `opscope info INPUTS…` would: from
 /// the model cache when it holds them and `cache` is on, with hosts merged onto one
@@ -17,13 +17,16 @@ use crate::{cache, cli, load, output};
 /// the executable's does (see [`crate::malloc`]).
 pub fn load(inputs: &[PathBuf], cache: bool) -> Result<Trace> {
     crate::malloc::keep_freed_memory();
-    load::load(inputs, &load::LoadOptions { quiet: true, cache })
+    Ok(opscope_engine::load::load(
+        inputs,
+        &opscope_engine::load::LoadOptions { quiet: true, cache },
+    )?)
 }
 
 /// Names the file that holds this code (the Python module's shared library), which
 /// the model cache's keys name in place of the running executable.
 pub fn set_code_file(path: PathBuf) {
-    cache::set_code_file(path);
+    opscope_engine::cache::set_code_file(path);
 }
 
 /// The commands that report on a trace, and so can run on a loaded one from their

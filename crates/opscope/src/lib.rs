@@ -3,10 +3,8 @@
 //! report commands on it (what `import opscope` is built on).
 
 mod agent;
-mod cache;
 pub mod cli;
 mod commands;
-pub mod cut_files;
 pub mod embed;
 pub mod exporters;
 mod load;

@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 
 use crate::exporters::{self, ExportOptions, Writes};
-use crate::load::{self, LoadOptions};
+use opscope_engine::load::{self, LoadOptions};
+use opscope_engine::passes;
 
 /// `--to`'s values, with what each writes, from the exporters' table.
 fn formats() -> clap::builder::PossibleValuesParser {
@@ -78,7 +79,7 @@ pub fn run_with(
     };
     let mut trace = load::load_model(&inputs, &options)?;
     if !adjust(&mut trace)? {
-        load::merge_hosts(&mut trace);
+        passes::merge_hosts(&mut trace);
     }
     let said = target.write(&trace, &args.output, &export)?;
     let slash = if matches!(target.writes, Writes::Directory { .. }) {

@@ -299,7 +299,7 @@ pub fn find_library() -> Result<PathBuf> {
     }
     // Run from the Python module, the executable is the interpreter: what lies beside
     // it is not this build's.
-    if crate::cache::runs_from_a_library() {
+    if opscope_engine::cache::runs_from_a_library() {
         if let Some(library) = embedded::library() {
             return library;
         }
@@ -423,10 +423,10 @@ fn stepped_aside(dir: &Path) -> Vec<(String, usize, Vec<String>)> {
 /// Prints where the session is, what it holds and its top ops (to stderr: stdout is
 /// the program's).
 fn summarise(dir: &Path) {
-    let trace = match crate::load::load(
+    let trace = match opscope_engine::load::load(
         &[dir.to_path_buf()],
         // Saved in the model cache: the user's next command is likely on this session.
-        &crate::load::LoadOptions {
+        &opscope_engine::load::LoadOptions {
             quiet: true,
             cache: true,
         },

@@ -1,0 +1,206 @@
+//! Loading: the TRACE arguments of a command become one model. Inputs are found
+//! ([`walk`]), read and imported each through the format that claims it ([`read`]),
+//! linked by the [`crate::passes`], and kept in the [`crate::cache`] for the next
+//! command on the same files; long loads show a progress bar on a terminal.
+
+#[allow(unsafe_code)]
+pub mod cut_files;
+#[allow(unsafe_code)]
+mod read;
+mod walk;
+
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use opscope_formats::ImportError;
+use opscope_model::Trace;
+
+use crate::cache;
+use crate::passes;
+
+pub use read::files_read;
+pub use walk::{expand, Found, How, OWN_NOTES};
+
+/// What loading was asked to do.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Never show a progress bar (it is shown only on a terminal, for big inputs).
+    pub quiet: bool,
+    /// Read the model from the model cache when it holds these very files, and save
+    /// it there after parsing them (see [`crate::cache`]).
+    pub cache: bool,
+}
+
+/// Why inputs could not be loaded. Each names the input (the file, or `standard
+/// input`); the OS's or the format's reason is the error's source.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The system would not open, map, list or read an input.
+    #[error("{shown}: {what}")]
+    Io {
+        shown: String,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A format could not read an input.
+    #[error(transparent)]
+    Import(#[from] ImportError),
+    /// An input opscope does not read, and why.
+    #[error("{0}")]
+    Refused(String),
+    /// Every file found in the directories given failed; the first one's error.
+    #[error("none of the {n} trace files could be read; the first")]
+    NoneRead {
+        n: usize,
+        #[source]
+        first: Box<LoadError>,
+    },
+}
+
+impl LoadError {
+    /// The error and its causes on one line, outermost first.
+    pub fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self);
+        while let Some(cause) = source {
+            text.push_str(": ");
+            text.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        text
+    }
+}
+
+/// Maps an I/O error on the input shown as `shown` to a [`LoadError::Io`].
+fn io(
+    shown: impl std::fmt::Display,
+    what: &'static str,
+) -> impl FnOnce(std::io::Error) -> LoadError {
+    move |source| LoadError::Io {
+        shown: shown.to_string(),
+        what,
+        source,
+    }
+}
+
+/// Returns a [`LoadError::Refused`] with the formatted text.
+macro_rules! refuse {
+    ($($arg:tt)*) => {
+        return Err($crate::load::LoadError::Refused(format!($($arg)*)))
+    };
+}
+use refuse;
+
+fn warn(message: &str) {
+    eprintln!("opscope: warning: {message}");
+}
+
+/// Loads every file of `inputs` into one trace. A file found in a directory that
+/// cannot be read is a warning, and the other files are read; a file named on the
+/// command line that cannot be read is an error, as is a directory none of whose files
+/// can be.
+pub fn load(inputs: &[std::path::PathBuf], options: &LoadOptions) -> Result<Trace, LoadError> {
+    load_found(&expand(inputs)?, options)
+}
+
+/// [`load`] for inputs [`expand`] found already.
+pub fn load_found(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadError> {
+    let mut trace = load_model(files, options)?;
+    passes::merge_hosts(&mut trace);
+    Ok(trace)
+}
+
+/// The model of `files`, from the cache or parsed and linked, with each host on its
+/// own clock.
+pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadError> {
+    // A stream has no identity the cache could check again.
+    let streams = files.iter().any(|f| f.how == How::Stream);
+    let total: u64 = files.iter().map(|f| read::input_bytes(&f.path)).sum();
+    let entry = (options.cache && !streams && total >= cache::MIN_INPUT_BYTES)
+        .then(cache::directory)
+        .flatten()
+        .filter(|dir| match cache::why_not_private(dir) {
+            None => true,
+            Some(why) => {
+                warn(&format!(
+                    "the model cache {} {why}: it is not used (make it yours with \
+                     mode 700, or set OPSCOPE_CACHE_DIR to another directory)",
+                    dir.display()
+                ));
+                false
+            }
+        })
+        .and_then(|dir| {
+            let inputs = files
+                .iter()
+                .map(|f| (f.path.clone(), files_read(&f.path)))
+                .collect();
+            cache::Entry::for_inputs(&dir, inputs)
+        });
+    if let Some(trace) = entry.as_ref().and_then(cache::Entry::read) {
+        print_warnings(&trace);
+        return Ok(trace);
+    }
+    let parse_started = std::time::Instant::now();
+    let bar = progress_bar(total, options);
+    let mut trace = Trace::new();
+    let mut failed = Vec::new();
+    for file in files {
+        let shown = read::shown(&file.path);
+        bar.set_message(shown.clone());
+        match read::load_file(file, &shown, &mut trace) {
+            Ok(()) => {}
+            Err(e) if file.how == How::InDirectory => failed.push(e),
+            Err(e) => return Err(e),
+        }
+        bar.inc(read::input_bytes(&file.path));
+    }
+    bar.finish_and_clear();
+    if !failed.is_empty() && failed.len() == files.len() {
+        let n = failed.len();
+        let first = failed.swap_remove(0);
+        if n == 1 {
+            return Err(first);
+        }
+        return Err(LoadError::NoneRead {
+            n,
+            first: Box::new(first),
+        });
+    }
+    for e in &failed {
+        warn(&format!("{}; the other files are still read", e.chain()));
+    }
+    // A failed import may have stopped before finishing the model.
+    trace.finish();
+    passes::run_all(&mut trace);
+    print_warnings(&trace);
+    trace.shrink_to_fit();
+    // A model missing a file that could not be read is not saved: the next command
+    // tries the file again, and tells of it again.
+    if let Some(entry) = entry.filter(|_| failed.is_empty()) {
+        entry.write(&trace, parse_started.elapsed());
+    }
+    Ok(trace)
+}
+
+fn print_warnings(trace: &Trace) {
+    for (_, warning) in &trace.warnings {
+        eprintln!("opscope: warning: {warning}");
+    }
+}
+
+fn progress_bar(total: u64, options: &LoadOptions) -> ProgressBar {
+    use std::io::IsTerminal;
+    // Small inputs load in well under a second: a bar would only flicker.
+    if options.quiet || !std::io::stderr().is_terminal() || total < 32 << 20 {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(total);
+    bar.set_style(
+        ProgressStyle::with_template("{spinner} loading {bytes}/{total_bytes} {wide_msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
