@@ -25,6 +25,11 @@ pub struct Input<'a> {
 /// source.
 pub type BytesImporter = fn(&[u8], &str, &mut Trace) -> Result<SourceId, ImportError>;
 
+/// Imports one file's decompressed bytes from a stream, for a format that reads as it
+/// goes (`path` names it in messages).
+pub type ReaderImporter =
+    fn(&mut (dyn io::Read + Send), &str, &mut Trace) -> Result<SourceId, ImportError>;
+
 /// A format opscope reads.
 pub trait Importer: Sync {
     /// The format's name, as its sources record it (`Source::format`).
@@ -75,10 +80,16 @@ pub trait Importer: Sync {
         None
     }
 
+    /// How it reads one file's bytes from a stream (a gzip'd file as it is inflated),
+    /// for a format that reads as it goes; `None`: the stream is read whole first.
+    fn reader_importer(&self) -> Option<ReaderImporter> {
+        None
+    }
+
     /// Its own import of one input as a new source of `trace`, for a format that one
     /// file's bytes are not enough for (a directory, files beside it, a database SQLite
     /// opens); `None`: the registry imports the input's one file through
-    /// [`Importer::bytes_importer`] (gzip'd or not).
+    /// [`Importer::bytes_importer`] (gzip'd through the gzip container).
     fn import(&self, _input: &Input, _trace: &mut Trace) -> Option<Result<SourceId, ImportError>> {
         None
     }

@@ -13,6 +13,7 @@ pub mod chrome;
 mod common;
 pub mod ctf;
 pub mod error;
+pub mod gzip;
 pub mod importer;
 pub mod input;
 #[cfg(feature = "nsys")]

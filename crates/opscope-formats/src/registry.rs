@@ -5,7 +5,7 @@
 //! module everything about formats. A new format is a module with an [`Importer`] and
 //! one line in [`IMPORTERS`].
 
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
 use opscope_model::{SourceId, Trace};
@@ -13,12 +13,13 @@ use opscope_model::{SourceId, Trace};
 use crate::error::ImportError;
 pub use crate::importer::{BytesImporter, Dispatch, Importer, Input};
 use crate::input;
-use crate::read_ahead::ReadAhead;
 
-/// Every format, in the order they are asked: formats known by their path before those
-/// known by their bytes (XSpace, RunMetadata and Perfetto files all open with a
-/// length-delimited field 1).
+/// Every format, in the order they are asked: containers first (gzip'd bytes are
+/// inflated before any format reads them, whatever the file's name), then formats
+/// known by their path before those known by their bytes (XSpace, RunMetadata and
+/// Perfetto files all open with a length-delimited field 1).
 pub static IMPORTERS: &[&dyn Importer] = &[
+    &crate::gzip::GzipFormat,
     &crate::archive::ArchiveFormat,
     #[cfg(feature = "parquet")]
     &crate::parquet::ParquetFormat,
@@ -66,7 +67,7 @@ pub fn claims_name(name: &str) -> bool {
 }
 
 /// The importer of the input at `path` (a directory, or a file whose first bytes are
-/// read, inflated when gzip'd).
+/// read, inflated when gzip'd: the format of what the gzip container holds).
 pub fn for_path(path: &Path) -> io::Result<Option<&'static dyn Importer>> {
     if path.is_dir() {
         return Ok(for_dir(path));
@@ -86,7 +87,8 @@ pub fn files_of(path: &Path) -> Vec<PathBuf> {
 }
 
 /// Imports one input through `importer`: its own import where it has one, else the
-/// input's one file through the format its bytes say (gzip'd or not).
+/// input's one file through the format its bytes say (gzip'd ones through the gzip
+/// container).
 pub fn import(
     importer: &dyn Importer,
     input: &Input,
@@ -102,37 +104,10 @@ pub fn import(
 /// SQLite's first bytes (an Nsight Systems export).
 const SQLITE_MAGIC: &[u8] = b"SQLite format 3\0";
 
-/// Imports `bytes` read from `path` into `trace` and finishes it. Gzip data is
-/// inflated on the way: a gzip'd JSON trace is streamed, never held whole.
+/// Imports `bytes` read from `path` into `trace` through the format that claims them
+/// (a container, gzip or an archive, dispatching again to what it holds) and finishes
+/// it.
 pub fn import_bytes(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
-    if bytes.starts_with(&input::GZIP_MAGIC) {
-        let mut head = [0u8; 256];
-        let mut decoder = flate2::read::MultiGzDecoder::new(bytes);
-        let mut filled = 0;
-        while filled < head.len() {
-            match decoder.read(&mut head[filled..]) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => filled += n,
-            }
-        }
-        if crate::chrome::looks_like_json(&head[..filled]) {
-            // Inflating takes a sixth of the reading thread's time: a thread of its
-            // own lets it overlap with splitting and scanning the text.
-            let imported = std::thread::scope(|scope| {
-                let inflated = ReadAhead::spawn(scope, flate2::read::MultiGzDecoder::new(bytes));
-                crate::chrome::import_reader(inflated, path, trace)
-            });
-            return imported
-                .map_err(|e| input::gzip_fault(bytes, path).unwrap_or(input::in_decompressed(e)));
-        }
-        let inflated = input::decompress_if_gzip(bytes, path)?;
-        return import_plain(&inflated, path, trace).map_err(input::in_decompressed);
-    }
-    import_plain(bytes, path, trace)
-}
-
-/// Imports decompressed bytes through the format that claims them.
-fn import_plain(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     // An XPlane is known by its name; without one, by its planes.
     if crate::perfetto::looks_like_packets(bytes) && crate::xplane::looks_like_xspace(bytes) {
         return crate::xplane::import(bytes, path, trace);
@@ -210,6 +185,41 @@ mod tests {
         import_bytes(bytes, path, &mut Trace::new())
             .unwrap_err()
             .to_string()
+    }
+
+    /// Gzip is a container that dispatches again: gzip'd gzip (a `.json.gz` gzip'd
+    /// once more on its way into a ticket) reads as the JSON it holds (before: "neither
+    /// JSON nor a Perfetto protobuf"), a Perfetto trace inside reads as Perfetto, and a
+    /// gzip that goes on inflating into gzip stops at a bound (a gzip quine inflates to
+    /// itself).
+    #[test]
+    fn gzip_dispatches_again_to_what_it_holds_to_a_bound() {
+        let json = json_trace(100);
+        let mut plain = Trace::new();
+        import_bytes(&json, "t.json", &mut plain).unwrap();
+        let twice = gzip(&gzip(&json));
+        let mut trace = Trace::new();
+        let source = import_bytes(&twice, "t.json.gz.gz", &mut trace).unwrap();
+        assert_eq!(trace.sources[source.index()].format, "chrome-json");
+        assert_eq!(trace.slices.len(), plain.slices.len());
+        assert_eq!(trace.slices.len(), 100);
+
+        let mut pftrace = Vec::new();
+        crate::perfetto::export(&plain, &mut pftrace).unwrap();
+        let mut back = Trace::new();
+        let source = import_bytes(&gzip(&pftrace), "t.pftrace.gz", &mut back).unwrap();
+        assert_eq!(back.sources[source.index()].format, "perfetto");
+        assert_eq!(back.slices.len(), 100);
+
+        let mut deep = json;
+        for _ in 0..5 {
+            deep = gzip(&deep);
+        }
+        let e = error_of(&deep, "t.gz");
+        assert!(
+            e.contains("gzip data inside 4 layers of gzip: not read"),
+            "{e}"
+        );
     }
 
     /// A damaged gzip stream is blamed on the gzip data, at an offset into the file,

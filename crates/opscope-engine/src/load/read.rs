@@ -160,9 +160,9 @@ fn read_stream(path: &Path, shown: &str) -> Result<Vec<u8>, LoadError> {
     if bytes.is_empty() {
         refuse!("{shown}: nothing came in (0 bytes)");
     }
-    let gzip = bytes.starts_with(&[0x1f, 0x8b]);
-    // Whatever a format claims by its first bytes (XPlane's planes are told later).
-    if !gzip && opscope_formats::registry::for_bytes(shown, &bytes).is_none() {
+    // Whatever a format claims by its first bytes (gzip as a container; XPlane's
+    // planes are told later).
+    if opscope_formats::registry::for_bytes(shown, &bytes).is_none() {
         refuse!(
             "{shown}: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto, XPlane and Nsight Systems exports"
         );

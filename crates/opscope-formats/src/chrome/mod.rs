@@ -49,6 +49,10 @@ impl crate::importer::Importer for ChromeFormat {
     fn bytes_importer(&self) -> Option<crate::importer::BytesImporter> {
         Some(import)
     }
+
+    fn reader_importer(&self) -> Option<crate::importer::ReaderImporter> {
+        Some(|reader, path, trace| import_reader(reader, path, trace))
+    }
 }
 
 /// Whether the first (decompressed) bytes of a file are JSON: text (no control bytes

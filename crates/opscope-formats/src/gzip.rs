@@ -1,0 +1,99 @@
+//! Gzip as a container, as Perfetto's trace processor reads it: gzip'd bytes (a
+//! `.json.gz`, a `.pftrace.gz`, a gzip'd tar, a gzip'd member of an archive) are
+//! inflated and dispatched again to the format their inflated bytes show. A format that
+//! reads as it goes (Chrome JSON) is fed the inflated stream from a thread of its own,
+//! never holding the whole text; the others get the inflated buffer.
+
+use std::io::Read;
+
+use opscope_model::{SourceId, Trace};
+
+use crate::error::ImportError;
+use crate::importer::{ContainerImporter, Dispatch, Importer};
+use crate::input::{self, GZIP_MAGIC};
+use crate::read_ahead::ReadAhead;
+
+/// Gzip data in the registry.
+pub struct GzipFormat;
+
+impl Importer for GzipFormat {
+    fn name(&self) -> &'static str {
+        "gzip"
+    }
+
+    /// The formats it holds say what a walk looks for (`.json.gz`, `.pftrace.gz`).
+    fn looks_for(&self) -> &'static str {
+        ""
+    }
+
+    fn claims_bytes(&self, _path: &str, head: &[u8]) -> bool {
+        head.starts_with(&GZIP_MAGIC)
+    }
+
+    fn container(&self) -> Option<ContainerImporter> {
+        Some(import)
+    }
+}
+
+thread_local! {
+    /// How many gzip layers the data being read is inside.
+    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Gzip inside gzip is inflated down to this depth: a gzip quine (a file that inflates
+/// to itself) would otherwise never end.
+const MAX_DEPTH: u32 = 4;
+
+/// How many inflated first bytes tell the format apart (a tar's magic is at 257).
+const HEAD: u64 = 512;
+
+/// Inflates `bytes` (`shown` names them) and imports what they hold through
+/// `dispatch`. A fault in the gzip data is told at its offset in the file; an error in
+/// the inflated data at its offset there, said to be one.
+pub fn import(
+    bytes: &[u8],
+    shown: &str,
+    trace: &mut Trace,
+    dispatch: &dyn Dispatch,
+) -> Result<SourceId, ImportError> {
+    let depth = DEPTH.get();
+    if depth >= MAX_DEPTH {
+        return Err(ImportError::UnknownFormat {
+            path: shown.to_string(),
+            message: format!("gzip data inside {MAX_DEPTH} layers of gzip: not read"),
+        });
+    }
+    DEPTH.set(depth + 1);
+    let imported = inflate_and_dispatch(bytes, shown, trace, dispatch);
+    DEPTH.set(depth);
+    imported
+}
+
+fn inflate_and_dispatch(
+    bytes: &[u8],
+    shown: &str,
+    trace: &mut Trace,
+    dispatch: &dyn Dispatch,
+) -> Result<SourceId, ImportError> {
+    let mut head = Vec::with_capacity(HEAD as usize);
+    let _ = flate2::read::MultiGzDecoder::new(bytes)
+        .take(HEAD)
+        .read_to_end(&mut head);
+    let streamed = dispatch
+        .claims(shown, &head)
+        .and_then(|format| format.reader_importer());
+    if let Some(read) = streamed {
+        // Inflating takes a sixth of the reading thread's time: a thread of its own
+        // lets it overlap with splitting and scanning the text.
+        let imported = std::thread::scope(|scope| {
+            let mut inflated = ReadAhead::spawn(scope, flate2::read::MultiGzDecoder::new(bytes));
+            read(&mut inflated, shown, trace)
+        });
+        return imported
+            .map_err(|e| input::gzip_fault(bytes, shown).unwrap_or(input::in_decompressed(e)));
+    }
+    let inflated = input::decompress_if_gzip(bytes, shown)?;
+    dispatch
+        .import_bytes(&inflated, shown, trace)
+        .map_err(input::in_decompressed)
+}
