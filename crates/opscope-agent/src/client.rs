@@ -63,7 +63,7 @@ impl std::io::Write for Connection {
 fn wait_limit() -> std::time::Duration {
     std::env::var(opscope_wire::env::AGENT_TIMEOUT)
         .ok()
-        .and_then(|v| crate::agent::triggers::parse_duration(&v).ok())
+        .and_then(|v| crate::triggers::parse_duration(&v).ok())
         .filter(|d| !d.is_zero())
         .unwrap_or(std::time::Duration::from_secs(15))
 }

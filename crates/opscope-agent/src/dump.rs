@@ -174,7 +174,7 @@ pub fn write_session(dir: &Path, files: &[DumpFile], meta: &DumpMeta) -> Result<
 
 /// A trigger's dump of `job`, written under the agent's dump directory; the oldest of
 /// that trigger's dumps beyond the number kept are removed.
-pub fn on_trigger(
+pub(crate) fn on_trigger(
     shared: &Shared,
     job: &JobKey,
     trigger: &str,

@@ -1,6 +1,7 @@
 //! One recorded process's stream: each chunk is decoded on the connection's own thread
-//! (ops and steps tallied per chunk), then kept in the flight recorder and added to
-//! its job's aggregates under the lock, briefly.
+//! (its events counted, its steps and live metrics tallied), then kept in the flight
+//! recorder, which the window analyses read (`top`'s ops), and added to its job's
+//! aggregates under the lock, briefly.
 
 use std::io::Read;
 
@@ -14,17 +15,8 @@ use super::protocol::{read_frame, Hello, CHUNK, PREAMBLE};
 use super::state::{JobKey, Process};
 use super::{now_ns, Shared};
 
-/// Past this many names of one kind, a process's tallies start afresh each chunk.
-const MAX_NAMES_KEPT: usize = 100_000;
-
-/// Calls and ns per name (hashbrown's hasher: this runs for every event).
-type NameTallies = hashbrown::HashMap<String, (u64, u64)>;
-
 /// What one chunk held, tallied before the lock is taken.
 struct Tallies {
-    /// Per slice kind, per name: calls and ns. Entries stay from one chunk to the
-    /// next (zeroed): a chunk mostly holds the names the last one did.
-    ops: Vec<(&'static str, NameTallies)>,
     /// Steps the chunk marks (start in the trace's clock, ms): step markers, and the
     /// batches of Keras's `fit` as the bootstrap marks them.
     steps: Vec<(i64, f64)>,
@@ -38,7 +30,6 @@ struct Tallies {
 impl Default for Tallies {
     fn default() -> Tallies {
         Tallies {
-            ops: Vec::new(),
             steps: Vec::new(),
             steps_how: "",
             metrics: metrics::tallies(),
@@ -49,40 +40,8 @@ impl Default for Tallies {
 
 impl Tallies {
     fn clear(&mut self) {
-        for (_, names) in &mut self.ops {
-            if names.len() > MAX_NAMES_KEPT {
-                names.clear();
-            } else {
-                names.values_mut().for_each(|v| *v = (0, 0));
-            }
-        }
         self.steps.clear();
         self.events = 0;
-    }
-
-    fn add(&mut self, kind: &'static str, name: &str, ns: u64) {
-        let names = match self.ops.iter().position(|(k, _)| *k == kind) {
-            Some(i) => &mut self.ops[i].1,
-            None => {
-                self.ops.push((kind, NameTallies::default()));
-                &mut self.ops.last_mut().expect("pushed").1
-            }
-        };
-        match names.get_mut(name) {
-            Some(v) => {
-                v.0 += 1;
-                v.1 += ns;
-            }
-            None => {
-                names.insert(name.to_string(), (1, ns));
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn get(&self, kind: &str, name: &str) -> Option<(u64, u64)> {
-        let (_, names) = self.ops.iter().find(|(k, _)| *k == kind)?;
-        names.get(name).copied()
     }
 }
 
@@ -114,9 +73,11 @@ pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Sha
         if let Some(p) = job.processes.get_mut(&stream.process) {
             p.connected = false;
         }
-        // Its last step is complete now: the step search reads it once more.
+        // Its last step is complete now: the step search reads it once more, and its
+        // last ops are in.
         job.searched_ns = 0;
         job.search_at_tick = 0;
+        job.ops.again();
     }
 }
 
@@ -167,15 +128,7 @@ impl Stream {
         }
         job.events += tallies.events;
         job.last_chunk_ns = now;
-        job.ops.add_events(second, tallies.events);
-        for (kind, names) in &tallies.ops {
-            for (name, &(calls, ns)) in names {
-                if calls > 0 {
-                    let op = job.ops.op(name, kind);
-                    job.ops.add(second, op, calls, ns);
-                }
-            }
-        }
+        job.event_rate.add(second, tallies.events);
         let Some(p) = job.processes.get_mut(&self.process) else {
             return false;
         };
@@ -221,7 +174,6 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
             t.events += 1;
             let ns = end_ns.saturating_sub(start_ns);
             let step = (start_ns as i64, ns as f64 / 1e6);
-            // Steps, not ops: they would top every op list with the step's time.
             if name == steps::KERAS_BATCH_MARK {
                 t.steps.push(step);
                 t.steps_how = "from the framework's records: Keras fit's batches";
@@ -231,7 +183,7 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
                 return;
             }
             // The kind the session's reports give it (a gloo all-reduce the recorder
-            // wrote as an op is communication), so that `top` and `stats` agree.
+            // wrote as an op is communication), so that the metrics and `gpu` agree.
             let kind = kind.unwrap_or(SliceKind::Other).refined_by_name(name);
             if kind == SliceKind::Step {
                 t.steps.push(step);
@@ -241,7 +193,6 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
             for metric in &mut t.metrics {
                 metric.slice(kind, name, start_ns as i64, end_ns as i64);
             }
-            t.add(kind.name(), name, ns);
         }
         StreamEvent::Instant { .. } => t.events += 1,
         StreamEvent::Counter { .. } => {}
@@ -251,18 +202,6 @@ fn tally(t: &mut Tallies, event: StreamEvent<'_>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tallies_count_by_kind_and_name_and_keep_steps_apart() {
-        let mut t = Tallies::default();
-        t.add("op", "aten::mm", 10);
-        t.add("op", "aten::mm", 5);
-        t.add("kernel", "aten::mm", 7);
-        assert_eq!(t.get("op", "aten::mm"), Some((2, 15)));
-        assert_eq!(t.get("kernel", "aten::mm"), Some((1, 7)));
-        t.clear();
-        assert_eq!(t.get("op", "aten::mm"), Some((0, 0)));
-    }
 
     fn slice(name: &str, kind: SliceKind, start_ns: u64, end_ns: u64) -> StreamEvent<'_> {
         StreamEvent::Slice {
@@ -284,8 +223,6 @@ mod tests {
         let mut t = Tallies::default();
         tally(&mut t, slice("gloo:all_reduce", SliceKind::Op, 100, 200));
         tally(&mut t, slice("aten::mm", SliceKind::Op, 200, 300));
-        assert_eq!(t.get("collective", "gloo:all_reduce"), Some((1, 100)));
-        assert_eq!(t.get("op", "aten::mm"), Some((1, 100)));
         // The communication metric (the table's first).
         assert_eq!(metrics::LIVE_METRICS[0].name, "communication");
         assert_eq!(t.metrics[0].end_chunk(), 100);

@@ -9,11 +9,12 @@ pub mod dump;
 pub mod flight;
 mod ingest;
 pub mod metrics;
-mod period;
 pub mod protocol;
 pub mod snapshot;
 mod state;
+pub mod system;
 pub mod triggers;
+mod window;
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
@@ -370,6 +371,13 @@ fn answer(query: Query, uid: u32, shared: &Shared, out: &mut impl std::io::Write
     match query {
         Query::Snapshot => {
             let now = now_ns();
+            // The sampler analyses ops only while someone looks: a first look (`top
+            // --once`) has them analysed first.
+            let asked = shared.state().snapshot_asked_ns;
+            if asked == 0 || now.saturating_sub(asked) >= LOOKING.as_nanos() as u64 {
+                window::ops::refresh_unseen(shared, now, LOOKING);
+                window::give_back_freed_memory();
+            }
             let snapshot = {
                 let mut state = shared.state();
                 state.snapshot_asked_ns = now;
@@ -395,7 +403,7 @@ fn sample_loop(shared: &Shared) {
             libc::sysconf(libc::_SC_PAGESIZE).max(1) as u64,
         )
     };
-    let nvml = crate::record::nvml::Nvml::open();
+    let nvml = system::nvml::Nvml::open();
     if shared.options.idle_priority {
         idle_priority();
     }
@@ -408,7 +416,7 @@ fn sample_loop(shared: &Shared) {
         // someone looks (a snapshot asked for in the last seconds).
         let asked = shared.state().snapshot_asked_ns;
         if asked > 0 && now.saturating_sub(asked) < LOOKING.as_nanos() as u64 {
-            period::refresh(shared, tick, now);
+            window::refresh(shared, tick, now);
         }
         let mut fired = Vec::new();
         {
@@ -446,7 +454,7 @@ fn sample_loop(shared: &Shared) {
             state.forget_ended(now, keep);
             for (key, job) in state.jobs.iter_mut() {
                 for p in job.processes.values_mut().filter(|p| p.connected) {
-                    if let Some(stat) = crate::record::sampler::read_stat(p.pid as i32) {
+                    if let Some(stat) = system::proc_stat::read_stat(p.pid as i32) {
                         p.cpu.sample(now, stat.ticks, ticks_per_s);
                         p.rss_bytes = stat.rss_pages * page;
                     }

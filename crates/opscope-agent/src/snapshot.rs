@@ -67,7 +67,11 @@ pub struct JobState {
     /// memory on them all.
     pub gpus: Vec<usize>,
     pub gpu_memory_bytes: u64,
+    /// Its busiest ops, as `stats op` counts them (see `window::ops`), and the
+    /// seconds of its events they were found in.
     pub top_ops: Vec<OpState>,
+    #[serde(default)]
+    pub ops_read_s: f64,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -150,6 +154,11 @@ pub struct OpState {
     pub time_ms_1s: f64,
     pub time_ms_10s: f64,
     pub time_ms_60s: f64,
+    /// Over 10 s: the time not in the ops it called, and its device work's.
+    #[serde(default)]
+    pub self_ms_10s: f64,
+    #[serde(default)]
+    pub accelerator_ms_10s: f64,
 }
 
 /// A time in ms as a report value (`-` for none).
@@ -301,6 +310,13 @@ impl Reported for Snapshot {
                 Column::numeric("time 60 s"),
             ]);
             ops.empty = Some("(no ops in the last minute)");
+            if !job.top_ops.is_empty() {
+                report.line(Line::of(format!(
+                    "ops as `stats op` counts them, in the last {:.1} s of events read \
+                     (seconds before the newest)",
+                    job.ops_read_s
+                )));
+            }
             for op in &job.top_ops {
                 ops.rows.push(vec![
                     Value::text(op.name.clone()),

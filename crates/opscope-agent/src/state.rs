@@ -1,24 +1,18 @@
 //! What the agent holds: jobs (by owner and name), their processes, the live
-//! aggregates made from the chunks (calls and time per op per second, step times), the
-//! processes' CPU and memory, and the flight recorder; and the snapshot built from them.
+//! aggregates made from the chunks (events per second, step times, live metrics) and
+//! the window analyses' results (ops), the processes' CPU and memory, and the flight
+//! recorder; and the snapshot built from them.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use super::flight::{Flight, ProcessKey};
 use super::protocol::Hello;
-use super::snapshot::{
-    AgentState, GpuState, GpuUse, JobState, OpState, ProcessState, Snapshot, StepState,
-};
+use super::snapshot::{AgentState, GpuState, GpuUse, JobState, ProcessState, Snapshot, StepState};
 
-/// Seconds of per-second op buckets kept per job.
-pub const BUCKETS: u64 = 60;
+/// Seconds of events per second kept per job.
+const BUCKETS: u64 = 60;
 /// Step durations kept per process.
 const STEPS_KEPT: usize = 10_000;
-/// Op names kept per job; those past it are tallied together as [`OTHER_OPS`].
-const MAX_OPS: usize = 1 << 20;
-const OTHER_OPS: &str = "(op names past the agent's limit)";
-/// Ops listed per job in a snapshot.
-const TOP_OPS: usize = 20;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct JobKey {
@@ -42,7 +36,9 @@ pub struct State {
 pub struct Job {
     pub source: String,
     pub processes: BTreeMap<ProcessKey, Process>,
-    pub ops: OpWindows,
+    /// Its ops as `stats op` gives them, over its last seconds (see [`crate::window::ops`]).
+    pub ops: crate::window::ops::LiveOps,
+    pub event_rate: EventRate,
     pub events: u64,
     /// When the last chunk arrived and when the step search last ran (agent ns).
     pub last_chunk_ns: u64,
@@ -172,64 +168,15 @@ impl CpuMeter {
     }
 }
 
-/// One op's calls and time in one second.
-#[derive(Clone, Copy, Default)]
-struct Tally {
-    calls: u64,
-    ns: u64,
-}
-
-/// Per op (name and kind), calls and time per second over the last minute; each
-/// bucket is one second of the agent's clock, when the chunk holding the op arrived.
+/// Events per second of the agent's clock (each when the chunk holding it arrived),
+/// over the last minute.
 #[derive(Default)]
-pub struct OpWindows {
-    names: Vec<(String, &'static str)>,
-    index: HashMap<(String, &'static str), u32>,
-    /// `(second, tallies by op)`, oldest first.
-    buckets: VecDeque<(u64, HashMap<u32, Tally>)>,
-    /// Events per second, by second.
+pub struct EventRate {
     events: VecDeque<(u64, u64)>,
 }
 
-impl OpWindows {
-    /// The op's number, for [`OpWindows::add`].
-    pub fn op(&mut self, name: &str, kind: &'static str) -> u32 {
-        let key = if self.names.len() < MAX_OPS {
-            (name.to_string(), kind)
-        } else {
-            (OTHER_OPS.to_string(), "other")
-        };
-        if let Some(&i) = self.index.get(&key) {
-            return i;
-        }
-        let (name, kind) = key;
-        let i = self.names.len() as u32;
-        self.names.push((name.clone(), kind));
-        self.index.insert((name, kind), i);
-        i
-    }
-
-    fn bucket(&mut self, second: u64) -> &mut HashMap<u32, Tally> {
-        if self.buckets.back().is_none_or(|(s, _)| *s < second) {
-            self.buckets.push_back((second, HashMap::new()));
-            while self
-                .buckets
-                .front()
-                .is_some_and(|(s, _)| *s + BUCKETS < second)
-            {
-                self.buckets.pop_front();
-            }
-        }
-        &mut self.buckets.back_mut().expect("pushed above").1
-    }
-
-    pub fn add(&mut self, second: u64, op: u32, calls: u64, ns: u64) {
-        let t = self.bucket(second).entry(op).or_default();
-        t.calls += calls;
-        t.ns += ns;
-    }
-
-    pub fn add_events(&mut self, second: u64, n: u64) {
+impl EventRate {
+    pub fn add(&mut self, second: u64, n: u64) {
         match self.events.back_mut() {
             Some((s, count)) if *s == second => *count += n,
             _ => {
@@ -242,56 +189,11 @@ impl OpWindows {
     }
 
     /// Events in the last full second before `now_s`.
-    fn events_per_s(&self, now_s: u64) -> u64 {
+    fn per_s(&self, now_s: u64) -> u64 {
         self.events
             .iter()
             .find(|(s, _)| *s + 1 == now_s)
             .map_or(0, |(_, n)| *n)
-    }
-
-    /// The busiest ops by time over the last 10 s, with their 1, 10 and 60 s figures
-    /// (full seconds before `now_s`).
-    fn top(&self, now_s: u64, limit: usize) -> Vec<OpState> {
-        let mut sums: HashMap<u32, [Tally; 3]> = HashMap::new();
-        for (second, tallies) in &self.buckets {
-            if *second >= now_s || *second + BUCKETS < now_s {
-                continue;
-            }
-            let age = now_s - second; // 1 = the last full second
-            for (&op, t) in tallies {
-                let entry = sums.entry(op).or_default();
-                for (w, window) in [1, 10, 60].iter().enumerate() {
-                    if age <= *window {
-                        entry[w].calls += t.calls;
-                        entry[w].ns += t.ns;
-                    }
-                }
-            }
-        }
-        let mut ops: Vec<OpState> = sums
-            .into_iter()
-            .map(|(op, [one, ten, sixty])| {
-                let (name, kind) = &self.names[op as usize];
-                OpState {
-                    name: name.clone(),
-                    kind: kind.to_string(),
-                    calls_1s: one.calls,
-                    calls_10s: ten.calls,
-                    calls_60s: sixty.calls,
-                    time_ms_1s: one.ns as f64 / 1e6,
-                    time_ms_10s: ten.ns as f64 / 1e6,
-                    time_ms_60s: sixty.ns as f64 / 1e6,
-                }
-            })
-            .collect();
-        ops.sort_by(|a, b| {
-            b.time_ms_10s
-                .total_cmp(&a.time_ms_10s)
-                .then(b.time_ms_60s.total_cmp(&a.time_ms_60s))
-                .then(a.name.cmp(&b.name))
-        });
-        ops.truncate(limit);
-        ops
     }
 }
 
@@ -329,7 +231,8 @@ impl State {
         let job = self.jobs.entry(key.clone()).or_insert_with(|| Job {
             source: hello.job_source.clone(),
             processes: BTreeMap::new(),
-            ops: OpWindows::default(),
+            ops: Default::default(),
+            event_rate: EventRate::default(),
             events: 0,
             last_chunk_ns: now,
             searched_ns: 0,
@@ -454,7 +357,7 @@ impl Job {
             uid: key.uid,
             ended: !self.processes.values().any(|p| p.connected),
             steps: self.steps(),
-            events_per_s: self.ops.events_per_s(now_s),
+            events_per_s: self.event_rate.per_s(now_s),
             events: self.events,
             chunks_lost: self.unreadable_chunks
                 + self.processes.values().map(|p| p.chunks_lost).sum::<u64>(),
@@ -474,7 +377,8 @@ impl Job {
                 .flat_map(|p| &p.gpus)
                 .filter_map(|g| g.memory_bytes)
                 .sum(),
-            top_ops: self.ops.top(now_s, TOP_OPS),
+            top_ops: self.ops.rows.clone(),
+            ops_read_s: self.ops.read_s,
             processes,
         }
     }
@@ -714,27 +618,6 @@ mod tests {
         assert_eq!(state.jobs.len(), 1, "ended 5 ns ago");
         state.forget_ended(100, 10);
         assert!(state.jobs.is_empty());
-    }
-
-    #[test]
-    fn op_windows_count_full_seconds_only() {
-        let mut w = OpWindows::default();
-        let mm = w.op("aten::mm", "op");
-        let add = w.op("aten::add", "op");
-        assert_eq!(w.op("aten::mm", "op"), mm);
-        w.add(0, mm, 5, 500);
-        for s in 50..=60 {
-            w.add(s, add, 1, 100);
-        }
-        w.add(61, mm, 100, 1); // the current second: not in any window yet
-        let top = w.top(61, 10);
-        let by = |n: &str| top.iter().find(|o| o.name == n).unwrap().clone();
-        let a = by("aten::add");
-        assert_eq!((a.calls_1s, a.calls_10s, a.calls_60s), (1, 10, 11));
-        // Second 0 is 61 s before 61: out of the minute (and dropped from the buckets);
-        // second 61 is not over.
-        assert!(top.iter().all(|o| o.name != "aten::mm"));
-        assert_eq!(top[0].name, "aten::add");
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! the Python module both run, and [`embed`], which loads a model once and runs the
 //! report commands on it (what `import opscope` is built on).
 
-mod agent;
 pub mod cli;
 mod commands;
 pub mod embed;

@@ -84,7 +84,7 @@ pub struct Inputs {
     pub live: Option<String>,
     /// With --live: only the last DURATION (e.g. 10s) [default: all the agent holds].
     #[arg(long, value_name = "DURATION", requires = "live",
-          value_parser = crate::agent::triggers::parse_duration)]
+          value_parser = opscope_agent::triggers::parse_duration)]
     pub last: Option<Duration>,
     /// No progress bar.
     #[arg(long, short)]
@@ -96,7 +96,7 @@ pub struct Inputs {
     pub no_cache: bool,
     /// Where the agent is, for --live (a socket, or an agent over TCP and its token).
     #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
-    pub agent: crate::agent::client::AgentAddress,
+    pub agent: opscope_agent::client::AgentAddress,
 }
 
 impl Inputs {
@@ -130,7 +130,7 @@ impl Inputs {
                 };
                 let dumps = jobs
                     .iter()
-                    .map(|job| crate::agent::client::LiveDump::fetch(address, job, last_ns))
+                    .map(|job| opscope_agent::client::LiveDump::fetch(address, job, last_ns))
                     .collect::<Result<Vec<_>>>()?;
                 let paths: Vec<PathBuf> = dumps.iter().map(|d| d.path().to_path_buf()).collect();
                 let options = LoadOptions {

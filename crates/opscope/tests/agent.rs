@@ -332,6 +332,72 @@ fn a_recorded_job_is_live_in_top_and_its_dump_reads_as_its_file() {
     );
 }
 
+/// `top`'s ops are `stats op`'s rows over the job's last seconds: an op that calls
+/// itself (an overload calling another) is one call in both. Before, `top` tallied
+/// each slice by name as chunks arrived and counted the inner call too.
+#[test]
+fn top_counts_ops_as_stats_op_does() {
+    let dir = scratch_dir("agent-ops");
+    let program = compile_itt_program(&dir, "itt_nested");
+    let agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    let run = record(
+        &agent.socket,
+        "nested",
+        &session,
+        &program,
+        &["20", "50", "20"],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (outer_tasks, leaf_tasks) = (
+        own["outer_tasks"].as_u64().unwrap(),
+        own["leaf_tasks"].as_u64().unwrap(),
+    );
+    let stats = common::opscope_ok(&["stats", "op", "--format", "json", session.to_str().unwrap()]);
+    let stats: Value = serde_json::from_slice(&stats.stdout).unwrap();
+    let row = |name: &str| {
+        stats
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("no {name} in stats op: {stats:#}"))
+            .clone()
+    };
+    // The program's own count: each outer call is two tasks of one name, one call.
+    assert_eq!(row("outer")["occurrence"].as_u64(), Some(outer_tasks / 2));
+    assert_eq!(row("leaf")["occurrence"].as_u64(), Some(leaf_tasks));
+    let op = |j: &Value, name: &str| {
+        j["top_ops"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|o| o["name"] == name)
+            .cloned()
+    };
+    // Once the process has gone and its last ops are in.
+    let done = agent.top_until(PATIENCE, |top| {
+        job(top, "nested").is_some_and(|j| {
+            j["ended"] == true
+                && op(j, "leaf").is_some_and(|o| o["calls_60s"].as_u64() == Some(leaf_tasks))
+        })
+    });
+    let j = job(&done, "nested").unwrap();
+    for name in ["outer", "leaf"] {
+        let (live, file) = (op(j, name).unwrap(), row(name));
+        assert_eq!(live["calls_60s"], file["occurrence"], "{name}: {live:#}");
+        let live_ns = live["time_ms_60s"].as_f64().unwrap() * 1e6;
+        let file_ns = file["cpu_ns"].as_f64().unwrap();
+        assert!(
+            (live_ns - file_ns).abs() <= 1.0,
+            "{name}: {live_ns} ns live, {file_ns} in the file"
+        );
+    }
+    assert!(j["ops_read_s"].as_f64().unwrap() > 0.0);
+}
+
 #[test]
 fn an_agent_killed_mid_run_costs_the_job_nothing_and_a_new_one_has_it_back() {
     let dir = scratch_dir("agent-killed");

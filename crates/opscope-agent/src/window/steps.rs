@@ -7,16 +7,18 @@ use std::time::Duration;
 
 use opscope_analysis::steps::{self, StepOptions, StepSource};
 use opscope_analysis::Context;
-use opscope_model::Trace;
 
-use super::flight::ProcessKey;
-use super::state::JobKey;
-use super::Shared;
+use crate::flight::ProcessKey;
+use crate::state::JobKey;
+use crate::Shared;
 
 /// How often a job's steps are searched again (sampler ticks of a second); a search
 /// that finds none waits twice as long before the next, up to [`MAX_WAIT_TICKS`].
 const EVERY_TICKS: u64 = 5;
-const MAX_WAIT_TICKS: u64 = 60;
+/// Less than the [`WINDOW`] a search reads, less its [`MARGIN`]: a job that found no
+/// steps for a while (a JAX job importing and compiling) is searched again before its
+/// first steps leave the window (with 60, a loaded machine lost a JAX job's first 4).
+const MAX_WAIT_TICKS: u64 = WINDOW.as_secs() - MARGIN.as_secs() - 2;
 /// How much of the process's events a search reads: what arrived since the last search
 /// (and [`MARGIN`] before it, for the step then running), at most its last seconds and
 /// at most this many bytes of chunks (about 300,000 events), newest first. A search
@@ -54,33 +56,20 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
                     0 => oldest,
                     last => last.saturating_sub(margin).max(oldest),
                 };
-                let chunks: Vec<&[u8]> = state.flight.chunks_of(process, since).collect();
-                let mut total = 0;
-                let newest = chunks
-                    .iter()
-                    .rev()
-                    .take_while(|c| {
-                        total += c.len();
-                        total <= MAX_BYTES
-                    })
-                    .count()
-                    .max(1);
+                let (bytes, left_out) =
+                    super::recent_bytes(&state.flight, process, p, since, MAX_BYTES)?;
                 // Whether it reads every chunk that arrived since the last search (the
                 // first reads what it can of the last seconds: the count starts there).
+                let read = state.flight.chunks_of(process, since).count() - left_out;
                 let whole = job.searched_ns == 0
                     || (job.searched_ns >= oldest
-                        && newest >= state.flight.chunks_of(process, job.searched_ns).count());
-                let mut bytes = p.preamble.clone();
-                for chunk in &chunks[chunks.len().saturating_sub(newest)..] {
-                    bytes.extend_from_slice(chunk);
-                }
-                (!chunks.is_empty())
-                    .then(|| (key.clone(), process, p.pid, p.connected, whole, bytes))
+                        && read >= state.flight.chunks_of(process, job.searched_ns).count());
+                Some((key.clone(), process, p.pid, p.connected, whole, bytes))
             })
             .collect()
     };
     for (key, process, pid, connected, whole, bytes) in work {
-        let found = search(&bytes, pid);
+        let found = search(bytes, pid);
         let mut state = shared.state();
         let Some(job) = state.jobs.get_mut(&key) else {
             continue;
@@ -114,10 +103,8 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
 }
 
 /// The steps `opscope steps` finds in one process's Perfetto bytes.
-fn search(bytes: &[u8], pid: u32) -> Option<Found> {
-    let mut trace = Trace::new();
-    // What a damaged chunk leaves is still read; the search sees what there is.
-    let _ = opscope_formats::perfetto::import(bytes, &format!("process {pid}"), &mut trace);
+fn search(bytes: Vec<u8>, pid: u32) -> Option<Found> {
+    let trace = super::read(&vec![(pid, bytes)]);
     let found = steps::steps(&Context::new(&trace), &StepOptions::default());
     let source = found.into_iter().find(|s| {
         !matches!(s.found_by, StepSource::None | StepSource::Loader) && !s.steps.is_empty()

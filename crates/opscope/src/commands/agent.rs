@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::agent::{self, protocol, triggers};
+use opscope_agent::{self as agent, protocol, triggers};
 
 #[derive(clap::Args)]
 #[command(

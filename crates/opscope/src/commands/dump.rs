@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 
-use crate::agent::client::AgentAddress;
-use crate::agent::{dump, triggers};
+use opscope_agent::client::AgentAddress;
+use opscope_agent::{dump, triggers};
 
 #[derive(clap::Args)]
 #[command(

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<()> {
     }
     // Processes stream to this user's agent even when it starts after them: they try
     // its socket once a second.
-    let agent = running.or_else(|| (!args.no_agent).then(crate::agent::protocol::user_socket));
+    let agent = running.or_else(|| (!args.no_agent).then(opscope_agent::protocol::user_socket));
     let environment = Environment {
         library: record::find_library()?,
         session,

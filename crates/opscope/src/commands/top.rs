@@ -2,7 +2,7 @@
 //! by rank and role, step times, events per second, CPU, memory and busiest ops. A
 //! terminal view as `htop` and `py-spy top` are (ratatui); `--once` prints one snapshot.
 
-use crate::agent::metrics::{percent_key, LIVE_METRICS};
+use opscope_agent::metrics::{percent_key, LIVE_METRICS};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
@@ -14,10 +14,10 @@ use ratatui::text::Line;
 use ratatui::widgets::{Block, Paragraph, Row, Table, TableState};
 use ratatui::Frame;
 
-use crate::agent::client::AgentAddress;
-use crate::agent::snapshot::{self, JobState, OpState, Snapshot};
-use crate::agent::triggers;
 use crate::output::{self, TextOrJson};
+use opscope_agent::client::AgentAddress;
+use opscope_agent::snapshot::{self, JobState, OpState, Snapshot};
+use opscope_agent::triggers;
 use opscope_engine::render::text;
 
 #[derive(clap::Args)]
@@ -315,7 +315,7 @@ impl View {
             );
             cells.extend([
                 text(&Value::Bytes(p.rss_bytes as i64)),
-                crate::agent::snapshot::gpu_use_text(&p.gpus),
+                opscope_agent::snapshot::gpu_use_text(&p.gpus),
                 p.events.to_string(),
                 text(&snapshot::steps_text(p.steps.count)),
                 ms(p.steps.last_ms),
@@ -399,7 +399,11 @@ impl View {
             ])
             .style(Style::new().add_modifier(Modifier::BOLD)),
         )
-        .block(Block::bordered().title(format!(" ops by {} ", self.order.title())));
+        .block(Block::bordered().title(format!(
+            " ops by {}, as stats op counts them, in the last {:.0} s of events read ",
+            self.order.title(),
+            job.ops_read_s
+        )));
         frame.render_widget(table, ops);
     }
 }

@@ -31,7 +31,7 @@ pub struct Args {
     port: u16,
     /// With --live: read the job again this often.
     #[arg(long, default_value = "2s", value_name = "DURATION",
-          value_parser = crate::agent::triggers::parse_duration)]
+          value_parser = opscope_agent::triggers::parse_duration)]
     every: Duration,
 }
 

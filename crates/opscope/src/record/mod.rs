@@ -4,8 +4,7 @@
 
 mod bootstrap;
 mod embedded;
-pub(crate) mod nvml;
-pub(crate) mod sampler;
+mod sampler;
 mod signals;
 
 use std::ffi::OsString;
@@ -95,7 +94,7 @@ impl Environment {
 
 /// The agent's socket when an agent answers on it (this user's, else the system's).
 pub fn running_agent() -> Option<PathBuf> {
-    let path = crate::agent::protocol::find_socket(None)?;
+    let path = opscope_agent::protocol::find_socket(None)?;
     std::os::unix::net::UnixStream::connect(&path).ok()?;
     Some(path)
 }

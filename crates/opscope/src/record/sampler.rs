@@ -12,6 +12,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Result;
+use opscope_agent::system::proc_stat::{read_stat, Stat};
 use opscope_formats::perfetto::{ExportOptions, MonotonicClocks};
 use opscope_model::{ArgsId, ClockDomain, DeviceKind, LinearTransform, Source, Trace, TrackKind};
 
@@ -44,7 +45,7 @@ pub fn start(child: i32, interval_ms: u64) -> Sampler {
     let flag = Arc::clone(&stop);
     let thread = std::thread::spawn(move || {
         let mut samples = Samples::default();
-        let nvml = super::nvml::Nvml::open();
+        let nvml = opscope_agent::system::nvml::Nvml::open();
         let interval = Duration::from_millis(interval_ms.max(1));
         loop {
             sample(&mut samples.processes, child);
@@ -102,33 +103,6 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
 
 fn monotonic_ns() -> i64 {
     clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// The fields of `/proc/PID/stat` the sampler uses.
-pub(crate) struct Stat {
-    /// `Z`: exited, not yet reaped (its memory gone: no sample); `R`, `S`, `D`, …
-    pub state: u8,
-    pub ppid: i32,
-    pub ticks: u64,
-    pub threads: u64,
-    pub rss_pages: u64,
-}
-
-pub(crate) fn read_stat(pid: i32) -> Option<Stat> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: fields resume after
-    // the last ')'.
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // `rest` starts at field 3 (state); field n is f[n - 3].
-    let num = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
-    Some(Stat {
-        state: f.first()?.bytes().next()?,
-        ppid: num(4)? as i32,
-        ticks: num(14)? + num(15)?,
-        threads: num(20)?,
-        rss_pages: num(24)?,
-    })
 }
 
 /// This host's name.

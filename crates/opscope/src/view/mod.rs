@@ -68,7 +68,7 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
         .server_addr()
         .to_ip()
         .map_or(options.port, |a| a.port());
-    let token = crate::agent::new_token()?;
+    let token = opscope_agent::new_token()?;
     eprintln!(
         "opscope view: {} events on {} tracks; loaded in {:.2} s, summaries built in {:.2} s",
         model.trace.slices.len() + model.trace.instants.len() + model.trace.counters.len(),
