@@ -11,7 +11,6 @@
 //! and maps them. Streams are merged by time. CTF 2 (JSON metadata) is refused with a
 //! clear error.
 
-mod allocations;
 pub mod export;
 pub(crate) mod mapping;
 mod pipeline;

@@ -18,7 +18,8 @@ use opscope_model::args::ArgValue;
 use opscope_model::events::InstantRow;
 use opscope_model::{ArgsId, InstantScope, ProcessId, SliceKind, StrId, Trace, TrackId};
 
-use super::{split_name, LabelIndex, Mapper};
+use super::rules::opscope::LabelIndex;
+use super::{split_name, Mapper};
 use crate::ctf::decode::{DecodeError, IntNode, Layout, Node, PacketEvents, StreamReader};
 use crate::ctf::export::ArgTag;
 use crate::ctf::pipeline::{pipelined, HandOver, StreamCounts};

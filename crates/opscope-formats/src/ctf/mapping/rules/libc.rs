@@ -1,14 +1,22 @@
-//! The `lttng_ust_libc` rule: which event classes it takes, which blocks are live and
-//! how many bytes each process has in use, and what each event did ([`Effect`]) for the
-//! mapping to turn into a counter sample and `Alloc` instants.
+//! lttng-ust's libc wrapper (`liblttng-ust-libc-wrapper`, events `lttng_ust_libc:*`):
+//! `Alloc` instants (`Bytes`, `Addr` and the event's fields whose values these two do
+//! not hold: a malloc's `size` and `ptr` are its `Bytes` and `Addr`; a realloc is a
+//! free keeping `size` and `ptr` and an allocation keeping `in_ptr`) and a per-process
+//! `bytes in use` counter, from which blocks are live ([`Allocations`]).
 
 use hashbrown::HashMap;
 
-use super::decode::{EventLayout, Node};
+use opscope_model::args::ArgValue;
+use opscope_model::{ProcessId, SliceKind, TrackId, TrackKind};
+
+use super::{Class, Plan, Rule};
+use crate::ctf::decode::{Event, EventLayout, Layout, Node, Val};
+use crate::ctf::mapping::identify::int_at;
+use crate::ctf::mapping::Mapper;
 
 /// An allocator event class, with the payload fields (by index) the rule reads.
 #[derive(Clone, Debug)]
-pub(super) enum Libc {
+pub(in crate::ctf::mapping) enum Libc {
     Malloc {
         size: usize,
         ptr: usize,
@@ -134,7 +142,7 @@ impl Effect {
 
 /// Live blocks and bytes in use, per process (by index).
 #[derive(Default)]
-pub(super) struct Allocations {
+pub(in crate::ctf::mapping) struct Allocations {
     processes: Vec<Process>,
 }
 
@@ -217,5 +225,58 @@ impl Allocations {
         }
         effect.in_use = state.in_use;
         effect
+    }
+}
+
+/// Takes every `lttng_ust_libc:*` class: an allocator event with the fields the rule
+/// reads, else an instant.
+pub(super) fn plan(_: &mut Mapper, c: &Class) -> Option<Rule> {
+    (c.provider == "lttng_ust_libc").then(|| Libc::of(c.el).map_or(Rule::Instant, Rule::Libc))
+}
+
+/// A sample of the process's bytes in use, and an instant per change.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn apply(
+    m: &mut Mapper,
+    libc: &Libc,
+    plan: &Plan,
+    layout: &Layout,
+    r: &Event,
+    ts: i64,
+    process: ProcessId,
+    track: TrackId,
+) {
+    let positions = &m.positions;
+    let value = |i: usize| positions.get(i).and_then(|&p| r.vals.get(p as usize));
+    let u = |i| match value(i) {
+        Some(Val::U(v)) => *v,
+        Some(Val::I(v)) => *v as u64,
+        _ => 0,
+    };
+    let int = |i| int_at(r.vals, positions.get(i).copied());
+    let effect = m.allocations.apply(process.index(), libc, u, int);
+    let at = process.index();
+    if m.libc_tracks.len() <= at {
+        m.libc_tracks.resize(at + 1, None);
+    }
+    let counter = match m.libc_tracks[at] {
+        Some(t) => t,
+        None => {
+            let name = m.s_libc_in_use;
+            let t = m
+                .trace
+                .named_track(Some(process), TrackKind::Counter, name, 0);
+            m.libc_tracks[at] = Some(t);
+            t
+        }
+    };
+    m.trace.counters.push(counter, ts, effect.in_use as f64);
+    for change in effect.changes() {
+        let extra = [
+            (m.k_bytes, ArgValue::Int(change.bytes)),
+            (m.k_addr, ArgValue::Int(change.addr as i64)),
+        ];
+        let (kind, covered) = (SliceKind::Alloc, change.covered);
+        m.instant_leaving_out(plan, layout, r, ts, track, kind, &extra, covered);
     }
 }
