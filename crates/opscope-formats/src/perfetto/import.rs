@@ -207,8 +207,9 @@ struct Model<'t> {
     source: SourceId,
     keys: Keys,
     targets: HashMap<u64, Target>,
-    /// The threads of legacy `ThreadDescriptor`s, by their lanes.
-    legacy: HashMap<u32, Target>,
+    /// The target of each lane, once known (legacy threads' only from their
+    /// descriptor): looked up for every event, faster than by uuid.
+    by_lane: Vec<Option<Target>>,
     process_of_uuid: HashMap<u64, ProcessId>,
     /// Args of each lane's open slices, innermost last: a stack discipline, so one list
     /// per lane serves.
@@ -232,7 +233,7 @@ impl<'t> Model<'t> {
             source,
             keys,
             targets: HashMap::new(),
-            legacy: HashMap::new(),
+            by_lane: Vec::new(),
             process_of_uuid: HashMap::new(),
             lane_args: Vec::new(),
             flows: FlowBinder::pairs_by_role(),
@@ -449,14 +450,21 @@ impl<'t> Model<'t> {
 
     /// The target of an event's place: its track's, or its legacy thread's.
     fn place_target(&mut self, place: Place) -> Target {
-        match place.uuid {
-            Some(uuid) => self.target(uuid),
-            // The reader names only lanes it gave `legacy_thread`.
-            None => match self.legacy.get(&place.lane) {
-                Some(&target) => target,
-                None => self.target(0),
-            },
+        let lane = place.lane as usize;
+        if let Some(&Some(target)) = self.by_lane.get(lane) {
+            return target;
         }
+        // The reader names a legacy thread's lane only once it described it.
+        let target = self.target(place.uuid.unwrap_or(0));
+        self.set_lane_target(lane, target);
+        target
+    }
+
+    fn set_lane_target(&mut self, lane: usize, target: Target) {
+        if lane >= self.by_lane.len() {
+            self.by_lane.resize(lane + 1, None);
+        }
+        self.by_lane[lane] = Some(target);
     }
 
     // ---- events ----
@@ -526,7 +534,7 @@ impl<'t> Model<'t> {
     /// Adds the flows named on `event` of slice `slice` (none: an instant), with the
     /// labels of our annotations when there is one per outgoing id.
     fn pending_flows(&mut self, event: &Event<'_>, slice: Option<u32>) {
-        if !event.flowing {
+        if event.flow_fields.is_empty() {
             return;
         }
         let (outgoing, terminating) = event.flows();
@@ -602,7 +610,7 @@ impl Sink for Model<'_> {
             track: self.trace.thread_track(thread, TrackKind::Thread),
             scope: InstantScope::Thread,
         };
-        self.legacy.insert(lane, target);
+        self.set_lane_target(lane as usize, target);
     }
 
     fn track_event(&mut self, place: Place) {

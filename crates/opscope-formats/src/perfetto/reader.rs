@@ -70,11 +70,11 @@ pub(super) struct Event<'a> {
     pub name: StrId,
     pub category: StrId,
     pub kind: Option<SliceKind>,
-    /// The `TrackEvent`'s encoding, for what only some sinks read: its
-    /// [`Self::annotations`] and [`Self::flows`].
-    pub body: &'a [u8],
-    pub annotated: bool,
-    pub flowing: bool,
+    /// The part of the `TrackEvent`'s encoding that holds its debug annotations, and
+    /// the part that holds its flow ids (empty when it has none), for what only some
+    /// sinks read: [`Self::annotations`] and [`Self::flows`].
+    pub annotations: &'a [u8],
+    pub flow_fields: &'a [u8],
     /// Its sequence, whose interning tables the annotations refer to.
     pub seq: &'a Sequence,
 }
@@ -84,8 +84,7 @@ impl Event<'_> {
     pub fn annotations(
         &self,
     ) -> impl Iterator<Item = Result<proto::DebugAnnotation, prost::DecodeError>> + '_ {
-        let body = if self.annotated { self.body } else { &[] };
-        Fields::new(body)
+        Fields::new(self.annotations)
             .flatten()
             .filter_map(|(number, v)| match (number, v) {
                 (number::event::DEBUG_ANNOTATIONS, Value::Bytes(b)) => {
@@ -100,17 +99,15 @@ impl Event<'_> {
     pub fn flows(&self) -> (Vec<u64>, Vec<u64>) {
         use number::event as n;
         let [mut out, mut out_old, mut term, mut term_old] = <[Vec<u64>; 4]>::default();
-        if self.flowing {
-            for (number, v) in Fields::new(self.body).flatten() {
-                // Event::read checked these fields' encoding.
-                let _ = match number {
-                    n::FLOW_IDS => v.each_fixed64(|x| out.push(x)),
-                    n::FLOW_IDS_OLD => v.each_varint(|x| out_old.push(x)),
-                    n::TERMINATING_FLOW_IDS => v.each_fixed64(|x| term.push(x)),
-                    n::TERMINATING_FLOW_IDS_OLD => v.each_varint(|x| term_old.push(x)),
-                    _ => Ok(()),
-                };
-            }
+        for (number, v) in Fields::new(self.flow_fields).flatten() {
+            // EventFields::read checked these fields' encoding.
+            let _ = match number {
+                n::FLOW_IDS => v.each_fixed64(|x| out.push(x)),
+                n::FLOW_IDS_OLD => v.each_varint(|x| out_old.push(x)),
+                n::TERMINATING_FLOW_IDS => v.each_fixed64(|x| term.push(x)),
+                n::TERMINATING_FLOW_IDS_OLD => v.each_varint(|x| term_old.push(x)),
+                _ => Ok(()),
+            };
         }
         out.append(&mut out_old);
         term.append(&mut term_old);
@@ -660,10 +657,7 @@ impl<O> Reader<O> {
             _ => StrId::EMPTY,
         };
         let category = self.category(ev, sink);
-        let kind = ev
-            .annotated
-            .then(|| annotated_kind(ev.body, &self.seq, &*sink))
-            .flatten()
+        let kind = annotated_kind(ev.annotations, &self.seq, &*sink)
             .or_else(|| recorded_kind(sink.text(category), sink.text(name)));
         Event {
             name,
@@ -681,9 +675,8 @@ impl<O> Reader<O> {
             name: StrId::EMPTY,
             category: StrId::EMPTY,
             kind: None,
-            body: ev.body,
-            annotated: ev.annotated,
-            flowing: ev.flows,
+            annotations: ev.annotations,
+            flow_fields: ev.flows,
             seq,
         }
     }
@@ -827,13 +820,17 @@ impl<O> Reader<O> {
     }
 }
 
-/// The kind named by an event's `opscope.kind` annotations: the last with a text
-/// value decides, even one naming no kind (an annotation whose value is not text is an
-/// arg like any other).
-fn annotated_kind<S: Sink + ?Sized>(body: &[u8], seq: &Sequence, sink: &S) -> Option<SliceKind> {
+/// The kind named by the `opscope.kind` annotations among an event's `annotations`
+/// fields: the last with a text value decides, even one naming no kind (an annotation
+/// whose value is not text is an arg like any other).
+fn annotated_kind<S: Sink + ?Sized>(
+    annotations: &[u8],
+    seq: &Sequence,
+    sink: &S,
+) -> Option<SliceKind> {
     use number::annotation as a;
     let mut kind = None;
-    for (number, v) in Fields::new(body).flatten() {
+    for (number, v) in Fields::new(annotations).flatten() {
         let (number::event::DEBUG_ANNOTATIONS, Value::Bytes(annotation)) = (number, v) else {
             continue;
         };
@@ -1596,9 +1593,12 @@ struct EventFields<'a> {
     counter: Option<i64>,
     double_counter: Option<f64>,
     absolute_us: Option<i64>,
-    annotated: bool,
+    /// The span of the body from its first debug annotation to its last, and from its
+    /// first flow id field to its last (writers put each kind together): later reads
+    /// of them walk only that.
+    annotations: &'a [u8],
+    flows: &'a [u8],
     extra_counters: bool,
-    flows: bool,
 }
 
 impl<'a> EventFields<'a> {
@@ -1608,8 +1608,14 @@ impl<'a> EventFields<'a> {
             body,
             ..EventFields::default()
         };
-        for field in Fields::new(body) {
-            let (number, v) = field?;
+        let (mut annotations, mut flows) = (None, None);
+        let mut fields = Fields::new(body);
+        while fields.pos < body.len() {
+            let start = fields.pos;
+            let (number, v) = fields.field()?;
+            let span = |seen: &mut Option<(usize, usize)>| {
+                *seen = Some(seen.map_or((start, fields.pos), |(first, _)| (first, fields.pos)));
+            };
             match number {
                 n::TYPE => e.kind = v.varint()? as i32,
                 n::TRACK_UUID => e.track = Some(v.varint()?),
@@ -1633,7 +1639,7 @@ impl<'a> EventFields<'a> {
                 n::TIMESTAMP_ABSOLUTE_US => e.absolute_us = Some(v.varint()? as i64),
                 n::DEBUG_ANNOTATIONS => {
                     v.bytes()?;
-                    e.annotated = true;
+                    span(&mut annotations);
                 }
                 n::EXTRA_COUNTER_VALUES
                 | n::EXTRA_COUNTER_TRACK_UUIDS
@@ -1647,15 +1653,18 @@ impl<'a> EventFields<'a> {
                 }
                 n::FLOW_IDS_OLD | n::TERMINATING_FLOW_IDS_OLD => {
                     v.each_varint(|_| ())?;
-                    e.flows = true;
+                    span(&mut flows);
                 }
                 n::FLOW_IDS | n::TERMINATING_FLOW_IDS => {
                     v.each_fixed64(|_| ())?;
-                    e.flows = true;
+                    span(&mut flows);
                 }
                 _ => {}
             }
         }
+        let part = |span: Option<(usize, usize)>| span.map_or(&[][..], |(a, b)| &body[a..b]);
+        e.annotations = part(annotations);
+        e.flows = part(flows);
         Ok(e)
     }
 }
