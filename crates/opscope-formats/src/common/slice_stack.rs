@@ -30,6 +30,11 @@ impl<K: Copy + Eq + Hash, P> SliceStack<K, P> {
         self.lanes.entry(lane).or_default().push(open);
     }
 
+    /// How many slices of `lane` are open.
+    pub fn depth(&self, lane: K) -> usize {
+        self.lanes.get(&lane).map_or(0, Vec::len)
+    }
+
     /// Ends the innermost open slice of `lane`. With none open the end is dropped and
     /// counted as an unmatched end.
     pub fn end(&mut self, lane: K, repairs: &mut RepairCounts) -> Option<P> {

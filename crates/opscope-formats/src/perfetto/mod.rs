@@ -1,7 +1,8 @@
 //! Perfetto protobuf traces (TracePacket / TrackEvent), read and written: the exporter
 //! writes the file opscope's users open in ui.perfetto.dev, the importer reads those
 //! files back losslessly and reads generic TrackEvent traces, and [`StreamDecoder`]
-//! reads a recording's chunks as they come, event by event.
+//! reads a recording's chunks as they come, event by event. Both read with one reader
+//! (`reader`), which hands what it reads to a sink: the model builder, or the stream's.
 //!
 //! What the Perfetto protos cannot say directly is carried so the importer can restore
 //! it, in forms the Perfetto UI shows harmlessly:
@@ -26,6 +27,7 @@
 mod export;
 mod import;
 pub(crate) mod proto;
+mod reader;
 mod stream;
 
 #[cfg(test)]

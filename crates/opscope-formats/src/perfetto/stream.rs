@@ -1,25 +1,18 @@
-//! A streaming reader of Perfetto TrackEvent traces, for the per-host agent that gets a
-//! recorded process's trace chunk by chunk while it runs: it reports each slice once its
-//! end arrives, and each instant and counter sample, keeping only the state later
-//! packets need (interned names, clocks, open slices, track descriptors).
+//! The live agent's view of a Perfetto recording read chunk by chunk while it runs: the
+//! [`Reader`] with bounds that keep a hostile stream's memory in check, and a sink that
+//! reports each slice once its end arrives, each instant and each counter value.
 
-use std::borrow::Cow;
-use std::mem;
-
-use hashbrown::HashMap;
-use opscope_model::{SliceKind, StrId, StringTable};
 use prost::encoding::{encode_key, encode_varint, encoded_len_varint, key_len, WireType};
+#[cfg(test)]
 use prost::Message;
 
-use super::import::{
-    inflate, inside_compressed, is_global_snapshot, read_varint, syntax, walk, Sequence, Varint,
-    Walked, MAX_COMPRESSION_DEPTH,
-};
-use super::proto::{
-    ClockSnapshot, InternedData, TracePacketDefaults, TrackDescriptor, CLOCK_BOOTTIME, PACKET_KEY,
-    TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
-};
-use super::{kind_named, recorded_kind, KIND_ANNOTATION};
+use opscope_model::{SliceKind, StrId, StringTable};
+
+use super::proto::{TrackDescriptor, PACKET_KEY};
+use super::reader::{number, syntax, Event, Limits, Place, Reader, Sink, SinkError, Walked};
+#[cfg(test)]
+use super::reader::{read_varint, walk};
+use super::KIND_ANNOTATION;
 use crate::error::ImportError;
 
 // Bounds against a hostile or corrupt stream, which the agent reads for as long as the
@@ -29,9 +22,7 @@ const MAX_STRINGS: usize = 1 << 20;
 const MAX_STRING_BYTES: usize = 1 << 28;
 /// Memory of all sequences' interning tables, in entries.
 const MAX_INTERNED: usize = 1 << 22;
-/// Sequences kept at once. Past it the least recently used half is forgotten: the
-/// recorder gives every thread a new sequence and restarts them all each chunk, so the
-/// old ones are mostly dead threads', and a live one loses at most one chunk.
+/// Sequences kept at once. Past it the least recently used half is forgotten.
 const MAX_SEQUENCES: usize = 1 << 16;
 /// Tracks known, described or only named by events.
 const MAX_TRACKS: usize = 1 << 18;
@@ -43,14 +34,22 @@ const MAX_PREAMBLE: usize = 1 << 26;
 /// Bytes kept of a track's name or label, and labels kept per track.
 const MAX_TEXT: usize = 256;
 const MAX_LABELS: usize = 8;
-/// An inflate buffer larger than this is freed after use rather than kept.
-const KEEP_INFLATED: usize = 1 << 24;
+
+const LIMITS: Limits = Limits {
+    sequences: MAX_SEQUENCES,
+    interned: MAX_INTERNED,
+    lanes: MAX_TRACKS,
+    depth: MAX_DEPTH,
+    open: MAX_OPEN,
+};
 
 /// What [`StreamDecoder::feed`] reports. Text borrows from the decoder.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum StreamEvent<'a> {
     /// A slice whose end was seen: begin and end events on one track, matched with a
-    /// stack per track; `depth` is the number of slices open around it there.
+    /// stack per track; `depth` is the number of slices open around it there. Slices
+    /// of a legacy `ThreadDescriptor`'s thread (events without a track) have their own
+    /// stack and are reported on track 0, as their instants and counters are.
     Slice {
         track: u64,
         name: &'a str,
@@ -87,46 +86,33 @@ pub struct StreamTrack {
 /// Reads a Perfetto trace fed in pieces that each hold whole packets; see
 /// [`StreamDecoder::feed`].
 pub struct StreamDecoder {
+    reader: Reader<Frame>,
+    state: State,
+}
+
+/// What the decoder keeps beside the reader's state: its text, the tracks as
+/// described, and the preamble.
+struct State {
     strings: Strings,
     /// `opscope.kind` in `strings`.
     kind_key: StrId,
-    /// The sequence of the last packet; the others with the packet count when they were
-    /// last left.
-    seq: Sequence,
-    seq_id: u32,
-    sequences: HashMap<u32, (Sequence, u64)>,
-    /// Memory of all sequences' interning tables, in entries.
-    interned: usize,
-    primary_clock: u32,
-    tracks: Vec<Track>,
-    track_index: HashMap<u64, u32>,
+    /// Described tracks, by the reader's lane.
+    tracks: Vec<Option<Track>>,
     preamble: Vec<u8>,
     /// Length of the clock snapshot packet at the start of `preamble`, once seen.
     snapshot_len: Option<usize>,
-    open: usize,
-    unmatched_ends: u64,
+    /// Descriptors and snapshots left out of a full preamble.
     ignored: u64,
-    packets: u64,
-    /// Reused across chunks and events.
-    inflated: Vec<u8>,
-    text: String,
 }
 
 struct Track {
     info: StreamTrack,
-    described: bool,
-    /// Open slices, innermost last.
-    stack: Vec<Frame>,
-    /// Begins past the depth bound, innermost: the next ends close them, unreported.
-    lost: u32,
-    /// Unit multiplier and whether values are increments, for counter tracks.
-    counter: Option<(f64, bool)>,
-    total: f64,
     /// The payload of the track's last descriptor copied into the preamble, relative to
     /// the end of the snapshot packet, so that an identical repeat is not copied again.
     copy: Option<(usize, usize)>,
 }
 
+/// A slice whose end has not been seen yet.
 #[derive(Clone, Copy)]
 struct Frame {
     name: StrId,
@@ -134,8 +120,6 @@ struct Frame {
     kind: Option<SliceKind>,
     start: u64,
 }
-
-type Emit<'a> = dyn FnMut(StreamEvent<'_>) + 'a;
 
 impl Default for StreamDecoder {
     fn default() -> Self {
@@ -148,24 +132,15 @@ impl StreamDecoder {
         let mut strings = Strings::default();
         let kind_key = strings.intern(KIND_ANNOTATION);
         StreamDecoder {
-            strings,
-            kind_key,
-            seq: Sequence::default(),
-            seq_id: 0,
-            sequences: HashMap::new(),
-            interned: 0,
-            // Perfetto's default trace clock, unless a snapshot names another.
-            primary_clock: CLOCK_BOOTTIME,
-            tracks: Vec::new(),
-            track_index: HashMap::new(),
-            preamble: Vec::new(),
-            snapshot_len: None,
-            open: 0,
-            unmatched_ends: 0,
-            ignored: 0,
-            packets: 0,
-            inflated: Vec::new(),
-            text: String::new(),
+            reader: Reader::new(LIMITS),
+            state: State {
+                strings,
+                kind_key,
+                tracks: Vec::new(),
+                preamble: Vec::new(),
+                snapshot_len: None,
+                ignored: 0,
+            },
         }
     }
 
@@ -185,10 +160,11 @@ impl StreamDecoder {
         path: &str,
         on: &mut dyn FnMut(StreamEvent<'_>),
     ) -> Result<(), ImportError> {
-        let walked = walk(bytes, 0, path, &mut |offset, packet| {
-            self.packet(packet, offset, path, 0, on)
-        })?;
-        match walked {
+        let mut sink = Reporter {
+            state: &mut self.state,
+            on,
+        };
+        match self.reader.read(bytes, 0, path, &mut sink)? {
             Walked::Complete => Ok(()),
             Walked::Truncated { offset, .. } => Err(syntax(
                 path,
@@ -200,14 +176,14 @@ impl StreamDecoder {
 
     /// The described track `uuid`.
     pub fn track(&self, uuid: u64) -> Option<&StreamTrack> {
-        let &i = self.track_index.get(&uuid)?;
-        let track = &self.tracks[i as usize];
-        track.described.then_some(&track.info)
+        let lane = self.reader.lane(uuid)?;
+        let track = self.state.tracks.get(lane as usize)?.as_ref()?;
+        Some(&track.info)
     }
 
     /// Every described track, in the order they were first seen.
     pub fn tracks(&self) -> impl Iterator<Item = &StreamTrack> {
-        self.tracks.iter().filter(|t| t.described).map(|t| &t.info)
+        self.state.tracks.iter().flatten().map(|t| &t.info)
     }
 
     /// Packets (framed as `Trace.packet` fields) holding the first snapshot of the
@@ -215,496 +191,131 @@ impl StreamDecoder {
     /// track's last one left out): put before a later run of chunks that start their
     /// sequences afresh, they make a trace the importer reads as the whole file would be.
     pub fn preamble(&self) -> &[u8] {
-        &self.preamble
+        &self.state.preamble
     }
 
     /// Slices begun and not yet ended.
     pub fn open_slices(&self) -> usize {
-        self.open
+        self.reader.open_slices()
     }
 
     /// End events that found no open slice on their track.
     pub fn unmatched_ends(&self) -> u64 {
-        self.unmatched_ends
+        self.reader.repairs().unmatched_ends
     }
 
     /// What was dropped: events on a sequence whose incremental state was lost or never
     /// set (as after the decoder forgot it, past its bound on sequences), counters
-    /// without a value, events of unknown types, and whatever went past the decoder's
-    /// other bounds (text, interned entries, tracks, open slices, preamble).
+    /// without a value, events of unknown types, packets cut inside compressed ones,
+    /// and whatever went past the decoder's other bounds (text, interned entries,
+    /// tracks, open slices, preamble).
     pub fn ignored(&self) -> u64 {
-        self.ignored + self.strings.refused
+        self.reader.repairs().malformed_events
+            + self.reader.dropped()
+            + self.state.ignored
+            + self.state.strings.refused
+    }
+}
+
+/// The sink of one feed: reports to its callback.
+struct Reporter<'s, 'f> {
+    state: &'s mut State,
+    on: &'f mut dyn FnMut(StreamEvent<'_>),
+}
+
+/// The track a stream event names: a legacy thread's events have none, so 0.
+fn track_of(place: Place) -> u64 {
+    place.uuid.unwrap_or(0)
+}
+
+/// Stream times are unsigned: a time before 0 reads as 0.
+fn unsigned(ts: i64) -> u64 {
+    ts.max(0) as u64
+}
+
+impl Sink for Reporter<'_, '_> {
+    type Open = Frame;
+
+    fn intern(&mut self, text: &[u8]) -> StrId {
+        self.state.strings.intern_bytes(text)
     }
 
-    fn packet(
-        &mut self,
-        body: &[u8],
-        offset: u64,
-        path: &str,
-        depth: u32,
-        on: &mut Emit<'_>,
-    ) -> Result<(), ImportError> {
-        self.packets += 1;
-        let bad = |e: &dyn std::fmt::Display| {
-            syntax(path, offset, format!("not a valid TracePacket: {e}"))
-        };
-        let p = Packet::read(body).map_err(|e| bad(&e))?;
-        if p.compressed.is_some() && depth >= MAX_COMPRESSION_DEPTH {
-            return Err(syntax(
-                path,
-                offset,
-                "compressed packets inside compressed packets are not supported".into(),
-            ));
-        }
-        // All is decoded before anything is applied, so a bad packet changes nothing.
-        let rare = match p.rare {
-            true => Some(Rare::read(body).map_err(|e| bad(&e))?),
-            false => None,
-        };
-        if rare.as_ref().is_some_and(|r| r.zstd) {
-            return Err(syntax(
-                path,
-                offset,
-                "zstd-compressed packets are not supported".into(),
-            ));
-        }
-        let event_bytes = match p.events {
-            0 => None,
-            1 => p.event.map(Cow::Borrowed),
-            _ => field_bytes(body, number::packet::TRACK_EVENT),
-        };
-        let event = match &event_bytes {
-            Some(b) => Some(Event::read(b).map_err(|e| bad(&e))?),
-            None => None,
-        };
-
-        if let Some(rare) = &rare {
-            self.trace_globals(rare);
-        }
-        self.select_sequence(p.sequence);
-        if self.seq.start_packet(p.flags, p.cleared, p.dropped) {
-            if let Some(rare) = &rare {
-                self.sequence_state(rare);
-            }
-            if let Some(event) = &event {
-                self.event(p.timestamp, p.clock, event, on);
-            }
-        } else if event.is_some() {
-            self.ignored += 1;
-        }
-        match p.compressed {
-            Some(compressed) => self.compressed(compressed, offset, path, depth, on),
-            None => Ok(()),
-        }
+    fn text(&self, id: StrId) -> &str {
+        self.state.strings.get(id)
     }
 
-    /// Reads what is global to the trace, whatever the state of the packet's sequence.
-    fn trace_globals(&mut self, rare: &Rare<'_>) {
-        if let Some((d, raw)) = &rare.descriptor {
-            self.describe(d, raw);
-        }
-        if let Some((s, raw)) = &rare.snapshot {
-            if let Some(primary) = s.primary_trace_clock {
-                self.primary_clock = primary as u32;
-            }
-            if self.snapshot_len.is_none() && is_global_snapshot(&s.clocks) {
-                self.keep_snapshot(raw);
-            }
-        }
+    fn kind_key(&self) -> StrId {
+        self.state.kind_key
     }
 
-    /// Reads what changes the state of the packet's sequence, which can be read.
-    fn sequence_state(&mut self, rare: &Rare<'_>) {
-        if let Some(d) = &rare.defaults {
-            self.seq.set_defaults(d);
-        }
-        if let Some(data) = &rare.interned {
-            self.intern(data);
-        }
-        if let Some((s, _)) = &rare.snapshot {
-            if !is_global_snapshot(&s.clocks) {
-                self.seq.define_clocks(&s.clocks, self.primary_clock);
-            }
-        }
+    fn describe(&mut self, lane: u32, d: &TrackDescriptor, raw: &[u8]) {
+        self.state.describe(lane as usize, d, raw);
     }
 
-    fn compressed(
-        &mut self,
-        compressed: &[u8],
-        offset: u64,
-        path: &str,
-        depth: u32,
-        on: &mut Emit<'_>,
-    ) -> Result<(), ImportError> {
-        let mut inflated = mem::take(&mut self.inflated);
-        let read = inflate(compressed, &mut inflated, path, offset).and_then(|()| {
-            // Offsets inside are reported as the compressed packet's own.
-            let walked = walk(&inflated, offset, path, &mut |_, inner| {
-                self.packet(inner, offset, path, depth + 1, on)
-            });
-            match walked {
-                Ok(Walked::Complete) => Ok(()),
-                Ok(Walked::Truncated { .. }) => {
-                    Err(syntax(path, offset, "the data ends inside a packet".into()))
-                }
-                Err(e) => Err(e),
-            }
-            .map_err(|e| inside_compressed(e, offset))
-        });
-        if inflated.capacity() <= KEEP_INFLATED {
-            self.inflated = inflated;
-        }
-        read
+    fn first_snapshot(&mut self, raw: &[u8]) {
+        self.state.keep_snapshot(raw);
     }
 
-    /// Makes `id` the current sequence.
-    fn select_sequence(&mut self, id: u32) {
-        if id == self.seq_id {
-            return;
-        }
-        let next = match self.sequences.remove(&id) {
-            Some((seq, _)) => seq,
-            None => {
-                if self.sequences.len() + 1 >= MAX_SEQUENCES {
-                    forget_stale(&mut self.sequences, &mut self.interned);
-                }
-                Sequence::default()
-            }
-        };
-        let previous = mem::replace(&mut self.seq, next);
-        self.sequences.insert(self.seq_id, (previous, self.packets));
-        self.seq_id = id;
+    fn begin(&mut self, event: &Event<'_>) -> Result<Frame, SinkError> {
+        Ok(Frame {
+            name: event.name,
+            category: event.category,
+            kind: event.kind,
+            start: unsigned(event.ts),
+        })
     }
 
-    fn intern(&mut self, data: &InternedData) {
-        let StreamDecoder {
-            seq,
-            sequences,
-            interned,
-            strings,
-            ignored,
-            ..
-        } = self;
-        for (table, entries) in seq.tables(data) {
-            for e in entries {
-                let before = table.footprint();
-                if !room_for_one_more(*interned, before) {
-                    forget_stale(sequences, interned);
-                    if !room_for_one_more(*interned, before) {
-                        *ignored += 1;
-                        continue;
-                    }
-                }
-                let s = strings.intern_bytes(e.name.as_deref().unwrap_or_default());
-                table.insert(e.iid.unwrap_or(0), s);
-                *interned = (*interned + table.footprint()).saturating_sub(before);
-            }
-        }
-    }
-
-    fn event(
-        &mut self,
-        timestamp: Option<u64>,
-        clock: Option<u32>,
-        ev: &Event<'_>,
-        on: &mut Emit<'_>,
-    ) {
-        let ts = match timestamp {
-            Some(raw) => self.seq.time(raw, clock).1,
-            None => ev
-                .absolute_us
-                .map_or(0, |us| us.saturating_mul(1000))
-                .into(),
-        };
-        let ts = ts.clamp(0, u64::MAX as i128) as u64;
-        // Legacy `ThreadDescriptor` packets are not read: events without a track of
-        // their own or by default go on the global track, 0.
-        let uuid = ev.track.or(self.seq.default_track).unwrap_or(0);
-        if ev.extra_counters {
-            self.extra_counters(ev.body, ts, on);
-        }
-        match ev.kind {
-            TYPE_SLICE_BEGIN => self.begin(ev, uuid, ts),
-            TYPE_SLICE_END => self.end(uuid, ts, on),
-            TYPE_INSTANT => {
-                let name = self.name(ev);
-                let category = self.category(ev);
-                on(StreamEvent::Instant {
-                    track: uuid,
-                    name: self.strings.get(name),
-                    category: self.strings.get(category),
-                    ts_ns: ts,
-                });
-            }
-            TYPE_COUNTER => match ev.double_counter.or(ev.counter.map(|v| v as f64)) {
-                Some(value) => self.counter(uuid, ts, value, on),
-                None => self.ignored += 1,
-            },
-            // Legacy (JSON-style) events and types this reader does not know.
-            _ => self.ignored += 1,
-        }
-    }
-
-    fn begin(&mut self, ev: &Event<'_>, uuid: u64, ts: u64) {
-        let Some(t) = self.slot(uuid) else { return };
-        let name = self.name(ev);
-        let category = self.category(ev);
-        let kind = ev
-            .annotated
-            .then(|| self.annotated_kind(ev.body))
-            .flatten()
-            .or_else(|| recorded_kind(self.strings.get(category), self.strings.get(name)));
-        let track = &mut self.tracks[t];
-        if track.stack.len() >= MAX_DEPTH || self.open >= MAX_OPEN {
-            track.lost += 1;
-            self.ignored += 1;
-            return;
-        }
-        track.stack.push(Frame {
-            name,
-            category,
-            kind,
-            start: ts,
-        });
-        self.open += 1;
-    }
-
-    fn end(&mut self, uuid: u64, ts: u64, on: &mut Emit<'_>) {
-        let frame = match self.track_index.get(&uuid) {
-            Some(&t) => {
-                let track = &mut self.tracks[t as usize];
-                if track.lost > 0 {
-                    track.lost -= 1;
-                    return;
-                }
-                track.stack.pop().map(|f| (f, track.stack.len()))
-            }
-            None => None,
-        };
-        let Some((frame, depth)) = frame else {
-            self.unmatched_ends += 1;
-            return;
-        };
-        self.open -= 1;
-        on(StreamEvent::Slice {
-            track: uuid,
-            name: self.strings.get(frame.name),
-            category: self.strings.get(frame.category),
+    fn end(&mut self, frame: Frame, event: &Event<'_>, depth: u32) -> Result<(), SinkError> {
+        let strings = &self.state.strings;
+        (self.on)(StreamEvent::Slice {
+            track: track_of(event.place),
+            name: strings.get(frame.name),
+            category: strings.get(frame.category),
             kind: frame.kind,
             start_ns: frame.start,
-            end_ns: ts,
-            depth: depth as u32,
+            end_ns: unsigned(event.ts),
+            depth,
         });
+        Ok(())
     }
 
-    fn counter(&mut self, uuid: u64, ts: u64, value: f64, on: &mut Emit<'_>) {
-        let Some(t) = self.slot(uuid) else { return };
-        let track = &mut self.tracks[t];
-        let (unit, incremental) = track.counter.unwrap_or((1.0, false));
-        let mut value = value * unit;
-        if incremental {
-            track.total += value;
-            value = track.total;
-        }
-        on(StreamEvent::Counter {
-            track: uuid,
-            ts_ns: ts,
+    fn instant(&mut self, event: &Event<'_>) -> Result<(), SinkError> {
+        let strings = &self.state.strings;
+        (self.on)(StreamEvent::Instant {
+            track: track_of(event.place),
+            name: strings.get(event.name),
+            category: strings.get(event.category),
+            ts_ns: unsigned(event.ts),
+        });
+        Ok(())
+    }
+
+    fn counter(&mut self, place: Place, ts: i64, value: f64) {
+        (self.on)(StreamEvent::Counter {
+            track: track_of(place),
+            ts_ns: unsigned(ts),
             value,
         });
     }
+}
 
-    /// The values an event gives counter tracks besides its own, on the tracks it names
-    /// or else its sequence's defaults; values without a track are counted.
-    fn extra_counters(&mut self, body: &[u8], ts: u64, on: &mut Emit<'_>) {
-        use number::event as n;
-        let [mut ints, mut int_tracks, mut doubles, mut double_tracks] = <[Vec<u64>; 4]>::default();
-        for (number, v) in Fields::new(body).flatten() {
-            // Event::read checked these fields' encoding.
-            let _ = match number {
-                n::EXTRA_COUNTER_VALUES => v.each_varint(|x| ints.push(x)),
-                n::EXTRA_COUNTER_TRACK_UUIDS => v.each_varint(|x| int_tracks.push(x)),
-                n::EXTRA_DOUBLE_COUNTER_VALUES => v.each_fixed64(|x| doubles.push(x)),
-                n::EXTRA_DOUBLE_COUNTER_TRACK_UUIDS => v.each_varint(|x| double_tracks.push(x)),
-                _ => Ok(()),
-            };
-        }
-        // An event's own list of counter tracks replaces the sequence's default one.
-        let seq = &self.seq;
-        let int_tracks = match int_tracks.is_empty() {
-            true => &seq.extra_counter_tracks,
-            false => &int_tracks,
-        };
-        let double_tracks = match double_tracks.is_empty() {
-            true => &seq.extra_double_counter_tracks,
-            false => &double_tracks,
-        };
-        let values: Vec<(f64, u64)> = ints
-            .iter()
-            .map(|&v| v as i64 as f64)
-            .zip(int_tracks.iter().copied())
-            .chain(
-                doubles
-                    .iter()
-                    .map(|&v| f64::from_bits(v))
-                    .zip(double_tracks.iter().copied()),
-            )
-            .collect();
-        self.ignored += (ints.len() + doubles.len() - values.len()) as u64;
-        for (value, uuid) in values {
-            self.counter(uuid, ts, value, on);
-        }
-    }
-
-    fn name(&mut self, ev: &Event<'_>) -> StrId {
-        match (ev.name_iid, ev.name) {
-            (Some(iid), _) => self.seq.names.get(iid),
-            (None, Some(name)) => self.strings.intern_bytes(name),
-            (None, None) => StrId::EMPTY,
-        }
-    }
-
-    /// The event's category; several are joined with commas, as the importer does.
-    fn category(&mut self, ev: &Event<'_>) -> StrId {
-        match (ev.category_iids, ev.categories) {
-            (0, 0) => StrId::EMPTY,
-            (1, 0) => self.seq.categories.get(ev.first_category_iid),
-            (0, 1) => self.strings.intern_bytes(ev.first_category),
-            _ => {
-                use number::event as n;
-                let mut text = mem::take(&mut self.text);
-                text.clear();
-                let (strings, table) = (&self.strings, &self.seq.categories);
-                let mut parts = 0usize;
-                for (number, v) in Fields::new(ev.body).flatten() {
-                    if number == n::CATEGORY_IIDS {
-                        let _ = v.each_varint(|iid| {
-                            if parts > 0 {
-                                text.push(',');
-                            }
-                            parts += 1;
-                            text.push_str(strings.get(table.get(iid)));
-                        });
-                    }
-                }
-                for (number, v) in Fields::new(ev.body).flatten() {
-                    if let (n::CATEGORIES, Value::Bytes(b)) = (number, v) {
-                        if parts > 0 {
-                            text.push(',');
-                        }
-                        parts += 1;
-                        text.push_str(&String::from_utf8_lossy(b));
-                    }
-                }
-                let id = self.strings.intern(&text);
-                // Kept for the next event unless a hostile one made it huge.
-                if text.capacity() <= 1 << 16 {
-                    self.text = text;
-                }
-                id
-            }
-        }
-    }
-
-    /// The kind named by the event's `opscope.kind` annotations, read as the importer
-    /// reads them: the last with a text value decides, even one naming no kind.
-    fn annotated_kind(&self, body: &[u8]) -> Option<SliceKind> {
-        use number::annotation as a;
-        let mut kind = None;
-        for (number, v) in Fields::new(body).flatten() {
-            let (number::event::DEBUG_ANNOTATIONS, Value::Bytes(annotation)) = (number, v) else {
-                continue;
-            };
-            let mut key_iid = None;
-            let mut key = None;
-            let (mut scalar, mut pointer) = (false, false);
-            let (mut string, mut string_iid, mut json) = (None, None, None);
-            for (number, v) in Fields::new(annotation).flatten() {
-                match (number, v) {
-                    (a::NAME_IID, Value::Varint(iid)) => key_iid = Some(iid),
-                    (a::NAME, Value::Bytes(b)) => key = Some(b),
-                    (a::BOOL_VALUE | a::UINT_VALUE | a::INT_VALUE | a::DOUBLE_VALUE, _) => {
-                        scalar = true
-                    }
-                    (a::STRING_VALUE, Value::Bytes(b)) => string = Some(b),
-                    (a::STRING_VALUE_IID, Value::Varint(iid)) => string_iid = Some(iid),
-                    (a::POINTER_VALUE, _) => pointer = true,
-                    (a::LEGACY_JSON_VALUE, Value::Bytes(b)) => json = Some(b),
-                    _ => {}
-                }
-            }
-            let is_kind = match (key_iid, key) {
-                (Some(iid), _) => self.seq.keys.get(iid) == self.kind_key,
-                (None, Some(key)) => key == KIND_ANNOTATION.as_bytes(),
-                (None, None) => false,
-            };
-            if !is_kind || scalar {
-                continue;
-            }
-            kind = if let Some(s) = string {
-                std::str::from_utf8(s).ok().and_then(kind_named)
-            } else if let Some(iid) = string_iid {
-                kind_named(self.strings.get(self.seq.values.get(iid)))
-            } else if pointer {
-                None
-            } else if let Some(json) = json {
-                // The importer keeps legacy JSON that is not JSON as text.
-                let text = String::from_utf8_lossy(json);
-                if text.trim() == "null"
-                    || serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok()
-                {
-                    continue;
-                }
-                kind_named(&text)
-            } else {
-                continue;
-            };
-        }
-        kind
-    }
-
-    /// The index of track `uuid` in `tracks`, added if new and there is room.
-    fn slot(&mut self, uuid: u64) -> Option<usize> {
-        if let Some(&i) = self.track_index.get(&uuid) {
-            return Some(i as usize);
-        }
-        if self.tracks.len() >= MAX_TRACKS {
-            self.ignored += 1;
-            return None;
-        }
-        self.track_index.insert(uuid, self.tracks.len() as u32);
-        self.tracks.push(Track {
-            info: StreamTrack {
-                uuid,
-                ..StreamTrack::default()
-            },
-            described: false,
-            stack: Vec::new(),
-            lost: 0,
-            counter: None,
-            total: 0.0,
-            copy: None,
-        });
-        Some(self.tracks.len() - 1)
-    }
-
+impl State {
     /// Reads a track descriptor whose encoding is `raw`, and copies it to the preamble.
-    fn describe(&mut self, d: &TrackDescriptor, raw: &[u8]) {
-        let Some(t) = self.slot(d.uuid.unwrap_or(0)) else {
-            return;
-        };
-        let track = &mut self.tracks[t];
-        let described = StreamTrack::from_descriptor(d);
-        if track.described {
-            track.info.update(described);
-        } else {
-            track.info = described;
-            track.described = true;
-            // As the importer, which keeps a track's first descriptor but for names.
-            track.counter = d.counter.as_ref().map(|c| {
-                let unit = c.unit_multiplier.filter(|&m| m != 0).unwrap_or(1);
-                (unit as f64, c.is_incremental.unwrap_or(false))
-            });
+    fn describe(&mut self, lane: usize, d: &TrackDescriptor, raw: &[u8]) {
+        if lane >= self.tracks.len() {
+            self.tracks.resize_with(lane + 1, || None);
         }
+        let described = StreamTrack::from_descriptor(d);
+        let track = match &mut self.tracks[lane] {
+            Some(track) => {
+                track.info.update(described);
+                track
+            }
+            slot @ None => slot.insert(Track {
+                info: described,
+                copy: None,
+            }),
+        };
         let base = self.snapshot_len.unwrap_or(0);
         if let Some((start, end)) = track.copy {
             if self.preamble.get(base + start..base + end) == Some(raw) {
@@ -715,14 +326,14 @@ impl StreamDecoder {
             self.ignored += 1;
             return;
         }
-        let (start, end) = frame_packet(&mut self.preamble, number::packet::TRACK_DESCRIPTOR, raw);
+        let (start, end) = frame_packet(&mut self.preamble, TRACK_DESCRIPTOR, raw);
         track.copy = Some((start - base, end - base));
     }
 
     /// Puts the trace's clock snapshot, whose encoding is `raw`, first in the preamble.
     fn keep_snapshot(&mut self, raw: &[u8]) {
         let mut packet = Vec::new();
-        frame_packet(&mut packet, number::packet::CLOCK_SNAPSHOT, raw);
+        frame_packet(&mut packet, CLOCK_SNAPSHOT, raw);
         if self.preamble.len() + packet.len() > MAX_PREAMBLE {
             self.ignored += 1;
             return;
@@ -731,6 +342,10 @@ impl StreamDecoder {
         self.preamble.splice(0..0, packet);
     }
 }
+
+/// `TracePacket` fields the preamble's packets hold.
+const TRACK_DESCRIPTOR: u32 = number::packet::TRACK_DESCRIPTOR;
+const CLOCK_SNAPSHOT: u32 = number::packet::CLOCK_SNAPSHOT;
 
 impl StreamTrack {
     fn from_descriptor(d: &TrackDescriptor) -> StreamTrack {
@@ -798,37 +413,6 @@ fn frame_packet(out: &mut Vec<u8>, number: u32, payload: &[u8]) -> (usize, usize
     (start, out.len())
 }
 
-fn footprint(seq: &Sequence) -> usize {
-    seq.names.footprint()
-        + seq.categories.footprint()
-        + seq.keys.footprint()
-        + seq.values.footprint()
-}
-
-/// Whether an interning table holding `footprint` entries of memory may take one more
-/// while all tables stay within [`MAX_INTERNED`]: one insert grows a table by at most
-/// its size and a constant.
-fn room_for_one_more(interned: usize, footprint: usize) -> bool {
-    interned + 2 * footprint + 4096 <= MAX_INTERNED
-}
-
-/// Forgets the least recently used half of the sequences other than the current one.
-fn forget_stale(sequences: &mut HashMap<u32, (Sequence, u64)>, interned: &mut usize) {
-    let mut used: Vec<u64> = sequences.values().map(|&(_, used)| used).collect();
-    if used.is_empty() {
-        return;
-    }
-    let middle = used.len() / 2;
-    let cut = *used.select_nth_unstable(middle).1;
-    sequences.retain(|_, (seq, used)| {
-        let keep = *used > cut;
-        if !keep {
-            *interned = interned.saturating_sub(footprint(seq));
-        }
-        keep
-    });
-}
-
 /// The decoder's own text, which the events it reports borrow.
 #[derive(Default)]
 struct Strings {
@@ -861,379 +445,6 @@ impl Strings {
             Ok(s) => self.intern(s),
             Err(_) => self.intern(&String::from_utf8_lossy(b)),
         }
-    }
-}
-
-/// Field numbers of the messages read here by hand rather than through prost, which
-/// would allocate for every event (the tests check them against the prost types).
-mod number {
-    pub mod packet {
-        pub const TIMESTAMP: u32 = 8;
-        pub const TIMESTAMP_CLOCK_ID: u32 = 58;
-        pub const TRUSTED_PACKET_SEQUENCE_ID: u32 = 10;
-        pub const SEQUENCE_FLAGS: u32 = 13;
-        pub const INCREMENTAL_STATE_CLEARED: u32 = 41;
-        pub const PREVIOUS_PACKET_DROPPED: u32 = 42;
-        pub const INTERNED_DATA: u32 = 12;
-        pub const TRACE_PACKET_DEFAULTS: u32 = 59;
-        pub const TRACK_EVENT: u32 = 11;
-        pub const TRACK_DESCRIPTOR: u32 = 60;
-        pub const CLOCK_SNAPSHOT: u32 = 6;
-        pub const COMPRESSED_PACKETS: u32 = 50;
-        pub const ZSTD_COMPRESSED_PACKETS: u32 = 133;
-    }
-
-    pub mod event {
-        pub const CATEGORY_IIDS: u32 = 3;
-        pub const CATEGORIES: u32 = 22;
-        pub const NAME_IID: u32 = 10;
-        pub const NAME: u32 = 23;
-        pub const TYPE: u32 = 9;
-        pub const TRACK_UUID: u32 = 11;
-        pub const COUNTER_VALUE: u32 = 30;
-        pub const DOUBLE_COUNTER_VALUE: u32 = 44;
-        pub const EXTRA_COUNTER_TRACK_UUIDS: u32 = 31;
-        pub const EXTRA_COUNTER_VALUES: u32 = 12;
-        pub const EXTRA_DOUBLE_COUNTER_TRACK_UUIDS: u32 = 45;
-        pub const EXTRA_DOUBLE_COUNTER_VALUES: u32 = 46;
-        pub const DEBUG_ANNOTATIONS: u32 = 4;
-        pub const TIMESTAMP_ABSOLUTE_US: u32 = 16;
-    }
-
-    pub mod annotation {
-        pub const NAME_IID: u32 = 1;
-        pub const NAME: u32 = 10;
-        pub const BOOL_VALUE: u32 = 2;
-        pub const UINT_VALUE: u32 = 3;
-        pub const INT_VALUE: u32 = 4;
-        pub const DOUBLE_VALUE: u32 = 5;
-        pub const STRING_VALUE: u32 = 6;
-        pub const POINTER_VALUE: u32 = 7;
-        pub const LEGACY_JSON_VALUE: u32 = 9;
-        pub const STRING_VALUE_IID: u32 = 17;
-    }
-}
-
-/// Why a message read by hand does not decode.
-type Bad = &'static str;
-
-const WRONG_WIRE_TYPE: Bad = "a field with the wrong wire type";
-
-/// A field's value as encoded.
-#[derive(Clone, Copy)]
-enum Value<'a> {
-    Varint(u64),
-    Fixed64(u64),
-    Fixed32,
-    Bytes(&'a [u8]),
-}
-
-impl<'a> Value<'a> {
-    fn varint(self) -> Result<u64, Bad> {
-        match self {
-            Value::Varint(v) => Ok(v),
-            _ => Err(WRONG_WIRE_TYPE),
-        }
-    }
-
-    fn fixed64(self) -> Result<u64, Bad> {
-        match self {
-            Value::Fixed64(v) => Ok(v),
-            _ => Err(WRONG_WIRE_TYPE),
-        }
-    }
-
-    fn bytes(self) -> Result<&'a [u8], Bad> {
-        match self {
-            Value::Bytes(b) => Ok(b),
-            _ => Err(WRONG_WIRE_TYPE),
-        }
-    }
-
-    /// Each value of a repeated varint field, packed or not.
-    fn each_varint(self, mut f: impl FnMut(u64)) -> Result<(), Bad> {
-        match self {
-            Value::Varint(v) => f(v),
-            Value::Bytes(b) => {
-                let mut packed = Fields::new(b);
-                while packed.pos < b.len() {
-                    f(packed.varint()?);
-                }
-            }
-            _ => return Err(WRONG_WIRE_TYPE),
-        }
-        Ok(())
-    }
-
-    /// Each value of a repeated 64-bit field, packed or not.
-    fn each_fixed64(self, mut f: impl FnMut(u64)) -> Result<(), Bad> {
-        match self {
-            Value::Fixed64(v) => f(v),
-            Value::Bytes(b) if b.len() % 8 == 0 => {
-                for v in b.chunks_exact(8) {
-                    f(u64::from_le_bytes(eight(v)));
-                }
-            }
-            _ => return Err(WRONG_WIRE_TYPE),
-        }
-        Ok(())
-    }
-}
-
-fn eight(b: &[u8]) -> [u8; 8] {
-    let mut a = [0; 8];
-    a.copy_from_slice(b);
-    a
-}
-
-/// The fields of one protobuf message, in order.
-struct Fields<'a> {
-    bytes: &'a [u8],
-    pos: usize,
-}
-
-impl<'a> Fields<'a> {
-    fn new(bytes: &'a [u8]) -> Fields<'a> {
-        Fields { bytes, pos: 0 }
-    }
-
-    #[inline]
-    fn varint(&mut self) -> Result<u64, Bad> {
-        // Most keys and values are one byte.
-        if let Some(&b) = self.bytes.get(self.pos).filter(|&&b| b < 0x80) {
-            self.pos += 1;
-            return Ok(b.into());
-        }
-        read_varint(self.bytes, &mut self.pos).map_err(|e| match e {
-            Varint::Cut => "a varint cut off by the end of its message",
-            Varint::Overlong => "a varint longer than 10 bytes",
-        })
-    }
-
-    #[inline]
-    fn take(&mut self, len: u64) -> Result<&'a [u8], Bad> {
-        let rest = &self.bytes[self.pos..];
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&len| len <= rest.len())
-            .ok_or("a field longer than its message")?;
-        self.pos += len;
-        Ok(&rest[..len])
-    }
-
-    #[inline]
-    fn field(&mut self) -> Result<(u32, Value<'a>), Bad> {
-        let key = self.varint()?;
-        let number = u32::try_from(key)
-            .ok()
-            .map(|k| k >> 3)
-            .filter(|&n| n != 0)
-            .ok_or("an invalid field key")?;
-        let value = match key & 7 {
-            0 => Value::Varint(self.varint()?),
-            1 => Value::Fixed64(u64::from_le_bytes(eight(self.take(8)?))),
-            2 => {
-                let len = self.varint()?;
-                Value::Bytes(self.take(len)?)
-            }
-            5 => {
-                self.take(4)?;
-                Value::Fixed32
-            }
-            // Perfetto writes no groups.
-            _ => return Err("a group or an invalid wire type"),
-        };
-        Ok((number, value))
-    }
-}
-
-impl<'a> Iterator for Fields<'a> {
-    type Item = Result<(u32, Value<'a>), Bad>;
-
-    #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        if self.pos >= self.bytes.len() {
-            return None;
-        }
-        let field = self.field();
-        if field.is_err() {
-            self.pos = self.bytes.len();
-        }
-        Some(field)
-    }
-}
-
-/// The encoding of field `number` of `message`: its occurrences joined, which merges
-/// them as protobuf readers do.
-fn field_bytes(message: &[u8], number: u32) -> Option<Cow<'_, [u8]>> {
-    let mut found: Option<Cow<'_, [u8]>> = None;
-    for (n, v) in Fields::new(message).flatten() {
-        if let (true, Value::Bytes(b)) = (n == number, v) {
-            found = Some(match found {
-                None => Cow::Borrowed(b),
-                Some(before) => Cow::Owned([&before[..], b].concat()),
-            });
-        }
-    }
-    found
-}
-
-/// A message and its encoding.
-type Encoded<'a, M> = (M, Cow<'a, [u8]>);
-
-/// The parts of a packet that events rarely have, decoded with prost, each with its
-/// encoding when it is to be copied to the preamble.
-struct Rare<'a> {
-    descriptor: Option<Encoded<'a, TrackDescriptor>>,
-    snapshot: Option<Encoded<'a, ClockSnapshot>>,
-    defaults: Option<TracePacketDefaults>,
-    interned: Option<InternedData>,
-    zstd: bool,
-}
-
-impl<'a> Rare<'a> {
-    fn read(packet: &'a [u8]) -> Result<Rare<'a>, prost::DecodeError> {
-        use number::packet as n;
-        fn decoded<M: Message + Default>(
-            packet: &[u8],
-            number: u32,
-        ) -> Result<Option<Encoded<'_, M>>, prost::DecodeError> {
-            let Some(bytes) = field_bytes(packet, number) else {
-                return Ok(None);
-            };
-            Ok(Some((M::decode(&bytes[..])?, bytes)))
-        }
-        Ok(Rare {
-            descriptor: decoded(packet, n::TRACK_DESCRIPTOR)?,
-            snapshot: decoded(packet, n::CLOCK_SNAPSHOT)?,
-            defaults: decoded(packet, n::TRACE_PACKET_DEFAULTS)?.map(|(m, _)| m),
-            interned: decoded(packet, n::INTERNED_DATA)?.map(|(m, _)| m),
-            zstd: field_bytes(packet, n::ZSTD_COMPRESSED_PACKETS).is_some(),
-        })
-    }
-}
-
-/// The `TracePacket` fields the decoder reads, located without copying.
-#[derive(Default)]
-struct Packet<'a> {
-    timestamp: Option<u64>,
-    clock: Option<u32>,
-    sequence: u32,
-    flags: u32,
-    cleared: bool,
-    dropped: bool,
-    /// The last track event, and how many there are.
-    event: Option<&'a [u8]>,
-    events: u32,
-    compressed: Option<&'a [u8]>,
-    /// Whether it has any of the fields [`Rare`] reads.
-    rare: bool,
-}
-
-impl<'a> Packet<'a> {
-    fn read(bytes: &'a [u8]) -> Result<Packet<'a>, Bad> {
-        use number::packet as n;
-        let mut p = Packet::default();
-        for field in Fields::new(bytes) {
-            let (number, v) = field?;
-            // Narrower integers are truncated and a repeated scalar's last value wins,
-            // as prost reads them.
-            match number {
-                n::TIMESTAMP => p.timestamp = Some(v.varint()?),
-                n::TIMESTAMP_CLOCK_ID => p.clock = Some(v.varint()? as u32),
-                n::TRUSTED_PACKET_SEQUENCE_ID => p.sequence = v.varint()? as u32,
-                n::SEQUENCE_FLAGS => p.flags = v.varint()? as u32,
-                n::INCREMENTAL_STATE_CLEARED => p.cleared = v.varint()? != 0,
-                n::PREVIOUS_PACKET_DROPPED => p.dropped = v.varint()? as u32 != 0,
-                n::TRACK_EVENT => {
-                    p.event = Some(v.bytes()?);
-                    p.events += 1;
-                }
-                n::COMPRESSED_PACKETS => p.compressed = Some(v.bytes()?),
-                n::INTERNED_DATA
-                | n::TRACE_PACKET_DEFAULTS
-                | n::TRACK_DESCRIPTOR
-                | n::CLOCK_SNAPSHOT
-                | n::ZSTD_COMPRESSED_PACKETS => {
-                    v.bytes()?;
-                    p.rare = true;
-                }
-                _ => {}
-            }
-        }
-        Ok(p)
-    }
-}
-
-/// The `TrackEvent` fields read for every event; the rarer ones are read again from
-/// `body` when these say they are there.
-#[derive(Default)]
-struct Event<'a> {
-    body: &'a [u8],
-    kind: i32,
-    track: Option<u64>,
-    name_iid: Option<u64>,
-    name: Option<&'a [u8]>,
-    /// How many category iids and inline categories, and the first of each.
-    category_iids: u32,
-    first_category_iid: u64,
-    categories: u32,
-    first_category: &'a [u8],
-    counter: Option<i64>,
-    double_counter: Option<f64>,
-    absolute_us: Option<i64>,
-    annotated: bool,
-    extra_counters: bool,
-}
-
-impl<'a> Event<'a> {
-    fn read(body: &'a [u8]) -> Result<Event<'a>, Bad> {
-        use number::event as n;
-        let mut e = Event {
-            body,
-            ..Event::default()
-        };
-        for field in Fields::new(body) {
-            let (number, v) = field?;
-            match number {
-                n::TYPE => e.kind = v.varint()? as i32,
-                n::TRACK_UUID => e.track = Some(v.varint()?),
-                n::NAME_IID => e.name_iid = Some(v.varint()?),
-                n::NAME => e.name = Some(v.bytes()?),
-                n::CATEGORY_IIDS => v.each_varint(|iid| {
-                    if e.category_iids == 0 {
-                        e.first_category_iid = iid;
-                    }
-                    e.category_iids += 1;
-                })?,
-                n::CATEGORIES => {
-                    let category = v.bytes()?;
-                    if e.categories == 0 {
-                        e.first_category = category;
-                    }
-                    e.categories += 1;
-                }
-                n::COUNTER_VALUE => e.counter = Some(v.varint()? as i64),
-                n::DOUBLE_COUNTER_VALUE => e.double_counter = Some(f64::from_bits(v.fixed64()?)),
-                n::TIMESTAMP_ABSOLUTE_US => e.absolute_us = Some(v.varint()? as i64),
-                n::DEBUG_ANNOTATIONS => {
-                    v.bytes()?;
-                    e.annotated = true;
-                }
-                n::EXTRA_COUNTER_VALUES
-                | n::EXTRA_COUNTER_TRACK_UUIDS
-                | n::EXTRA_DOUBLE_COUNTER_TRACK_UUIDS => {
-                    v.each_varint(|_| ())?;
-                    e.extra_counters = true;
-                }
-                n::EXTRA_DOUBLE_COUNTER_VALUES => {
-                    v.each_fixed64(|_| ())?;
-                    e.extra_counters = true;
-                }
-                _ => {}
-            }
-        }
-        Ok(e)
     }
 }
 

@@ -1191,3 +1191,159 @@ fn perfetto_legacy_json_that_is_not_json_is_kept_as_text() {
     crate::chrome::import(&json, "test.json", &mut back).expect("re-import");
     assert_eq!(back.instants.len(), 1);
 }
+
+// ---- one reader: the importer and the stream read damage alike ----
+
+/// `(name, start, end)` of every slice the stream reports for `bytes` fed whole, sorted,
+/// with the decoder's counts of ignored events; the feed must succeed.
+fn streamed(bytes: &[u8]) -> (Vec<(String, i64, i64)>, u64) {
+    let mut d = super::StreamDecoder::new();
+    let mut slices = Vec::new();
+    d.feed(bytes, "test", &mut |e| {
+        if let super::StreamEvent::Slice {
+            name,
+            start_ns,
+            end_ns,
+            ..
+        } = e
+        {
+            slices.push((name.to_string(), start_ns as i64, end_ns as i64));
+        }
+    })
+    .expect("feed");
+    slices.sort();
+    (slices, d.ignored())
+}
+
+fn imported(t: &Trace) -> Vec<(String, i64, i64)> {
+    let s = &t.slices;
+    let mut v: Vec<_> = (0..s.len())
+        .map(|i| (t.str(s.name[i]).to_string(), s.ts[i], s.ts[i] + s.dur[i]))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Events without a track on sequences that described their thread with a legacy
+/// `ThreadDescriptor` packet belong to that thread. The stream used to put them all on
+/// the global track, so that one thread's end closed another's slice.
+#[test]
+fn perfetto_legacy_threads_match_their_own_slices_in_both_readers() {
+    let legacy = |seq: u32, tid: i64| TracePacket {
+        trusted_packet_sequence_id: Some(seq),
+        thread_descriptor: Some(Box::new(ThreadDescriptor {
+            pid: Some(1),
+            tid: Some(tid),
+            thread_name: Some(format!("t{tid}").into_bytes()),
+            legacy_sort_index: None,
+        })),
+        ..Default::default()
+    };
+    let on = |seq: u32, ts: u64, ty: i32, name: &str| TracePacket {
+        timestamp: Some(ts),
+        trusted_packet_sequence_id: Some(seq),
+        track_event: Some(TrackEvent {
+            r#type: Some(ty),
+            name: Some(name.as_bytes().to_vec()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = frame(&[
+        legacy(1, 11),
+        legacy(2, 12),
+        on(1, 10, TYPE_SLICE_BEGIN, "a"),
+        on(2, 20, TYPE_SLICE_BEGIN, "b"),
+        on(1, 30, TYPE_SLICE_END, ""),
+        on(2, 40, TYPE_SLICE_END, ""),
+    ]);
+    let t = import_bytes(&bytes).expect("import");
+    let expected = vec![("a".to_string(), 10, 30), ("b".to_string(), 20, 40)];
+    assert_eq!(imported(&t), expected);
+    let tids: Vec<i64> = (0..t.slices.len())
+        .map(|i| {
+            let track = &t.tracks[t.slices.track[i] as usize];
+            t.threads[track.thread.expect("a thread").index()].tid
+        })
+        .collect();
+    assert_eq!(tids, [11, 12]);
+    assert_eq!(streamed(&bytes).0, expected);
+}
+
+/// Times on a global clock other than the trace's are moved onto it with the clock
+/// snapshot. The stream used to report them unconverted.
+#[test]
+fn perfetto_other_clocks_convert_alike_in_both_readers() {
+    let snapshot = TracePacket {
+        clock_snapshot: Some(Box::new(ClockSnapshot {
+            clocks: vec![
+                Clock {
+                    clock_id: Some(CLOCK_BOOTTIME),
+                    timestamp: Some(1_000),
+                    ..Default::default()
+                },
+                Clock {
+                    clock_id: Some(CLOCK_REALTIME),
+                    timestamp: Some(1_700_000_000_000_000_000),
+                    ..Default::default()
+                },
+            ],
+            primary_trace_clock: None,
+        })),
+        ..Default::default()
+    };
+    let on = |ts, ty| TracePacket {
+        timestamp: Some(ts),
+        timestamp_clock_id: Some(CLOCK_REALTIME),
+        track_event: Some(TrackEvent {
+            r#type: Some(ty),
+            track_uuid: Some(5),
+            name: Some(b"s".to_vec()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let bytes = frame(&[
+        snapshot,
+        on(1_700_000_000_000_000_500, TYPE_SLICE_BEGIN),
+        on(1_700_000_000_000_000_700, TYPE_SLICE_END),
+    ]);
+    let expected = vec![("s".to_string(), 1_500, 1_700)];
+    assert_eq!(imported(&import_bytes(&bytes).expect("import")), expected);
+    assert_eq!(streamed(&bytes).0, expected);
+}
+
+/// Compressed packets whose inflated bytes end inside a packet keep the packets
+/// before the cut, which is counted, as a file cut while written does. The stream
+/// used to reject the whole chunk, after reporting what came before the cut.
+#[test]
+fn perfetto_packets_cut_inside_compressed_ones_are_counted_alike() {
+    use std::io::Write;
+    let slice = |ts, ty| TracePacket {
+        timestamp: Some(ts),
+        track_event: Some(TrackEvent {
+            r#type: Some(ty),
+            track_uuid: Some(5),
+            name: Some(b"s".to_vec()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let mut plain = frame(&[slice(10, TYPE_SLICE_BEGIN), slice(20, TYPE_SLICE_END)]);
+    // A packet of 9 bytes of which 2 are there.
+    plain.extend([0x0a, 9, 0x40, 30]);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(&plain).expect("compress");
+    let outer = TracePacketGlobals {
+        compressed_packets: Some(z.finish().expect("compress")),
+        ..Default::default()
+    };
+    let mut bytes = vec![0x0a];
+    outer.encode_length_delimited(&mut bytes).expect("encode");
+
+    let t = import_bytes(&bytes).expect("import");
+    let expected = vec![("s".to_string(), 10, 20)];
+    assert_eq!(imported(&t), expected);
+    assert_eq!(t.repairs.malformed_events, 1);
+    assert_eq!(streamed(&bytes), (expected, 1));
+}
