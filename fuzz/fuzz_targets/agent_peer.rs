@@ -1,17 +1,12 @@
-//! What the per-host agent does with a peer's bytes (`crates/opscope/src/agent`): frames
+//! What the per-host agent does with a peer's bytes (`crates/opscope-agent`): frames
 //! read as `protocol::read_frame` reads them, greetings and queries parsed as the agent
 //! parses them, and chunks decoded as `ingest` decodes them. Arbitrary bytes never
 //! panic and never make it allocate past a frame's limit.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use opscope_agent::protocol;
 use opscope_formats::perfetto::StreamDecoder;
-
-// The agent lives in the `opscope` binary crate; its protocol module depends only on
-// serde, thiserror and libc, and is compiled here as it is there.
-#[allow(dead_code)]
-#[path = "../../crates/opscope/src/agent/protocol.rs"]
-mod protocol;
 
 fuzz_target!(|data: &[u8]| {
     let mut reader = data;
@@ -19,7 +14,7 @@ fuzz_target!(|data: &[u8]| {
     let mut decoder = StreamDecoder::new();
     let mut first = true;
     while let Ok((kind, body)) = protocol::read_frame(&mut reader, &mut buf) {
-        assert!(body.len() < protocol::MAX_FRAME);
+        assert!(body.len() < opscope_wire::frame::MAX_FRAME);
         match kind {
             protocol::HELLO if first => {
                 let _ = serde_json::from_slice::<protocol::Hello>(body);

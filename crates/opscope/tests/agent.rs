@@ -499,13 +499,16 @@ fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
         ],
     );
     let session = dir.join("session");
-    // Steps of 30 ms; step 10 takes 3 s more: slow when it ends, a stall while it runs.
+    // Steps of 30 ms; step 10 takes 6 s more: slow when it ends, a stall while it runs
+    // (the agent's sampler, at idle priority, must get a turn in the 4.5 s between the
+    // threshold and the step's end: with 3 s more, a run beside the other tests' jobs
+    // and agents on two cores missed it).
     let run = record(
         &agent.socket,
         "slow",
         &session,
         &program,
-        &["14", "50", "30", "10", "3000"],
+        &["14", "50", "30", "10", "6000"],
     );
     let out = run.wait_with_output().unwrap();
     assert!(out.status.success());
