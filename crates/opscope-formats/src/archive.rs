@@ -9,7 +9,7 @@ use std::io::Read;
 use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
-use crate::importer::{ContainerImporter, Dispatch, Importer};
+use crate::importer::{ContainerImporter, Dispatch, Importer, Nesting};
 
 const ZIP_MAGIC: &[u8] = b"PK\x03\x04";
 /// A POSIX tar header's magic, at byte 257 of the first header.
@@ -48,13 +48,12 @@ impl Importer for ArchiveFormat {
 }
 
 thread_local! {
-    /// How many archives the member being read is inside.
-    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// How many archives the member being read is inside: archives within archives
+    /// are read four deep (an archive that holds itself would otherwise never end).
+    static NESTING: Nesting = const {
+        Nesting::new(4, |max| format!("an archive inside {max} archives: not read"))
+    };
 }
-
-/// Archives within archives are read down to this depth (an archive that holds
-/// itself would otherwise never end).
-const MAX_DEPTH: u32 = 4;
 
 /// Imports the members of the zip or tar archive `bytes` (`shown` names it), each
 /// through `dispatch`.
@@ -64,25 +63,19 @@ pub fn import(
     trace: &mut Trace,
     dispatch: &dyn Dispatch,
 ) -> Result<SourceId, ImportError> {
-    let depth = DEPTH.get();
-    if depth >= MAX_DEPTH {
-        return Err(ImportError::UnknownFormat {
-            path: shown.to_string(),
-            message: format!("an archive inside {MAX_DEPTH} archives: not read"),
-        });
-    }
-    let bound = (bytes.len() as u64)
-        .saturating_mul(INFLATE_RATIO)
-        .max(MIN_INFLATE_BOUND);
-    let members = if is_zip(bytes) {
-        zip_members(bytes, shown, bound)?
-    } else {
-        tar_members(bytes, shown, bound)?
-    };
-    DEPTH.set(depth + 1);
-    let imported = import_members(members, shown, trace, dispatch);
-    DEPTH.set(depth);
-    imported
+    NESTING.with(|nesting| {
+        nesting.deeper(shown, || {
+            let bound = (bytes.len() as u64)
+                .saturating_mul(INFLATE_RATIO)
+                .max(MIN_INFLATE_BOUND);
+            let members = if is_zip(bytes) {
+                zip_members(bytes, shown, bound)?
+            } else {
+                tar_members(bytes, shown, bound)?
+            };
+            import_members(members, shown, trace, dispatch)
+        })
+    })
 }
 
 fn is_zip(head: &[u8]) -> bool {
@@ -450,7 +443,7 @@ mod tests {
         );
 
         let mut nested = zip_of(&[("a.json", &a)]);
-        for _ in 0..MAX_DEPTH {
+        for _ in 0..4 {
             nested = zip_of(&[("n.zip", &nested)]);
         }
         let e = slices_of(&nested, "deep.zip").unwrap_err().to_string();

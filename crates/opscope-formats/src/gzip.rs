@@ -9,7 +9,7 @@ use std::io::Read;
 use opscope_model::{SourceId, Trace};
 
 use crate::error::ImportError;
-use crate::importer::{ContainerImporter, Dispatch, Importer};
+use crate::importer::{ContainerImporter, Dispatch, Importer, Nesting};
 use crate::input::{self, GZIP_MAGIC};
 use crate::read_ahead::ReadAhead;
 
@@ -36,13 +36,12 @@ impl Importer for GzipFormat {
 }
 
 thread_local! {
-    /// How many gzip layers the data being read is inside.
-    static DEPTH: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// How many gzip layers the data being read is inside: gzip in gzip is inflated
+    /// four deep (a gzip quine, a file that inflates to itself, would never end).
+    static NESTING: Nesting = const {
+        Nesting::new(4, |max| format!("gzip data inside {max} layers of gzip: not read"))
+    };
 }
-
-/// Gzip inside gzip is inflated down to this depth: a gzip quine (a file that inflates
-/// to itself) would otherwise never end.
-const MAX_DEPTH: u32 = 4;
 
 /// How many inflated first bytes tell the format apart (a tar's magic is at 257).
 const HEAD: u64 = 512;
@@ -56,17 +55,11 @@ pub fn import(
     trace: &mut Trace,
     dispatch: &dyn Dispatch,
 ) -> Result<SourceId, ImportError> {
-    let depth = DEPTH.get();
-    if depth >= MAX_DEPTH {
-        return Err(ImportError::UnknownFormat {
-            path: shown.to_string(),
-            message: format!("gzip data inside {MAX_DEPTH} layers of gzip: not read"),
-        });
-    }
-    DEPTH.set(depth + 1);
-    let imported = inflate_and_dispatch(bytes, shown, trace, dispatch);
-    DEPTH.set(depth);
-    imported
+    NESTING.with(|nesting| {
+        nesting.deeper(shown, || {
+            inflate_and_dispatch(bytes, shown, trace, dispatch)
+        })
+    })
 }
 
 fn inflate_and_dispatch(

@@ -121,3 +121,42 @@ pub trait Dispatch {
 /// Imports the bytes of a container (`shown` names it), each member through `dispatch`.
 pub type ContainerImporter =
     fn(&[u8], &str, &mut Trace, &dyn Dispatch) -> Result<SourceId, ImportError>;
+
+/// How deep a container's contents are, for containers that may hold themselves (an
+/// archive inside itself, a gzip quine): each kind keeps its own count per thread.
+pub struct Nesting {
+    depth: std::cell::Cell<u32>,
+    /// Levels read at most.
+    max: u32,
+    /// What is said past them (`an archive inside 4 archives`).
+    refusal: fn(u32) -> String,
+}
+
+impl Nesting {
+    pub const fn new(max: u32, refusal: fn(u32) -> String) -> Nesting {
+        Nesting {
+            depth: std::cell::Cell::new(0),
+            max,
+            refusal,
+        }
+    }
+
+    /// Runs `read` one level deeper; past the last level, the refusal for `shown`.
+    pub fn deeper<T>(
+        &self,
+        shown: &str,
+        read: impl FnOnce() -> Result<T, ImportError>,
+    ) -> Result<T, ImportError> {
+        let depth = self.depth.get();
+        if depth >= self.max {
+            return Err(ImportError::UnknownFormat {
+                path: shown.to_string(),
+                message: (self.refusal)(self.max),
+            });
+        }
+        self.depth.set(depth + 1);
+        let read = read();
+        self.depth.set(depth);
+        read
+    }
+}

@@ -1671,47 +1671,191 @@ impl<'a> EventFields<'a> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::proto::{TracePacket, TrackEvent};
+    use super::super::proto::{DebugAnnotation, TracePacket, TracePacketGlobals, TrackEvent};
     use super::*;
 
-    /// The field numbers the stream's tests do not check against the prost types.
+    /// The field numbers the reader walks by hand are those of the prost types.
     #[test]
-    fn perfetto_reader_field_numbers_are_the_protos() {
-        use number::{event as e, packet as p};
-        fn key(bytes: Vec<u8>) -> u32 {
+    fn perfetto_field_numbers_are_the_protos() {
+        use number::{annotation as a, event as e, packet as p};
+        /// The field number of the one field `set` sets in a fresh message.
+        fn key_of<M: Message + Default>(set: impl FnOnce(&mut M)) -> u32 {
+            let mut m = M::default();
+            set(&mut m);
+            let bytes = m.encode_to_vec();
             let mut pos = 0;
             (read_varint(&bytes, &mut pos).ok().expect("a key") >> 3) as u32
         }
-        let packet = |f: fn(&mut TracePacket)| {
-            let mut m = TracePacket::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
         assert_eq!(
-            packet(|m| m.first_packet_on_sequence = Some(true)),
+            key_of(|m: &mut TracePacket| m.timestamp = Some(1)),
+            p::TIMESTAMP
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.timestamp_clock_id = Some(1)),
+            p::TIMESTAMP_CLOCK_ID
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.trusted_packet_sequence_id = Some(1)),
+            p::TRUSTED_PACKET_SEQUENCE_ID
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.sequence_flags = Some(1)),
+            p::SEQUENCE_FLAGS
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.incremental_state_cleared = Some(true)),
+            p::INCREMENTAL_STATE_CLEARED
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.previous_packet_dropped = Some(1)),
+            p::PREVIOUS_PACKET_DROPPED
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.interned_data = Some(InternedData::default())),
+            p::INTERNED_DATA
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.trace_packet_defaults = Some(Default::default())),
+            p::TRACE_PACKET_DEFAULTS
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.track_event = Some(Default::default())),
+            p::TRACK_EVENT
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.track_descriptor = Some(Default::default())),
+            p::TRACK_DESCRIPTOR
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.clock_snapshot = Some(Default::default())),
+            p::CLOCK_SNAPSHOT
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacketGlobals| m.compressed_packets = Some(vec![])),
+            p::COMPRESSED_PACKETS
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacketGlobals| m.zstd_compressed_packets = Some(vec![])),
+            p::ZSTD_COMPRESSED_PACKETS
+        );
+
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.category_iids = vec![1]),
+            e::CATEGORY_IIDS
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.categories = vec![vec![]]),
+            e::CATEGORIES
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.name_iid = Some(1)),
+            e::NAME_IID
+        );
+        assert_eq!(key_of(|m: &mut TrackEvent| m.name = Some(vec![])), e::NAME);
+        assert_eq!(key_of(|m: &mut TrackEvent| m.r#type = Some(1)), e::TYPE);
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.track_uuid = Some(1)),
+            e::TRACK_UUID
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.counter_value = Some(1)),
+            e::COUNTER_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.double_counter_value = Some(1.0)),
+            e::DOUBLE_COUNTER_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.extra_counter_track_uuids = vec![1]),
+            e::EXTRA_COUNTER_TRACK_UUIDS
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.extra_counter_values = vec![1]),
+            e::EXTRA_COUNTER_VALUES
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.extra_double_counter_track_uuids = vec![1]),
+            e::EXTRA_DOUBLE_COUNTER_TRACK_UUIDS
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.extra_double_counter_values = vec![1.0]),
+            e::EXTRA_DOUBLE_COUNTER_VALUES
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.debug_annotations = vec![Default::default()]),
+            e::DEBUG_ANNOTATIONS
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.timestamp_absolute_us = Some(1)),
+            e::TIMESTAMP_ABSOLUTE_US
+        );
+
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.name_iid = Some(1)),
+            a::NAME_IID
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.name = Some(vec![])),
+            a::NAME
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.bool_value = Some(true)),
+            a::BOOL_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.uint_value = Some(1)),
+            a::UINT_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.int_value = Some(1)),
+            a::INT_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.double_value = Some(1.0)),
+            a::DOUBLE_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.string_value = Some(vec![])),
+            a::STRING_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.pointer_value = Some(1)),
+            a::POINTER_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.legacy_json_value = Some(vec![])),
+            a::LEGACY_JSON_VALUE
+        );
+        assert_eq!(
+            key_of(|m: &mut DebugAnnotation| m.string_value_iid = Some(1)),
+            a::STRING_VALUE_IID
+        );
+        assert_eq!(
+            key_of(|m: &mut TracePacket| m.first_packet_on_sequence = Some(true)),
             p::FIRST_PACKET_ON_SEQUENCE
         );
         assert_eq!(
-            packet(|m| m.thread_descriptor = Some(Default::default())),
+            key_of(|m: &mut TracePacket| m.thread_descriptor = Some(Default::default())),
             p::THREAD_DESCRIPTOR
         );
         assert_eq!(
-            packet(|m| m.process_descriptor = Some(Default::default())),
+            key_of(|m: &mut TracePacket| m.process_descriptor = Some(Default::default())),
             p::PROCESS_DESCRIPTOR
         );
-        let event = |f: fn(&mut TrackEvent)| {
-            let mut m = TrackEvent::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
-        assert_eq!(event(|m| m.flow_ids = vec![1]), e::FLOW_IDS);
-        assert_eq!(event(|m| m.flow_ids_old = vec![1]), e::FLOW_IDS_OLD);
         assert_eq!(
-            event(|m| m.terminating_flow_ids = vec![1]),
+            key_of(|m: &mut TrackEvent| m.flow_ids = vec![1]),
+            e::FLOW_IDS
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.flow_ids_old = vec![1]),
+            e::FLOW_IDS_OLD
+        );
+        assert_eq!(
+            key_of(|m: &mut TrackEvent| m.terminating_flow_ids = vec![1]),
             e::TERMINATING_FLOW_IDS
         );
         assert_eq!(
-            event(|m| m.terminating_flow_ids_old = vec![1]),
+            key_of(|m: &mut TrackEvent| m.terminating_flow_ids_old = vec![1]),
             e::TERMINATING_FLOW_IDS_OLD
         );
     }

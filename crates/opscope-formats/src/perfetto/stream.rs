@@ -9,9 +9,9 @@ use prost::Message;
 use opscope_model::{SliceKind, StrId, StringTable};
 
 use super::proto::{TrackDescriptor, PACKET_KEY};
-use super::reader::{number, syntax, Event, Limits, Place, Reader, Sink, SinkError, Walked};
 #[cfg(test)]
-use super::reader::{read_varint, walk};
+use super::reader::walk;
+use super::reader::{number, syntax, Event, Limits, Place, Reader, Sink, SinkError, Walked};
 use super::KIND_ANNOTATION;
 use crate::error::ImportError;
 
@@ -1202,136 +1202,5 @@ mod tests {
                 .expect("usable after damage");
             import_bytes(d.preamble()).expect("the preamble imports");
         }
-    }
-
-    #[test]
-    fn stream_field_numbers_are_the_protos() {
-        use number::{annotation as a, event as e, packet as p};
-        fn key(bytes: Vec<u8>) -> u32 {
-            let mut pos = 0;
-            (read_varint(&bytes, &mut pos).ok().expect("a key") >> 3) as u32
-        }
-        let packet = |f: fn(&mut TracePacket)| {
-            let mut m = TracePacket::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
-        assert_eq!(packet(|m| m.timestamp = Some(1)), p::TIMESTAMP);
-        assert_eq!(
-            packet(|m| m.timestamp_clock_id = Some(1)),
-            p::TIMESTAMP_CLOCK_ID
-        );
-        assert_eq!(
-            packet(|m| m.trusted_packet_sequence_id = Some(1)),
-            p::TRUSTED_PACKET_SEQUENCE_ID
-        );
-        assert_eq!(packet(|m| m.sequence_flags = Some(1)), p::SEQUENCE_FLAGS);
-        assert_eq!(
-            packet(|m| m.incremental_state_cleared = Some(true)),
-            p::INCREMENTAL_STATE_CLEARED
-        );
-        assert_eq!(
-            packet(|m| m.previous_packet_dropped = Some(1)),
-            p::PREVIOUS_PACKET_DROPPED
-        );
-        assert_eq!(
-            packet(|m| m.interned_data = Some(InternedData::default())),
-            p::INTERNED_DATA
-        );
-        assert_eq!(
-            packet(|m| m.trace_packet_defaults = Some(Default::default())),
-            p::TRACE_PACKET_DEFAULTS
-        );
-        assert_eq!(
-            packet(|m| m.track_event = Some(Default::default())),
-            p::TRACK_EVENT
-        );
-        assert_eq!(
-            packet(|m| m.track_descriptor = Some(Default::default())),
-            p::TRACK_DESCRIPTOR
-        );
-        assert_eq!(
-            packet(|m| m.clock_snapshot = Some(Default::default())),
-            p::CLOCK_SNAPSHOT
-        );
-        let globals = |f: fn(&mut TracePacketGlobals)| {
-            let mut m = TracePacketGlobals::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
-        assert_eq!(
-            globals(|m| m.compressed_packets = Some(vec![])),
-            p::COMPRESSED_PACKETS
-        );
-        assert_eq!(
-            globals(|m| m.zstd_compressed_packets = Some(vec![])),
-            p::ZSTD_COMPRESSED_PACKETS
-        );
-
-        let event = |f: fn(&mut TrackEvent)| {
-            let mut m = TrackEvent::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
-        assert_eq!(event(|m| m.category_iids = vec![1]), e::CATEGORY_IIDS);
-        assert_eq!(event(|m| m.categories = vec![vec![]]), e::CATEGORIES);
-        assert_eq!(event(|m| m.name_iid = Some(1)), e::NAME_IID);
-        assert_eq!(event(|m| m.name = Some(vec![])), e::NAME);
-        assert_eq!(event(|m| m.r#type = Some(1)), e::TYPE);
-        assert_eq!(event(|m| m.track_uuid = Some(1)), e::TRACK_UUID);
-        assert_eq!(event(|m| m.counter_value = Some(1)), e::COUNTER_VALUE);
-        assert_eq!(
-            event(|m| m.double_counter_value = Some(1.0)),
-            e::DOUBLE_COUNTER_VALUE
-        );
-        assert_eq!(
-            event(|m| m.extra_counter_track_uuids = vec![1]),
-            e::EXTRA_COUNTER_TRACK_UUIDS
-        );
-        assert_eq!(
-            event(|m| m.extra_counter_values = vec![1]),
-            e::EXTRA_COUNTER_VALUES
-        );
-        assert_eq!(
-            event(|m| m.extra_double_counter_track_uuids = vec![1]),
-            e::EXTRA_DOUBLE_COUNTER_TRACK_UUIDS
-        );
-        assert_eq!(
-            event(|m| m.extra_double_counter_values = vec![1.0]),
-            e::EXTRA_DOUBLE_COUNTER_VALUES
-        );
-        assert_eq!(
-            event(|m| m.debug_annotations = vec![Default::default()]),
-            e::DEBUG_ANNOTATIONS
-        );
-        assert_eq!(
-            event(|m| m.timestamp_absolute_us = Some(1)),
-            e::TIMESTAMP_ABSOLUTE_US
-        );
-
-        let annotation = |f: fn(&mut DebugAnnotation)| {
-            let mut m = DebugAnnotation::default();
-            f(&mut m);
-            key(m.encode_to_vec())
-        };
-        assert_eq!(annotation(|m| m.name_iid = Some(1)), a::NAME_IID);
-        assert_eq!(annotation(|m| m.name = Some(vec![])), a::NAME);
-        assert_eq!(annotation(|m| m.bool_value = Some(true)), a::BOOL_VALUE);
-        assert_eq!(annotation(|m| m.uint_value = Some(1)), a::UINT_VALUE);
-        assert_eq!(annotation(|m| m.int_value = Some(1)), a::INT_VALUE);
-        assert_eq!(annotation(|m| m.double_value = Some(1.0)), a::DOUBLE_VALUE);
-        assert_eq!(
-            annotation(|m| m.string_value = Some(vec![])),
-            a::STRING_VALUE
-        );
-        assert_eq!(annotation(|m| m.pointer_value = Some(1)), a::POINTER_VALUE);
-        assert_eq!(
-            annotation(|m| m.legacy_json_value = Some(vec![])),
-            a::LEGACY_JSON_VALUE
-        );
-        assert_eq!(
-            annotation(|m| m.string_value_iid = Some(1)),
-            a::STRING_VALUE_IID
-        );
     }
 }

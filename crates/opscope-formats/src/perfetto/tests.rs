@@ -1039,11 +1039,9 @@ fn perfetto_reads_compressed_packets() {
     assert_eq!(syntax_offset(import_bytes(&bad)), at);
 }
 
-/// Timestamps of other clocks are moved onto the trace clock (BOOTTIME) with the
-/// trace's clock snapshot, and the source learns the Unix-time offset.
-#[test]
-fn perfetto_converts_clocks_with_snapshots() {
-    let snapshot = TracePacket {
+/// A clock snapshot: BOOTTIME 1,000 ns is REALTIME 1.7e18 ns.
+fn boottime_1000_at_realtime_1_7e18() -> TracePacket {
+    TracePacket {
         clock_snapshot: Some(Box::new(ClockSnapshot {
             clocks: vec![
                 Clock {
@@ -1060,7 +1058,14 @@ fn perfetto_converts_clocks_with_snapshots() {
             primary_trace_clock: None,
         })),
         ..Default::default()
-    };
+    }
+}
+
+/// Timestamps of other clocks are moved onto the trace clock (BOOTTIME) with the
+/// trace's clock snapshot, and the source learns the Unix-time offset.
+#[test]
+fn perfetto_converts_clocks_with_snapshots() {
+    let snapshot = boottime_1000_at_realtime_1_7e18();
     let instant = |ts, clock| TracePacket {
         timestamp: Some(ts),
         timestamp_clock_id: clock,
@@ -1274,24 +1279,7 @@ fn perfetto_legacy_threads_match_their_own_slices_in_both_readers() {
 /// snapshot. The stream used to report them unconverted.
 #[test]
 fn perfetto_other_clocks_convert_alike_in_both_readers() {
-    let snapshot = TracePacket {
-        clock_snapshot: Some(Box::new(ClockSnapshot {
-            clocks: vec![
-                Clock {
-                    clock_id: Some(CLOCK_BOOTTIME),
-                    timestamp: Some(1_000),
-                    ..Default::default()
-                },
-                Clock {
-                    clock_id: Some(CLOCK_REALTIME),
-                    timestamp: Some(1_700_000_000_000_000_000),
-                    ..Default::default()
-                },
-            ],
-            primary_trace_clock: None,
-        })),
-        ..Default::default()
-    };
+    let snapshot = boottime_1000_at_realtime_1_7e18();
     let on = |ts, ty| TracePacket {
         timestamp: Some(ts),
         timestamp_clock_id: Some(CLOCK_REALTIME),
