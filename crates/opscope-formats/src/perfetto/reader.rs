@@ -203,6 +203,10 @@ pub(super) struct Reader<O> {
     packets: u64,
     /// Reused across packets and events.
     inflated: Vec<u8>,
+    /// A first pass's inflated compressed packets, by their offset in the input, for
+    /// the second pass to read again without inflating them twice (inflating was a
+    /// tenth of importing a recording).
+    kept: HashMap<u64, Vec<u8>>,
     text: String,
 }
 
@@ -228,6 +232,7 @@ impl<O> Reader<O> {
             dropped: 0,
             packets: 0,
             inflated: Vec::new(),
+            kept: HashMap::new(),
             text: String::new(),
         }
     }
@@ -262,6 +267,7 @@ impl<O> Reader<O> {
                 })
                 .collect(),
             lane_of: self.lane_of,
+            kept: self.kept,
             ..Reader::new(self.limits)
         }
     }
@@ -473,8 +479,15 @@ impl<O> Reader<O> {
         depth: u32,
         sink: &mut S,
     ) -> Result<(), ImportError> {
-        let mut inflated = mem::take(&mut self.inflated);
-        let read = inflate(compressed, &mut inflated, path, offset).and_then(|()| {
+        let kept = self.kept.remove(&offset);
+        let reused = kept.is_some();
+        let mut inflated = kept.unwrap_or_else(|| mem::take(&mut self.inflated));
+        let inflating = if reused {
+            Ok(())
+        } else {
+            inflate(compressed, &mut inflated, path, offset)
+        };
+        let read = inflating.and_then(|()| {
             // Offsets inside are reported as the compressed packet's own.
             let walked = walk(&inflated, offset, path, &mut |_, inner| {
                 self.packet(inner, offset, path, depth + 1, sink)
@@ -499,7 +512,9 @@ impl<O> Reader<O> {
             }
             .map_err(|e| inside_compressed(e, offset))
         });
-        if inflated.capacity() <= KEEP_INFLATED {
+        if self.globals_only && read.is_ok() {
+            self.kept.insert(offset, inflated);
+        } else if !reused && inflated.capacity() <= KEEP_INFLATED {
             self.inflated = inflated;
         }
         read
