@@ -371,10 +371,11 @@ fn answer(query: Query, uid: u32, shared: &Shared, out: &mut impl std::io::Write
     match query {
         Query::Snapshot => {
             let now = now_ns();
-            // The sampler analyses ops only while someone looks: a first look (`top
-            // --once`) has them analysed first.
+            // The sampler runs the window analyses only while someone looks: a first
+            // look (`top --once`) has them run first.
             let asked = shared.state().snapshot_asked_ns;
             if asked == 0 || now.saturating_sub(asked) >= LOOKING.as_nanos() as u64 {
+                window::steps::refresh_unseen(shared, now, LOOKING);
                 window::ops::refresh_unseen(shared, now, LOOKING);
                 window::give_back_freed_memory();
             }

@@ -603,6 +603,61 @@ fn a_slow_step_of_a_job_without_markers_is_dumped() {
     );
 }
 
+/// A job nobody watched while it ran (no `top`, no trigger): the first look, one `top
+/// --once`, has its steps, found by the same search (the repeating op sequence), and
+/// its ops. Before, the search ran only on the sampler's turns while someone looked,
+/// so the first look said 0 steps.
+#[test]
+fn a_first_look_has_the_steps_of_a_job_nobody_watched() {
+    if !common::python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("agent-first-look");
+    let agent = Agent::start(&dir, &[]);
+    let script = common::repo_root().join("tests/record/steps_slow_unmarked.py");
+    let run = record(
+        &agent.socket,
+        "unwatched",
+        &dir.join("session"),
+        Path::new(&common::python()),
+        &[script.to_str().unwrap()],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The agent has taken in the whole stream once it saw the process go.
+    let deadline = Instant::now() + PATIENCE;
+    let top = loop {
+        let top = agent.top();
+        let gone = job(&top, "unwatched").is_some_and(|j| {
+            j["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|p| p["connected"] == false)
+        });
+        if gone {
+            break top;
+        }
+        assert!(Instant::now() < deadline, "the process never went: {top:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let j = job(&top, "unwatched").unwrap();
+    let steps = &j["steps"];
+    assert!(steps["count"].as_u64() > Some(0), "{j:#}");
+    assert!(
+        steps["found_by"]
+            .as_str()
+            .unwrap()
+            .contains("repeating op sequence"),
+        "{j:#}"
+    );
+    assert!(!j["top_ops"].as_array().unwrap().is_empty(), "{j:#}");
+}
+
 /// An agent that is stopped (SIGSTOP) accepts connections but never answers: `top`,
 /// `dump` and `--live` say so after the wait (OPSCOPE_AGENT_TIMEOUT) instead of waiting
 /// forever; `top` on no terminal points to `--once`. Before, all three hung.

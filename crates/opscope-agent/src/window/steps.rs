@@ -9,7 +9,7 @@ use opscope_analysis::steps::{self, StepOptions, StepSource};
 use opscope_analysis::Context;
 
 use crate::flight::ProcessKey;
-use crate::state::JobKey;
+use crate::state::{Job, JobKey};
 use crate::Shared;
 
 /// How often a job's steps are searched again (sampler ticks of a second); a search
@@ -34,9 +34,27 @@ struct Found {
     how: String,
 }
 
-/// Searches again every job whose chunks carry no steps and that has received chunks
-/// since its last search.
+/// Searches again every job whose chunks carry no steps, that has received chunks
+/// since its last search, and whose turn it is.
 pub fn refresh(shared: &Shared, tick: u64, now: u64) {
+    run(shared, now, |job| tick >= job.search_at_tick, Some(tick));
+}
+
+/// Searches the jobs not searched in the last `stale` (nobody looked: the sampler left
+/// them alone), for a snapshot about to be taken; their turns stay as they were.
+pub fn refresh_unseen(shared: &Shared, now: u64, stale: Duration) {
+    let stale = stale.as_nanos() as u64;
+    run(
+        shared,
+        now,
+        |job| now.saturating_sub(job.searched_ns) >= stale,
+        None,
+    );
+}
+
+/// Searches the jobs `due` says; with the sampler's `tick`, schedules each one's next
+/// search (sooner when it found steps).
+fn run(shared: &Shared, now: u64, due: impl Fn(&Job) -> bool, tick: Option<u64>) {
     let window = WINDOW.as_nanos() as u64;
     let margin = MARGIN.as_nanos() as u64;
     let work: Vec<(JobKey, ProcessKey, u32, bool, bool, Vec<u8>)> = {
@@ -45,9 +63,7 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
             .jobs
             .iter()
             .filter(|(_, job)| {
-                !job.steps_in_chunks()
-                    && job.last_chunk_ns > job.searched_ns
-                    && tick >= job.search_at_tick
+                !job.steps_in_chunks() && job.last_chunk_ns > job.searched_ns && due(job)
             })
             .filter_map(|(key, job)| {
                 let (process, p) = job.search_process()?;
@@ -75,11 +91,13 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
             continue;
         };
         job.searched_ns = now;
-        job.search_wait_ticks = match found {
-            Some(_) => EVERY_TICKS,
-            None => (job.search_wait_ticks * 2).clamp(EVERY_TICKS, MAX_WAIT_TICKS),
-        };
-        job.search_at_tick = tick + job.search_wait_ticks;
+        if let Some(tick) = tick {
+            job.search_wait_ticks = match found {
+                Some(_) => EVERY_TICKS,
+                None => (job.search_wait_ticks * 2).clamp(EVERY_TICKS, MAX_WAIT_TICKS),
+            };
+            job.search_at_tick = tick + job.search_wait_ticks;
+        }
         let (Some(found), Some(p)) = (found, job.processes.get_mut(&process)) else {
             continue;
         };
