@@ -142,6 +142,10 @@ pub struct StepState {
     pub trend_percent: Option<f64>,
     /// The durations of the last steps (up to 100), in ms, oldest first.
     pub recent_ms: Vec<f64>,
+    /// Whether events arrived since the step search last read the job (its chunks mark
+    /// no steps): the count may grow at the next search.
+    #[serde(default)]
+    pub search_pending: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]

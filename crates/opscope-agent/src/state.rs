@@ -386,8 +386,12 @@ impl Job {
     /// The job's steps: those of its lowest rank that has any (rank 0 in a healthy
     /// job), else of its first process that has any, however they were found.
     pub fn steps(&self) -> StepState {
-        self.step_process()
-            .map_or_else(StepState::default, Process::step_state)
+        StepState {
+            search_pending: !self.steps_in_chunks() && self.last_chunk_ns > self.searched_ns,
+            ..self
+                .step_process()
+                .map_or_else(StepState::default, Process::step_state)
+        }
     }
 
     /// The job's steps so far (what triggers judge).
@@ -517,6 +521,7 @@ fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
         median_ms: median(recent.clone()),
         trend_percent: trend,
         recent_ms: recent,
+        search_pending: false,
     }
 }
 

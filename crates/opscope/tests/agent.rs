@@ -872,6 +872,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
             let steps = &job(top, name).unwrap()["steps"];
             steps["count"].as_u64() > Some(0)
                 && steps["counted"].as_str() != Some("")
+                && steps["search_pending"] == false
                 && job(top, name).unwrap()["ended"] == true
         })
     });
