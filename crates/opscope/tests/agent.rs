@@ -547,6 +547,25 @@ fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
     );
 }
 
+/// Records tests/record/steps_slow_unmarked.py (a PyTorch loop with no step markers) as
+/// job `job` into `dir/session`, to its end.
+fn record_unmarked_loop(agent: &Agent, job: &str, dir: &Path) {
+    let script = common::repo_root().join("tests/record/steps_slow_unmarked.py");
+    let run = record(
+        &agent.socket,
+        job,
+        &dir.join("session"),
+        Path::new(&common::python()),
+        &[script.to_str().unwrap()],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A PyTorch job with no step markers at all (tests/record/steps_slow_unmarked.py):
 /// its steps are found by the repeating op sequence, and the `slow-step` trigger judges
 /// them as it judges marked ones: step 10, 1.5 s longer than the others, is dumped with
@@ -568,20 +587,7 @@ fn a_slow_step_of_a_job_without_markers_is_dumped() {
             dumps.to_str().unwrap(),
         ],
     );
-    let script = common::repo_root().join("tests/record/steps_slow_unmarked.py");
-    let run = record(
-        &agent.socket,
-        "unmarked",
-        &dir.join("session"),
-        Path::new(&common::python()),
-        &[script.to_str().unwrap()],
-    );
-    let out = run.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    record_unmarked_loop(&agent, "unmarked", &dir);
     let top = agent.top_until(PATIENCE, |top| {
         top["agent"]["dumps"]
             .as_array()
@@ -614,20 +620,7 @@ fn a_first_look_has_the_steps_of_a_job_nobody_watched() {
     }
     let dir = scratch_dir("agent-first-look");
     let agent = Agent::start(&dir, &[]);
-    let script = common::repo_root().join("tests/record/steps_slow_unmarked.py");
-    let run = record(
-        &agent.socket,
-        "unwatched",
-        &dir.join("session"),
-        Path::new(&common::python()),
-        &[script.to_str().unwrap()],
-    );
-    let out = run.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    record_unmarked_loop(&agent, "unwatched", &dir);
     // The agent has taken in the whole stream once it saw the process go.
     let deadline = Instant::now() + PATIENCE;
     let top = loop {

@@ -1009,21 +1009,27 @@ fn perfetto_corrupt_input_never_panics() {
     }
 }
 
-/// Packets may come zlib-compressed inside a `compressed_packets` packet, as the
-/// Perfetto service writes them when asked to.
-#[test]
-fn perfetto_reads_compressed_packets() {
+/// `plain` packets zlib'd into the `compressed_packets` of one packet, framed as a file.
+fn in_compressed_packet(plain: &[u8]) -> Vec<u8> {
     use std::io::Write;
-    let t = sample_trace();
-    let plain = export_bytes(&t);
     let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    z.write_all(&plain).expect("compress");
+    z.write_all(plain).expect("compress");
     let outer = TracePacketGlobals {
         compressed_packets: Some(z.finish().expect("compress")),
         ..Default::default()
     };
     let mut bytes = vec![0x0a];
     outer.encode_length_delimited(&mut bytes).expect("encode");
+    bytes
+}
+
+/// Packets may come zlib-compressed inside a `compressed_packets` packet, as the
+/// Perfetto service writes them when asked to.
+#[test]
+fn perfetto_reads_compressed_packets() {
+    let t = sample_trace();
+    let plain = export_bytes(&t);
+    let bytes = in_compressed_packet(&plain);
     let back = import_bytes(&bytes).expect("import");
     assert_eq!(canonical(&back), canonical(&t));
 
@@ -1306,7 +1312,6 @@ fn perfetto_other_clocks_convert_alike_in_both_readers() {
 /// used to reject the whole chunk, after reporting what came before the cut.
 #[test]
 fn perfetto_packets_cut_inside_compressed_ones_are_counted_alike() {
-    use std::io::Write;
     let slice = |ts, ty| TracePacket {
         timestamp: Some(ts),
         track_event: Some(TrackEvent {
@@ -1320,14 +1325,7 @@ fn perfetto_packets_cut_inside_compressed_ones_are_counted_alike() {
     let mut plain = frame(&[slice(10, TYPE_SLICE_BEGIN), slice(20, TYPE_SLICE_END)]);
     // A packet of 9 bytes of which 2 are there.
     plain.extend([0x0a, 9, 0x40, 30]);
-    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
-    z.write_all(&plain).expect("compress");
-    let outer = TracePacketGlobals {
-        compressed_packets: Some(z.finish().expect("compress")),
-        ..Default::default()
-    };
-    let mut bytes = vec![0x0a];
-    outer.encode_length_delimited(&mut bytes).expect("encode");
+    let bytes = in_compressed_packet(&plain);
 
     let t = import_bytes(&bytes).expect("import");
     let expected = vec![("s".to_string(), 10, 20)];
