@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod across;
+pub mod advise;
 pub mod attribution;
 pub mod clock_merge;
 pub mod clock_sync;

@@ -43,6 +43,47 @@ const IDLE: &str = "#d3d3d3";
 const COMMUNICATION: &str = "#e15759";
 const MEMORY: &str = "#76b7b2";
 
+/// The verdict and the top findings of `advise`, each with what it saves at most.
+pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
+    let advice = opscope_analysis::advise::advise(
+        cx,
+        &opscope_analysis::advise::AdviseOptions::default(),
+    );
+    let mut out = format!(
+        "<p class=\"verdict\"><b>{}</b></p>\n",
+        html::escape(&advice.verdict)
+    );
+    let shown: Vec<_> = advice
+        .findings
+        .iter()
+        .filter(|f| f.severity > opscope_analysis::advise::Severity::Info)
+        .take(top.clamp(3, 8))
+        .collect();
+    if !shown.is_empty() {
+        out.push_str("<table class=\"findings\"><tr><th>saves at most</th><th>severity</th><th>where</th><th>finding</th><th>try</th></tr>\n");
+        for f in &shown {
+            out.push_str(&format!(
+                "<tr><td class=\"n\">{:.1} %</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>\n",
+                f.saving_pct,
+                f.severity.name(),
+                html::escape(&f.scope),
+                html::escape(&f.evidence.join("; ")),
+                html::escape(&f.title),
+                html::escape(&f.fix)
+            ));
+        }
+        out.push_str("</table>\n");
+    }
+    let rest = advice.findings.len() - shown.len();
+    if rest > 0 {
+        out.push_str(&format!(
+            "<p>{rest} more finding{} in <code>opscope advise</code>.</p>\n",
+            if rest == 1 { "" } else { "s" }
+        ));
+    }
+    Ok(out)
+}
+
 pub(crate) fn steps_section(cx: &Cx, _top: usize) -> Result<String, Error> {
     let steps = steps::report(cx, &StepOptions::default());
     // One chart per training process (not its DataLoader workers), all on one scale so

@@ -3,6 +3,7 @@
 //! and a run on an analysis [`Context`]. Every surface iterates [`REPORTS`]; none names
 //! an analysis, so a new one is a module here and a line in the table.
 
+mod advise;
 mod gpu;
 mod host;
 mod info;
@@ -23,6 +24,7 @@ use serde::de::DeserializeOwned;
 
 /// Every report command, in the order `opscope report` shows their sections.
 pub static REPORTS: &[&dyn ReportCommand] = &[
+    &advise::ADVISE,
     &info::INFO,
     &steps::STEPS,
     &gpu::GPU,

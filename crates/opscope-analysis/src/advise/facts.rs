@@ -1,0 +1,290 @@
+//! What several rules read, computed once when first asked: the `gpu` and `steps`
+//! reports, the device work of each source and device in time order, the time each
+//! source was looked at (its steps' time, else its span), and the device properties a
+//! trace records.
+
+use std::cell::OnceCell;
+
+use opscope_model::args::ArgValue;
+use opscope_model::{DeviceId, SourceId, Trace};
+
+use super::AdviseOptions;
+use crate::context::Context;
+use crate::correlate;
+use crate::gpu::{self, GpuOptions, GpuReport};
+use crate::steps::{self, StepOptions, StepSource, StepsReport};
+
+/// The device work of one source's device, in start order.
+#[derive(Clone, Debug)]
+pub struct DeviceWork {
+    pub source: SourceId,
+    pub device: Option<DeviceId>,
+    /// `rank 0 gpu 0`, or the file and device.
+    pub label: String,
+    pub slices: Vec<usize>,
+}
+
+/// A device's properties as Kineto's `deviceProperties` records them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceProps {
+    pub source: SourceId,
+    pub id: u32,
+    pub name: String,
+    pub total_memory: Option<i64>,
+    pub compute: Option<(i64, i64)>,
+}
+
+pub struct Facts<'c, 't> {
+    pub cx: &'c Context<'t>,
+    pub options: &'c AdviseOptions,
+    gpu: OnceCell<GpuReport>,
+    steps: OnceCell<StepsReport>,
+    device_work: OnceCell<Vec<DeviceWork>>,
+    props: OnceCell<Vec<DeviceProps>>,
+    selected: OnceCell<Vec<bool>>,
+    spans: OnceCell<Vec<i64>>,
+}
+
+impl<'c, 't> Facts<'c, 't> {
+    pub fn new(cx: &'c Context<'t>, options: &'c AdviseOptions) -> Facts<'c, 't> {
+        Facts {
+            cx,
+            options,
+            gpu: OnceCell::new(),
+            steps: OnceCell::new(),
+            device_work: OnceCell::new(),
+            props: OnceCell::new(),
+            selected: OnceCell::new(),
+            spans: OnceCell::new(),
+        }
+    }
+
+    pub fn trace(&self) -> &'t Trace {
+        self.cx.trace()
+    }
+
+    /// `opscope gpu`'s report with its defaults, over the window looked at.
+    pub fn gpu(&self) -> &GpuReport {
+        self.gpu.get_or_init(|| {
+            gpu::analyze(
+                self.cx,
+                &GpuOptions {
+                    window: self.options.window,
+                    ..GpuOptions::default()
+                },
+            )
+        })
+    }
+
+    pub fn steps(&self) -> &StepsReport {
+        self.steps
+            .get_or_init(|| steps::report(self.cx, &StepOptions::default()))
+    }
+
+    /// Per slice row, whether it is in the window looked at.
+    pub fn selected(&self) -> &[bool] {
+        self.selected
+            .get_or_init(|| self.cx.selected(self.options.window).into_owned())
+    }
+
+    /// Device work per source and device (in the window), each in start order.
+    pub fn device_work(&self) -> &[DeviceWork] {
+        self.device_work.get_or_init(|| {
+            let trace = self.trace();
+            let selected = self.selected();
+            let mut groups: Vec<DeviceWork> = Vec::new();
+            for (i, &keep) in selected.iter().enumerate() {
+                if !keep || !correlate::is_device_work(trace, i) {
+                    continue;
+                }
+                let track = &trace.tracks[trace.slices.track[i] as usize];
+                let Some(source) = correlate::source_of_track(trace, track) else {
+                    continue;
+                };
+                match groups
+                    .iter_mut()
+                    .find(|g| g.source == source && g.device == track.device)
+                {
+                    Some(g) => g.slices.push(i),
+                    None => groups.push(DeviceWork {
+                        source,
+                        device: track.device,
+                        label: self.label(source, track.device),
+                        slices: vec![i],
+                    }),
+                }
+            }
+            let s = &trace.slices;
+            for g in &mut groups {
+                g.slices.sort_by_key(|&i| (s.ts[i], i));
+            }
+            groups.sort_by_key(|g| (g.source.0, g.device.map(|d| d.0)));
+            groups
+        })
+    }
+
+    /// How a source (and device) is named in findings: `rank 3 gpu 0`, else its role
+    /// and device.
+    pub fn label(&self, source: SourceId, device: Option<DeviceId>) -> String {
+        let trace = self.trace();
+        let src = &trace.sources[source.index()];
+        let who = match src.rank {
+            Some(rank) => format!("rank {rank}"),
+            None if trace.sources.len() == 1 => file_name(&src.path).to_string(),
+            None => format!("{} ({})", crate::roles::role(trace, source), file_name(&src.path)),
+        };
+        match device {
+            Some(d) => {
+                let d = &trace.devices[d.index()];
+                format!("{who} {} {}", d.kind.name(), d.index)
+            }
+            None => who,
+        }
+    }
+
+    /// The source whose path is `file`.
+    pub fn source_of_file(&self, file: &str) -> Option<SourceId> {
+        self.trace()
+            .sources
+            .iter()
+            .position(|s| s.path == file)
+            .map(|i| SourceId(i as u32))
+    }
+
+    /// The time a source was looked at: its steps' time where it has steps, else the
+    /// span of its events; with the number of steps.
+    pub fn time_looked_at(&self, source: SourceId) -> (i64, usize) {
+        let trace = self.trace();
+        let path = &trace.sources[source.index()].path;
+        if let Some(s) = self.steps().sources.iter().find(|s| {
+            &s.file == path && !s.steps.is_empty() && s.found_by != StepSource::Loader
+        }) {
+            return (s.steps.iter().map(|x| x.dur_ns).sum(), s.steps.len());
+        }
+        (self.span_of(source), 0)
+    }
+
+    /// The longest time any source was looked at (ranks run side by side).
+    pub fn longest_time_looked_at(&self) -> i64 {
+        (0..self.trace().sources.len())
+            .map(|i| self.time_looked_at(SourceId(i as u32)).0)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// From the first event of a source (in the window) to its last end.
+    pub fn span_of(&self, source: SourceId) -> i64 {
+        self.spans.get_or_init(|| {
+            let trace = self.trace();
+            let s = &trace.slices;
+            let mut bounds = vec![(i64::MAX, i64::MIN); trace.sources.len()];
+            for (i, &keep) in self.selected().iter().enumerate() {
+                if let Some(src) = correlate::source_of(trace, i).filter(|_| keep) {
+                    let b = &mut bounds[src.index()];
+                    *b = (b.0.min(s.ts[i]), b.1.max(s.end(i)));
+                }
+            }
+            bounds.iter().map(|b| (b.1 - b.0).max(0)).collect()
+        })[source.index()]
+    }
+
+    /// The share of a source's time looked at that `ns` is, in percent.
+    pub fn share(&self, source: SourceId, ns: i64) -> f64 {
+        let (of, _) = self.time_looked_at(source);
+        if of > 0 {
+            100.0 * ns as f64 / of as f64
+        } else {
+            0.0
+        }
+    }
+
+    /// The devices' properties the trace records (Kineto's `deviceProperties`).
+    pub fn device_props(&self) -> &[DeviceProps] {
+        self.props.get_or_init(|| {
+            let trace = self.trace();
+            let mut out = Vec::new();
+            let Some(key) = trace.strings.find("deviceProperties") else {
+                return out;
+            };
+            for (i, source) in trace.sources.iter().enumerate() {
+                let Some(ArgValue::Json(text)) = trace.args.find(source.metadata, key) else {
+                    continue;
+                };
+                let Ok(serde_json::Value::Array(list)) =
+                    serde_json::from_str::<serde_json::Value>(trace.str(text))
+                else {
+                    continue;
+                };
+                for p in list {
+                    let int = |k: &str| p.get(k).and_then(serde_json::Value::as_i64);
+                    out.push(DeviceProps {
+                        source: SourceId(i as u32),
+                        id: int("id").unwrap_or(0) as u32,
+                        name: p
+                            .get("name")
+                            .and_then(|n| n.as_str())
+                            .unwrap_or_default()
+                            .to_string(),
+                        total_memory: int("totalGlobalMem"),
+                        compute: int("computeMajor").zip(int("computeMinor")),
+                    });
+                }
+            }
+            out
+        })
+    }
+
+    /// The properties of one device of a source.
+    pub fn props_of(&self, source: SourceId, device: Option<DeviceId>) -> Option<&DeviceProps> {
+        let index = self.trace().devices[device?.index()].index;
+        self.device_props()
+            .iter()
+            .find(|p| p.source == source && p.id == index)
+    }
+
+    /// The slice rows in the window whose kind passes `keep`.
+    pub fn slices_where(&self, keep: impl Fn(usize) -> bool) -> Vec<usize> {
+        self.selected()
+            .iter()
+            .enumerate()
+            .filter(|&(i, &s)| s && keep(i))
+            .map(|(i, _)| i)
+            .collect()
+    }
+
+    /// The name of slice `i`.
+    pub fn name(&self, i: usize) -> &'t str {
+        let trace = self.trace();
+        trace.str(trace.slices.name[i])
+    }
+
+    /// An integer arg of slice `i`.
+    pub fn int_arg(&self, i: usize, key: &str) -> Option<i64> {
+        let trace = self.trace();
+        let key = trace.strings.find(key)?;
+        trace.args.find(trace.slices.args[i], key)?.as_i64()
+    }
+
+    /// A text arg of slice `i`.
+    pub fn str_arg(&self, i: usize, key: &str) -> Option<&'t str> {
+        let trace = self.trace();
+        let key = trace.strings.find(key)?;
+        match trace.args.find(trace.slices.args[i], key)? {
+            ArgValue::Str(s) | ArgValue::Json(s) => Some(trace.str(s)),
+            _ => None,
+        }
+    }
+
+    /// The trace's files, for `more` commands.
+    pub fn files(&self) -> String {
+        let trace = self.trace();
+        match trace.sources.len() {
+            1 => trace.sources[0].path.clone(),
+            _ => "TRACE".to_string(),
+        }
+    }
+}
+
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}

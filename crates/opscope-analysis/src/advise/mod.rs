@@ -1,0 +1,207 @@
+//! `opscope advise`: what bounds each job and what to change, as findings ranked by the
+//! time a fix could save at most. Each rule is a module of [`rules`] that carries its
+//! anchor's criterion and thresholds (tfprof's checkers, Nsight Systems' expert rules,
+//! XProf's step classification, HTA, PyTorch's profiler plugin); where a trace lacks what
+//! a rule needs, the rule says so once instead of guessing.
+
+mod facts;
+mod render;
+pub mod rules;
+pub mod tfprof;
+
+use serde::Serialize;
+
+use crate::context::Context;
+use crate::window::Window;
+pub use facts::{DeviceWork, Facts};
+
+#[derive(Clone, Debug)]
+pub struct AdviseOptions {
+    pub window: Window,
+    /// Only the rules whose names are listed (all when empty).
+    pub rules: Vec<String>,
+    /// Nsight Systems' `gpu_gaps` threshold (its default: 500 ms).
+    pub gap_ns: i64,
+    /// Nsight Systems' `gpu_time_util`: chunks of the device's span, and the
+    /// utilization (percent) under which a chunk is reported.
+    pub util_chunks: usize,
+    pub util_threshold_pct: f64,
+}
+
+impl Default for AdviseOptions {
+    fn default() -> AdviseOptions {
+        AdviseOptions {
+            window: Window::Whole,
+            rules: Vec::new(),
+            gap_ns: 500_000_000,
+            util_chunks: 30,
+            util_threshold_pct: 50.0,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    /// Worth knowing; no time to win from it alone.
+    Info,
+    Low,
+    Medium,
+    High,
+}
+
+impl Severity {
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+
+    /// The severity of a share of the time looked at, on the anchor's two thresholds
+    /// (XProf's 5/20 % for input, 3/15 % for launches): under `low` it is low, from
+    /// `high` on high.
+    pub fn of_share(pct: f64, low: f64, high: f64) -> Severity {
+        if pct >= high {
+            Severity::High
+        } else if pct >= low {
+            Severity::Medium
+        } else {
+            Severity::Low
+        }
+    }
+}
+
+/// One thing to change (or to know), with the numbers that show it.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Finding {
+    /// The rule's name (`gpu_gaps`).
+    pub rule: &'static str,
+    /// Whose rule it is and where its criterion comes from.
+    pub anchor: &'static str,
+    pub severity: Severity,
+    /// What it is about: `rank 0 gpu 0`, `trace.json`, `every rank`.
+    pub scope: String,
+    /// What bounds the job, in one line.
+    pub title: String,
+    /// The numbers behind it (what other commands print).
+    pub evidence: Vec<String>,
+    /// What to try.
+    pub fix: String,
+    /// The command that shows more.
+    pub more: String,
+    /// The most time a fix could save over the time looked at (an upper bound from
+    /// the trace: the idle time it removes, the blocking calls it avoids), in ns.
+    pub saving_ns: i64,
+    /// That time's share of the time looked at (the steps' time of the scope, or its
+    /// span without steps), in percent.
+    pub saving_pct: f64,
+    /// The time span the finding is about, for a viewer to show.
+    pub span: Option<[i64; 2]>,
+}
+
+/// A rule that could not be checked, and why.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NotChecked {
+    pub rule: &'static str,
+    pub reason: String,
+}
+
+/// What `advise` says of a trace.
+#[derive(Clone, Debug, Serialize)]
+pub struct Advice {
+    /// One sentence: the top finding, or that nothing passed a threshold.
+    pub verdict: String,
+    /// Ranked by saving, then severity.
+    pub findings: Vec<Finding>,
+    pub not_checked: Vec<NotChecked>,
+    /// The rules run.
+    pub rules: Vec<&'static str>,
+    /// On a TensorFlow RunMetadata: what tfprof's `advise` prints, checker by checker.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tfprof: Vec<tfprof::Checker>,
+}
+
+/// What rules write to.
+#[derive(Default)]
+pub struct Out {
+    findings: Vec<Finding>,
+    not_checked: Vec<NotChecked>,
+}
+
+impl Out {
+    pub fn finding(&mut self, finding: Finding) {
+        self.findings.push(finding);
+    }
+
+    /// The rule cannot be checked on this trace: said once per rule and reason.
+    pub fn not_checked(&mut self, rule: &'static str, reason: impl Into<String>) {
+        let reason = reason.into();
+        if !self
+            .not_checked
+            .iter()
+            .any(|n| n.rule == rule && n.reason == reason)
+        {
+            self.not_checked.push(NotChecked { rule, reason });
+        }
+    }
+}
+
+/// A rule: its name, its anchor, and its check.
+pub struct Rule {
+    pub name: &'static str,
+    pub anchor: &'static str,
+    /// What it looks for, for `--help` and the docs.
+    pub about: &'static str,
+    pub check: fn(&Facts, &mut Out),
+}
+
+pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
+    let facts = Facts::new(cx, options);
+    let mut out = Out::default();
+    let mut run = Vec::new();
+    for rule in rules::RULES {
+        if !options.rules.is_empty() && !options.rules.iter().any(|r| r == rule.name) {
+            continue;
+        }
+        (rule.check)(&facts, &mut out);
+        run.push(rule.name);
+    }
+    let mut findings = out.findings;
+    findings.sort_by(|a, b| {
+        b.saving_ns
+            .cmp(&a.saving_ns)
+            .then(b.severity.cmp(&a.severity))
+            .then(a.rule.cmp(b.rule))
+            .then(a.scope.cmp(&b.scope))
+    });
+    let verdict = verdict(&findings);
+    Advice {
+        verdict,
+        findings,
+        not_checked: out.not_checked,
+        rules: run,
+        tfprof: tfprof::checkers(cx),
+    }
+}
+
+/// The names of every rule, for option checks.
+pub fn rule_names() -> Vec<&'static str> {
+    rules::RULES.iter().map(|r| r.name).collect()
+}
+
+fn verdict(findings: &[Finding]) -> String {
+    match findings.iter().find(|f| f.severity > Severity::Info) {
+        Some(top) if top.saving_ns > 0 => format!(
+            "{}: {} (up to {:.1} % of the time looked at)",
+            top.scope, top.title, top.saving_pct
+        ),
+        Some(top) => format!("{}: {}", top.scope, top.title),
+        None => "nothing passed a rule's threshold".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,87 @@
+//! Asynchronous copies from pageable memory: Nsight Systems' expert rule
+//! `cuda_memcpy_async` — a `cudaMemcpy*Async*` call whose copy has pageable memory at
+//! either end (CUPTI memory kind 0) runs synchronously. The kind comes from the copy's
+//! `srcKind`/`dstKind` (Nsight) or its name (Kineto: `Memcpy HtoD (Pageable -> Device)`).
+
+use opscope_model::SliceKind;
+
+use super::{sources_of, time, Facts, Finding, Out, Rule, Severity};
+
+pub static RULE: Rule = Rule {
+    name: "memcpy_pageable",
+    anchor: "Nsight Systems expert rule cuda_memcpy_async",
+    about: "asynchronous copies from pageable memory, which run synchronously",
+    check,
+};
+
+/// Whether a copy's memory kinds are known, and whether one is pageable.
+fn pageable(facts: &Facts, i: usize) -> Option<bool> {
+    let kinds = [facts.int_arg(i, "srcKind"), facts.int_arg(i, "dstKind")];
+    if kinds.iter().any(Option::is_some) {
+        return Some(kinds.contains(&Some(0)));
+    }
+    let name = facts.name(i);
+    name.contains('(').then(|| name.contains("Pageable"))
+}
+
+fn check(facts: &Facts, out: &mut Out) {
+    let trace = facts.trace();
+    let correlation = facts.cx.correlation();
+    let mut unknown = false;
+    let copies: Vec<(usize, usize)> = facts
+        .slices_where(|i| matches!(trace.slices.kind(i), SliceKind::Memcpy(_)))
+        .into_iter()
+        .filter_map(|i| {
+            let call = correlation.launch_of(i)?;
+            let name = facts.name(call);
+            if !(name.contains("Memcpy") && name.contains("Async")) {
+                return None;
+            }
+            match pageable(facts, i) {
+                Some(true) => Some((i, call)),
+                Some(false) => None,
+                None => {
+                    unknown = true;
+                    None
+                }
+            }
+        })
+        .collect();
+    if unknown {
+        out.not_checked(
+            RULE.name,
+            "some copies do not say which memory they copy from (no srcKind/dstKind, no \
+             kind in the name)",
+        );
+    }
+    let s = &trace.slices;
+    let rows: Vec<usize> = copies.iter().map(|c| c.0).collect();
+    for (source, rows) in sources_of(facts, &rows) {
+        let calls: Vec<usize> = copies
+            .iter()
+            .filter(|c| rows.contains(&c.0))
+            .map(|c| c.1)
+            .collect();
+        let blocked: i64 = calls.iter().map(|&c| s.dur[c]).sum();
+        let mut f = Finding::of(
+            &RULE,
+            facts.label(source, None),
+            format!(
+                "{} asynchronous copies from pageable memory run synchronously",
+                rows.len()
+            ),
+        )
+        .saving(facts, source, blocked);
+        f.severity = Severity::of_share(f.saving_pct, 3.0, 15.0);
+        f.evidence.push(format!(
+            "{} in their calls, {} copying",
+            time(blocked),
+            time(rows.iter().map(|&i| s.dur[i]).sum())
+        ));
+        f.fix = "copy from pinned memory (cudaMallocHost / cudaHostRegister; PyTorch: \
+                 DataLoader(pin_memory=True) and tensor.pin_memory())"
+            .to_string();
+        f.more = format!("opscope gpu {}", facts.files());
+        out.finding(f);
+    }
+}

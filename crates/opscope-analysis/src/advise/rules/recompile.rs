@@ -1,0 +1,89 @@
+//! Compilation inside the training loop: JAX retracing and XLA recompiling a function
+//! whose shapes or static arguments change, `torch.compile` recompiling after a guard
+//! fails. Compilation in the first step is expected; compilation in later steps is
+//! time the loop loses every time it happens.
+
+use opscope_model::SliceKind;
+
+use super::{sources_of, time, Facts, Finding, Out, Rule, Severity};
+
+pub static RULE: Rule = Rule {
+    name: "recompile",
+    anchor: "JAX and torch.compile recompilation (compilation after the first step)",
+    about: "compilation inside the training loop after its first step",
+    check,
+};
+
+fn check(facts: &Facts, out: &mut Out) {
+    let trace = facts.trace();
+    let s = &trace.slices;
+    let compiles = facts.slices_where(|i| s.kind(i) == SliceKind::Compile && {
+        // The outermost compile slice only.
+        let p = s.parent[i];
+        p == opscope_model::NONE || s.kind(p as usize) != SliceKind::Compile
+    });
+    for (source, rows) in sources_of(facts, &compiles) {
+        let path = &trace.sources[source.index()].path;
+        let Some(steps) = facts
+            .steps()
+            .sources
+            .iter()
+            .find(|x| &x.file == path && x.steps.len() >= 2)
+        else {
+            continue;
+        };
+        let first_end = steps.steps[0].start_ns + steps.steps[0].dur_ns;
+        let last_end = steps
+            .steps
+            .iter()
+            .map(|x| x.start_ns + x.dur_ns)
+            .max()
+            .unwrap_or(first_end);
+        let late: Vec<usize> = rows
+            .into_iter()
+            .filter(|&i| s.ts[i] >= first_end && s.ts[i] < last_end)
+            .collect();
+        if late.is_empty() {
+            continue;
+        }
+        let spent: i64 = late.iter().map(|&i| s.dur[i]).sum();
+        let in_steps = steps
+            .steps
+            .iter()
+            .skip(1)
+            .filter(|st| {
+                late.iter()
+                    .any(|&i| s.ts[i] >= st.start_ns && s.ts[i] < st.start_ns + st.dur_ns)
+            })
+            .count();
+        let mut f = Finding::of(
+            &RULE,
+            facts.label(source, None),
+            format!(
+                "the program compiles again in {in_steps} of {} steps after the first",
+                steps.steps.len() - 1
+            ),
+        )
+        .saving(facts, source, spent);
+        f.severity = Severity::of_share(f.saving_pct, 3.0, 15.0);
+        let mut names: Vec<&str> = late.iter().map(|&i| facts.name(i)).collect();
+        names.sort_unstable();
+        names.dedup();
+        names.truncate(3);
+        f.evidence.push(format!(
+            "{} compiling in {} compilations after the first step ({})",
+            time(spent),
+            late.len(),
+            names.join(", ")
+        ));
+        f.fix = "keep shapes and static arguments the same from step to step (pad batches \
+                 to fixed sizes, mark changing arguments dynamic); JAX: \
+                 jax.config.update(\"jax_explain_cache_misses\", True) names the cause; \
+                 torch.compile: TORCH_LOGS=recompiles"
+            .to_string();
+        f.more = format!("opscope view {}", facts.files());
+        let first = late[0];
+        f.span = Some([s.ts[first], s.end(first)]);
+        out.finding(f);
+    }
+}
