@@ -45,10 +45,8 @@ const MEMORY: &str = "#76b7b2";
 
 /// The verdict and the top findings of `advise`, each with what it saves at most.
 pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
-    let advice = opscope_analysis::advise::advise(
-        cx,
-        &opscope_analysis::advise::AdviseOptions::default(),
-    );
+    let advice =
+        opscope_analysis::advise::advise(cx, &opscope_analysis::advise::AdviseOptions::default());
     let mut out = format!(
         "<p class=\"verdict\"><b>{}</b></p>\n",
         html::escape(&advice.verdict)

@@ -643,6 +643,13 @@ fn device_work(im: &mut Importer, t: &Table, work: Work) {
                 if let Some(bytes) = t.int(r, "bytes") {
                     args.push(("bytes", ArgValue::Int(bytes)));
                 }
+                // CUPTI's memory kinds (0 pageable, 1 pinned, 2 device, …): whether an
+                // asynchronous copy really is one.
+                for column in ["srcKind", "dstKind"] {
+                    if let Some(v) = t.int(r, column) {
+                        args.push((column, ArgValue::Int(v)));
+                    }
+                }
                 let label = match direction {
                     CopyDirection::H2D => "Memcpy HtoD",
                     CopyDirection::D2H => "Memcpy DtoH",
@@ -657,6 +664,9 @@ fn device_work(im: &mut Importer, t: &Table, work: Work) {
             Work::Memset => {
                 if let Some(bytes) = t.int(r, "bytes") {
                     args.push(("bytes", ArgValue::Int(bytes)));
+                }
+                if let Some(v) = t.int(r, "memKind") {
+                    args.push(("memKind", ArgValue::Int(v)));
                 }
                 let name = im.trace.intern("Memset");
                 (name, SliceKind::Memset, "gpu_memset")

@@ -131,7 +131,11 @@ impl<'c, 't> Facts<'c, 't> {
         let who = match src.rank {
             Some(rank) => format!("rank {rank}"),
             None if trace.sources.len() == 1 => file_name(&src.path).to_string(),
-            None => format!("{} ({})", crate::roles::role(trace, source), file_name(&src.path)),
+            None => format!(
+                "{} ({})",
+                crate::roles::role(trace, source),
+                file_name(&src.path)
+            ),
         };
         match device {
             Some(d) => {
@@ -156,9 +160,11 @@ impl<'c, 't> Facts<'c, 't> {
     pub fn time_looked_at(&self, source: SourceId) -> (i64, usize) {
         let trace = self.trace();
         let path = &trace.sources[source.index()].path;
-        if let Some(s) = self.steps().sources.iter().find(|s| {
-            &s.file == path && !s.steps.is_empty() && s.found_by != StepSource::Loader
-        }) {
+        if let Some(s) =
+            self.steps().sources.iter().find(|s| {
+                &s.file == path && !s.steps.is_empty() && s.found_by != StepSource::Loader
+            })
+        {
             return (s.steps.iter().map(|x| x.dur_ns).sum(), s.steps.len());
         }
         (self.span_of(source), 0)

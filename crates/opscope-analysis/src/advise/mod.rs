@@ -100,6 +100,8 @@ pub struct Finding {
     pub saving_pct: f64,
     /// The time span the finding is about, for a viewer to show.
     pub span: Option<[i64; 2]>,
+    /// The rule's own figures (`calls`, `blocked_ns`, `gaps`), for scripts and tests.
+    pub figures: std::collections::BTreeMap<&'static str, f64>,
 }
 
 /// A rule that could not be checked, and why.
@@ -170,6 +172,12 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
         run.push(rule.name);
     }
     let mut findings = out.findings;
+    // A finding whose fix would save under 1 % of the time is worth knowing, no more.
+    for f in &mut findings {
+        if f.saving_ns > 0 && f.saving_pct < 1.0 {
+            f.severity = Severity::Info;
+        }
+    }
     findings.sort_by(|a, b| {
         b.saving_ns
             .cmp(&a.saving_ns)

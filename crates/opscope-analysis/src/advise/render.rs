@@ -72,7 +72,9 @@ impl Reported for Advice {
         }
         if !self.tfprof.is_empty() {
             r.blank();
-            r.line(Line::of("tfprof's checkers (as tfprof advise prints them):"));
+            r.line(Line::of(
+                "tfprof's checkers (as tfprof advise prints them):",
+            ));
             for c in &self.tfprof {
                 r.line(Line::of(format!("{}:", c.name)));
                 for report in &c.reports {

@@ -8,5 +8,7 @@ fn rules_are_named_once_with_their_anchor() {
     let before = names.len();
     names.dedup();
     assert_eq!(names.len(), before);
-    assert!(RULES.iter().all(|r| !r.anchor.is_empty() && !r.about.is_empty()));
+    assert!(RULES
+        .iter()
+        .all(|r| !r.anchor.is_empty() && !r.about.is_empty()));
 }

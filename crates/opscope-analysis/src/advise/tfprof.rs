@@ -26,8 +26,7 @@ pub struct Checker {
 /// The checkers' reports, when every source is a RunMetadata (what tfprof reads).
 pub fn checkers(cx: &Context) -> Vec<Checker> {
     let trace = cx.trace();
-    if trace.sources.is_empty() || trace.sources.iter().any(|s| s.format != "tf-run-metadata")
-    {
+    if trace.sources.is_empty() || trace.sources.iter().any(|s| s.format != "tf-run-metadata") {
         return Vec::new();
     }
     vec![
@@ -140,7 +139,7 @@ fn accelerator_utilization(trace: &Trace) -> Vec<String> {
         .collect()
 }
 
-fn operation_checker(trace: &Trace) -> Vec<String> {
+pub fn operation_checker(trace: &Trace) -> Vec<String> {
     let s = &trace.slices;
     let ops = (0..s.len()).filter(|&i| s.kind(i) == SliceKind::Op);
     let (mut batch_norm, mut fused, mut nhwc_on_gpu) = (false, false, false);
@@ -188,7 +187,8 @@ fn on_gpu(trace: &Trace, i: usize) -> bool {
 
 fn expensive_operations(cx: &Context) -> Vec<String> {
     let mut reports = Vec::new();
-    // tfprof's op view: ordered by time, at least 1 µs, every op accounted.
+    // tfprof's op view (its checker's options): ordered by time, at least 1 µs, every op
+    // accounted.
     let op_view = view::op_view(
         cx,
         &OpViewOptions {
@@ -225,14 +225,14 @@ fn expensive_operations(cx: &Context) -> Vec<String> {
     if !lines.is_empty() {
         reports.push(lines.join("\n"));
     }
-    // tfprof's scope view: the root's children by total time (at least 1 µs), each
-    // with its own times.
+    // tfprof's scope view (its checker's options: at least 100 µs in all): the root's
+    // children by total time, each with its own times.
     let tree = tree::build(cx, TreeKind::Scope, Window::Whole, Timing::WholeMicros);
     let mut children: Vec<&tree::TreeNode> = tree.nodes[0]
         .children
         .iter()
         .map(|&c| &tree.nodes[c])
-        .filter(|n| n.total_cpu_ns + n.total_accelerator_ns >= 1000)
+        .filter(|n| n.total_cpu_ns + n.total_accelerator_ns >= 100_000)
         .collect();
     children.sort_by_key(|n| std::cmp::Reverse(n.total_cpu_ns + n.total_accelerator_ns));
     let lines: Vec<String> = children

@@ -112,7 +112,7 @@ fn options(o: &Options) -> Result<AdviseOptions, Error> {
             known.join(", ")
         )));
     }
-    if !(o.gap_ms >= 0.0) || o.util_chunks == 0 || o.util_chunks > 1000 {
+    if o.gap_ms.is_nan() || o.gap_ms < 0.0 || o.util_chunks == 0 || o.util_chunks > 1000 {
         return Err(Error::options(
             "--gap-ms must be 0 or more and --util-chunks from 1 to 1000",
         ));

@@ -1,6 +1,7 @@
 //! TensorFlow `GraphDef`, binary (`graph.pb`) or protobuf text (`graph.pbtxt`): the op
 //! type and device of each graph node, which RunMetadata's step stats name but do not
-//! type. Only `node { name op device }` is read; everything else is skipped.
+//! type. Only `node { name op device }` and the `data_format` attribute are read;
+//! everything else is skipped.
 
 use std::collections::HashMap;
 
@@ -17,6 +18,8 @@ pub mod proto {
 pub struct GraphNode {
     pub op: String,
     pub device: String,
+    /// Its `data_format` attribute (`NHWC`, `NCHW`), which tfprof's advise checks.
+    pub data_format: Option<String>,
 }
 
 /// The nodes of a graph by name.
@@ -33,6 +36,10 @@ impl Graph {
             .filter(|op| !op.is_empty())
     }
 
+    pub fn data_format(&self, node: &str) -> Option<&str> {
+        self.nodes.get(node)?.data_format.as_deref()
+    }
+
     pub fn add_binary(&mut self, graph: &proto::GraphDef) {
         for node in &graph.node {
             self.nodes
@@ -40,6 +47,12 @@ impl Graph {
                 .or_insert_with(|| GraphNode {
                     op: String::from_utf8_lossy(&node.op).into_owned(),
                     device: String::from_utf8_lossy(&node.device).into_owned(),
+                    data_format: node
+                        .attr
+                        .iter()
+                        .find(|a| a.key == b"data_format")
+                        .and_then(|a| a.value.as_ref())
+                        .map(|v| String::from_utf8_lossy(&v.s).into_owned()),
                 });
         }
     }
@@ -238,6 +251,53 @@ impl Lexer<'_> {
         Ok(())
     }
 
+    /// An `attr { key: … value { s: … } }` block whose `{` was just read: the value of
+    /// a `data_format` attribute, or `None` for any other.
+    fn data_format(&mut self) -> Result<Option<String>, ImportError> {
+        let start = self.pos;
+        let (mut key, mut s) = (None, None);
+        loop {
+            match self.next()? {
+                Some(Token::Close) => break,
+                Some(Token::Ident(field)) => match (field.as_str(), self.next()?) {
+                    ("key", Some(Token::Colon)) => {
+                        if let Some(Token::Str(k)) = self.next()? {
+                            key = Some(k);
+                        }
+                    }
+                    ("value", Some(Token::Open)) => {
+                        // `value { s: "NHWC" }`, or any other kind of value.
+                        loop {
+                            match self.next()? {
+                                Some(Token::Close) => break,
+                                Some(Token::Ident(f)) if f == "s" => {
+                                    if let (Some(Token::Colon), Some(Token::Str(v))) =
+                                        (self.next()?, self.next()?)
+                                    {
+                                        s = Some(v);
+                                    }
+                                }
+                                Some(Token::Open) => self.skip_block()?,
+                                Some(_) => {}
+                                None => return Err(self.error(start, "the '}' closing an attr")),
+                            }
+                        }
+                    }
+                    (_, Some(Token::Open)) => self.skip_block()?,
+                    (_, Some(Token::Colon)) => {
+                        if let Some(Token::Open) = self.next()? {
+                            self.skip_block()?;
+                        }
+                    }
+                    _ => return Err(self.error(self.pos, "a field of an attr")),
+                },
+                None => return Err(self.error(start, "the '}' closing an attr")),
+                Some(_) => return Err(self.error(self.pos, "a field name")),
+            }
+        }
+        Ok(s.filter(|_| key.as_deref() == Some("data_format")))
+    }
+
     /// The fields of a `node { … }` block whose `{` was just read.
     fn node(&mut self) -> Result<(String, GraphNode), ImportError> {
         let start = self.pos;
@@ -259,6 +319,11 @@ impl Lexer<'_> {
                             Some(Token::Open) => self.skip_block()?,
                             _ => return Err(self.error(at, "a value after ':'")),
                         },
+                        Some(Token::Open) if field == "attr" => {
+                            if let Some(format) = self.data_format()? {
+                                node.data_format = Some(format);
+                            }
+                        }
                         Some(Token::Open) => self.skip_block()?,
                         _ => return Err(self.error(at, "'{' or ':' after a field name")),
                     }

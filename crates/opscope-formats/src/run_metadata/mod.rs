@@ -498,6 +498,10 @@ pub fn import(
                 ArgValue::Str(node_str),
             ));
             entries.push((keys.op, ArgValue::Str(op_str)));
+            if let Some(format) = types.data_format(node_part) {
+                let format = trace.intern(format);
+                entries.push((keys.data_format, ArgValue::Str(format)));
+            }
             if !label.is_empty() {
                 entries.push((keys.label, ArgValue::Str(trace.intern(&label))));
             }
@@ -568,6 +572,7 @@ struct Keys {
     /// The node of device work that TensorFlow did not charge to it.
     uncharged_node: StrId,
     op: StrId,
+    data_format: StrId,
     label: StrId,
     op_start_rel: StrId,
     all_end_rel: StrId,
@@ -583,6 +588,7 @@ impl Keys {
             name: trace.intern("name"),
             uncharged_node: trace.intern("uncharged_node"),
             op: trace.intern("op"),
+            data_format: trace.intern("data_format"),
             label: trace.intern("label"),
             op_start_rel: trace.intern("op_start_rel_ns"),
             all_end_rel: trace.intern("all_end_rel_ns"),

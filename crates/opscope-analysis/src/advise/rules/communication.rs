@@ -54,6 +54,9 @@ fn check(facts: &Facts, out: &mut Out) {
                  batch)"
             .to_string();
         f.more = format!("opscope gpu {}", facts.files());
+        for (k, v) in [("communication_ns", comm as f64), ("overlap_pct", overlap)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

@@ -52,6 +52,9 @@ fn check(facts: &Facts, out: &mut Out) {
                  pin_memory=True, persistent_workers=True), N up to the CPU cores per GPU"
             .to_string();
         f.more = format!("opscope steps {}", facts.files());
+        for (k, v) in [("loader_ns", loader as f64), ("pct", pct)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

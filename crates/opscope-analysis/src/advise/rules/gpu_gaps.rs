@@ -59,7 +59,8 @@ fn check(facts: &Facts, out: &mut Out) {
         let mut by_length = found.clone();
         by_length.sort_by_key(|g| std::cmp::Reverse(g.1));
         for (start, len) in by_length.iter().take(5) {
-            f.evidence.push(format!("gap of {} at {start} ns", time(*len)));
+            f.evidence
+                .push(format!("gap of {} at {start} ns", time(*len)));
         }
         f.fix = "find what the host does in these gaps (data loading, checkpointing, \
                  evaluation, synchronisation); add NVTX/record_function ranges or sample \
@@ -67,6 +68,13 @@ fn check(facts: &Facts, out: &mut Out) {
             .to_string();
         f.more = format!("opscope view {}", facts.files());
         f.span = Some([longest.0, longest.0 + longest.1]);
+        for (k, v) in [
+            ("gaps", found.len() as f64),
+            ("gap_ns", total as f64),
+            ("longest_ns", longest.1 as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

@@ -69,9 +69,8 @@ pub fn low_regions(chunks: &[(i64, i64, f64)], threshold: f64) -> Vec<LowRegion>
             match out.last_mut().filter(|_| previous_low) {
                 Some(r) => {
                     let len = hi - r.start;
-                    r.utilization_pct = (r.utilization_pct * r.len as f64
-                        + pct * (hi - lo) as f64)
-                        / len as f64;
+                    r.utilization_pct =
+                        (r.utilization_pct * r.len as f64 + pct * (hi - lo) as f64) / len as f64;
                     r.len = len;
                 }
                 None => out.push(LowRegion {
@@ -133,6 +132,17 @@ fn check(facts: &Facts, out: &mut Out) {
             .max_by_key(|r| (r.len as f64 * (100.0 - r.utilization_pct)) as i64)
             .unwrap_or(&low[0]);
         f.span = Some([worst.start, worst.start + worst.len]);
+        for (k, v) in [
+            ("chunks", all.len() as f64),
+            (
+                "low_chunks",
+                all.iter().filter(|c| c.2 < threshold).count() as f64,
+            ),
+            ("regions", low.len() as f64),
+            ("low_ns", low_time as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

@@ -41,7 +41,10 @@ fn check(facts: &Facts, out: &mut Out) {
         let mut f = Finding::of(
             &RULE,
             scope,
-            format!("the device is busy {:.0} % of its span", 100.0 * utilization),
+            format!(
+                "the device is busy {:.0} % of its span",
+                100.0 * utilization
+            ),
         )
         .saving(facts, source, t.idle_ns);
         f.severity = if utilization <= 0.2 {
@@ -72,6 +75,13 @@ fn check(facts: &Facts, out: &mut Out) {
                 .to_string()
         };
         f.more = format!("opscope gpu {}", facts.files());
+        for (k, v) in [
+            ("busy_ns", t.busy_ns as f64),
+            ("span_ns", t.span_ns as f64),
+            ("utilization", utilization),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

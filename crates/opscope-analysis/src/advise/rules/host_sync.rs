@@ -89,6 +89,13 @@ fn check(facts: &Facts, out: &mut Out) {
                  every N steps"
             .to_string();
         f.more = format!("opscope stats op {}", facts.files());
+        for (k, v) in [
+            ("steps_with", with as f64),
+            ("steps", per_step.len() as f64),
+            ("calls", calls as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

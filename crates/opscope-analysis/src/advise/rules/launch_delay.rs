@@ -61,6 +61,12 @@ fn check(facts: &Facts, out: &mut Out) {
             .to_string();
         f.more = format!("opscope gpu {}", facts.files());
         f.span = Some([s.ts[worst.0] - worst.1, s.end(worst.0)]);
+        for (k, v) in [
+            ("outliers", outliers.len() as f64),
+            ("launched", launched as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

@@ -5,7 +5,7 @@
 
 use opscope_model::SliceKind;
 
-use super::{sources_of, time, Facts, Finding, Out, Rule, Severity};
+use super::{pairs_by_source, time, Facts, Finding, Out, Rule, Severity};
 
 pub static RULE: Rule = Rule {
     name: "memcpy_pageable",
@@ -32,7 +32,9 @@ fn check(facts: &Facts, out: &mut Out) {
         .slices_where(|i| matches!(trace.slices.kind(i), SliceKind::Memcpy(_)))
         .into_iter()
         .filter_map(|i| {
-            let call = correlation.launch_of(i)?;
+            let call = correlation
+                .launch_of(i)
+                .filter(|&c| super::is_api_call(facts, c))?;
             let name = facts.name(call);
             if !(name.contains("Memcpy") && name.contains("Async")) {
                 return None;
@@ -55,13 +57,9 @@ fn check(facts: &Facts, out: &mut Out) {
         );
     }
     let s = &trace.slices;
-    let rows: Vec<usize> = copies.iter().map(|c| c.0).collect();
-    for (source, rows) in sources_of(facts, &rows) {
-        let calls: Vec<usize> = copies
-            .iter()
-            .filter(|c| rows.contains(&c.0))
-            .map(|c| c.1)
-            .collect();
+    for (source, pairs) in pairs_by_source(facts, &copies) {
+        let rows: Vec<usize> = pairs.iter().map(|c| c.0).collect();
+        let calls: Vec<usize> = pairs.iter().map(|c| c.1).collect();
         let blocked: i64 = calls.iter().map(|&c| s.dur[c]).sum();
         let mut f = Finding::of(
             &RULE,
@@ -82,6 +80,12 @@ fn check(facts: &Facts, out: &mut Out) {
                  DataLoader(pin_memory=True) and tensor.pin_memory())"
             .to_string();
         f.more = format!("opscope gpu {}", facts.files());
+        for (k, v) in [
+            ("copies", rows.len() as f64),
+            ("blocked_ns", blocked as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

@@ -5,7 +5,7 @@
 
 use opscope_model::SliceKind;
 
-use super::{sources_of, time, Facts, Finding, Out, Rule, Severity};
+use super::{pairs_by_source, time, Facts, Finding, Out, Rule, Severity};
 
 pub static RULE: Rule = Rule {
     name: "memset_sync",
@@ -29,7 +29,9 @@ fn check(facts: &Facts, out: &mut Out) {
         .slices_where(|i| trace.slices.kind(i) == SliceKind::Memset)
         .into_iter()
         .filter_map(|i| {
-            let call = correlation.launch_of(i)?;
+            let call = correlation
+                .launch_of(i)
+                .filter(|&c| super::is_api_call(facts, c))?;
             let name = facts.name(call).to_ascii_lowercase();
             (name.starts_with("cudamemset")
                 && !name.contains("async")
@@ -38,13 +40,9 @@ fn check(facts: &Facts, out: &mut Out) {
         })
         .collect();
     let s = &trace.slices;
-    let rows: Vec<usize> = sets.iter().map(|c| c.0).collect();
-    for (source, rows) in sources_of(facts, &rows) {
-        let blocked: i64 = sets
-            .iter()
-            .filter(|c| rows.contains(&c.0))
-            .map(|c| s.dur[c.1])
-            .sum();
+    for (source, pairs) in pairs_by_source(facts, &sets) {
+        let blocked: i64 = pairs.iter().map(|c| s.dur[c.1]).sum();
+        let rows: Vec<usize> = pairs.iter().map(|c| c.0).collect();
         let mut f = Finding::of(
             &RULE,
             facts.label(source, None),
@@ -55,6 +53,9 @@ fn check(facts: &Facts, out: &mut Out) {
         f.evidence.push(format!("{} in their calls", time(blocked)));
         f.fix = "use cudaMemsetAsync on a stream".to_string();
         f.more = format!("opscope gpu {}", facts.files());
+        for (k, v) in [("sets", rows.len() as f64), ("blocked_ns", blocked as f64)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

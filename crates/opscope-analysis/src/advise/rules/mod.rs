@@ -4,6 +4,7 @@
 
 mod communication;
 mod dataloader;
+mod expensive_ops;
 mod gpu_gaps;
 mod gpu_time_util;
 mod gpu_utilization;
@@ -20,6 +21,7 @@ mod step_bound;
 mod straggler;
 mod sync_apis;
 mod tensor_cores;
+mod tf_operations;
 mod zero_grad;
 
 use super::{Facts, Finding, Out, Rule, Severity};
@@ -44,6 +46,8 @@ pub static RULES: &[&Rule] = &[
     &optimizer::RULE,
     &zero_grad::RULE,
     &recompile::RULE,
+    &tf_operations::RULE,
+    &expensive_ops::RULE,
 ];
 
 impl Finding {
@@ -61,12 +65,22 @@ impl Finding {
             saving_ns: 0,
             saving_pct: 0.0,
             span: None,
+            figures: Default::default(),
         }
     }
 
+    /// The finding with one of its rule's figures.
+    pub fn figure(mut self, name: &'static str, value: impl Into<f64>) -> Finding {
+        self.figures.insert(name, value.into());
+        self
+    }
+
     /// The saving, and its share of the time `facts` looked at `source`.
+    /// A fix cannot save more than the time looked at: device idle time outside the
+    /// steps is no step time.
     pub fn saving(mut self, facts: &Facts, source: opscope_model::SourceId, ns: i64) -> Finding {
-        self.saving_ns = ns.max(0);
+        let (of, _) = facts.time_looked_at(source);
+        self.saving_ns = ns.clamp(0, of.max(0));
         self.saving_pct = facts.share(source, self.saving_ns);
         self
     }
@@ -101,4 +115,32 @@ pub fn sources_of(facts: &Facts, rows: &[usize]) -> Vec<(opscope_model::SourceId
     }
     groups.sort_by_key(|g| g.0 .0);
     groups
+}
+
+/// Device work and its launching call, grouped by the source of the work.
+pub fn pairs_by_source(
+    facts: &Facts,
+    pairs: &[(usize, usize)],
+) -> Vec<(opscope_model::SourceId, Vec<(usize, usize)>)> {
+    let trace = facts.trace();
+    let mut groups: Vec<(opscope_model::SourceId, Vec<(usize, usize)>)> = Vec::new();
+    for &(work, call) in pairs {
+        let Some(src) = crate::correlate::source_of(trace, work) else {
+            continue;
+        };
+        match groups.iter_mut().find(|g| g.0 == src) {
+            Some(g) => g.1.push((work, call)),
+            None => groups.push((src, vec![(work, call)])),
+        }
+    }
+    groups.sort_by_key(|g| g.0 .0);
+    groups
+}
+
+/// Whether a host slice is a CUDA/HIP runtime or driver call (what Nsight's rules name).
+pub fn is_api_call(facts: &Facts, i: usize) -> bool {
+    matches!(
+        facts.trace().slices.kind(i),
+        opscope_model::SliceKind::Runtime | opscope_model::SliceKind::Driver
+    )
 }

@@ -46,7 +46,11 @@ fn check(facts: &Facts, out: &mut Out) {
                 multi |= n.contains("_foreach_") || n.contains("_fused_");
                 if matches!(
                     n,
-                    "aten::add_" | "aten::mul_" | "aten::addcmul_" | "aten::addcdiv_" | "aten::lerp_"
+                    "aten::add_"
+                        | "aten::mul_"
+                        | "aten::addcmul_"
+                        | "aten::addcdiv_"
+                        | "aten::lerp_"
                 ) {
                     updates += 1;
                 }
@@ -76,6 +80,7 @@ fn check(facts: &Facts, out: &mut Out) {
                  foreach=True) or fused=True"
             .to_string();
         f.more = format!("opscope stats op {}", facts.files());
+        f.figures.insert("steps", single.len() as f64);
         out.finding(f);
     }
 }

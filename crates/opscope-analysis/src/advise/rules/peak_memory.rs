@@ -41,7 +41,10 @@ fn check(facts: &Facts, out: &mut Out) {
         let mut f = Finding::of(
             &RULE,
             format!("{} {}", facts.label(source, None), r.allocator),
-            format!("device memory peaks at {:.0} % of the device", 100.0 * share),
+            format!(
+                "device memory peaks at {:.0} % of the device",
+                100.0 * share
+            ),
         );
         f.severity = Severity::High;
         f.evidence.push(format!(
@@ -60,6 +63,9 @@ fn check(facts: &Facts, out: &mut Out) {
         f.more = format!("opscope memory {}", facts.files());
         f.span = Some([r.peak_at_ns, r.peak_at_ns]);
         let _ = trace;
+        for (k, v) in [("peak_bytes", peak as f64), ("total_bytes", total as f64)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

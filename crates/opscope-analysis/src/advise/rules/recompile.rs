@@ -17,10 +17,12 @@ pub static RULE: Rule = Rule {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let compiles = facts.slices_where(|i| s.kind(i) == SliceKind::Compile && {
-        // The outermost compile slice only.
-        let p = s.parent[i];
-        p == opscope_model::NONE || s.kind(p as usize) != SliceKind::Compile
+    let compiles = facts.slices_where(|i| {
+        s.kind(i) == SliceKind::Compile && {
+            // The outermost compile slice only.
+            let p = s.parent[i];
+            p == opscope_model::NONE || s.kind(p as usize) != SliceKind::Compile
+        }
     });
     for (source, rows) in sources_of(facts, &compiles) {
         let path = &trace.sources[source.index()].path;
@@ -46,7 +48,11 @@ fn check(facts: &Facts, out: &mut Out) {
         if late.is_empty() {
             continue;
         }
-        let spent: i64 = late.iter().map(|&i| s.dur[i]).sum();
+        // Compilations run on several threads at once: their union is the time lost.
+        let spent = crate::intervals::IntervalSet::from_spans(
+            late.iter().map(|&i| (s.ts[i], s.end(i))).collect(),
+        )
+        .total();
         let in_steps = steps
             .steps
             .iter()
@@ -71,7 +77,7 @@ fn check(facts: &Facts, out: &mut Out) {
         names.dedup();
         names.truncate(3);
         f.evidence.push(format!(
-            "{} compiling in {} compilations after the first step ({})",
+            "{} compiling after the first step, in {} compile ranges ({})",
             time(spent),
             late.len(),
             names.join(", ")
@@ -84,6 +90,12 @@ fn check(facts: &Facts, out: &mut Out) {
         f.more = format!("opscope view {}", facts.files());
         let first = late[0];
         f.span = Some([s.ts[first], s.end(first)]);
+        for (k, v) in [
+            ("compilations", late.len() as f64),
+            ("steps_with", in_steps as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

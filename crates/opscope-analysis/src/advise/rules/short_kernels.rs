@@ -61,6 +61,9 @@ fn check(facts: &Facts, out: &mut Out) {
                  step as a CUDA graph so one launch replays them all"
             .to_string();
         f.more = format!("opscope gpu {}", facts.files());
+        for (k, v) in [("short", short as f64), ("launched", launched as f64)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

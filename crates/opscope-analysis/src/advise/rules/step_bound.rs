@@ -204,10 +204,24 @@ fn check(facts: &Facts, out: &mut Out) {
             f.evidence.push(evidence.clone());
             f.fix = fix.to_string();
             f.more = more.clone();
+            for (k, v) in [
+                ("step_ns", b.step_ns as f64),
+                ("compute_pct", b.pct(b.compute_ns)),
+                ("input_pct", b.pct(b.input_ns)),
+                ("kernel_launch_pct", b.pct(b.kernel_launch_ns)),
+                ("collectives_pct", b.pct(b.collectives_ns)),
+                ("all_others_pct", b.pct(b.all_others_ns)),
+            ] {
+                f.figures.insert(k, v);
+            }
             out.finding(f);
         };
         if input >= 5.0 {
-            let how = if input >= 20.0 { "HIGHLY" } else { "MODERATELY" };
+            let how = if input >= 20.0 {
+                "HIGHLY"
+            } else {
+                "MODERATELY"
+            };
             push(
                 format!("{how} input-bound: {input:.1} % of the step time waits for input"),
                 b.input_ns,

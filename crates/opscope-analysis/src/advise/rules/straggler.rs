@@ -63,5 +63,7 @@ fn check(facts: &Facts, out: &mut Out) {
              lengths), its GPU (clocks, thermal throttling, a noisy neighbour) or its host"
         .to_string();
     f.more = format!("opscope steps {}", facts.files());
+    f.figures
+        .insert("above_median_pct", straggler.above_median_pct);
     out.finding(f);
 }

@@ -63,7 +63,11 @@ fn check(facts: &Facts, out: &mut Out) {
             continue;
         }
         let total: i64 = rows.iter().map(|&i| s.dur[i]).sum();
-        let longest = rows.iter().copied().max_by_key(|&i| s.dur[i]).unwrap_or(rows[0]);
+        let longest = rows
+            .iter()
+            .copied()
+            .max_by_key(|&i| s.dur[i])
+            .unwrap_or(rows[0]);
         let (_, steps) = facts.time_looked_at(source);
         let mut f = Finding::of(
             &RULE,
@@ -99,6 +103,9 @@ fn check(facts: &Facts, out: &mut Out) {
             .to_string();
         f.more = format!("opscope stats op {}", facts.files());
         f.span = Some([s.ts[longest], s.end(longest)]);
+        for (k, v) in [("calls", rows.len() as f64), ("blocked_ns", total as f64)] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

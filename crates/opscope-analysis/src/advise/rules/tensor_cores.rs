@@ -17,8 +17,8 @@ pub static RULE: Rule = Rule {
 };
 
 const TENSOR_CORE_PATTERNS: [&str; 14] = [
-    "884", "1688", "16816", "hmma", "xmma", "tensorop", "wmma", "_tc_", "s161616", "gmma",
-    "bf16", "f16f16", "tf32", "h1688",
+    "884", "1688", "16816", "hmma", "xmma", "tensorop", "wmma", "_tc_", "s161616", "gmma", "bf16",
+    "f16f16", "tf32", "h1688",
 ];
 
 pub fn uses_tensor_cores(kernel: &str) -> bool {
@@ -80,6 +80,19 @@ fn check(facts: &Facts, out: &mut Out) {
         let Some((major, minor)) = props.compute else {
             continue;
         };
+        // Compute capability is NVIDIA's numbering; AMD's Kineto traces put the gfx
+        // version there, and its matrix cores run kernels named otherwise.
+        let vendor = props.name.to_ascii_lowercase();
+        if ["amd", "radeon", "instinct", "gfx"]
+            .iter()
+            .any(|v| vendor.contains(v))
+        {
+            out.not_checked(
+                RULE.name,
+                "an AMD device: matrix-core kernels are not recognised by name yet",
+            );
+            continue;
+        }
         if major < 7 {
             continue;
         }
@@ -107,6 +120,12 @@ fn check(facts: &Facts, out: &mut Out) {
         }
         .to_string();
         f.more = format!("opscope stats kernel {}", facts.files());
+        for (k, v) in [
+            ("eligible_ns", eligible as f64),
+            ("kernels", eligible_n as f64),
+        ] {
+            f.figures.insert(k, v);
+        }
         out.finding(f);
     }
 }

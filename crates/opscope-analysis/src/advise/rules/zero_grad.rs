@@ -16,7 +16,8 @@ pub static RULE: Rule = Rule {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let zeros = facts.slices_where(|i| s.kind(i) == SliceKind::Op && facts.name(i) == "aten::zero_");
+    let zeros =
+        facts.slices_where(|i| s.kind(i) == SliceKind::Op && facts.name(i) == "aten::zero_");
     let mut hits = Vec::new();
     for i in zeros {
         let mut at = s.parent[i];
@@ -53,6 +54,7 @@ fn check(facts: &Facts, out: &mut Out) {
         ));
         f.fix = "optimizer.zero_grad(set_to_none=True) (the default since PyTorch 2.0)".to_string();
         f.more = format!("opscope stats op {}", facts.files());
+        f.figures.insert("calls", rows.len() as f64);
         out.finding(f);
     }
 }

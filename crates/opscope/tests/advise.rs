@@ -1,0 +1,520 @@
+//! `opscope advise` on real traces: each rule fires where its anchor's criterion holds
+//! and stays silent on a counter-example; tfprof's checkers equal tfprof's own
+//! `advise` (run here as the oracle); Nsight Systems' rules equal their criteria
+//! computed from the export's own tables (`tests/oracle/nsys_rules.py`); the PyTorch
+//! and JAX rules on programs written and recorded here.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// `opscope advise ARGS --format json`.
+fn advise(args: &[&str]) -> Value {
+    let mut all = vec!["advise"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--format", "json"]);
+    let out = opscope_ok(&all);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn findings<'a>(report: &'a Value, rule: &str) -> Vec<&'a Value> {
+    report["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["rule"] == rule)
+        .collect()
+}
+
+fn figure(finding: &Value, name: &str) -> f64 {
+    finding["figures"][name]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no figure {name} in {finding}"))
+}
+
+fn trace(rel: &str) -> Option<PathBuf> {
+    Some(shared_traces()?.join(rel))
+}
+
+/// Runs `advise` on `fires` and on `silent`, and checks `rule` fires on the first only.
+fn fires_on_and_not_on(rule: &str, fires: &Path, silent: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![fires.to_str().unwrap(), "--rules", rule];
+    args.extend_from_slice(extra);
+    let fired = advise(&args);
+    assert!(
+        !findings(&fired, rule).is_empty(),
+        "{rule} does not fire on {}: {fired}",
+        fires.display()
+    );
+    let mut args = vec![silent.to_str().unwrap(), "--rules", rule];
+    args.extend_from_slice(extra);
+    let quiet = advise(&args);
+    assert!(
+        findings(&quiet, rule).is_empty(),
+        "{rule} fires on {}: {quiet}",
+        silent.display()
+    );
+    fired
+}
+
+const RESNET_0: &str = "kineto/kineto-tb_plugin/resnet50_num_workers_0";
+const RESNET_4: &str = "kineto/kineto-tb_plugin/resnet50_num_workers_4";
+const SAXPY: &str = "nsys-sqlite/saxpy-mpi-cuda_nsys_perlmutter0.sqlite";
+const CLOVERLEAF: &str = "nsys-sqlite/cloverleaf-nsys/perlmutter-cloverleaf-cuda.sqlite";
+
+/// Nsight Systems' rules on both shared exports equal the rules' criteria computed
+/// with sqlite3 from the export's tables: the calls, copies, blocked time and bytes,
+/// the gaps (at Nsight's default of 500 ms, where neither export has one, and at
+/// 50 ms) and the low-utilization chunks.
+#[test]
+fn nsys_rules_equal_their_criteria_on_the_exports() {
+    let Some(saxpy) = trace(SAXPY) else { return };
+    let cloverleaf = trace(CLOVERLEAF).unwrap();
+    for file in [&saxpy, &cloverleaf] {
+        for gap_ms in ["500", "50"] {
+            let gap_ns = (gap_ms.parse::<i64>().unwrap() * 1_000_000).to_string();
+            let oracle = run_oracle_json(
+                "nsys_rules.py",
+                &[file.to_str().unwrap(), &gap_ns, "30", "50"],
+            );
+            let ours = advise(&[file.to_str().unwrap(), "--gap-ms", gap_ms]);
+            let what = format!("{} at {gap_ms} ms", file.display());
+            // One process per export: the oracle's groups are ours.
+            let one = |key: &str| -> Option<Value> {
+                let list = oracle[key].as_array().unwrap();
+                assert!(list.len() <= 1, "{what}: {key} {list:?}");
+                list.first().cloned()
+            };
+            let check = |rule: &str, key: &str, pairs: &[(&str, &str)]| {
+                let got = findings(&ours, rule);
+                match one(key) {
+                    None => assert!(got.is_empty(), "{what}: {rule} fired: {got:?}"),
+                    Some(want) => {
+                        assert_eq!(got.len(), 1, "{what}: {rule}: {got:?}");
+                        for (ours_name, oracle_name) in pairs {
+                            assert_eq!(
+                                figure(got[0], ours_name),
+                                want[*oracle_name].as_f64().unwrap(),
+                                "{what}: {rule} {ours_name}"
+                            );
+                        }
+                    }
+                }
+            };
+            check(
+                "sync_apis",
+                "cuda_api_sync",
+                &[("calls", "count"), ("blocked_ns", "ns")],
+            );
+            check(
+                "memcpy_sync",
+                "cuda_memcpy_sync",
+                &[
+                    ("copies", "count"),
+                    ("blocked_ns", "ns"),
+                    ("bytes", "bytes"),
+                ],
+            );
+            check(
+                "memcpy_pageable",
+                "cuda_memcpy_async",
+                &[("copies", "count"), ("blocked_ns", "ns")],
+            );
+            check(
+                "memset_sync",
+                "cuda_memset_sync",
+                &[("sets", "count"), ("blocked_ns", "ns")],
+            );
+            check(
+                "gpu_gaps",
+                "gpu_gaps",
+                &[
+                    ("gaps", "count"),
+                    ("gap_ns", "ns"),
+                    ("longest_ns", "longest"),
+                ],
+            );
+            // gpu_time_util: a finding exactly where the oracle has low chunks.
+            let want = one("gpu_time_util").unwrap();
+            let got = findings(&ours, "gpu_time_util");
+            if want["low_chunks"].as_f64().unwrap() > 0.0 {
+                assert_eq!(got.len(), 1, "{what}");
+                assert_eq!(
+                    figure(got[0], "low_chunks"),
+                    want["low_chunks"].as_f64().unwrap(),
+                    "{what}"
+                );
+            } else {
+                assert!(got.is_empty(), "{what}: {got:?}");
+            }
+        }
+    }
+    // The pairs the oracle's numbers make: each rule fires on one export and not the
+    // other (memcpy_sync fires on both: each copies synchronously).
+    let saxpy_report = advise(&[saxpy.to_str().unwrap(), "--gap-ms", "50"]);
+    let cloverleaf_report = advise(&[cloverleaf.to_str().unwrap(), "--gap-ms", "50"]);
+    for (rule, on_saxpy) in [
+        ("sync_apis", false),
+        ("gpu_gaps", true),
+        ("gpu_time_util", true),
+        ("gpu_utilization", true),
+    ] {
+        assert_eq!(
+            !findings(&saxpy_report, rule).is_empty(),
+            on_saxpy,
+            "{rule} on saxpy"
+        );
+        assert_eq!(
+            !findings(&cloverleaf_report, rule).is_empty(),
+            !on_saxpy,
+            "{rule} on cloverleaf"
+        );
+    }
+}
+
+/// tfprof's checkers, on the shared CPU RunMetadata and on a TF 1.x GPU step laid out
+/// as its executor wrote it (`tf1_gpu_run_meta.py`), print what tfprof's own `advise`
+/// returns, checker by checker and line by line: utilization per accelerator, NHWC on
+/// a GPU from the GraphDef's attributes, the top op types and scopes.
+#[test]
+fn tfprof_checkers_equal_tfprof_advise() {
+    let Some(cpu) = trace("tf-timeline/generated-here/tf2.21-cpu-mlp") else {
+        return;
+    };
+    if !python_with(&["tensorflow"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-tfprof");
+    let gpu = scratch.join("gpu-run");
+    oracle_stdout("tf1_gpu_run_meta.py", &[&gpu]);
+    for run in [cpu, gpu] {
+        let want = run_oracle_json("tfprof_advise.py", &[&run]);
+        let ours = advise(&[run.join("run_meta").to_str().unwrap()]);
+        let checkers = ours["tfprof"].as_array().unwrap();
+        assert_eq!(checkers.len(), 3, "{}", run.display());
+        for c in checkers {
+            let name = c["name"].as_str().unwrap();
+            let expected = want.get(name).cloned().unwrap_or(Value::Array(Vec::new()));
+            assert_eq!(c["reports"], expected, "{}: {name}", run.display());
+        }
+    }
+    // The GPU step's NHWC is also a finding; the CPU run has none.
+    let gpu_run = scratch.join("gpu-run/run_meta");
+    let cpu_run = trace("tf-timeline/generated-here/tf2.21-cpu-mlp/run_meta").unwrap();
+    fires_on_and_not_on("tf_operations", &gpu_run, &cpu_run, &[]);
+}
+
+/// The PyTorch profiler plugin's DataLoader rule and XProf's input-bound class fire on
+/// the ResNet-50 run with the DataLoader in the training process (the plugin's own
+/// sample for that advice) and not on the run with 4 workers.
+#[test]
+fn dataloader_and_input_bound_fire_without_workers_only() {
+    let Some(zero) = trace(RESNET_0) else { return };
+    let four = trace(RESNET_4).unwrap();
+    let fired = fires_on_and_not_on("dataloader", &zero, &four, &[]);
+    let f = findings(&fired, "dataloader")[0];
+    assert!(figure(f, "pct") > 20.0, "{f}");
+    // XProf's classification: highly input-bound without workers; with them, no
+    // input-bound class (its 'all others' may still say potentially).
+    let input_bound = |report: &Value| {
+        findings(report, "step_bound").iter().any(|f| {
+            let title = f["title"].as_str().unwrap();
+            title.starts_with("HIGHLY") || title.starts_with("MODERATELY")
+        })
+    };
+    let zero_report = advise(&[zero.to_str().unwrap(), "--rules", "step_bound"]);
+    let four_report = advise(&[four.to_str().unwrap(), "--rules", "step_bound"]);
+    assert!(input_bound(&zero_report), "{zero_report}");
+    assert!(findings(&zero_report, "step_bound")
+        .iter()
+        .any(|f| f["title"].as_str().unwrap().starts_with("HIGHLY")));
+    assert!(!input_bound(&four_report), "{four_report}");
+}
+
+/// Rules whose criterion a real trace meets, each with a real trace where it does not.
+#[test]
+fn each_rule_fires_on_its_trace_and_not_on_its_counter_example() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let t = |rel: &str| traces.join(rel);
+    // Synchronisation APIs: CloverLeaf synchronises the device after every kernel.
+    fires_on_and_not_on("sync_apis", &t(CLOVERLEAF), &t(SAXPY), &[]);
+    // Synchronous copies: saxpy's cudaMemcpy; PyTorch copies asynchronously.
+    fires_on_and_not_on("memcpy_sync", &t(SAXPY), &t(RESNET_4), &[]);
+    // Asynchronous copies from pageable memory (Kineto names the memory kinds);
+    // the HTA critical-path trace's copies are pinned.
+    fires_on_and_not_on(
+        "memcpy_pageable",
+        &t(RESNET_4),
+        &t("kineto/hta/ns_resolution_trace"),
+        &[],
+    );
+    // Utilization: saxpy's device is busy a third of its span, ResNet-50's most of it.
+    fires_on_and_not_on("gpu_utilization", &t(SAXPY), &t(RESNET_4), &[]);
+    fires_on_and_not_on("gpu_time_util", &t(SAXPY), &t(CLOVERLEAF), &[]);
+    fires_on_and_not_on("gpu_gaps", &t(SAXPY), &t(CLOVERLEAF), &["--gap-ms", "50"]);
+    // fp32 convolutions on a V100 (compute 7.0) with no tensor-core kernel; the
+    // backward-thread trace's GEMM runs on tensor cores (cutlass tensorop).
+    let tc = fires_on_and_not_on(
+        "tensor_cores",
+        &t(RESNET_4),
+        &t("kineto/hta/call_stack"),
+        &[],
+    );
+    assert!(figure(findings(&tc, "tensor_cores")[0], "eligible_ns") > 0.0);
+    // An AMD device has no compute capability to judge by: said, not guessed.
+    let amd = advise(&[
+        t("kineto/hta/amd_trace").to_str().unwrap(),
+        "--rules",
+        "tensor_cores",
+    ]);
+    assert!(findings(&amd, "tensor_cores").is_empty(), "{amd}");
+    assert!(amd["not_checked"].to_string().contains("AMD"), "{amd}");
+    // Communication over 10 % of the step: the distributed V100 run; ResNet-50 on one
+    // GPU has none.
+    fires_on_and_not_on(
+        "communication",
+        &t("kineto/hta/df_index_resolver"),
+        &t(RESNET_4),
+        &[],
+    );
+    // Short kernels: ResNet-50's launches outlast most of its kernels; the V100 run
+    // with ns timestamps launches fewer, longer kernels.
+    fires_on_and_not_on(
+        "short_kernels",
+        &t(RESNET_4),
+        &t("kineto/hta/ns_resolution_trace"),
+        &[],
+    );
+    // A synchronisation in every step: the HTA diff control run; the ns-resolution run
+    // has none.
+    fires_on_and_not_on(
+        "host_sync",
+        &t("kineto/hta/trace_diff/control"),
+        &t("kineto/hta/ns_resolution_trace"),
+        &[],
+    );
+    // Launch-delay outliers (information): ResNet-50's queue is deep; the AMD toy's
+    // kernels start at once.
+    fires_on_and_not_on(
+        "launch_delay",
+        &t(RESNET_4),
+        &t("kineto/hta/amd_trace"),
+        &[],
+    );
+    // zero_grad writing zeros: PyTorch 1.9's default; 2.x's sets to None.
+    fires_on_and_not_on(
+        "zero_grad",
+        &t(RESNET_4),
+        &t("kineto/generated-here/torch2.15-cpu-kineto"),
+        &[],
+    );
+    // The op types that cost most (information): none in an export of CUDA calls only.
+    fires_on_and_not_on("expensive_ops", &t(RESNET_4), &t(CLOVERLEAF), &[]);
+}
+
+/// Peak device memory over 90 % of the device: the ResNet-50 trace with its device's
+/// total memory given as just above the peak its memory events reach (the real 32 GB
+/// V100 is far from full, and stays silent).
+#[test]
+fn peak_memory_fires_near_the_devices_total() {
+    use std::io::{Read, Write};
+    let Some(real) = trace(RESNET_4) else { return };
+    let file = std::fs::read_dir(&real)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&file).unwrap())
+        .read_to_string(&mut json)
+        .unwrap();
+    let quiet = advise(&[real.to_str().unwrap(), "--rules", "peak_memory"]);
+    assert!(findings(&quiet, "peak_memory").is_empty(), "{quiet}");
+    let memory = opscope_ok(&["memory", real.to_str().unwrap(), "--format", "json"]);
+    let memory: Value = serde_json::from_slice(&memory.stdout).unwrap();
+    let cuda = memory
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["device_type"] == 1)
+        .unwrap_or_else(|| panic!("no CUDA allocator: {memory}"));
+    let peak = cuda["peak_reserved"]
+        .as_i64()
+        .unwrap_or(0)
+        .max(cuda["peak_in_use"].as_i64().unwrap());
+    assert!(peak > 0);
+    let mut v: Value = serde_json::from_str(&json).unwrap();
+    for p in v["deviceProperties"].as_array_mut().unwrap() {
+        p["totalGlobalMem"] = (peak + peak / 20).into();
+    }
+    let scratch = scratch_dir("advise-peak-memory");
+    let near = scratch.join("near-full.json.gz");
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(&near).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(serde_json::to_string(&v).unwrap().as_bytes())
+        .unwrap();
+    gz.finish().unwrap();
+    let fired = advise(&[near.to_str().unwrap(), "--rules", "peak_memory"]);
+    let f = findings(&fired, "peak_memory");
+    assert_eq!(f.len(), 1, "{fired}");
+    assert_eq!(figure(f[0], "peak_bytes") as i64, peak);
+}
+
+/// The straggler of 8 ranks made from the two shared sampled ranks, one pair's kernels
+/// stretched, is that pair's slower rank. The shared pair has a straggler of its own
+/// (rank 1 computes 13 % more per step than rank 0, and the two step in lockstep); four
+/// copies of rank 0 alone have none.
+#[test]
+fn the_straggler_is_the_stretched_rank() {
+    use std::io::Write;
+    let scratch = scratch_dir("advise-straggler");
+    let Some(stretched) = eight_ranks(&scratch.join("stretched"), 0.1) else {
+        return;
+    };
+    let fired = advise(&[stretched.to_str().unwrap(), "--rules", "straggler"]);
+    let f = findings(&fired, "straggler");
+    assert_eq!(f.len(), 1, "{fired}");
+    // eight_ranks stretches copy k's kernels by 1 + 0.1 k: rank 7 (rank 1 × 1.3) most.
+    assert_eq!(f[0]["scope"], "rank 7", "{}", f[0]);
+    assert!(figure(f[0], "above_median_pct") > 5.0, "{}", f[0]);
+    let pair = advise(&[
+        trace("kineto/hta/trace_filter").unwrap().to_str().unwrap(),
+        "--rules",
+        "straggler",
+    ]);
+    assert_eq!(findings(&pair, "straggler")[0]["scope"], "rank 1", "{pair}");
+    // Four ranks that are rank 0 again.
+    let same = scratch.join("same");
+    std::fs::create_dir_all(&same).unwrap();
+    let rank0 = trace("kineto/hta/trace_filter/sampled_rank-0.json.gz").unwrap();
+    let mut json = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(rank0).unwrap()),
+        &mut json,
+    )
+    .unwrap();
+    let mut v: Value = serde_json::from_str(&json).unwrap();
+    for rank in 0..4 {
+        v["distributedInfo"]["rank"] = rank.into();
+        v["distributedInfo"]["world_size"] = 4.into();
+        let mut gz = flate2::write::GzEncoder::new(
+            std::fs::File::create(same.join(format!("rank-{rank}.json.gz"))).unwrap(),
+            flate2::Compression::fast(),
+        );
+        gz.write_all(serde_json::to_string(&v).unwrap().as_bytes())
+            .unwrap();
+        gz.finish().unwrap();
+    }
+    let quiet = advise(&[same.to_str().unwrap(), "--rules", "straggler"]);
+    assert!(findings(&quiet, "straggler").is_empty(), "{quiet}");
+}
+
+/// A PyTorch program written for this check, under its own profiler: its Kineto trace
+/// with the DataLoader in the process, a single-tensor SGD and zero_grad writing zeros
+/// has the three findings; the same program with workers, foreach and set_to_none has
+/// none of them.
+#[test]
+fn pytorch_patterns_on_a_fresh_program() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-torch");
+    let run = |mode: &str| {
+        let out = scratch.join(format!("{mode}.json"));
+        let status = Command::new(python())
+            .arg(repo_root().join("tests/record/advise_torch_patterns.py"))
+            .arg(mode)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        advise(&[
+            out.to_str().unwrap(),
+            "--rules",
+            "dataloader,optimizer,zero_grad",
+        ])
+    };
+    let bad = run("bad");
+    let good = run("good");
+    for rule in ["dataloader", "optimizer", "zero_grad"] {
+        assert_eq!(findings(&bad, rule).len(), 1, "{rule}: {bad}");
+        assert!(findings(&good, rule).is_empty(), "{rule}: {good}");
+    }
+}
+
+/// A JAX loop recorded with `opscope record` whose batch grows every step compiles in
+/// every step after the first; the same loop with a fixed batch compiles once.
+#[test]
+fn jax_recompiling_in_the_loop_is_found() {
+    if !python_with(&["jax"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-jax");
+    let record = |name: &str, args: &[&str]| {
+        let session = scratch.join(name);
+        let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .arg("record")
+            .arg("-o")
+            .arg(&session)
+            .arg("--")
+            .arg(python())
+            .arg(repo_root().join("tests/record/advise_jax_recompile.py"))
+            .args(args)
+            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        session
+    };
+    let grows = record("grows", &["grow"]);
+    let fixed = record("fixed", &[]);
+    let fired = fires_on_and_not_on("recompile", &grows, &fixed, &[]);
+    let f = findings(&fired, "recompile")[0];
+    assert_eq!(figure(f, "steps_with"), 11.0, "{f}");
+}
+
+/// Every finding of the shared traces carries its anchor, a fix and a command, and the
+/// findings come ranked by what they save; a bad rule name is refused before loading.
+#[test]
+fn findings_are_ranked_and_complete() {
+    let Some(zero) = trace(RESNET_0) else { return };
+    let report = advise(&[zero.to_str().unwrap()]);
+    let list = report["findings"].as_array().unwrap();
+    assert!(list.len() >= 5, "{report}");
+    let savings: Vec<i64> = list
+        .iter()
+        .map(|f| f["saving_ns"].as_i64().unwrap())
+        .collect();
+    assert!(savings.windows(2).all(|w| w[0] >= w[1]), "{savings:?}");
+    for f in list {
+        for key in ["anchor", "fix", "more", "title"] {
+            assert!(!f[key].as_str().unwrap().is_empty(), "{key}: {f}");
+        }
+        assert!(f["saving_pct"].as_f64().unwrap() <= 100.0, "{f}");
+    }
+    assert!(report["verdict"]
+        .as_str()
+        .unwrap()
+        .contains(list[0]["title"].as_str().unwrap()));
+    let out = opscope(&["advise", zero.to_str().unwrap(), "--rules", "nope"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no rule `nope`"));
+}
