@@ -377,9 +377,50 @@ versions { producer: 1 }
                 name: b"n".to_vec(),
                 op: b"Relu".to_vec(),
                 device: Vec::new(),
+                attr: Vec::new(),
             }],
         };
-        let g = parse(&graph.encode_to_vec(), "graph.pb").unwrap();
-        assert_eq!(g.op_type("n"), Some("Relu"));
+        let mut bytes = graph.encode_to_vec();
+        assert_eq!(
+            parse(&bytes, "graph.pb").unwrap().op_type("n"),
+            Some("Relu")
+        );
+        // A node with `attr` as TensorFlow writes its map<string, AttrValue>: field 5,
+        // each entry a message of key (1) and value (2), the value's `s` field 2.
+        let value = [&[0x12, 4][..], b"NHWC"].concat();
+        let entry = [
+            &[0x0a, 11][..],
+            b"data_format",
+            &[0x12, value.len() as u8],
+            &value,
+        ]
+        .concat();
+        let node = [
+            &[0x0a, 1, b'c', 0x12, 6][..],
+            b"Conv2D",
+            &[0x2a, entry.len() as u8],
+            &entry,
+        ]
+        .concat();
+        bytes.extend_from_slice(&[0x0a, node.len() as u8]);
+        bytes.extend_from_slice(&node);
+        let g = parse(&bytes, "graph.pb").unwrap();
+        assert_eq!(g.op_type("c"), Some("Conv2D"));
+        assert_eq!(g.data_format("c"), Some("NHWC"));
+        assert_eq!(g.data_format("n"), None);
+    }
+
+    /// The `data_format` attribute of a text GraphDef, beside attributes of other kinds.
+    #[test]
+    fn text_data_format() {
+        let text = br#"node { name: "c" op: "Conv2D"
+            attr { key: "T" value { type: DT_FLOAT } }
+            attr { key: "data_format" value { s: "NCHW" } }
+            attr { key: "strides" value { list { i: 1 i: 1 } } } }
+            node { name: "r" op: "Relu" attr { key: "T" value { type: DT_FLOAT } } }"#;
+        let g = parse(text, "g.pbtxt").unwrap();
+        assert_eq!(g.data_format("c"), Some("NCHW"));
+        assert_eq!(g.data_format("r"), None);
+        assert_eq!(g.op_type("r"), Some("Relu"));
     }
 }
