@@ -170,6 +170,52 @@ pub fn bars_scaled(bars: &[Bar], height: u32, unit: &str, max: f64) -> String {
     svg
 }
 
+/// Bars drawn across, one row each with its label on the left, all on one scale: a
+/// comparison of ranks that stays one screen high (a row is 18 px).
+pub fn hbars(bars: &[Bar], unit: &str) -> String {
+    if bars.is_empty() {
+        return String::new();
+    }
+    let (width, label_w, row) = (900.0, 150.0, 18.0);
+    let max = largest(bars).max(f64::MIN_POSITIVE);
+    let plot = width - label_w - 90.0;
+    let height = bars.len() as f64 * row + 4.0;
+    let mut svg = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\">\n"
+    );
+    for (k, bar) in bars.iter().enumerate() {
+        let y = k as f64 * row + 2.0;
+        let _ = write!(
+            svg,
+            "<g><title>{}</title><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"end\">{}</text>",
+            escape(&bar.title),
+            label_w - 6.0,
+            y + row - 6.0,
+            escape(&bar.label)
+        );
+        let mut x = label_w;
+        for &(value, colour) in &bar.parts {
+            let w = value / max * plot;
+            let _ = write!(
+                svg,
+                "<rect x=\"{x:.1}\" y=\"{y:.1}\" width=\"{w:.1}\" height=\"{:.1}\" fill=\"{colour}\"/>",
+                row - 4.0
+            );
+            x += w;
+        }
+        let total: f64 = bar.parts.iter().map(|p| p.0).sum();
+        let _ = writeln!(
+            svg,
+            "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}</text></g>",
+            x + 4.0,
+            y + row - 6.0,
+            escape(&format!("{total:.2} {unit}"))
+        );
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// The page around `body`, its style inline.
 pub fn page(title: &str, body: &str) -> String {
     format!(
@@ -184,6 +230,8 @@ h1{font-size:22px}h2{font-size:18px;margin-top:2em;border-bottom:1px solid #ccc}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:left}
 .n{text-align:right;font-variant-numeric:tabular-nums}pre{font-size:12px;overflow-x:auto}
 .legend span{display:inline-block;width:10px;height:10px;margin:0 4px 0 12px}
+.verdict{font-size:17px;margin:.3em 0 .6em}summary{cursor:pointer}summary h2{display:inline-block;border:0;margin:1em 0 .2em}
+details{border-bottom:1px solid #ccc}table.findings td{vertical-align:top}
 ";
 
 #[cfg(test)]

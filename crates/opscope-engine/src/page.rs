@@ -29,10 +29,19 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>, Erro
 }
 
 /// The whole page: `title` and the sections.
+/// The first section (the verdict) is open; the others are folded under their
+/// headings, so that the first screen is the verdict however many ranks there are.
 pub fn page(cx: &Cx, title: &str, top: usize) -> Result<String, Error> {
     let mut body = String::new();
-    for (heading, content) in sections(cx, top)? {
-        body.push_str(&format!("<h2>{}</h2>\n{content}", html::escape(heading)));
+    for (k, (heading, content)) in sections(cx, top)?.into_iter().enumerate() {
+        let heading = html::escape(heading);
+        if k == 0 {
+            body.push_str(&format!("<h2>{heading}</h2>\n{content}"));
+        } else {
+            body.push_str(&format!(
+                "<details><summary><h2>{heading}</h2></summary>\n{content}</details>\n"
+            ));
+        }
     }
     Ok(html::page(title, &body))
 }
@@ -43,7 +52,9 @@ const IDLE: &str = "#d3d3d3";
 const COMMUNICATION: &str = "#e15759";
 const MEMORY: &str = "#76b7b2";
 
-/// The verdict and the top findings of `advise`, each with what it saves at most.
+/// The verdict: `advise`'s one sentence, each rank's median step and where it went
+/// (one chart, a row per rank), the straggler, and the top findings with what each
+/// saves at most.
 pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
     let advice =
         opscope_analysis::advise::advise(cx, &opscope_analysis::advise::AdviseOptions::default());
@@ -51,19 +62,19 @@ pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
         "<p class=\"verdict\"><b>{}</b></p>\n",
         html::escape(&advice.verdict)
     );
+    out.push_str(&median_steps_chart(cx));
     let shown: Vec<_> = advice
         .findings
         .iter()
         .filter(|f| f.severity > opscope_analysis::advise::Severity::Info)
-        .take(top.clamp(3, 8))
+        .take(top.clamp(3, 6))
         .collect();
     if !shown.is_empty() {
-        out.push_str("<table class=\"findings\"><tr><th>saves at most</th><th>severity</th><th>where</th><th>finding</th><th>try</th></tr>\n");
+        out.push_str("<table class=\"findings\"><tr><th>saves at most</th><th>where</th><th>finding</th><th>try</th></tr>\n");
         for f in &shown {
             out.push_str(&format!(
-                "<tr><td class=\"n\">{:.1} %</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>\n",
+                "<tr><td class=\"n\">{:.1} %</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>\n",
                 f.saving_pct,
-                f.severity.name(),
                 html::escape(&f.scope),
                 html::escape(&f.evidence.join("; ")),
                 html::escape(&f.title),
@@ -75,11 +86,85 @@ pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
     let rest = advice.findings.len() - shown.len();
     if rest > 0 {
         out.push_str(&format!(
-            "<p>{rest} more finding{} in <code>opscope advise</code>.</p>\n",
+            "<p>{rest} more finding{} in <code>opscope advise</code>; the details below are folded.</p>\n",
             if rest == 1 { "" } else { "s" }
         ));
     }
     Ok(out)
+}
+
+/// Each rank's median step, split as `steps` splits it, in one chart; and the
+/// straggler.
+fn median_steps_chart(cx: &Cx) -> String {
+    let report = steps::report(cx, &StepOptions::default());
+    let median = |mut v: Vec<i64>| -> f64 {
+        v.sort_unstable();
+        if v.is_empty() {
+            0.0
+        } else {
+            v[v.len() / 2] as f64 / 1e6
+        }
+    };
+    let bars: Vec<Bar> = report
+        .sources
+        .iter()
+        .filter(|s| !s.steps.is_empty() && s.found_by != steps::StepSource::Loader)
+        .take(64)
+        .map(|s| {
+            let of = |f: fn(&steps::Step) -> i64| median(s.steps.iter().map(f).collect());
+            let parts = if s.on_device {
+                vec![
+                    (of(|x| x.computation_ns), COMPUTE),
+                    (of(|x| x.communication_ns), COMMUNICATION),
+                    (of(|x| x.memory_ns), MEMORY),
+                    (of(|x| x.device_idle_ns), IDLE),
+                ]
+            } else {
+                vec![
+                    (of(|x| x.host.computation_ns - x.host.overlap_ns), COMPUTE),
+                    (of(|x| x.host.communication_ns), COMMUNICATION),
+                    (of(|x| x.host.idle_ns), IDLE),
+                ]
+            };
+            let label = match s.rank {
+                Some(r) => format!("rank {r}"),
+                None => s.role.chars().take(24).collect(),
+            };
+            Bar {
+                title: format!(
+                    "{label}: median step {:.3} ms over {} steps",
+                    of(|x| x.dur_ns),
+                    s.steps.len()
+                ),
+                label,
+                parts,
+            }
+        })
+        .collect();
+    if bars.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<p>Median step per rank: ");
+    for (name, colour) in [
+        ("computation", COMPUTE),
+        ("communication", COMMUNICATION),
+        ("memory", MEMORY),
+        ("idle", IDLE),
+    ] {
+        out.push_str(&format!(
+            "<span class=\"legend\"><span style=\"background:{colour}\"></span>{name}</span>"
+        ));
+    }
+    out.push_str("</p>\n");
+    out.push_str(&html::hbars(&bars, "ms"));
+    if let Some(s) = report.across.as_ref().and_then(|a| a.straggler.as_ref()) {
+        out.push_str(&format!(
+            "<p>Straggler: <b>{}</b>, {:.1} % above the median rank's computation per step.</p>\n",
+            html::escape(&s.at),
+            s.above_median_pct
+        ));
+    }
+    out
 }
 
 pub(crate) fn steps_section(cx: &Cx, _top: usize) -> Result<String, Error> {

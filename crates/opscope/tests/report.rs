@@ -172,3 +172,65 @@ fn the_report_is_one_file_whose_figures_are_the_commands() {
     );
     eprintln!("screenshot: {}", shot.display());
 }
+
+/// The page of an 8-rank job (the shared ranks, one pair's kernels stretched) leads
+/// with its verdict: in a 1200×900 Chromium window the verdict, the chart of every
+/// rank's median step, the straggler and the findings end above the fold, the
+/// sections after it are folded, and the page stays under 2 MB. Before, the page
+/// listed each rank's tables one after another (9,000 px for 8 ranks).
+#[test]
+fn the_verdict_fits_the_first_screen_on_eight_ranks() {
+    let scratch = scratch_dir("report-verdict");
+    let Some(ranks) = eight_ranks(&scratch, 0.1) else {
+        return;
+    };
+    let page = scratch.join("job.html");
+    opscope_ok(&[
+        "report",
+        ranks.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    let size = std::fs::metadata(&page).unwrap().len();
+    assert!(size < 2 * 1024 * 1024, "{size} bytes");
+    let html = std::fs::read_to_string(&page).unwrap();
+    // The verdict is advise's, and the straggler steps' own.
+    let advice: serde_json::Value = serde_json::from_slice(
+        &opscope_ok(&["advise", ranks.to_str().unwrap(), "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let verdict = advice["verdict"].as_str().unwrap();
+    assert!(
+        html.contains(&verdict.replace('\'', "&#39;")) || html.contains(verdict),
+        "{verdict}"
+    );
+    assert!(
+        html.contains("Straggler: <b>rank 7</b>"),
+        "no straggler line"
+    );
+    let Some(chromium) = common::browser::chromium() else {
+        return;
+    };
+    let mut b = common::browser::Browser::start(chromium, scratch.join("profile"), 1200, 900);
+    b.navigate(&format!("file://{}", page.display()));
+    b.wait_for(
+        "document.readyState === 'complete'",
+        std::time::Duration::from_secs(30),
+    );
+    let rows = b.eval("document.querySelectorAll('svg g text[text-anchor=end]').length");
+    assert_eq!(rows.as_i64(), Some(8), "one row per rank in the chart");
+    let verdict_bottom = b.eval(
+        "(() => { const t = document.querySelector('table.findings'); \
+         return t.getBoundingClientRect().bottom + window.scrollY; })()",
+    );
+    assert!(
+        verdict_bottom.as_f64().unwrap() <= 900.0,
+        "the findings end at {verdict_bottom} px"
+    );
+    let folded = b.eval("[...document.querySelectorAll('details')].filter(d => !d.open).length");
+    assert!(folded.as_i64().unwrap() >= 4, "{folded}");
+    let shot = common::browser::artifacts_dir().join("report-eight-ranks.png");
+    b.screenshot(&shot);
+    assert!(std::fs::metadata(&shot).is_ok_and(|m| m.len() > 10_000));
+    eprintln!("screenshot: {}", shot.display());
+}

@@ -178,6 +178,7 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
             f.severity = Severity::Info;
         }
     }
+    let mut findings = merge_across_sources(findings);
     findings.sort_by(|a, b| {
         b.saving_ns
             .cmp(&a.saving_ns)
@@ -193,6 +194,56 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
         rules: run,
         tfprof: tfprof::checkers(cx),
     }
+}
+
+/// One finding per rule and fix however many ranks (or files) it fires on: the one
+/// that saves most stands for the others, which its evidence names with their share.
+/// Ranks run side by side, so the saving is the largest one, not their sum.
+fn merge_across_sources(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut groups: Vec<Vec<Finding>> = Vec::new();
+    for f in findings {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].rule == f.rule && g[0].fix == f.fix)
+        {
+            Some(g) => g.push(f),
+            None => groups.push(vec![f]),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|mut g| {
+            if g.len() == 1 {
+                return g.remove(0);
+            }
+            g.sort_by(|a, b| {
+                b.saving_ns
+                    .cmp(&a.saving_ns)
+                    .then(b.severity.cmp(&a.severity))
+            });
+            let n = g.len();
+            let mut top = g.remove(0);
+            let others: Vec<String> = g
+                .iter()
+                .map(|f| format!("{} ({:.1} %)", f.scope, f.saving_pct))
+                .collect();
+            top.evidence.push(format!(
+                "also on {} more: {}",
+                n - 1,
+                if others.len() > 8 {
+                    format!("{}, …", others[..8].join(", "))
+                } else {
+                    others.join(", ")
+                }
+            ));
+            top.scope = format!("{} and {} more", top.scope, n - 1);
+            top.severity = g
+                .iter()
+                .map(|f| f.severity)
+                .fold(top.severity, Severity::max);
+            top
+        })
+        .collect()
 }
 
 /// The names of every rule, for option checks.
