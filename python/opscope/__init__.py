@@ -6,6 +6,8 @@
     opscope.gpu(t)                      # per rank and device, `opscope gpu`'s numbers
     opscope.stats_op(t, order_by="self_cpu_micros")
     opscope.steps(t)
+    opscope.advise(t)                   # what bounds the job and what to change
+    opscope.report(t)                   # in a notebook: the report page, inline
 
 Every report takes the options of the command it runs, as keywords
 (``opscope.gpu(t, exclude_last_step=True)`` is ``opscope gpu --exclude-last-step``),
@@ -32,7 +34,9 @@ __all__ = [
     "stats_op",
     "stats_kernel",
     "steps",
+    "advise",
     "report",
+    "Page",
     "text",
     "frames",
     "REPORT_COMMANDS",
@@ -192,9 +196,40 @@ def _result(trace: Trace, command: str, options: dict[str, Any]):
     return trace._model.report(command, _keywords(options))
 
 
-def report(trace: Trace, command: str, **options: Any) -> Any:
+class Page:
+    """``opscope report``'s page of a trace: shown inline by Jupyter (in a frame of its
+    own, so that its style stays its own), or its HTML as ``html``."""
+
+    def __init__(self, html: str):
+        self.html = html
+
+    def _repr_html_(self) -> str:
+        import html as html_module
+
+        return (
+            '<iframe style="width:100%;height:900px;border:0" srcdoc="'
+            + html_module.escape(self.html, quote=True)
+            + '"></iframe>'
+        )
+
+    def save(self, path: PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(self.html)
+
+
+def report(trace: Trace, command: str | None = None, **options: Any) -> Any:
     """The JSON document ``opscope COMMAND --format json`` prints for ``trace``, as
-    Python values (``command`` may be several words: ``"stats kernel"``)."""
+    Python values (``command`` may be several words: ``"stats kernel"``). Without a
+    command: ``opscope report``'s page as a :class:`Page`, which a notebook shows
+    inline (``top=`` rows in its lists)."""
+    if command is None:
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "report.html")
+            trace._model.page(path, **_keywords(options))
+            with open(path, encoding="utf-8") as f:
+                return Page(f.read())
     if _command(command):
         return json.loads(_result(trace, command, options).json())
     return json.loads(trace.run(command, "--format", "json", **options))
@@ -278,6 +313,17 @@ def steps(trace: Trace, **options: Any):
     collectives on the CPU its communication) (``opscope steps``). ``attrs["across"]``
     holds the spread across ranks and the straggler."""
     return _frame(trace, "steps", "steps", options, across="across")
+
+
+def advise(trace: Trace, **options: Any):
+    """What bounds the job and what to change (``opscope advise``): one row per
+    finding — its rule and the rule's anchor, severity, scope, title, evidence, fix,
+    the command that shows more, and the most it could save (``saving_ns``,
+    ``saving_pct`` of the steps' time) — ranked by that saving. ``attrs["verdict"]``
+    is the one-sentence verdict, ``attrs["not_checked"]`` the rules the trace could
+    not answer, ``attrs["tfprof"]`` tfprof's checkers on a RunMetadata."""
+    return _frame(trace, "advise", "findings", options, verdict="verdict",
+                  not_checked="not_checked", tfprof="tfprof")
 
 
 def main(argv: list[str] | None = None) -> int:

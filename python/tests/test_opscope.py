@@ -416,3 +416,21 @@ def test_ctrl_c_interrupts_a_load(tmp_path):
     run = subprocess.run([sys.executable, "-c", script, str(fifo)], capture_output=True,
                          text=True, timeout=60)
     assert run.stdout.strip() == "interrupted", run.stderr
+
+
+def test_advise_is_the_clis_and_the_report_shows_inline():
+    need(TWO_RANKS)
+    t = opscope.load(TWO_RANKS)
+    doc = cli_json("advise", TWO_RANKS)
+    frame = opscope.advise(t)
+    assert len(frame) == len(doc["findings"]) > 0
+    assert_rows_equal(frame, doc["findings"], ["rule", "severity", "scope", "title", "saving_ns"])
+    assert frame.attrs["verdict"] == doc["verdict"]
+    assert frame.attrs["not_checked"] == doc["not_checked"]
+    # The findings come ranked by what they save.
+    assert list(frame["saving_ns"]) == sorted(frame["saving_ns"], reverse=True)
+    page = opscope.report(t)
+    assert doc["verdict"].split(":")[0] in page.html
+    assert "<details>" in page.html
+    shown = page._repr_html_()
+    assert shown.startswith("<iframe") and "srcdoc=" in shown and "<details>" not in shown

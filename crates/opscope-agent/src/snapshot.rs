@@ -72,6 +72,9 @@ pub struct JobState {
     pub top_ops: Vec<OpState>,
     #[serde(default)]
     pub ops_read_s: f64,
+    /// `advise`'s top finding over the same events (see `window::ops`).
+    #[serde(default)]
+    pub advice: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -314,6 +317,9 @@ impl Reported for Snapshot {
                 Column::numeric("time 60 s"),
             ]);
             ops.empty = Some("(no ops in the last minute)");
+            if let Some(advice) = &job.advice {
+                report.line(Line::of(format!("advice: {advice}")));
+            }
             if !job.top_ops.is_empty() {
                 report.line(Line::of(format!(
                     "ops as `stats op` counts them, in the last {:.1} s of events read \

@@ -379,6 +379,7 @@ impl Job {
                 .sum(),
             top_ops: self.ops.rows.clone(),
             ops_read_s: self.ops.read_s,
+            advice: self.ops.advice.clone(),
             processes,
         }
     }

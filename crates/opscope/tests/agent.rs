@@ -398,6 +398,56 @@ fn top_counts_ops_as_stats_op_does() {
     assert!(j["ops_read_s"].as_f64().unwrap() > 0.0);
 }
 
+/// `top` has one line of advice per job: `advise`'s top finding over the job's last
+/// minute, which for a fresh PyTorch program recorded whole (single-tensor SGD, its
+/// DataLoader in the process) is the top finding of `advise` on its session.
+#[test]
+fn top_advises_each_job_as_advise_does_on_its_session() {
+    if !common::python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("agent-advice");
+    let agent = Agent::start(&dir, &[]);
+    let session = dir.join("session");
+    let python = PathBuf::from(common::python());
+    let script = common::repo_root().join("tests/record/advise_torch_patterns.py");
+    let out_json = dir.join("own-profile.json");
+    let run = record(
+        &agent.socket,
+        "patterns",
+        &session,
+        &python,
+        &[script.to_str().unwrap(), "bad", out_json.to_str().unwrap()],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let advice: Value = serde_json::from_slice(
+        &common::opscope_ok(&["advise", "--format", "json", session.to_str().unwrap()]).stdout,
+    )
+    .unwrap();
+    let first = advice["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["severity"] != "info")
+        .unwrap_or_else(|| panic!("no finding: {advice:#}"))
+        .clone();
+    let done = agent.top_until(PATIENCE, |top| {
+        job(top, "patterns").is_some_and(|j| j["ended"] == true && j["advice"].is_string())
+    });
+    let live = job(&done, "patterns").unwrap()["advice"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        live.starts_with(first["title"].as_str().unwrap())
+            && live.ends_with(&format!("{})", first["rule"].as_str().unwrap())),
+        "live: {live}; advise: {first:#}"
+    );
+    let text = agent.opscope(&["top", "--once"]);
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&format!("advice: {live}")));
+}
+
 #[test]
 fn an_agent_killed_mid_run_costs_the_job_nothing_and_a_new_one_has_it_back() {
     let dir = scratch_dir("agent-killed");

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use hashbrown::HashMap;
+use opscope_analysis::advise::{advise, AdviseOptions, Severity};
 use opscope_analysis::attribution::is_op_slice;
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
 use opscope_analysis::steps::{KERAS_BATCH_MARK, KERAS_STEP_MARK};
@@ -41,6 +42,8 @@ pub struct LiveOps {
     /// When it ran (agent ns), and the tick of the next.
     pub analysed_ns: u64,
     pub at_tick: u64,
+    /// `advise`'s top finding over the same events, in one line.
+    pub advice: Option<String>,
 }
 
 impl LiveOps {
@@ -92,7 +95,10 @@ fn run(shared: &Shared, now: u64, due: impl Fn(&LiveOps) -> bool, next_tick: u64
             .collect()
     };
     for (key, processes) in work {
-        let (rows, read_s) = analyse(&super::read(&processes));
+        let trace = super::read(&processes);
+        let (rows, read_s) = analyse(&trace);
+        let advice = advice(&trace);
+        drop(trace);
         let mut state = shared.state();
         if let Some(job) = state.jobs.get_mut(&key) {
             job.ops = LiveOps {
@@ -100,9 +106,32 @@ fn run(shared: &Shared, now: u64, due: impl Fn(&LiveOps) -> bool, next_tick: u64
                 read_s,
                 analysed_ns: now,
                 at_tick: next_tick,
+                advice,
             };
         }
     }
+}
+
+/// `advise`'s top finding (above information) of the job's last minute, in one line:
+/// what `top` says the job should change.
+pub fn advice(trace: &Trace) -> Option<String> {
+    if trace.slices.is_empty() {
+        return None;
+    }
+    let cx = Context::new(trace);
+    let advice = advise(&cx, &AdviseOptions::default());
+    let top = advice
+        .findings
+        .iter()
+        .find(|f| f.severity > Severity::Info)?;
+    Some(if top.saving_ns > 0 {
+        format!(
+            "{} (up to {:.0} % of its time; {})",
+            top.title, top.saving_pct, top.rule
+        )
+    } else {
+        format!("{} ({})", top.title, top.rule)
+    })
 }
 
 /// The busiest ops of `trace` by time over its last 10 s, with their 1, 10 and 60 s

@@ -351,13 +351,20 @@ impl View {
             ]);
         let table = Table::new(rows, widths)
             .header(Row::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
-            .block(Block::bordered().title(Line::from(format!(
-                " job {} · {} steps {} · median {} ",
-                job.job,
-                job.steps.count,
-                job.steps.found_by,
-                ms(job.steps.median_ms)
-            ))));
+            .block(
+                Block::bordered()
+                    .title(Line::from(format!(
+                        " job {} · {} steps {} · median {} ",
+                        job.job,
+                        job.steps.count,
+                        job.steps.found_by,
+                        ms(job.steps.median_ms)
+                    )))
+                    .title_bottom(Line::from(match &job.advice {
+                        Some(advice) => format!(" advice: {advice} "),
+                        None => String::new(),
+                    })),
+            );
         frame.render_widget(table, processes);
         let mut top = job.top_ops.clone();
         self.order.sort(&mut top);

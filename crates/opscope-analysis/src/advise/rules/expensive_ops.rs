@@ -29,6 +29,12 @@ fn check(facts: &Facts, out: &mut Out) {
         },
     );
     let own = |r: &crate::op_stats::OpRow| r.self_cpu_ns + r.accelerator_ns;
+    // Steps are no op type (a recording's step ranges reach op_stats as ranges).
+    let steps: hashbrown::HashSet<&str> = (0..s.len())
+        .filter(|&i| s.kind(i) == opscope_model::SliceKind::Step)
+        .map(|i| facts.name(i))
+        .collect();
+    rows.retain(|r| !steps.contains(r.name.as_str()) && !r.name.starts_with("ProfilerStep#"));
     let total: i64 = rows.iter().map(own).sum();
     if total <= 0 {
         return;
