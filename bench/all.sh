@@ -54,3 +54,4 @@ run python python3 bench/python.py --python "${OPSCOPE_CACHE:-$HOME/.cache/opsco
     ${OPSCOPE_BASELINE_PYTHON:+--baseline-python "$OPSCOPE_BASELINE_PYTHON"}
 run sql "$PY" bench/sql.py
 run report python3 bench/report.py
+run advise python3 bench/advise.py

@@ -181,7 +181,7 @@ pub fn hbars(bars: &[Bar], unit: &str) -> String {
     let plot = width - label_w - 90.0;
     let height = bars.len() as f64 * row + 4.0;
     let mut svg = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" role=\"img\">\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\">\n"
     );
     for (k, bar) in bars.iter().enumerate() {
         let y = k as f64 * row + 2.0;

@@ -72,12 +72,20 @@ pub(crate) fn advise_section(cx: &Cx, top: usize) -> Result<String, Error> {
     if !shown.is_empty() {
         out.push_str("<table class=\"findings\"><tr><th>saves at most</th><th>where</th><th>finding</th><th>try</th></tr>\n");
         for f in &shown {
+            // A finding about a time span names it: the viewer shows the span when it
+            // is clicked.
+            let title = match f.span {
+                Some([a, b]) => format!(
+                    "<a class=\"span\" data-span=\"{a},{b}\">{}</a>",
+                    html::escape(&f.title)
+                ),
+                None => html::escape(&f.title),
+            };
             out.push_str(&format!(
-                "<tr><td class=\"n\">{:.1} %</td><td>{}</td><td title=\"{}\">{}</td><td>{}</td></tr>\n",
+                "<tr><td class=\"n\">{:.1} %</td><td>{}</td><td title=\"{}\">{title}</td><td>{}</td></tr>\n",
                 f.saving_pct,
                 html::escape(&f.scope),
                 html::escape(&f.evidence.join("; ")),
-                html::escape(&f.title),
                 html::escape(&f.fix)
             ));
         }

@@ -271,6 +271,31 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
         "['Steps', 'GPU time', 'Top ops', 'Top kernels'].every((h) => document.getElementById('reports').innerHTML.includes('<h2>' + h + '</h2>'))",
         Duration::from_secs(30),
     );
+    // The verdict leads the panels, and a finding about a time span shows it when
+    // clicked: the view then covers that span and little more.
+    assert_eq!(
+        b.eval("document.querySelector('#reports h2').textContent"),
+        "Verdict"
+    );
+    let link = b.eval("(() => { const a = document.querySelector('#reports a[data-span]'); if (!a) return null; a.scrollIntoView(); const r = a.getBoundingClientRect(); return [r.left + 3, r.top + r.height / 2, a.dataset.span]; })()");
+    assert!(link.is_array(), "no finding with a span in the panels");
+    b.click(link[0].as_f64().unwrap(), link[1].as_f64().unwrap());
+    let span: Vec<f64> = link[2]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .map(|x| x.parse().unwrap())
+        .collect();
+    let shown = b.eval(&format!(
+        "[{STATE}.start + {STATE}.meta.origin, {STATE}.end + {STATE}.meta.origin]"
+    ));
+    let (start, end) = (shown[0].as_f64().unwrap(), shown[1].as_f64().unwrap());
+    let width = span[1] - span[0];
+    assert!(
+        start <= span[0] && end >= span[1] && end - start <= width * 1.2 + 2000.0,
+        "view {start}..{end} for the finding's span {span:?}"
+    );
+
     // The panels fit their column (before: the charts ran out of it).
     let fits = b.eval(
         "(() => { const r = document.getElementById('reports'); return r.scrollWidth <= r.clientWidth + 1; })()",

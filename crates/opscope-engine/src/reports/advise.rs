@@ -64,7 +64,7 @@ pub struct Options {
     /// Leave out the last profiler step and the work launched in it.
     #[arg(long)]
     exclude_last_step: bool,
-    /// Only these rules (comma-separated; `--rules list` names them all).
+    /// Only these rules (comma-separated; a name that is no rule has them all listed).
     #[arg(long, value_name = "RULES")]
     rules: Option<String>,
     /// gpu_gaps: report gaps of at least this many ms (Nsight Systems' default: 500).

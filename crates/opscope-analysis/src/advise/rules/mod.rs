@@ -8,6 +8,7 @@ mod expensive_ops;
 mod gpu_gaps;
 mod gpu_time_util;
 mod gpu_utilization;
+mod half_precision;
 mod host_sync;
 mod launch_delay;
 mod memcpy_pageable;
@@ -42,6 +43,7 @@ pub static RULES: &[&Rule] = &[
     &short_kernels::RULE,
     &launch_delay::RULE,
     &tensor_cores::RULE,
+    &half_precision::RULE,
     &peak_memory::RULE,
     &optimizer::RULE,
     &zero_grad::RULE,

@@ -567,6 +567,15 @@ async function loadPanels() {
   state.panelsLoaded = true;
   try { $('reports').innerHTML = await getText('api/panels'); } catch (e) { $('reports').textContent = String(e); }
 }
+// A finding about a time span (data-span: its start and end, trace ns) shows that span.
+$('reports').addEventListener('click', (ev) => {
+  const link = ev.target.closest('[data-span]');
+  if (!link) return;
+  ev.preventDefault();
+  const [a, b] = link.dataset.span.split(',').map(Number);
+  const pad = Math.max((b - a) * 0.05, 1000);
+  setView(a - state.meta.origin - pad, b - state.meta.origin + pad);
+});
 
 $('search').addEventListener('keydown', async (ev) => {
   if (ev.key !== 'Enter') return;
