@@ -6,7 +6,7 @@
 use std::cell::OnceCell;
 
 use opscope_model::args::ArgValue;
-use opscope_model::{DeviceId, SourceId, Trace};
+use opscope_model::{DeviceId, SliceKind, SourceId, Trace};
 
 use super::AdviseOptions;
 use crate::context::Context;
@@ -43,6 +43,8 @@ pub struct Facts<'c, 't> {
     props: OnceCell<Vec<DeviceProps>>,
     selected: OnceCell<Vec<bool>>,
     spans: OnceCell<Vec<i64>>,
+    by_kind: OnceCell<Vec<Vec<usize>>>,
+    op_rows: OnceCell<Vec<crate::op_stats::OpRow>>,
 }
 
 impl<'c, 't> Facts<'c, 't> {
@@ -56,7 +58,53 @@ impl<'c, 't> Facts<'c, 't> {
             props: OnceCell::new(),
             selected: OnceCell::new(),
             spans: OnceCell::new(),
+            by_kind: OnceCell::new(),
+            op_rows: OnceCell::new(),
         }
+    }
+
+    /// Computes the analyses most rules share, `gpu`, `steps` and `stats op`'s rows, at
+    /// once on the cores there are (each on a context of its own that shares the
+    /// correlation and the step markers), before the rules run one after another.
+    pub fn prefetch(&self) {
+        let trace = self.trace();
+        let (correlation, markers) = (self.cx.correlation(), self.cx.step_markers());
+        let window = self.options.window;
+        let own = || Context::sharing(trace, correlation, markers);
+        let options = self.op_stats_options();
+        let ((gpu, steps), ops) = rayon::join(
+            || {
+                rayon::join(
+                    || {
+                        gpu::analyze(
+                            &own(),
+                            &GpuOptions {
+                                window,
+                                ..GpuOptions::default()
+                            },
+                        )
+                    },
+                    || steps::report(&own(), &StepOptions::default()),
+                )
+            },
+            || crate::op_stats::op_stats(&own(), &options),
+        );
+        let _ = self.gpu.set(gpu);
+        let _ = self.steps.set(steps);
+        let _ = self.op_rows.set(ops);
+    }
+
+    fn op_stats_options(&self) -> crate::op_stats::OpStatsOptions {
+        crate::op_stats::OpStatsOptions {
+            window: self.options.window,
+            timing: crate::op_stats::Timing::Exact,
+        }
+    }
+
+    /// `stats op`'s rows over the window, to the nanosecond.
+    pub fn op_rows(&self) -> &[crate::op_stats::OpRow] {
+        self.op_rows
+            .get_or_init(|| crate::op_stats::op_stats(self.cx, &self.op_stats_options()))
     }
 
     pub fn trace(&self) -> &'t Trace {
@@ -246,6 +294,45 @@ impl<'c, 't> Facts<'c, 't> {
         self.device_props()
             .iter()
             .find(|p| p.source == source && p.id == index)
+    }
+
+    /// The slice rows in the window of each of `kinds`, in row order within a kind:
+    /// one pass over the trace sorts every row by kind for all the rules.
+    pub fn of_kinds(&self, kinds: &[SliceKind]) -> Vec<usize> {
+        let by_kind = self.by_kind.get_or_init(|| {
+            let s = &self.trace().slices;
+            let mut by_kind = vec![Vec::new(); SliceKind::ALL.len()];
+            for (i, &keep) in self.selected().iter().enumerate() {
+                if keep {
+                    by_kind[s.kind(i).code() as usize].push(i);
+                }
+            }
+            by_kind
+        });
+        let mut out: Vec<usize> = Vec::new();
+        for kind in kinds {
+            out.extend_from_slice(&by_kind[kind.code() as usize]);
+        }
+        out
+    }
+
+    /// Per string of the trace (by id), whether `keep` holds of it: a rule that tests
+    /// names tests each distinct name once, not each slice's.
+    pub fn names_where(&self, keep: impl Fn(&str) -> bool) -> Vec<bool> {
+        let strings = &self.trace().strings;
+        (0..strings.len())
+            .map(|i| keep(strings.get(opscope_model::StrId(i as u32))))
+            .collect()
+    }
+
+    /// The rows of `kinds` whose name passes `keep`.
+    pub fn named(&self, kinds: &[SliceKind], keep: impl Fn(&str) -> bool) -> Vec<usize> {
+        let names = self.names_where(keep);
+        let s = &self.trace().slices;
+        self.of_kinds(kinds)
+            .into_iter()
+            .filter(|&i| names[s.name[i].0 as usize])
+            .collect()
     }
 
     /// The slice rows in the window whose kind passes `keep`.

@@ -162,6 +162,9 @@ pub struct Rule {
 
 pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
     let facts = Facts::new(cx, options);
+    if options.rules.is_empty() {
+        facts.prefetch();
+    }
     let mut out = Out::default();
     let mut run = Vec::new();
     for rule in rules::RULES {

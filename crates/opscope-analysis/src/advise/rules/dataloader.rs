@@ -19,11 +19,13 @@ const THRESHOLD_PCT: f64 = 5.0;
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let ranges = facts.slices_where(|i| {
-        matches!(s.kind(i), SliceKind::Op | SliceKind::Annotation)
-            && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
-            && facts.name(i).starts_with("enumerate(DataLoader)")
-    });
+    let ranges: Vec<usize> = facts
+        .named(&[SliceKind::Op, SliceKind::Annotation], |n| {
+            n.starts_with("enumerate(DataLoader)")
+        })
+        .into_iter()
+        .filter(|&i| trace.tracks[s.track[i] as usize].kind == TrackKind::Thread)
+        .collect();
     for (source, rows) in sources_of(facts, &ranges) {
         let (_, steps) = facts.time_looked_at(source);
         if steps == 0 {

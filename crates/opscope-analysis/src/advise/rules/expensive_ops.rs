@@ -4,7 +4,6 @@
 //! trace.
 
 use super::{time, Facts, Finding, Out, Rule, Severity};
-use crate::op_stats::{OpStatsOptions, Timing};
 
 pub static RULE: Rule = Rule {
     name: "expensive_ops",
@@ -21,13 +20,7 @@ fn check(facts: &Facts, out: &mut Out) {
     }
     // Ops nest (PyTorch's `aten::linear` around `aten::addmm`): an op type's own time
     // (host self time and its device work) is what it costs, and the shares add up.
-    let mut rows = crate::op_stats::op_stats(
-        facts.cx,
-        &OpStatsOptions {
-            window: facts.options.window,
-            timing: Timing::Exact,
-        },
-    );
+    let mut rows = facts.op_rows().to_vec();
     let own = |r: &crate::op_stats::OpRow| r.self_cpu_ns + r.accelerator_ns;
     // Steps are no op type (a recording's step ranges reach op_stats as ranges).
     let steps: hashbrown::HashSet<&str> = (0..s.len())

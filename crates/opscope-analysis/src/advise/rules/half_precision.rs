@@ -30,6 +30,7 @@ fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
     let mut classifier = Classifier::with(trace, Some(facts.cx.correlation()), None);
+    let half_names = facts.names_where(is_16_bit);
     for work in facts.device_work() {
         let (mut compute, mut half) = (0i64, 0i64);
         for &i in &work.slices {
@@ -37,7 +38,7 @@ fn check(facts: &Facts, out: &mut Out) {
                 continue;
             }
             compute += s.dur[i];
-            if is_16_bit(facts.name(i)) {
+            if half_names[s.name[i].0 as usize] {
                 half += s.dur[i];
             }
         }

@@ -15,18 +15,12 @@ pub static RULE: Rule = Rule {
     check,
 };
 
-/// Whether slice `i` makes the host wait for the device.
-fn is_sync(facts: &Facts, i: usize) -> bool {
-    let s = &facts.trace().slices;
-    let name = facts.name(i);
-    match s.kind(i) {
-        SliceKind::Op => name == "aten::_local_scalar_dense",
-        SliceKind::Runtime | SliceKind::Driver => {
-            super::sync_apis::is_sync_api(name)
-                || (name.starts_with("cudaMemcpy") && !name.contains("Async"))
-        }
-        _ => false,
-    }
+/// Whether a name makes the host wait for the device: PyTorch's scalar read, the
+/// synchronisation calls, a blocking copy.
+fn is_sync_name(name: &str) -> bool {
+    name == "aten::_local_scalar_dense"
+        || super::sync_apis::is_sync_api(name)
+        || (name.starts_with("cudaMemcpy") && !name.contains("Async"))
 }
 
 fn check(facts: &Facts, out: &mut Out) {
@@ -34,7 +28,16 @@ fn check(facts: &Facts, out: &mut Out) {
         return;
     }
     let s = &facts.trace().slices;
-    let syncs = facts.slices_where(|i| is_sync(facts, i));
+    let names = facts.names_where(is_sync_name);
+    let mut syncs: Vec<usize> = facts
+        .of_kinds(&[SliceKind::Op, SliceKind::Runtime, SliceKind::Driver])
+        .into_iter()
+        .filter(|&i| names[s.name[i].0 as usize])
+        // The scalar read is an op; a runtime call of that name is no sync.
+        .filter(|&i| (s.kind(i) == SliceKind::Op) == (facts.name(i) == "aten::_local_scalar_dense"))
+        .collect();
+    syncs.sort_unstable();
+    let is_sync = |i: usize| names[s.name[i].0 as usize];
     for (source, rows) in sources_of(facts, &syncs) {
         let path = &facts.trace().sources[source.index()].path;
         let Some(steps) = facts
@@ -49,14 +52,10 @@ fn check(facts: &Facts, out: &mut Out) {
         let mut blocked = 0;
         for &i in &rows {
             // A synchronisation inside another counts once.
-            if s.parent[i] != opscope_model::NONE && is_sync(facts, s.parent[i] as usize) {
+            if s.parent[i] != opscope_model::NONE && is_sync(s.parent[i] as usize) {
                 continue;
             }
-            if let Some(k) = steps
-                .steps
-                .iter()
-                .position(|st| s.ts[i] >= st.start_ns && s.ts[i] < st.start_ns + st.dur_ns)
-            {
+            if let Some(k) = super::step_at(&steps.steps, s.ts[i]) {
                 per_step[k] += 1;
                 blocked += s.dur[i];
             }

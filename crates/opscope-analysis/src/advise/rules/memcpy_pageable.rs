@@ -3,8 +3,6 @@
 //! either end (CUPTI memory kind 0) runs synchronously. The kind comes from the copy's
 //! `srcKind`/`dstKind` (Nsight) or its name (Kineto: `Memcpy HtoD (Pageable -> Device)`).
 
-use opscope_model::SliceKind;
-
 use super::{pairs_by_source, time, Facts, Finding, Out, Rule, Severity};
 
 pub static RULE: Rule = Rule {
@@ -29,7 +27,7 @@ fn check(facts: &Facts, out: &mut Out) {
     let correlation = facts.cx.correlation();
     let mut unknown = false;
     let copies: Vec<(usize, usize)> = facts
-        .slices_where(|i| matches!(trace.slices.kind(i), SliceKind::Memcpy(_)))
+        .of_kinds(&super::COPIES)
         .into_iter()
         .filter_map(|i| {
             let call = correlation

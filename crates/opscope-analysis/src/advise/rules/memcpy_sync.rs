@@ -20,7 +20,7 @@ pub fn sync_copies(facts: &Facts) -> Vec<(usize, usize)> {
     let trace = facts.trace();
     let correlation = facts.cx.correlation();
     facts
-        .slices_where(|i| matches!(trace.slices.kind(i), SliceKind::Memcpy(_)))
+        .of_kinds(&super::COPIES)
         .into_iter()
         .filter_map(|i| {
             let call = correlation

@@ -26,7 +26,7 @@ fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let correlation = facts.cx.correlation();
     let sets: Vec<(usize, usize)> = facts
-        .slices_where(|i| trace.slices.kind(i) == SliceKind::Memset)
+        .of_kinds(&[SliceKind::Memset])
         .into_iter()
         .filter_map(|i| {
             let call = correlation

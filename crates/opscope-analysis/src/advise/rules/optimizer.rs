@@ -21,12 +21,12 @@ const MIN_UPDATES: usize = 4;
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let steps = facts.slices_where(|i| {
-        let n = facts.name(i);
-        matches!(s.kind(i), SliceKind::Annotation | SliceKind::Op)
-            && n.starts_with("Optimizer.step#")
-            || n.starts_with("_single_tensor_")
+    let mut steps = facts.named(&[SliceKind::Annotation, SliceKind::Op], |n| {
+        n.starts_with("Optimizer.step#")
     });
+    steps.extend(facts.named(&SliceKind::ALL, |n| n.starts_with("_single_tensor_")));
+    steps.sort_unstable();
+    steps.dedup();
     for (source, rows) in sources_of(facts, &steps) {
         let mut single = Vec::new();
         for &i in &rows {
@@ -36,10 +36,13 @@ fn check(facts: &Facts, out: &mut Out) {
             }
             // The ops inside this range on its thread.
             let (a, z, track) = (s.ts[i], s.end(i), s.track[i]);
+            // A track's slices are in start order: the range's are found by search.
             let range = trace.track_slices(opscope_model::TrackId(track));
+            let from = range.start + s.ts[range.clone()].partition_point(|&t| t < a);
+            let to = range.start + s.ts[range.clone()].partition_point(|&t| t < z);
             let (mut multi, mut updates) = (false, 0usize);
-            for j in range.clone() {
-                if s.ts[j] < a || s.ts[j] >= z || j == i || s.kind(j) != SliceKind::Op {
+            for j in from..to {
+                if j == i || s.kind(j) != SliceKind::Op {
                     continue;
                 }
                 let n = facts.name(j);

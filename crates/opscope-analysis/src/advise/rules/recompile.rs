@@ -17,13 +17,15 @@ pub static RULE: Rule = Rule {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let compiles = facts.slices_where(|i| {
-        s.kind(i) == SliceKind::Compile && {
-            // The outermost compile slice only.
+    // The outermost compile slices only.
+    let compiles: Vec<usize> = facts
+        .of_kinds(&[SliceKind::Compile])
+        .into_iter()
+        .filter(|&i| {
             let p = s.parent[i];
             p == opscope_model::NONE || s.kind(p as usize) != SliceKind::Compile
-        }
-    });
+        })
+        .collect();
     for (source, rows) in sources_of(facts, &compiles) {
         let path = &trace.sources[source.index()].path;
         let Some(steps) = facts
@@ -53,15 +55,14 @@ fn check(facts: &Facts, out: &mut Out) {
             late.iter().map(|&i| (s.ts[i], s.end(i))).collect(),
         )
         .total();
-        let in_steps = steps
-            .steps
+        let mut with: Vec<usize> = late
             .iter()
-            .skip(1)
-            .filter(|st| {
-                late.iter()
-                    .any(|&i| s.ts[i] >= st.start_ns && s.ts[i] < st.start_ns + st.dur_ns)
-            })
-            .count();
+            .filter_map(|&i| super::step_at(&steps.steps, s.ts[i]))
+            .filter(|&k| k > 0)
+            .collect();
+        with.sort_unstable();
+        with.dedup();
+        let in_steps = with.len();
         let mut f = Finding::of(
             &RULE,
             facts.label(source, None),

@@ -74,6 +74,18 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
     let trace = facts.trace();
     let s = &trace.slices;
     let mut classifier = Classifier::with(trace, Some(facts.cx.correlation()), None);
+    let launch = facts.names_where(is_launch);
+    let input = facts.names_where(is_input_wait);
+    let mut kinds: Vec<SliceKind> = super::COPIES.to_vec();
+    kinds.extend([
+        SliceKind::Kernel,
+        SliceKind::Memset,
+        SliceKind::Runtime,
+        SliceKind::Driver,
+        SliceKind::Op,
+        SliceKind::Annotation,
+    ]);
+    let candidates = facts.of_kinds(&kinds);
     let mut out = Vec::new();
     for steps in &facts.steps().sources {
         if !steps.on_device || steps.steps.is_empty() {
@@ -92,13 +104,14 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
                 .unwrap_or(0),
         );
         let mut spans: Vec<(i64, i64, Kind)> = Vec::new();
-        for (i, &keep) in facts.selected().iter().enumerate() {
-            if !keep || s.end(i) <= first || s.ts[i] >= last {
+        for &i in &candidates {
+            if s.end(i) <= first || s.ts[i] >= last {
                 continue;
             }
             if crate::correlate::source_of(trace, i) != Some(source) {
                 continue;
             }
+            let named = |flags: &[bool]| flags[s.name[i].0 as usize];
             let kind = match s.kind(i) {
                 SliceKind::Kernel => match classifier.class(i) {
                     WorkClass::Communication => Kind::Collectives,
@@ -108,12 +121,10 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
                 SliceKind::Memcpy(CopyDirection::D2H) => Kind::DeviceToHost,
                 SliceKind::Memcpy(_) => Kind::DeviceToDevice,
                 SliceKind::Memset => Kind::Compute,
-                SliceKind::Runtime | SliceKind::Driver if is_launch(facts.name(i)) => {
-                    Kind::KernelLaunch
-                }
+                SliceKind::Runtime | SliceKind::Driver if named(&launch) => Kind::KernelLaunch,
                 SliceKind::Op | SliceKind::Annotation
-                    if trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
-                        && is_input_wait(facts.name(i)) =>
+                    if named(&input)
+                        && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread =>
                 {
                     Kind::WaitInput
                 }
@@ -125,11 +136,17 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
             steps: steps.steps.len(),
             ..Breakdown::default()
         };
+        // Each step sweeps only the spans that can reach into it: sorted by start,
+        // from the first that starts after the step's start less the longest span.
+        spans.sort_by_key(|x| x.0);
+        let longest = spans.iter().map(|x| x.1 - x.0).max().unwrap_or(0);
         for step in &steps.steps {
             let (a, z) = (step.start_ns, step.start_ns + step.dur_ns);
             b.step_ns += step.dur_ns;
+            let from = spans.partition_point(|x| x.0 < a.saturating_sub(longest));
+            let to = spans.partition_point(|x| x.0 < z);
             let mut covered = 0;
-            for (kind, ns) in sweep(&spans, a, z) {
+            for (kind, ns) in sweep(&spans[from..to.max(from)], a, z) {
                 covered += ns;
                 match kind {
                     Kind::Compute => b.compute_ns += ns,

@@ -40,22 +40,15 @@ pub fn in_steps(facts: &Facts, source: opscope_model::SourceId, rows: Vec<usize>
     };
     let s = &trace.slices;
     rows.into_iter()
-        .filter(|&i| {
-            steps
-                .steps
-                .iter()
-                .any(|st| s.ts[i] >= st.start_ns && s.ts[i] < st.start_ns + st.dur_ns)
-        })
+        .filter(|&i| super::step_at(&steps.steps, s.ts[i]).is_some())
         .collect()
 }
 
 fn check(facts: &Facts, out: &mut Out) {
-    let calls = facts.slices_where(|i| {
-        matches!(
-            facts.trace().slices.kind(i),
-            SliceKind::Runtime | SliceKind::Driver | SliceKind::Sync
-        ) && is_sync_api(facts.name(i))
-    });
+    let calls = facts.named(
+        &[SliceKind::Runtime, SliceKind::Driver, SliceKind::Sync],
+        is_sync_api,
+    );
     let s = &facts.trace().slices;
     for (source, rows) in sources_of(facts, &calls) {
         let rows = in_steps(facts, source, rows);

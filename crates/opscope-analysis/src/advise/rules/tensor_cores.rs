@@ -42,13 +42,15 @@ fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
     let correlation = facts.cx.correlation();
+    let tensor_core = facts.names_where(uses_tensor_cores);
+    let eligible_op = facts.names_where(is_eligible_op);
     for work in facts.device_work() {
         let (mut tc, mut eligible, mut eligible_n) = (0i64, 0i64, 0usize);
         for &i in &work.slices {
             if s.kind(i) != SliceKind::Kernel {
                 continue;
             }
-            if uses_tensor_cores(facts.name(i)) {
+            if tensor_core[s.name[i].0 as usize] {
                 tc += s.dur[i];
                 continue;
             }
@@ -58,7 +60,7 @@ fn check(facts: &Facts, out: &mut Out) {
             // The op or any op around it (`aten::linear` → `aten::addmm`).
             let mut at = op as u32;
             while at != opscope_model::NONE {
-                if is_eligible_op(facts.name(at as usize)) {
+                if eligible_op[s.name[at as usize].0 as usize] {
                     eligible += s.dur[i];
                     eligible_n += 1;
                     break;

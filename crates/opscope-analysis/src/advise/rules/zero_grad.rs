@@ -16,8 +16,7 @@ pub static RULE: Rule = Rule {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let zeros =
-        facts.slices_where(|i| s.kind(i) == SliceKind::Op && facts.name(i) == "aten::zero_");
+    let zeros = facts.named(&[SliceKind::Op], |n| n == "aten::zero_");
     let mut hits = Vec::new();
     for i in zeros {
         let mut at = s.parent[i];
