@@ -145,6 +145,12 @@ pub struct StepState {
     pub trend_percent: Option<f64>,
     /// The durations of the last steps (up to 100), in ms, oldest first.
     pub recent_ms: Vec<f64>,
+    /// The median step of the job's first minute (from its first step), and how many
+    /// steps began in it.
+    #[serde(default)]
+    pub first_minute_median_ms: Option<f64>,
+    #[serde(default)]
+    pub first_minute_steps: u64,
     /// Whether events arrived since the step search last read the job (its chunks mark
     /// no steps): the count may grow at the next search.
     #[serde(default)]

@@ -13,6 +13,10 @@ use super::snapshot::{AgentState, GpuState, GpuUse, JobState, ProcessState, Snap
 const BUCKETS: u64 = 60;
 /// Step durations kept per process.
 const STEPS_KEPT: usize = 10_000;
+/// A job's first minute, whose steps its later ones are compared with.
+const FIRST_MINUTE_NS: i64 = 60_000_000_000;
+/// Growth of the median step since the first minute that `top` advises on, in percent.
+const GROWTH_PCT: f64 = 10.0;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct JobKey {
@@ -68,6 +72,10 @@ pub struct Process {
     /// Where the last step began (the trace's clock): a step is added once, whether a
     /// chunk or a search found it.
     pub last_step_start: i64,
+    /// When its first step began, and the durations (ms) of its steps that began in the
+    /// minute after: what its later steps are compared with.
+    pub first_step_start: Option<i64>,
+    pub first_minute_ms: Vec<f64>,
     /// Where its steps come from, as `opscope steps` says it, and what they count.
     pub steps_found_by: String,
     pub steps_counted: &'static str,
@@ -241,32 +249,7 @@ impl State {
             unreadable_chunks: 0,
             triggers: Default::default(),
         });
-        job.processes.insert(
-            process,
-            Process {
-                hello,
-                pid,
-                connected: true,
-                chunks: 0,
-                chunks_lost: 0,
-                events: 0,
-                preamble: Vec::new(),
-                steps: VecDeque::new(),
-                steps_total: 0,
-                last_step_start: i64::MIN,
-                steps_found_by: String::new(),
-                steps_counted: "",
-                steps_in_chunks: false,
-                cpu: CpuMeter::default(),
-                metrics: super::metrics::LIVE_METRICS
-                    .iter()
-                    .map(|_| MetricTime::default())
-                    .collect(),
-                rss_bytes: 0,
-                gpus: Vec::new(),
-                loader: false,
-            },
-        );
+        job.processes.insert(process, Process::new(hello, pid));
         (key, process)
     }
 
@@ -379,7 +362,7 @@ impl Job {
                 .sum(),
             top_ops: self.ops.rows.clone(),
             ops_read_s: self.ops.read_s,
-            advice: self.ops.advice.clone(),
+            advice: growth_advice(&self.steps()).or_else(|| self.ops.advice.clone()),
             processes,
         }
     }
@@ -453,6 +436,35 @@ impl Job {
 }
 
 impl Process {
+    /// A process that has just connected.
+    pub fn new(hello: Hello, pid: u32) -> Process {
+        Process {
+            hello,
+            pid,
+            connected: true,
+            chunks: 0,
+            chunks_lost: 0,
+            events: 0,
+            preamble: Vec::new(),
+            steps: VecDeque::new(),
+            steps_total: 0,
+            last_step_start: i64::MIN,
+            first_step_start: None,
+            first_minute_ms: Vec::new(),
+            steps_found_by: String::new(),
+            steps_counted: "",
+            steps_in_chunks: false,
+            cpu: CpuMeter::default(),
+            metrics: super::metrics::LIVE_METRICS
+                .iter()
+                .map(|_| MetricTime::default())
+                .collect(),
+            rss_bytes: 0,
+            gpus: Vec::new(),
+            loader: false,
+        }
+    }
+
     /// Adds the step that began at `start_ns` (the trace's clock) and lasted `ms`,
     /// unless a step that began there or later was added already.
     pub fn add_step(&mut self, start_ns: i64, ms: f64) -> bool {
@@ -460,6 +472,10 @@ impl Process {
             return false;
         }
         self.last_step_start = start_ns;
+        let first = *self.first_step_start.get_or_insert(start_ns);
+        if start_ns - first < FIRST_MINUTE_NS {
+            self.first_minute_ms.push(ms);
+        }
         if self.steps.len() == STEPS_KEPT {
             self.steps.pop_front();
         }
@@ -472,6 +488,8 @@ impl Process {
         StepState {
             found_by: self.steps_found_by.clone(),
             counted: self.steps_counted.to_string(),
+            first_minute_median_ms: median(self.first_minute_ms.clone()),
+            first_minute_steps: self.first_minute_ms.len() as u64,
             ..step_state(&self.steps, self.steps_total)
         }
     }
@@ -506,6 +524,26 @@ fn is_worker<'a>(p: &Process, mut all: impl Iterator<Item = &'a Process>) -> boo
     p.loader || all.any(|q| q.pid == p.hello.ppid && q.pid != p.pid)
 }
 
+/// The job's step time grew since its first minute: the median of its last 10 steps
+/// against its first minute's, once the job has steps past that minute.
+fn growth_advice(steps: &StepState) -> Option<String> {
+    let (first, last) = (steps.first_minute_median_ms?, steps.recent_ms.len());
+    if last < 10 || steps.count as usize <= steps_in_first_minute(steps) + 10 {
+        return None;
+    }
+    let now = median(steps.recent_ms.iter().rev().take(10).copied().collect())?;
+    let growth = 100.0 * (now - first) / first;
+    (first > 0.0 && growth >= GROWTH_PCT).then(|| {
+        format!(
+            "its step time grew {growth:.0} % since its first minute ({first:.1} ms → {now:.1} ms              median; step_growth)"
+        )
+    })
+}
+
+fn steps_in_first_minute(steps: &StepState) -> usize {
+    steps.first_minute_steps as usize
+}
+
 fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
     let recent: Vec<f64> = steps.iter().rev().take(100).rev().copied().collect();
     let last10: Vec<f64> = steps.iter().rev().take(10).copied().collect();
@@ -523,6 +561,8 @@ fn step_state(steps: &VecDeque<f64>, total: u64) -> StepState {
         trend_percent: trend,
         recent_ms: recent,
         search_pending: false,
+        first_minute_median_ms: None,
+        first_minute_steps: 0,
     }
 }
 
@@ -624,6 +664,33 @@ mod tests {
         assert_eq!(state.jobs.len(), 1, "ended 5 ns ago");
         state.forget_ended(100, 10);
         assert!(state.jobs.is_empty());
+    }
+
+    /// A process whose steps take 100 ms in its first minute and 130 ms after has the
+    /// growth said; one whose steps stay at 100 ms has none; nor has one too young to
+    /// have steps past its first minute.
+    #[test]
+    fn step_growth_since_the_first_minute() {
+        let hello = Hello::default();
+        let mut grows = Process::new(hello.clone(), 1);
+        let mut steady = Process::new(hello, 2);
+        let second = 1_000_000_000i64;
+        for k in 0..60 {
+            grows.add_step(k * second, 100.0);
+            steady.add_step(k * second, 100.0);
+        }
+        assert!(
+            growth_advice(&grows.step_state()).is_none(),
+            "no steps past the minute yet"
+        );
+        for k in 60..80 {
+            grows.add_step(k * second, 130.0);
+            steady.add_step(k * second, 100.0);
+        }
+        let said = growth_advice(&grows.step_state()).unwrap();
+        assert!(said.starts_with("its step time grew 30 %"), "{said}");
+        assert!(said.contains("100.0 ms → 130.0 ms"), "{said}");
+        assert_eq!(growth_advice(&steady.step_state()), None);
     }
 
     #[test]

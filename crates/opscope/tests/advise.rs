@@ -299,6 +299,14 @@ fn each_rule_fires_on_its_trace_and_not_on_its_counter_example() {
         &t("kineto/hta/ns_resolution_trace"),
         &[],
     );
+    // The same op launching the same kernels over and over: the V100 run's backward
+    // convolutions (8 kernels, 35 times); ResNet-50's 6 steps repeat no pattern 10 times.
+    fires_on_and_not_on(
+        "kernel_sequences",
+        &t("kineto/hta/ns_resolution_trace"),
+        &t(RESNET_4),
+        &[],
+    );
     // Launch-delay outliers (information): ResNet-50's queue is deep; the AMD toy's
     // kernels start at once.
     fires_on_and_not_on(

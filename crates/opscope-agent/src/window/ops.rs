@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use hashbrown::HashMap;
-use opscope_analysis::advise::{advise, AdviseOptions, Severity};
+use opscope_analysis::advise::{advise, AdviseOptions};
 use opscope_analysis::attribution::is_op_slice;
 use opscope_analysis::op_stats::{op_stats, OpRow, OpStatsOptions};
 use opscope_analysis::steps::{KERAS_BATCH_MARK, KERAS_STEP_MARK};
@@ -112,18 +112,15 @@ fn run(shared: &Shared, now: u64, due: impl Fn(&LiveOps) -> bool, next_tick: u64
     }
 }
 
-/// `advise`'s top finding (above information) of the job's last minute, in one line:
-/// what `top` says the job should change.
+/// `advise`'s top finding over the job's last minute, in one line: what `top` says
+/// the job should change (or, with nothing to change, where its time goes).
 pub fn advice(trace: &Trace) -> Option<String> {
     if trace.slices.is_empty() {
         return None;
     }
     let cx = Context::new(trace);
     let advice = advise(&cx, &AdviseOptions::default());
-    let top = advice
-        .findings
-        .iter()
-        .find(|f| f.severity > Severity::Info)?;
+    let top = advice.findings.first()?;
     Some(if top.saving_ns > 0 {
         format!(
             "{} (up to {:.0} % of its time; {})",

@@ -10,6 +10,7 @@ mod gpu_time_util;
 mod gpu_utilization;
 mod half_precision;
 mod host_sync;
+mod kernel_sequences;
 mod launch_delay;
 mod memcpy_pageable;
 mod memcpy_sync;
@@ -42,6 +43,7 @@ pub static RULES: &[&Rule] = &[
     &memset_sync::RULE,
     &short_kernels::RULE,
     &launch_delay::RULE,
+    &kernel_sequences::RULE,
     &tensor_cores::RULE,
     &half_precision::RULE,
     &peak_memory::RULE,

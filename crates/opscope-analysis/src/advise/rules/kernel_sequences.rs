@@ -1,0 +1,117 @@
+//! Kernel sequences worth a CUDA graph or a fused kernel: HTA's frequent CUDA kernel
+//! patterns (`get_frequent_cuda_kernel_sequences`, `min_pattern_len=3`): a top-level
+//! op with its kernels in launch order is a pattern; a pattern that repeats launches
+//! the same kernels again and again, each launch costing host time. Here every
+//! top-level op that launched at least 3 kernels is a candidate (HTA asks for an
+//! operator name); reported when the most frequent pattern repeats at least 10 times and
+//! the launches of all repeating patterns take 3 % of the time looked at or more. The
+//! saving is those launches' time (one graph launch replays a pattern).
+
+use hashbrown::HashMap;
+use opscope_model::{SliceKind, StrId, NONE};
+
+use super::{time, Facts, Finding, Out, Rule, Severity};
+
+pub static RULE: Rule = Rule {
+    name: "kernel_sequences",
+    anchor: "HTA frequent CUDA kernel sequences (min_pattern_len 3)",
+    about: "the same op launching the same kernels again and again",
+    check,
+};
+
+const MIN_PATTERN_LEN: usize = 3;
+const MIN_REPEATS: usize = 10;
+
+fn check(facts: &Facts, out: &mut Out) {
+    let trace = facts.trace();
+    let s = &trace.slices;
+    let correlation = facts.cx.correlation();
+    for work in facts.device_work() {
+        // Per top-level op: its kernels' names in start order and their launches' time.
+        let mut by_root: HashMap<usize, (Vec<StrId>, i64)> = HashMap::new();
+        for &i in &work.slices {
+            if s.kind(i) != SliceKind::Kernel {
+                continue;
+            }
+            let Some(call) = correlation.launch_of(i) else {
+                continue;
+            };
+            let mut root = None;
+            let mut at = s.parent[call];
+            while at != NONE {
+                if s.kind(at as usize) == SliceKind::Op {
+                    root = Some(at as usize);
+                }
+                at = s.parent[at as usize];
+            }
+            let Some(root) = root else {
+                continue;
+            };
+            let entry = by_root.entry(root).or_default();
+            entry.0.push(s.name[i]);
+            entry.1 += s.dur[call];
+        }
+        let mut patterns: HashMap<(StrId, Vec<StrId>), (usize, i64, i64)> = HashMap::new();
+        for (root, (kernels, launch_ns)) in by_root {
+            if kernels.len() < MIN_PATTERN_LEN {
+                continue;
+            }
+            let p = patterns.entry((s.name[root], kernels)).or_default();
+            p.0 += 1;
+            p.1 += launch_ns;
+            p.2 += s.dur[root];
+        }
+        let repeating: Vec<(&(StrId, Vec<StrId>), &(usize, i64, i64))> = patterns
+            .iter()
+            .filter(|(_, p)| p.0 >= MIN_REPEATS)
+            .collect();
+        let Some(top) = repeating
+            .iter()
+            .max_by_key(|(k, p)| (p.0, p.1, std::cmp::Reverse(trace.str(k.0))))
+        else {
+            continue;
+        };
+        let launch_ns: i64 = repeating.iter().map(|(_, p)| p.1).sum();
+        if facts.share(work.source, launch_ns) < 3.0 {
+            continue;
+        }
+        let ((op, kernels), (count, _, _)) = (top.0, top.1);
+        let mut f = Finding::of(
+            &RULE,
+            &work.label,
+            format!(
+                "{} launches the same {} kernels {count} times",
+                trace.str(*op),
+                kernels.len()
+            ),
+        )
+        .saving(facts, work.source, launch_ns);
+        f.severity = Severity::of_share(f.saving_pct, 3.0, 15.0);
+        f.evidence.push(format!(
+            "{} patterns of at least {MIN_PATTERN_LEN} kernels repeat {MIN_REPEATS} times or \
+             more; their launches take {}",
+            repeating.len(),
+            time(launch_ns)
+        ));
+        let names: Vec<&str> = kernels.iter().take(4).map(|k| trace.str(*k)).collect();
+        f.evidence.push(format!(
+            "the most frequent: {} → {}{}",
+            trace.str(*op),
+            names
+                .iter()
+                .map(|n| n.chars().take(40).collect::<String>())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if kernels.len() > 4 { ", …" } else { "" }
+        ));
+        f.fix = "capture the repeating work as a CUDA graph (torch.cuda.graphs, \
+                 torch.compile(mode=\"reduce-overhead\")) or fuse its kernels \
+                 (torch.compile, a fused implementation of the op)"
+            .to_string();
+        f.more = format!("opscope stats kernel {}", facts.files());
+        f.figures.insert("repeats", *count as f64);
+        f.figures.insert("kernels", kernels.len() as f64);
+        f.figures.insert("patterns", repeating.len() as f64);
+        out.finding(f);
+    }
+}
