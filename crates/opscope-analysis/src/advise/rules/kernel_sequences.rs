@@ -19,6 +19,11 @@ pub static RULE: Rule = Rule {
     check,
 };
 
+/// A pattern: the op's name and its kernels' names in launch order.
+type Pattern = (StrId, Vec<StrId>);
+/// A pattern's repeats, its launches' time and its ops' time.
+type Seen = (usize, i64, i64);
+
 const MIN_PATTERN_LEN: usize = 3;
 const MIN_REPEATS: usize = 10;
 
@@ -51,7 +56,7 @@ fn check(facts: &Facts, out: &mut Out) {
             entry.0.push(s.name[i]);
             entry.1 += s.dur[call];
         }
-        let mut patterns: HashMap<(StrId, Vec<StrId>), (usize, i64, i64)> = HashMap::new();
+        let mut patterns: HashMap<Pattern, Seen> = HashMap::new();
         for (root, (kernels, launch_ns)) in by_root {
             if kernels.len() < MIN_PATTERN_LEN {
                 continue;
@@ -61,7 +66,7 @@ fn check(facts: &Facts, out: &mut Out) {
             p.1 += launch_ns;
             p.2 += s.dur[root];
         }
-        let repeating: Vec<(&(StrId, Vec<StrId>), &(usize, i64, i64))> = patterns
+        let repeating: Vec<(&Pattern, &Seen)> = patterns
             .iter()
             .filter(|(_, p)| p.0 >= MIN_REPEATS)
             .collect();
