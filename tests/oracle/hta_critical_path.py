@@ -1,0 +1,82 @@
+"""HTA's critical path analysis (HolisticTraceAnalysis 0.5.0,
+`TraceAnalysis.critical_path_analysis`) on one rank's trace, as one JSON document: the
+path's edges in order, each with its type, weight, the events at its two ends and the
+event it is attributed to (name, start and duration in HTA's units, µs), and the
+summary by bound_by.
+
+    python hta_critical_path.py TRACE_DIR ANNOTATION INSTANCE
+
+HTA 0.5.0 calls `DataFrame.drop(axis=1, columns=[...])`, which pandas 2 and later
+refuse ("Cannot specify both 'axis' and any of 'index' or 'columns'"); pandas 1.x
+refused it too. The oracle runs HTA unchanged with `DataFrame.drop` wrapped so that
+`axis` is dropped when `columns` or `index` is given: the call's meaning in every
+pandas that ever accepted it.
+"""
+
+import json
+import logging
+import os
+import sys
+import warnings
+
+warnings.filterwarnings("ignore")
+logging.disable(logging.WARNING)
+
+import pandas as pd  # noqa: E402
+
+_drop = pd.DataFrame.drop
+
+
+def _drop_columns(self, labels=None, *, axis=0, index=None, columns=None, level=None,
+                  inplace=False, errors="raise"):
+    if columns is not None or index is not None:
+        return _drop(self, labels, index=index, columns=columns, level=level,
+                     inplace=inplace, errors=errors)
+    return _drop(self, labels, axis=axis, level=level, inplace=inplace, errors=errors)
+
+
+pd.DataFrame.drop = _drop_columns
+
+from hta.trace_analysis import TraceAnalysis  # noqa: E402
+
+
+def main():
+    trace_dir, annotation, instance = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        ta = TraceAnalysis(trace_dir=trace_dir)
+        cp, ok = ta.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+    df = cp.trace_df
+    names = ta.t.symbol_table.get_sym_table()
+
+    def event(ev):
+        if ev is None or ev < 0:
+            return None
+        row = df.loc[ev]
+        return {"name": names[int(row["name"])], "ts": int(row["ts"]), "dur": int(row["dur"]),
+                "stream": int(row["stream"])}
+
+    edges = []
+    path = cp.critical_path_nodes
+    for u, v in zip(path, path[1:]):
+        e = cp.edges[u, v]["object"]
+        src, dst = cp.node_list[u], cp.node_list[v]
+        edges.append({
+            "type": e.type.value,
+            "weight": int(cp.edges[u, v]["weight"]),
+            "src": event(src.ev_idx), "src_start": bool(src.is_start),
+            "dst": event(dst.ev_idx), "dst_start": bool(dst.is_start),
+            "attributed": event(cp.get_event_attribution_for_edge(e)),
+        })
+    bd = cp.get_critical_path_breakdown()
+    summary = {str(k): int(v) for k, v in bd.groupby("bound_by").duration.sum().items()}
+    print(json.dumps({"ok": bool(ok), "edges": edges, "summary": summary,
+                      "nodes": len(cp.node_list), "graph_edges": cp.number_of_edges()}))
+
+
+if __name__ == "__main__":
+    main()
