@@ -12,20 +12,13 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
-from google.protobuf import text_format  # noqa: E402
+
+import tf_run  # noqa: E402
 
 
 def main():
     run_dir = sys.argv[1]
-    graph_def = tf.compat.v1.GraphDef()
-    with open(os.path.join(run_dir, "graph.pbtxt")) as f:
-        text_format.Parse(f.read(), graph_def)
-    run_meta = tf.compat.v1.RunMetadata()
-    with open(os.path.join(run_dir, "run_meta"), "rb") as f:
-        run_meta.ParseFromString(f.read())
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.import_graph_def(graph_def, name="")
+    graph, run_meta = tf_run.load(run_dir)
     # advise prints its report too: keep stdout for the JSON.
     saved = os.dup(1)
     os.dup2(2, 1)

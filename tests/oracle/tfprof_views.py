@@ -21,7 +21,8 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import tensorflow as tf  # noqa: E402
-from google.protobuf import text_format  # noqa: E402
+
+import tf_run  # noqa: E402
 
 FIELDS = [
     "exec_micros",
@@ -42,15 +43,7 @@ def amounts(node):
 
 def main():
     run_dir = sys.argv[1]
-    graph_def = tf.compat.v1.GraphDef()
-    with open(os.path.join(run_dir, "graph.pbtxt")) as f:
-        text_format.Parse(f.read(), graph_def)
-    run_meta = tf.compat.v1.RunMetadata()
-    with open(os.path.join(run_dir, "run_meta"), "rb") as f:
-        run_meta.ParseFromString(f.read())
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.import_graph_def(graph_def, name="")
+    graph, run_meta = tf_run.load(run_dir)
 
     builder = tf.compat.v1.profiler.ProfileOptionBuilder
     select = [

@@ -206,16 +206,23 @@ impl<'c, 't> Facts<'c, 't> {
     /// The time a source was looked at: its steps' time where it has steps, else the
     /// span of its events; with the number of steps.
     pub fn time_looked_at(&self, source: SourceId) -> (i64, usize) {
-        let trace = self.trace();
-        let path = &trace.sources[source.index()].path;
-        if let Some(s) =
-            self.steps().sources.iter().find(|s| {
-                &s.file == path && !s.steps.is_empty() && s.found_by != StepSource::Loader
-            })
-        {
-            return (s.steps.iter().map(|x| x.dur_ns).sum(), s.steps.len());
+        match self.steps_of(source, 1) {
+            Some(s) => (s.steps.iter().map(|x| x.dur_ns).sum(), s.steps.len()),
+            None => (self.span_of(source), 0),
         }
-        (self.span_of(source), 0)
+    }
+
+    /// The steps of a source, when it has at least `at_least` of them (a DataLoader
+    /// worker's batches are none).
+    pub fn steps_of(
+        &self,
+        source: SourceId,
+        at_least: usize,
+    ) -> Option<&crate::steps::SourceSteps> {
+        let path = &self.trace().sources[source.index()].path;
+        self.steps().sources.iter().find(|s| {
+            &s.file == path && s.steps.len() >= at_least.max(1) && s.found_by != StepSource::Loader
+        })
     }
 
     /// The longest time any source was looked at (ranks run side by side).

@@ -39,13 +39,7 @@ fn check(facts: &Facts, out: &mut Out) {
     syncs.sort_unstable();
     let is_sync = |i: usize| names[s.name[i].0 as usize];
     for (source, rows) in sources_of(facts, &syncs) {
-        let path = &facts.trace().sources[source.index()].path;
-        let Some(steps) = facts
-            .steps()
-            .sources
-            .iter()
-            .find(|x| &x.file == path && x.steps.len() >= 2)
-        else {
+        let Some(steps) = facts.steps_of(source, 2) else {
             continue;
         };
         let mut per_step = vec![0usize; steps.steps.len()];

@@ -30,17 +30,10 @@ const MIN_REPEATS: usize = 10;
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let correlation = facts.cx.correlation();
     for work in facts.device_work() {
         // Per top-level op: its kernels' names in start order and their launches' time.
         let mut by_root: HashMap<usize, (Vec<StrId>, i64)> = HashMap::new();
-        for &i in &work.slices {
-            if s.kind(i) != SliceKind::Kernel {
-                continue;
-            }
-            let Some(call) = correlation.launch_of(i) else {
-                continue;
-            };
+        for (i, call) in super::launched_kernels(facts, work) {
             let mut root = None;
             let mut at = s.parent[call];
             while at != NONE {

@@ -4,8 +4,6 @@
 //! good) or that something held the queue; reported as information with the worst
 //! ones, as HTA plots them.
 
-use opscope_model::SliceKind;
-
 use super::{time, Facts, Finding, Out, Rule, Severity};
 
 pub static RULE: Rule = Rule {
@@ -19,17 +17,10 @@ const CUTOFF_NS: i64 = 100_000;
 
 fn check(facts: &Facts, out: &mut Out) {
     let s = &facts.trace().slices;
-    let correlation = facts.cx.correlation();
     for work in facts.device_work() {
         let mut outliers: Vec<(usize, i64)> = Vec::new();
         let mut launched = 0usize;
-        for &i in &work.slices {
-            if s.kind(i) != SliceKind::Kernel {
-                continue;
-            }
-            let Some(call) = correlation.launch_of(i) else {
-                continue;
-            };
+        for (i, call) in super::launched_kernels(facts, work) {
             launched += 1;
             let delay = (s.ts[i] - s.end(call)).max(0);
             if delay > CUTOFF_NS {

@@ -24,15 +24,10 @@ fn pageable(facts: &Facts, i: usize) -> Option<bool> {
 
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
-    let correlation = facts.cx.correlation();
     let mut unknown = false;
-    let copies: Vec<(usize, usize)> = facts
-        .of_kinds(&super::COPIES)
+    let copies: Vec<(usize, usize)> = super::launched_by_api(facts, &super::COPIES)
         .into_iter()
-        .filter_map(|i| {
-            let call = correlation
-                .launch_of(i)
-                .filter(|&c| super::is_api_call(facts, c))?;
+        .filter_map(|(i, call)| {
             let name = facts.name(call);
             if !(name.contains("Memcpy") && name.contains("Async")) {
                 return None;

@@ -18,14 +18,9 @@ const SMALL_H2D: i64 = 64 * 1024;
 /// The copies the rule reports: with their launching call.
 pub fn sync_copies(facts: &Facts) -> Vec<(usize, usize)> {
     let trace = facts.trace();
-    let correlation = facts.cx.correlation();
-    facts
-        .of_kinds(&super::COPIES)
+    super::launched_by_api(facts, &super::COPIES)
         .into_iter()
-        .filter_map(|i| {
-            let call = correlation
-                .launch_of(i)
-                .filter(|&c| super::is_api_call(facts, c))?;
+        .filter_map(|(i, call)| {
             let name = facts.name(call).to_ascii_lowercase();
             if !name.contains("memcpy") || name.contains("async") {
                 return None;

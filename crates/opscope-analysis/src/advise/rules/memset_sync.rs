@@ -24,14 +24,9 @@ fn pinned_or_managed(facts: &Facts, i: usize) -> bool {
 
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
-    let correlation = facts.cx.correlation();
-    let sets: Vec<(usize, usize)> = facts
-        .of_kinds(&[SliceKind::Memset])
+    let sets: Vec<(usize, usize)> = super::launched_by_api(facts, &[SliceKind::Memset])
         .into_iter()
-        .filter_map(|i| {
-            let call = correlation
-                .launch_of(i)
-                .filter(|&c| super::is_api_call(facts, c))?;
+        .filter_map(|(i, call)| {
             let name = facts.name(call).to_ascii_lowercase();
             (name.starts_with("cudamemset")
                 && !name.contains("async")

@@ -169,3 +169,32 @@ pub const COPIES: [opscope_model::SliceKind; 6] = {
         Memcpy(D::Unknown),
     ]
 };
+
+/// Device work of `kinds` (in the window) with the runtime or driver call that
+/// launched it: what Nsight's copy and memset rules look at.
+pub fn launched_by_api(facts: &Facts, kinds: &[opscope_model::SliceKind]) -> Vec<(usize, usize)> {
+    let correlation = facts.cx.correlation();
+    facts
+        .of_kinds(kinds)
+        .into_iter()
+        .filter_map(|i| {
+            let call = correlation
+                .launch_of(i)
+                .filter(|&c| is_api_call(facts, c))?;
+            Some((i, call))
+        })
+        .collect()
+}
+
+/// The kernels of one device's work with the call that launched each, in start order.
+pub fn launched_kernels<'a>(
+    facts: &'a Facts,
+    work: &'a crate::advise::DeviceWork,
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let s = &facts.trace().slices;
+    let correlation = facts.cx.correlation();
+    work.slices
+        .iter()
+        .filter(move |&&i| s.kind(i) == opscope_model::SliceKind::Kernel)
+        .filter_map(move |&i| Some((i, correlation.launch_of(i)?)))
+}

@@ -27,13 +27,7 @@ fn check(facts: &Facts, out: &mut Out) {
         })
         .collect();
     for (source, rows) in sources_of(facts, &compiles) {
-        let path = &trace.sources[source.index()].path;
-        let Some(steps) = facts
-            .steps()
-            .sources
-            .iter()
-            .find(|x| &x.file == path && x.steps.len() >= 2)
-        else {
+        let Some(steps) = facts.steps_of(source, 2) else {
             continue;
         };
         let first_end = steps.steps[0].start_ns + steps.steps[0].dur_ns;

@@ -5,8 +5,6 @@
 //! the time looked at or more (XProf's kernel-launch threshold); the saving is the
 //! launch time beyond their run time, which fusing or a CUDA graph removes at most.
 
-use opscope_model::SliceKind;
-
 use super::{time, Facts, Finding, Out, Rule, Severity};
 
 pub static RULE: Rule = Rule {
@@ -20,16 +18,9 @@ const RUNTIME_CUTOFF_NS: i64 = 50_000;
 
 fn check(facts: &Facts, out: &mut Out) {
     let s = &facts.trace().slices;
-    let correlation = facts.cx.correlation();
     for work in facts.device_work() {
         let (mut launched, mut short, mut launch_ns, mut excess) = (0usize, 0usize, 0i64, 0i64);
-        for &i in &work.slices {
-            if s.kind(i) != SliceKind::Kernel {
-                continue;
-            }
-            let Some(call) = correlation.launch_of(i) else {
-                continue;
-            };
+        for (i, call) in super::launched_kernels(facts, work) {
             launched += 1;
             let (cpu, gpu) = (s.dur[call], s.dur[i]);
             if cpu <= RUNTIME_CUTOFF_NS && gpu < cpu {

@@ -29,13 +29,7 @@ pub fn is_sync_api(name: &str) -> bool {
 /// The calls of a source that are inside its steps (all of them without steps).
 pub fn in_steps(facts: &Facts, source: opscope_model::SourceId, rows: Vec<usize>) -> Vec<usize> {
     let trace = facts.trace();
-    let path = &trace.sources[source.index()].path;
-    let Some(steps) = facts
-        .steps()
-        .sources
-        .iter()
-        .find(|s| &s.file == path && !s.steps.is_empty())
-    else {
+    let Some(steps) = facts.steps_of(source, 1) else {
         return rows;
     };
     let s = &trace.slices;
