@@ -4,13 +4,12 @@ path's edges in order, each with its type, weight, the events at its two ends an
 event it is attributed to (name, start and duration in HTA's units, µs), and the
 summary by bound_by.
 
-    python hta_critical_path.py TRACE_DIR ANNOTATION INSTANCE
+    python hta_critical_path.py TRACE_DIR ANNOTATION INSTANCE   # the trace's first rank
 
-HTA 0.5.0 calls `DataFrame.drop(axis=1, columns=[...])`, which pandas 2 and later
-refuse ("Cannot specify both 'axis' and any of 'index' or 'columns'"); pandas 1.x
-refused it too. The oracle runs HTA unchanged with `DataFrame.drop` wrapped so that
-`axis` is dropped when `columns` or `index` is given: the call's meaning in every
-pandas that ever accepted it.
+Run it with HTA 0.5.0 on pandas 2 (tests/requirements-hta.txt: pandas 2.2.3, which
+accepts HTA's `DataFrame.drop(axis=1, columns=[...])`). pandas 3 refuses that call, and
+under its copy-on-write HTA's `fillna(-1, inplace=True)` on a column no longer writes
+back, which drops every CUDA event synchronisation edge: the script refuses pandas 3.
 """
 
 import json
@@ -24,18 +23,9 @@ logging.disable(logging.WARNING)
 
 import pandas as pd  # noqa: E402
 
-_drop = pd.DataFrame.drop
-
-
-def _drop_columns(self, labels=None, *, axis=0, index=None, columns=None, level=None,
-                  inplace=False, errors="raise"):
-    if columns is not None or index is not None:
-        return _drop(self, labels, index=index, columns=columns, level=level,
-                     inplace=inplace, errors=errors)
-    return _drop(self, labels, axis=axis, level=level, inplace=inplace, errors=errors)
-
-
-pd.DataFrame.drop = _drop_columns
+if int(pd.__version__.split(".")[0]) >= 3:
+    sys.exit(f"hta_critical_path.py: pandas {pd.__version__}: HTA 0.5.0's critical path needs "
+             "pandas 2 (tests/requirements-hta.txt)")
 
 from hta.trace_analysis import TraceAnalysis  # noqa: E402
 
@@ -46,7 +36,8 @@ def main():
     os.dup2(2, 1)
     try:
         ta = TraceAnalysis(trace_dir=trace_dir)
-        cp, ok = ta.critical_path_analysis(rank=0, annotation=annotation, instance_id=instance)
+        rank = min(ta.t.traces)
+        cp, ok = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=instance)
     finally:
         sys.stdout.flush()
         os.dup2(saved, 1)

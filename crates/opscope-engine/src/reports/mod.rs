@@ -4,6 +4,7 @@
 //! an analysis, so a new one is a module here and a line in the table.
 
 mod advise;
+mod critical_path;
 mod gpu;
 mod host;
 mod info;
@@ -34,6 +35,7 @@ pub static REPORTS: &[&dyn ReportCommand] = &[
     &trees::STATS_SCOPE,
     &trees::STATS_CODE,
     &memory::MEMORY,
+    &critical_path::CRITICAL_PATH,
 ];
 
 /// The groups of report commands, with their descriptions (`stats op`, `stats code`,

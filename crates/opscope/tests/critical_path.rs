@@ -1,0 +1,193 @@
+//! `opscope critical-path` against HolisticTraceAnalysis 0.5.0's critical path
+//! analysis (run by `tests/oracle/hta_critical_path.py` on pandas 2, in the venv of
+//! `tests/requirements-hta.txt`) on the shared `hta/critical_path` traces: the same
+//! path, edge by edge (type, time, its two ends, the event it is attributed to), the
+//! same breakdown by what bounds it, and a graph of as many nodes and edges.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+use serde_json::Value;
+
+/// The Python with HTA on pandas 2: `OPSCOPE_HTA_PYTHON` (.ci/run makes it); off CI a
+/// missing one skips the test, saying so.
+fn hta_python() -> Option<String> {
+    let python = std::env::var("OPSCOPE_HTA_PYTHON").ok();
+    let ok = python.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args([
+                "-c",
+                "import hta, pandas; assert int(pandas.__version__[0]) < 3",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but OPSCOPE_HTA_PYTHON ({python:?}) has no HTA on pandas 2 \
+             (tests/requirements-hta.txt)"
+        );
+        opscope_corpus::skip(
+            "HTA's critical path: set OPSCOPE_HTA_PYTHON (tests/requirements-hta.txt)",
+        );
+        return None;
+    }
+    python
+}
+
+fn hta(python: &str, dir: &Path, annotation: &str, instance: usize) -> Value {
+    let out = Command::new(python)
+        .arg(repo_root().join("tests/oracle/hta_critical_path.py"))
+        .arg(dir)
+        .arg(annotation)
+        .arg(instance.to_string())
+        .output()
+        .expect("python runs");
+    assert!(
+        out.status.success(),
+        "HTA on {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// An edge as both tools name it: type, time (µs), its ends and its attribution.
+fn hta_edge(e: &Value) -> (String, i64, String, bool, String, bool, String) {
+    let name = |v: &Value| v["name"].as_str().unwrap_or("").to_string();
+    (
+        e["type"]
+            .as_str()
+            .unwrap()
+            .trim_start_matches("critical_path_")
+            .to_string(),
+        e["weight"].as_i64().unwrap(),
+        name(&e["src"]),
+        e["src_start"].as_bool().unwrap(),
+        name(&e["dst"]),
+        e["dst_start"].as_bool().unwrap(),
+        name(&e["attributed"]),
+    )
+}
+
+fn our_edge(e: &Value) -> (String, i64, String, bool, String, bool, String) {
+    let name = |v: &Value| v["name"].as_str().unwrap_or("").to_string();
+    (
+        e["kind"].as_str().unwrap().to_string(),
+        e["duration_ns"].as_i64().unwrap() / 1000,
+        name(&e["from"]),
+        e["from_start"].as_bool().unwrap(),
+        name(&e["to"]),
+        e["to_start"].as_bool().unwrap(),
+        name(&e["attributed"]),
+    )
+}
+
+#[test]
+fn the_critical_path_is_htas_on_its_own_traces() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let Some(python) = hta_python() else { return };
+    let alex = "[param|pytorch.model.alex_net|0|0|0|measure|forward]";
+    // HTA's critical-path traces with the windows its own tests give them, and shared
+    // traces of other kinds at their first step: nanosecond timestamps (which HTA
+    // rounds to µs as doubles), a CUDA graph's launch, NCCL, rank 1 of two, two ranks.
+    for (name, annotation, instance) in [
+        ("critical_path/simple_add", alex, 1),
+        ("critical_path/alexnet", alex, 1),
+        ("critical_path/cuda_event_sync", "ProfilerStep", 0),
+        ("critical_path/cuda_event_sync_multi_stream", "", 0),
+        ("ns_resolution_trace", "ProfilerStep", 0),
+        ("negative_queue_length_values_check", "ProfilerStep", 0),
+        ("nccl_parser_config", "ProfilerStep", 0),
+        ("df_index_resolver", "ProfilerStep", 0),
+        ("trace_filter", "ProfilerStep", 0),
+    ] {
+        let dir = traces.join("kineto/hta").join(name);
+        let want = hta(&python, &dir, annotation, instance);
+        assert_eq!(want["ok"], true, "{name}");
+        let out = opscope_ok(&[
+            "critical-path",
+            "--format",
+            "json",
+            "--annotation",
+            annotation,
+            "--instance",
+            &instance.to_string(),
+            dir.to_str().unwrap(),
+        ]);
+        let ours: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (a, b): (Vec<_>, Vec<_>) = (
+            want["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(hta_edge)
+                .collect(),
+            ours["edges"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(our_edge)
+                .collect(),
+        );
+        assert_eq!(a.len(), b.len(), "{name}: path lengths");
+        for (k, (x, y)) in a.iter().zip(&b).enumerate() {
+            assert_eq!(x, y, "{name}: edge {k}");
+        }
+        // The breakdown by what bounds the path, within 0.5 % (equal here).
+        let total: i64 = want["summary"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_i64().unwrap())
+            .sum();
+        for (bound_by, time) in want["summary"].as_object().unwrap() {
+            if bound_by.is_empty() {
+                continue;
+            }
+            let ours_us = ours["summary"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["bound_by"] == bound_by.as_str())
+                .map_or(0, |s| s["time_ns"].as_i64().unwrap() / 1000);
+            let diff = (ours_us - time.as_i64().unwrap()).abs() as f64;
+            assert!(
+                diff <= 0.005 * total as f64,
+                "{name}: {bound_by} {ours_us} µs, HTA {time}"
+            );
+        }
+        assert_eq!(ours["nodes"], want["nodes"], "{name}: nodes");
+        assert_eq!(ours["graph_edges"], want["graph_edges"], "{name}: edges");
+    }
+}
+
+/// A window that is not there is said, naming what was asked.
+#[test]
+fn a_missing_annotation_or_instance_is_said() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = traces.join("kineto/hta/critical_path/cuda_event_sync");
+    let out = opscope(&[
+        "critical-path",
+        "--annotation",
+        "nope",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no event's name contains `nope`"));
+    let out = opscope(&["critical-path", "--instance", "5", dir.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has 1 instance(s)"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
