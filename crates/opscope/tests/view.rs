@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::browser::{artifacts_dir, chromium, Browser};
 use common::viewer::start_viewer;
-use common::{http_json, scratch_dir, shared_traces};
+use common::{http_json, opscope_ok, scratch_dir, shared_traces};
 use serde_json::Value;
 
 fn read_gz_json(path: &Path) -> Value {
@@ -294,6 +294,43 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
     assert!(
         start <= span[0] && end >= span[1] && end - start <= width * 1.2 + 2000.0,
         "view {start}..{end} for the finding's span {span:?}"
+    );
+
+    // The critical path, through its button: its slices are `opscope critical-path`'s.
+    let cli: Value = serde_json::from_slice(
+        &opscope_ok(&["critical-path", "--format", "json", dir.to_str().unwrap()]).stdout,
+    )
+    .unwrap();
+    let mut want: Vec<u64> = cli["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|e| {
+            [
+                e["from"]["slice"].as_u64().unwrap(),
+                e["to"]["slice"].as_u64().unwrap(),
+            ]
+        })
+        .collect();
+    want.sort_unstable();
+    want.dedup();
+    let button = b.eval("(() => { const r = document.getElementById('critical').getBoundingClientRect(); return [r.left + r.width / 2, r.top + r.height / 2]; })()");
+    b.click(button[0].as_f64().unwrap(), button[1].as_f64().unwrap());
+    b.wait_for(&format!("!!{STATE}.critical"), PATIENCE);
+    let shown = b.eval(&format!("[...{STATE}.critical].sort((a, b) => a - b)"));
+    let shown: Vec<u64> = shown
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect();
+    assert_eq!(shown, want, "the path's slices");
+    assert!(
+        b.eval("document.getElementById('status').textContent")
+            .as_str()
+            .unwrap()
+            .starts_with("critical path: "),
+        "the status line says what bounds the path"
     );
 
     // The panels fit their column (before: the charts ran out of it).

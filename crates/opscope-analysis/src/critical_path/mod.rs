@@ -45,6 +45,8 @@ pub struct PathEdge {
 
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct EventRef {
+    /// The slice row in the model.
+    pub slice: usize,
     pub name: String,
     pub ts_ns: i64,
     pub dur_ns: i64,
@@ -157,6 +159,7 @@ pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<Crit
     let g = graph::build(&all, &clipped);
     let path = graph::longest_path(&g).ok_or(Error::Cycle)?;
     let event_ref = |k: usize| EventRef {
+        slice: all[k].slice,
         name: all[k].name.clone(),
         ts_ns: all[k].ts,
         dur_ns: all[k].dur,

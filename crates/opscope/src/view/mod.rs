@@ -278,6 +278,10 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             }
         }
         "/api/steps" => json(shared.model().steps_json().to_string()),
+        "/api/critical-path" => json(shared.model().critical_path_json(
+            params.get("annotation").unwrap_or("ProfilerStep"),
+            params.int("instance").unwrap_or(0).max(0) as usize,
+        )),
         "/api/search" => json(shared.model().search_json(
             params.get("q").unwrap_or(""),
             params.int("after").unwrap_or(-1),

@@ -371,6 +371,34 @@ impl ViewModel {
 
     /// The first slice after `after` (ns after the origin) whose name holds `query`
     /// (any case), and how many slices match in all.
+    /// `{slices, length_ns, summary}` of the critical path of an annotation's instance
+    /// (see `opscope critical-path`), or `{error}`: the slices its edges join.
+    pub fn critical_path_json(&self, annotation: &str, instance: usize) -> String {
+        let options = opscope_analysis::critical_path::CriticalPathOptions {
+            rank: None,
+            annotation: annotation.to_string(),
+            instance,
+        };
+        match opscope_analysis::critical_path::critical_path(&self.context(), &options) {
+            Ok(path) => {
+                let mut slices: Vec<usize> = path
+                    .edges
+                    .iter()
+                    .flat_map(|e| [e.from.slice, e.to.slice])
+                    .collect();
+                slices.sort_unstable();
+                slices.dedup();
+                serde_json::json!({
+                    "slices": slices,
+                    "length_ns": path.length_ns,
+                    "summary": path.summary,
+                })
+                .to_string()
+            }
+            Err(e) => serde_json::json!({ "error": e.to_string() }).to_string(),
+        }
+    }
+
     pub fn search_json(&self, query: &str, after: i64) -> String {
         let query = query.to_lowercase();
         let t = &self.trace;

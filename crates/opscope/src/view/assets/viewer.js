@@ -20,7 +20,7 @@ const state = {
   data: null, names: new Map(), inFlight: false, again: false,
   requests: 0, answered: 0, lastServerMs: 0, lastItems: 0, drawn: [],
   selected: null, details: null, selection: null, drag: null,
-  panelsLoaded: false, generation: 0, errors: [], steps: null, moved: false,
+  panelsLoaded: false, critical: null, generation: 0, errors: [], steps: null, moved: false,
 };
 window.opscopeViewer = state;
 
@@ -253,6 +253,10 @@ function drawRows(t, e, y0, W) {
       const label = state.names.get(name) || '';
       ctx.fillStyle = colour(state.kinds[kind] || 'other', label, count > 1);
       ctx.fillRect(x0, y + 1, w, ROW - 2);
+      if (state.critical && count === 1 && state.critical.has(slice)) {
+        ctx.strokeStyle = '#d00'; ctx.lineWidth = 2;
+        ctx.strokeRect(x0, y + 1, w, ROW - 2); ctx.lineWidth = 1;
+      }
       if (state.selected && state.selected.id === slice && count === 1) {
         ctx.strokeStyle = '#000'; ctx.lineWidth = 2;
         ctx.strokeRect(x0, y + 1, w, ROW - 2); ctx.lineWidth = 1;
@@ -448,6 +452,7 @@ window.addEventListener('keydown', (ev) => {
   else if (k === 'a') pan(-0.15);
   else if (k === 'd') pan(0.15);
   else if (k === '0') fit();
+  else if (k === 'c') toggleCritical();
   else if (k === 'f' && state.details) focusSlice(state.details);
   else if (k === 'escape') { state.selection = null; draw(); }
   else return;
@@ -587,6 +592,19 @@ $('search').addEventListener('keydown', async (ev) => {
   if (r.slice) focusSlice(await selectSlice(r.slice.id));
 });
 $('fit').addEventListener('click', fit);
+// The critical path (`opscope critical-path`): its slices outlined in red, or off again.
+async function toggleCritical() {
+  if (state.critical) { state.critical = null; changed(); return; }
+  try {
+    const r = await getJSON('api/critical-path');
+    if (r.error) { status('critical path: ' + r.error); return; }
+    state.critical = new Set(r.slices);
+    status(`critical path: ${fmtDur(r.length_ns)}, ` +
+      r.summary.map((b) => `${b.bound_by} ${b.pct.toFixed(1)} %`).join(', '));
+    changed();
+  } catch (e) { status(String(e)); }
+}
+$('critical').addEventListener('click', toggleCritical);
 
 // ---- starting, and following a live job ----
 
