@@ -534,3 +534,128 @@ fn findings_are_ranked_and_complete() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no rule `nope`"));
 }
+
+/// The Kineto JSON of a shared gzip'd trace, to derive others from.
+fn read_trace(path: &Path) -> Value {
+    use std::io::Read;
+    let file = if path.is_dir() {
+        std::fs::read_dir(path)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+    } else {
+        path.to_path_buf()
+    };
+    let mut json = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(file).unwrap())
+        .read_to_string(&mut json)
+        .unwrap();
+    serde_json::from_str(&json).unwrap()
+}
+
+fn write_trace(v: &Value, path: &Path) {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    gz.write_all(serde_json::to_string(v).unwrap().as_bytes())
+        .unwrap();
+    gz.finish().unwrap();
+}
+
+/// DataParallel over two devices: no GPU here runs it, so the trace is ResNet-50's
+/// made into one: its forward passes inside `DataParallel.forward` ranges (what
+/// `torch.nn.DataParallel` records) and its kernels run again on a second device. The
+/// ResNet-50 run itself (one device, no DataParallel) is silent; so is the derived
+/// trace without the second device's kernels.
+#[test]
+fn data_parallel_fires_on_two_devices_driven_by_one_process() {
+    let Some(real) = trace(RESNET_4) else { return };
+    let scratch = scratch_dir("advise-data-parallel");
+    let mut v = read_trace(&real);
+    let events = v["traceEvents"].as_array_mut().unwrap();
+    let steps: Vec<Value> = events
+        .iter()
+        .filter(|e| {
+            e["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("ProfilerStep#"))
+        })
+        .cloned()
+        .collect();
+    for step in &steps {
+        let mut range = step.clone();
+        range["name"] = "DataParallel.forward".into();
+        range["cat"] = "user_annotation".into();
+        events.push(range);
+    }
+    let one_device = scratch.join("one-device.json.gz");
+    write_trace(&v, &one_device);
+    let kernels: Vec<Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        // This 2021 schema spells the category `Kernel`.
+        .filter(|e| {
+            e["cat"]
+                .as_str()
+                .is_some_and(|c| c.eq_ignore_ascii_case("kernel"))
+        })
+        .map(|e| {
+            let mut k = e.clone();
+            k["pid"] = 1.into();
+            k["args"]["device"] = 1.into();
+            k
+        })
+        .collect();
+    v["traceEvents"].as_array_mut().unwrap().extend(kernels);
+    let two_devices = scratch.join("two-devices.json.gz");
+    write_trace(&v, &two_devices);
+    let fired = fires_on_and_not_on("data_parallel", &two_devices, &real, &[]);
+    assert_eq!(figure(findings(&fired, "data_parallel")[0], "devices"), 2.0);
+    let quiet = advise(&[one_device.to_str().unwrap(), "--rules", "data_parallel"]);
+    assert!(findings(&quiet, "data_parallel").is_empty(), "{quiet}");
+}
+
+/// Ranks whose steps drift apart: two ranks made from the ResNet-50 run, the second's
+/// clock running 5 % fast (its step starts move further from rank 0's each step);
+/// two ranks in lockstep (the same run twice) are silent.
+#[test]
+fn step_drift_fires_when_step_starts_move_apart() {
+    let Some(real) = trace(RESNET_4) else { return };
+    let scratch = scratch_dir("advise-step-drift");
+    let base = read_trace(&real);
+    let t0 = base["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["ts"].as_f64())
+        .fold(f64::INFINITY, f64::min);
+    let write_ranks = |dir: &Path, fast: f64| {
+        std::fs::create_dir_all(dir).unwrap();
+        for rank in 0..2 {
+            let mut v = base.clone();
+            v["distributedInfo"] =
+                serde_json::json!({"rank": rank, "world_size": 2, "backend": "nccl"});
+            if rank == 1 {
+                for e in v["traceEvents"].as_array_mut().unwrap() {
+                    if let Some(ts) = e["ts"].as_f64() {
+                        e["ts"] = (t0 + (ts - t0) * fast).round().into();
+                    }
+                }
+            }
+            write_trace(&v, &dir.join(format!("rank-{rank}.json.gz")));
+        }
+    };
+    let drifting = scratch.join("drifting");
+    let lockstep = scratch.join("lockstep");
+    write_ranks(&drifting, 1.05);
+    write_ranks(&lockstep, 1.0);
+    let fired = fires_on_and_not_on("step_drift", &drifting, &lockstep, &[]);
+    let f = findings(&fired, "step_drift")[0];
+    assert_eq!(f["scope"], "rank 1", "{f}");
+    assert!(figure(f, "pct_of_step") > 10.0, "{f}");
+}

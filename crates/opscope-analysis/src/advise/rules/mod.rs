@@ -3,6 +3,7 @@
 //! names its anchor and the anchor's exact criterion.
 
 mod communication;
+mod data_parallel;
 mod dataloader;
 mod expensive_ops;
 mod gpu_gaps;
@@ -20,6 +21,7 @@ mod peak_memory;
 mod recompile;
 mod short_kernels;
 mod step_bound;
+mod step_drift;
 mod straggler;
 mod sync_apis;
 mod tensor_cores;
@@ -35,7 +37,9 @@ pub static RULES: &[&Rule] = &[
     &step_bound::RULE,
     &dataloader::RULE,
     &communication::RULE,
+    &data_parallel::RULE,
     &straggler::RULE,
+    &step_drift::RULE,
     &sync_apis::RULE,
     &host_sync::RULE,
     &memcpy_sync::RULE,
