@@ -3,15 +3,16 @@
 //! source was looked at (its steps' time, else its span), and the device properties a
 //! trace records.
 
-use std::cell::OnceCell;
+use std::sync::OnceLock;
 
 use opscope_model::args::ArgValue;
 use opscope_model::{DeviceId, SliceKind, SourceId, Trace};
 
 use super::AdviseOptions;
 use crate::context::Context;
-use crate::correlate;
+use crate::correlate::{self, Correlation};
 use crate::gpu::{self, GpuOptions, GpuReport};
+use crate::markers::Bounds;
 use crate::steps::{self, StepOptions, StepSource, StepsReport};
 
 /// The device work of one source's device, in start order.
@@ -34,32 +35,39 @@ pub struct DeviceProps {
     pub compute: Option<(i64, i64)>,
 }
 
+/// What the rules read. It is `Sync`: the rules run side by side, each filling what it
+/// asks first (the others wait for it), and each that needs an analysis context makes
+/// one that shares the correlation and the step markers.
 pub struct Facts<'c, 't> {
-    pub cx: &'c Context<'t>,
+    trace: &'t Trace,
+    correlation: &'c Correlation,
+    markers: &'c [Vec<Bounds>],
     pub options: &'c AdviseOptions,
-    gpu: OnceCell<GpuReport>,
-    steps: OnceCell<StepsReport>,
-    device_work: OnceCell<Vec<DeviceWork>>,
-    props: OnceCell<Vec<DeviceProps>>,
-    selected: OnceCell<Vec<bool>>,
-    spans: OnceCell<Vec<i64>>,
-    by_kind: OnceCell<Vec<Vec<usize>>>,
-    op_rows: OnceCell<Vec<crate::op_stats::OpRow>>,
+    gpu: OnceLock<GpuReport>,
+    steps: OnceLock<StepsReport>,
+    device_work: OnceLock<Vec<DeviceWork>>,
+    props: OnceLock<Vec<DeviceProps>>,
+    selected: OnceLock<Vec<bool>>,
+    spans: OnceLock<Vec<i64>>,
+    by_kind: OnceLock<Vec<Vec<usize>>>,
+    op_rows: OnceLock<Vec<crate::op_stats::OpRow>>,
 }
 
 impl<'c, 't> Facts<'c, 't> {
     pub fn new(cx: &'c Context<'t>, options: &'c AdviseOptions) -> Facts<'c, 't> {
         Facts {
-            cx,
+            trace: cx.trace(),
+            correlation: cx.correlation(),
+            markers: cx.step_markers(),
             options,
-            gpu: OnceCell::new(),
-            steps: OnceCell::new(),
-            device_work: OnceCell::new(),
-            props: OnceCell::new(),
-            selected: OnceCell::new(),
-            spans: OnceCell::new(),
-            by_kind: OnceCell::new(),
-            op_rows: OnceCell::new(),
+            gpu: OnceLock::new(),
+            steps: OnceLock::new(),
+            device_work: OnceLock::new(),
+            props: OnceLock::new(),
+            selected: OnceLock::new(),
+            spans: OnceLock::new(),
+            by_kind: OnceLock::new(),
+            op_rows: OnceLock::new(),
         }
     }
 
@@ -68,7 +76,7 @@ impl<'c, 't> Facts<'c, 't> {
     /// correlation and the step markers), before the rules run one after another.
     pub fn prefetch(&self) {
         let trace = self.trace();
-        let (correlation, markers) = (self.cx.correlation(), self.cx.step_markers());
+        let (correlation, markers) = (self.correlation, self.markers);
         let window = self.options.window;
         let own = || Context::sharing(trace, correlation, markers);
         let options = self.op_stats_options();
@@ -104,18 +112,32 @@ impl<'c, 't> Facts<'c, 't> {
     /// `stats op`'s rows over the window, to the nanosecond.
     pub fn op_rows(&self) -> &[crate::op_stats::OpRow] {
         self.op_rows
-            .get_or_init(|| crate::op_stats::op_stats(self.cx, &self.op_stats_options()))
+            .get_or_init(|| crate::op_stats::op_stats(&self.context(), &self.op_stats_options()))
     }
 
     pub fn trace(&self) -> &'t Trace {
-        self.cx.trace()
+        self.trace
+    }
+
+    /// Which call launched which device work.
+    pub fn correlation(&self) -> &'c Correlation {
+        self.correlation
+    }
+
+    /// An analysis context on the trace that shares the correlation and the step
+    /// markers (for the analyses that take one).
+    pub fn context(&self) -> Context<'c>
+    where
+        't: 'c,
+    {
+        Context::sharing(self.trace, self.correlation, self.markers)
     }
 
     /// `opscope gpu`'s report with its defaults, over the window looked at.
     pub fn gpu(&self) -> &GpuReport {
         self.gpu.get_or_init(|| {
             gpu::analyze(
-                self.cx,
+                &self.context(),
                 &GpuOptions {
                     window: self.options.window,
                     ..GpuOptions::default()
@@ -126,13 +148,13 @@ impl<'c, 't> Facts<'c, 't> {
 
     pub fn steps(&self) -> &StepsReport {
         self.steps
-            .get_or_init(|| steps::report(self.cx, &StepOptions::default()))
+            .get_or_init(|| steps::report(&self.context(), &StepOptions::default()))
     }
 
     /// Per slice row, whether it is in the window looked at.
     pub fn selected(&self) -> &[bool] {
         self.selected
-            .get_or_init(|| self.cx.selected(self.options.window).into_owned())
+            .get_or_init(|| self.context().selected(self.options.window).into_owned())
     }
 
     /// Device work per source and device (in the window), each in start order.

@@ -29,7 +29,7 @@ pub fn is_16_bit(kernel: &str) -> bool {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let mut classifier = Classifier::with(trace, Some(facts.cx.correlation()), None);
+    let mut classifier = Classifier::with(trace, Some(facts.correlation()), None);
     let half_names = facts.names_where(is_16_bit);
     for work in facts.device_work() {
         let (mut compute, mut half) = (0i64, 0i64);

@@ -177,7 +177,7 @@ pub const COPIES: [opscope_model::SliceKind; 6] = {
 /// Device work of `kinds` (in the window) with the runtime or driver call that
 /// launched it: what Nsight's copy and memset rules look at.
 pub fn launched_by_api(facts: &Facts, kinds: &[opscope_model::SliceKind]) -> Vec<(usize, usize)> {
-    let correlation = facts.cx.correlation();
+    let correlation = facts.correlation();
     facts
         .of_kinds(kinds)
         .into_iter()
@@ -196,7 +196,7 @@ pub fn launched_kernels<'a>(
     work: &'a crate::advise::DeviceWork,
 ) -> impl Iterator<Item = (usize, usize)> + 'a {
     let s = &facts.trace().slices;
-    let correlation = facts.cx.correlation();
+    let correlation = facts.correlation();
     work.slices
         .iter()
         .filter(move |&&i| s.kind(i) == opscope_model::SliceKind::Kernel)

@@ -16,7 +16,7 @@ const THRESHOLD: f64 = 0.9;
 
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
-    let reports = crate::memory::memory(facts.cx, &crate::memory::MemoryOptions::default());
+    let reports = crate::memory::memory(&facts.context(), &crate::memory::MemoryOptions::default());
     for r in reports.iter().filter(|r| r.device_type == Some(1)) {
         let Some(source) = facts.source_of_file(&r.file) else {
             continue;

@@ -73,7 +73,7 @@ fn is_launch(name: &str) -> bool {
 pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
     let trace = facts.trace();
     let s = &trace.slices;
-    let mut classifier = Classifier::with(trace, Some(facts.cx.correlation()), None);
+    let mut classifier = Classifier::with(trace, Some(facts.correlation()), None);
     let launch = facts.names_where(is_launch);
     let input = facts.names_where(is_input_wait);
     let mut kinds: Vec<SliceKind> = super::COPIES.to_vec();

@@ -41,7 +41,7 @@ pub fn is_eligible_op(op: &str) -> bool {
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
-    let correlation = facts.cx.correlation();
+    let correlation = facts.correlation();
     let tensor_core = facts.names_where(uses_tensor_cores);
     let eligible_op = facts.names_where(is_eligible_op);
     for work in facts.device_work() {
