@@ -330,6 +330,33 @@ fn each_rule_fires_on_its_trace_and_not_on_its_counter_example() {
         &t("xplane/GPU-multi-worker"),
         &[],
     );
+    // A launch queue past 1,024 (HTA's limit): the HTA diff's test job (V100, 1,038
+    // outstanding on one stream for 2.13 ms); its control job stays under.
+    let fq = fires_on_and_not_on(
+        "full_queue",
+        &t("kineto/hta/trace_diff/test"),
+        &t("kineto/hta/trace_diff/control"),
+        &[],
+    );
+    assert!(figure(findings(&fq, "full_queue")[0], "deepest") >= 1024.0);
+    // Tensors made on the host and copied at once (torch's ExtraCUDACopyPattern): in
+    // the HTA diff's control job; none in ResNet-50's.
+    let ec = fires_on_and_not_on(
+        "extra_copies",
+        &t("kineto/hta/trace_diff/control"),
+        &t(RESNET_4),
+        &[],
+    );
+    // The count of torch's rule applied to the raw JSON by tests/oracle/extra_copies.py.
+    let want: f64 = String::from_utf8(oracle_stdout(
+        "extra_copies.py",
+        &[t("kineto/hta/trace_diff/control")],
+    ))
+    .unwrap()
+    .trim()
+    .parse()
+    .unwrap();
+    assert_eq!(figure(findings(&ec, "extra_copies")[0], "copies"), want);
     // The op types that cost most (information): none in an export of CUDA calls only.
     fires_on_and_not_on("expensive_ops", &t(RESNET_4), &t(CLOVERLEAF), &[]);
 }

@@ -6,6 +6,8 @@ mod communication;
 mod data_parallel;
 mod dataloader;
 mod expensive_ops;
+mod extra_copies;
+mod full_queue;
 mod gpu_gaps;
 mod gpu_time_util;
 mod gpu_utilization;
@@ -48,11 +50,13 @@ pub static RULES: &[&Rule] = &[
     &short_kernels::RULE,
     &launch_delay::RULE,
     &kernel_sequences::RULE,
+    &full_queue::RULE,
     &tensor_cores::RULE,
     &half_precision::RULE,
     &peak_memory::RULE,
     &optimizer::RULE,
     &zero_grad::RULE,
+    &extra_copies::RULE,
     &recompile::RULE,
     &tf_operations::RULE,
     &expensive_ops::RULE,

@@ -1,0 +1,70 @@
+//! Time blocked on a full launch queue: HTA's queue length
+//! (`get_time_spent_blocked_on_full_queue`): per stream, +1 at each launch call whose
+//! work is on it, -1 at the work's start; while 1,024 launches are outstanding
+//! (`CUDA_MAX_LAUNCH_QUEUE_PER_STREAM`) the next launch blocks the host.
+
+use hashbrown::HashMap;
+
+use super::{time, Facts, Finding, Out, Rule, Severity};
+
+pub static RULE: Rule = Rule {
+    name: "full_queue",
+    anchor: "HTA queue length (blocked while 1,024 launches are outstanding)",
+    about: "launch queues full enough to block the host",
+    check,
+};
+
+const FULL: i64 = 1024;
+
+fn check(facts: &Facts, out: &mut Out) {
+    let s = &facts.trace().slices;
+    for work in facts.device_work() {
+        // Per stream (track), the queue's steps in time.
+        let mut steps: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
+        for (i, call) in super::launched_kernels(facts, work) {
+            let q = steps.entry(s.track[i]).or_default();
+            q.push((s.ts[call], 1));
+            q.push((s.ts[i], -1));
+        }
+        let (mut blocked, mut deepest, mut first) = (0i64, 0i64, None);
+        for q in steps.values_mut() {
+            q.sort_by_key(|x| (x.0, -x.1));
+            let mut depth = 0i64;
+            for pair in q.windows(2) {
+                depth += pair[0].1;
+                deepest = deepest.max(depth);
+                if depth >= FULL {
+                    blocked += pair[1].0 - pair[0].0;
+                    first.get_or_insert(pair[0].0);
+                }
+            }
+        }
+        if blocked == 0 {
+            continue;
+        }
+        let mut f = Finding::of(
+            &RULE,
+            &work.label,
+            format!(
+                "a launch queue holds {FULL} or more launches for {}",
+                time(blocked)
+            ),
+        )
+        .saving(facts, work.source, blocked);
+        f.severity = Severity::of_share(f.saving_pct, 3.0, 15.0);
+        f.evidence.push(format!(
+            "{deepest} launches outstanding at most on one stream"
+        ));
+        f.fix = "the host is far ahead of the device: fine while the device is the \
+                 bottleneck, but launches block meanwhile; make the kernels cheaper or \
+                 fewer (fusion, CUDA graphs), or synchronise less often"
+            .to_string();
+        f.more = format!("opscope gpu {}", facts.files());
+        if let Some(at) = first {
+            f.span = Some([at, at + blocked]);
+        }
+        f.figures.insert("blocked_ns", blocked as f64);
+        f.figures.insert("deepest", deepest as f64);
+        out.finding(f);
+    }
+}
