@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::context::Context;
 use crate::report::{Column, Line, Report, Reported, Table, Value};
-pub use graph::EdgeType;
+pub use graph::{EdgeType, LAUNCHES};
 
 #[derive(Clone, Debug, Default)]
 pub struct CriticalPathOptions {

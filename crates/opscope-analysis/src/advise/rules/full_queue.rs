@@ -1,11 +1,15 @@
 //! Time blocked on a full launch queue: HTA's queue length
-//! (`get_time_spent_blocked_on_full_queue`): per stream, +1 at each launch call whose
-//! work is on it, -1 at the work's start; while 1,024 launches are outstanding
-//! (`CUDA_MAX_LAUNCH_QUEUE_PER_STREAM`) the next launch blocks the host.
+//! (`TraceCounters.get_queue_length_time_series`): per stream, +1 at each launch call
+//! (`cudaLaunchKernel`, `cudaMemcpyAsync`, … — HTA's list) for each piece of work it put
+//! there, -1 at the work's start; `get_time_spent_blocked_on_full_queue` sums the time
+//! the length stays at 1,024 (`CUDA_MAX_LAUNCH_QUEUE_PER_STREAM`) or more, when the next
+//! launch blocks the host.
 
 use hashbrown::HashMap;
+use opscope_model::SliceKind;
 
 use super::{time, Facts, Finding, Out, Rule, Severity};
+use crate::critical_path::LAUNCHES;
 
 pub static RULE: Rule = Rule {
     name: "full_queue",
@@ -18,10 +22,24 @@ const FULL: i64 = 1024;
 
 fn check(facts: &Facts, out: &mut Out) {
     let s = &facts.trace().slices;
+    let launches = facts.names_where(|n| LAUNCHES.contains(&n));
+    let correlation = facts.correlation();
     for work in facts.device_work() {
-        // Per stream (track), the queue's steps in time.
+        // Per stream (track): the length's steps, launches first at equal times.
         let mut steps: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
-        for (i, call) in super::launched_kernels(facts, work) {
+        for &i in &work.slices {
+            if !matches!(
+                s.kind(i),
+                SliceKind::Kernel | SliceKind::Memcpy(_) | SliceKind::Memset
+            ) {
+                continue;
+            }
+            let Some(call) = correlation
+                .launch_of(i)
+                .filter(|&c| launches[s.name[c].0 as usize])
+            else {
+                continue;
+            };
             let q = steps.entry(s.track[i]).or_default();
             q.push((s.ts[call], 1));
             q.push((s.ts[i], -1));
