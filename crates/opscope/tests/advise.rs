@@ -708,3 +708,70 @@ fn full_queue_fires_on_a_queue_that_fills() {
     assert_eq!(figure(f, "deepest"), 8868.0 + 378.0 + 12.0, "{f}");
     assert!(figure(f, "blocked_ns") > 2e9, "{f}");
 }
+
+/// The launch rules against HTA's kernel launch statistics (`tests/oracle/
+/// hta_launch_stats.py`, HTA 0.5.0 in the critical path's venv), with the last step left
+/// out as HTA leaves it out: the launches paired with their work, the short kernels,
+/// the runtime outliers and the launch-delay outliers are HTA's counts.
+#[test]
+fn launch_rules_count_as_hta_does() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let python = match std::env::var("OPSCOPE_HTA_PYTHON") {
+        Ok(p) => p,
+        Err(_) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI sets OPSCOPE_HTA_PYTHON"
+            );
+            opscope_corpus::skip("HTA's launch statistics: set OPSCOPE_HTA_PYTHON");
+            return;
+        }
+    };
+    for rel in [RESNET_4, "kineto/hta/ns_resolution_trace"] {
+        let dir = traces.join(rel);
+        let out = Command::new(&python)
+            .arg(repo_root().join("tests/oracle/hta_launch_stats.py"))
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ours = advise(&[
+            dir.to_str().unwrap(),
+            "--exclude-last-step",
+            "--rules",
+            "launch_delay,short_kernels",
+            "--util-chunks",
+            "30",
+        ]);
+        let delay = findings(&ours, "launch_delay");
+        assert_eq!(delay.len(), 1, "{rel}: {ours}");
+        let n = |name: &str| want[name].as_f64().unwrap();
+        assert_eq!(figure(delay[0], "launched"), n("launched"), "{rel}");
+        assert_eq!(figure(delay[0], "outliers"), n("delay_outliers"), "{rel}");
+        let long_calls = figure(delay[0], "runtime_outliers");
+        if rel == RESNET_4 {
+            assert_eq!(long_calls, n("runtime_outliers"), "{rel}");
+        } else {
+            // A nanosecond trace: HTA rounds each call to whole µs, its start up and its
+            // end down, so calls of 50 to 52 µs fall to 50 µs or less there (675 calls
+            // over 50 µs to the nanosecond, 663 in HTA's µs).
+            assert!(
+                long_calls >= n("runtime_outliers") && long_calls <= n("runtime_outliers") * 1.02,
+                "{rel}: {long_calls} against HTA's {}",
+                n("runtime_outliers")
+            );
+        }
+        // short_kernels reports when short kernels are half the launches or more.
+        match findings(&ours, "short_kernels").first() {
+            Some(f) => assert_eq!(figure(f, "short"), n("short"), "{rel}"),
+            None => assert!(n("short") * 2.0 < n("launched"), "{rel}: {want}"),
+        }
+    }
+}

@@ -206,3 +206,19 @@ pub fn launched_kernels<'a>(
         .filter(move |&&i| s.kind(i) == opscope_model::SliceKind::Kernel)
         .filter_map(move |&i| Some((i, correlation.launch_of(i)?)))
 }
+
+/// Device work launched by one of HTA's launch calls (`cudaLaunchKernel`,
+/// `cudaMemcpyAsync`, `cudaMemsetAsync`, …), with the call: what HTA's kernel launch
+/// statistics look at (`include_memory_events=True`), in start order.
+pub fn hta_launches<'a>(
+    facts: &'a Facts,
+    work: &'a crate::advise::DeviceWork,
+    launches: &'a [bool],
+) -> impl Iterator<Item = (usize, usize)> + 'a {
+    let s = &facts.trace().slices;
+    let correlation = facts.correlation();
+    work.slices.iter().filter_map(move |&i| {
+        let call = correlation.launch_of(i)?;
+        launches[s.name[call].0 as usize].then_some((i, call))
+    })
+}

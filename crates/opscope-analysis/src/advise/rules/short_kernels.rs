@@ -18,9 +18,10 @@ const RUNTIME_CUTOFF_NS: i64 = 50_000;
 
 fn check(facts: &Facts, out: &mut Out) {
     let s = &facts.trace().slices;
+    let launches = facts.names_where(|n| crate::critical_path::LAUNCHES.contains(&n));
     for work in facts.device_work() {
         let (mut launched, mut short, mut launch_ns, mut excess) = (0usize, 0usize, 0i64, 0i64);
-        for (i, call) in super::launched_kernels(facts, work) {
+        for (i, call) in super::hta_launches(facts, work, &launches) {
             launched += 1;
             let (cpu, gpu) = (s.dur[call], s.dur[i]);
             if cpu <= RUNTIME_CUTOFF_NS && gpu < cpu {
