@@ -718,30 +718,12 @@ fn launch_rules_count_as_hta_does() {
     let Some(traces) = shared_traces() else {
         return;
     };
-    let python = match std::env::var("OPSCOPE_HTA_PYTHON") {
-        Ok(p) => p,
-        Err(_) => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI sets OPSCOPE_HTA_PYTHON"
-            );
-            opscope_corpus::skip("HTA's launch statistics: set OPSCOPE_HTA_PYTHON");
-            return;
-        }
-    };
+    let Some(python) = hta_python() else { return };
     for rel in [RESNET_4, "kineto/hta/ns_resolution_trace"] {
         let dir = traces.join(rel);
-        let out = Command::new(&python)
-            .arg(repo_root().join("tests/oracle/hta_launch_stats.py"))
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let want: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let want: Value =
+            serde_json::from_slice(&oracle_stdout_with(&python, "hta_launch_stats.py", &[&dir]))
+                .unwrap();
         let ours = advise(&[
             dir.to_str().unwrap(),
             "--exclude-last-step",

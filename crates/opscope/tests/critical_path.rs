@@ -7,53 +7,14 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 use serde_json::Value;
 
-/// The Python with HTA on pandas 2: `OPSCOPE_HTA_PYTHON` (.ci/run makes it); off CI a
-/// missing one skips the test, saying so.
-fn hta_python() -> Option<String> {
-    let python = std::env::var("OPSCOPE_HTA_PYTHON").ok();
-    let ok = python.as_ref().is_some_and(|p| {
-        Command::new(p)
-            .args([
-                "-c",
-                "import hta, pandas; assert int(pandas.__version__[0]) < 3",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI is set but OPSCOPE_HTA_PYTHON ({python:?}) has no HTA on pandas 2 \
-             (tests/requirements-hta.txt)"
-        );
-        opscope_corpus::skip(
-            "HTA's critical path: set OPSCOPE_HTA_PYTHON (tests/requirements-hta.txt)",
-        );
-        return None;
-    }
-    python
-}
-
 fn hta(python: &str, dir: &Path, annotation: &str, instance: usize) -> Value {
-    let out = Command::new(python)
-        .arg(repo_root().join("tests/oracle/hta_critical_path.py"))
-        .arg(dir)
-        .arg(annotation)
-        .arg(instance.to_string())
-        .output()
-        .expect("python runs");
-    assert!(
-        out.status.success(),
-        "HTA on {}: {}",
-        dir.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    let instance = instance.to_string();
+    let args = [dir.as_os_str(), annotation.as_ref(), instance.as_ref()];
+    serde_json::from_slice(&oracle_stdout_with(python, "hta_critical_path.py", &args)).unwrap()
 }
 
 /// An edge as both tools name it: type, time (µs), its ends and its attribution.

@@ -139,7 +139,16 @@ pub fn scratch_dir(name: &str) -> Scratch {
 /// Runs one of the Python oracles in `tests/oracle` with `args`; its standard output,
 /// once it succeeded.
 pub fn oracle_stdout<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> Vec<u8> {
-    let out = Command::new(python())
+    oracle_stdout_with(&python(), script, args)
+}
+
+/// [`oracle_stdout`] with another Python (HTA's venv).
+pub fn oracle_stdout_with<A: AsRef<std::ffi::OsStr>>(
+    python: &str,
+    script: &str,
+    args: &[A],
+) -> Vec<u8> {
+    let out = Command::new(python)
         .arg(repo_root().join("tests/oracle").join(script))
         .args(args)
         .output()
@@ -150,6 +159,32 @@ pub fn oracle_stdout<A: AsRef<std::ffi::OsStr>>(script: &str, args: &[A]) -> Vec
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
+}
+
+/// The Python with HTA on pandas 2 (HTA 0.5.0's critical path needs it):
+/// `OPSCOPE_HTA_PYTHON`, which .ci/run makes from tests/requirements-hta.txt; off CI a
+/// missing one skips the test, saying so.
+pub fn hta_python() -> Option<String> {
+    let python = std::env::var("OPSCOPE_HTA_PYTHON").ok();
+    let ok = python.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args([
+                "-c",
+                "import hta, pandas; assert int(pandas.__version__[0]) < 3",
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but OPSCOPE_HTA_PYTHON ({python:?}) has no HTA on pandas 2 \
+             (tests/requirements-hta.txt)"
+        );
+        opscope_corpus::skip("HTA: set OPSCOPE_HTA_PYTHON (tests/requirements-hta.txt)");
+        return None;
+    }
+    python
 }
 
 /// An oracle that prints one JSON document.
