@@ -11,7 +11,9 @@ impl IntervalSet {
     /// The union of `spans`, in any order; empty spans are ignored.
     pub fn from_spans(mut spans: Vec<(i64, i64)>) -> IntervalSet {
         spans.retain(|&(a, b)| b > a);
-        spans.sort_unstable();
+        // Stable sort finds the sorted runs spans usually come in (a stream's, a
+        // thread's) and merges them: several times quicker here than quicksort.
+        spans.sort();
         let mut merged: Vec<(i64, i64)> = Vec::with_capacity(spans.len());
         for (a, b) in spans {
             match merged.last_mut() {

@@ -150,8 +150,17 @@ pub fn memory_report(cx: &Context, options: &MemoryOptions) -> MemoryReport {
 }
 
 pub fn memory(cx: &Context, options: &MemoryOptions) -> Vec<AllocatorReport> {
+    memory_over(cx, options, &steps::steps(cx, &StepOptions::default()))
+}
+
+/// [`memory`] over steps already found (`steps::steps` with the default options): what
+/// `advise` has at hand, where finding them again would cost as much as the rest.
+pub fn memory_over(
+    cx: &Context,
+    options: &MemoryOptions,
+    all_steps: &[steps::SourceSteps],
+) -> Vec<AllocatorReport> {
     let trace = cx.trace();
-    let all_steps = steps::steps(cx, &StepOptions::default());
     let mut reports = Vec::new();
     for (group, events) in allocation_events(trace) {
         let (source, device_type, device_id, allocator) = group;
@@ -177,7 +186,7 @@ pub fn memory(cx: &Context, options: &MemoryOptions) -> Vec<AllocatorReport> {
     }
     reports.extend(from_counters(trace, options));
     if reports.is_empty() {
-        reports.extend(from_resident(trace, &all_steps));
+        reports.extend(from_resident(trace, all_steps));
     }
     reports
 }

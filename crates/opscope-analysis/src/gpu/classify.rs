@@ -60,6 +60,10 @@ pub struct Classifier<'t> {
     correlation: Option<&'t Correlation>,
     /// The user's own communication kernels.
     extra: Option<&'t Regex>,
+    /// By a launch call's parent: whether a collective is among its ancestors. Kernels
+    /// launched under one op share the answer, and the walk up a deep stack, testing
+    /// each ancestor's name, is what classifying a million kernels costs otherwise.
+    collective_parent: hashbrown::HashMap<u32, bool>,
 }
 
 impl<'t> Classifier<'t> {
@@ -80,6 +84,7 @@ impl<'t> Classifier<'t> {
             communication: Vec::new(),
             correlation,
             extra,
+            collective_parent: hashbrown::HashMap::new(),
         }
     }
 
@@ -105,25 +110,32 @@ impl<'t> Classifier<'t> {
         });
         match (class, self.correlation) {
             (WorkClass::Computation, Some(correlation))
-                if trace.slices.kind(slice) == SliceKind::Kernel
-                    && launched_by_a_collective(trace, correlation, slice) =>
+                if trace.slices.kind(slice) == SliceKind::Kernel =>
             {
-                WorkClass::Communication
+                let Some(call) = correlation.launch_of(slice) else {
+                    return class;
+                };
+                let parent = trace.slices.parent[call];
+                let by_collective = *self
+                    .collective_parent
+                    .entry(parent)
+                    .or_insert_with(|| under_a_collective(trace, parent));
+                if by_collective {
+                    WorkClass::Communication
+                } else {
+                    class
+                }
             }
             _ => class,
         }
     }
 }
 
-/// Whether the call that launched kernel `slice` ran inside a collective op: a
-/// `Collective` slice, or an op named as one (`c10d::allreduce_`, `nccl:all_reduce`,
-/// `record_param_comms`).
-fn launched_by_a_collective(trace: &Trace, correlation: &Correlation, slice: usize) -> bool {
-    let Some(call) = correlation.launch_of(slice) else {
-        return false;
-    };
+/// Whether `at` or one of its ancestors is a collective (so the kernel whose launch call
+/// sits under `at` ran for it): a `Collective` slice, or an op named as one
+/// (`c10d::allreduce_`, `nccl:all_reduce`, `record_param_comms`).
+fn under_a_collective(trace: &Trace, mut at: u32) -> bool {
     let s = &trace.slices;
-    let mut at = s.parent[call];
     while at != NONE {
         let i = at as usize;
         match s.kind(i) {

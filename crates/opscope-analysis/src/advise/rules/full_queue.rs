@@ -25,8 +25,9 @@ fn check(facts: &Facts, out: &mut Out) {
     let launches = facts.names_where(|n| LAUNCHES.contains(&n));
     let correlation = facts.correlation();
     for work in facts.device_work() {
-        // Per stream (track): the length's steps, launches first at equal times.
-        let mut steps: HashMap<u32, Vec<(i64, i64)>> = HashMap::new();
+        // Per stream (track): the launches' times and the work's starts, each in
+        // (nearly) sorted order, so that one stable sort merges the two runs.
+        let mut steps: HashMap<u32, (Vec<(i64, i64)>, Vec<(i64, i64)>)> = HashMap::new();
         for &i in &work.slices {
             if !matches!(
                 s.kind(i),
@@ -41,11 +42,13 @@ fn check(facts: &Facts, out: &mut Out) {
                 continue;
             };
             let q = steps.entry(s.track[i]).or_default();
-            q.push((s.ts[call], 1));
-            q.push((s.ts[i], -1));
+            q.0.push((s.ts[call], 1));
+            q.1.push((s.ts[i], -1));
         }
         let (mut blocked, mut deepest, mut first) = (0i64, 0i64, None);
-        for q in steps.values_mut() {
+        for (mut q, starts) in steps.into_values() {
+            // The length's steps, launches first at equal times.
+            q.extend(starts);
             q.sort_by_key(|x| (x.0, -x.1));
             let mut depth = 0i64;
             for pair in q.windows(2) {

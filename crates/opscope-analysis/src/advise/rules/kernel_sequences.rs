@@ -31,29 +31,40 @@ fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
     let s = &trace.slices;
     for work in facts.device_work() {
-        // Per top-level op: its kernels' names in start order and their launches' time.
-        let mut by_root: HashMap<usize, (Vec<StrId>, i64)> = HashMap::new();
+        // Per top-level op: its kernels' names in start order and their launches'
+        // time. Launches under one parent share its root, so each parent's root is
+        // looked up once (a launch's ancestors run deep on traces with stacks).
+        let mut root_of_parent: HashMap<u32, u32> = HashMap::new();
+        let mut launches: Vec<(u32, StrId, i64)> = Vec::new();
         for (i, call) in super::launched_kernels(facts, work) {
-            let mut root = None;
-            let mut at = s.parent[call];
-            while at != NONE {
-                if s.kind(at as usize) == SliceKind::Op {
-                    root = Some(at as usize);
+            let parent = s.parent[call];
+            if parent == NONE {
+                continue;
+            }
+            let root = *root_of_parent.entry(parent).or_insert_with(|| {
+                let (mut root, mut at) = (NONE, parent);
+                while at != NONE {
+                    if s.kind(at as usize) == SliceKind::Op {
+                        root = at;
+                    }
+                    at = s.parent[at as usize];
                 }
-                at = s.parent[at as usize];
+                root
+            });
+            if root != NONE {
+                launches.push((root, s.name[i], s.dur[call]));
             }
-            let Some(root) = root else {
-                continue;
-            };
-            let entry = by_root.entry(root).or_default();
-            entry.0.push(s.name[i]);
-            entry.1 += s.dur[call];
         }
+        // Stable: each root's kernels stay in start order.
+        launches.sort_by_key(|l| l.0);
         let mut patterns: HashMap<Pattern, Seen> = HashMap::new();
-        for (root, (kernels, launch_ns)) in by_root {
-            if kernels.len() < MIN_PATTERN_LEN {
+        for group in launches.chunk_by(|a, b| a.0 == b.0) {
+            if group.len() < MIN_PATTERN_LEN {
                 continue;
             }
+            let root = group[0].0 as usize;
+            let kernels: Vec<StrId> = group.iter().map(|l| l.1).collect();
+            let launch_ns: i64 = group.iter().map(|l| l.2).sum();
             let p = patterns.entry((s.name[root], kernels)).or_default();
             p.0 += 1;
             p.1 += launch_ns;

@@ -16,7 +16,11 @@ const THRESHOLD: f64 = 0.9;
 
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
-    let reports = crate::memory::memory(&facts.context(), &crate::memory::MemoryOptions::default());
+    let reports = crate::memory::memory_over(
+        &facts.context(),
+        &crate::memory::MemoryOptions::default(),
+        &facts.steps().sources,
+    );
     for r in reports.iter().filter(|r| r.device_type == Some(1)) {
         let Some(source) = facts.source_of_file(&r.file) else {
             continue;

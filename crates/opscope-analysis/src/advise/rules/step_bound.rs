@@ -13,6 +13,7 @@ use serde::Serialize;
 
 use super::{time, Facts, Finding, Out, Rule, Severity};
 use crate::gpu::classify::{Classifier, WorkClass};
+use crate::intervals::IntervalSet;
 
 pub static RULE: Rule = Rule {
     name: "step_bound",
@@ -85,7 +86,33 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
         SliceKind::Op,
         SliceKind::Annotation,
     ]);
-    let candidates = facts.of_kinds(&kinds);
+    // Every span that counts, by source, in one pass over the candidates (not one pass
+    // per source: eight ranks would sweep every rank's slices eight times).
+    let mut by_source: hashbrown::HashMap<SourceId, [Vec<(i64, i64)>; 7]> =
+        hashbrown::HashMap::new();
+    for i in facts.of_kinds(&kinds) {
+        let named = |flags: &[bool]| flags[s.name[i].0 as usize];
+        let kind = match s.kind(i) {
+            SliceKind::Kernel => match classifier.class(i) {
+                WorkClass::Communication => Kind::Collectives,
+                _ => Kind::Compute,
+            },
+            SliceKind::Memcpy(CopyDirection::H2D) => Kind::HostToDevice,
+            SliceKind::Memcpy(CopyDirection::D2H) => Kind::DeviceToHost,
+            SliceKind::Memcpy(_) => Kind::DeviceToDevice,
+            SliceKind::Memset => Kind::Compute,
+            SliceKind::Runtime | SliceKind::Driver if named(&launch) => Kind::KernelLaunch,
+            SliceKind::Op | SliceKind::Annotation
+                if named(&input) && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread =>
+            {
+                Kind::WaitInput
+            }
+            _ => continue,
+        };
+        if let Some(source) = crate::correlate::source_of(trace, i) {
+            by_source.entry(source).or_default()[kind as usize].push((s.ts[i], s.end(i)));
+        }
+    }
     let mut out = Vec::new();
     for steps in &facts.steps().sources {
         if !steps.on_device || steps.steps.is_empty() {
@@ -94,107 +121,60 @@ pub fn breakdowns(facts: &Facts) -> Vec<(SourceId, Breakdown)> {
         let Some(source) = facts.source_of_file(&steps.file) else {
             continue;
         };
-        let (first, last) = (
-            steps.steps.iter().map(|x| x.start_ns).min().unwrap_or(0),
-            steps
-                .steps
-                .iter()
-                .map(|x| x.start_ns + x.dur_ns)
-                .max()
-                .unwrap_or(0),
-        );
-        let mut spans: Vec<(i64, i64, Kind)> = Vec::new();
-        for &i in &candidates {
-            if s.end(i) <= first || s.ts[i] >= last {
-                continue;
-            }
-            if crate::correlate::source_of(trace, i) != Some(source) {
-                continue;
-            }
-            let named = |flags: &[bool]| flags[s.name[i].0 as usize];
-            let kind = match s.kind(i) {
-                SliceKind::Kernel => match classifier.class(i) {
-                    WorkClass::Communication => Kind::Collectives,
-                    _ => Kind::Compute,
-                },
-                SliceKind::Memcpy(CopyDirection::H2D) => Kind::HostToDevice,
-                SliceKind::Memcpy(CopyDirection::D2H) => Kind::DeviceToHost,
-                SliceKind::Memcpy(_) => Kind::DeviceToDevice,
-                SliceKind::Memset => Kind::Compute,
-                SliceKind::Runtime | SliceKind::Driver if named(&launch) => Kind::KernelLaunch,
-                SliceKind::Op | SliceKind::Annotation
-                    if named(&input)
-                        && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread =>
-                {
-                    Kind::WaitInput
-                }
-                _ => continue,
-            };
-            spans.push((s.ts[i], s.end(i), kind));
-        }
+        let Some(spans) = by_source.remove(&source) else {
+            continue;
+        };
         let mut b = Breakdown {
             steps: steps.steps.len(),
             ..Breakdown::default()
         };
-        // Each step sweeps only the spans that can reach into it: sorted by start,
-        // from the first that starts after the step's start less the longest span.
-        spans.sort_by_key(|x| x.0);
-        let longest = spans.iter().map(|x| x.1 - x.0).max().unwrap_or(0);
-        for step in &steps.steps {
-            let (a, z) = (step.start_ns, step.start_ns + step.dur_ns);
-            b.step_ns += step.dur_ns;
-            let from = spans.partition_point(|x| x.0 < a.saturating_sub(longest));
-            let to = spans.partition_point(|x| x.0 < z);
-            let mut covered = 0;
-            for (kind, ns) in sweep(&spans[from..to.max(from)], a, z) {
-                covered += ns;
-                match kind {
-                    Kind::Compute => b.compute_ns += ns,
-                    Kind::Collectives => b.collectives_ns += ns,
-                    Kind::WaitInput | Kind::HostToDevice => b.input_ns += ns,
-                    Kind::DeviceToHost => b.output_ns += ns,
-                    Kind::DeviceToDevice => b.device_to_device_ns += ns,
-                    Kind::KernelLaunch => b.kernel_launch_ns += ns,
-                }
+        let steps_at: Vec<(i64, i64)> = steps
+            .steps
+            .iter()
+            .map(|x| (x.start_ns, x.start_ns + x.dur_ns))
+            .collect();
+        b.step_ns = steps.steps.iter().map(|x| x.dur_ns).sum();
+        let totals = sweep(spans, &steps_at);
+        for (kind, ns) in KINDS.into_iter().zip(totals) {
+            match kind {
+                Kind::Compute => b.compute_ns += ns,
+                Kind::Collectives => b.collectives_ns += ns,
+                Kind::WaitInput | Kind::HostToDevice => b.input_ns += ns,
+                Kind::DeviceToHost => b.output_ns += ns,
+                Kind::DeviceToDevice => b.device_to_device_ns += ns,
+                Kind::KernelLaunch => b.kernel_launch_ns += ns,
             }
-            b.all_others_ns += (step.dur_ns - covered).max(0);
         }
+        b.all_others_ns = (b.step_ns - totals.iter().sum::<i64>()).max(0);
         out.push((source, b));
     }
     out
 }
 
-/// The time of `[a, z)` that each kind holds, the highest-priority kind winning.
-fn sweep(spans: &[(i64, i64, Kind)], a: i64, z: i64) -> Vec<(Kind, i64)> {
-    let mut edges: Vec<(i64, i32, Kind)> = Vec::new();
-    for &(s, e, k) in spans {
-        let (s, e) = (s.max(a), e.min(z));
-        if e > s {
-            edges.push((s, 1, k));
-            edges.push((e, -1, k));
-        }
-    }
-    edges.sort_by_key(|e| (e.0, e.1));
-    let mut active = [0i32; 7];
+/// The kinds by priority, low first (their order in [`Kind`]).
+const KINDS: [Kind; 7] = [
+    Kind::HostToDevice,
+    Kind::KernelLaunch,
+    Kind::Collectives,
+    Kind::WaitInput,
+    Kind::DeviceToDevice,
+    Kind::DeviceToHost,
+    Kind::Compute,
+];
+
+/// The time within `steps` that each kind holds (`spans` by kind, in [`KINDS`]
+/// order), the highest-priority kind winning: each kind's union, less what the kinds
+/// above it hold.
+fn sweep(spans: [Vec<(i64, i64)>; 7], steps: &[(i64, i64)]) -> [i64; 7] {
+    let window = IntervalSet::from_spans(steps.to_vec());
     let mut totals = [0i64; 7];
-    let mut at = a;
-    for (t, delta, k) in edges {
-        if let Some(top) = (0..7).rev().find(|&x| active[x] > 0) {
-            totals[top] += t - at;
-        }
-        at = t;
-        active[k as usize] += delta;
+    let mut covered = IntervalSet::default();
+    for (k, spans) in spans.into_iter().enumerate().rev() {
+        let held = IntervalSet::from_spans(spans).intersection(&window);
+        totals[k] = held.difference(&covered).total();
+        covered = covered.union(&held);
     }
-    let kinds = [
-        Kind::HostToDevice,
-        Kind::KernelLaunch,
-        Kind::Collectives,
-        Kind::WaitInput,
-        Kind::DeviceToDevice,
-        Kind::DeviceToHost,
-        Kind::Compute,
-    ];
-    kinds.into_iter().zip(totals).filter(|x| x.1 > 0).collect()
+    totals
 }
 
 fn check(facts: &Facts, out: &mut Out) {
@@ -288,19 +268,17 @@ mod tests {
 
     #[test]
     fn the_higher_priority_kind_holds_overlapped_time() {
-        let spans = [
-            (0, 100, Kind::KernelLaunch),
-            (50, 150, Kind::Compute),
-            (140, 200, Kind::WaitInput),
-        ];
-        let got = sweep(&spans, 0, 300);
-        assert_eq!(
-            got,
-            vec![
-                (Kind::KernelLaunch, 50),
-                (Kind::WaitInput, 50),
-                (Kind::Compute, 100)
-            ]
-        );
+        let mut spans: [Vec<(i64, i64)>; 7] = Default::default();
+        spans[Kind::KernelLaunch as usize].push((0, 100));
+        spans[Kind::Compute as usize].push((50, 150));
+        spans[Kind::WaitInput as usize].push((140, 200));
+        spans[Kind::HostToDevice as usize].push((-50, 400));
+        // Two steps with a gap between them, which counts for neither.
+        let got = sweep(spans, &[(0, 120), (130, 300)]);
+        assert_eq!(got[Kind::KernelLaunch as usize], 50);
+        assert_eq!(got[Kind::Compute as usize], 70 + 20);
+        assert_eq!(got[Kind::WaitInput as usize], 50);
+        assert_eq!(got[Kind::HostToDevice as usize], 100);
+        assert_eq!(got.iter().sum::<i64>(), 120 + 170);
     }
 }
