@@ -208,10 +208,15 @@ pub fn is_communication_name(name: &str) -> bool {
 
 /// Whether an op or range is compilation ([`SliceKind::Compile`]) by its name: XLA's
 /// compile entry points and passes' drivers, JAX's tracing, lowering and backend
-/// compile, TensorFlow's XLA compile ops. What runs inside such a slice is compilation
-/// too.
+/// compile, TensorFlow's XLA compile ops, torch.compile's Dynamo (its outermost
+/// `dynamo_timed` ranges: `dynamo`, `entire_frame_compile`, `_compile.compile_inner`).
+/// What runs inside such a slice is compilation too.
 pub fn is_compile_name(name: &str) -> bool {
-    const NAMES: [&str; 9] = [
+    const NAMES: [&str; 13] = [
+        "dynamo",
+        "entire_frame_compile",
+        "_compile.compile_inner",
+        "_compile.compile_inner (dynamo_timed)",
         "backend_compile",
         "backend_compile_and_load",
         "lower_sharding_computation",

@@ -497,6 +497,69 @@ fn pytorch_patterns_on_a_fresh_program() {
     }
 }
 
+/// A `torch.compile`d loop written for this check, under its own profiler: with two
+/// graph breaks in its forward, `graph_breaks` finds as many breaks per step, at the
+/// lines `torch._dynamo.explain` gives; with the batch changing once, `recompile`
+/// finds compilation in one later step; with neither, both stay silent.
+#[test]
+fn torch_compile_graph_breaks_and_recompiles_on_a_fresh_program() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-torch-compile");
+    let run = |mode: &str| {
+        let out = scratch.join(format!("{mode}.json"));
+        let status = Command::new(python())
+            .arg(repo_root().join("tests/record/advise_torch_compile.py"))
+            .arg(mode)
+            .arg(&out)
+            .output()
+            .unwrap();
+        assert!(
+            status.status.success(),
+            "{}",
+            String::from_utf8_lossy(&status.stderr)
+        );
+        let explained: Value = serde_json::from_str(
+            &std::fs::read_to_string(scratch.join(format!("{mode}.json.explain.json"))).unwrap(),
+        )
+        .unwrap();
+        (out, explained)
+    };
+    let (breaks, explained) = run("breaks");
+    let (shapes, _) = run("shapes");
+    let (clean, clean_explained) = run("clean");
+    assert_eq!(clean_explained["graph_break_count"], 0);
+
+    let fired = fires_on_and_not_on("graph_breaks", &breaks, &clean, &[]);
+    let f = findings(&fired, "graph_breaks")[0];
+    let per_step = figure(f, "breaks") / figure(f, "steps_with");
+    assert_eq!(
+        per_step,
+        explained["graph_break_count"].as_f64().unwrap(),
+        "{f} against {explained}"
+    );
+    // Every profiled step after the first breaks.
+    assert_eq!(figure(f, "steps_with"), 4.0, "{f}");
+    let evidence = f["evidence"].to_string();
+    for line in explained["break_lines"].as_array().unwrap() {
+        assert!(
+            evidence.contains(&format!("advise_torch_compile.py:{line}")),
+            "break at line {line} not named: {f}"
+        );
+    }
+    let quiet = advise(&[shapes.to_str().unwrap(), "--rules", "graph_breaks"]);
+    assert!(findings(&quiet, "graph_breaks").is_empty(), "{quiet}");
+
+    let fired = fires_on_and_not_on("recompile", &shapes, &clean, &[]);
+    let f = findings(&fired, "recompile")[0];
+    assert_eq!(figure(f, "steps_with"), 1.0, "{f}");
+    // Dynamo's own tracing counts, not only the backend's compile inside it.
+    assert!(f["evidence"].to_string().contains("dynamo"), "{f}");
+    let quiet = advise(&[breaks.to_str().unwrap(), "--rules", "recompile"]);
+    assert!(findings(&quiet, "recompile").is_empty(), "{quiet}");
+}
+
 /// A JAX loop recorded with `opscope record` whose batch grows every step compiles in
 /// every step after the first; the same loop with a fixed batch compiles once.
 #[test]

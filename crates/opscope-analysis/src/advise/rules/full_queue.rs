@@ -20,6 +20,9 @@ pub static RULE: Rule = Rule {
 
 const FULL: i64 = 1024;
 
+/// A change of a queue's length: when, and by how much.
+type Change = (i64, i64);
+
 fn check(facts: &Facts, out: &mut Out) {
     let s = &facts.trace().slices;
     let launches = facts.names_where(|n| LAUNCHES.contains(&n));
@@ -27,7 +30,7 @@ fn check(facts: &Facts, out: &mut Out) {
     for work in facts.device_work() {
         // Per stream (track): the launches' times and the work's starts, each in
         // (nearly) sorted order, so that one stable sort merges the two runs.
-        let mut steps: HashMap<u32, (Vec<(i64, i64)>, Vec<(i64, i64)>)> = HashMap::new();
+        let mut steps: HashMap<u32, (Vec<Change>, Vec<Change>)> = HashMap::new();
         for &i in &work.slices {
             if !matches!(
                 s.kind(i),

@@ -11,6 +11,7 @@ mod full_queue;
 mod gpu_gaps;
 mod gpu_time_util;
 mod gpu_utilization;
+mod graph_breaks;
 mod half_precision;
 mod host_sync;
 mod kernel_sequences;
@@ -58,6 +59,7 @@ pub static RULES: &[&Rule] = &[
     &zero_grad::RULE,
     &extra_copies::RULE,
     &recompile::RULE,
+    &graph_breaks::RULE,
     &tf_operations::RULE,
     &expensive_ops::RULE,
 ];
