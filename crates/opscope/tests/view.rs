@@ -325,6 +325,44 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
         .map(|v| v.as_u64().unwrap())
         .collect();
     assert_eq!(shown, want, "the path's slices");
+    // And the lines between them: one per edge from one slice to another, from the
+    // end (or start) it leaves to the one it reaches.
+    let at = |e: &Value, start: bool| {
+        let (ts, dur) = (e["ts_ns"].as_i64().unwrap(), e["dur_ns"].as_i64().unwrap());
+        if start {
+            ts
+        } else {
+            ts + dur
+        }
+    };
+    let want: Vec<(i64, i64)> = cli["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["from"]["slice"] != e["to"]["slice"])
+        .map(|e| {
+            (
+                at(&e["from"], e["from_start"].as_bool().unwrap()),
+                at(&e["to"], e["to_start"].as_bool().unwrap()),
+            )
+        })
+        .collect();
+    assert!(!want.is_empty());
+    // Compared from the first line's start: the origin, past 2^53 ns, is no exact
+    // JavaScript number.
+    let lines = b.eval(&format!("{STATE}.criticalEdges.map(e => [e[2], e[5]])"));
+    let lines: Vec<(i64, i64)> = lines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| (l[0].as_i64().unwrap(), l[1].as_i64().unwrap()))
+        .collect();
+    let from_first = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        let t0 = v.first().map_or(0, |x| x.0);
+        v.iter().map(|x| (x.0 - t0, x.1 - t0)).collect()
+    };
+    let (lines, want) = (from_first(&lines), from_first(&want));
+    assert_eq!(lines, want, "the path's lines");
     assert!(
         b.eval("document.getElementById('status').textContent")
             .as_str()
@@ -332,6 +370,15 @@ fn the_viewer_draws_every_track_zooms_clicks_selects_and_searches() {
             .starts_with("critical path: "),
         "the status line says what bounds the path"
     );
+    // A picture of the path's first milliseconds, for people to look at.
+    b.eval(&format!(
+        "(() => {{ const e = {STATE}.criticalEdges[0]; setView(e[2] - 200000, e[2] + 4000000); }})()"
+    ));
+    b.wait_for(
+        &format!("{STATE}.end - {STATE}.start < 5e6 && {STATE}.critical !== null"),
+        PATIENCE,
+    );
+    b.screenshot(&artifacts_dir().join("view-critical-path.png"));
 
     // The panels fit their column (before: the charts ran out of it).
     let fits = b.eval(

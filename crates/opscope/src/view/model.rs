@@ -371,8 +371,10 @@ impl ViewModel {
 
     /// The first slice after `after` (ns after the origin) whose name holds `query`
     /// (any case), and how many slices match in all.
-    /// `{slices, length_ns, summary}` of the critical path of an annotation's instance
-    /// (see `opscope critical-path`), or `{error}`: the slices its edges join.
+    /// `{slices, edges, length_ns, summary}` of the critical path of an annotation's
+    /// instance (see `opscope critical-path`), or `{error}`: the slices its edges join,
+    /// and each edge that crosses from one slice to another as `[from track, row, ns,
+    /// to track, row, ns]` (viewer tracks, ns after the origin), for the path's lines.
     pub fn critical_path_json(&self, annotation: &str, instance: usize) -> String {
         let options = opscope_analysis::critical_path::CriticalPathOptions {
             rank: None,
@@ -388,8 +390,34 @@ impl ViewModel {
                     .collect();
                 slices.sort_unstable();
                 slices.dedup();
+                let s = &self.trace.slices;
+                let viewer_track: hashbrown::HashMap<usize, usize> = self
+                    .tracks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(id, t)| match t.what {
+                        What::Model(m) => Some((m, id)),
+                        What::Derived(_) => None,
+                    })
+                    .collect();
+                let end = |slice: usize, start: bool| {
+                    let ts = if start { s.ts[slice] } else { s.end(slice) };
+                    let track = *viewer_track.get(&(s.track[slice] as usize))?;
+                    Some((track, self.row_of[slice], ts - self.origin))
+                };
+                let edges: Vec<[i64; 6]> = path
+                    .edges
+                    .iter()
+                    .filter(|e| e.from.slice != e.to.slice)
+                    .filter_map(|e| {
+                        let a = end(e.from.slice, e.from_start)?;
+                        let b = end(e.to.slice, e.to_start)?;
+                        Some([a.0 as i64, a.1 as i64, a.2, b.0 as i64, b.1 as i64, b.2])
+                    })
+                    .collect();
                 serde_json::json!({
                     "slices": slices,
+                    "edges": edges,
                     "length_ns": path.length_ns,
                     "summary": path.summary,
                 })

@@ -20,7 +20,7 @@ const state = {
   data: null, names: new Map(), inFlight: false, again: false,
   requests: 0, answered: 0, lastServerMs: 0, lastItems: 0, drawn: [],
   selected: null, details: null, selection: null, drag: null,
-  panelsLoaded: false, critical: null, generation: 0, errors: [], steps: null, moved: false,
+  panelsLoaded: false, critical: null, criticalEdges: [], generation: 0, errors: [], steps: null, moved: false,
 };
 window.opscopeViewer = state;
 
@@ -213,6 +213,7 @@ function draw() {
       state.drawn.push({ id: t.id, items });
     }
     drawFlows(W, H);
+    if (state.critical) drawCriticalEdges(W, H);
   }
   if (state.selection) {
     const [a, b] = state.selection;
@@ -325,6 +326,27 @@ function drawFlows(W, H) {
     ctx.bezierCurveTo(x0 + 20, y0, x1 - 20, y1, x1, y1); ctx.stroke();
     ctx.beginPath(); ctx.moveTo(x1, y1); ctx.lineTo(x1 - 6, y1 - 3); ctx.lineTo(x1 - 6, y1 + 3); ctx.fill();
   }
+}
+
+// The critical path's steps from one slice to the next (a launch to its kernel, a
+// kernel to the sync that waited for it, one op to the next) as red lines.
+function drawCriticalEdges(W, H) {
+  ctx.strokeStyle = '#d00'; ctx.lineWidth = 2;
+  // A row a folded track hides: the line goes to the track's last row shown.
+  const rowY = (e, row) => {
+    const shown = state.expanded.has(e.track.id) ? MAX_ROWS : FOLDED_ROWS;
+    return yOf(e) + Math.min(row, shown - 1) * ROW + ROW / 2;
+  };
+  for (const [fromTrack, fromRow, fromTs, toTrack, toRow, toTs] of state.criticalEdges) {
+    const a = state.byId.get(fromTrack), b = state.byId.get(toTrack);
+    if (!a || !b) continue;
+    const x0 = xOf(fromTs), x1 = xOf(toTs);
+    const y0 = rowY(a, fromRow), y1 = rowY(b, toRow);
+    if (Math.max(x0, x1) < LABEL || Math.min(x0, x1) > W) continue;
+    if (Math.max(y0, y1) < tracksTop() || Math.min(y0, y1) > H) continue;
+    ctx.beginPath(); ctx.moveTo(x0, y0); ctx.lineTo(x1, y1); ctx.stroke();
+  }
+  ctx.lineWidth = 1;
 }
 
 // The steps (of the first process that has any) as a band under the axis: where each
@@ -592,13 +614,15 @@ $('search').addEventListener('keydown', async (ev) => {
   if (r.slice) focusSlice(await selectSlice(r.slice.id));
 });
 $('fit').addEventListener('click', fit);
-// The critical path (`opscope critical-path`): its slices outlined in red, or off again.
+// The critical path (`opscope critical-path`): its slices outlined in red and joined by
+// red lines, or off again.
 async function toggleCritical() {
   if (state.critical) { state.critical = null; changed(); return; }
   try {
     const r = await getJSON('api/critical-path');
     if (r.error) { status('critical path: ' + r.error); return; }
     state.critical = new Set(r.slices);
+    state.criticalEdges = r.edges || [];
     status(`critical path: ${fmtDur(r.length_ns)}, ` +
       r.summary.map((b) => `${b.bound_by} ${b.pct.toFixed(1)} %`).join(', '));
     changed();
