@@ -560,6 +560,55 @@ fn torch_compile_graph_breaks_and_recompiles_on_a_fresh_program() {
     assert!(findings(&quiet, "recompile").is_empty(), "{quiet}");
 }
 
+/// A Keras loop written for this check, recorded with `opscope record` (no profiler of
+/// its own): fed by a serial tf.data pipeline that sleeps in Python, the loop waits in
+/// `IteratorGetNext` for about as long per step as the pipeline alone takes to make a
+/// batch (the program times it before training); parallel and prefetched, it does not
+/// wait and the rule is silent. Before, the rule knew only PyTorch's DataLoader.
+#[test]
+fn tf_data_input_waits_on_a_fresh_keras_program() {
+    if !python_with(&["tensorflow"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-keras-input");
+    let record = |mode: &str| {
+        let session = scratch.join(mode);
+        let log = scratch.join(format!("{mode}.log.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+            .arg("record")
+            .arg("-o")
+            .arg(&session)
+            .arg("--")
+            .arg(python())
+            .arg(repo_root().join("tests/record/advise_keras_input.py"))
+            .arg(mode)
+            .arg(&log)
+            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log: Value = serde_json::from_str(&std::fs::read_to_string(log).unwrap()).unwrap();
+        (session, log)
+    };
+    let (slow, log) = record("slow");
+    let (fast, _) = record("fast");
+    let fired = fires_on_and_not_on("dataloader", &slow, &fast, &[]);
+    let f = findings(&fired, "dataloader")[0];
+    assert_eq!(f["severity"], "high", "{f}");
+    assert!(f["title"].as_str().unwrap().contains("tf.data"), "{f}");
+    let per_step_s = figure(f, "loader_ns") / 12.0 / 1e9;
+    let input_s = log["input_s"].as_f64().unwrap();
+    assert!(
+        (per_step_s - input_s).abs() <= 0.25 * input_s,
+        "{per_step_s} s waiting per step, the pipeline makes a batch in {input_s} s: {f}"
+    );
+}
+
 /// A JAX loop recorded with `opscope record` whose batch grows every step compiles in
 /// every step after the first; the same loop with a fixed batch compiles once.
 #[test]

@@ -397,16 +397,73 @@ impl<'c, 't> Facts<'c, 't> {
         }
     }
 
-    /// The trace's files, for `more` commands.
+    /// The trace's files, for `more` commands: the one file, else the folder that
+    /// holds them all (a session, a folder of ranks), else up to three files.
     pub fn files(&self) -> String {
-        let trace = self.trace();
-        match trace.sources.len() {
-            1 => trace.sources[0].path.clone(),
-            _ => "TRACE".to_string(),
+        let paths: Vec<&str> = self
+            .trace()
+            .sources
+            .iter()
+            .map(|s| s.path.as_str())
+            .collect();
+        common_folder(&paths).unwrap_or_else(|| match paths.len() {
+            0 => "TRACE".to_string(),
+            1..=3 => paths.join(" "),
+            _ => format!("{} …", paths[..3].join(" ")),
+        })
+    }
+}
+
+/// The one file of `paths`, or the deepest folder holding them all (not the root).
+fn common_folder(paths: &[&str]) -> Option<String> {
+    match paths {
+        [] => None,
+        [one] => Some(one.to_string()),
+        [first, rest @ ..] => {
+            let parts = |p: &str| -> Vec<String> {
+                std::path::Path::new(p)
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect()
+            };
+            let mut common = parts(first);
+            common.pop();
+            for p in rest {
+                let other = parts(p);
+                let same = common
+                    .iter()
+                    .zip(&other)
+                    .take_while(|(a, b)| a == b)
+                    .count();
+                common.truncate(same.min(other.len().saturating_sub(1)));
+            }
+            let folder: std::path::PathBuf = common.iter().collect();
+            let folder = folder.to_string_lossy().into_owned();
+            (!folder.is_empty() && folder != "/").then_some(folder)
         }
     }
 }
 
 pub fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::common_folder;
+
+    #[test]
+    fn the_files_are_named_by_the_folder_that_holds_them() {
+        assert_eq!(common_folder(&["a/t.json"]).as_deref(), Some("a/t.json"));
+        assert_eq!(
+            common_folder(&["runs/s1/r0.json", "runs/s1/r1.json"]).as_deref(),
+            Some("runs/s1")
+        );
+        assert_eq!(
+            common_folder(&["runs/s1/r0.json", "runs/s2/deep/r1.json"]).as_deref(),
+            Some("runs")
+        );
+        assert_eq!(common_folder(&["/a.json", "/b.json"]), None);
+        assert_eq!(common_folder(&["a.json", "b.json"]), None);
+    }
 }
