@@ -69,12 +69,22 @@ const CLOVERLEAF: &str = "nsys-sqlite/cloverleaf-nsys/perlmutter-cloverleaf-cuda
 /// Nsight Systems' rules on both shared exports equal the rules' criteria computed
 /// with sqlite3 from the export's tables: the calls, copies, blocked time and bytes,
 /// the gaps (at Nsight's default of 500 ms, where neither export has one, and at
-/// 50 ms) and the low-utilization chunks.
+/// 50 ms) and the low-utilization chunks; and on a copy of saxpy's made to copy from
+/// pageable memory asynchronously and set pinned memory synchronously, where those two
+/// rules fire (and stay silent on saxpy's own).
 #[test]
 fn nsys_rules_equal_their_criteria_on_the_exports() {
     let Some(saxpy) = trace(SAXPY) else { return };
     let cloverleaf = trace(CLOVERLEAF).unwrap();
-    for file in [&saxpy, &cloverleaf] {
+    // Neither export copies asynchronously or sets memory: a copy of saxpy's that does
+    // (tests/oracle/nsys_with_async_and_memsets.py) has the rules fire.
+    let scratch = scratch_dir("advise-nsys");
+    let derived = scratch.join("saxpy-async-memset.sqlite");
+    oracle_stdout(
+        "nsys_with_async_and_memsets.py",
+        &[saxpy.as_os_str(), derived.as_os_str()],
+    );
+    for file in [&saxpy, &cloverleaf, &derived] {
         for gap_ms in ["500", "50"] {
             let gap_ns = (gap_ms.parse::<i64>().unwrap() * 1_000_000).to_string();
             let oracle = run_oracle_json(
@@ -152,6 +162,11 @@ fn nsys_rules_equal_their_criteria_on_the_exports() {
                 assert!(got.is_empty(), "{what}: {got:?}");
             }
         }
+    }
+    let derived_report = advise(&[derived.to_str().unwrap()]);
+    for rule in ["memcpy_pageable", "memset_sync"] {
+        fires_on_and_not_on(rule, &derived, &saxpy, &[]);
+        assert_eq!(findings(&derived_report, rule).len(), 1, "{rule}");
     }
     // The pairs the oracle's numbers make: each rule fires on one export and not the
     // other (memcpy_sync fires on both: each copies synchronously).
