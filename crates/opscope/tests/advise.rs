@@ -163,6 +163,10 @@ fn nsys_rules_equal_their_criteria_on_the_exports() {
             }
         }
     }
+    // ResNet-50's PyTorch copies are all asynchronous.
+    if let Some(resnet) = trace(RESNET_4) {
+        fires_on_and_not_on("memcpy_sync", &saxpy, &resnet, &[]);
+    }
     let derived_report = advise(&[derived.to_str().unwrap()]);
     for rule in ["memcpy_pageable", "memset_sync"] {
         fires_on_and_not_on(rule, &derived, &saxpy, &[]);
