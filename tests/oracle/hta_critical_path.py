@@ -13,13 +13,9 @@ back, which drops every CUDA event synchronisation edge: the script refuses pand
 """
 
 import json
-import logging
-import os
 import sys
-import warnings
 
-warnings.filterwarnings("ignore")
-logging.disable(logging.WARNING)
+from hta_quiet import first_rank, stdout_to_stderr
 
 import pandas as pd  # noqa: E402
 
@@ -27,20 +23,12 @@ if int(pd.__version__.split(".")[0]) >= 3:
     sys.exit(f"hta_critical_path.py: pandas {pd.__version__}: HTA 0.5.0's critical path needs "
              "pandas 2 (tests/requirements-hta.txt)")
 
-from hta.trace_analysis import TraceAnalysis  # noqa: E402
-
 
 def main():
     trace_dir, annotation, instance = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        ta = TraceAnalysis(trace_dir=trace_dir)
-        rank = min(ta.t.traces)
+    with stdout_to_stderr():
+        ta, rank = first_rank(trace_dir)
         cp, ok = ta.critical_path_analysis(rank=rank, annotation=annotation, instance_id=instance)
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
     df = cp.trace_df
     names = ta.t.symbol_table.get_sym_table()
 

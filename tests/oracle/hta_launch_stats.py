@@ -8,29 +8,17 @@ work shorter than the call), runtime outliers (call > 50 µs) and launch-delay o
 """
 
 import json
-import logging
-import os
 import sys
-import warnings
 
-warnings.filterwarnings("ignore")
-logging.disable(logging.WARNING)
-
-from hta.trace_analysis import TraceAnalysis  # noqa: E402
+from hta_quiet import first_rank, stdout_to_stderr
 
 
 def main():
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        ta = TraceAnalysis(trace_dir=sys.argv[1])
-        rank = min(ta.t.traces)
+    with stdout_to_stderr():
+        ta, rank = first_rank(sys.argv[1])
         stats = ta.get_cuda_kernel_launch_stats(ranks=[rank], runtime_cutoff=50,
                                                 launch_delay_cutoff=100,
                                                 include_memory_events=True, visualize=False)
-    finally:
-        sys.stdout.flush()
-        os.dup2(saved, 1)
     df = stats[rank]
     print(json.dumps({
         "launched": len(df),

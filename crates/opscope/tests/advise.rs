@@ -61,6 +61,53 @@ fn fires_on_and_not_on(rule: &str, fires: &Path, silent: &Path, extra: &[&str]) 
     fired
 }
 
+/// Runs a program of `tests/record` with the tests' Python; panics with its output
+/// when it fails.
+fn run_program(script: &str, args: &[&std::ffi::OsStr]) {
+    run(Command::new(python()), script, args);
+}
+
+/// Runs a program of `tests/record` as two ranks, under `torchrun`.
+fn run_two_ranks(script: &str, args: &[&std::ffi::OsStr]) {
+    let mut torchrun = Command::new(Path::new(&python()).with_file_name("torchrun"));
+    torchrun.args(["--standalone", "--nproc-per-node", "2"]);
+    run(torchrun, script, args);
+}
+
+fn run(mut command: Command, script: &str, args: &[&std::ffi::OsStr]) {
+    let out = command
+        .arg(repo_root().join("tests/record").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Records a program of `tests/record` with `opscope record` into `session`.
+fn record_program(session: &Path, script: &str, args: &[&std::ffi::OsStr]) {
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .arg("record")
+        .arg("-o")
+        .arg(session)
+        .arg("--")
+        .arg(python())
+        .arg(repo_root().join("tests/record").join(script))
+        .args(args)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{script}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 const RESNET_0: &str = "kineto/kineto-tb_plugin/resnet50_num_workers_0";
 const RESNET_4: &str = "kineto/kineto-tb_plugin/resnet50_num_workers_4";
 const SAXPY: &str = "nsys-sqlite/saxpy-mpi-cuda_nsys_perlmutter0.sqlite";
@@ -491,16 +538,9 @@ fn pytorch_patterns_on_a_fresh_program() {
     let scratch = scratch_dir("advise-torch");
     let run = |mode: &str| {
         let out = scratch.join(format!("{mode}.json"));
-        let status = Command::new(python())
-            .arg(repo_root().join("tests/record/advise_torch_patterns.py"))
-            .arg(mode)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}",
-            String::from_utf8_lossy(&status.stderr)
+        run_program(
+            "advise_torch_patterns.py",
+            &[mode.as_ref(), out.as_os_str()],
         );
         advise(&[
             out.to_str().unwrap(),
@@ -528,17 +568,7 @@ fn torch_compile_graph_breaks_and_recompiles_on_a_fresh_program() {
     let scratch = scratch_dir("advise-torch-compile");
     let run = |mode: &str| {
         let out = scratch.join(format!("{mode}.json"));
-        let status = Command::new(python())
-            .arg(repo_root().join("tests/record/advise_torch_compile.py"))
-            .arg(mode)
-            .arg(&out)
-            .output()
-            .unwrap();
-        assert!(
-            status.status.success(),
-            "{}",
-            String::from_utf8_lossy(&status.stderr)
-        );
+        run_program("advise_torch_compile.py", &[mode.as_ref(), out.as_os_str()]);
         let explained: Value = serde_json::from_str(
             &std::fs::read_to_string(scratch.join(format!("{mode}.json.explain.json"))).unwrap(),
         )
@@ -593,23 +623,10 @@ fn tf_data_input_waits_on_a_fresh_keras_program() {
     let record = |mode: &str| {
         let session = scratch.join(mode);
         let log = scratch.join(format!("{mode}.log.json"));
-        let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-            .arg("record")
-            .arg("-o")
-            .arg(&session)
-            .arg("--")
-            .arg(python())
-            .arg(repo_root().join("tests/record/advise_keras_input.py"))
-            .arg(mode)
-            .arg(&log)
-            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+        record_program(
+            &session,
+            "advise_keras_input.py",
+            &[mode.as_ref(), log.as_os_str()],
         );
         let log: Value = serde_json::from_str(&std::fs::read_to_string(log).unwrap()).unwrap();
         (session, log)
@@ -638,23 +655,8 @@ fn jax_recompiling_in_the_loop_is_found() {
     let scratch = scratch_dir("advise-jax");
     let record = |name: &str, args: &[&str]| {
         let session = scratch.join(name);
-        let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-            .arg("record")
-            .arg("-o")
-            .arg(&session)
-            .arg("--")
-            .arg(python())
-            .arg(repo_root().join("tests/record/advise_jax_recompile.py"))
-            .args(args)
-            .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-            .env("OPSCOPE_CACHE_DIR", test_cache_dir())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        record_program(&session, "advise_jax_recompile.py", &args);
         session
     };
     let grows = record("grows", &["grow"]);
@@ -838,18 +840,7 @@ fn step_drift_on_two_ranks_of_a_fresh_program() {
     let run = |mode: &str| {
         let dir = scratch.join(mode);
         let _alone = alone();
-        let out = Command::new(Path::new(&python()).with_file_name("torchrun"))
-            .args(["--standalone", "--nproc-per-node", "2"])
-            .arg(repo_root().join("tests/record/advise_ranks_drift.py"))
-            .arg(mode)
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        run_two_ranks("advise_ranks_drift.py", &[mode.as_ref(), dir.as_os_str()]);
         dir
     };
     let drift = run("drift");
