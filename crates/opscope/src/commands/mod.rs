@@ -3,6 +3,7 @@
 //! added and run by [`reports`].
 
 pub mod agent;
+pub mod attach;
 pub mod convert;
 pub mod dump;
 pub mod env;

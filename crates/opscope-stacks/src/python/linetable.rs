@@ -1,0 +1,119 @@
+//! A code object's line for a bytecode offset, from CPython 3.11+'s location table
+//! (`co_linetable`, `Objects/locations.md`): entries of `1CCCCLLL` — C the form, L+1
+//! the code units (2 bytes each) the entry covers — each moving the line by a delta.
+
+/// The line of the instruction at byte offset `lasti`, or `None` where the table says
+/// it has no location (or ends before it).
+pub fn line_at(table: &[u8], first_line: i64, lasti: u64) -> Option<i64> {
+    let mut at = 0usize;
+    let mut line = first_line;
+    let mut addr = 0u64;
+    while at < table.len() {
+        let head = table[at];
+        at += 1;
+        if head & 0x80 == 0 {
+            // Not an entry's first byte: the table is not what we think it is.
+            return None;
+        }
+        let code = (head >> 3) & 15;
+        let end = addr + 2 * (u64::from(head & 7) + 1);
+        let here = match code {
+            15 => None,
+            14 => {
+                line += svarint(table, &mut at)?;
+                varint(table, &mut at)?; // end line delta
+                varint(table, &mut at)?; // column
+                varint(table, &mut at)?; // end column
+                Some(line)
+            }
+            13 => {
+                line += svarint(table, &mut at)?;
+                Some(line)
+            }
+            10..=12 => {
+                line += i64::from(code - 10);
+                at += 2;
+                Some(line)
+            }
+            _ => {
+                at += 1;
+                Some(line)
+            }
+        };
+        if lasti < end {
+            return here;
+        }
+        addr = end;
+    }
+    None
+}
+
+/// 6-bit chunks, least significant first; bit 6 says another follows.
+fn varint(table: &[u8], at: &mut usize) -> Option<i64> {
+    let mut value = 0i64;
+    let mut shift = 0;
+    loop {
+        let b = *table.get(*at)?;
+        *at += 1;
+        value |= i64::from(b & 63) << shift;
+        if b & 64 == 0 {
+            return Some(value);
+        }
+        shift += 6;
+        if shift > 60 {
+            return None;
+        }
+    }
+}
+
+fn svarint(table: &[u8], at: &mut usize) -> Option<i64> {
+    let v = varint(table, at)?;
+    Some(if v & 1 == 1 { -(v >> 1) } else { v >> 1 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Entries as CPython writes them: byte = 0x80 | code << 3 | (units - 1).
+    fn entry(code: u8, units: u8) -> u8 {
+        0x80 | code << 3 | (units - 1)
+    }
+
+    #[test]
+    fn each_form_moves_the_line_as_cpython_does() {
+        let table = [
+            entry(13, 1),
+            0, // no column, delta 0: first line (RESUME)
+            entry(11, 2),
+            4,
+            9, // one-line form, +1
+            entry(0, 3),
+            5, // short form: same line
+            entry(13, 1),
+            3, // svarint 3 = -1
+            entry(14, 1),
+            8,
+            0,
+            1,
+            2,            // long form, +4
+            entry(15, 1), // no location
+        ];
+        let line = |lasti| line_at(&table, 10, lasti);
+        assert_eq!(line(0), Some(10));
+        assert_eq!(line(2), Some(11));
+        assert_eq!(line(4), Some(11));
+        assert_eq!(line(6), Some(11));
+        assert_eq!(line(11), Some(11));
+        assert_eq!(line(12), Some(10));
+        assert_eq!(line(14), Some(14));
+        assert_eq!(line(16), None);
+        assert_eq!(line(18), None);
+    }
+
+    #[test]
+    fn a_table_that_is_not_one_gives_no_line() {
+        assert_eq!(line_at(&[0x01, 0x02], 1, 0), None);
+        assert_eq!(line_at(&[entry(14, 1), 0xff], 1, 0), None);
+    }
+}

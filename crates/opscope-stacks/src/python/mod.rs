@@ -1,0 +1,366 @@
+//! A CPython interpreter read from outside its process: `_PyRuntime` found through the
+//! ELF symbol of the mapped `libpython` or `python` executable, then its threads and
+//! each thread's frames (`_PyInterpreterFrame` chains) with code objects' names, files
+//! and lines — what `py-spy dump` shows, read without stopping the target.
+
+mod layout;
+mod linetable;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use object::{Object, ObjectSegment, ObjectSymbol};
+use serde::Serialize;
+
+use crate::maps::{self, Mapping};
+use crate::memory::{Memory, Process};
+use crate::{Error, Result};
+use layout::{Gil, Layout};
+
+/// Bounds that keep a walk over a racing or corrupt structure finite.
+const MAX_THREADS: usize = 4096;
+const MAX_FRAMES: usize = 4096;
+const MAX_STRING: i64 = 4096;
+const MAX_LINETABLE: i64 = 1 << 16;
+
+/// One Python frame, innermost first in a [`ThreadStack`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Frame {
+    /// `co_name`: what `py-spy` shows.
+    pub name: String,
+    /// `co_qualname`: `Class.method`.
+    pub qualname: String,
+    pub filename: String,
+    /// The line running, where the code object's line table gives one.
+    pub line: Option<i64>,
+}
+
+/// A thread of the interpreter and its frames, innermost first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ThreadStack {
+    /// `threading.get_ident()`: the thread's pthread_t.
+    pub thread_id: u64,
+    /// The kernel's thread id (`threading.get_native_id()`).
+    pub native_thread_id: u64,
+    /// Whether it held the GIL when read.
+    pub holds_gil: bool,
+    pub frames: Vec<Frame>,
+}
+
+/// A running CPython process whose stacks can be read.
+pub struct PythonProcess {
+    memory: Process,
+    pid: i32,
+    runtime: u64,
+    layout: &'static Layout,
+    version: String,
+    /// Decoded code objects by address: a code object lives as long as its function,
+    /// and reading its strings again each sample would cost most of a walk.
+    codes: RefCell<HashMap<u64, Code>>,
+}
+
+#[derive(Clone)]
+struct Code {
+    name: String,
+    qualname: String,
+    filename: String,
+    first_line: i64,
+    linetable: Vec<u8>,
+}
+
+impl PythonProcess {
+    /// Finds the interpreter of process `pid`.
+    pub fn open(pid: i32) -> Result<PythonProcess> {
+        let mappings = maps::read(pid)?;
+        let (path, runtime, version) = find_runtime(pid, &mappings)?;
+        let (major, minor) = (version.0, version.1);
+        let version_text = format!("{}.{}.{}", version.0, version.1, version.2);
+        let layout = layout::of(major, minor).ok_or(Error::Unsupported {
+            pid,
+            version: version_text.clone(),
+        })?;
+        let _ = path;
+        Ok(PythonProcess {
+            memory: Process { pid },
+            pid,
+            runtime,
+            layout,
+            version: version_text,
+            codes: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// `3.11.7`.
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+
+    /// Every thread of every interpreter, with its frames as they are now. The target
+    /// runs on while it is read: a frame popped meanwhile can leave a pointer to memory
+    /// already reused, so a walk that meets what is not a frame is read again.
+    pub fn stacks(&self) -> Result<Vec<ThreadStack>> {
+        let mut tries = 0;
+        loop {
+            match self.walk() {
+                Err(Error::Layout { .. } | Error::Read { .. }) if tries < 8 => tries += 1,
+                done => return done,
+            }
+        }
+    }
+
+    fn walk(&self) -> Result<Vec<ThreadStack>> {
+        let l = self.layout;
+        let m = &self.memory;
+        let mut out = Vec::new();
+        let mut interp = m.u64_at(self.runtime + l.interpreters_head)?;
+        let mut interpreters = 0;
+        while interp != 0 && interpreters < 64 {
+            let holder = self.gil_holder(interp)?;
+            let mut thread = m.u64_at(interp + l.threads_head)?;
+            while thread != 0 && out.len() < MAX_THREADS {
+                let cframe = m.u64_at(thread + l.thread_cframe)?;
+                let frame = if cframe == 0 {
+                    0
+                } else {
+                    m.u64_at(cframe + l.cframe_current_frame)?
+                };
+                out.push(ThreadStack {
+                    thread_id: m.u64_at(thread + l.thread_id)?,
+                    native_thread_id: m.u64_at(thread + l.native_thread_id)?,
+                    holds_gil: holder == Some(thread),
+                    frames: self.frames(frame)?,
+                });
+                thread = m.u64_at(thread + l.thread_next)?;
+            }
+            // `PyInterpreterState.next` is its first field.
+            interp = m.u64_at(interp)?;
+            interpreters += 1;
+        }
+        Ok(out)
+    }
+
+    /// The thread state holding the GIL, if one does.
+    fn gil_holder(&self, interp: u64) -> Result<Option<u64>> {
+        let m = &self.memory;
+        Ok(match self.layout.gil {
+            Gil::RuntimeCurrent(at) => Some(m.u64_at(self.runtime + at)?).filter(|&t| t != 0),
+            Gil::Interpreter {
+                last_holder,
+                locked,
+            } => {
+                let locked = m.u32_at(interp + locked)? != 0;
+                let holder = m.u64_at(interp + last_holder)?;
+                (locked && holder != 0).then_some(holder)
+            }
+        })
+    }
+
+    fn frames(&self, mut frame: u64) -> Result<Vec<Frame>> {
+        let l = self.layout;
+        let m = &self.memory;
+        let mut frames = Vec::new();
+        while frame != 0 && frames.len() < MAX_FRAMES {
+            let code_addr = m.u64_at(frame + l.frame_code)?;
+            let prev_instr = m.u64_at(frame + l.frame_prev_instr)?;
+            let owner = m.u8_at(frame + l.frame_owner)?;
+            let previous = m.u64_at(frame + l.frame_previous)?;
+            if l.owner_cstack == Some(owner) || code_addr == 0 {
+                frame = previous;
+                continue;
+            }
+            let code = self.code(code_addr)?;
+            let adaptive = code_addr + l.code_code_adaptive;
+            // A frame whose first instruction has not run yet (CPython's
+            // `_PyFrame_IsIncomplete`) is no frame of the stack yet.
+            if owner != layout::OWNED_BY_GENERATOR {
+                let first = u64::from(m.u32_at(code_addr + l.code_firsttraceable)?);
+                if prev_instr < adaptive + 2 * first {
+                    frame = previous;
+                    continue;
+                }
+            }
+            let lasti = prev_instr.saturating_sub(adaptive);
+            frames.push(Frame {
+                line: linetable::line_at(&code.linetable, code.first_line, lasti),
+                name: code.name,
+                qualname: code.qualname,
+                filename: code.filename,
+            });
+            frame = previous;
+        }
+        Ok(frames)
+    }
+
+    fn code(&self, addr: u64) -> Result<Code> {
+        if let Some(code) = self.codes.borrow().get(&addr) {
+            return Ok(code.clone());
+        }
+        let l = self.layout;
+        let m = &self.memory;
+        let table = m.u64_at(addr + l.code_linetable)?;
+        // A bytes object: `ob_size` at 16, the bytes at 32.
+        let len = m.i64_at(table + 16)?;
+        if !(0..=MAX_LINETABLE).contains(&len) {
+            return Err(self.layout_error("a code object's line table", table));
+        }
+        let code = Code {
+            name: self.string(m.u64_at(addr + l.code_name)?)?,
+            qualname: self.string(m.u64_at(addr + l.code_qualname)?)?,
+            filename: self.string(m.u64_at(addr + l.code_filename)?)?,
+            first_line: i64::from(m.u32_at(addr + l.code_firstlineno)? as i32),
+            linetable: m.bytes_at(table + 32, len as usize)?,
+        };
+        self.codes.borrow_mut().insert(addr, code.clone());
+        Ok(code)
+    }
+
+    /// A `str` object's text: compact ASCII, or compact UCS-1/2/4.
+    fn string(&self, addr: u64) -> Result<String> {
+        let m = &self.memory;
+        let len = m.i64_at(addr + 16)?;
+        let state = m.u32_at(addr + 32)?;
+        let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
+        if !(0..=MAX_STRING).contains(&len) || compact == 0 || !matches!(kind, 1 | 2 | 4) {
+            return Err(self.layout_error("a str object", addr));
+        }
+        let data = addr
+            + if ascii == 1 {
+                self.layout.ascii_size
+            } else {
+                self.layout.compact_size
+            };
+        let bytes = m.bytes_at(data, len as usize * kind as usize)?;
+        Ok(match kind {
+            1 => bytes.iter().map(|&b| char::from(b)).collect(),
+            2 => char::decode_utf16(
+                bytes
+                    .chunks_exact(2)
+                    .map(|c| u16::from_ne_bytes([c[0], c[1]])),
+            )
+            .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+            .collect(),
+            _ => bytes
+                .chunks_exact(4)
+                .map(|c| {
+                    char::from_u32(u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+                        .unwrap_or(char::REPLACEMENT_CHARACTER)
+                })
+                .collect(),
+        })
+    }
+
+    fn layout_error(&self, what: &'static str, addr: u64) -> Error {
+        Error::Layout {
+            pid: self.pid,
+            what,
+            addr,
+            version: self.version.clone(),
+        }
+    }
+}
+
+/// The mapped file that defines `_PyRuntime`, the symbol's address in the process, and
+/// the interpreter's version.
+fn find_runtime(pid: i32, mappings: &[Mapping]) -> Result<(String, u64, (u8, u8, u8))> {
+    let mut candidates: Vec<&str> = mappings
+        .iter()
+        .filter_map(|m| m.path.as_deref())
+        .filter(|p| {
+            let name = p.rsplit('/').next().unwrap_or(p);
+            name.starts_with("libpython3") || name.starts_with("python3")
+        })
+        .collect();
+    candidates.dedup();
+    // A shared build maps both the executable and libpython: the library defines the
+    // runtime, the executable only refers to it.
+    candidates.sort_by_key(|p| !p.rsplit('/').next().unwrap_or(p).starts_with("libpython"));
+    for path in candidates {
+        // The file as the target sees it, also from another mount namespace.
+        let on_disk = format!("/proc/{pid}/root{path}");
+        let Ok(data) = std::fs::read(&on_disk).or_else(|_| std::fs::read(path)) else {
+            continue;
+        };
+        let binary = |message: String| Error::Binary {
+            path: path.to_string(),
+            message,
+        };
+        let file = object::File::parse(&*data).map_err(|e| binary(e.to_string()))?;
+        let symbol = |name: &str| {
+            file.dynamic_symbols()
+                .chain(file.symbols())
+                .find(|s| s.name() == Ok(name) && s.address() != 0)
+                .map(|s| s.address())
+        };
+        let Some(runtime) = symbol("_PyRuntime") else {
+            continue;
+        };
+        // The load bias: where the segment at file offset 0 was mapped, less its
+        // address in the file.
+        let first_segment = file
+            .segments()
+            .filter(|s| s.file_range().0 == 0)
+            .map(|s| s.address())
+            .min()
+            .unwrap_or(0);
+        let Some(base) = mappings
+            .iter()
+            .filter(|m| m.path.as_deref() == Some(path) && m.offset == 0)
+            .map(|m| m.start)
+            .min()
+        else {
+            continue;
+        };
+        let bias = base.wrapping_sub(first_segment & !0xfff);
+        let version = match symbol("Py_Version") {
+            // `Py_Version` (3.11+) is `PY_VERSION_HEX`: 0x030B07F0 for 3.11.7.
+            Some(at) => read_file_u32(&file, at)
+                .map(|hex| ((hex >> 24) as u8, (hex >> 16) as u8, (hex >> 8) as u8))
+                .ok_or_else(|| binary("Py_Version outside the file's sections".into()))?,
+            None => version_from_name(path).ok_or(Error::Unsupported {
+                pid,
+                version: format!("of {path} (older than 3.11)"),
+            })?,
+        };
+        return Ok((path.to_string(), runtime.wrapping_add(bias), version));
+    }
+    Err(Error::NotPython { pid })
+}
+
+/// The 4 bytes at `addr` in the file's sections.
+fn read_file_u32(file: &object::File, addr: u64) -> Option<u32> {
+    use object::ObjectSection;
+    file.sections().find_map(|s| {
+        let (start, size) = (s.address(), s.size());
+        if addr < start || addr + 4 > start + size {
+            return None;
+        }
+        let data = s.data().ok()?;
+        let at = (addr - start) as usize;
+        Some(u32::from_ne_bytes(data.get(at..at + 4)?.try_into().ok()?))
+    })
+}
+
+/// `libpython3.10.so.1.0`, `python3.9` → (3, minor, 0).
+fn version_from_name(path: &str) -> Option<(u8, u8, u8)> {
+    let name = path.rsplit('/').next()?;
+    let rest = name
+        .strip_prefix("libpython3.")
+        .or_else(|| name.strip_prefix("python3."))?;
+    let minor: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
+    Some((3, minor.parse().ok()?, 0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_come_from_file_names_where_no_symbol_says() {
+        assert_eq!(
+            version_from_name("/usr/lib/libpython3.10.so.1.0"),
+            Some((3, 10, 0))
+        );
+        assert_eq!(version_from_name("/usr/bin/python3.9"), Some((3, 9, 0)));
+        assert_eq!(version_from_name("/usr/bin/python"), None);
+    }
+}

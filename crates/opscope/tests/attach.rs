@@ -1,0 +1,231 @@
+//! `opscope attach PID --dump` against py-spy, on programs written for the check: the
+//! stacks read from outside a running CPython are py-spy's, frame by frame and line by
+//! line; the GIL's holder is the busy thread; what is no Python process says so.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{python, python_with, repo_root};
+use serde_json::Value;
+
+/// A program of `tests/record` running under `interpreter`, killed when dropped.
+struct Running(Child);
+
+impl Running {
+    /// Starts it and waits for its `ready` line when it prints one.
+    fn start(interpreter: &Path, script: &str, ready: bool) -> Running {
+        let mut child = Command::new(interpreter)
+            .arg(repo_root().join("tests/record").join(script))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        if ready {
+            let mut line = String::new();
+            BufReader::new(child.stdout.as_mut().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert_eq!(
+                line.trim(),
+                "ready",
+                "{script} under {}",
+                interpreter.display()
+            );
+        }
+        Running(child)
+    }
+
+    fn pid(&self) -> String {
+        self.0.id().to_string()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn attach(pid: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", pid, "--dump", "--format", "json"])
+        .output()
+        .unwrap()
+}
+
+/// A frame as both tools print it: function name, file, line.
+type FrameKey = (String, String, i64);
+
+/// A thread: its kernel thread id, its frames innermost first, whether it held the GIL
+/// (py-spy's `owns_gil`, ours `holds_gil`).
+type ThreadKey = (u64, Vec<FrameKey>, bool);
+
+/// The threads of a JSON dump, sorted by kernel thread id, read with each tool's names
+/// for the thread id and the GIL.
+fn threads(json: &[u8], tid: &str, gil: &str) -> Vec<ThreadKey> {
+    let threads: Value = serde_json::from_slice(json).unwrap();
+    let mut threads: Vec<ThreadKey> = threads
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let frames = t["frames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| {
+                    (
+                        f["name"].as_str().unwrap().to_string(),
+                        f["filename"].as_str().unwrap().to_string(),
+                        f["line"].as_i64().unwrap_or(-1),
+                    )
+                })
+                .collect();
+            (t[tid].as_u64().unwrap(), frames, t[gil].as_bool().unwrap())
+        })
+        .collect();
+    threads.sort_by_key(|t| t.0);
+    threads
+}
+
+fn ours(pid: &str) -> Vec<ThreadKey> {
+    let out = attach(pid);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    threads(&out.stdout, "native_thread_id", "holds_gil")
+}
+
+fn py_spy_dump(py_spy: &Path, pid: &str) -> Vec<ThreadKey> {
+    let out = Command::new(py_spy)
+        .args(["dump", "--json", "--pid", pid])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "py-spy: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    threads(&out.stdout, "os_thread_id", "owns_gil")
+}
+
+/// The CPythons to check: the tests' own (3.11 on CI), and pyenv's 3.11 and 3.12 where
+/// this machine has them.
+fn interpreters() -> Vec<PathBuf> {
+    let own = Command::new(python())
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .unwrap();
+    let mut found = vec![PathBuf::from(String::from_utf8(own.stdout).unwrap().trim())];
+    let home = std::env::var("HOME").unwrap_or_default();
+    if let Ok(dir) = std::fs::read_dir(Path::new(&home).join(".pyenv/versions")) {
+        for entry in dir.flatten() {
+            let name = entry.file_name().to_string_lossy().to_string();
+            for minor in ["3.11", "3.12"] {
+                let exe = entry.path().join("bin").join(format!("python{minor}"));
+                if name.starts_with(&format!("{minor}.")) && exe.exists() {
+                    found.push(exe);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Each thread's stack, as py-spy reads it, for every CPython at hand: the main thread
+/// waiting in `threading.Event.wait` under two functions of the program, a worker in
+/// `time.sleep` three calls below `threading`'s bootstrap.
+#[test]
+fn stacks_of_a_running_program_are_py_spys() {
+    if !python_with(&["threading"]) {
+        return;
+    }
+    let py_spy = Path::new(&python()).with_file_name("py-spy");
+    assert!(
+        py_spy.exists(),
+        "py-spy (tests/requirements.txt) beside {}",
+        python()
+    );
+    let mut checked = Vec::new();
+    for interpreter in interpreters() {
+        let program = Running::start(&interpreter, "stacks_known.py", true);
+        let pid = program.pid();
+        // After `ready` the main thread is on its way into `Event.wait`: read until it
+        // is there (a condition, not a time).
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let stacks = loop {
+            let stacks = ours(&pid);
+            let main = stacks.iter().find(|t| t.0.to_string() == pid);
+            if main.is_some_and(|t| t.1.first().is_some_and(|f| f.0 == "wait")) {
+                break stacks;
+            }
+            assert!(Instant::now() < deadline, "{stacks:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let theirs = py_spy_dump(&py_spy, &pid);
+        assert_eq!(stacks, theirs, "{}", interpreter.display());
+        let worker = stacks.iter().find(|t| t.0.to_string() != pid).unwrap();
+        let names: Vec<&str> = worker.1.iter().take(3).map(|f| f.0.as_str()).collect();
+        assert_eq!(names, ["leaf_sleeper", "middle", "run"]);
+        // Nobody holds the GIL while both threads wait.
+        assert!(stacks.iter().all(|t| !t.2), "{stacks:?}");
+        checked.push(interpreter.display().to_string());
+    }
+    eprintln!("attach --dump equals py-spy dump under {checked:?}");
+}
+
+/// A busy single-threaded loop holds the GIL when read (most of the time: read until
+/// it does), under `heavy` or `light` called from the module.
+#[test]
+fn the_busy_thread_holds_the_gil() {
+    if !python_with(&["threading"]) {
+        return;
+    }
+    for interpreter in interpreters() {
+        let program = Running::start(&interpreter, "stacks_busy.py", true);
+        let pid = program.pid();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let stacks = ours(&pid);
+            assert_eq!(stacks.len(), 1, "{stacks:?}");
+            let frames = &stacks[0].1;
+            assert!(
+                frames.len() == 2 && ["heavy", "light"].contains(&frames[0].0.as_str()),
+                "{frames:?}"
+            );
+            assert_eq!(frames[1].0, "<module>");
+            if stacks[0].2 {
+                break;
+            }
+            assert!(Instant::now() < deadline, "never seen holding the GIL");
+        }
+    }
+}
+
+/// What is no CPython, or no process, is refused with the reason.
+#[test]
+fn what_is_no_python_process_is_refused_clearly() {
+    let sleeper = Command::new("sleep").arg("600").spawn().unwrap();
+    let guard = Running(sleeper);
+    let out = attach(&guard.pid());
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("no Python interpreter found"), "{stderr}");
+    let out = attach("999999999");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("process 999999999"), "{stderr}");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &guard.pid()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--dump"));
+}
