@@ -33,6 +33,9 @@ pub struct Frame {
     pub filename: String,
     /// The line running, where the code object's line table gives one.
     pub line: Option<i64>,
+    /// `co_firstlineno`: the function's `def` line (what torch's Python stacks name a
+    /// function by).
+    pub first_line: i64,
 }
 
 /// A thread of the interpreter and its frames, innermost first.
@@ -182,6 +185,7 @@ impl PythonProcess {
             let lasti = prev_instr.saturating_sub(adaptive);
             frames.push(Frame {
                 line: linetable::line_at(&code.linetable, code.first_line, lasti),
+                first_line: code.first_line,
                 name: code.name,
                 qualname: code.qualname,
                 filename: code.filename,

@@ -1,17 +1,28 @@
-//! `opscope attach PID --dump`: a running Python process's threads and their stacks,
-//! read from outside it (`opscope-stacks`), without stopping or changing it.
+//! `opscope attach PID`: a running Python process's stacks read from outside it
+//! (`opscope-stacks`), without stopping or changing it — sampled for a while into a
+//! session directory, or printed once (`--dump`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use opscope_agent::triggers;
 use opscope_stacks::{PythonProcess, ThreadStack};
+
+use crate::record::stacks::{self, Sample, Sampled};
 
 #[derive(clap::Args)]
 #[command(
-    about = "Read a running Python process's stacks from outside it (no restart, no change to it)",
+    about = "Sample a running Python process's stacks from outside it (no restart, no change to it)",
     long_about = "Reads a running CPython process's threads and the Python stack of each \
                   from outside the process, as py-spy does: the target goes on running. \
-                  Needs the right to read its memory (its user with kernel.yama.ptrace_scope \
-                  0 or as its parent, root, or CAP_SYS_PTRACE). CPython 3.11 and 3.12.",
-    after_help = "Examples:\n  opscope attach 4242 --dump\n  opscope attach 4242 --dump --format json"
+                  By default samples them RATE times a second for --duration (or until \
+                  Ctrl-C) into a session directory that every command reads (`flame`, \
+                  `stats code`, `view`); `--dump` prints them once. Needs the right to read \
+                  its memory (its user with kernel.yama.ptrace_scope 0 or as its parent, \
+                  root, or CAP_SYS_PTRACE). CPython 3.11 and 3.12.",
+    after_help = "Examples:\n  opscope attach 4242 --duration 30s -o train-stacks && opscope flame train-stacks\n  opscope attach 4242 --dump\n  opscope attach 4242 --dump --format json"
 )]
 pub struct Args {
     /// The process id.
@@ -19,31 +30,140 @@ pub struct Args {
     /// Print each thread's stack once, innermost frame first, and exit.
     #[arg(long)]
     dump: bool,
-    /// text, or json (one object per thread).
+    /// With --dump: text, or json (one object per thread).
     #[arg(long, default_value = "text", value_parser = ["text", "json"])]
     format: String,
+    /// How long to sample (e.g. 30s, 2m); Ctrl-C stops sooner, keeping what was read.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = triggers::parse_duration)]
+    duration: Duration,
+    /// Samples a second.
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    rate: u32,
+    /// The session directory to write [default: opscope-attach-PID].
+    #[arg(short, long, value_name = "DIR")]
+    output: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
-    if !args.dump {
+    let process = PythonProcess::open(args.pid)?;
+    if args.dump {
+        let stacks = process
+            .stacks()
+            .with_context(|| format!("reading the stacks of process {}", args.pid))?;
+        let mut out = std::io::stdout().lock();
+        if args.format == "json" {
+            serde_json::to_writer_pretty(&mut out, &stacks)?;
+            use std::io::Write;
+            writeln!(out)?;
+        } else {
+            print_text(&mut out, args.pid, process.version(), &stacks)?;
+        }
+        return Ok(());
+    }
+    let dir = args
+        .output
+        .unwrap_or_else(|| PathBuf::from(format!("opscope-attach-{}", args.pid)));
+    if dir.exists() && std::fs::read_dir(&dir)?.next().is_some() {
         bail!(
-            "attach: sampling a running process over time is not built yet; `--dump` prints \
-             its stacks now"
+            "{}: not empty; give a new or empty directory with -o",
+            dir.display()
         );
     }
-    let process = PythonProcess::open(args.pid)?;
-    let stacks = process
-        .stacks()
-        .with_context(|| format!("reading the stacks of process {}", args.pid))?;
-    let mut out = std::io::stdout().lock();
-    if args.format == "json" {
-        serde_json::to_writer_pretty(&mut out, &stacks)?;
-        use std::io::Write;
-        writeln!(out)?;
-    } else {
-        print_text(&mut out, args.pid, process.version(), &stacks)?;
-    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let sampled = sample(&process, args.pid, args.duration, args.rate)?;
+    let file = dir.join(format!("opscope-attach-{}.pftrace", args.pid));
+    stacks::write(&sampled, &file)?;
+    let threads: hashbrown::HashSet<u64> = sampled
+        .samples
+        .iter()
+        .flat_map(|s| s.threads.iter().map(|t| t.native_thread_id))
+        .collect();
+    eprintln!(
+        "opscope: process {} (Python {}): {} samples of {} threads over {:.1} s written to {}",
+        args.pid,
+        process.version(),
+        sampled.samples.len(),
+        threads.len(),
+        sampled.samples.last().map_or(0, |s| s.ts) as f64 / 1e9
+            - sampled.samples.first().map_or(0, |s| s.ts) as f64 / 1e9,
+        dir.display()
+    );
     Ok(())
+}
+
+/// Set by SIGINT or SIGTERM: sampling stops and what was read is written.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_stop(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Reads the process's stacks `rate` times a second until `duration` has passed, the
+/// process ends, or a stop signal comes.
+fn sample(process: &PythonProcess, pid: i32, duration: Duration, rate: u32) -> Result<Sampled> {
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
+    }
+    let interval = Duration::from_secs(1) / rate;
+    let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .map(|n| n.trim().to_string())
+        .unwrap_or_default();
+    let began = Instant::now();
+    let mut next = began;
+    let mut samples = Vec::new();
+    let mut failed = 0usize;
+    // Each wait is the interval times a random factor in [0.5, 1.5): a fixed period
+    // locks onto a loop whose period is a multiple of it and sees the same few points
+    // of it every time. (A sample stands for the time until the next one, so random
+    // waits leave the shares unbiased.)
+    let mut jitter = Jitter::new();
+    while began.elapsed() < duration && !STOP.load(Ordering::Relaxed) {
+        let ts = stacks::monotonic_ns();
+        match process.stacks() {
+            Ok(threads) => samples.push(Sample { ts, threads }),
+            // The process has ended: what was read stands.
+            Err(_) if !std::path::Path::new(&format!("/proc/{pid}")).exists() => break,
+            Err(e) if samples.is_empty() => return Err(e.into()),
+            Err(_) => failed += 1,
+        }
+        next += interval.mul_f64(0.5 + jitter.next());
+        // Behind (a slow read): the next sample at once, not a burst to catch up.
+        match next.checked_duration_since(Instant::now()) {
+            Some(wait) => std::thread::sleep(wait),
+            None => next = Instant::now(),
+        }
+    }
+    if failed > 0 {
+        eprintln!(
+            "opscope: process {pid}: {failed} of {} reads failed (frames changing while read) and were left out",
+            samples.len() + failed
+        );
+    }
+    Ok(Sampled {
+        pid,
+        name,
+        samples,
+        interval_ns: interval.as_nanos() as i64,
+    })
+}
+
+/// xorshift64*: random enough to break a sampler's phase lock, with no dependency.
+struct Jitter(u64);
+
+impl Jitter {
+    fn new() -> Jitter {
+        let seed = stacks::monotonic_ns() as u64 ^ u64::from(std::process::id()) << 32;
+        Jitter(seed | 1)
+    }
+
+    /// A number in [0, 1).
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 fn print_text(

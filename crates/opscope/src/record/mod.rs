@@ -6,6 +6,7 @@ mod bootstrap;
 mod embedded;
 mod sampler;
 mod signals;
+pub(crate) mod stacks;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

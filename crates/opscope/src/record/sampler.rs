@@ -91,7 +91,7 @@ impl Sampler {
     }
 }
 
-fn clock_ns(clock: libc::clockid_t) -> i64 {
+pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -101,7 +101,7 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
-fn monotonic_ns() -> i64 {
+pub(crate) fn monotonic_ns() -> i64 {
     clock_ns(libc::CLOCK_MONOTONIC)
 }
 

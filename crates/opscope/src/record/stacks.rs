@@ -1,0 +1,147 @@
+//! Sampled Python stacks as a session file: each thread's samples become nested
+//! slices on its own track — a frame that stays on the stack from one sample to the
+//! next is one slice, from the first sample that had it to the first that did not —
+//! named as torch's Python stacks name functions (`file.py(def line): name`), so that
+//! `flame`, `stats code` and `view` read them as they read a traced run's.
+
+use std::path::Path;
+
+use anyhow::Result;
+use opscope_formats::perfetto::{ExportOptions, MonotonicClocks};
+use opscope_model::{
+    events::SliceRow, ArgsId, ClockDomain, LinearTransform, SliceKind, Source, StrId, Trace,
+    TrackKind,
+};
+use opscope_stacks::ThreadStack;
+
+/// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
+pub struct Sample {
+    pub ts: i64,
+    pub threads: Vec<ThreadStack>,
+}
+
+/// What was sampled of one process.
+pub struct Sampled {
+    pub pid: i32,
+    pub name: String,
+    pub samples: Vec<Sample>,
+    /// The time between two samples: the last sample's frames last that long.
+    pub interval_ns: i64,
+}
+
+/// A frame open on a thread: its name, and when the first sample with it was.
+struct Open {
+    name: StrId,
+    since: i64,
+}
+
+pub fn to_trace(sampled: &Sampled, path: &Path, clocks: &MonotonicClocks) -> Trace {
+    let mut trace = Trace::new();
+    let clock_name = trace.intern("CLOCK_MONOTONIC");
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
+    });
+    let host = super::sampler::hostname().map(|h| trace.intern(&h));
+    let source = trace.add_source(Source {
+        path: path.to_string_lossy().into_owned(),
+        format: "opscope-stacks".into(),
+        clock,
+        host,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    });
+    let process = trace.process(source, i64::from(sampled.pid));
+    if !sampled.name.is_empty() {
+        let name = trace.intern(&sampled.name);
+        trace.processes[process.index()].name = Some(name);
+    }
+    let category = trace.intern("python stack sample");
+    let mut open: hashbrown::HashMap<u64, (opscope_model::TrackId, Vec<Open>)> =
+        hashbrown::HashMap::new();
+    let close = |trace: &mut Trace, track, frames: &mut Vec<Open>, keep: usize, at: i64| {
+        // Innermost first, so that a parent is pushed after its children: the model
+        // orders and nests slices when the trace is finished.
+        while frames.len() > keep {
+            let f = frames.pop().expect("len > keep");
+            trace.slices.push(SliceRow {
+                track,
+                ts: f.since,
+                dur: (at - f.since).max(0),
+                name: f.name,
+                category,
+                kind: SliceKind::PythonFunction,
+                args: ArgsId::NONE,
+            });
+        }
+    };
+    for sample in &sampled.samples {
+        let mut seen = hashbrown::HashSet::new();
+        for t in &sample.threads {
+            seen.insert(t.native_thread_id);
+            let (track, frames) = open.entry(t.native_thread_id).or_insert_with(|| {
+                let thread = trace.thread(process, t.native_thread_id as i64);
+                (trace.thread_track(thread, TrackKind::Thread), Vec::new())
+            });
+            let names: Vec<StrId> = t
+                .frames
+                .iter()
+                .rev()
+                .map(|f| trace.intern(&format!("{}({}): {}", f.filename, f.first_line, f.name)))
+                .collect();
+            let same = frames
+                .iter()
+                .zip(&names)
+                .take_while(|(o, n)| o.name == **n)
+                .count();
+            close(&mut trace, *track, frames, same, sample.ts);
+            frames.extend(names[same..].iter().map(|&name| Open {
+                name,
+                since: sample.ts,
+            }));
+        }
+        // A thread gone since the last sample ends its frames there.
+        for (tid, (track, frames)) in open.iter_mut() {
+            if !seen.contains(tid) {
+                close(&mut trace, *track, frames, 0, sample.ts);
+            }
+        }
+    }
+    let end = sampled.samples.last().map_or(0, |s| s.ts) + sampled.interval_ns;
+    for (track, frames) in open.values_mut() {
+        close(&mut trace, *track, frames, 0, end);
+    }
+    trace.finish();
+    trace
+}
+
+/// The clocks now, to place `CLOCK_MONOTONIC` times on Unix time.
+pub fn clocks_now() -> MonotonicClocks {
+    use super::sampler::clock_ns;
+    MonotonicClocks {
+        monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC) as u64,
+        realtime_ns: clock_ns(libc::CLOCK_REALTIME) as u64,
+        boottime_ns: clock_ns(libc::CLOCK_BOOTTIME) as u64,
+    }
+}
+
+/// The monotonic clock, which the samples are timed by.
+pub fn monotonic_ns() -> i64 {
+    super::sampler::monotonic_ns()
+}
+
+/// Writes the samples as a Perfetto file at `path`.
+pub fn write(sampled: &Sampled, path: &Path) -> Result<()> {
+    let clocks = clocks_now();
+    let trace = to_trace(sampled, path, &clocks);
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let options = ExportOptions {
+        monotonic: Some(clocks),
+    };
+    opscope_formats::perfetto::export_with(&trace, &mut file, &options)?;
+    use std::io::Write;
+    file.flush()?;
+    Ok(())
+}
