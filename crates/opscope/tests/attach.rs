@@ -122,19 +122,27 @@ fn py_spy_dump(py_spy: &Path, pid: &str) -> Vec<ThreadKey> {
     threads(&out.stdout, "os_thread_id", "owns_gil")
 }
 
-/// The CPythons to check: the tests' own (3.11 on CI), and pyenv's 3.11 and 3.12 where
-/// this machine has them.
+/// The CPythons to check: the tests' own (3.11 on CI), the system's (Debian's, built
+/// without libpython: the runtime is in the executable), and pyenv's 3.11, 3.12 and
+/// 3.13 where this machine has them.
 fn interpreters() -> Vec<PathBuf> {
     let own = Command::new(python())
         .args(["-c", "import sys; print(sys.executable)"])
         .output()
         .unwrap();
     let mut found = vec![PathBuf::from(String::from_utf8(own.stdout).unwrap().trim())];
+    let system = PathBuf::from("/usr/bin/python3");
+    let version = Command::new(&system)
+        .args(["-c", "import sys; print(sys.version_info[:2] >= (3, 11))"])
+        .output();
+    if version.is_ok_and(|v| v.stdout.starts_with(b"True")) {
+        found.push(system);
+    }
     let home = std::env::var("HOME").unwrap_or_default();
     if let Ok(dir) = std::fs::read_dir(Path::new(&home).join(".pyenv/versions")) {
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            for minor in ["3.11", "3.12"] {
+            for minor in ["3.11", "3.12", "3.13"] {
                 let exe = entry.path().join("bin").join(format!("python{minor}"));
                 if name.starts_with(&format!("{minor}.")) && exe.exists() {
                     found.push(exe);

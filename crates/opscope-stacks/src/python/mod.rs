@@ -55,7 +55,10 @@ pub struct PythonProcess {
     memory: Process,
     pid: i32,
     runtime: u64,
-    layout: &'static Layout,
+    layout: Layout,
+    /// `PyCode_Type`'s address, where a frame's code pointer may point at another
+    /// object (3.13's `f_executable`).
+    code_type: Option<u64>,
     version: String,
     /// Decoded code objects by address: a code object lives as long as its function,
     /// and reading its strings again each sample would cost most of a walk.
@@ -75,20 +78,31 @@ impl PythonProcess {
     /// Finds the interpreter of process `pid`.
     pub fn open(pid: i32) -> Result<PythonProcess> {
         let mappings = maps::read(pid)?;
-        let (path, runtime, version) = find_runtime(pid, &mappings)?;
-        let (major, minor) = (version.0, version.1);
-        let version_text = format!("{}.{}.{}", version.0, version.1, version.2);
-        let layout = layout::of(major, minor).ok_or(Error::Unsupported {
-            pid,
-            version: version_text.clone(),
-        })?;
-        let _ = path;
+        let found = find_runtime(pid, &mappings)?;
+        let (major, minor, micro) = found.version;
+        let version = format!("{major}.{minor}.{micro}");
+        let memory = Process { pid };
+        let layout = match layout::of(major, minor) {
+            Some(known) => known.clone(),
+            // 3.13 says where its fields are.
+            None if (major, minor) >= (3, 13) => {
+                let offsets = memory.bytes_at(found.runtime, layout::DEBUG_OFFSETS_313)?;
+                layout::from_debug_offsets(&offsets).ok_or(Error::Unsupported {
+                    pid,
+                    version: format!(
+                        "{version} (its _Py_DebugOffsets are not 3.13's, or it is free-threaded)"
+                    ),
+                })?
+            }
+            None => return Err(Error::Unsupported { pid, version }),
+        };
         Ok(PythonProcess {
-            memory: Process { pid },
+            memory,
             pid,
-            runtime,
+            runtime: found.runtime,
             layout,
-            version: version_text,
+            code_type: found.code_type,
+            version,
             codes: RefCell::new(HashMap::new()),
         })
     }
@@ -112,7 +126,7 @@ impl PythonProcess {
     }
 
     fn walk(&self) -> Result<Vec<ThreadStack>> {
-        let l = self.layout;
+        let l = &self.layout;
         let m = &self.memory;
         let mut out = Vec::new();
         let mut interp = m.u64_at(self.runtime + l.interpreters_head)?;
@@ -121,11 +135,15 @@ impl PythonProcess {
             let holder = self.gil_holder(interp)?;
             let mut thread = m.u64_at(interp + l.threads_head)?;
             while thread != 0 && out.len() < MAX_THREADS {
-                let cframe = m.u64_at(thread + l.thread_cframe)?;
-                let frame = if cframe == 0 {
-                    0
-                } else {
-                    m.u64_at(cframe + l.cframe_current_frame)?
+                let frame = match l.current_frame {
+                    layout::CurrentFrame::ViaCFrame {
+                        cframe,
+                        current_frame,
+                    } => match m.u64_at(thread + cframe)? {
+                        0 => 0,
+                        cframe => m.u64_at(cframe + current_frame)?,
+                    },
+                    layout::CurrentFrame::Direct(at) => m.u64_at(thread + at)?,
                 };
                 out.push(ThreadStack {
                     thread_id: m.u64_at(thread + l.thread_id)?,
@@ -159,7 +177,7 @@ impl PythonProcess {
     }
 
     fn frames(&self, mut frame: u64) -> Result<Vec<Frame>> {
-        let l = self.layout;
+        let l = &self.layout;
         let m = &self.memory;
         let mut frames = Vec::new();
         while frame != 0 && frames.len() < MAX_FRAMES {
@@ -167,7 +185,11 @@ impl PythonProcess {
             let prev_instr = m.u64_at(frame + l.frame_prev_instr)?;
             let owner = m.u8_at(frame + l.frame_owner)?;
             let previous = m.u64_at(frame + l.frame_previous)?;
-            if l.owner_cstack == Some(owner) || code_addr == 0 {
+            let not_code = match self.code_type {
+                Some(code_type) if code_addr != 0 => m.u64_at(code_addr + 8)? != code_type,
+                _ => false,
+            };
+            if l.owner_cstack == Some(owner) || code_addr == 0 || not_code {
                 frame = previous;
                 continue;
             }
@@ -175,12 +197,15 @@ impl PythonProcess {
             let adaptive = code_addr + l.code_code_adaptive;
             // A frame whose first instruction has not run yet (CPython's
             // `_PyFrame_IsIncomplete`) is no frame of the stack yet.
-            if owner != layout::OWNED_BY_GENERATOR {
-                let first = u64::from(m.u32_at(code_addr + l.code_firsttraceable)?);
-                if prev_instr < adaptive + 2 * first {
-                    frame = previous;
-                    continue;
+            let first = match l.code_firsttraceable {
+                Some(at) if owner != layout::OWNED_BY_GENERATOR => {
+                    u64::from(m.u32_at(code_addr + at)?)
                 }
+                _ => 0,
+            };
+            if prev_instr < adaptive + 2 * first {
+                frame = previous;
+                continue;
             }
             let lasti = prev_instr.saturating_sub(adaptive);
             frames.push(Frame {
@@ -199,7 +224,7 @@ impl PythonProcess {
         if let Some(code) = self.codes.borrow().get(&addr) {
             return Ok(code.clone());
         }
-        let l = self.layout;
+        let l = &self.layout;
         let m = &self.memory;
         let table = m.u64_at(addr + l.code_linetable)?;
         // A bytes object: `ob_size` at 16, the bytes at 32.
@@ -263,9 +288,16 @@ impl PythonProcess {
     }
 }
 
-/// The mapped file that defines `_PyRuntime`, the symbol's address in the process, and
-/// the interpreter's version.
-fn find_runtime(pid: i32, mappings: &[Mapping]) -> Result<(String, u64, (u8, u8, u8))> {
+/// What the interpreter's binary tells: where `_PyRuntime` and `PyCode_Type` are in
+/// the process, and the version.
+struct Found {
+    runtime: u64,
+    code_type: Option<u64>,
+    version: (u8, u8, u8),
+}
+
+/// Finds the mapped file (libpython, else the executable) that defines `_PyRuntime`.
+fn find_runtime(pid: i32, mappings: &[Mapping]) -> Result<Found> {
     let mut candidates: Vec<&str> = mappings
         .iter()
         .filter_map(|m| m.path.as_deref())
@@ -325,7 +357,14 @@ fn find_runtime(pid: i32, mappings: &[Mapping]) -> Result<(String, u64, (u8, u8,
                 version: format!("of {path} (older than 3.11)"),
             })?,
         };
-        return Ok((path.to_string(), runtime.wrapping_add(bias), version));
+        return Ok(Found {
+            runtime: runtime.wrapping_add(bias),
+            // Only 3.13's frames may hold other objects than code where the code goes.
+            code_type: symbol("PyCode_Type")
+                .filter(|_| (version.0, version.1) >= (3, 13))
+                .map(|t| t.wrapping_add(bias)),
+            version,
+        });
     }
     Err(Error::NotPython { pid })
 }
