@@ -383,3 +383,63 @@ fn sampled_shares_are_py_spys_and_the_programs_own() {
     }
     panic!("ours against py-spy's, twice: {tries:?}");
 }
+
+/// Attached to a parent, the sampler reads its worker processes too: each worker's
+/// samples are its own process's, spinning in `work`.
+#[test]
+fn the_tree_below_the_process_is_sampled() {
+    if !python_with(&["multiprocessing"]) {
+        return;
+    }
+    let mut child = Command::new(python())
+        .arg(repo_root().join("tests/record/stacks_pool.py"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let program = Running(child);
+    let workers: Vec<String> = line.split_whitespace().skip(1).map(String::from).collect();
+    assert_eq!(workers.len(), 2, "{line}");
+    let scratch = common::scratch_dir("attach-tree");
+    let session = scratch.join("session");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &program.pid(), "--duration", "2s", "-o"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = scratch.join("ours.folded");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["convert", "--to", "folded", "-f", "-o"])
+        .arg(&folded)
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    for pid in &workers {
+        let spinning = folded.lines().any(|l| {
+            l.starts_with(&format!("python (pid {pid});"))
+                && (l.contains("): work;") || l.contains("): work "))
+        });
+        assert!(spinning, "worker {pid} not seen in `work`:\n{folded}");
+    }
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.starts_with(&format!("python (pid {});", program.pid()))),
+        "{folded}"
+    );
+}

@@ -8,6 +8,11 @@ mod sampler;
 mod signals;
 pub(crate) mod stacks;
 
+/// The pids below `root` (not `root` itself), as the recorder's sampler finds them.
+pub(crate) fn sampler_tree(root: i32) -> std::collections::HashSet<i32> {
+    sampler::process_tree(root)
+}
+
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -184,9 +184,14 @@ fn tree_below(root: i32, mut children: impl FnMut(i32, &mut Vec<i32>)) -> HashSe
     tree
 }
 
+/// The pids of `root`'s descendants (not `root` itself).
+pub(crate) fn process_tree(root: i32) -> HashSet<i32> {
+    descendants(root).unwrap_or_else(|| descendants_by_scan(root))
+}
+
 fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
     let me = std::process::id() as i32;
-    let tree = descendants(me).unwrap_or_else(|| descendants_by_scan(me));
+    let tree = process_tree(me);
     // SAFETY: sysconf has no preconditions.
     let (hz, page) = unsafe {
         (

@@ -35,7 +35,7 @@ struct Open {
     since: i64,
 }
 
-pub fn to_trace(sampled: &Sampled, path: &Path, clocks: &MonotonicClocks) -> Trace {
+pub fn to_trace(sampled: &[Sampled], path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
     let clock_name = trace.intern("CLOCK_MONOTONIC");
     let clock = trace.add_clock(ClockDomain {
@@ -53,19 +53,32 @@ pub fn to_trace(sampled: &Sampled, path: &Path, clocks: &MonotonicClocks) -> Tra
         world_size: None,
         metadata: ArgsId::NONE,
     });
+    let category = trace.intern("python stack sample");
+    for sampled in sampled {
+        add_process(&mut trace, source, category, sampled);
+    }
+    trace.finish();
+    trace
+}
+
+/// One process's samples as slices on its threads' tracks.
+fn add_process(
+    trace: &mut Trace,
+    source: opscope_model::SourceId,
+    category: StrId,
+    sampled: &Sampled,
+) {
     let process = trace.process(source, i64::from(sampled.pid));
     if !sampled.name.is_empty() {
         let name = trace.intern(&sampled.name);
         trace.processes[process.index()].name = Some(name);
     }
-    let category = trace.intern("python stack sample");
     let mut open: hashbrown::HashMap<u64, (opscope_model::TrackId, Vec<Open>)> =
         hashbrown::HashMap::new();
     let close = |trace: &mut Trace, track, frames: &mut Vec<Open>, keep: usize, at: i64| {
-        // Innermost first, so that a parent is pushed after its children: the model
-        // orders and nests slices when the trace is finished.
-        while frames.len() > keep {
-            let f = frames.pop().expect("len > keep");
+        // Outermost first: of slices with the same start and end (frames that came and
+        // went together), the model nests the later pushed inside the earlier.
+        for f in frames.drain(keep.min(frames.len())..) {
             trace.slices.push(SliceRow {
                 track,
                 ts: f.since,
@@ -96,7 +109,7 @@ pub fn to_trace(sampled: &Sampled, path: &Path, clocks: &MonotonicClocks) -> Tra
                 .zip(&names)
                 .take_while(|(o, n)| o.name == **n)
                 .count();
-            close(&mut trace, *track, frames, same, sample.ts);
+            close(trace, *track, frames, same, sample.ts);
             frames.extend(names[same..].iter().map(|&name| Open {
                 name,
                 since: sample.ts,
@@ -105,16 +118,14 @@ pub fn to_trace(sampled: &Sampled, path: &Path, clocks: &MonotonicClocks) -> Tra
         // A thread gone since the last sample ends its frames there.
         for (tid, (track, frames)) in open.iter_mut() {
             if !seen.contains(tid) {
-                close(&mut trace, *track, frames, 0, sample.ts);
+                close(trace, *track, frames, 0, sample.ts);
             }
         }
     }
     let end = sampled.samples.last().map_or(0, |s| s.ts) + sampled.interval_ns;
     for (track, frames) in open.values_mut() {
-        close(&mut trace, *track, frames, 0, end);
+        close(trace, *track, frames, 0, end);
     }
-    trace.finish();
-    trace
 }
 
 /// The clocks now, to place `CLOCK_MONOTONIC` times on Unix time.
@@ -132,8 +143,8 @@ pub fn monotonic_ns() -> i64 {
     super::sampler::monotonic_ns()
 }
 
-/// Writes the samples as a Perfetto file at `path`.
-pub fn write(sampled: &Sampled, path: &Path) -> Result<()> {
+/// Writes the processes' samples as a Perfetto file at `path`.
+pub fn write(sampled: &[Sampled], path: &Path) -> Result<()> {
     let clocks = clocks_now();
     let trace = to_trace(sampled, path, &clocks);
     let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
@@ -144,4 +155,72 @@ pub fn write(sampled: &Sampled, path: &Path) -> Result<()> {
     use std::io::Write;
     file.flush()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use opscope_stacks::Frame;
+
+    fn frame(name: &str) -> Frame {
+        Frame {
+            name: name.into(),
+            qualname: name.into(),
+            filename: "t.py".into(),
+            line: Some(1),
+            first_line: 1,
+        }
+    }
+
+    fn thread(tid: u64, innermost_first: &[&str]) -> ThreadStack {
+        ThreadStack {
+            thread_id: tid,
+            native_thread_id: tid,
+            holds_gil: false,
+            frames: innermost_first.iter().map(|n| frame(n)).collect(),
+        }
+    }
+
+    /// Frames that stay from sample to sample are one slice each, nested as the stack
+    /// was (also where frames came and went together: the same start and end); a frame
+    /// that changes ends its slice and its callees' at that sample.
+    #[test]
+    fn samples_become_slices_nested_as_the_stacks() {
+        let sampled = Sampled {
+            pid: 7,
+            name: "python".into(),
+            interval_ns: 10,
+            samples: vec![
+                Sample {
+                    ts: 100,
+                    threads: vec![thread(7, &["c", "b", "a"])],
+                },
+                Sample {
+                    ts: 110,
+                    threads: vec![thread(7, &["c", "b", "a"])],
+                },
+                Sample {
+                    ts: 120,
+                    threads: vec![thread(7, &["d", "a"])],
+                },
+            ],
+        };
+        let clocks = clocks_now();
+        let trace = to_trace(&[sampled], Path::new("s.pftrace"), &clocks);
+        let s = &trace.slices;
+        let find = |name: &str| {
+            (0..s.len())
+                .find(|&i| trace.str(s.name[i]).ends_with(&format!(": {name}")))
+                .unwrap_or_else(|| panic!("no {name}"))
+        };
+        let (a, b, c, d) = (find("a"), find("b"), find("c"), find("d"));
+        assert_eq!((s.ts[a], s.dur[a]), (100, 30));
+        assert_eq!((s.ts[b], s.dur[b]), (100, 20));
+        assert_eq!((s.ts[c], s.dur[c]), (100, 20));
+        assert_eq!((s.ts[d], s.dur[d]), (120, 10));
+        assert_eq!(s.parent[b] as usize, a);
+        assert_eq!(s.parent[c] as usize, b);
+        assert_eq!(s.parent[d] as usize, a);
+        assert_eq!(trace.str(s.name[a]), "t.py(1): a");
+    }
 }
