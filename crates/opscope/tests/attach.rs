@@ -443,3 +443,70 @@ fn the_tree_below_the_process_is_sampled() {
         "{folded}"
     );
 }
+
+/// A PyTorch training loop written for the check, attached to while it trains (started
+/// without opscope): it prints the same output and exits 0 as it does alone, and the
+/// session holds its training stack, `train_step` under `<module>`.
+#[test]
+fn a_pytorch_job_attached_to_runs_as_it_does_alone() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let script = repo_root().join("tests/record/attach_torch.py");
+    let alone = Command::new(python()).arg(&script).output().unwrap();
+    assert!(
+        alone.status.success(),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+
+    let mut child = Command::new(python())
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let scratch = common::scratch_dir("attach-torch");
+    let session = scratch.join("session");
+    let attached = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &child.id().to_string(), "--duration", "1s", "-o"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        attached.status.success(),
+        "{}",
+        String::from_utf8_lossy(&attached.stderr)
+    );
+    assert!(status.success());
+    assert_eq!(
+        format!("{first}{rest}"),
+        String::from_utf8_lossy(&alone.stdout),
+        "the job's output with opscope attached"
+    );
+    let folded = scratch.join("ours.folded");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["convert", "--to", "folded", "-f", "-o"])
+        .arg(&folded)
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let folded = std::fs::read_to_string(&folded).unwrap();
+    assert!(
+        folded
+            .lines()
+            .any(|l| l.contains("): <module>;") && l.contains("): train_step")),
+        "{folded}"
+    );
+}
