@@ -55,3 +55,4 @@ run python python3 bench/python.py --python "${OPSCOPE_CACHE:-$HOME/.cache/opsco
 run sql "$PY" bench/sql.py
 run report python3 bench/report.py
 run advise python3 bench/advise.py
+run attach python3 bench/attach.py
