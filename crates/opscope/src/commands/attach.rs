@@ -87,8 +87,9 @@ pub fn run(args: Args) -> Result<()> {
         })
         .sum();
     eprintln!(
-        "opscope: {} Python processes from {}: {samples} samples of {threads} threads over {:.1} s written to {}",
+        "opscope: {} Python process{} from {}: {samples} samples of {threads} threads over {:.1} s written to {}",
         sampled.len(),
+        if sampled.len() == 1 { "" } else { "es" },
         args.pid,
         tree.sampled_for.as_secs_f64(),
         dir.display()
