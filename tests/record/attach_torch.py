@@ -1,9 +1,13 @@
 """A PyTorch training loop for `opscope attach`, written fresh: an MLP on CPU with a
-fixed seed, trained for 600 steps (a few seconds) (counted, not timed: the same steps
-every run), printing `ready` after the first step and its final loss at the end, so
-that a run with opscope attached can be compared with one without."""
+fixed seed, trained for STEPS steps (argv[1], default 600: a few seconds; counted, not
+timed: the same steps every run), printing `ready` after the first step and its final
+loss at the end, so that a run with opscope attached can be compared with one without."""
+
+import sys
 
 import torch
+
+STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 600
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
@@ -23,6 +27,6 @@ def train_step():
 
 loss = train_step()
 print("ready", flush=True)
-for _ in range(600):
+for _ in range(STEPS):
     loss = train_step()
 print(f"final loss {loss:.6f}", flush=True)

@@ -510,3 +510,92 @@ fn a_pytorch_job_attached_to_runs_as_it_does_alone() {
         "{folded}"
     );
 }
+
+/// `--kineto`: a PyTorch job started with `KINETO_USE_DAEMON=1` asks opscope, as it
+/// would ask dynolog, and its own profiler's trace of the training (its `aten::` ops,
+/// over about the second asked for) lands in the session beside the sampled stacks; a
+/// job started without it is said to be unable to, and the stacks are sampled alone.
+#[test]
+fn kineto_traces_a_job_that_polls_for_it() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let script = repo_root().join("tests/record/attach_torch.py");
+    let start = |daemon: bool| {
+        let mut command = Command::new(python());
+        command.arg(&script).arg("100000");
+        if daemon {
+            command.env("KINETO_USE_DAEMON", "1");
+        }
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        Running(child)
+    };
+    let scratch = common::scratch_dir("attach-kineto");
+    let job = start(true);
+    let session = scratch.join("polling");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &job.pid(), "--duration", "1s", "--kineto", "-o"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("Kineto traced 1 of 1"), "{stderr}");
+    drop(job);
+    let kineto: Vec<PathBuf> = std::fs::read_dir(&session)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    assert_eq!(kineto.len(), 1, "{kineto:?}");
+    let trace: Value = serde_json::from_slice(&std::fs::read(&kineto[0]).unwrap()).unwrap();
+    let ops: Vec<&Value> = trace["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["cat"] == "cpu_op")
+        .collect();
+    assert!(
+        ops.iter().any(|e| e["name"] == "aten::mm"),
+        "no training ops in {}",
+        kineto[0].display()
+    );
+    let ts = |e: &&Value| e["ts"].as_f64().unwrap();
+    let span_ms = (ops.iter().map(ts).fold(f64::MIN, f64::max)
+        - ops.iter().map(ts).fold(f64::MAX, f64::min))
+        / 1000.0;
+    assert!(
+        span_ms > 0.0 && span_ms <= 2000.0,
+        "{span_ms} ms of ops for a 1 s trace"
+    );
+    // The session reads as one: the stacks and Kineto's ops.
+    let info = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["info", "--format", "json"])
+        .arg(&session)
+        .output()
+        .unwrap();
+    assert!(
+        info.status.success(),
+        "{}",
+        String::from_utf8_lossy(&info.stderr)
+    );
+
+    let job = start(false);
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &job.pid(), "--duration", "1s", "--kineto", "-o"])
+        .arg(scratch.join("not-polling"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("KINETO_USE_DAEMON=1"), "{stderr}");
+}

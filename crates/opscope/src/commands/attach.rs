@@ -42,6 +42,12 @@ pub struct Args {
     /// The session directory to write [default: opscope-attach-PID].
     #[arg(short, long, value_name = "DIR")]
     output: Option<PathBuf>,
+    /// Also have PyTorch's own profiler (Kineto) trace each process of the tree for the
+    /// --duration, as dynolog would ask it: works in processes started with
+    /// KINETO_USE_DAEMON=1, which poll for it every 5 s (their traces land in the
+    /// session).
+    #[arg(long)]
+    kineto: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -71,6 +77,10 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let kineto = match args.kineto {
+        true => ask_kineto(args.pid, args.duration),
+        false => None,
+    };
     tree.sample(args.duration, args.rate);
     let file = dir.join(format!("opscope-attach-{}.pftrace", args.pid));
     let sampled: Vec<Sampled> = tree.processes.into_iter().map(|p| p.sampled).collect();
@@ -101,6 +111,82 @@ pub fn run(args: Args) -> Result<()> {
             samples + tree.failed
         );
     }
+    if let Some(asking) = kineto {
+        collect_kineto(asking, args.duration, &dir)?;
+    }
+    Ok(())
+}
+
+/// How long Kineto's processes may take to ask (they poll every 5 s by default) and
+/// to write what they traced.
+const KINETO_GRACE: Duration = Duration::from_secs(12);
+
+type Asking = std::thread::JoinHandle<Result<Vec<crate::record::kineto_ipc::Asked>>>;
+
+/// Serves Kineto's requests from the tree below `root` on a thread of its own, while
+/// the stacks are sampled; `None`, said, where no process of the tree polls for them.
+fn ask_kineto(root: i32, duration: Duration) -> Option<Asking> {
+    let tree = move || {
+        let mut tree = crate::record::sampler_tree(root);
+        tree.insert(root);
+        tree
+    };
+    let expected = crate::record::kineto_ipc::polling(&tree()).len();
+    if expected == 0 {
+        eprintln!(
+            "opscope: --kineto: no process of the tree was started with KINETO_USE_DAEMON=1, \
+             so none asks for a Kineto trace; sampling stacks only"
+        );
+        return None;
+    }
+    // Where Kineto may write on-demand traces: its KINETO_ONDEMAND_TRACE_DIR, else /tmp.
+    let dir = std::fs::read(format!("/proc/{root}/environ"))
+        .ok()
+        .and_then(|env| {
+            env.split(|&b| b == 0)
+                .find_map(|v| v.strip_prefix(b"KINETO_ONDEMAND_TRACE_DIR="))
+                .map(|d| PathBuf::from(String::from_utf8_lossy(d).into_owned()))
+        })
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    let token = format!("{}-{}", std::process::id(), stacks::monotonic_ns());
+    let until = Instant::now() + duration.max(KINETO_GRACE);
+    Some(std::thread::spawn(move || {
+        crate::record::kineto_ipc::serve(tree, expected, duration, &dir, &token, until)
+    }))
+}
+
+/// Waits for the traces Kineto was asked for and moves them into the session.
+fn collect_kineto(asking: Asking, duration: Duration, dir: &std::path::Path) -> Result<()> {
+    let asked = asking
+        .join()
+        .map_err(|_| anyhow::anyhow!("the Kineto request thread failed"))??;
+    if asked.is_empty() {
+        eprintln!(
+            "opscope: no process of the tree asked for a Kineto trace within {} s",
+            KINETO_GRACE.as_secs().max(duration.as_secs())
+        );
+        return Ok(());
+    }
+    let written =
+        crate::record::kineto_ipc::collect(&asked, Instant::now() + duration + KINETO_GRACE);
+    for file in &written {
+        let to = dir.join(file.file_name().unwrap_or_default());
+        if std::fs::rename(file, &to).is_err() {
+            std::fs::copy(file, &to).with_context(|| format!("copying {}", file.display()))?;
+            let _ = std::fs::remove_file(file);
+        }
+    }
+    eprintln!(
+        "opscope: Kineto traced {} of {} processes asked ({})",
+        written.len(),
+        asked.len(),
+        asked
+            .iter()
+            .map(|a| a.pid.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     Ok(())
 }
 

@@ -4,6 +4,7 @@
 
 mod bootstrap;
 mod embedded;
+pub(crate) mod kineto_ipc;
 mod sampler;
 mod signals;
 pub(crate) mod stacks;
