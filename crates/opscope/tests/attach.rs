@@ -16,27 +16,33 @@ use serde_json::Value;
 struct Running(Child);
 
 impl Running {
-    /// Starts it and waits for its `ready` line when it prints one.
-    fn start(interpreter: &Path, script: &str, ready: bool) -> Running {
-        let mut child = Command::new(interpreter)
-            .arg(repo_root().join("tests/record").join(script))
+    /// Starts `command` and waits for the first line it prints (`ready …`), which it
+    /// gives with the program; the rest of its output stays to read.
+    fn spawn(mut command: Command) -> (Running, String) {
+        let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        if ready {
-            let mut line = String::new();
-            BufReader::new(child.stdout.as_mut().unwrap())
-                .read_line(&mut line)
-                .unwrap();
-            assert_eq!(
-                line.trim(),
-                "ready",
-                "{script} under {}",
-                interpreter.display()
-            );
-        }
-        Running(child)
+        let mut line = String::new();
+        BufReader::new(child.stdout.as_mut().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (Running(child), line)
+    }
+
+    /// `script` under `interpreter`, once it has said `ready`.
+    fn start(interpreter: &Path, script: &str) -> Running {
+        let mut command = Command::new(interpreter);
+        command.arg(repo_root().join("tests/record").join(script));
+        let (program, line) = Running::spawn(command);
+        assert_eq!(
+            line.trim(),
+            "ready",
+            "{script} under {}",
+            interpreter.display()
+        );
+        program
     }
 
     fn pid(&self) -> String {
@@ -57,11 +63,51 @@ impl Drop for Running {
     }
 }
 
-fn attach(pid: &str) -> std::process::Output {
+/// Runs opscope with `args`.
+fn opscope<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", pid, "--dump", "--format", "json"])
+        .args(args)
         .output()
         .unwrap()
+}
+
+/// Runs opscope with `args`, which must succeed; what it said on stderr.
+fn opscope_ok<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> String {
+    let out = opscope(args);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{stderr}");
+    stderr
+}
+
+/// A session's stacks as folded lines (`convert --to folded`).
+fn folded(session: &Path) -> String {
+    let file = session.with_extension("folded");
+    opscope_ok(&[
+        "convert".as_ref(),
+        "--to".as_ref(),
+        "folded".as_ref(),
+        "-f".as_ref(),
+        "-o".as_ref(),
+        file.as_os_str(),
+        session.as_os_str(),
+    ]);
+    std::fs::read_to_string(file).unwrap()
+}
+
+/// `attach PID --duration DURATION -o SESSION` and `extra`, which must succeed; what
+/// it said on stderr.
+fn sample(pid: &str, duration: &str, session: &Path, extra: &[&str]) -> String {
+    let mut args: Vec<&std::ffi::OsStr> = ["attach", pid, "--duration", duration]
+        .into_iter()
+        .chain(extra.iter().copied())
+        .map(std::ffi::OsStr::new)
+        .collect();
+    args.extend(["-o".as_ref(), session.as_os_str()]);
+    opscope_ok(&args)
+}
+
+fn attach(pid: &str) -> std::process::Output {
+    opscope(&["attach", pid, "--dump", "--format", "json"])
 }
 
 /// A frame as both tools print it: function name, file, line.
@@ -169,7 +215,7 @@ fn stacks_of_a_running_program_are_py_spys() {
     );
     let mut checked = Vec::new();
     for interpreter in interpreters() {
-        let program = Running::start(&interpreter, "stacks_known.py", true);
+        let program = Running::start(&interpreter, "stacks_known.py");
         let pid = program.pid();
         // After `ready` the main thread is on its way into `Event.wait`: read until it
         // is there (a condition, not a time).
@@ -203,7 +249,7 @@ fn the_busy_thread_holds_the_gil() {
         return;
     }
     for interpreter in interpreters() {
-        let program = Running::start(&interpreter, "stacks_busy.py", true);
+        let program = Running::start(&interpreter, "stacks_busy.py");
         let pid = program.pid();
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
@@ -273,18 +319,11 @@ type Shares = Vec<(String, f64)>;
 
 fn sample_hot_program(py_spy: &Path, scratch: &Path) -> (Shares, Shares, Shares) {
     let own = scratch.join("own.json");
-    let mut child = Command::new(python())
+    let mut command = Command::new(python());
+    command
         .arg(repo_root().join("tests/record/stacks_hot.py"))
-        .arg(&own)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let program = Running(child);
+        .arg(&own);
+    let (program, _) = Running::spawn(command);
     let pid = program.pid();
     let raw = scratch.join("py-spy.raw");
     let theirs = Command::new(py_spy)
@@ -303,32 +342,11 @@ fn sample_hot_program(py_spy: &Path, scratch: &Path) -> (Shares, Shares, Shares)
         .spawn()
         .unwrap();
     let session = scratch.join("session");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", &pid, "--duration", "10s", "--rate", "400", "-o"])
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    sample(&pid, "10s", &session, &["--rate", "400"]);
     assert!(theirs.wait_with_output().unwrap().status.success());
     // SIGTERM: the program writes its own shares and exits.
     program.terminate();
-    let folded = scratch.join("ours.folded");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["convert", "--to", "folded", "-f", "-o"])
-        .arg(&folded)
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ours = leaf_shares(&std::fs::read_to_string(&folded).unwrap(), |leaf| {
+    let ours = leaf_shares(&folded(&session), |leaf| {
         leaf.rsplit_once(": ").map(|x| x.1)
     });
     let theirs = leaf_shares(&std::fs::read_to_string(&raw).unwrap(), |leaf| {
@@ -391,44 +409,16 @@ fn the_tree_below_the_process_is_sampled() {
     if !python_with(&["multiprocessing"]) {
         return;
     }
-    let mut child = Command::new(python())
-        .arg(repo_root().join("tests/record/stacks_pool.py"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.as_mut().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let program = Running(child);
+    let mut command = Command::new(python());
+    command.arg(repo_root().join("tests/record/stacks_pool.py"));
+    let (program, line) = Running::spawn(command);
     let workers: Vec<String> = line.split_whitespace().skip(1).map(String::from).collect();
     assert_eq!(workers.len(), 2, "{line}");
     let scratch = common::scratch_dir("attach-tree");
     let session = scratch.join("session");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", &program.pid(), "--duration", "2s", "-o"])
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folded = scratch.join("ours.folded");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["convert", "--to", "folded", "-f", "-o"])
-        .arg(&folded)
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folded = std::fs::read_to_string(&folded).unwrap();
+    let pid = program.pid();
+    sample(&pid, "2s", &session, &[]);
+    let folded = folded(&session);
     for pid in &workers {
         let spinning = folded.lines().any(|l| {
             l.starts_with(&format!("python (pid {pid});"))
@@ -471,38 +461,16 @@ fn a_pytorch_job_attached_to_runs_as_it_does_alone() {
     out.read_line(&mut first).unwrap();
     let scratch = common::scratch_dir("attach-torch");
     let session = scratch.join("session");
-    let attached = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", &child.id().to_string(), "--duration", "1s", "-o"])
-        .arg(&session)
-        .output()
-        .unwrap();
+    sample(&child.id().to_string(), "1s", &session, &[]);
     let mut rest = String::new();
     std::io::Read::read_to_string(&mut out, &mut rest).unwrap();
-    let status = child.wait().unwrap();
-    assert!(
-        attached.status.success(),
-        "{}",
-        String::from_utf8_lossy(&attached.stderr)
-    );
-    assert!(status.success());
+    assert!(child.wait().unwrap().success());
     assert_eq!(
         format!("{first}{rest}"),
         String::from_utf8_lossy(&alone.stdout),
         "the job's output with opscope attached"
     );
-    let folded = scratch.join("ours.folded");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["convert", "--to", "folded", "-f", "-o"])
-        .arg(&folded)
-        .arg(&session)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let folded = std::fs::read_to_string(&folded).unwrap();
+    let folded = folded(&session);
     assert!(
         folded
             .lines()
@@ -527,27 +495,12 @@ fn kineto_traces_a_job_that_polls_for_it() {
         if daemon {
             command.env("KINETO_USE_DAEMON", "1");
         }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        Running(child)
+        Running::spawn(command).0
     };
     let scratch = common::scratch_dir("attach-kineto");
     let job = start(true);
     let session = scratch.join("polling");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", &job.pid(), "--duration", "1s", "--kineto", "-o"])
-        .arg(&session)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = sample(&job.pid(), "1s", &session, &["--kineto"]);
     assert!(stderr.contains("Kineto traced 1 of 1"), "{stderr}");
     drop(job);
     let kineto: Vec<PathBuf> = std::fs::read_dir(&session)
@@ -577,25 +530,20 @@ fn kineto_traces_a_job_that_polls_for_it() {
         span_ms > 0.0 && span_ms <= 2000.0,
         "{span_ms} ms of ops for a 1 s trace"
     );
-    // The session reads as one: the stacks and Kineto's ops.
-    let info = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["info", "--format", "json"])
-        .arg(&session)
-        .output()
-        .unwrap();
+    // The session reads as one: the stacks and Kineto's trace.
+    let info = opscope(&["info".as_ref(), session.as_os_str()]);
+    let info = String::from_utf8_lossy(&info.stdout);
     assert!(
-        info.status.success(),
-        "{}",
-        String::from_utf8_lossy(&info.stderr)
+        info.contains("opscope-attach-") && info.contains("opscope-kineto-"),
+        "{info}"
     );
 
     let job = start(false);
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["attach", &job.pid(), "--duration", "1s", "--kineto", "-o"])
-        .arg(scratch.join("not-polling"))
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
+    let stderr = sample(
+        &job.pid(),
+        "1s",
+        &scratch.join("not-polling"),
+        &["--kineto"],
+    );
     assert!(stderr.contains("KINETO_USE_DAEMON=1"), "{stderr}");
 }

@@ -74,21 +74,57 @@ impl Sampler {
     pub fn finish(self, path: &Path) -> Result<()> {
         self.stop.store(true, Ordering::Relaxed);
         let samples = self.thread.join().unwrap_or_default();
-        let clocks = MonotonicClocks {
-            monotonic_ns: monotonic_ns() as u64,
-            realtime_ns: clock_ns(libc::CLOCK_REALTIME) as u64,
-            boottime_ns: clock_ns(libc::CLOCK_BOOTTIME) as u64,
-        };
-        let trace = to_trace(&samples, path, &clocks);
-        let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-        let options = ExportOptions {
-            monotonic: Some(clocks),
-        };
-        opscope_formats::perfetto::export_with(&trace, &mut file, &options)?;
-        use std::io::Write;
-        file.flush()?;
-        Ok(())
+        let clocks = clocks_now();
+        write_monotonic(&to_trace(&samples, path, &clocks), path, clocks)
     }
+}
+
+/// The clocks now, to place `CLOCK_MONOTONIC` times on Unix time.
+pub(crate) fn clocks_now() -> MonotonicClocks {
+    MonotonicClocks {
+        monotonic_ns: monotonic_ns() as u64,
+        realtime_ns: clock_ns(libc::CLOCK_REALTIME) as u64,
+        boottime_ns: clock_ns(libc::CLOCK_BOOTTIME) as u64,
+    }
+}
+
+/// A source of `trace` for a file opscope writes itself (`format`), its times on
+/// `CLOCK_MONOTONIC` as the injected library's files are; the offset lets a session put
+/// them beside Unix-time sources (Kineto, XPlane).
+pub(crate) fn monotonic_source(
+    trace: &mut Trace,
+    path: &Path,
+    format: &'static str,
+    clocks: &MonotonicClocks,
+) -> opscope_model::SourceId {
+    let clock_name = trace.intern("CLOCK_MONOTONIC");
+    let clock = trace.add_clock(ClockDomain {
+        name: clock_name,
+        to_global: LinearTransform::IDENTITY,
+        unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
+    });
+    let host = hostname().map(|h| trace.intern(&h));
+    trace.add_source(Source {
+        path: path.to_string_lossy().into_owned(),
+        format: format.into(),
+        clock,
+        host,
+        rank: None,
+        world_size: None,
+        metadata: ArgsId::NONE,
+    })
+}
+
+/// Writes `trace`, whose times are `CLOCK_MONOTONIC`, as a Perfetto file at `path`.
+pub(crate) fn write_monotonic(trace: &Trace, path: &Path, clocks: MonotonicClocks) -> Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
+    let options = ExportOptions {
+        monotonic: Some(clocks),
+    };
+    opscope_formats::perfetto::export_with(trace, &mut file, &options)?;
+    use std::io::Write;
+    file.flush()?;
+    Ok(())
 }
 
 pub(crate) fn clock_ns(clock: libc::clockid_t) -> i64 {
@@ -240,26 +276,9 @@ fn holds_memory(stat: &Stat) -> bool {
 
 fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
-    let clock_name = trace.intern("CLOCK_MONOTONIC");
-    let clock = trace.add_clock(ClockDomain {
-        name: clock_name,
-        to_global: LinearTransform::IDENTITY,
-        // The samples sit on CLOCK_MONOTONIC, as the injected library's files do; the
-        // offset lets a session put them beside Unix-time sources (XPlane).
-        unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
-    });
-    let host = hostname().map(|h| trace.intern(&h));
+    let source = monotonic_source(&mut trace, path, "opscope-sampler", clocks);
     // Written as each process's label (`host=NAME`), as the injected library writes it.
     let host_label = hostname().map(|h| trace.intern(&format!("host={h}")));
-    let source = trace.add_source(Source {
-        path: path.to_string_lossy().into_owned(),
-        format: "opscope-sampler".into(),
-        clock,
-        host,
-        rank: None,
-        world_size: None,
-        metadata: ArgsId::NONE,
-    });
     let names = [
         trace.intern("CPU %"),
         trace.intern("resident bytes"),

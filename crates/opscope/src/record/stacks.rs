@@ -7,11 +7,8 @@
 use std::path::Path;
 
 use anyhow::Result;
-use opscope_formats::perfetto::{ExportOptions, MonotonicClocks};
-use opscope_model::{
-    events::SliceRow, ArgsId, ClockDomain, LinearTransform, SliceKind, Source, StrId, Trace,
-    TrackKind,
-};
+use opscope_formats::perfetto::MonotonicClocks;
+use opscope_model::{events::SliceRow, ArgsId, SliceKind, StrId, Trace, TrackKind};
 use opscope_stacks::ThreadStack;
 
 /// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
@@ -37,22 +34,7 @@ struct Open {
 
 pub fn to_trace(sampled: &[Sampled], path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
-    let clock_name = trace.intern("CLOCK_MONOTONIC");
-    let clock = trace.add_clock(ClockDomain {
-        name: clock_name,
-        to_global: LinearTransform::IDENTITY,
-        unix_offset_ns: Some(clocks.realtime_ns as i64 - clocks.monotonic_ns as i64),
-    });
-    let host = super::sampler::hostname().map(|h| trace.intern(&h));
-    let source = trace.add_source(Source {
-        path: path.to_string_lossy().into_owned(),
-        format: "opscope-stacks".into(),
-        clock,
-        host,
-        rank: None,
-        world_size: None,
-        metadata: ArgsId::NONE,
-    });
+    let source = super::sampler::monotonic_source(&mut trace, path, "opscope-stacks", clocks);
     let category = trace.intern("python stack sample");
     for sampled in sampled {
         add_process(&mut trace, source, category, sampled);
@@ -130,12 +112,7 @@ fn add_process(
 
 /// The clocks now, to place `CLOCK_MONOTONIC` times on Unix time.
 pub fn clocks_now() -> MonotonicClocks {
-    use super::sampler::clock_ns;
-    MonotonicClocks {
-        monotonic_ns: clock_ns(libc::CLOCK_MONOTONIC) as u64,
-        realtime_ns: clock_ns(libc::CLOCK_REALTIME) as u64,
-        boottime_ns: clock_ns(libc::CLOCK_BOOTTIME) as u64,
-    }
+    super::sampler::clocks_now()
 }
 
 /// The monotonic clock, which the samples are timed by.
@@ -146,15 +123,7 @@ pub fn monotonic_ns() -> i64 {
 /// Writes the processes' samples as a Perfetto file at `path`.
 pub fn write(sampled: &[Sampled], path: &Path) -> Result<()> {
     let clocks = clocks_now();
-    let trace = to_trace(sampled, path, &clocks);
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let options = ExportOptions {
-        monotonic: Some(clocks),
-    };
-    opscope_formats::perfetto::export_with(&trace, &mut file, &options)?;
-    use std::io::Write;
-    file.flush()?;
-    Ok(())
+    super::sampler::write_monotonic(&to_trace(sampled, path, &clocks), path, clocks)
 }
 
 #[cfg(test)]
