@@ -114,8 +114,8 @@ fn attach(pid: &str) -> std::process::Output {
 type FrameKey = (String, String, i64);
 
 /// A thread: its kernel thread id, its frames innermost first, whether it held the GIL
-/// (py-spy's `owns_gil`, ours `holds_gil`).
-type ThreadKey = (u64, Vec<FrameKey>, bool);
+/// (py-spy's `owns_gil`, ours `holds_gil`), whether it was running (both: `active`).
+type ThreadKey = (u64, Vec<FrameKey>, bool, bool);
 
 /// The threads of a JSON dump, sorted by kernel thread id, read with each tool's names
 /// for the thread id and the GIL.
@@ -138,7 +138,12 @@ fn threads(json: &[u8], tid: &str, gil: &str) -> Vec<ThreadKey> {
                     )
                 })
                 .collect();
-            (t[tid].as_u64().unwrap(), frames, t[gil].as_bool().unwrap())
+            (
+                t[tid].as_u64().unwrap(),
+                frames,
+                t[gil].as_bool().unwrap(),
+                t["active"].as_bool().unwrap(),
+            )
         })
         .collect();
     threads.sort_by_key(|t| t.0);
@@ -234,15 +239,15 @@ fn stacks_of_a_running_program_are_py_spys() {
         let worker = stacks.iter().find(|t| t.0.to_string() != pid).unwrap();
         let names: Vec<&str> = worker.1.iter().take(3).map(|f| f.0.as_str()).collect();
         assert_eq!(names, ["leaf_sleeper", "middle", "run"]);
-        // Nobody holds the GIL while both threads wait.
-        assert!(stacks.iter().all(|t| !t.2), "{stacks:?}");
+        // Nobody holds the GIL or runs while both threads wait.
+        assert!(stacks.iter().all(|t| !t.2 && !t.3), "{stacks:?}");
         checked.push(interpreter.display().to_string());
     }
     eprintln!("attach --dump equals py-spy dump under {checked:?}");
 }
 
-/// A busy single-threaded loop holds the GIL when read (most of the time: read until
-/// it does), under `heavy` or `light` called from the module.
+/// A busy single-threaded loop holds the GIL and runs when read (most of the time:
+/// read until it does), under `heavy` or `light` called from the module.
 #[test]
 fn the_busy_thread_holds_the_gil() {
     if !python_with(&["threading"]) {
@@ -261,7 +266,7 @@ fn the_busy_thread_holds_the_gil() {
                 "{frames:?}"
             );
             assert_eq!(frames[1].0, "<module>");
-            if stacks[0].2 {
+            if stacks[0].2 && stacks[0].3 {
                 break;
             }
             assert!(Instant::now() < deadline, "never seen holding the GIL");

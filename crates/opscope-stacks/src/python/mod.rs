@@ -47,6 +47,9 @@ pub struct ThreadStack {
     pub native_thread_id: u64,
     /// Whether it held the GIL when read.
     pub holds_gil: bool,
+    /// Whether the kernel had it running or ready to run (`R` in
+    /// `/proc/PID/task/TID/stat`) rather than waiting: py-spy's and austin's "active".
+    pub active: bool,
     pub frames: Vec<Frame>,
 }
 
@@ -117,12 +120,16 @@ impl PythonProcess {
     /// already reused, so a walk that meets what is not a frame is read again.
     pub fn stacks(&self) -> Result<Vec<ThreadStack>> {
         let mut tries = 0;
-        loop {
+        let mut stacks = loop {
             match self.walk() {
                 Err(Error::Layout { .. } | Error::Read { .. }) if tries < 8 => tries += 1,
-                done => return done,
+                done => break done?,
             }
+        };
+        for t in &mut stacks {
+            t.active = running(self.pid, t.native_thread_id);
         }
+        Ok(stacks)
     }
 
     fn walk(&self) -> Result<Vec<ThreadStack>> {
@@ -149,6 +156,7 @@ impl PythonProcess {
                     thread_id: m.u64_at(thread + l.thread_id)?,
                     native_thread_id: m.u64_at(thread + l.native_thread_id)?,
                     holds_gil: holder == Some(thread),
+                    active: false,
                     frames: self.frames(frame)?,
                 });
                 thread = m.u64_at(thread + l.thread_next)?;
@@ -286,6 +294,18 @@ impl PythonProcess {
             version: self.version.clone(),
         }
     }
+}
+
+/// Whether thread `tid` of `pid` is running or runnable: the state after the command
+/// name's closing parenthesis in its `stat` (the name may hold spaces and parentheses).
+fn running(pid: i32, tid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let (_, rest) = stat.rsplit_once(") ")?;
+            rest.chars().next()
+        })
+        == Some('R')
 }
 
 /// What the interpreter's binary tells: where `_PyRuntime` and `PyCode_Type` are in

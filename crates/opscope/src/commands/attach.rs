@@ -365,7 +365,12 @@ fn print_text(
             out,
             "\nthread {}{}",
             t.native_thread_id,
-            if t.holds_gil { " (holds the GIL)" } else { "" }
+            match (t.active, t.holds_gil) {
+                (true, true) => " (active, holds the GIL)",
+                (true, false) => " (active)",
+                (false, true) => " (idle, holds the GIL)",
+                (false, false) => " (idle)",
+            }
         )?;
         for f in &t.frames {
             let line = f.line.map_or_else(|| "?".to_string(), |l| l.to_string());

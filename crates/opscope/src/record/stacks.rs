@@ -146,6 +146,7 @@ mod tests {
             thread_id: tid,
             native_thread_id: tid,
             holds_gil: false,
+            active: true,
             frames: innermost_first.iter().map(|n| frame(n)).collect(),
         }
     }
