@@ -3,8 +3,8 @@
 //! each thread's frames (`_PyInterpreterFrame` chains) with code objects' names, files
 //! and lines — what `py-spy dump` shows, read without stopping the target.
 
-mod layout;
-mod linetable;
+pub mod layout;
+pub mod linetable;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
