@@ -127,7 +127,7 @@ type Asking = std::thread::JoinHandle<Result<Vec<crate::record::kineto_ipc::Aske
 /// the stacks are sampled; `None`, said, where no process of the tree polls for them.
 fn ask_kineto(root: i32, duration: Duration) -> Option<Asking> {
     let tree = move || {
-        let mut tree = crate::record::sampler_tree(root);
+        let mut tree = crate::record::sampler::process_tree(root);
         tree.insert(root);
         tree
     };
@@ -149,7 +149,11 @@ fn ask_kineto(root: i32, duration: Duration) -> Option<Asking> {
         })
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or_else(|| PathBuf::from("/tmp"));
-    let token = format!("{}-{}", std::process::id(), stacks::monotonic_ns());
+    let token = format!(
+        "{}-{}",
+        std::process::id(),
+        crate::record::sampler::monotonic_ns()
+    );
     let until = Instant::now() + duration.max(KINETO_GRACE);
     Some(std::thread::spawn(move || {
         crate::record::kineto_ipc::serve(tree, expected, duration, &dir, &token, until)
@@ -262,7 +266,9 @@ impl Tree {
 
     /// Opens the descendants not looked at yet.
     fn find_new(&mut self) {
-        let mut below: Vec<i32> = crate::record::sampler_tree(self.root).into_iter().collect();
+        let mut below: Vec<i32> = crate::record::sampler::process_tree(self.root)
+            .into_iter()
+            .collect();
         below.sort_unstable();
         for pid in below {
             if self.other.contains(&pid) || self.processes.iter().any(|p| p.sampled.pid == pid) {
@@ -305,7 +311,7 @@ impl Tree {
                 looked = Instant::now();
             }
             for p in self.processes.iter_mut().filter(|p| !p.gone) {
-                let ts = stacks::monotonic_ns();
+                let ts = crate::record::sampler::monotonic_ns();
                 match p.process.stacks() {
                     Ok(threads) => p.sampled.samples.push(Sample { ts, threads }),
                     // The process has ended: what was read stands.
@@ -336,7 +342,8 @@ struct Jitter(u64);
 
 impl Jitter {
     fn new() -> Jitter {
-        let seed = stacks::monotonic_ns() as u64 ^ u64::from(std::process::id()) << 32;
+        let seed =
+            crate::record::sampler::monotonic_ns() as u64 ^ u64::from(std::process::id()) << 32;
         Jitter(seed | 1)
     }
 

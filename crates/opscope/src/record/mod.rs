@@ -5,14 +5,9 @@
 mod bootstrap;
 mod embedded;
 pub(crate) mod kineto_ipc;
-mod sampler;
+pub(crate) mod sampler;
 mod signals;
 pub(crate) mod stacks;
-
-/// The pids below `root` (not `root` itself), as the recorder's sampler finds them.
-pub(crate) fn sampler_tree(root: i32) -> std::collections::HashSet<i32> {
-    sampler::process_tree(root)
-}
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};

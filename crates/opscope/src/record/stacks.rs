@@ -110,19 +110,9 @@ fn add_process(
     }
 }
 
-/// The clocks now, to place `CLOCK_MONOTONIC` times on Unix time.
-pub fn clocks_now() -> MonotonicClocks {
-    super::sampler::clocks_now()
-}
-
-/// The monotonic clock, which the samples are timed by.
-pub fn monotonic_ns() -> i64 {
-    super::sampler::monotonic_ns()
-}
-
 /// Writes the processes' samples as a Perfetto file at `path`.
 pub fn write(sampled: &[Sampled], path: &Path) -> Result<()> {
-    let clocks = clocks_now();
+    let clocks = super::sampler::clocks_now();
     super::sampler::write_monotonic(&to_trace(sampled, path, &clocks), path, clocks)
 }
 
@@ -175,7 +165,7 @@ mod tests {
                 },
             ],
         };
-        let clocks = clocks_now();
+        let clocks = crate::record::sampler::clocks_now();
         let trace = to_trace(&[sampled], Path::new("s.pftrace"), &clocks);
         let s = &trace.slices;
         let find = |name: &str| {
