@@ -101,7 +101,8 @@ const FRAMING: [(&str, &str, &str, &str); 2] = [
 
 /// `TracePacket` fields held in a `Box`: all members of its `data` oneof but the
 /// frequent `track_event`, so that a packet stays small to build and move.
-const BOXED: [&str; 5] = [
+const BOXED: [&str; 6] = [
+    ".perfetto.protos.TracePacket.perf_sample",
     ".perfetto.protos.TracePacket.trace_packet_defaults",
     ".perfetto.protos.TracePacket.track_descriptor",
     ".perfetto.protos.TracePacket.clock_snapshot",

@@ -4,9 +4,14 @@
 //! stacks (`process;thread;op;…;leaf weight`), the input of every flame-graph tool
 //! (flamegraph.pl, inferno, speedscope's importer). Slices of other kinds (a
 //! profiler's own spans, allocations) are left out, their children kept.
+//!
+//! A trace with sampled stacks has its host time from the samples instead: each
+//! sample's Python frames, then the ops open on its thread at that moment, weighted by
+//! the time the sample stands for; device work goes under its launching op placed
+//! under the stack sampled while that op ran.
 
 use hashbrown::HashMap;
-use opscope_model::{SliceKind, StrId, Trace, TrackKind, NONE};
+use opscope_model::{SliceKind, StrId, Trace, TrackId, TrackKind, NONE};
 
 use crate::Context;
 use crate::{attribution, correlate};
@@ -16,6 +21,9 @@ pub struct FlameOptions {
     /// Put kernels, copies and sets under the op that launched them (their device
     /// time), beside the ops' CPU time.
     pub device: bool,
+    /// With sampled stacks: count every sample, of idle threads too (wall time), rather
+    /// than only those of threads that ran (CPU time, py-spy's default).
+    pub wall: bool,
 }
 
 /// A frame of the tree: its parent node and its text.
@@ -27,10 +35,15 @@ enum Frame {
     Device(SliceKind, StrId),
     /// Device work with no launching op found.
     Unattributed,
+    /// A frame of a sampled stack (a row of the model's frames).
+    Sampled(u32),
 }
 
 /// Collapsed stacks, one per distinct stack with its weight in ns, sorted by stack.
 pub fn folded(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
+    if !cx.trace().samples.is_empty() {
+        return sampled(cx, options);
+    }
     let trace = cx.trace();
     let s = &trace.slices;
     let mut tree = Tree::default();
@@ -104,6 +117,109 @@ pub fn folded(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         .collect();
     out.sort();
     out
+}
+
+/// [`folded`] of a trace with sampled stacks.
+fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
+    let trace = cx.trace();
+    let samples = &trace.samples;
+    let mut tree = Tree::default();
+    let mut weights: HashMap<u32, u64> = HashMap::new();
+    let mut ops = Vec::new();
+    for i in 0..samples.len() {
+        if !options.wall && !samples.on_cpu(i) {
+            continue;
+        }
+        let track = TrackId(samples.track[i]);
+        let mut node = sample_node(trace, &mut tree, i);
+        ops_at(trace, track, samples.ts[i], &mut ops);
+        for &op in ops.iter().rev() {
+            node = tree.child(node, Frame::Slice(trace.slices.name[op as usize]));
+        }
+        *weights.entry(node).or_default() += samples.period[i].max(0) as u64;
+    }
+    if options.device {
+        let s = &trace.slices;
+        let correlation = cx.correlation();
+        for i in 0..s.len() {
+            if !correlate::is_device_work(trace, i) || s.dur[i] <= 0 {
+                continue;
+            }
+            let leaf = Frame::Device(s.kind(i), s.name[i]);
+            let at = match correlation.op_of(trace, i) {
+                Some(op) => {
+                    let track = TrackId(s.track[op]);
+                    let mut node = match sample_during(trace, track, s.ts[op], s.end(op)) {
+                        Some(j) => sample_node(trace, &mut tree, j),
+                        None => tree.thread_root(trace, track.0),
+                    };
+                    ops_at(trace, track, s.ts[op], &mut ops);
+                    // The launching op itself, also where the ops open at its start
+                    // have a deeper one (a launch inside it).
+                    let through = ops.iter().position(|&o| o as usize == op);
+                    let chain = match through {
+                        Some(k) => &ops[k..],
+                        None => &ops[..0],
+                    };
+                    for &o in chain.iter().rev() {
+                        node = tree.child(node, Frame::Slice(s.name[o as usize]));
+                    }
+                    if through.is_none() {
+                        node = tree.child(node, Frame::Slice(s.name[op]));
+                    }
+                    tree.child(node, leaf)
+                }
+                None => {
+                    let root = tree.process_root(trace, s.track[i]);
+                    let none = tree.child(root, Frame::Unattributed);
+                    tree.child(none, leaf)
+                }
+            };
+            *weights.entry(at).or_default() += s.dur[i] as u64;
+        }
+    }
+    let mut out: Vec<(String, u64)> = weights
+        .into_iter()
+        .map(|(n, w)| (tree.path(trace, n), w))
+        .collect();
+    out.sort();
+    out
+}
+
+/// The tree node of sample `i`'s stack under its thread.
+fn sample_node(trace: &Trace, tree: &mut Tree, i: usize) -> u32 {
+    let samples = &trace.samples;
+    let mut node = tree.thread_root(trace, samples.track[i]);
+    let mut frames: Vec<u32> = trace.stacks.frames_of(samples.stack[i]).collect();
+    frames.reverse();
+    for f in frames {
+        node = tree.child(node, Frame::Sampled(f));
+    }
+    node
+}
+
+/// The op frames open on `track` at `ts`, innermost first (into `out`).
+fn ops_at(trace: &Trace, track: TrackId, ts: i64, out: &mut Vec<u32>) {
+    out.clear();
+    let mut at = trace.enclosing_slice(track, ts).unwrap_or(NONE);
+    while at != NONE {
+        if is_frame(trace, at as usize) {
+            out.push(at);
+        }
+        at = trace.slices.parent[at as usize];
+    }
+}
+
+/// A sample of `track` taken while `[start, end]` ran, or else the last one before it.
+fn sample_during(trace: &Trace, track: TrackId, start: i64, end: i64) -> Option<usize> {
+    let samples = &trace.samples;
+    let rows = samples.of_track(track);
+    let ts = &samples.ts[rows.clone()];
+    let first_after = ts.partition_point(|&t| t < start);
+    if first_after < ts.len() && ts[first_after] <= end {
+        return Some(rows.start + first_after);
+    }
+    (first_after > 0).then(|| rows.start + first_after - 1)
 }
 
 /// Whether slice `i` is a frame: a host op of the views, or a Python frame, on a thread.
@@ -181,6 +297,20 @@ fn frame_text(trace: &Trace, frame: Frame) -> String {
         Frame::Slice(name) => trace.str(name).to_string(),
         Frame::Device(kind, name) => format!("[{}] {}", kind.name(), trace.str(name)),
         Frame::Unattributed => "(device work with no launching op)".to_string(),
+        Frame::Sampled(f) => sampled_frame_text(trace, f as usize),
+    }
+}
+
+/// A sampled frame as py-spy names one: `function (file.py:line)`, the file without
+/// its folders.
+pub fn sampled_frame_text(trace: &Trace, f: usize) -> String {
+    let frames = &trace.stacks.frames;
+    let file = trace.str(frames.file[f]);
+    let file = file.rsplit('/').next().unwrap_or(file);
+    let function = trace.str(frames.function[f]);
+    match frames.line[f] {
+        0 => format!("{function} ({file})"),
+        line => format!("{function} ({file}:{line})"),
     }
 }
 
@@ -205,7 +335,13 @@ mod tests {
         opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
         trace.finish();
         let cx = Context::new(&trace);
-        let stacks = folded(&cx, FlameOptions { device: true });
+        let stacks = folded(
+            &cx,
+            FlameOptions {
+                device: true,
+                wall: false,
+            },
+        );
         let root = "python (pid 1);main (tid 7)";
         let want = vec![
             (format!("{root};aten::linear"), 40_000),
@@ -221,10 +357,16 @@ mod tests {
             (format!("{root};aten::relu"), 30_000),
         ];
         assert_eq!(stacks, want);
-        let cpu: u64 = folded(&cx, FlameOptions { device: false })
-            .iter()
-            .map(|(_, w)| w)
-            .sum();
+        let cpu: u64 = folded(
+            &cx,
+            FlameOptions {
+                device: false,
+                wall: false,
+            },
+        )
+        .iter()
+        .map(|(_, w)| w)
+        .sum();
         assert_eq!(cpu, 130_000, "the roots' durations");
     }
 }

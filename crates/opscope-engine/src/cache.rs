@@ -22,7 +22,7 @@ use opscope_model::Trace;
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
 /// build identity (it is part of every key, with the binary's own size and times).
-const FORMAT_VERSION: u32 = 5;
+const FORMAT_VERSION: u32 = 6;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
 /// After the payload: its length (u64) and the CRC-32 (u32) of the key and payload

@@ -398,7 +398,13 @@ pub(crate) fn memory_section(cx: &Cx, _top: usize) -> Result<String, Error> {
 
 /// The flame graph of the whole trace, as an image in the page.
 fn flame_section(cx: &Cx) -> Result<Option<String>, Error> {
-    let stacks = folded(cx, FlameOptions { device: true });
+    let stacks = folded(
+        cx,
+        FlameOptions {
+            device: true,
+            wall: false,
+        },
+    );
     if !stacks.is_empty() {
         let lines: Vec<String> = stacks.iter().map(|(s, ns)| format!("{s} {ns}")).collect();
         let mut options = inferno::flamegraph::Options::default();

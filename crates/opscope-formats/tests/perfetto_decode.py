@@ -23,11 +23,14 @@ except ImportError as error:
 
 CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
 TABLES = ("event_names", "event_categories", "debug_annotation_names",
-          "debug_annotation_string_values")
+          "debug_annotation_string_values", "function_names", "source_paths")
 
 
 def new_state():
-    return {table: {} for table in TABLES}
+    state = {table: {} for table in TABLES}
+    state["frames"] = {}
+    state["callstacks"] = {}
+    return state
 
 
 def text(entry):
@@ -71,6 +74,7 @@ def main(path):
     tracks = {}
     counts = {"packets": 0, "begin": 0, "end": 0, "instant": 0, "counter": 0}
     events = []
+    samples = []
     for packet in trace.packet:
         counts["packets"] += 1
         seq = packet.trusted_packet_sequence_id
@@ -81,6 +85,20 @@ def main(path):
             for table in TABLES:
                 for entry in getattr(packet.interned_data, table):
                     state[table][entry.iid] = text(entry)
+            for frame in packet.interned_data.frames:
+                state["frames"][frame.iid] = frame
+            for stack in packet.interned_data.callstacks:
+                state["callstacks"][stack.iid] = list(stack.frame_ids)
+        if packet.HasField("perf_sample"):
+            sample = packet.perf_sample
+            frames = []
+            for iid in state["callstacks"].get(sample.callstack_iid, []):
+                frame = state["frames"][iid]
+                frames.append("%s %s:%d" % (state["function_names"][frame.function_name_id],
+                                            state["source_paths"][frame.source_path_iid],
+                                            frame.line_number))
+            samples.append([f"thread {sample.pid} {sample.tid}", packet.timestamp, frames,
+                            sample.timebase_count])
         if packet.HasField("track_descriptor"):
             tracks[packet.track_descriptor.uuid] = packet.track_descriptor
         if packet.HasField("track_event"):
@@ -158,6 +176,7 @@ def main(path):
         "instants": instants,
         "counters": counters,
         "flows": flows,
+        "samples": samples,
     }, sys.stdout)
 
 

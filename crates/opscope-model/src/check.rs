@@ -62,6 +62,8 @@ impl Trace {
                 "counter sample {i}: track"
             );
         }
+        self.stacks.check(n_strings)?;
+        self.samples.check(n_tracks, self.stacks.nodes.len())?;
         Ok(())
     }
 

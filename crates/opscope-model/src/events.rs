@@ -61,6 +61,7 @@ macro_rules! columns {
 
             /// The address ranges of the columns' spare capacity (see
             /// [`crate::Trace::spare_capacity`]).
+            #[allow(dead_code)]
             pub(crate) fn spare_capacity(&self, out: &mut Vec<Range<usize>>) {
                 push_spare(&self.$first, out);
                 $(push_spare(&self.$col, out);)*
@@ -96,6 +97,7 @@ macro_rules! columns {
         }
     };
 }
+pub(crate) use columns;
 
 /// One column of a table, typed, for exporters (see `for_each_column`).
 #[derive(Copy, Clone, Debug)]
@@ -256,7 +258,7 @@ pub(crate) fn push_spare<T>(column: &Vec<T>, out: &mut Vec<Range<usize>>) {
 }
 
 /// Replaces a column by its rows `order` (`new[i] = old[order[i]]`).
-fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
+pub(crate) fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
     apply_via(column, order, &mut Vec::new());
 }
 

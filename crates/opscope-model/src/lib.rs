@@ -14,6 +14,7 @@ pub mod kind;
 mod packed;
 mod refine;
 pub mod repair;
+pub mod samples;
 pub mod strings;
 #[cfg(test)]
 mod testing;
@@ -27,6 +28,7 @@ pub use dims::{
 };
 pub use events::{CounterSamples, Flows, InstantScope, Instants, Slices};
 pub use kind::{CopyDirection, SliceKind};
+pub use samples::{SampleRow, StackSamples, Stacks};
 pub use strings::{StrId, StringTable};
 pub use trace::{RepairCounts, Room, Trace};
 

@@ -38,9 +38,24 @@ pub(crate) fn finish(trace: &mut Trace) {
         }
         trace.set_track_slices(ranges);
         sort_instants(trace);
+        drop_dangling_samples(trace);
+        trace.samples.sort();
     });
     trace.counters = counters;
     crate::refine::refine_kinds(trace);
+}
+
+/// Samples on no track, or pointing at no stack, are dropped and counted.
+fn drop_dangling_samples(trace: &mut Trace) {
+    let (tracks, nodes) = (trace.tracks.len() as u32, trace.stacks.nodes.len() as u32);
+    let s = &trace.samples;
+    let ok = |i: usize| s.track[i] < tracks && (s.stack[i] == NONE || s.stack[i] < nodes);
+    if (0..s.len()).all(ok) {
+        return;
+    }
+    let keep: Vec<u32> = (0..s.len() as u32).filter(|&i| ok(i as usize)).collect();
+    trace.repairs.dangling_references += (s.len() - keep.len()) as u64;
+    trace.samples.permute(&keep);
 }
 
 /// Counter samples from which sorting them gets a thread of its own.

@@ -8,6 +8,7 @@ use crate::args::Args;
 use crate::clock::{ClockDomain, ClockId};
 use crate::dims::*;
 use crate::events::*;
+use crate::samples::{StackSamples, Stacks};
 use crate::strings::{StrId, StringTable};
 use crate::NONE;
 
@@ -80,6 +81,9 @@ pub struct Trace {
     pub instants: Instants,
     pub counters: CounterSamples,
     pub flows: Flows,
+    /// Sampled call stacks on the thread tracks, and the stack tree they point into.
+    pub samples: StackSamples,
+    pub stacks: Stacks,
     pub repairs: RepairCounts,
     /// Slices and instants whose category no importer rule knew, by category; they are
     /// kept as kind `Other`.
@@ -281,7 +285,13 @@ impl Trace {
             lo = lo.min(self.slices.ts[i]);
             hi = hi.max(self.slices.end(i));
         }
-        for &t in self.instants.ts.iter().chain(&self.counters.ts) {
+        for &t in self
+            .instants
+            .ts
+            .iter()
+            .chain(&self.counters.ts)
+            .chain(&self.samples.ts)
+        {
             lo = lo.min(t);
             hi = hi.max(t);
         }
@@ -297,6 +307,8 @@ impl Trace {
             + self.instants.heap_bytes()
             + self.counters.heap_bytes()
             + self.flows.heap_bytes()
+            + self.samples.heap_bytes()
+            + self.stacks.heap_bytes()
             + self.track_slices.capacity() * 8
             + self.tracks.capacity() * std::mem::size_of::<Track>()
             + self.threads.capacity() * std::mem::size_of::<Thread>()
@@ -362,6 +374,8 @@ impl Trace {
         self.instants.shrink_to_fit();
         self.counters.shrink_to_fit();
         self.flows.shrink_to_fit();
+        self.samples.shrink_to_fit();
+        self.stacks.shrink_to_fit();
         self.strings.shrink_to_fit();
         self.track_slices.shrink_to_fit();
         self.tracks.shrink_to_fit();
@@ -507,6 +521,7 @@ impl Trace {
             .iter_mut()
             .chain(self.instants.track.iter_mut())
             .chain(self.counters.track.iter_mut())
+            .chain(self.samples.track.iter_mut())
         {
             *t = track_to[*t as usize];
         }

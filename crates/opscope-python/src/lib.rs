@@ -215,7 +215,7 @@ impl Model {
 
     /// Writes `opscope flame`'s graph of this model to `output`; gives the line that
     /// says what was written.
-    #[pyo3(signature = (output, cpu_only = false, title = None, force = false))]
+    #[pyo3(signature = (output, cpu_only = false, title = None, force = false, wall = false))]
     fn flame(
         &self,
         py: Python<'_>,
@@ -223,10 +223,11 @@ impl Model {
         cpu_only: bool,
         title: Option<String>,
         force: bool,
+        wall: bool,
     ) -> PyResult<String> {
         let trace = Arc::clone(&self.trace);
         interruptible(py, move || {
-            opscope::embed::write_flame(&trace, &output, cpu_only, title.as_deref(), force)
+            opscope::embed::write_flame(&trace, &output, cpu_only, wall, title.as_deref(), force)
         })?
         .map_err(|e| error(format!("{e:#}")))
     }

@@ -137,11 +137,17 @@ pub fn write_flame(
     trace: &Trace,
     output: &std::path::Path,
     cpu_only: bool,
+    wall: bool,
     title: Option<&str>,
     force: bool,
 ) -> Result<String> {
-    let title = title.unwrap_or(crate::commands::flame::TITLE);
-    crate::commands::flame::write(trace, output, cpu_only, title, force)
+    let options = crate::exporters::ExportOptions {
+        device: !cpu_only,
+        wall,
+        title: title.unwrap_or(crate::commands::flame::TITLE).to_string(),
+        force,
+    };
+    crate::commands::flame::write(trace, output, &options)
 }
 
 /// Writes a loaded trace to `output` in the format `to` names, else the one its file

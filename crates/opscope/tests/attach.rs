@@ -80,18 +80,18 @@ fn opscope_ok<A: AsRef<std::ffi::OsStr>>(args: &[A]) -> String {
     stderr
 }
 
-/// A session's stacks as folded lines (`convert --to folded`).
+/// A session's stacks as folded lines (`convert --to folded`): CPU time, of the
+/// threads that ran.
 fn folded(session: &Path) -> String {
+    folded_with(session, &[])
+}
+
+fn folded_with(session: &Path, extra: &[&str]) -> String {
     let file = session.with_extension("folded");
-    opscope_ok(&[
-        "convert".as_ref(),
-        "--to".as_ref(),
-        "folded".as_ref(),
-        "-f".as_ref(),
-        "-o".as_ref(),
-        file.as_os_str(),
-        session.as_os_str(),
-    ]);
+    let mut args = vec!["convert", "--to", "folded", "-f", "-o"];
+    args.extend([file.to_str().unwrap(), session.to_str().unwrap()]);
+    args.extend(extra);
+    opscope_ok(&args);
     std::fs::read_to_string(file).unwrap()
 }
 
@@ -352,9 +352,7 @@ fn sample_hot_program(py_spy: &Path, scratch: &Path) -> (Shares, Shares, Shares)
     assert!(theirs.wait_with_output().unwrap().status.success());
     // SIGTERM: the program writes its own shares and exits.
     program.terminate();
-    let ours = leaf_shares(&folded(&session), |leaf| {
-        leaf.rsplit_once(": ").map(|x| x.1)
-    });
+    let ours = leaf_shares(&folded(&session), |leaf| leaf.split_once(' ').map(|x| x.0));
     let theirs = leaf_shares(&std::fs::read_to_string(&raw).unwrap(), |leaf| {
         leaf.split_once(' ').map(|x| x.0)
     });
@@ -424,20 +422,17 @@ fn the_tree_below_the_process_is_sampled() {
     let session = scratch.join("session");
     let pid = program.pid();
     sample(&pid, "2s", &session, &[]);
-    let folded = folded(&session);
+    let (folded, wall) = (folded(&session), folded_with(&session, &["--wall"]));
     for pid in &workers {
         let spinning = folded.lines().any(|l| {
-            l.starts_with(&format!("python (pid {pid});"))
-                && (l.contains("): work;") || l.contains("): work "))
+            l.starts_with(&format!("python (pid {pid});")) && l.contains(";work (stacks_pool.py:")
         });
         assert!(spinning, "worker {pid} not seen in `work`:\n{folded}");
     }
-    assert!(
-        folded
-            .lines()
-            .any(|l| l.starts_with(&format!("python (pid {});", program.pid()))),
-        "{folded}"
-    );
+    // The parent waits in `pool.map` the whole time: idle, so in wall time only.
+    let parent = format!("python (pid {});", program.pid());
+    assert!(wall.lines().any(|l| l.starts_with(&parent)), "{wall}");
+    assert!(!folded.lines().any(|l| l.starts_with(&parent)), "{folded}");
 }
 
 /// A PyTorch training loop written for the check, attached to while it trains (started
@@ -480,7 +475,7 @@ fn a_pytorch_job_attached_to_runs_as_it_does_alone() {
     assert!(
         folded
             .lines()
-            .any(|l| l.contains("): <module>;") && l.contains("): train_step")),
+            .any(|l| l.contains(";<module> (attach_torch.py:") && l.contains(";train_step (")),
         "{folded}"
     );
 }

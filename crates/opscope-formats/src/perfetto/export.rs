@@ -13,11 +13,11 @@ use opscope_model::{ArgValue, ArgsId, InstantScope, SliceKind, StrId, Trace, Tra
 use prost::Message;
 
 use super::proto::{
-    Clock, ClockSnapshot, CounterDescriptor, DebugAnnotation, Interned, InternedData,
-    ProcessDescriptor, ThreadDescriptor, TracePacket, TracePacketDefaults, TrackDescriptor,
-    TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME, PACKET_KEY,
-    SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE, TYPE_COUNTER, TYPE_INSTANT,
-    TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    frame, Callstack, Clock, ClockSnapshot, CounterDescriptor, DebugAnnotation, Frame, Interned,
+    InternedData, PerfSample, ProcessDescriptor, ThreadDescriptor, TracePacket,
+    TracePacketDefaults, TrackDescriptor, TrackEvent, CLOCK_BOOTTIME, CLOCK_MONOTONIC,
+    CLOCK_REALTIME, PACKET_KEY, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
+    TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
 };
 use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
 use crate::error::ExportError;
@@ -91,6 +91,7 @@ pub fn export_with(
     }
     write_descriptors(trace, &plan, &mut writer)?;
     write_events(trace, &plan, &mut writer)?;
+    write_samples(trace, &plan, &mut writer)?;
     writer.finish()
 }
 
@@ -238,7 +239,15 @@ impl Plan {
                 tag: Tag::Counter,
             });
         }
-        plan.origin = plan.events.iter().map(|e| e.ts).min().unwrap_or(0).min(0);
+        let first_sample = trace.samples.ts.iter().copied().min();
+        plan.origin = plan
+            .events
+            .iter()
+            .map(|e| e.ts)
+            .chain(first_sample)
+            .min()
+            .unwrap_or(0)
+            .min(0);
         plan.events.sort_by_key(|e| (e.ts, e.lane));
 
         let slices = trace.slices.len();
@@ -845,6 +854,82 @@ fn write_events<W: Write>(
         if let Some(d) = packet.interned_data.take() {
             data = d;
         }
+    }
+    Ok(())
+}
+
+/// Writes the sampled stacks as `PerfSample` packets on the events' sequence, each
+/// callstack, frame, function name and file interned on first use (frames and
+/// callstacks take the model's row numbers as iids), so that Perfetto's UI draws them
+/// as it draws its own CPU profiles.
+fn write_samples<W: Write>(
+    trace: &Trace,
+    plan: &Plan,
+    w: &mut PacketWriter<'_, W>,
+) -> Result<(), ExportError> {
+    let (samples, stacks) = (&trace.samples, &trace.stacks);
+    let mut functions = Table::new(trace.strings.len());
+    let mut paths = Table::new(trace.strings.len());
+    let mut frame_written = vec![false; stacks.frames.len()];
+    let mut node_written = vec![false; stacks.nodes.len()];
+    let mut data = InternedData::default();
+    let mut chain = Vec::new();
+    for i in 0..samples.len() {
+        let track = &trace.tracks[samples.track[i] as usize];
+        let Some(thread) = track.thread.and_then(|t| trace.threads.get(t.index())) else {
+            continue;
+        };
+        let pid = trace.processes[thread.process.index()].pid;
+        data.clear();
+        let node = samples.stack[i];
+        if node != opscope_model::NONE && !node_written[node as usize] {
+            node_written[node as usize] = true;
+            chain.clear();
+            chain.extend(stacks.frames_of(node));
+            for &f in &chain {
+                if std::mem::replace(&mut frame_written[f as usize], true) {
+                    continue;
+                }
+                let frames = &stacks.frames;
+                let f = f as usize;
+                data.frames.push(Frame {
+                    iid: Some(f as u64 + 1),
+                    function_name_id: Some(functions.model(
+                        trace,
+                        frames.function[f],
+                        &mut data.function_names,
+                    )),
+                    source_path_iid: Some(paths.model(
+                        trace,
+                        frames.file[f],
+                        &mut data.source_paths,
+                    )),
+                    line_number: Some(frames.line[f]),
+                    kind: Some(frame::Kind::Interpreted as i32),
+                    ..Default::default()
+                });
+            }
+            data.callstacks.push(Callstack {
+                iid: Some(node as u64 + 1),
+                frame_ids: chain.iter().rev().map(|&f| f as u64 + 1).collect(),
+            });
+        }
+        let packet = TracePacket {
+            timestamp: Some(plan.time(samples.ts[i])),
+            trusted_packet_sequence_id: Some(SEQUENCE_ID),
+            sequence_flags: Some(SEQ_NEEDS_INCREMENTAL_STATE),
+            interned_data: (!data.is_empty()).then(|| std::mem::take(&mut data)),
+            perf_sample: Some(Box::new(PerfSample {
+                pid: Some(pid as u32),
+                tid: Some(thread.tid as u32),
+                callstack_iid: (node != opscope_model::NONE).then_some(node as u64 + 1),
+                timebase_count: Some(samples.period[i].max(0) as u64),
+                opscope_thread_state: Some(samples.state[i]),
+                ..Default::default()
+            })),
+            ..Default::default()
+        };
+        w.write(&packet)?;
     }
     Ok(())
 }

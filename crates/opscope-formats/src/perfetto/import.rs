@@ -12,14 +12,16 @@ use std::collections::{HashMap, HashSet};
 use opscope_model::events::{InstantRow, SliceRow};
 use opscope_model::{
     ArgValue, ArgsId, ClockDomain, DeviceKind, InstantScope, LinearTransform, Process, ProcessId,
-    SliceKind, Source, SourceId, StrId, StringTable, Trace, TrackId, TrackKind,
+    SampleRow, SliceKind, Source, SourceId, StrId, StringTable, Trace, TrackId, TrackKind,
 };
 
 use super::proto::{
     self, DebugAnnotation, NestedValue, ProcessDescriptor, ThreadDescriptor, TrackDescriptor,
     CLOCK_BOOTTIME, CLOCK_MONOTONIC, CLOCK_REALTIME,
 };
-use super::reader::{syntax, Event, Limits, Place, Reader, Sequence, Sink, SinkError, Walked};
+use super::reader::{
+    syntax, Event, Limits, Place, Reader, Sequence, Sink, SinkError, StackSample, Walked,
+};
 use super::{Marker, FLOW_ANNOTATION, FLOW_SEPARATOR, KIND_ANNOTATION, SCOPE_ANNOTATION};
 use crate::common::{FlowBinder, FlowEnd, FlowRole};
 use crate::error::ImportError;
@@ -691,6 +693,25 @@ impl Sink for Model<'_> {
     fn counter(&mut self, place: Place, ts: i64, value: f64) {
         let target = self.place_target(place);
         self.trace.counters.push(target.track, ts, value);
+    }
+
+    fn sample(&mut self, sample: &StackSample<'_>) {
+        let trace = &mut *self.trace;
+        let process = trace.process(self.source, i64::from(sample.pid));
+        let thread = trace.thread(process, i64::from(sample.tid));
+        let track = trace.thread_track(thread, TrackKind::Thread);
+        let stacks = &mut trace.stacks;
+        let stack = sample.frames.iter().fold(opscope_model::NONE, |parent, f| {
+            let frame = stacks.frame(f.function, f.file, f.line);
+            stacks.node(parent, frame)
+        });
+        trace.samples.push(SampleRow {
+            ts: sample.ts,
+            track,
+            stack,
+            period: i64::try_from(sample.period).unwrap_or(i64::MAX),
+            state: sample.state,
+        });
     }
 }
 

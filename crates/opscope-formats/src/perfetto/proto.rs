@@ -59,6 +59,10 @@ impl InternedData {
             && self.event_names.is_empty()
             && self.debug_annotation_names.is_empty()
             && self.debug_annotation_string_values.is_empty()
+            && self.function_names.is_empty()
+            && self.source_paths.is_empty()
+            && self.frames.is_empty()
+            && self.callstacks.is_empty()
     }
 
     pub fn clear(&mut self) {
@@ -66,5 +70,9 @@ impl InternedData {
         self.event_names.clear();
         self.debug_annotation_names.clear();
         self.debug_annotation_string_values.clear();
+        self.function_names.clear();
+        self.source_paths.clear();
+        self.frames.clear();
+        self.callstacks.clear();
     }
 }

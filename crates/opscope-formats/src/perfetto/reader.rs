@@ -11,9 +11,10 @@ use opscope_model::{RepairCounts, SliceKind, StrId};
 use prost::Message;
 
 use super::proto::{
-    self, ClockSnapshot, InternedData, ProcessDescriptor, ThreadDescriptor, TracePacketDefaults,
-    TrackDescriptor, CLOCK_BOOTTIME, SEQ_INCREMENTAL_STATE_CLEARED, SEQ_NEEDS_INCREMENTAL_STATE,
-    TRACE_PACKET, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN, TYPE_SLICE_END,
+    self, ClockSnapshot, InternedData, PerfSample, ProcessDescriptor, ThreadDescriptor,
+    TracePacketDefaults, TrackDescriptor, CLOCK_BOOTTIME, SEQ_INCREMENTAL_STATE_CLEARED,
+    SEQ_NEEDS_INCREMENTAL_STATE, TRACE_PACKET, TYPE_COUNTER, TYPE_INSTANT, TYPE_SLICE_BEGIN,
+    TYPE_SLICE_END,
 };
 use super::{kind_named, recorded_kind, KIND_ANNOTATION};
 use crate::common::SliceStack;
@@ -115,6 +116,26 @@ impl Event<'_> {
     }
 }
 
+/// One frame of a sampled stack, its strings in the sink's table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct SampledFrame {
+    pub function: StrId,
+    pub file: StrId,
+    pub line: u32,
+}
+
+/// A sampled stack of one thread (a `PerfSample` packet), as a sink gets it.
+pub(super) struct StackSample<'a> {
+    pub ts: i64,
+    pub pid: u32,
+    pub tid: u32,
+    /// Outermost first; empty for a thread sampled outside any frame.
+    pub frames: &'a [SampledFrame],
+    /// `timebase_count`: for opscope's samplers, the nanoseconds the sample stands for.
+    pub period: u64,
+    pub state: u32,
+}
+
 /// What a sink's event handlers give when the event cannot be taken: the packet is
 /// then an [`ImportError::Syntax`], as one that does not decode.
 pub(super) type SinkError = String;
@@ -150,6 +171,8 @@ pub(super) trait Sink {
     fn instant(&mut self, event: &Event<'_>) -> Result<(), SinkError>;
     /// A counter's value, its track's unit applied and increments summed.
     fn counter(&mut self, place: Place, ts: i64, value: f64);
+    /// A sampled stack.
+    fn sample(&mut self, _sample: &StackSample<'_>) {}
 }
 
 /// A lane: a track or a legacy thread, with what the reader keeps of it.
@@ -208,6 +231,8 @@ pub(super) struct Reader<O> {
     /// tenth of importing a recording).
     kept: HashMap<u64, Vec<u8>>,
     text: String,
+    /// Reused for each sampled stack.
+    frames: Vec<SampledFrame>,
 }
 
 impl<O> Reader<O> {
@@ -234,6 +259,7 @@ impl<O> Reader<O> {
             inflated: Vec::new(),
             kept: HashMap::new(),
             text: String::new(),
+            frames: Vec::new(),
         }
     }
 
@@ -395,6 +421,10 @@ impl<O> Reader<O> {
                 if let Some(event) = &event {
                     let ts = self.timestamp(p.timestamp, p.clock, event.absolute_us);
                     self.event(ts, event, sink).map_err(|e| bad(&e))?;
+                }
+                if let Some(sample) = rare.as_ref().and_then(|r| r.sample.as_deref()) {
+                    let ts = self.timestamp(p.timestamp, p.clock, None);
+                    self.sample(ts, sample, sink);
                 }
             } else if event.is_some() {
                 self.repairs.malformed_events += 1;
@@ -563,6 +593,72 @@ impl<O> Reader<O> {
                 *interned = (*interned + table.footprint()).saturating_sub(before);
             }
         }
+        // Frames and callstacks keep iids, looked up when a sample names them.
+        let entries = data.frames.len()
+            + data
+                .callstacks
+                .iter()
+                .map(|c| c.frame_ids.len())
+                .sum::<usize>();
+        if !room_for_one_more(*interned, entries, limit) {
+            forget_stale(sequences, interned);
+            if !room_for_one_more(*interned, entries, limit) {
+                *dropped += (data.frames.len() + data.callstacks.len()) as u64;
+                return;
+            }
+        }
+        for f in &data.frames {
+            let frame = RawFrame {
+                function: f.function_name_id.unwrap_or(0),
+                path: f.source_path_iid.unwrap_or(0),
+                line: f.line_number.unwrap_or(0),
+            };
+            seq.frames.insert(f.iid.unwrap_or(0), frame);
+        }
+        for c in &data.callstacks {
+            seq.callstacks
+                .insert(c.iid.unwrap_or(0), c.frame_ids.clone());
+        }
+        *interned = interned.saturating_add(entries);
+    }
+
+    /// A `PerfSample`: its callstack's frames looked up in the sequence's tables. A
+    /// callstack or frame never interned is a frame-less sample, counted as malformed.
+    fn sample<S: Sink<Open = O>>(&mut self, ts: i64, sample: &PerfSample, sink: &mut S) {
+        if sample.kernel_records_lost.is_some() || sample.sample_skipped_reason.is_some() {
+            return;
+        }
+        self.frames.clear();
+        let seq = &self.seq;
+        let mut complete = true;
+        if let Some(iid) = sample.callstack_iid.filter(|&i| i != 0) {
+            match seq.callstacks.get(&iid) {
+                Some(ids) => {
+                    for id in ids {
+                        match seq.frames.get(id) {
+                            Some(f) => self.frames.push(SampledFrame {
+                                function: seq.functions.get(f.function),
+                                file: seq.paths.get(f.path),
+                                line: f.line,
+                            }),
+                            None => complete = false,
+                        }
+                    }
+                }
+                None => complete = false,
+            }
+        }
+        if !complete {
+            self.repairs.malformed_events += 1;
+        }
+        sink.sample(&StackSample {
+            ts,
+            pid: sample.pid.unwrap_or(0),
+            tid: sample.tid.unwrap_or(0),
+            frames: &self.frames,
+            period: sample.timebase_count.unwrap_or(0),
+            state: sample.opscope_thread_state.unwrap_or(0),
+        });
     }
 
     /// The packet's time in nanoseconds of the trace's primary clock: a sequence
@@ -909,6 +1005,10 @@ fn footprint(seq: &Sequence) -> usize {
         + seq.categories.footprint()
         + seq.keys.footprint()
         + seq.values.footprint()
+        + seq.functions.footprint()
+        + seq.paths.footprint()
+        + seq.frames.len()
+        + seq.callstacks.values().map(Vec::len).sum::<usize>()
 }
 
 /// Whether an interning table holding `footprint` entries of memory may take one more
@@ -1149,6 +1249,13 @@ impl IidTable {
     }
 }
 
+/// A frame as interned: the iids of its function and file, and its line.
+struct RawFrame {
+    function: u64,
+    path: u64,
+    line: u32,
+}
+
 /// Incremental state of one packet sequence.
 #[derive(Default)]
 pub(super) struct Sequence {
@@ -1158,6 +1265,10 @@ pub(super) struct Sequence {
     categories: IidTable,
     pub keys: IidTable,
     pub values: IidTable,
+    functions: IidTable,
+    paths: IidTable,
+    frames: HashMap<u64, RawFrame>,
+    callstacks: HashMap<u64, Vec<u64>>,
     default_track: Option<u64>,
     default_clock: Option<u32>,
     extra_counter_tracks: Vec<u64>,
@@ -1196,12 +1307,14 @@ impl Sequence {
     fn tables<'a>(
         &'a mut self,
         data: &'a InternedData,
-    ) -> [(&'a mut IidTable, &'a [proto::Interned]); 4] {
+    ) -> [(&'a mut IidTable, &'a [proto::Interned]); 6] {
         [
             (&mut self.names, &data.event_names),
             (&mut self.categories, &data.event_categories),
             (&mut self.keys, &data.debug_annotation_names),
             (&mut self.values, &data.debug_annotation_string_values),
+            (&mut self.functions, &data.function_names),
+            (&mut self.paths, &data.source_paths),
         ]
     }
 
@@ -1264,6 +1377,10 @@ impl Sequence {
         self.categories.clear();
         self.keys.clear();
         self.values.clear();
+        self.functions.clear();
+        self.paths.clear();
+        self.frames.clear();
+        self.callstacks.clear();
         self.default_track = None;
         self.default_clock = None;
         self.extra_counter_tracks.clear();
@@ -1294,6 +1411,7 @@ pub(super) mod number {
         pub const PROCESS_DESCRIPTOR: u32 = 43;
         pub const COMPRESSED_PACKETS: u32 = 50;
         pub const ZSTD_COMPRESSED_PACKETS: u32 = 133;
+        pub const PERF_SAMPLE: u32 = 66;
     }
 
     pub mod event {
@@ -1507,6 +1625,7 @@ struct Rare<'a> {
     interned: Option<InternedData>,
     process: Option<ProcessDescriptor>,
     thread: Option<ThreadDescriptor>,
+    sample: Option<Box<PerfSample>>,
     zstd: bool,
 }
 
@@ -1529,6 +1648,7 @@ impl<'a> Rare<'a> {
             interned: decoded(packet, n::INTERNED_DATA)?.map(|(m, _)| m),
             process: decoded(packet, n::PROCESS_DESCRIPTOR)?.map(|(m, _)| m),
             thread: decoded(packet, n::THREAD_DESCRIPTOR)?.map(|(m, _)| m),
+            sample: decoded(packet, n::PERF_SAMPLE)?.map(|(m, _)| Box::new(m)),
             zstd: field_bytes(packet, n::ZSTD_COMPRESSED_PACKETS).is_some(),
         })
     }
@@ -1580,6 +1700,7 @@ impl<'a> Packet<'a> {
                 | n::CLOCK_SNAPSHOT
                 | n::THREAD_DESCRIPTOR
                 | n::PROCESS_DESCRIPTOR
+                | n::PERF_SAMPLE
                 | n::ZSTD_COMPRESSED_PACKETS => {
                     v.bytes()?;
                     p.rare = true;

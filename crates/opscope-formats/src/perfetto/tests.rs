@@ -225,9 +225,73 @@ pub(super) fn sample_trace() -> Trace {
     let ac2g = t.intern("ac2g");
     t.flows.push(launch, kernel, ac2g, ac2g);
     t.flows.push(step, late, StrId::EMPTY, StrId::EMPTY);
+    add_samples(&mut t, main_track);
     t.finish();
     assert_eq!(t.repairs.total(), 0);
     t
+}
+
+/// Sampled stacks on `track`: two stacks sharing their outer frame, a sample outside
+/// any frame, and each state bit.
+fn add_samples(t: &mut Trace, track: TrackId) {
+    use opscope_model::samples::state;
+    let frame = |t: &mut Trace, function: &str, file: &str, line| {
+        let (function, file) = (t.intern(function), t.intern(file));
+        t.stacks.frame(function, file, line)
+    };
+    let main = frame(t, "<module>", "train.py", 40);
+    let step = frame(t, "Model.step", "train.py", 12);
+    let load = frame(t, "load", "data/loader.py", 7);
+    let one = t.stacks.stack([main, step]);
+    let two = t.stacks.stack([main, load]);
+    for (ts, stack, state) in [
+        (1_000, one, state::ACTIVE_KNOWN | state::ACTIVE | state::GIL),
+        (11_000, two, state::ACTIVE_KNOWN),
+        (21_000, opscope_model::NONE, 0),
+        (31_000, one, state::ACTIVE_KNOWN | state::ACTIVE),
+    ] {
+        t.samples.push(opscope_model::SampleRow {
+            ts,
+            track,
+            stack,
+            period: 10_000,
+            state,
+        });
+    }
+}
+
+/// Each sample as `owner ts period state frames` (outermost first).
+fn sample_lines(t: &Trace, owner: impl Fn(&Trace, u32) -> String) -> Vec<String> {
+    let s = &t.samples;
+    let mut lines: Vec<String> = (0..s.len())
+        .map(|i| {
+            let frames: Vec<String> = stack_frames(t, s.stack[i]);
+            let (ts, period, state) = (s.ts[i], s.period[i], s.state[i]);
+            format!("{} {ts} {period} {state} {frames:?}", owner(t, s.track[i]))
+        })
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The frames of a stack, outermost first, as `function file:line`.
+fn stack_frames(t: &Trace, stack: u32) -> Vec<String> {
+    let f = &t.stacks.frames;
+    let mut frames: Vec<String> = t
+        .stacks
+        .frames_of(stack)
+        .map(|i| {
+            let i = i as usize;
+            format!(
+                "{} {}:{}",
+                t.str(f.function[i]),
+                t.str(f.file[i]),
+                f.line[i]
+            )
+        })
+        .collect();
+    frames.reverse();
+    frames
 }
 
 fn name(t: &Trace, id: Option<StrId>) -> &str {
@@ -276,8 +340,9 @@ fn canonical(t: &Trace) -> Vec<Vec<String>> {
     for v in [&mut processes, &mut threads, &mut tracks] {
         v.sort();
     }
+    let samples = sample_lines(t, track_text);
     vec![
-        processes, threads, tracks, slices, instants, counters, flows,
+        processes, threads, tracks, slices, instants, counters, flows, samples,
     ]
 }
 
@@ -568,6 +633,19 @@ fn assert_official_decode_matches(t: &Trace) {
         })
         .collect();
 
+    // The opscope state bits are a field of our own, which the official protos skip.
+    let ss = &t.samples;
+    let samples = (0..ss.len())
+        .map(|i| {
+            json!([
+                owner(t, ss.track[i]),
+                ss.ts[i] - origin,
+                stack_frames(t, ss.stack[i]),
+                ss.period[i]
+            ])
+        })
+        .collect();
+
     let counts = &got["counts"];
     assert_eq!(counts["begin"], json!(s.len()));
     assert_eq!(counts["end"], json!(s.len()));
@@ -581,6 +659,7 @@ fn assert_official_decode_matches(t: &Trace) {
     assert_eq!(list(&got["instants"]), sorted(instants));
     assert_eq!(list(&got["counters"]), sorted(counters));
     assert_eq!(list(&got["flows"]), sorted(flows));
+    assert_eq!(list(&got["samples"]), sorted(samples));
 }
 
 #[test]
@@ -775,6 +854,7 @@ pub(super) fn sdk_style_trace() -> Vec<u8> {
         event_categories: vec![interned(1, "rpc")],
         debug_annotation_names: vec![interned(1, "method")],
         debug_annotation_string_values: vec![interned(1, "GET")],
+        ..Default::default()
     });
     packets.push(first);
     packets.push(event(2, seq, end()));
@@ -944,14 +1024,47 @@ fn perfetto_bad_framing_is_an_error_with_offset() {
     assert_eq!(syntax_offset(import_bytes(&[0x0a, 0x80])), 0);
 }
 
+/// The bytes of the file's trailing sample packets (the exporter writes them last).
+fn samples_bytes(file: &[u8]) -> usize {
+    let mut pos = 0;
+    let mut first_sample = file.len();
+    while pos < file.len() {
+        let start = pos;
+        pos += 1;
+        let mut len = 0usize;
+        let mut shift = 0;
+        loop {
+            let b = file[pos];
+            pos += 1;
+            len |= ((b & 0x7f) as usize) << shift;
+            shift += 7;
+            if b < 0x80 {
+                break;
+            }
+        }
+        let packet = TracePacket::decode(&file[pos..pos + len]).expect("packet");
+        if packet.perf_sample.is_some() && first_sample == file.len() {
+            first_sample = start;
+        }
+        pos += len;
+    }
+    file.len() - first_sample
+}
+
 #[test]
 fn perfetto_truncated_file_keeps_what_was_read() {
     let good = export_bytes(&sample_trace());
     let t = import_bytes(&good[..good.len() - 3]).expect("import");
     assert_eq!(t.repairs.malformed_events, 1);
-    // The last packet is an end event: its slice is closed and counted instead.
-    assert_eq!(t.repairs.unmatched_begins, 1);
+    // The last packet is a sampled stack, lost; the events before it are whole.
+    assert_eq!(t.repairs.unmatched_begins, 0);
     assert_eq!(t.slices.len(), sample_trace().slices.len());
+    assert_eq!(t.samples.len(), sample_trace().samples.len() - 1);
+    // Cut before the samples: the last event is an end, its slice closed and counted.
+    let before_samples = good.len() - samples_bytes(&good);
+    let early = import_bytes(&good[..before_samples - 3]).expect("import");
+    assert_eq!(early.repairs.unmatched_begins, 1);
+    assert!(early.samples.is_empty());
     // And the user is told where the file was cut and how much was lost.
     let cut = good.len() - 3;
     let (last, packets) = {

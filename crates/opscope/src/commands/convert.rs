@@ -52,6 +52,10 @@ pub struct Args {
     /// when it holds a CTF trace and nothing else, for CTF output).
     #[arg(long, short)]
     force: bool,
+    /// Collapsed stacks and flame graphs of sampled stacks count idle threads' samples
+    /// too (wall time); by default only those of threads that ran (CPU time).
+    #[arg(long)]
+    wall: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -68,6 +72,7 @@ pub fn run_with(
     let target = exporters::choose(&args.output, args.to.as_deref())?;
     let export = ExportOptions {
         force: args.force,
+        wall: args.wall,
         ..ExportOptions::default()
     };
     let inputs = load::expand(&args.inputs)?;

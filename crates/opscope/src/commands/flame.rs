@@ -18,11 +18,14 @@ use crate::load;
                   trace has them) under the ops it sits in on its thread, as wide as its CPU \
                   self time; each kernel, copy and set under the op that launched it, as wide \
                   as its device time, with its kind in brackets. Under every process, one \
-                  frame per thread. The SVG is interactive in a browser (click to zoom, \
+                  frame per thread. Where the trace has sampled stacks (`opscope record`, \
+                  `opscope attach`), each sample's Python frames come first, then the ops \
+                  open at that moment, as wide as the time it stands for; kernels go under \
+                  their op under the stack sampled while it ran. The SVG is interactive in a browser (click to zoom, \
                   search with Ctrl-F).\n\n\
                   `opscope convert --to folded` writes the same stacks as text for other \
                   flame-graph tools.",
-    after_help = "Examples:\n  opscope flame trace.json.gz -o flame.svg\n  opscope flame --cpu-only runs/r1 -o cpu.svg"
+    after_help = "Examples:\n  opscope flame trace.json.gz -o flame.svg\n  opscope flame --cpu-only runs/r1 -o cpu.svg\n  opscope flame --wall opscope-attach-4242 -o wall.svg"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -33,6 +36,11 @@ pub struct Args {
     /// Leave device work (kernels, copies, sets) out: CPU time only.
     #[arg(long)]
     cpu_only: bool,
+    /// With sampled stacks (`opscope record`, `opscope attach`): count the samples of
+    /// idle threads too, for wall time (waits on locks, I/O, the GPU). By default only
+    /// threads that ran are counted, for CPU time, as py-spy does.
+    #[arg(long)]
+    wall: bool,
     /// The graph's title.
     #[arg(long, default_value = TITLE)]
     title: String,
@@ -47,7 +55,13 @@ pub const TITLE: &str = "opscope: where the time goes";
 pub fn run(args: Args) -> Result<()> {
     check(&args.output, args.force)?;
     let trace = args.inputs.load()?;
-    let said = write(&trace, &args.output, args.cpu_only, &args.title, args.force)?;
+    let options = ExportOptions {
+        device: !args.cpu_only,
+        wall: args.wall,
+        title: args.title,
+        force: args.force,
+    };
+    let said = write(&trace, &args.output, &options)?;
     eprintln!("{said}");
     Ok(())
 }
@@ -65,20 +79,9 @@ fn check(output: &Path, force: bool) -> Result<()> {
 }
 
 /// Writes the graph of `trace` to `output`; the line that says what was written.
-pub fn write(
-    trace: &Trace,
-    output: &Path,
-    cpu_only: bool,
-    title: &str,
-    force: bool,
-) -> Result<String> {
+pub fn write(trace: &Trace, output: &Path, options: &ExportOptions) -> Result<String> {
     let svg = exporters::by_name("svg").expect("the SVG exporter is in the table");
-    let options = ExportOptions {
-        device: !cpu_only,
-        title: title.to_string(),
-        force,
-    };
-    svg.check(output, &options)?;
-    let said = svg.write(trace, output, &options)?;
+    svg.check(output, options)?;
+    let said = svg.write(trace, output, options)?;
     Ok(format!("wrote {}: {said}", output.display()))
 }

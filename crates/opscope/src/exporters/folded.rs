@@ -32,6 +32,7 @@ pub fn stacks(trace: &Trace, options: &ExportOptions) -> Vec<(String, u64)> {
         &cx,
         FlameOptions {
             device: options.device,
+            wall: options.wall,
         },
     )
 }

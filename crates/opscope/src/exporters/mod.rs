@@ -23,6 +23,9 @@ use opscope_model::Trace;
 pub struct ExportOptions {
     /// Device work (kernels, copies, sets) in stacks (folded, SVG); off: CPU time only.
     pub device: bool,
+    /// Sampled stacks in stacks (folded, SVG) count idle threads' samples too (wall
+    /// time); off: only those of threads that ran (CPU time).
+    pub wall: bool,
     /// A flame graph's title.
     pub title: String,
     /// Replace what exists at the output (each exporter says what it will replace).
@@ -33,6 +36,7 @@ impl Default for ExportOptions {
     fn default() -> ExportOptions {
         ExportOptions {
             device: true,
+            wall: false,
             title: "opscope: where the time goes".to_string(),
             force: false,
         }

@@ -1,14 +1,13 @@
-//! Sampled Python stacks as a session file: each thread's samples become nested
-//! slices on its own track — a frame that stays on the stack from one sample to the
-//! next is one slice, from the first sample that had it to the first that did not —
-//! named as torch's Python stacks name functions (`file.py(def line): name`), so that
-//! `flame`, `stats code` and `view` read them as they read a traced run's.
+//! Sampled Python stacks as a session file: each thread's samples on its track, with
+//! its stack (function, file and line of each frame) and whether it ran and held the
+//! GIL, written as Perfetto `PerfSample`s that every command (and Perfetto's UI) reads.
 
 use std::path::Path;
 
 use anyhow::Result;
 use opscope_formats::perfetto::MonotonicClocks;
-use opscope_model::{events::SliceRow, ArgsId, SliceKind, StrId, Trace, TrackKind};
+use opscope_model::samples::state;
+use opscope_model::{SampleRow, Trace, TrackId, TrackKind};
 use opscope_stacks::ThreadStack;
 
 /// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
@@ -26,87 +25,57 @@ pub struct Sampled {
     pub interval_ns: i64,
 }
 
-/// A frame open on a thread: its name, and when the first sample with it was.
-struct Open {
-    name: StrId,
-    since: i64,
-}
-
 pub fn to_trace(sampled: &[Sampled], path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
     let source = super::sampler::monotonic_source(&mut trace, path, "opscope-stacks", clocks);
-    let category = trace.intern("python stack sample");
     for sampled in sampled {
-        add_process(&mut trace, source, category, sampled);
+        add_process(&mut trace, source, sampled);
     }
     trace.finish();
     trace
 }
 
-/// One process's samples as slices on its threads' tracks.
-fn add_process(
-    trace: &mut Trace,
-    source: opscope_model::SourceId,
-    category: StrId,
-    sampled: &Sampled,
-) {
+/// One process's samples on its threads' tracks: each sample of a thread stands for
+/// the time since that thread's previous one (the first, for one interval).
+fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sampled) {
     let process = trace.process(source, i64::from(sampled.pid));
     if !sampled.name.is_empty() {
         let name = trace.intern(&sampled.name);
         trace.processes[process.index()].name = Some(name);
     }
-    let mut open: hashbrown::HashMap<u64, (opscope_model::TrackId, Vec<Open>)> =
-        hashbrown::HashMap::new();
-    let close = |trace: &mut Trace, track, frames: &mut Vec<Open>, keep: usize, at: i64| {
-        // Outermost first: of slices with the same start and end (frames that came and
-        // went together), the model nests the later pushed inside the earlier.
-        for f in frames.drain(keep.min(frames.len())..) {
-            trace.slices.push(SliceRow {
-                track,
-                ts: f.since,
-                dur: (at - f.since).max(0),
-                name: f.name,
-                category,
-                kind: SliceKind::PythonFunction,
-                args: ArgsId::NONE,
-            });
-        }
-    };
+    let mut last: hashbrown::HashMap<u64, (TrackId, i64)> = hashbrown::HashMap::new();
+    let mut frames = Vec::new();
     for sample in &sampled.samples {
-        let mut seen = hashbrown::HashSet::new();
         for t in &sample.threads {
-            seen.insert(t.native_thread_id);
-            let (track, frames) = open.entry(t.native_thread_id).or_insert_with(|| {
+            let (track, previous) = *last.entry(t.native_thread_id).or_insert_with(|| {
                 let thread = trace.thread(process, t.native_thread_id as i64);
-                (trace.thread_track(thread, TrackKind::Thread), Vec::new())
+                let track = trace.thread_track(thread, TrackKind::Thread);
+                (track, sample.ts - sampled.interval_ns)
             });
-            let names: Vec<StrId> = t
-                .frames
-                .iter()
-                .rev()
-                .map(|f| trace.intern(&format!("{}({}): {}", f.filename, f.first_line, f.name)))
-                .collect();
-            let same = frames
-                .iter()
-                .zip(&names)
-                .take_while(|(o, n)| o.name == **n)
-                .count();
-            close(trace, *track, frames, same, sample.ts);
-            frames.extend(names[same..].iter().map(|&name| Open {
-                name,
-                since: sample.ts,
-            }));
-        }
-        // A thread gone since the last sample ends its frames there.
-        for (tid, (track, frames)) in open.iter_mut() {
-            if !seen.contains(tid) {
-                close(trace, *track, frames, 0, sample.ts);
+            last.insert(t.native_thread_id, (track, sample.ts));
+            frames.clear();
+            for f in t.frames.iter().rev() {
+                let function = trace.intern(&f.qualname);
+                let file = trace.intern(&f.filename);
+                let line = f.line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
+                frames.push(trace.stacks.frame(function, file, line));
             }
+            let stack = trace.stacks.stack(frames.iter().copied());
+            let mut state = state::ACTIVE_KNOWN;
+            if t.active {
+                state |= state::ACTIVE;
+            }
+            if t.holds_gil {
+                state |= state::GIL;
+            }
+            trace.samples.push(SampleRow {
+                ts: sample.ts,
+                track,
+                stack,
+                period: sample.ts - previous,
+                state,
+            });
         }
-    }
-    let end = sampled.samples.last().map_or(0, |s| s.ts) + sampled.interval_ns;
-    for (track, frames) in open.values_mut() {
-        close(trace, *track, frames, 0, end);
     }
 }
 
@@ -141,11 +110,14 @@ mod tests {
         }
     }
 
-    /// Frames that stay from sample to sample are one slice each, nested as the stack
-    /// was (also where frames came and went together: the same start and end); a frame
-    /// that changes ends its slice and its callees' at that sample.
+    /// Each sample lands on its thread's track with its stack (outermost first in
+    /// the tree), the time since the thread's previous sample and its state.
     #[test]
-    fn samples_become_slices_nested_as_the_stacks() {
+    fn samples_land_on_their_threads_with_stack_period_and_state() {
+        let mut idle = thread(8, &["wait", "a"]);
+        idle.active = false;
+        let mut busy = thread(7, &["c", "b", "a"]);
+        busy.holds_gil = true;
         let sampled = Sampled {
             pid: 7,
             name: "python".into(),
@@ -153,34 +125,44 @@ mod tests {
             samples: vec![
                 Sample {
                     ts: 100,
-                    threads: vec![thread(7, &["c", "b", "a"])],
+                    threads: vec![busy.clone(), idle],
                 },
                 Sample {
-                    ts: 110,
-                    threads: vec![thread(7, &["c", "b", "a"])],
-                },
-                Sample {
-                    ts: 120,
+                    ts: 125,
                     threads: vec![thread(7, &["d", "a"])],
                 },
             ],
         };
         let clocks = crate::record::sampler::clocks_now();
         let trace = to_trace(&[sampled], Path::new("s.pftrace"), &clocks);
-        let s = &trace.slices;
-        let find = |name: &str| {
-            (0..s.len())
-                .find(|&i| trace.str(s.name[i]).ends_with(&format!(": {name}")))
-                .unwrap_or_else(|| panic!("no {name}"))
+        let s = &trace.samples;
+        assert_eq!(s.len(), 3);
+        let names = |i: usize| -> Vec<&str> {
+            let f = &trace.stacks.frames;
+            let mut v: Vec<&str> = trace
+                .stacks
+                .frames_of(s.stack[i])
+                .map(|f_| trace.str(f.function[f_ as usize]))
+                .collect();
+            v.reverse();
+            v
         };
-        let (a, b, c, d) = (find("a"), find("b"), find("c"), find("d"));
-        assert_eq!((s.ts[a], s.dur[a]), (100, 30));
-        assert_eq!((s.ts[b], s.dur[b]), (100, 20));
-        assert_eq!((s.ts[c], s.dur[c]), (100, 20));
-        assert_eq!((s.ts[d], s.dur[d]), (120, 10));
-        assert_eq!(s.parent[b] as usize, a);
-        assert_eq!(s.parent[c] as usize, b);
-        assert_eq!(s.parent[d] as usize, a);
-        assert_eq!(trace.str(s.name[a]), "t.py(1): a");
+        let tid = |i: usize| {
+            let th = trace.tracks[s.track[i] as usize].thread.unwrap();
+            trace.threads[th.index()].tid
+        };
+        let rows: Vec<(i64, i64, i64, Vec<&str>, u32)> = (0..s.len())
+            .map(|i| (tid(i), s.ts[i], s.period[i], names(i), s.state[i]))
+            .collect();
+        let (on, gil, known) = (state::ACTIVE, state::GIL, state::ACTIVE_KNOWN);
+        assert_eq!(
+            rows,
+            vec![
+                (7, 100, 10, vec!["a", "b", "c"], known | on | gil),
+                (7, 125, 25, vec!["a", "d"], known | on),
+                (8, 100, 10, vec!["a", "wait"], known),
+            ]
+        );
+        assert!(trace.slices.is_empty());
     }
 }
