@@ -16,6 +16,7 @@ pub mod distribution;
 pub mod flame;
 pub mod gpu;
 pub mod host;
+pub mod hot;
 pub mod intervals;
 pub mod kernel_stats;
 pub mod markers;

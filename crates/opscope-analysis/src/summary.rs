@@ -33,6 +33,11 @@ pub struct Summary {
     pub instants: usize,
     pub counter_samples: usize,
     pub flows: usize,
+    /// Sampled stacks, and those of threads that ran (the rest waited).
+    pub stack_samples: usize,
+    pub stack_samples_on_cpu: usize,
+    /// Threads with sampled stacks.
+    pub sampled_threads: usize,
     /// Kernels, copies and sets on GPU streams.
     pub device_work: usize,
     /// Of those, how many have no launching host call (no flow, no correlation id).
@@ -269,6 +274,15 @@ pub fn summarize(cx: &Context) -> Summary {
         instants: trace.instants.len(),
         counter_samples: trace.counters.len(),
         flows: trace.flows.len(),
+        stack_samples: trace.samples.len(),
+        stack_samples_on_cpu: (0..trace.samples.len())
+            .filter(|&i| trace.samples.on_cpu(i))
+            .count(),
+        sampled_threads: {
+            let mut tracks = trace.samples.track.clone();
+            tracks.dedup();
+            tracks.len()
+        },
         device_work: correlation.device_slices,
         unattributed_device_work: correlation.unattributed,
         unattributed_kernels: correlation.unattributed_kernels,
@@ -285,6 +299,10 @@ pub fn summarize(cx: &Context) -> Summary {
             ("instants", trace.instants.heap_bytes()),
             ("counters", trace.counters.heap_bytes()),
             ("flows", trace.flows.heap_bytes()),
+            (
+                "samples",
+                trace.samples.heap_bytes() + trace.stacks.heap_bytes(),
+            ),
         ]),
     }
 }
@@ -366,6 +384,12 @@ impl Reported for Summary {
             s.counter_samples
         )));
         report.line(Line::of(format!("flows       {}", s.flows)));
+        if s.stack_samples > 0 {
+            report.line(Line::of(format!(
+                "stacks      {} samples of {} threads, {} of them running (the rest waiting)",
+                s.stack_samples, s.sampled_threads, s.stack_samples_on_cpu
+            )));
+        }
         if s.device_work > 0 {
             report.line(Line::of(format!(
                 "launches    {} of {} kernels, copies and sets linked to their launch; {} kernels unattributed",

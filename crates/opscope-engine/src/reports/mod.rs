@@ -7,6 +7,7 @@ mod advise;
 mod critical_path;
 mod gpu;
 mod host;
+mod hot;
 mod info;
 mod kernels;
 mod memory;
@@ -34,6 +35,7 @@ pub static REPORTS: &[&dyn ReportCommand] = &[
     &kernels::STATS_KERNEL,
     &trees::STATS_SCOPE,
     &trees::STATS_CODE,
+    &hot::STATS_HOT,
     &memory::MEMORY,
     &critical_path::CRITICAL_PATH,
 ];
@@ -42,7 +44,7 @@ pub static REPORTS: &[&dyn ReportCommand] = &[
 /// … are in `stats`).
 pub static GROUPS: &[(&str, &str)] = &[(
     "stats",
-    "Where the time goes: per op type, scope tree, Python call tree (tfprof options), or per kernel",
+    "Where the time goes: per op type, scope tree, Python call tree (tfprof options), per kernel, or hot functions of sampled stacks",
 )];
 
 /// The report command called `name` (`"gpu"`, `"stats kernel"`).
@@ -254,9 +256,12 @@ where
     }
 
     fn section(&self, cx: &Context, top: usize) -> Result<Option<(&'static str, String)>, Error> {
-        self.section
+        // A section with nothing to say (no samples to list) gives no HTML: left out.
+        let section = self
+            .section
             .map(|(title, html)| Ok((title, html(cx, top)?)))
-            .transpose()
+            .transpose()?;
+        Ok(section.filter(|(_, html)| !html.is_empty()))
     }
 
     fn timeline(&self, cx: &Context, output: &dyn Output) -> Option<Vec<bool>> {

@@ -20,18 +20,18 @@ pub fn line_at(table: &[u8], first_line: i64, lasti: u64) -> Option<i64> {
         let here = match code {
             15 => None,
             14 => {
-                line += svarint(table, &mut at)?;
+                line = line.wrapping_add(svarint(table, &mut at)?);
                 varint(table, &mut at)?; // end line delta
                 varint(table, &mut at)?; // column
                 varint(table, &mut at)?; // end column
                 Some(line)
             }
             13 => {
-                line += svarint(table, &mut at)?;
+                line = line.wrapping_add(svarint(table, &mut at)?);
                 Some(line)
             }
             10..=12 => {
-                line += i64::from(code - 10);
+                line = line.wrapping_add(i64::from(code - 10));
                 at += 2;
                 Some(line)
             }

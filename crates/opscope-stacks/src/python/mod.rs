@@ -54,8 +54,8 @@ pub struct ThreadStack {
 }
 
 /// A running CPython process whose stacks can be read.
-pub struct PythonProcess {
-    memory: Process,
+pub struct PythonProcess<M = Process> {
+    memory: M,
     pid: i32,
     runtime: u64,
     layout: Layout,
@@ -77,7 +77,7 @@ struct Code {
     linetable: Vec<u8>,
 }
 
-impl PythonProcess {
+impl PythonProcess<Process> {
     /// Finds the interpreter of process `pid`.
     pub fn open(pid: i32) -> Result<PythonProcess> {
         let mappings = maps::read(pid)?;
@@ -109,7 +109,9 @@ impl PythonProcess {
             codes: RefCell::new(HashMap::new()),
         })
     }
+}
 
+impl<M: Memory> PythonProcess<M> {
     /// `3.11.7`.
     pub fn version(&self) -> &str {
         &self.version
@@ -136,30 +138,30 @@ impl PythonProcess {
         let l = &self.layout;
         let m = &self.memory;
         let mut out = Vec::new();
-        let mut interp = m.u64_at(self.runtime + l.interpreters_head)?;
+        let mut interp = m.u64_at(self.runtime.wrapping_add(l.interpreters_head))?;
         let mut interpreters = 0;
         while interp != 0 && interpreters < 64 {
             let holder = self.gil_holder(interp)?;
-            let mut thread = m.u64_at(interp + l.threads_head)?;
+            let mut thread = m.u64_at(interp.wrapping_add(l.threads_head))?;
             while thread != 0 && out.len() < MAX_THREADS {
                 let frame = match l.current_frame {
                     layout::CurrentFrame::ViaCFrame {
                         cframe,
                         current_frame,
-                    } => match m.u64_at(thread + cframe)? {
+                    } => match m.u64_at(thread.wrapping_add(cframe))? {
                         0 => 0,
-                        cframe => m.u64_at(cframe + current_frame)?,
+                        cframe => m.u64_at(cframe.wrapping_add(current_frame))?,
                     },
-                    layout::CurrentFrame::Direct(at) => m.u64_at(thread + at)?,
+                    layout::CurrentFrame::Direct(at) => m.u64_at(thread.wrapping_add(at))?,
                 };
                 out.push(ThreadStack {
-                    thread_id: m.u64_at(thread + l.thread_id)?,
-                    native_thread_id: m.u64_at(thread + l.native_thread_id)?,
+                    thread_id: m.u64_at(thread.wrapping_add(l.thread_id))?,
+                    native_thread_id: m.u64_at(thread.wrapping_add(l.native_thread_id))?,
                     holds_gil: holder == Some(thread),
                     active: false,
                     frames: self.frames(frame)?,
                 });
-                thread = m.u64_at(thread + l.thread_next)?;
+                thread = m.u64_at(thread.wrapping_add(l.thread_next))?;
             }
             // `PyInterpreterState.next` is its first field.
             interp = m.u64_at(interp)?;
@@ -172,13 +174,15 @@ impl PythonProcess {
     fn gil_holder(&self, interp: u64) -> Result<Option<u64>> {
         let m = &self.memory;
         Ok(match self.layout.gil {
-            Gil::RuntimeCurrent(at) => Some(m.u64_at(self.runtime + at)?).filter(|&t| t != 0),
+            Gil::RuntimeCurrent(at) => {
+                Some(m.u64_at(self.runtime.wrapping_add(at))?).filter(|&t| t != 0)
+            }
             Gil::Interpreter {
                 last_holder,
                 locked,
             } => {
-                let locked = m.u32_at(interp + locked)? != 0;
-                let holder = m.u64_at(interp + last_holder)?;
+                let locked = m.u32_at(interp.wrapping_add(locked))? != 0;
+                let holder = m.u64_at(interp.wrapping_add(last_holder))?;
                 (locked && holder != 0).then_some(holder)
             }
         })
@@ -188,13 +192,19 @@ impl PythonProcess {
         let l = &self.layout;
         let m = &self.memory;
         let mut frames = Vec::new();
-        while frame != 0 && frames.len() < MAX_FRAMES {
-            let code_addr = m.u64_at(frame + l.frame_code)?;
-            let prev_instr = m.u64_at(frame + l.frame_prev_instr)?;
-            let owner = m.u8_at(frame + l.frame_owner)?;
-            let previous = m.u64_at(frame + l.frame_previous)?;
+        // Frames skipped (C frames, incomplete ones) count too: memory read while it
+        // changes can make a cycle of them.
+        let mut steps = 0;
+        while frame != 0 && steps < MAX_FRAMES {
+            steps += 1;
+            let code_addr = m.u64_at(frame.wrapping_add(l.frame_code))?;
+            let prev_instr = m.u64_at(frame.wrapping_add(l.frame_prev_instr))?;
+            let owner = m.u8_at(frame.wrapping_add(l.frame_owner))?;
+            let previous = m.u64_at(frame.wrapping_add(l.frame_previous))?;
             let not_code = match self.code_type {
-                Some(code_type) if code_addr != 0 => m.u64_at(code_addr + 8)? != code_type,
+                Some(code_type) if code_addr != 0 => {
+                    m.u64_at(code_addr.wrapping_add(8))? != code_type
+                }
                 _ => false,
             };
             if l.owner_cstack == Some(owner) || code_addr == 0 || not_code {
@@ -202,16 +212,16 @@ impl PythonProcess {
                 continue;
             }
             let code = self.code(code_addr)?;
-            let adaptive = code_addr + l.code_code_adaptive;
+            let adaptive = code_addr.wrapping_add(l.code_code_adaptive);
             // A frame whose first instruction has not run yet (CPython's
             // `_PyFrame_IsIncomplete`) is no frame of the stack yet.
             let first = match l.code_firsttraceable {
                 Some(at) if owner != layout::OWNED_BY_GENERATOR => {
-                    u64::from(m.u32_at(code_addr + at)?)
+                    u64::from(m.u32_at(code_addr.wrapping_add(at))?)
                 }
                 _ => 0,
             };
-            if prev_instr < adaptive + 2 * first {
+            if prev_instr < adaptive.saturating_add(2 * first) {
                 frame = previous;
                 continue;
             }
@@ -234,18 +244,18 @@ impl PythonProcess {
         }
         let l = &self.layout;
         let m = &self.memory;
-        let table = m.u64_at(addr + l.code_linetable)?;
+        let table = m.u64_at(addr.wrapping_add(l.code_linetable))?;
         // A bytes object: `ob_size` at 16, the bytes at 32.
-        let len = m.i64_at(table + 16)?;
+        let len = m.i64_at(table.wrapping_add(16))?;
         if !(0..=MAX_LINETABLE).contains(&len) {
             return Err(self.layout_error("a code object's line table", table));
         }
         let code = Code {
-            name: self.string(m.u64_at(addr + l.code_name)?)?,
-            qualname: self.string(m.u64_at(addr + l.code_qualname)?)?,
-            filename: self.string(m.u64_at(addr + l.code_filename)?)?,
-            first_line: i64::from(m.u32_at(addr + l.code_firstlineno)? as i32),
-            linetable: m.bytes_at(table + 32, len as usize)?,
+            name: self.string(m.u64_at(addr.wrapping_add(l.code_name))?)?,
+            qualname: self.string(m.u64_at(addr.wrapping_add(l.code_qualname))?)?,
+            filename: self.string(m.u64_at(addr.wrapping_add(l.code_filename))?)?,
+            first_line: i64::from(m.u32_at(addr.wrapping_add(l.code_firstlineno))? as i32),
+            linetable: m.bytes_at(table.wrapping_add(32), len as usize)?,
         };
         self.codes.borrow_mut().insert(addr, code.clone());
         Ok(code)
@@ -254,18 +264,17 @@ impl PythonProcess {
     /// A `str` object's text: compact ASCII, or compact UCS-1/2/4.
     fn string(&self, addr: u64) -> Result<String> {
         let m = &self.memory;
-        let len = m.i64_at(addr + 16)?;
-        let state = m.u32_at(addr + 32)?;
+        let len = m.i64_at(addr.wrapping_add(16))?;
+        let state = m.u32_at(addr.wrapping_add(32))?;
         let (kind, compact, ascii) = ((state >> 2) & 7, (state >> 5) & 1, (state >> 6) & 1);
         if !(0..=MAX_STRING).contains(&len) || compact == 0 || !matches!(kind, 1 | 2 | 4) {
             return Err(self.layout_error("a str object", addr));
         }
-        let data = addr
-            + if ascii == 1 {
-                self.layout.ascii_size
-            } else {
-                self.layout.compact_size
-            };
+        let data = addr.wrapping_add(if ascii == 1 {
+            self.layout.ascii_size
+        } else {
+            self.layout.compact_size
+        });
         let bytes = m.bytes_at(data, len as usize * kind as usize)?;
         Ok(match kind {
             1 => bytes.iter().map(|&b| char::from(b)).collect(),
@@ -394,7 +403,7 @@ fn read_file_u32(file: &object::File, addr: u64) -> Option<u32> {
     use object::ObjectSection;
     file.sections().find_map(|s| {
         let (start, size) = (s.address(), s.size());
-        if addr < start || addr + 4 > start + size {
+        if addr < start || addr.checked_add(4)? > start.checked_add(size)? {
             return None;
         }
         let data = s.data().ok()?;
@@ -416,6 +425,63 @@ fn version_from_name(path: &str) -> Option<(u8, u8, u8)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Memory whose every read gives bytes made up from the address and a seed, some
+    /// of them small numbers and pointers near a few bases: a target read while it
+    /// changes, at its worst.
+    struct Garbage(u64);
+
+    impl Memory for Garbage {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> crate::Result<()> {
+            let mut x = addr ^ self.0.rotate_left(17) ^ 0x9e37_79b9_7f4a_7c15;
+            for chunk in buf.chunks_mut(8) {
+                x ^= x >> 12;
+                x ^= x << 25;
+                x ^= x >> 27;
+                let r = x.wrapping_mul(0x2545_f491_4f6c_dd1d);
+                let value = match r % 5 {
+                    0 => 0,
+                    1 => r % 64,
+                    2 => 0x1000 + (r % 4096) * 8,
+                    3 => u64::MAX - (r % 64),
+                    _ => r,
+                };
+                let bytes = value.to_ne_bytes();
+                chunk.copy_from_slice(&bytes[..chunk.len()]);
+            }
+            Ok(())
+        }
+    }
+
+    /// No content of the target's memory makes the walker panic or loop: every
+    /// layout, thousands of made-up memories, each a result or an error.
+    #[test]
+    fn any_memory_gives_stacks_or_an_error_never_a_panic() {
+        let offsets = std::fs::read(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/debug_offsets_3.13.0.bin"
+        ))
+        .unwrap();
+        let layouts = [
+            layout::of(3, 11).unwrap().clone(),
+            layout::of(3, 12).unwrap().clone(),
+            layout::from_debug_offsets(&offsets).unwrap(),
+        ];
+        for (i, layout) in layouts.into_iter().enumerate() {
+            for seed in 0..3000u64 {
+                let process = PythonProcess {
+                    memory: Garbage(seed),
+                    pid: 0,
+                    runtime: 0x1000 + seed * 8,
+                    layout: layout.clone(),
+                    code_type: (i == 2).then_some(0x2000),
+                    version: "test".into(),
+                    codes: RefCell::new(HashMap::new()),
+                };
+                let _ = process.stacks();
+            }
+        }
+    }
 
     #[test]
     fn versions_come_from_file_names_where_no_symbol_says() {

@@ -10,7 +10,8 @@ use anyhow::{bail, Context, Result};
 use opscope_agent::triggers;
 use opscope_stacks::{PythonProcess, ThreadStack};
 
-use crate::record::stacks::{self, Sample, Sampled};
+use crate::record::stack_sampler::Tree;
+use crate::record::stacks::{self, Sampled};
 
 #[derive(clap::Args)]
 #[command(
@@ -81,9 +82,14 @@ pub fn run(args: Args) -> Result<()> {
         true => ask_kineto(args.pid, args.duration),
         false => None,
     };
-    tree.sample(args.duration, args.rate);
+    for signal in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+        unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
+    }
+    tree.sample(Some(args.duration), args.rate, &STOP);
+    let (failed, sampled_for) = (tree.failed, tree.sampled_for);
     let file = dir.join(format!("opscope-attach-{}.pftrace", args.pid));
-    let sampled: Vec<Sampled> = tree.processes.into_iter().map(|p| p.sampled).collect();
+    let sampled: Vec<Sampled> = tree.into_sampled();
     stacks::write(&sampled, &file)?;
     let samples: usize = sampled.iter().map(|p| p.samples.len()).sum();
     let threads: usize = sampled
@@ -101,14 +107,13 @@ pub fn run(args: Args) -> Result<()> {
         sampled.len(),
         if sampled.len() == 1 { "" } else { "es" },
         args.pid,
-        tree.sampled_for.as_secs_f64(),
+        sampled_for.as_secs_f64(),
         dir.display()
     );
-    if tree.failed > 0 {
+    if failed > 0 {
         eprintln!(
-            "opscope: {} of {} reads failed (frames changing while read) and were left out",
-            tree.failed,
-            samples + tree.failed
+            "opscope: {failed} of {} reads failed (frames changing while read) and were left out",
+            samples + failed
         );
     }
     if let Some(asking) = kineto {
@@ -199,161 +204,6 @@ static STOP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_stop(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
-}
-
-/// One Python process of the tree being sampled.
-struct Sampling {
-    process: PythonProcess,
-    sampled: Sampled,
-    /// It has exited: no more reads.
-    gone: bool,
-}
-
-/// The Python processes of a process tree: the root and its descendants (DataLoader
-/// workers, ranks under a launcher), found again every second as they come and go.
-struct Tree {
-    root: i32,
-    processes: Vec<Sampling>,
-    /// Pids looked at that are no Python this reader knows (a shell, a C++ helper).
-    other: hashbrown::HashSet<i32>,
-    failed: usize,
-    sampled_for: Duration,
-}
-
-impl Tree {
-    /// The tree under `root`; refused where none of it is a Python process to read.
-    fn new(root: i32) -> Result<Tree> {
-        let mut tree = Tree {
-            root,
-            processes: Vec::new(),
-            other: hashbrown::HashSet::new(),
-            failed: 0,
-            sampled_for: Duration::ZERO,
-        };
-        // The root's own reason stands when nothing below it is Python either.
-        let root_error = match PythonProcess::open(root) {
-            Ok(process) => {
-                tree.add(root, process);
-                None
-            }
-            Err(e) => {
-                tree.other.insert(root);
-                Some(e)
-            }
-        };
-        tree.find_new();
-        match root_error {
-            Some(e) if tree.processes.is_empty() => Err(e.into()),
-            _ => Ok(tree),
-        }
-    }
-
-    fn add(&mut self, pid: i32, process: PythonProcess) {
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-            .map(|n| n.trim().to_string())
-            .unwrap_or_default();
-        self.processes.push(Sampling {
-            process,
-            sampled: Sampled {
-                pid,
-                name,
-                samples: Vec::new(),
-                interval_ns: 0,
-            },
-            gone: false,
-        });
-    }
-
-    /// Opens the descendants not looked at yet.
-    fn find_new(&mut self) {
-        let mut below: Vec<i32> = crate::record::sampler::process_tree(self.root)
-            .into_iter()
-            .collect();
-        below.sort_unstable();
-        for pid in below {
-            if self.other.contains(&pid) || self.processes.iter().any(|p| p.sampled.pid == pid) {
-                continue;
-            }
-            match PythonProcess::open(pid) {
-                Ok(process) => self.add(pid, process),
-                Err(_) => {
-                    self.other.insert(pid);
-                }
-            }
-        }
-    }
-
-    /// Reads every process's stacks `rate` times a second until `duration` has passed,
-    /// every process has ended, or a stop signal comes.
-    fn sample(&mut self, duration: Duration, rate: u32) {
-        for signal in [libc::SIGINT, libc::SIGTERM] {
-            // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
-            unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
-        }
-        let interval = Duration::from_secs(1) / rate;
-        for p in &mut self.processes {
-            p.sampled.interval_ns = interval.as_nanos() as i64;
-        }
-        let began = Instant::now();
-        let mut next = began;
-        let mut looked = began;
-        // Each wait is the interval times a random factor in [0.5, 1.5): a fixed
-        // period locks onto a loop whose period is a multiple of it and sees the same
-        // few points of it every time. (A sample stands for the time until the next
-        // one, so random waits leave the shares unbiased.)
-        let mut jitter = Jitter::new();
-        while began.elapsed() < duration && !STOP.load(Ordering::Relaxed) {
-            if looked.elapsed() >= Duration::from_secs(1) {
-                self.find_new();
-                for p in &mut self.processes {
-                    p.sampled.interval_ns = interval.as_nanos() as i64;
-                }
-                looked = Instant::now();
-            }
-            for p in self.processes.iter_mut().filter(|p| !p.gone) {
-                let ts = crate::record::sampler::monotonic_ns();
-                match p.process.stacks() {
-                    Ok(threads) => p.sampled.samples.push(Sample { ts, threads }),
-                    // The process has ended: what was read stands.
-                    Err(_)
-                        if !std::path::Path::new(&format!("/proc/{}", p.sampled.pid)).exists() =>
-                    {
-                        p.gone = true
-                    }
-                    Err(_) => self.failed += 1,
-                }
-            }
-            if self.processes.iter().all(|p| p.gone) {
-                break;
-            }
-            next += interval.mul_f64(0.5 + jitter.next());
-            // Behind (a slow read): the next sample at once, not a burst to catch up.
-            match next.checked_duration_since(Instant::now()) {
-                Some(wait) => std::thread::sleep(wait),
-                None => next = Instant::now(),
-            }
-        }
-        self.sampled_for = began.elapsed();
-    }
-}
-
-/// xorshift64*: random enough to break a sampler's phase lock, with no dependency.
-struct Jitter(u64);
-
-impl Jitter {
-    fn new() -> Jitter {
-        let seed =
-            crate::record::sampler::monotonic_ns() as u64 ^ u64::from(std::process::id()) << 32;
-        Jitter(seed | 1)
-    }
-
-    /// A number in [0, 1).
-    fn next(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 fn print_text(

@@ -18,7 +18,10 @@ use crate::record::{self, Options};
                   recorded, each process into its own Perfetto file in the session directory. \
                   For Python programs, a bootstrap turns on PyTorch's ITT ops and TensorFlow's \
                   or JAX's profiler when they are imported. Every process of the tree is \
-                  sampled (CPU, memory, threads).\n\n\
+                  sampled (CPU, memory, threads), and so are the Python stacks of every \
+                  thread of its Python processes, read from outside them (`--no-stacks` to \
+                  leave them out): `flame`, `stats code` and `view` show them beside the \
+                  ops.\n\n\
                   The session directory is a TRACE: opscope info, stats, gpu and convert read it.",
     after_help = "Examples:\n  opscope record -- python train.py --epochs 1\n  opscope record -o runs/resnet -- torchrun --nproc-per-node 2 train.py\n  opscope stats op runs/resnet"
 )]
@@ -38,6 +41,13 @@ pub struct Args {
     /// Sample CPU, memory and threads of every process every N ms (0: off).
     #[arg(long, value_name = "N", default_value_t = 100)]
     sample_ms: u64,
+    /// Sample the Python stacks of every thread of every Python process HZ times a
+    /// second, from outside them (as `opscope attach` does; CPython 3.11 to 3.13).
+    #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    sample_hz: u32,
+    /// Sample no Python stacks.
+    #[arg(long)]
+    no_stacks: bool,
     /// The job's name, as the agent (`opscope top`) shows it [default: SLURM_JOB_ID,
     /// TORCHELASTIC_RUN_ID, the Kubernetes pod, else the session directory].
     #[arg(long, value_name = "NAME")]
@@ -63,6 +73,7 @@ pub fn run(args: Args) -> Result<u8> {
         python: args.python || !args.no_python,
         cupti: args.cupti,
         sample_ms: args.sample_ms,
+        stacks_hz: if args.no_stacks { 0 } else { args.sample_hz },
         quiet: args.quiet,
         job: args.job,
         agent: args.agent,

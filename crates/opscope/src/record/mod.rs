@@ -7,6 +7,7 @@ mod embedded;
 pub(crate) mod kineto_ipc;
 pub(crate) mod sampler;
 mod signals;
+pub(crate) mod stack_sampler;
 pub(crate) mod stacks;
 
 use std::ffi::OsString;
@@ -34,6 +35,8 @@ pub struct Options {
     /// Also name the library as CUDA injection (`CUDA_INJECTION64_PATH`): CUPTI.
     pub cupti: bool,
     pub sample_ms: u64,
+    /// Python stack samples a second (0: none).
+    pub stacks_hz: u32,
     pub quiet: bool,
     /// The job's name for the agent [default: what the environment says].
     pub job: Option<String>,
@@ -141,9 +144,21 @@ pub fn run(options: &Options) -> Result<u8> {
     let forwarding = signals::forward_to(child.id() as i32);
     let sampler =
         (options.sample_ms > 0).then(|| sampler::start(child.id() as i32, options.sample_ms));
+    let stacks = (options.stacks_hz > 0 && !options.live_only)
+        .then(|| stack_sampler::Background::start(child.id() as i32, options.stacks_hz));
     let status = child.wait().context("waiting for the program")?;
     drop(forwarding);
     let mut lost = Vec::new();
+    if let Some(stacks) = stacks {
+        let sampled = stacks.finish().into_sampled();
+        let path = dir.join(format!("opscope-stacks-{}.pftrace", std::process::id()));
+        if !sampled.is_empty() {
+            if let Err(e) = self::stacks::write(&sampled, &path) {
+                let _ = std::fs::remove_file(&path);
+                lost.push(format!("the stack samples ({}: {e:#})", path.display()));
+            }
+        }
+    }
     if let Some(sampler) = sampler {
         let path = dir.join(format!("opscope-processes-{}.pftrace", std::process::id()));
         if let Err(e) = sampler.finish(&path) {
