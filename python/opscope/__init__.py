@@ -54,7 +54,7 @@ class Trace:
     """A trace loaded into opscope's model: its tables as ``pyarrow.Table`` (built on
     first use), and the reports run on it."""
 
-    TABLES = ("slices", "tracks", "counters", "instants", "flows", "sources")
+    TABLES = ("slices", "tracks", "counters", "instants", "flows", "samples", "sources")
 
     def __init__(self, model: Any, inputs: list[str]):
         self._model = model
@@ -88,6 +88,14 @@ class Trace:
     def flows(self):
         """Links from a slice to another (a launch to its kernel)."""
         return self.table("flows")
+
+    @cached_property
+    def samples(self):
+        """Sampled Python stacks (``opscope record``, ``opscope attach``): when, on which
+        thread track, the time each stands for, whether the thread ran and held the
+        GIL, its innermost function, file and line, and the whole stack outermost first
+        (``function (file:line);…``)."""
+        return self.table("samples")
 
     @cached_property
     def sources(self):

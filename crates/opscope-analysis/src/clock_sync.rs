@@ -60,5 +60,8 @@ pub fn align_to_unix(trace: &mut Trace) -> usize {
     for (ts, &track) in trace.counters.ts.iter_mut().zip(&trace.counters.track) {
         shift(ts, track);
     }
+    for (ts, &track) in trace.samples.ts.iter_mut().zip(&trace.samples.track) {
+        shift(ts, track);
+    }
     moved
 }

@@ -149,7 +149,7 @@ mod tests {
         let th = t.thread(p, 1);
         let track = t.thread_track(th, TrackKind::Thread);
         let file = t.intern("m.py");
-        let mut frame = |t: &mut Trace, name: &str, line| {
+        let frame = |t: &mut Trace, name: &str, line| {
             let name = t.intern(name);
             t.stacks.frame(name, file, line)
         };

@@ -1,6 +1,7 @@
-//! The model's tables as Arrow record batches: slices, tracks, counters, instants and
-//! flows, their columns the model's own (from its single column declaration), as the
-//! Parquet dataset stores them and the Python module hands them to pyarrow.
+//! The model's tables as Arrow record batches: slices, tracks, counters, instants,
+//! flows and sampled stacks, their columns the model's own (from its single column
+//! declaration; samples with their stacks spelled out), as the Parquet dataset stores
+//! them and the Python module hands them to pyarrow.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -24,15 +25,17 @@ pub enum Table {
     Counters,
     Instants,
     Flows,
+    Samples,
 }
 
 impl Table {
-    pub const ALL: [Table; 5] = [
+    pub const ALL: [Table; 6] = [
         Table::Slices,
         Table::Tracks,
         Table::Counters,
         Table::Instants,
         Table::Flows,
+        Table::Samples,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +45,7 @@ impl Table {
             Table::Counters => "counters",
             Table::Instants => "instants",
             Table::Flows => "flows",
+            Table::Samples => "samples",
         }
     }
 
@@ -53,6 +57,7 @@ impl Table {
             Table::Counters => trace.counters.len(),
             Table::Instants => trace.instants.len(),
             Table::Flows => trace.flows.len(),
+            Table::Samples => trace.samples.len(),
         }
     }
 }
@@ -95,6 +100,7 @@ impl<'t> Batches<'t> {
             Table::Flows => batch(model_columns(self.json(), rows, |f| {
                 trace.flows.for_each_column(f)
             })),
+            Table::Samples => samples_batch(trace, rows),
         }
     }
 }
@@ -210,6 +216,7 @@ impl Partition {
                     let from = trace.flows.from[row] as usize;
                     trace.slices.track.get(from).copied().unwrap_or(NONE)
                 }
+                Table::Samples => trace.samples.track[row],
             }
         };
         let at = |row: &u32, of: &[Option<i32>]| of.get(track_of(*row) as usize).copied().flatten();
@@ -503,6 +510,96 @@ fn slices_batch(
 
 /// Tracks: `id` (what the other tables' `track` names), kind, name, and the process,
 /// thread and device they belong to.
+/// Sampled stacks, one row each: when, on which thread track, the time it stands for,
+/// whether the thread ran and held the GIL (null where not known), its innermost
+/// frame, and the whole stack outermost first (`function (file:line);…`, the folded
+/// spelling flame-graph tools read).
+fn samples_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError> {
+    use opscope_model::samples::state;
+    let (s, frames) = (&trace.samples, &trace.stacks.frames);
+    let innermost = |r: u32| trace.stacks.frames_of(s.stack[r as usize]).next();
+    let known = |r: u32| s.state[r as usize] & state::ACTIVE_KNOWN != 0;
+    let flag = |r: u32, bit: u32| known(r).then_some(s.state[r as usize] & bit != 0);
+    let mut stack_text = String::new();
+    let mut chain = Vec::new();
+    let mut stacks = StringBuilder::new();
+    for &r in rows {
+        chain.clear();
+        chain.extend(trace.stacks.frames_of(s.stack[r as usize]));
+        stack_text.clear();
+        for (i, &f) in chain.iter().rev().enumerate() {
+            if i > 0 {
+                stack_text.push(';');
+            }
+            let f = f as usize;
+            let (function, file) = (trace.str(frames.function[f]), trace.str(frames.file[f]));
+            stack_text.push_str(&format!("{function} ({file}:{})", frames.line[f]));
+        }
+        stacks.append_value(&stack_text);
+    }
+    let columns = vec![
+        (
+            Field::new("ts", DataType::Int64, false),
+            Arc::new(Int64Array::from_iter_values(
+                rows.iter().map(|&r| s.ts[r as usize]),
+            )) as ArrayRef,
+        ),
+        (
+            Field::new("track", DataType::UInt32, false),
+            Arc::new(UInt32Array::from_iter_values(
+                rows.iter().map(|&r| s.track[r as usize]),
+            )),
+        ),
+        (
+            Field::new("period", DataType::Int64, false),
+            Arc::new(Int64Array::from_iter_values(
+                rows.iter().map(|&r| s.period[r as usize]),
+            )),
+        ),
+        (
+            Field::new("running", DataType::Boolean, true),
+            Arc::new(arrow_array::BooleanArray::from(
+                rows.iter()
+                    .map(|&r| flag(r, state::ACTIVE))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            Field::new("holds_gil", DataType::Boolean, true),
+            Arc::new(arrow_array::BooleanArray::from(
+                rows.iter()
+                    .map(|&r| flag(r, state::GIL))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        strings(
+            "function",
+            true,
+            rows.iter()
+                .map(|&r| innermost(r).map(|f| trace.str(frames.function[f as usize]))),
+        ),
+        strings(
+            "file",
+            true,
+            rows.iter()
+                .map(|&r| innermost(r).map(|f| trace.str(frames.file[f as usize]))),
+        ),
+        (
+            Field::new("line", DataType::UInt32, true),
+            Arc::new(UInt32Array::from(
+                rows.iter()
+                    .map(|&r| innermost(r).map(|f| frames.line[f as usize]))
+                    .collect::<Vec<_>>(),
+            )),
+        ),
+        (
+            Field::new("stack", DataType::Utf8, false),
+            Arc::new(stacks.finish()),
+        ),
+    ];
+    batch(columns)
+}
+
 fn tracks_batch(trace: &Trace, rows: &[u32]) -> Result<RecordBatch, ExportError> {
     let tracks: Vec<_> = rows.iter().map(|&t| &trace.tracks[t as usize]).collect();
     let process = |t: &opscope_model::Track| t.process.map(|p| &trace.processes[p.index()]);

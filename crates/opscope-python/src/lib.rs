@@ -105,7 +105,7 @@ fn event_table(name: &str) -> PyResult<Table> {
         .find(|t| t.name() == name)
         .ok_or_else(|| {
             PyValueError::new_err(format!(
-                "no table {name:?} (slices, tracks, counters, instants, flows, sources)"
+                "no table {name:?} (slices, tracks, counters, instants, flows, samples, sources)"
             ))
         })
 }

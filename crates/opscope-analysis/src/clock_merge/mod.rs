@@ -403,6 +403,11 @@ fn apply(
             *ts = moved(*ts, c);
         }
     }
+    for (ts, &track) in trace.samples.ts.iter_mut().zip(&trace.samples.track) {
+        if let Some(c) = &of_track[track as usize] {
+            *ts = moved(*ts, c);
+        }
+    }
 }
 
 impl crate::report::Reported for MergeReport {

@@ -35,8 +35,9 @@ fn profiled_by_the_bootstrap(path: &Path) -> Option<(PathBuf, i64)> {
 }
 
 /// The files of one `opscope record` session (`opscope-<pid>.pftrace` from the
-/// recorded processes, `opscope-processes-<pid>.pftrace` from the sampler) were written
-/// on one machine over one run: a pid there is one process, not one per file.
+/// recorded processes, `opscope-processes-<pid>.pftrace` and `opscope-stacks-<pid>`
+/// from the samplers; `opscope-kineto-*.json` of `attach --kineto`) were written on one
+/// machine over one run: a pid there is one process, not one per file.
 pub(super) fn run(trace: &mut Trace) {
     let mut sessions: std::collections::BTreeMap<PathBuf, Vec<SourceId>> = Default::default();
     let mut profiled: Vec<(SourceId, i64, PathBuf)> = Vec::new();
@@ -46,10 +47,14 @@ pub(super) fn run(trace: &mut Trace) {
             .file_name()
             .map(|n| n.to_string_lossy())
             .unwrap_or_default();
-        if source.format == registry::Importer::name(&opscope_formats::perfetto::PerfettoFormat)
+        let recorded = source.format
+            == registry::Importer::name(&opscope_formats::perfetto::PerfettoFormat)
             && name.starts_with("opscope-")
-            && name.ends_with(".pftrace")
-        {
+            && name.ends_with(".pftrace");
+        // The traces `attach --kineto` had PyTorch's profiler write into the session
+        // name the process and threads the sampled stacks name.
+        let asked_of_kineto = name.starts_with("opscope-kineto-") && name.ends_with(".json");
+        if recorded || asked_of_kineto {
             let dir = path.parent().unwrap_or(Path::new("")).to_path_buf();
             sessions.entry(dir).or_default().push(SourceId(i as u32));
         } else if let Some((session, pid)) = profiled_by_the_bootstrap(path) {

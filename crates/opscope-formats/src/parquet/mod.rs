@@ -294,6 +294,7 @@ struct Part {
     counters: Vec<u32>,
     instants: Vec<u32>,
     flows: Vec<u32>,
+    samples: Vec<u32>,
     /// The sources whose partition this is.
     sources: Vec<u32>,
 }
@@ -368,6 +369,9 @@ impl Partitions {
             let track = s.track.get(from).copied().unwrap_or(NONE);
             put(track, i as u32, |p| &mut p.flows);
         }
+        for i in 0..trace.samples.len() {
+            put(trace.samples.track[i], i as u32, |p| &mut p.samples);
+        }
         Partitions { parts }
     }
 }
@@ -380,12 +384,13 @@ enum Table {
 }
 
 impl Table {
-    const ALL: [Table; 6] = [
+    const ALL: [Table; 7] = [
         Table::Events(EventTable::Slices),
         Table::Events(EventTable::Tracks),
         Table::Events(EventTable::Counters),
         Table::Events(EventTable::Instants),
         Table::Events(EventTable::Flows),
+        Table::Events(EventTable::Samples),
         Table::Metadata,
     ];
 
@@ -403,6 +408,7 @@ impl Table {
             Table::Events(EventTable::Counters) => &part.counters,
             Table::Events(EventTable::Instants) => &part.instants,
             Table::Events(EventTable::Flows) => &part.flows,
+            Table::Events(EventTable::Samples) => &part.samples,
             Table::Metadata => &part.sources,
         }
     }

@@ -8,6 +8,7 @@ pub mod linetable;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use object::{Object, ObjectSegment, ObjectSymbol};
 use serde::Serialize;
@@ -65,11 +66,13 @@ pub struct PythonProcess<M = Process> {
     version: String,
     /// Decoded code objects by address: a code object lives as long as its function,
     /// and reading its strings again each sample would cost most of a walk.
-    codes: RefCell<HashMap<u64, Code>>,
+    codes: RefCell<HashMap<u64, Arc<Code>>>,
 }
 
-#[derive(Clone)]
 struct Code {
+    /// Where its `co_qualname` pointed when it was read: a code object freed and
+    /// another made at its address points elsewhere.
+    qualname_at: u64,
     name: String,
     qualname: String,
     filename: String,
@@ -229,35 +232,45 @@ impl<M: Memory> PythonProcess<M> {
             frames.push(Frame {
                 line: linetable::line_at(&code.linetable, code.first_line, lasti),
                 first_line: code.first_line,
-                name: code.name,
-                qualname: code.qualname,
-                filename: code.filename,
+                name: code.name.clone(),
+                qualname: code.qualname.clone(),
+                filename: code.filename.clone(),
             });
             frame = previous;
         }
         Ok(frames)
     }
 
-    fn code(&self, addr: u64) -> Result<Code> {
-        if let Some(code) = self.codes.borrow().get(&addr) {
-            return Ok(code.clone());
-        }
+    fn code(&self, addr: u64) -> Result<Arc<Code>> {
         let l = &self.layout;
         let m = &self.memory;
+        let qualname_at = m.u64_at(addr.wrapping_add(l.code_qualname))?;
+        if let Some(code) = self.codes.borrow().get(&addr) {
+            if code.qualname_at == qualname_at {
+                return Ok(Arc::clone(code));
+            }
+        }
         let table = m.u64_at(addr.wrapping_add(l.code_linetable))?;
         // A bytes object: `ob_size` at 16, the bytes at 32.
         let len = m.i64_at(table.wrapping_add(16))?;
         if !(0..=MAX_LINETABLE).contains(&len) {
             return Err(self.layout_error("a code object's line table", table));
         }
-        let code = Code {
+        let code = Arc::new(Code {
+            qualname_at,
             name: self.string(m.u64_at(addr.wrapping_add(l.code_name))?)?,
-            qualname: self.string(m.u64_at(addr.wrapping_add(l.code_qualname))?)?,
+            qualname: self.string(qualname_at)?,
             filename: self.string(m.u64_at(addr.wrapping_add(l.code_filename))?)?,
             first_line: i64::from(m.u32_at(addr.wrapping_add(l.code_firstlineno))? as i32),
             linetable: m.bytes_at(table.wrapping_add(32), len as usize)?,
-        };
-        self.codes.borrow_mut().insert(addr, code.clone());
+        });
+        // Names and files hold no control characters: one read while its object was
+        // made (or after it was freed) is read again, and not kept.
+        let odd = |t: &str| t.is_empty() || t.chars().any(char::is_control);
+        if odd(&code.name) || odd(&code.qualname) || odd(&code.filename) {
+            return Err(self.layout_error("a code object's names", addr));
+        }
+        self.codes.borrow_mut().insert(addr, Arc::clone(&code));
         Ok(code)
     }
 

@@ -274,11 +274,16 @@ fn holds_memory(stat: &Stat) -> bool {
     !matches!(stat.state, b'Z' | b'X') && stat.rss_pages > 0
 }
 
+/// This host's name as a process label (`host=NAME`), as the injected library labels
+/// its processes: the importer takes the file to be this host's.
+pub(crate) fn host_label(trace: &mut Trace) -> Option<opscope_model::StrId> {
+    hostname().map(|h| trace.intern(&format!("host={h}")))
+}
+
 fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
     let source = monotonic_source(&mut trace, path, "opscope-sampler", clocks);
-    // Written as each process's label (`host=NAME`), as the injected library writes it.
-    let host_label = hostname().map(|h| trace.intern(&format!("host={h}")));
+    let host_label = host_label(&mut trace);
     let names = [
         trace.intern("CPU %"),
         trace.intern("resident bytes"),

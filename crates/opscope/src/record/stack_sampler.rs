@@ -151,17 +151,28 @@ impl Tree {
                 // The middle of the read (first reads of a function's strings take a
                 // while): what ran then, beside the ops recorded in the process.
                 let ts = before + (super::sampler::monotonic_ns() - before) / 2;
-                let Ok(read) = read else {
-                    self.failed += 1;
-                    continue;
+                // A failed read (frames changing faster than they could be read, most
+                // often in deep, busy stacks) is kept as lost time: counted for the
+                // next sample's stack, it would favour the stacks that read easily.
+                let lost = Sample {
+                    ts,
+                    threads: Vec::new(),
+                    lost: true,
                 };
                 match read {
-                    Ok(threads) => p.sampled.samples.push(Sample { ts, threads }),
+                    Ok(Ok(threads)) => p.sampled.samples.push(Sample {
+                        ts,
+                        threads,
+                        lost: false,
+                    }),
                     // The process has ended: what was read stands.
-                    Err(_) if !Path::new(&format!("/proc/{}", p.sampled.pid)).exists() => {
+                    Ok(Err(_)) if !Path::new(&format!("/proc/{}", p.sampled.pid)).exists() => {
                         p.gone = true
                     }
-                    Err(_) => self.failed += 1,
+                    Ok(Err(_)) | Err(_) => {
+                        self.failed += 1;
+                        p.sampled.samples.push(lost);
+                    }
                 }
             }
             // Attached for a while: done once all it read have ended. (A program that

@@ -14,6 +14,9 @@ use opscope_stacks::ThreadStack;
 pub struct Sample {
     pub ts: i64,
     pub threads: Vec<ThreadStack>,
+    /// The read failed: the time since each thread's previous sample is counted for
+    /// none.
+    pub lost: bool,
 }
 
 /// What was sampled of one process.
@@ -35,24 +38,45 @@ pub fn to_trace(sampled: &[Sampled], path: &Path, clocks: &MonotonicClocks) -> T
     trace
 }
 
-/// One process's samples on its threads' tracks: each sample of a thread stands for
-/// the time since that thread's previous one (the first, for one interval).
+/// One process's samples on its threads' tracks. Each sample stands for half the
+/// time to the thread's previous sample and half to its next (a failed read in
+/// between ends either half there; the first and last look half an interval out):
+/// the sampler's waits depend on what it reads (a deep stack takes longer), so the
+/// time to the previous sample alone would favour what follows slow reads.
 fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sampled) {
     let process = trace.process(source, i64::from(sampled.pid));
     if !sampled.name.is_empty() {
         let name = trace.intern(&sampled.name);
         trace.processes[process.index()].name = Some(name);
     }
-    let mut last: hashbrown::HashMap<u64, (TrackId, i64)> = hashbrown::HashMap::new();
+    trace.processes[process.index()].labels = super::sampler::host_label(trace);
+    let half = sampled.interval_ns / 2;
+    // Per thread: its track, the time of its last sample or failed read, and the row
+    // of its last sample while its after-half is still open.
+    let mut last: hashbrown::HashMap<u64, (TrackId, i64, Option<usize>)> =
+        hashbrown::HashMap::new();
+    let close = |trace: &mut Trace, row: Option<usize>, at: i64| {
+        if let Some(row) = row {
+            let after = (at - trace.samples.ts[row]) / 2;
+            trace.samples.period[row] += after.max(0);
+        }
+    };
     let mut frames = Vec::new();
     for sample in &sampled.samples {
+        if sample.lost {
+            for (_, previous, open) in last.values_mut() {
+                close(trace, open.take(), sample.ts);
+                *previous = sample.ts;
+            }
+            continue;
+        }
         for t in &sample.threads {
-            let (track, previous) = *last.entry(t.native_thread_id).or_insert_with(|| {
+            let (track, previous, open) = *last.entry(t.native_thread_id).or_insert_with(|| {
                 let thread = trace.thread(process, t.native_thread_id as i64);
                 let track = trace.thread_track(thread, TrackKind::Thread);
-                (track, sample.ts - sampled.interval_ns)
+                (track, sample.ts - 2 * half, None)
             });
-            last.insert(t.native_thread_id, (track, sample.ts));
+            close(trace, open, sample.ts);
             frames.clear();
             for f in t.frames.iter().rev() {
                 let function = trace.intern(&f.qualname);
@@ -68,13 +92,20 @@ fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sam
             if t.holds_gil {
                 state |= state::GIL;
             }
+            let row = trace.samples.len();
             trace.samples.push(SampleRow {
                 ts: sample.ts,
                 track,
                 stack,
-                period: sample.ts - previous,
+                period: ((sample.ts - previous) / 2).max(0),
                 state,
             });
+            last.insert(t.native_thread_id, (track, sample.ts, Some(row)));
+        }
+    }
+    for (_, _, open) in last.into_values() {
+        if let Some(row) = open {
+            trace.samples.period[row] += half;
         }
     }
 }
@@ -111,7 +142,7 @@ mod tests {
     }
 
     /// Each sample lands on its thread's track with its stack (outermost first in
-    /// the tree), the time since the thread's previous sample and its state.
+    /// the tree), half the time to its neighbours and its state.
     #[test]
     fn samples_land_on_their_threads_with_stack_period_and_state() {
         let mut idle = thread(8, &["wait", "a"]);
@@ -126,10 +157,18 @@ mod tests {
                 Sample {
                     ts: 100,
                     threads: vec![busy.clone(), idle],
+                    lost: false,
+                },
+                // A failed read: the 15 ns before it are nobody's.
+                Sample {
+                    ts: 115,
+                    threads: Vec::new(),
+                    lost: true,
                 },
                 Sample {
                     ts: 125,
                     threads: vec![thread(7, &["d", "a"])],
+                    lost: false,
                 },
             ],
         };
@@ -158,9 +197,11 @@ mod tests {
         assert_eq!(
             rows,
             vec![
-                (7, 100, 10, vec!["a", "b", "c"], known | on | gil),
-                (7, 125, 25, vec!["a", "d"], known | on),
-                (8, 100, 10, vec!["a", "wait"], known),
+                // Half of 10 before, half of the 15 to the failed read after.
+                (7, 100, 12, vec!["a", "b", "c"], known | on | gil),
+                // Half of the 10 from the failed read, half an interval after.
+                (7, 125, 10, vec!["a", "d"], known | on),
+                (8, 100, 12, vec!["a", "wait"], known),
             ]
         );
         assert!(trace.slices.is_empty());

@@ -1,0 +1,175 @@
+//! The Python stacks `opscope record` samples by default: a PyTorch training loop
+//! written for the check (DataLoader workers, a Python helper between steps) is
+//! recorded; its helper's sampled time is the program's own measure of it, its ops sit
+//! under the Python frames that called them (one timeline), its workers are sampled,
+//! and `--no-stacks` leaves them out. Keras and JAX programs get their stacks too.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{assert_ok, built, python, python_with, repo_root, scratch_dir, test_cache_dir};
+use serde_json::Value;
+
+/// `opscope record OPTIONS -o DIR -- python SCRIPT ARGS`, which must succeed; its
+/// stdout.
+fn record(dir: &Path, options: &[&str], script: &str, args: &[&Path]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .arg("record")
+        .args(options)
+        .arg("-o")
+        .arg(dir)
+        .arg("--")
+        .arg(python())
+        .arg(repo_root().join("tests/record").join(script))
+        .args(args)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out, &format!("recording {script}"));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn opscope(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(args)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out, &args.join(" "));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn folded(dir: &Path, extra: &[&str]) -> String {
+    let file = dir.with_extension("folded");
+    let mut args = vec!["convert", "--to", "folded", "-f", "-o"];
+    args.extend([file.to_str().unwrap(), dir.to_str().unwrap()]);
+    args.extend(extra);
+    opscope(&args);
+    std::fs::read_to_string(file).unwrap()
+}
+
+fn stacks_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter(|e| {
+            let name = e.as_ref().unwrap().file_name();
+            name.to_string_lossy().starts_with("opscope-stacks-")
+        })
+        .count()
+}
+
+#[test]
+fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("record-stacks");
+    let dir = scratch.join("session");
+    // 400 Hz: enough samples of the helper for its time to be known within a few %.
+    let printed = record(&dir, &["--sample-hz", "400"], "stacks_train.py", &[]);
+    let own: Value = serde_json::from_str(printed.lines().last().unwrap()).unwrap();
+    let own_ns = own["augment_s"].as_f64().unwrap() * 1e9;
+    assert_eq!(stacks_files(&dir), 1);
+
+    // The helper's time, sampled, is the program's own measure of it.
+    let hot: Value = serde_json::from_str(&opscope(&[
+        "stats",
+        "hot",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+    ]))
+    .unwrap();
+    let augment = hot["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["function"] == "augment")
+        .unwrap_or_else(|| panic!("no augment in {hot:#}"));
+    let sampled_ns = augment["self_ns"].as_f64().unwrap();
+    let ratio = sampled_ns / own_ns;
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "augment sampled {sampled_ns} ns, timed {own_ns} ns by the program"
+    );
+    assert!(augment["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("stacks_train.py"));
+
+    // One timeline: the Linear layers' ops sit under the Python frame that ran them.
+    let stacks = folded(&dir, &[]);
+    let under_forward = stacks.lines().any(|l| {
+        l.contains(";train_step (stacks_train.py:")
+            && l.contains(";Linear.forward (linear.py:")
+            && l.contains("Linear.forward (linear.py:")
+            && l.contains(");aten::linear")
+    });
+    assert!(
+        under_forward,
+        "no aten::linear under Linear.forward:\n{stacks}"
+    );
+    // The DataLoader's workers are sampled too, in their own loop.
+    let wall = folded(&dir, &["--wall"]);
+    let worker = wall
+        .lines()
+        .any(|l| l.starts_with("DataLoader worker") && l.contains(";_worker_loop (worker.py:"));
+    assert!(worker, "no worker's stack:\n{wall}");
+
+    // `info` says what was sampled.
+    let info = opscope(&["info", dir.to_str().unwrap()]);
+    assert!(info.contains("stacks      "), "{info}");
+}
+
+#[test]
+fn no_stacks_leaves_them_out() {
+    let scratch = scratch_dir("record-no-stacks");
+    let dir = scratch.join("session");
+    record(&dir, &["--no-stacks"], "stacks_short.py", &[]);
+    assert_eq!(stacks_files(&dir), 0);
+    let with = scratch.join("with");
+    record(&with, &[], "stacks_short.py", &[]);
+    assert_eq!(stacks_files(&with), 1);
+    assert!(folded(&with, &[]).contains(";spin (stacks_short.py:"));
+}
+
+/// Keras (on TensorFlow) and JAX programs written for other checks: their Python
+/// frames are sampled beside what their profilers recorded.
+#[test]
+fn keras_and_jax_programs_are_sampled_too() {
+    for (module, script, frame) in [
+        (
+            "tensorflow",
+            "steps_keras.py",
+            "<module> (steps_keras.py:41);",
+        ),
+        ("jax", "jax_jit.py", "<module> (jax_jit.py:"),
+    ] {
+        if !python_with(&[module]) {
+            continue;
+        }
+        let scratch = scratch_dir(&format!("record-stacks-{module}"));
+        let dir = scratch.join("session");
+        let log = scratch.join("steps.log");
+        record(&dir, &[], script, &[&log]);
+        let stacks = folded(&dir, &["--wall"]);
+        assert!(
+            stacks.lines().any(|l| l.contains(frame)),
+            "{script}: no {frame} in\n{stacks}"
+        );
+        // On the one clock of the session (the framework's profile is on Unix time, and
+        // the samples were moved there with the rest): a run of seconds, not decades.
+        let info: Value = serde_json::from_str(&opscope(&[
+            "info",
+            "--format",
+            "json",
+            dir.to_str().unwrap(),
+        ]))
+        .unwrap();
+        let span = info["duration_ns"].as_i64().unwrap();
+        assert!(span < 120_000_000_000, "{script}: spans {span} ns");
+    }
+}
