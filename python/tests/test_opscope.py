@@ -369,6 +369,32 @@ def test_python_m_opscope_records_as_the_cli_does(tmp_path):
     assert names["aten::linear"] == 6
 
 
+def test_sampled_stacks_of_a_recording_read_as_the_cli_counts_them(tmp_path):
+    """A recording's sampled Python stacks (on by default) are ``t.samples``: the rows
+    ``info`` counts, and per function the time ``stats hot`` gives it."""
+    session = tmp_path / "s"
+    subprocess.run(
+        [CLI, "record", "-q", "--no-python", "--sample-hz", "200", "-o", str(session), "--",
+         sys.executable, str(REPO / "tests/record/stacks_short.py")],
+        check=True, capture_output=True, timeout=600,
+    )
+    info = cli_json("info", session)
+    t = opscope.load(session, cache=False)
+    assert t.samples.num_rows == info["stack_samples"] > 0
+    running = [r for r in t.samples.to_pylist() if r["running"]]
+    assert len(running) == info["stack_samples_on_cpu"]
+    own = Counter()
+    for r in running:
+        if r["function"] is not None:
+            own[r["function"]] += r["period"]
+    hot = cli_json("stats", "hot", session)
+    spin = next(f for f in hot["functions"] if f["function"] == "spin")
+    assert own["spin"] == spin["self_ns"] > 0
+    # The stack is outermost first, the innermost frame last.
+    stacks = [r["stack"] for r in running if r["function"] == "spin"]
+    assert all(s.startswith("<module> (") and ";spin (" in s for s in stacks)
+
+
 def test_a_recording_in_this_process_gives_its_signals_back(tmp_path):
     """`record` run by `opscope.main` in a Python process forwards and ignores signals
     while the program runs, and puts Python's handlers back after, flags and all: Ctrl-C

@@ -9,7 +9,9 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{assert_ok, built, python, python_with, repo_root, scratch_dir, test_cache_dir};
+use common::{
+    assert_ok, built, python, python_with, repo_root, run_oracle_json, scratch_dir, test_cache_dir,
+};
 use serde_json::Value;
 
 /// `opscope record OPTIONS -o DIR -- python SCRIPT ARGS`, which must succeed; its
@@ -122,6 +124,19 @@ fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
     // `info` says what was sampled.
     let info = opscope(&["info", dir.to_str().unwrap()]);
     assert!(info.contains("stacks      "), "{info}");
+
+    // The Parquet dataset's samples, read by DuckDB alone, hold what `stats hot` says.
+    if python_with(&["duckdb"]) {
+        let dataset = scratch.join("session.parquet");
+        opscope(&["convert", dir.to_str().unwrap(), "-o", dataset.to_str().unwrap()]);
+        let read = run_oracle_json("samples_parquet.py", &[&dataset]);
+        let info: Value =
+            serde_json::from_str(&opscope(&["info", "--format", "json", dir.to_str().unwrap()]))
+                .unwrap();
+        assert_eq!(read["samples"], info["stack_samples"]);
+        assert_eq!(read["running"], info["stack_samples_on_cpu"]);
+        assert_eq!(read["own_ns"]["augment"].as_f64().unwrap(), sampled_ns);
+    }
 }
 
 #[test]
