@@ -2,8 +2,10 @@
 PyTorch CPU training loop (bench/record/attach_steps.py, which times its own steps)
 run alone, with `opscope attach` sampling it at 100 Hz, and with `py-spy record` at
 100 Hz (its default, which stops the process for each sample, and --nonblocking, which
-reads it running as opscope does). Each round runs the four in turn (the order
-rotating); the figures are the medians over rounds and their ratio to alone.
+reads it running as opscope does); and run under `opscope record` with its default
+stack sampling (100 Hz) and with `--no-stacks`, whose ratio is what the sampling costs
+a recording. Each round runs the variants in turn (the order rotating); the figures
+are the medians over rounds and their ratio to alone.
 
     python3 bench/attach.py [--rounds 9] [--steps 400] [--opscope target/release/opscope]
 """
@@ -37,8 +39,18 @@ def main():
         py_spy = shutil.which("py-spy") or parser.error(f"no py-spy beside {args.python} or on PATH")
     run = runinfo.start(rounds=args.rounds, steps=args.steps)
     script = REPO / "bench/record/attach_steps.py"
+    def recorded(*options):
+        return lambda out: [args.opscope, "record", "-q", *options, "-o", out, "--"]
+
+    # Samplers started beside the program once it is ready; launchers it runs under.
+    launchers = {
+        "opscope record": recorded(),
+        "opscope record --no-stacks": recorded("--no-stacks"),
+    }
     variants = {
         "alone": None,
+        "opscope record": None,
+        "opscope record --no-stacks": None,
         "opscope attach": lambda pid, out: [args.opscope, "attach", str(pid), "--duration",
                                             "120s", "--rate", "100", "-o", out],
         "py-spy record": lambda pid, out: [py_spy, "record", "--pid", str(pid), "--rate", "100",
@@ -53,12 +65,13 @@ def main():
             names = list(variants)
             names = names[r % len(names):] + names[:r % len(names)]
             for name in names:
-                program = subprocess.Popen([args.python, str(script), str(args.steps)],
+                out = os.path.join(tmp, f"{r}-{name.replace(' ', '_')}")
+                launcher = launchers[name](out) if name in launchers else []
+                program = subprocess.Popen([*launcher, args.python, str(script), str(args.steps)],
                                            stdout=subprocess.PIPE, text=True)
                 assert program.stdout.readline().strip() == "ready"
                 sampler = None
                 if variants[name]:
-                    out = os.path.join(tmp, f"{r}-{name.replace(' ', '_')}")
                     sampler = subprocess.Popen(variants[name](program.pid, out),
                                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
                 median_us = float(program.stdout.readline())
@@ -73,6 +86,10 @@ def main():
     for name, values in medians.items():
         m = statistics.median(values)
         print(f"| {name} | {m:.1f} | {m / alone:.3f} |")
+    # Paired by round: what the stacks cost a recording, round by round.
+    pairs = [a / b for a, b in zip(medians["opscope record"], medians["opscope record --no-stacks"])]
+    print(f"\nrecord / record --no-stacks, median of {len(pairs)} rounds: "
+          f"{statistics.median(pairs):.3f} (min {min(pairs):.3f}, max {max(pairs):.3f})")
     runinfo.finish(run, medians)
 
 

@@ -369,4 +369,64 @@ mod tests {
         .sum();
         assert_eq!(cpu, 130_000, "the roots' durations");
     }
+
+    /// With sampled stacks: each sample's frames, then the ops open on its thread then,
+    /// weighted by its period; a kernel under its op under the stack sampled while the
+    /// op ran; idle samples only in wall time.
+    #[test]
+    fn samples_put_their_frames_above_the_ops_and_kernels() {
+        use opscope_model::samples::state;
+        let json = r#"{"traceEvents":[
+            {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
+            {"ph":"M","name":"thread_name","pid":1,"tid":7,"args":{"name":"main"}},
+            {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":7,"ts":0,"dur":100},
+            {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":7,"ts":10,"dur":60},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":7,"ts":20,"dur":5,"args":{"correlation":9}},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":40,"dur":50,"args":{"correlation":9,"device":0,"stream":7}}
+        ]}"#;
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        let track = TrackId(trace.slices.track[0]);
+        let (main, forward, file) = (
+            trace.intern("main"),
+            trace.intern("Linear.forward"),
+            trace.intern("m.py"),
+        );
+        let outer = trace.stacks.frame(main, file, 3);
+        let inner = trace.stacks.frame(forward, file, 9);
+        let stack = trace.stacks.stack([outer, inner]);
+        let running = state::ACTIVE_KNOWN | state::ACTIVE;
+        for (ts_us, st) in [(15, running), (50, running), (300, state::ACTIVE_KNOWN)] {
+            trace.samples.push(opscope_model::SampleRow {
+                ts: ts_us * 1000,
+                track,
+                stack,
+                period: 10_000,
+                state: st,
+            });
+        }
+        trace.finish();
+        let cx = Context::new(&trace);
+        let options = FlameOptions {
+            device: true,
+            wall: false,
+        };
+        let python = "python (pid 1);main (tid 7);main (m.py:3);Linear.forward (m.py:9)";
+        let want = vec![
+            (format!("{python};aten::linear;aten::addmm"), 20_000),
+            (
+                format!("{python};aten::linear;aten::addmm;[kernel] gemm"),
+                50_000,
+            ),
+        ];
+        assert_eq!(folded(&cx, options), want);
+        let wall = folded(
+            &cx,
+            FlameOptions {
+                wall: true,
+                ..options
+            },
+        );
+        assert!(wall.contains(&(python.to_string(), 10_000)), "{wall:?}");
+    }
 }

@@ -128,11 +128,20 @@ fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
     // The Parquet dataset's samples, read by DuckDB alone, hold what `stats hot` says.
     if python_with(&["duckdb"]) {
         let dataset = scratch.join("session.parquet");
-        opscope(&["convert", dir.to_str().unwrap(), "-o", dataset.to_str().unwrap()]);
+        opscope(&[
+            "convert",
+            dir.to_str().unwrap(),
+            "-o",
+            dataset.to_str().unwrap(),
+        ]);
         let read = run_oracle_json("samples_parquet.py", &[&dataset]);
-        let info: Value =
-            serde_json::from_str(&opscope(&["info", "--format", "json", dir.to_str().unwrap()]))
-                .unwrap();
+        let info: Value = serde_json::from_str(&opscope(&[
+            "info",
+            "--format",
+            "json",
+            dir.to_str().unwrap(),
+        ]))
+        .unwrap();
         assert_eq!(read["samples"], info["stack_samples"]);
         assert_eq!(read["running"], info["stack_samples_on_cpu"]);
         assert_eq!(read["own_ns"]["augment"].as_f64().unwrap(), sampled_ns);
