@@ -1,6 +1,11 @@
 //! Reading another process's memory with `process_vm_readv`: the target runs on; a
 //! read racing its writes may see a half-changed structure, which the readers above
-//! check for (a type pointer, a size bound) rather than trust.
+//! check for (a type pointer, a size bound) rather than trust. A [`Snapshot`] keeps the
+//! pages a walk read ([`Recorder`]), to walk them again where that interpreter is not
+//! installed (the tests of every supported version).
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 
 use crate::{Error, Result};
 
@@ -87,5 +92,144 @@ impl Memory for Process {
             });
         }
         Ok(())
+    }
+}
+
+/// Pages are kept whole, so that a reader reading a little more or less of a structure
+/// than when the snapshot was made still finds it.
+const PAGE: u64 = 4096;
+
+/// Pages of a process's memory as they were when read: a [`Memory`] whose reads of
+/// anything else fail.
+#[derive(Default, Debug, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    pages: BTreeMap<u64, Vec<u8>>,
+}
+
+impl Snapshot {
+    /// The pages as one file: each page's address (8 bytes, little-endian) and its
+    /// 4096 bytes, in address order.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.pages.len() * (8 + PAGE as usize));
+        for (addr, page) in &self.pages {
+            out.extend_from_slice(&addr.to_le_bytes());
+            out.extend_from_slice(page);
+        }
+        out
+    }
+
+    /// The pages of [`Snapshot::to_bytes`]'s file; `None` when it is not one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<Snapshot> {
+        let record = 8 + PAGE as usize;
+        if bytes.len() % record != 0 {
+            return None;
+        }
+        let pages = bytes
+            .chunks_exact(record)
+            .map(|r| {
+                let (addr, page) = r.split_at(8);
+                (u64::from_le_bytes(addr.try_into().unwrap_or_default()), page.to_vec())
+            })
+            .collect();
+        Some(Snapshot { pages })
+    }
+
+    pub fn pages(&self) -> usize {
+        self.pages.len()
+    }
+}
+
+impl Memory for Snapshot {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        let missing = || Error::Read {
+            pid: 0,
+            addr,
+            len: buf.len(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "not in the snapshot"),
+        };
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr.checked_add(done as u64).ok_or_else(missing)?;
+            let base = at - at % PAGE;
+            let page = self.pages.get(&base).ok_or_else(missing)?;
+            let from = (at - base) as usize;
+            let n = (PAGE as usize - from).min(buf.len() - done);
+            buf[done..done + n].copy_from_slice(&page[from..from + n]);
+            done += n;
+        }
+        Ok(())
+    }
+}
+
+/// A memory that keeps every page it reads in a [`Snapshot`].
+pub struct Recorder<M> {
+    inner: M,
+    snapshot: RefCell<Snapshot>,
+}
+
+impl<M: Memory> Recorder<M> {
+    pub fn new(inner: M) -> Recorder<M> {
+        Recorder {
+            inner,
+            snapshot: RefCell::new(Snapshot::default()),
+        }
+    }
+
+    /// The pages read so far.
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot.borrow().clone()
+    }
+}
+
+impl<M: Memory> Memory for Recorder<M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        self.inner.read(addr, buf)?;
+        let end = addr.saturating_add(buf.len() as u64);
+        let mut base = addr - addr % PAGE;
+        while base < end {
+            let mut snapshot = self.snapshot.borrow_mut();
+            if !snapshot.pages.contains_key(&base) {
+                let mut page = vec![0u8; PAGE as usize];
+                // A whole page where it can be read (a mapping's last page may not be).
+                if self.inner.read(base, &mut page).is_ok() {
+                    snapshot.pages.insert(base, page);
+                }
+            }
+            base += PAGE;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory where byte `a` holds `a % 251`.
+    struct Counting;
+
+    impl Memory for Counting {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = ((addr + i as u64) % 251) as u8;
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_snapshot_gives_back_what_was_read_across_pages_and_nothing_else() {
+        let recorder = Recorder::new(Counting);
+        let mut first = [0u8; 100];
+        recorder.read(PAGE * 3 - 50, &mut first).unwrap();
+        let snapshot = Snapshot::from_bytes(&recorder.snapshot().to_bytes()).unwrap();
+        assert_eq!(snapshot.pages(), 2);
+        let mut again = [0u8; 100];
+        snapshot.read(PAGE * 3 - 50, &mut again).unwrap();
+        assert_eq!(first, again);
+        // The rest of those pages too, but no other page.
+        assert_eq!(snapshot.u32_at(PAGE * 2).unwrap(), Counting.u32_at(PAGE * 2).unwrap());
+        assert!(snapshot.u64_at(PAGE * 4).is_err());
+        assert!(Snapshot::from_bytes(&[0u8; 10]).is_none());
     }
 }

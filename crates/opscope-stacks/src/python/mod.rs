@@ -83,16 +83,37 @@ struct Code {
 impl PythonProcess<Process> {
     /// Finds the interpreter of process `pid`.
     pub fn open(pid: i32) -> Result<PythonProcess> {
+        PythonProcess::open_with(pid, |memory| memory)
+    }
+}
+
+impl<M: Memory> PythonProcess<M> {
+    /// Finds the interpreter of process `pid`, read through `wrap` of its memory (a
+    /// [`crate::memory::Recorder`] keeps what a walk reads).
+    pub fn open_with(pid: i32, wrap: impl FnOnce(Process) -> M) -> Result<PythonProcess<M>> {
         let mappings = maps::read(pid)?;
         let found = find_runtime(pid, &mappings)?;
-        let (major, minor, micro) = found.version;
+        let memory = wrap(Process { pid });
+        PythonProcess::with_memory(memory, pid, found.version, found.runtime, found.code_type)
+    }
+
+    /// The interpreter `version` whose `_PyRuntime` is at `runtime` in `memory` (and
+    /// its `PyCode_Type` at `code_type`, for 3.13): what [`PythonProcess::open_with`]
+    /// finds in a live process, or a snapshot's record of it.
+    pub fn with_memory(
+        memory: M,
+        pid: i32,
+        version: (u8, u8, u8),
+        runtime: u64,
+        code_type: Option<u64>,
+    ) -> Result<PythonProcess<M>> {
+        let (major, minor, micro) = version;
         let version = format!("{major}.{minor}.{micro}");
-        let memory = Process { pid };
         let layout = match layout::of(major, minor) {
             Some(known) => known.clone(),
             // 3.13 says where its fields are.
             None if (major, minor) >= (3, 13) => {
-                let offsets = memory.bytes_at(found.runtime, layout::DEBUG_OFFSETS_313)?;
+                let offsets = memory.bytes_at(runtime, layout::DEBUG_OFFSETS_313)?;
                 layout::from_debug_offsets(&offsets).ok_or(Error::Unsupported {
                     pid,
                     version: format!(
@@ -105,12 +126,22 @@ impl PythonProcess<Process> {
         Ok(PythonProcess {
             memory,
             pid,
-            runtime: found.runtime,
+            runtime,
             layout,
-            code_type: found.code_type,
+            code_type,
             version,
             codes: RefCell::new(HashMap::new()),
         })
+    }
+
+    /// The memory it reads.
+    pub fn memory(&self) -> &M {
+        &self.memory
+    }
+
+    /// Where `_PyRuntime` and (3.13) `PyCode_Type` are.
+    pub fn runtime(&self) -> (u64, Option<u64>) {
+        (self.runtime, self.code_type)
     }
 }
 
