@@ -95,8 +95,7 @@ impl Memory for Process {
     }
 }
 
-/// Pages are kept whole, so that a reader reading a little more or less of a structure
-/// than when the snapshot was made still finds it.
+/// Snapshots keep memory by pages of this size (what was not read in them is zero).
 const PAGE: u64 = 4096;
 
 /// Pages of a process's memory as they were when read: a [`Memory`] whose reads of
@@ -141,10 +140,11 @@ impl Snapshot {
 
 impl Memory for Snapshot {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
         let missing = || Error::Read {
             pid: 0,
             addr,
-            len: buf.len(),
+            len,
             source: std::io::Error::new(std::io::ErrorKind::NotFound, "not in the snapshot"),
         };
         let mut done = 0;
@@ -184,18 +184,22 @@ impl<M: Memory> Recorder<M> {
 impl<M: Memory> Memory for Recorder<M> {
     fn read(&self, addr: u64, buf: &mut [u8]) -> Result<()> {
         self.inner.read(addr, buf)?;
-        let end = addr.saturating_add(buf.len() as u64);
-        let mut base = addr - addr % PAGE;
-        while base < end {
-            let mut snapshot = self.snapshot.borrow_mut();
-            if !snapshot.pages.contains_key(&base) {
-                let mut page = vec![0u8; PAGE as usize];
-                // A whole page where it can be read (a mapping's last page may not be).
-                if self.inner.read(base, &mut page).is_ok() {
-                    snapshot.pages.insert(base, page);
-                }
-            }
-            base += PAGE;
+        // Only the bytes read: the rest of each page stays zero, so a snapshot holds the
+        // structures a walk read and nothing else of the process (its environment,
+        // other objects' strings).
+        let mut snapshot = self.snapshot.borrow_mut();
+        let mut done = 0;
+        while done < buf.len() {
+            let at = addr.wrapping_add(done as u64);
+            let base = at - at % PAGE;
+            let page = snapshot
+                .pages
+                .entry(base)
+                .or_insert_with(|| vec![0u8; PAGE as usize]);
+            let from = (at - base) as usize;
+            let n = (PAGE as usize - from).min(buf.len() - done);
+            page[from..from + n].copy_from_slice(&buf[done..done + n]);
+            done += n;
         }
         Ok(())
     }
@@ -227,8 +231,8 @@ mod tests {
         let mut again = [0u8; 100];
         snapshot.read(PAGE * 3 - 50, &mut again).unwrap();
         assert_eq!(first, again);
-        // The rest of those pages too, but no other page.
-        assert_eq!(snapshot.u32_at(PAGE * 2).unwrap(), Counting.u32_at(PAGE * 2).unwrap());
+        // The rest of those pages is zero, and no other page is there.
+        assert_eq!(snapshot.u32_at(PAGE * 2).unwrap(), 0);
         assert!(snapshot.u64_at(PAGE * 4).is_err());
         assert!(Snapshot::from_bytes(&[0u8; 10]).is_none());
     }

@@ -1,7 +1,7 @@
 //! Every CPython version the reader supports, read again from a snapshot of a process's
-//! memory: where that interpreter is not installed (CI has 3.11 only), the pages a walk
-//! of a live process read (`tests/fixtures/snapshots/python-VERSION/memory.bin`) are
-//! walked again, and the stacks must be those py-spy dumped of the same process then
+//! memory: where that interpreter is not installed (CI has 3.11 only), the bytes a walk
+//! of a live process read (`tests/fixtures/snapshots/python-VERSION/memory.bin`, by
+//! page, the rest zero) are walked again, and the stacks must be those py-spy dumped of the same process then
 //! (`meta.json`). `capture_a_snapshot` (ignored; run where the interpreter is) makes one:
 //!
 //! ```sh
@@ -96,9 +96,17 @@ fn every_snapshot_reads_as_py_spy_read_its_process() {
 fn capture_a_snapshot() {
     let python = std::env::var("OPSCOPE_CAPTURE_PYTHON").expect("OPSCOPE_CAPTURE_PYTHON");
     let py_spy = std::env::var("OPSCOPE_PY_SPY").unwrap_or_else(|_| "py-spy".into());
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/record/stacks_known.py");
+    // Run from a neutral place, so that the snapshot names no folder of this checkout
+    // (the interpreter's own files are where it is installed: install it under a
+    // neutral prefix too, say /usr/local/cpython-VERSION).
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/record/stacks_known.py");
+    let place = std::env::temp_dir().join("opscope-snapshot");
+    std::fs::create_dir_all(&place).unwrap();
+    let script = place.join("stacks_known.py");
+    std::fs::copy(&source, &script).unwrap();
     let mut program = Command::new(&python)
-        .arg(&script)
+        .arg("stacks_known.py")
+        .current_dir(&place)
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
