@@ -5,6 +5,7 @@
 //! follows it.
 
 mod model;
+mod stacks;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};

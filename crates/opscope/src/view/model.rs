@@ -56,7 +56,8 @@ pub struct ViewModel {
 }
 
 impl ViewModel {
-    pub fn build(trace: Trace, title: String) -> ViewModel {
+    pub fn build(mut trace: Trace, title: String) -> ViewModel {
+        super::stacks::draw(&mut trace);
         let timeline = Timeline::build(&trace);
         let (origin, end) = trace.time_span().unwrap_or((0, 0));
         let mut row_of = vec![0u8; trace.slices.len()];
