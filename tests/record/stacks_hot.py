@@ -2,10 +2,12 @@
 (about 60 % of the time), `light` (about 20 %) and `native` (a C call: hashing, about
 20 %), called in turn from `<module>` in short calls; prints `ready` first. Given a
 path, it times each function itself and, on SIGTERM, writes each one's share of the
-time to that path (JSON) and exits: the program's own measure of its hot functions."""
+time to that path (JSON) and exits: the program's own measure of its hot functions.
+With STACKS_HOT_ROUNDS=N it waits for a line on stdin, runs N rounds and exits."""
 
 import hashlib
 import json
+import os
 import signal
 import sys
 import time
@@ -46,8 +48,15 @@ def report(*_):
 signal.signal(signal.SIGTERM, report)
 print("ready", flush=True)
 clock = time.perf_counter
-while True:
+# Given STACKS_HOT_ROUNDS, it waits for a line on stdin, runs that many rounds and
+# exits: a fixed amount of work, for a test that starts it and then its sampler.
+rounds = int(os.environ.get("STACKS_HOT_ROUNDS", "0"))
+if rounds:
+    sys.stdin.readline()
+done = 0
+while not rounds or done < rounds:
     for name, function in (("heavy", heavy), ("light", light), ("native", native)):
         t = clock()
         function()
         spent[name] += clock() - t
+    done += 1

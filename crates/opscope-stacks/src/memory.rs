@@ -120,14 +120,17 @@ impl Snapshot {
     /// The pages of [`Snapshot::to_bytes`]'s file; `None` when it is not one.
     pub fn from_bytes(bytes: &[u8]) -> Option<Snapshot> {
         let record = 8 + PAGE as usize;
-        if bytes.len() % record != 0 {
+        if !bytes.len().is_multiple_of(record) {
             return None;
         }
         let pages = bytes
             .chunks_exact(record)
             .map(|r| {
                 let (addr, page) = r.split_at(8);
-                (u64::from_le_bytes(addr.try_into().unwrap_or_default()), page.to_vec())
+                (
+                    u64::from_le_bytes(addr.try_into().unwrap_or_default()),
+                    page.to_vec(),
+                )
             })
             .collect();
         Some(Snapshot { pages })

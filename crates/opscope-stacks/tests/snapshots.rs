@@ -88,7 +88,11 @@ fn every_snapshot_reads_as_py_spy_read_its_process() {
     }
     versions.sort();
     // The versions the reader supports, each with its snapshot.
-    assert_eq!(versions, ["3.11", "3.12", "3.13"], "snapshots of {versions:?}");
+    assert_eq!(
+        versions,
+        ["3.11", "3.12", "3.13"],
+        "snapshots of {versions:?}"
+    );
 }
 
 #[test]
@@ -135,7 +139,11 @@ fn capture_a_snapshot() {
     let (runtime, code_type) = process.runtime();
     let dir = fixtures().join(format!("python-{}", process.version()));
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("memory.bin"), process.memory().snapshot().to_bytes()).unwrap();
+    std::fs::write(
+        dir.join("memory.bin"),
+        process.memory().snapshot().to_bytes(),
+    )
+    .unwrap();
     let meta = json!({
         "version": parts,
         "runtime": runtime,
@@ -143,5 +151,9 @@ fn capture_a_snapshot() {
         "program": "tests/record/stacks_known.py",
         "py_spy": dump,
     });
-    std::fs::write(dir.join("meta.json"), serde_json::to_string_pretty(&meta).unwrap()).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        serde_json::to_string_pretty(&meta).unwrap(),
+    )
+    .unwrap();
 }

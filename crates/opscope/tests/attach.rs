@@ -538,6 +538,29 @@ fn kineto_traces_a_job_that_polls_for_it() {
         info.contains("opscope-attach-") && info.contains("opscope-kineto-"),
         "{info}"
     );
+    // One process, not one per file: the samples sit on the threads of Kineto's ops,
+    // so its ops come under the sampled Python frames that ran them.
+    let info = opscope(&[
+        "info".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        session.as_os_str(),
+    ]);
+    let info: Value = serde_json::from_slice(&info.stdout).unwrap();
+    let named = info["process_names"].as_array().unwrap();
+    // (Kineto's own pseudo-processes, `Spans`, `Traces`, have pids of their own.)
+    let python = named
+        .iter()
+        .filter(|n| n.as_str().unwrap().starts_with("python (pid"))
+        .count();
+    assert_eq!(python, 1, "{named:?}");
+    let stacks = folded(&session);
+    assert!(
+        stacks
+            .lines()
+            .any(|l| l.contains(";train_step (") && l.contains(";aten::")),
+        "{stacks}"
+    );
 
     let job = start(false);
     let stderr = sample(

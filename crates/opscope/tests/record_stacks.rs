@@ -197,3 +197,55 @@ fn keras_and_jax_programs_are_sampled_too() {
         assert!(span < 120_000_000_000, "{script}: spans {span} ns");
     }
 }
+
+/// `record --pid`: a program already running (`stacks_hot.py`, a fixed amount of work
+/// once told to go) is recorded from outside until it ends: its hot functions' stacks
+/// and its processes' counters land in the session, and opscope ends when it does.
+#[test]
+fn record_pid_follows_a_running_program_until_it_ends() {
+    use std::io::{BufRead, Write};
+    let scratch = scratch_dir("record-pid");
+    let mut program = Command::new(python())
+        .arg(repo_root().join("tests/record/stacks_hot.py"))
+        .env("STACKS_HOT_ROUNDS", "3000")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(program.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let dir = scratch.join("session");
+    let mut recording = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "--pid", &program.id().to_string(), "-o"])
+        .arg(&dir)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It says so once it reads the program; then the program may go.
+    let mut said = std::io::BufReader::new(recording.stderr.take().unwrap());
+    let mut first = String::new();
+    said.read_line(&mut first).unwrap();
+    assert!(first.contains("recording process"), "{first}");
+    writeln!(program.stdin.take().unwrap(), "go").unwrap();
+    assert!(program.wait().unwrap().success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut said, &mut rest).unwrap();
+    // It ends by itself once the program has.
+    assert!(recording.wait().unwrap().success(), "{rest}");
+    let stacks = folded(&dir, &[]);
+    for hot in ["heavy (stacks_hot.py:", "light (stacks_hot.py:"] {
+        assert!(stacks.contains(hot), "no {hot} in\n{stacks}\n{rest}");
+    }
+    let files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        files.iter().any(|f| f.starts_with("opscope-processes-")),
+        "{files:?}"
+    );
+}

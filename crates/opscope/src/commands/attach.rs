@@ -67,7 +67,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let mut tree = Tree::new(args.pid)?;
+    let tree = Tree::new(args.pid)?;
     let dir = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("opscope-attach-{}", args.pid)));
@@ -78,17 +78,75 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let kineto = match args.kineto {
-        true => ask_kineto(args.pid, args.duration),
+    let sampling = Sampling {
+        pid: args.pid,
+        duration: Some(args.duration),
+        rate: args.rate,
+        kineto: args.kineto,
+    };
+    sample_into(tree, &sampling, &dir)
+}
+
+/// How to sample a running tree.
+pub struct Sampling {
+    pub pid: i32,
+    /// `None`: until the tree has ended or a stop signal comes.
+    pub duration: Option<Duration>,
+    pub rate: u32,
+    pub kineto: bool,
+}
+
+/// Samples `tree` into the session directory `dir` (which exists), and says what was
+/// written.
+pub fn sample_into(mut tree: Tree, sampling: &Sampling, dir: &std::path::Path) -> Result<()> {
+    let kineto_for = sampling.duration.unwrap_or(Duration::from_secs(10));
+    let kineto = match sampling.kineto {
+        true => ask_kineto(sampling.pid, kineto_for),
         false => None,
     };
     for signal in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
         unsafe { libc::signal(signal, on_stop as *const () as libc::sighandler_t) };
     }
-    tree.sample(Some(args.duration), args.rate, &STOP);
+    // Kineto traces its window when its process next polls (every 5 s): the stacks are
+    // sampled until that window has ended too, so that both cover it.
+    let began = Instant::now();
+    let kineto = kineto.map(|asking| {
+        std::thread::spawn(move || {
+            let asked = asking
+                .join()
+                .map_err(|_| anyhow::anyhow!("the Kineto request thread failed"))
+                .and_then(|a| a);
+            // Kineto writes its trace when its window ends (which starts a while after
+            // it asked): sampled until then.
+            let written = match &asked {
+                Ok(a) if !a.is_empty() => crate::record::kineto_ipc::collect(
+                    a,
+                    Instant::now() + kineto_for + KINETO_GRACE,
+                ),
+                _ => {
+                    // Product behaviour (the window asked for), not a test's wait.
+                    while !STOP.load(Ordering::Relaxed) {
+                        match (began + kineto_for).checked_duration_since(Instant::now()) {
+                            Some(left) => std::thread::sleep(left.min(Duration::from_millis(50))),
+                            None => break,
+                        }
+                    }
+                    Vec::new()
+                }
+            };
+            STOP.store(true, Ordering::Relaxed);
+            asked.map(|a| (a, written))
+        })
+    });
+    let limit = if kineto.is_some() {
+        None
+    } else {
+        sampling.duration
+    };
+    tree.sample(limit, sampling.rate, &STOP);
     let (failed, sampled_for) = (tree.failed, tree.sampled_for);
-    let file = dir.join(format!("opscope-attach-{}.pftrace", args.pid));
+    let file = dir.join(format!("opscope-attach-{}.pftrace", sampling.pid));
     let sampled: Vec<Sampled> = tree.into_sampled();
     stacks::write(&sampled, &file)?;
     let samples: usize = sampled.iter().map(|p| p.samples.len()).sum();
@@ -106,7 +164,7 @@ pub fn run(args: Args) -> Result<()> {
         "opscope: {} Python process{} from {}: {samples} samples of {threads} threads over {:.1} s written to {}",
         sampled.len(),
         if sampled.len() == 1 { "" } else { "es" },
-        args.pid,
+        sampling.pid,
         sampled_for.as_secs_f64(),
         dir.display()
     );
@@ -116,8 +174,11 @@ pub fn run(args: Args) -> Result<()> {
             samples + failed
         );
     }
-    if let Some(asking) = kineto {
-        collect_kineto(asking, args.duration, &dir)?;
+    if let Some(watcher) = kineto {
+        let (asked, written) = watcher
+            .join()
+            .map_err(|_| anyhow::anyhow!("the Kineto request thread failed"))??;
+        collect_kineto(&asked, &written, kineto_for, dir)?;
     }
     Ok(())
 }
@@ -165,11 +226,13 @@ fn ask_kineto(root: i32, duration: Duration) -> Option<Asking> {
     }))
 }
 
-/// Waits for the traces Kineto was asked for and moves them into the session.
-fn collect_kineto(asking: Asking, duration: Duration, dir: &std::path::Path) -> Result<()> {
-    let asked = asking
-        .join()
-        .map_err(|_| anyhow::anyhow!("the Kineto request thread failed"))??;
+/// Moves the traces Kineto wrote into the session, and says so.
+fn collect_kineto(
+    asked: &[crate::record::kineto_ipc::Asked],
+    written: &[PathBuf],
+    duration: Duration,
+    dir: &std::path::Path,
+) -> Result<()> {
     if asked.is_empty() {
         eprintln!(
             "opscope: no process of the tree asked for a Kineto trace within {} s",
@@ -177,9 +240,7 @@ fn collect_kineto(asking: Asking, duration: Duration, dir: &std::path::Path) -> 
         );
         return Ok(());
     }
-    let written =
-        crate::record::kineto_ipc::collect(&asked, Instant::now() + duration + KINETO_GRACE);
-    for file in &written {
+    for file in written {
         let to = dir.join(file.file_name().unwrap_or_default());
         if std::fs::rename(file, &to).is_err() {
             std::fs::copy(file, &to).with_context(|| format!("copying {}", file.display()))?;

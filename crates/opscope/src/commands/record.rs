@@ -23,7 +23,7 @@ use crate::record::{self, Options};
                   leave them out): `flame`, `stats code` and `view` show them beside the \
                   ops.\n\n\
                   The session directory is a TRACE: opscope info, stats, gpu and convert read it.",
-    after_help = "Examples:\n  opscope record -- python train.py --epochs 1\n  opscope record -o runs/resnet -- torchrun --nproc-per-node 2 train.py\n  opscope stats op runs/resnet"
+    after_help = "Examples:\n  opscope record -- python train.py --epochs 1\n  opscope record --pid 4242 -o runs/live\n  opscope record -o runs/resnet -- torchrun --nproc-per-node 2 train.py\n  opscope stats op runs/resnet"
 )]
 pub struct Args {
     /// Session directory [default: ./opscope-session, or -2, -3… if taken].
@@ -62,8 +62,13 @@ pub struct Args {
     /// Print nothing but errors when the program ends.
     #[arg(long, short)]
     quiet: bool,
+    /// Record a process that is already running instead (and the processes below it):
+    /// its Python stacks and its CPU, memory and threads, until it ends or Ctrl-C, as
+    /// `opscope attach` samples it. Nothing is injected into it.
+    #[arg(long, value_name = "PID", conflicts_with_all = ["command", "live_only", "cupti", "no_stacks"])]
+    pid: Option<i32>,
     /// The program to record and its arguments, after `--`.
-    #[arg(required = true, last = true, value_name = "CMD")]
+    #[arg(required_unless_present = "pid", last = true, value_name = "CMD")]
     command: Vec<OsString>,
 }
 
@@ -80,5 +85,8 @@ pub fn run(args: Args) -> Result<u8> {
         live_only: args.live_only,
         command: args.command,
     };
-    record::run(&options)
+    match args.pid {
+        Some(pid) => record::run_attached(&options, pid),
+        None => record::run(&options),
+    }
 }

@@ -209,6 +209,42 @@ pub fn run(options: &Options) -> Result<u8> {
     Ok(exit_code(status))
 }
 
+/// `record --pid PID`: a process already running, sampled from outside (its Python
+/// stacks, its CPU, memory and threads) into a session until it ends or a stop signal.
+pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
+    let tree = stack_sampler::Tree::new(pid)?;
+    let session = Session::create(options.output.as_deref())?.started();
+    let dir = session.dir.clone();
+    let sampler = (options.sample_ms > 0).then(|| sampler::start(pid, options.sample_ms));
+    if !options.quiet {
+        eprintln!(
+            "opscope: recording process {pid} and those below it into {} until it ends (Ctrl-C stops)",
+            dir.display()
+        );
+    }
+    let sampling = crate::commands::attach::Sampling {
+        pid,
+        duration: None,
+        rate: options.stacks_hz.max(1),
+        kineto: false,
+    };
+    crate::commands::attach::sample_into(tree, &sampling, &dir)?;
+    if let Some(sampler) = sampler {
+        let path = dir.join(format!("opscope-processes-{}.pftrace", std::process::id()));
+        if let Err(e) = sampler.finish(&path) {
+            let _ = std::fs::remove_file(&path);
+            eprintln!(
+                "opscope: lost the process samples ({}: {e:#})",
+                path.display()
+            );
+        }
+    }
+    if !options.quiet {
+        summarise(&dir);
+    }
+    Ok(0)
+}
+
 /// The session directory while the program starts: removed again if it cannot start,
 /// so a typo in the command leaves nothing behind.
 struct Session {

@@ -41,6 +41,9 @@ pub struct Tree {
     /// Reads that failed (frames changing while read) and were left out.
     pub failed: usize,
     pub sampled_for: Duration,
+    /// A program just started: its Python may come later, so that none running is no
+    /// reason to stop.
+    starting: bool,
 }
 
 impl Tree {
@@ -68,7 +71,10 @@ impl Tree {
     /// The tree under a program just started, whose Python processes may not be
     /// readable yet: they are looked for while sampling.
     pub fn starting(root: i32) -> Tree {
-        Tree::empty(root)
+        Tree {
+            starting: true,
+            ..Tree::empty(root)
+        }
     }
 
     fn empty(root: i32) -> Tree {
@@ -78,6 +84,7 @@ impl Tree {
             other: hashbrown::HashMap::new(),
             failed: 0,
             sampled_for: Duration::ZERO,
+            starting: false,
         }
     }
 
@@ -123,7 +130,8 @@ impl Tree {
     }
 
     /// Reads every process's stacks `rate` times a second until `duration` has passed
-    /// (and then also once every process read has ended) or `stop` is set.
+    /// (`None`: no limit), every process read has ended (unless the tree is
+    /// [`Tree::starting`]) or `stop` is set.
     pub fn sample(&mut self, duration: Option<Duration>, rate: u32, stop: &AtomicBool) {
         let interval = Duration::from_secs(1) / rate;
         let began = Instant::now();
@@ -175,10 +183,10 @@ impl Tree {
                     }
                 }
             }
-            // Attached for a while: done once all it read have ended. (A program that
-            // `record` started may start more Python later: sampled until it ends.)
+            // Attached: done once all it read have ended. (A program that `record`
+            // started may start more Python later: sampled until it ends.)
             let all_gone = !self.processes.is_empty() && self.processes.iter().all(|p| p.gone);
-            if all_gone && duration.is_some() {
+            if all_gone && !self.starting {
                 break;
             }
             next += interval.mul_f64(0.5 + jitter.next());

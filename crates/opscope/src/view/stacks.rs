@@ -120,7 +120,7 @@ mod tests {
         let th = t.thread(p, 7);
         let track = t.thread_track(th, TrackKind::Thread);
         let file = t.intern("/x/m.py");
-        let mut frame = |t: &mut Trace, name: &str, line| {
+        let frame = |t: &mut Trace, name: &str, line| {
             let name = t.intern(name);
             t.stacks.frame(name, file, line)
         };
@@ -151,7 +151,12 @@ mod tests {
                 let s = &t.slices;
                 let lane = &t.tracks[s.track[i] as usize];
                 assert_eq!(t.str(lane.name), "sampled stacks · tid 7");
-                (t.str(s.name[i]).to_string(), s.ts[i], s.dur[i], s.parent[i] == opscope_model::NONE)
+                (
+                    t.str(s.name[i]).to_string(),
+                    s.ts[i],
+                    s.dur[i],
+                    s.parent[i] == opscope_model::NONE,
+                )
             })
             .collect();
         assert_eq!(
