@@ -22,7 +22,7 @@
 --task rate: bytes on disk per event, and events lost, for an op stream of 1 million
   events per second on one thread (record/itt_paced.c: 500,000 ITT tasks per second,
   each a begin and an end, for --seconds) run under `opscope record -q -o DIR` with the
-  default buffers. Bytes per event: the size of every DIR/opscope-*.pftrace over the
+  default buffers. Bytes per event: the size of every DIR/opscope-PID.pftrace over the
   events emitted; lost: emitted - 2 x the slices `opscope info` counts, checked against
   the count of the recorder's "events dropped" instants (which count refused records:
   a dropped begin counts once, and its end is then discarded without being counted).
@@ -319,7 +319,7 @@ def bench_rate(args: argparse.Namespace, bins: dict[str, Path]) -> dict:
             out = Path(tmp) / "session"
             report = run_json([args.opscope, "record", "-q", "-o", out, "--",
                                bins["itt_paced"], args.rate, args.seconds])
-            size = sum(f.stat().st_size for f in out.glob("opscope-*.pftrace"))
+            size = sum(f.stat().st_size for f in out.glob("opscope-[0-9]*.pftrace"))
             counts = opscope_recorded(args.opscope, out)
         runs.append({
             **report,

@@ -28,7 +28,7 @@ pub enum Error {
     },
     #[error("process {pid}: no Python interpreter found (no libpython or python executable with _PyRuntime in its memory map)")]
     NotPython { pid: i32 },
-    #[error("process {pid}: Python {version} is not supported yet (3.11 to 3.13 are)")]
+    #[error("process {pid}: Python {version} is not supported yet (3.9 to 3.13 are)")]
     Unsupported { pid: i32, version: String },
     #[error("{path}: {message}")]
     Binary { path: String, message: String },

@@ -32,7 +32,12 @@ fn ours(stacks: &[ThreadStack]) -> Value {
                 .iter()
                 .map(|f| json!([f.name, f.filename, f.line]))
                 .collect();
-            json!({"thread_id": t.thread_id, "gil": t.holds_gil, "frames": frames})
+            json!({
+                "thread_id": t.thread_id,
+                "tid": t.native_thread_id,
+                "gil": t.holds_gil,
+                "frames": frames
+            })
         })
         .collect();
     threads.sort_by_key(|t| t["thread_id"].as_u64());
@@ -51,7 +56,12 @@ fn py_spys(dump: &Value) -> Value {
                 .iter()
                 .map(|f| json!([f["name"], f["filename"], f["line"]]))
                 .collect();
-            json!({"thread_id": t["thread_id"], "gil": t["owns_gil"], "frames": frames})
+            json!({
+                "thread_id": t["thread_id"],
+                "tid": t["os_thread_id"],
+                "gil": t["owns_gil"],
+                "frames": frames
+            })
         })
         .collect();
     threads.sort_by_key(|t| t["thread_id"].as_u64());
@@ -71,11 +81,14 @@ fn every_snapshot_reads_as_py_spy_read_its_process() {
         let version = (
             v[0].as_u64().unwrap() as u8,
             v[1].as_u64().unwrap() as u8,
-            v[2].as_u64().unwrap() as u8,
+            // 3.9 and 3.10 are known by their file's name only: no micro version.
+            v[2].as_u64().unwrap_or(255) as u8,
         );
+        // The pid the process had (3.9, 3.10 find each thread's tid through it).
+        let pid = meta["py_spy"][0]["pid"].as_i64().unwrap() as i32;
         let process = PythonProcess::with_memory(
             memory,
-            0,
+            pid,
             version,
             meta["runtime"].as_u64().unwrap(),
             meta["code_type"].as_u64(),
@@ -90,7 +103,7 @@ fn every_snapshot_reads_as_py_spy_read_its_process() {
     // The versions the reader supports, each with its snapshot.
     assert_eq!(
         versions,
-        ["3.11", "3.12", "3.13"],
+        ["3.10", "3.11", "3.12", "3.13", "3.9"],
         "snapshots of {versions:?}"
     );
 }

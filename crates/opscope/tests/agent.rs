@@ -183,7 +183,7 @@ fn process_file(session: &Path) -> PathBuf {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("opscope-") && !name.starts_with("opscope-processes")
+            common::is_recorders_file(&name)
         })
         .collect();
     assert_eq!(files.len(), 1, "{files:?}");

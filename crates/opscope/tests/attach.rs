@@ -185,7 +185,7 @@ fn interpreters() -> Vec<PathBuf> {
     let mut found = vec![PathBuf::from(String::from_utf8(own.stdout).unwrap().trim())];
     let system = PathBuf::from("/usr/bin/python3");
     let version = Command::new(&system)
-        .args(["-c", "import sys; print(sys.version_info[:2] >= (3, 11))"])
+        .args(["-c", "import sys; print(sys.version_info[:2] >= (3, 9))"])
         .output();
     if version.is_ok_and(|v| v.stdout.starts_with(b"True")) {
         found.push(system);
@@ -194,7 +194,7 @@ fn interpreters() -> Vec<PathBuf> {
     if let Ok(dir) = std::fs::read_dir(Path::new(&home).join(".pyenv/versions")) {
         for entry in dir.flatten() {
             let name = entry.file_name().to_string_lossy().to_string();
-            for minor in ["3.11", "3.12", "3.13"] {
+            for minor in ["3.9", "3.10", "3.11", "3.12", "3.13"] {
                 let exe = entry.path().join("bin").join(format!("python{minor}"));
                 if name.starts_with(&format!("{minor}.")) && exe.exists() {
                     found.push(exe);

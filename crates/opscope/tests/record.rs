@@ -60,9 +60,7 @@ fn recorded(dir: &Path) -> BTreeMap<i64, Value> {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("opscope-")
-                && !name.starts_with("opscope-processes")
-                && name.ends_with(".pftrace")
+            common::is_recorders_file(&name)
         })
         .collect();
     files.sort();
@@ -500,7 +498,7 @@ fn recorded_files(dir: &Path) -> Vec<PathBuf> {
         .map(|e| e.unwrap().path())
         .filter(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("opscope-") && !name.starts_with("opscope-processes")
+            common::is_recorders_file(&name)
         })
         .collect()
 }

@@ -1,8 +1,9 @@
 //! Where CPython keeps what a stack walk reads, per minor version (x86-64 and other
-//! LP64 release builds). 3.11 and 3.12 have no `_Py_DebugOffsets`: their numbers are
+//! LP64 release builds). 3.9 to 3.12 have no `_Py_DebugOffsets`: their numbers are
 //! measured on the release builds (gdb `&((T*)0)->field`) and agree with Meta's
 //! strobelight tables. 3.13 says where its fields are itself, in the `_Py_DebugOffsets`
-//! at the start of `_PyRuntime` ([`from_debug_offsets`]).
+//! at the start of `_PyRuntime` ([`from_debug_offsets`]). Up to 3.10 frames are
+//! `PyFrameObject`s, from 3.11 `_PyInterpreterFrame`s.
 
 /// Byte offsets, each from the start of the structure its group names.
 #[derive(Clone, Debug)]
@@ -16,7 +17,8 @@ pub struct Layout {
     /// `PyThreadState`: `next`, `thread_id` (pthread_t), `native_thread_id`.
     pub thread_next: u64,
     pub thread_id: u64,
-    pub native_thread_id: u64,
+    /// 3.11+; before, the thread's tid is found in its `pthread_t`'s structure.
+    pub native_thread_id: Option<u64>,
     /// Where a thread's innermost frame is.
     pub current_frame: CurrentFrame,
     /// `_PyInterpreterFrame`: `previous`, `f_code`, `prev_instr`, `owner`.
@@ -27,7 +29,9 @@ pub struct Layout {
     /// The owner value of a frame the C stack owns (an entry shim), if the version has
     /// one (3.12: `FRAME_OWNED_BY_CSTACK`).
     pub owner_cstack: Option<u8>,
-    /// `PyCodeObject`.
+    /// Frame objects (3.9, 3.10) in place of interpreter frames.
+    pub frame_object: Option<FrameObject>,
+    /// `PyCodeObject` (no `co_qualname` before 3.11: `co_name` is read in its place).
     pub code_firstlineno: u64,
     pub code_filename: u64,
     pub code_name: u64,
@@ -41,6 +45,26 @@ pub struct Layout {
     /// string's characters start.
     pub ascii_size: u64,
     pub compact_size: u64,
+    pub line_table: LineTable,
+}
+
+/// 3.9 and 3.10's frames: `PyFrameObject.f_lasti`, an int counting `unit` bytes
+/// (3.9 bytes, 3.10 code units of 2).
+#[derive(Clone, Copy, Debug)]
+pub struct FrameObject {
+    pub lasti: u64,
+    pub unit: u64,
+}
+
+/// How a code object maps bytecode offsets to lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineTable {
+    /// 3.9: `co_lnotab`.
+    Lnotab,
+    /// 3.10: `co_linetable`, pairs of byte delta and line delta (-128: no line).
+    Pairs,
+    /// 3.11+: the location table.
+    Locations,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -69,7 +93,7 @@ pub static PY311: Layout = Layout {
     threads_head: 16,
     thread_next: 8,
     thread_id: 152,
-    native_thread_id: 160,
+    native_thread_id: Some(160),
     current_frame: CurrentFrame::ViaCFrame {
         cframe: 56,
         current_frame: 8,
@@ -79,6 +103,7 @@ pub static PY311: Layout = Layout {
     frame_prev_instr: 56,
     frame_owner: 69,
     owner_cstack: None,
+    frame_object: None,
     code_firstlineno: 72,
     code_filename: 112,
     code_name: 120,
@@ -88,6 +113,7 @@ pub static PY311: Layout = Layout {
     code_firsttraceable: Some(168),
     ascii_size: 48,
     compact_size: 72,
+    line_table: LineTable::Locations,
 };
 
 pub static PY312: Layout = Layout {
@@ -99,7 +125,7 @@ pub static PY312: Layout = Layout {
     threads_head: 72,
     thread_next: 8,
     thread_id: 136,
-    native_thread_id: 144,
+    native_thread_id: Some(144),
     current_frame: CurrentFrame::ViaCFrame {
         cframe: 56,
         current_frame: 0,
@@ -109,6 +135,7 @@ pub static PY312: Layout = Layout {
     frame_prev_instr: 56,
     frame_owner: 70,
     owner_cstack: Some(3),
+    frame_object: None,
     code_firstlineno: 68,
     code_filename: 112,
     code_name: 120,
@@ -118,11 +145,52 @@ pub static PY312: Layout = Layout {
     code_firsttraceable: Some(176),
     ascii_size: 40,
     compact_size: 56,
+    line_table: LineTable::Locations,
 };
 
-/// The layout of Python `major.minor` where this table has it (3.11, 3.12).
+/// 3.10: frame objects, `f_lasti` in code units, `co_linetable` of pairs.
+pub static PY310: Layout = Layout {
+    interpreters_head: 32,
+    gil: Gil::RuntimeCurrent(568),
+    threads_head: 8,
+    thread_next: 8,
+    thread_id: 176,
+    native_thread_id: None,
+    current_frame: CurrentFrame::Direct(24),
+    frame_previous: 24,
+    frame_code: 32,
+    // Interpreter frames' fields: unused with frame objects.
+    frame_prev_instr: 0,
+    frame_owner: 0,
+    owner_cstack: None,
+    frame_object: Some(FrameObject { lasti: 96, unit: 2 }),
+    code_firstlineno: 40,
+    code_filename: 104,
+    code_name: 112,
+    code_qualname: 112,
+    code_linetable: 120,
+    code_code_adaptive: 0,
+    code_firsttraceable: None,
+    ascii_size: 48,
+    compact_size: 72,
+    line_table: LineTable::Pairs,
+};
+
+/// 3.9: as 3.10, but `f_lasti` in bytes, at 104, and `co_lnotab`.
+pub static PY39: Layout = Layout {
+    frame_object: Some(FrameObject {
+        lasti: 104,
+        unit: 1,
+    }),
+    line_table: LineTable::Lnotab,
+    ..PY310
+};
+
+/// The layout of Python `major.minor` where this table has it (3.9 to 3.12).
 pub fn of(major: u8, minor: u8) -> Option<&'static Layout> {
     match (major, minor) {
+        (3, 9) => Some(&PY39),
+        (3, 10) => Some(&PY310),
         (3, 11) => Some(&PY311),
         (3, 12) => Some(&PY312),
         _ => None,
@@ -166,13 +234,14 @@ pub fn from_debug_offsets(bytes: &[u8]) -> Option<Layout> {
         threads_head: field(interp + 3),
         thread_next: field(thread + 2),
         thread_id: field(thread + 5),
-        native_thread_id: field(thread + 6),
+        native_thread_id: Some(field(thread + 6)),
         current_frame: CurrentFrame::Direct(field(thread + 4)),
         frame_previous: field(frame + 1),
         frame_code: field(frame + 2),
         frame_prev_instr: field(frame + 3),
         frame_owner: field(frame + 5),
         owner_cstack: Some(3),
+        frame_object: None,
         code_firstlineno: field(code + 5),
         code_filename: field(code + 1),
         code_name: field(code + 2),
@@ -184,6 +253,7 @@ pub fn from_debug_offsets(bytes: &[u8]) -> Option<Layout> {
         // A compact non-ASCII string's characters follow `PyCompactUnicodeObject`:
         // the ASCII header, then utf8_length and utf8 (two words).
         compact_size: field(unicode + 3) + 16,
+        line_table: LineTable::Locations,
     })
 }
 
@@ -208,7 +278,7 @@ mod tests {
         ));
         assert_eq!(
             (l.thread_next, l.thread_id, l.native_thread_id),
-            (8, 152, 160)
+            (8, 152, Some(160))
         );
         assert!(matches!(l.current_frame, CurrentFrame::Direct(72)));
         assert_eq!(

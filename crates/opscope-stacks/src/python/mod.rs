@@ -16,9 +16,11 @@ use serde::Serialize;
 use crate::maps::{self, Mapping};
 use crate::memory::{Memory, Process};
 use crate::{Error, Result};
-use layout::{Gil, Layout};
+use layout::{Gil, Layout, LineTable};
 
 /// Bounds that keep a walk over a racing or corrupt structure finite.
+/// A version found by a file's name only (3.9, 3.10 have no `Py_Version`).
+const MICRO_UNKNOWN: u8 = u8::MAX;
 const MAX_THREADS: usize = 4096;
 const MAX_FRAMES: usize = 4096;
 const MAX_STRING: i64 = 4096;
@@ -67,6 +69,20 @@ pub struct PythonProcess<M = Process> {
     /// Decoded code objects by address: a code object lives as long as its function,
     /// and reading its strings again each sample would cost most of a walk.
     codes: RefCell<HashMap<u64, Arc<Code>>>,
+    /// 3.9, 3.10: where glibc's `struct pthread` holds the tid, once found.
+    tid_offset: std::cell::Cell<Option<u64>>,
+}
+
+impl Code {
+    fn frame(&self, line: Option<i64>) -> Frame {
+        Frame {
+            line,
+            first_line: self.first_line,
+            name: self.name.clone(),
+            qualname: self.qualname.clone(),
+            filename: self.filename.clone(),
+        }
+    }
 }
 
 struct Code {
@@ -108,7 +124,10 @@ impl<M: Memory> PythonProcess<M> {
         code_type: Option<u64>,
     ) -> Result<PythonProcess<M>> {
         let (major, minor, micro) = version;
-        let version = format!("{major}.{minor}.{micro}");
+        let version = match micro {
+            MICRO_UNKNOWN => format!("{major}.{minor}"),
+            micro => format!("{major}.{minor}.{micro}"),
+        };
         let layout = match layout::of(major, minor) {
             Some(known) => known.clone(),
             // 3.13 says where its fields are.
@@ -131,6 +150,7 @@ impl<M: Memory> PythonProcess<M> {
             code_type,
             version,
             codes: RefCell::new(HashMap::new()),
+            tid_offset: std::cell::Cell::new(None),
         })
     }
 
@@ -188,9 +208,14 @@ impl<M: Memory> PythonProcess<M> {
                     },
                     layout::CurrentFrame::Direct(at) => m.u64_at(thread.wrapping_add(at))?,
                 };
+                let thread_id = m.u64_at(thread.wrapping_add(l.thread_id))?;
+                let native_thread_id = match l.native_thread_id {
+                    Some(at) => m.u64_at(thread.wrapping_add(at))?,
+                    None => self.tid_of_pthread(thread_id)?,
+                };
                 out.push(ThreadStack {
-                    thread_id: m.u64_at(thread.wrapping_add(l.thread_id))?,
-                    native_thread_id: m.u64_at(thread.wrapping_add(l.native_thread_id))?,
+                    thread_id,
+                    native_thread_id,
                     holds_gil: holder == Some(thread),
                     active: false,
                     frames: self.frames(frame)?,
@@ -201,7 +226,44 @@ impl<M: Memory> PythonProcess<M> {
             interp = m.u64_at(interp)?;
             interpreters += 1;
         }
+        // Threads listed before the main thread (newest first) learnt no tid: now that
+        // the main thread told where it is, read theirs.
+        if let (None, Some(offset)) = (l.native_thread_id, self.tid_offset.get()) {
+            for t in out.iter_mut().filter(|t| t.native_thread_id == 0) {
+                t.native_thread_id = u64::from(m.u32_at(t.thread_id.wrapping_add(offset))?);
+            }
+        }
         Ok(out)
+    }
+
+    /// The tid of the thread whose `pthread_t` is `pthread` (3.9, 3.10 keep no tid):
+    /// glibc's `struct pthread` holds it at an offset found once, as austin finds it, in
+    /// the main thread's (whose tid is the pid): the first 4-byte slot there equal to
+    /// the pid. 0 where it cannot be told.
+    fn tid_of_pthread(&self, pthread: u64) -> Result<u64> {
+        const LOOK: usize = 1024;
+        let offset = match self.tid_offset.get() {
+            Some(offset) => offset,
+            None => {
+                let Ok(words) = self.memory.bytes_at(pthread, LOOK) else {
+                    return Ok(0);
+                };
+                let pid = self.pid as u32;
+                let found = words
+                    .chunks_exact(4)
+                    .position(|w| u32::from_ne_bytes([w[0], w[1], w[2], w[3]]) == pid)
+                    .map(|i| i as u64 * 4);
+                match found {
+                    // Only the main thread says where: another's slot holds its own tid.
+                    Some(at) if pid != 0 => {
+                        self.tid_offset.set(Some(at));
+                        at
+                    }
+                    _ => return Ok(0),
+                }
+            }
+        };
+        Ok(u64::from(self.memory.u32_at(pthread.wrapping_add(offset))?))
     }
 
     /// The thread state holding the GIL, if one does.
@@ -231,6 +293,22 @@ impl<M: Memory> PythonProcess<M> {
         let mut steps = 0;
         while frame != 0 && steps < MAX_FRAMES {
             steps += 1;
+            if let Some(object) = l.frame_object {
+                let code_addr = m.u64_at(frame.wrapping_add(l.frame_code))?;
+                let lasti = m.u32_at(frame.wrapping_add(object.lasti))? as i32;
+                let previous = m.u64_at(frame.wrapping_add(l.frame_previous))?;
+                if code_addr != 0 {
+                    let code = self.code(code_addr)?;
+                    // -1: not started; its first line, as CPython says.
+                    let line = match u64::try_from(lasti) {
+                        Ok(lasti) => self.line(&code, lasti.saturating_mul(object.unit)),
+                        Err(_) => Some(code.first_line),
+                    };
+                    frames.push(code.frame(line));
+                }
+                frame = previous;
+                continue;
+            }
             let code_addr = m.u64_at(frame.wrapping_add(l.frame_code))?;
             let prev_instr = m.u64_at(frame.wrapping_add(l.frame_prev_instr))?;
             let owner = m.u8_at(frame.wrapping_add(l.frame_owner))?;
@@ -260,16 +338,20 @@ impl<M: Memory> PythonProcess<M> {
                 continue;
             }
             let lasti = prev_instr.saturating_sub(adaptive);
-            frames.push(Frame {
-                line: linetable::line_at(&code.linetable, code.first_line, lasti),
-                first_line: code.first_line,
-                name: code.name.clone(),
-                qualname: code.qualname.clone(),
-                filename: code.filename.clone(),
-            });
+            frames.push(code.frame(self.line(&code, lasti)));
             frame = previous;
         }
         Ok(frames)
+    }
+
+    /// The line of byte offset `lasti` in `code`, by the version's line table.
+    fn line(&self, code: &Code, lasti: u64) -> Option<i64> {
+        let (table, first) = (&code.linetable, code.first_line);
+        match self.layout.line_table {
+            LineTable::Locations => linetable::line_at(table, first, lasti),
+            LineTable::Pairs => linetable::line_at_pairs(table, first, lasti),
+            LineTable::Lnotab => Some(linetable::line_at_lnotab(table, first, lasti)),
+        }
     }
 
     fn code(&self, addr: u64) -> Result<Arc<Code>> {
@@ -456,14 +538,14 @@ fn read_file_u32(file: &object::File, addr: u64) -> Option<u32> {
     })
 }
 
-/// `libpython3.10.so.1.0`, `python3.9` → (3, minor, 0).
+/// `libpython3.10.so.1.0`, `python3.9` → (3, minor, [`MICRO_UNKNOWN`]).
 fn version_from_name(path: &str) -> Option<(u8, u8, u8)> {
     let name = path.rsplit('/').next()?;
     let rest = name
         .strip_prefix("libpython3.")
         .or_else(|| name.strip_prefix("python3."))?;
     let minor: String = rest.chars().take_while(|c| c.is_ascii_digit()).collect();
-    Some((3, minor.parse().ok()?, 0))
+    Some((3, minor.parse().ok()?, MICRO_UNKNOWN))
 }
 
 #[cfg(test)]
@@ -521,6 +603,7 @@ mod tests {
                     code_type: (i == 2).then_some(0x2000),
                     version: "test".into(),
                     codes: RefCell::new(HashMap::new()),
+                    tid_offset: std::cell::Cell::new(None),
                 };
                 let _ = process.stacks();
             }
@@ -531,9 +614,12 @@ mod tests {
     fn versions_come_from_file_names_where_no_symbol_says() {
         assert_eq!(
             version_from_name("/usr/lib/libpython3.10.so.1.0"),
-            Some((3, 10, 0))
+            Some((3, 10, MICRO_UNKNOWN))
         );
-        assert_eq!(version_from_name("/usr/bin/python3.9"), Some((3, 9, 0)));
+        assert_eq!(
+            version_from_name("/usr/bin/python3.9"),
+            Some((3, 9, MICRO_UNKNOWN))
+        );
         assert_eq!(version_from_name("/usr/bin/python"), None);
     }
 }

@@ -22,7 +22,7 @@ use crate::record::stacks::{self, Sampled};
                   Ctrl-C) into a session directory that every command reads (`flame`, \
                   `stats code`, `view`); `--dump` prints them once. Needs the right to read \
                   its memory (its user with kernel.yama.ptrace_scope 0 or as its parent, \
-                  root, or CAP_SYS_PTRACE). CPython 3.11 to 3.13.",
+                  root, or CAP_SYS_PTRACE). CPython 3.9 to 3.13.",
     after_help = "Examples:\n  opscope attach 4242 --duration 30s -o train-stacks && opscope flame train-stacks\n  opscope attach 4242 --dump\n  opscope attach 4242 --dump --format json"
 )]
 pub struct Args {

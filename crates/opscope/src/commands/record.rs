@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 100)]
     sample_ms: u64,
     /// Sample the Python stacks of every thread of every Python process HZ times a
-    /// second, from outside them (as `opscope attach` does; CPython 3.11 to 3.13).
+    /// second, from outside them (as `opscope attach` does; CPython 3.9 to 3.13).
     #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     sample_hz: u32,
     /// Sample no Python stacks.

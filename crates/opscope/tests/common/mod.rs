@@ -338,3 +338,11 @@ pub fn eight_ranks(dir: &Path, stretch: f64) -> Option<PathBuf> {
     }
     Some(ranks)
 }
+
+/// Whether `name` is a file the injected library wrote in a session (`opscope-PID.pftrace`),
+/// rather than the samplers' (`opscope-processes-*`, `opscope-stacks-*`).
+pub fn is_recorders_file(name: &str) -> bool {
+    name.strip_prefix("opscope-")
+        .and_then(|n| n.strip_suffix(".pftrace"))
+        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+}
