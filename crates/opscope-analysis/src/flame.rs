@@ -149,7 +149,7 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
             let at = match correlation.op_of(trace, i) {
                 Some(op) => {
                     let track = TrackId(s.track[op]);
-                    let mut node = match sample_during(trace, track, s.ts[op], s.end(op)) {
+                    let mut node = match trace.samples.during(track, s.ts[op], s.end(op)) {
                         Some(j) => sample_node(trace, &mut tree, j),
                         None => tree.thread_root(trace, track.0),
                     };
@@ -208,18 +208,6 @@ fn ops_at(trace: &Trace, track: TrackId, ts: i64, out: &mut Vec<u32>) {
         }
         at = trace.slices.parent[at as usize];
     }
-}
-
-/// A sample of `track` taken while `[start, end]` ran, or else the last one before it.
-fn sample_during(trace: &Trace, track: TrackId, start: i64, end: i64) -> Option<usize> {
-    let samples = &trace.samples;
-    let rows = samples.of_track(track);
-    let ts = &samples.ts[rows.clone()];
-    let first_after = ts.partition_point(|&t| t < start);
-    if first_after < ts.len() && ts[first_after] <= end {
-        return Some(rows.start + first_after);
-    }
-    (first_after > 0).then(|| rows.start + first_after - 1)
 }
 
 /// Whether slice `i` is a frame: a host op of the views, or a Python frame, on a thread.

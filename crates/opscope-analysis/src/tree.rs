@@ -175,6 +175,19 @@ fn path(trace: &Trace, kind: TreeKind, op: usize, keys: &Keys) -> Vec<String> {
                     names
                 }
             };
+            // No stack of its own: the one sampled on its thread while it ran
+            // (`opscope record`, `attach`).
+            if frames.is_empty() {
+                let track = opscope_model::TrackId(s.track[op]);
+                if let Some(at) = trace.samples.during(track, s.ts[op], s.end(op)) {
+                    frames = trace
+                        .stacks
+                        .frames_of(trace.samples.stack[at])
+                        .map(|f| crate::flame::sampled_frame_text(trace, f as usize))
+                        .collect();
+                    frames.reverse();
+                }
+            }
             if frames.is_empty() {
                 frames.push("(no Python stack)".into());
             }

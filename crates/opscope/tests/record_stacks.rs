@@ -114,6 +114,42 @@ fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
         under_forward,
         "no aten::linear under Linear.forward:\n{stacks}"
     );
+    // `stats code` charges each op to the Python stack sampled while it ran.
+    let code: Value = serde_json::from_str(&opscope(&[
+        "stats",
+        "code",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+    ]))
+    .unwrap();
+    // Nodes by their tree index (`parent` names one); the list is in display order.
+    let nodes: std::collections::HashMap<u64, &Value> = code
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["index"].as_u64().unwrap(), n))
+        .collect();
+    let under_train_step = nodes.values().any(|n| {
+        let mut at = n["parent"].as_u64();
+        let mut seen = false;
+        // A tree is at most as deep as it has nodes.
+        for _ in 0..nodes.len() {
+            let Some(parent) = at.and_then(|p| nodes.get(&p)) else {
+                break;
+            };
+            seen |= parent["name"]
+                .as_str()
+                .unwrap()
+                .starts_with("train_step (stacks_train.py:");
+            at = parent["parent"].as_u64();
+        }
+        n["name"] == "aten::linear" && seen
+    });
+    assert!(
+        under_train_step,
+        "no aten::linear under train_step in stats code"
+    );
     // The DataLoader's workers are sampled too, in their own loop.
     let wall = folded(&dir, &["--wall"]);
     let worker = wall
