@@ -502,8 +502,12 @@ fn summarise(dir: &Path) {
         .len();
     let count =
         |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let stacks = match trace.samples.len() {
+        0 => String::new(),
+        n => format!(", {}", count(n, "stack sample", "stack samples")),
+    };
     eprintln!(
-        "opscope: session in {} — {}, {}, {}, {}",
+        "opscope: session in {} — {}, {}, {}, {}{stacks}",
         dir.display(),
         count(trace.sources.len(), "file", "files"),
         count(processes, "process", "processes"),
@@ -524,6 +528,12 @@ fn summarise(dir: &Path) {
              memory and threads were sampled: opscope info {}",
             dir.display()
         );
+        if !trace.samples.is_empty() {
+            eprintln!(
+                "its Python stacks were sampled: opscope stats hot {}",
+                dir.display()
+            );
+        }
         return;
     }
     // Steps are no ops: step markers (ProfilerStep#N, `step N` ranges, also one that is
