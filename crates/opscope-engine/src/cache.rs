@@ -386,6 +386,58 @@ mod tests {
         assert_eq!(payload_of(&bytes[..5], "key A"), None);
     }
 
+    /// Sampled stacks come back whole, and the stack tree read back still keeps its
+    /// frames distinct when more are added (its look-ups are rebuilt, not saved).
+    #[test]
+    fn sampled_stacks_read_back_whole() {
+        use opscope_model::{SampleRow, TrackKind};
+        let mut trace = small_trace();
+        let clock_name = trace.intern("clock");
+        let clock = trace.add_clock(opscope_model::ClockDomain {
+            name: clock_name,
+            to_global: opscope_model::LinearTransform::IDENTITY,
+            unix_offset_ns: None,
+        });
+        let source = trace.add_source(opscope_model::Source {
+            path: "s.pftrace".into(),
+            format: "perfetto".into(),
+            clock,
+            host: None,
+            rank: None,
+            world_size: None,
+            metadata: opscope_model::ArgsId::NONE,
+        });
+        let p = trace.process(source, 1);
+        let th = trace.thread(p, 1);
+        let track = trace.thread_track(th, TrackKind::Thread);
+        let (f, file) = (trace.intern("train"), trace.intern("t.py"));
+        let frame = trace.stacks.frame(f, file, 3);
+        let stack = trace.stacks.stack([frame]);
+        trace.samples.push(SampleRow {
+            ts: 5,
+            track,
+            stack,
+            period: 10,
+            state: 7,
+        });
+        trace.finish();
+        let bytes = entry_bytes("key", &trace);
+        let mut back: Trace = postcard::from_bytes(payload_of(&bytes, "key").unwrap()).unwrap();
+        assert_eq!(back.check(), Ok(()));
+        assert_eq!(
+            (back.samples.ts.clone(), back.samples.period.clone()),
+            (vec![5], vec![10])
+        );
+        assert_eq!(back.samples.state, vec![7]);
+        assert_eq!(back.stacks.frames_of(back.samples.stack[0]).count(), 1);
+        assert_eq!(
+            back.stacks.frame(f, file, 3),
+            frame,
+            "the same frame, not a new one"
+        );
+        assert_eq!(back.stacks.frames.len(), 1);
+    }
+
     #[test]
     fn a_model_moved_under_another_key_is_refused() {
         let trace = small_trace();
