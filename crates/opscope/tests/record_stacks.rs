@@ -184,6 +184,52 @@ fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
     }
 }
 
+/// GET `path` of the viewer at `url`; the body.
+fn view_get(url: &str, path: &str) -> Value {
+    use std::io::{Read, Write};
+    let rest = &url["http://".len()..];
+    let (host, token_path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = std::net::TcpStream::connect(host).unwrap();
+    write!(
+        stream,
+        "GET {token_path}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let body = &answer[answer.find("\r\n\r\n").unwrap() + 4..];
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {answer:.300}"))
+}
+
+/// The viewer draws a lane of sampled stacks per sampled thread, with the functions
+/// nested as they were on the stack.
+#[test]
+fn the_viewer_draws_a_lane_of_sampled_stacks() {
+    let scratch = scratch_dir("record-stacks-view");
+    let dir = scratch.join("session");
+    record(&dir, &[], "stacks_short.py", &[]);
+    let viewer = common::viewer::start_viewer(&[dir.to_str().unwrap()]);
+    let meta = view_get(&viewer.url, "api/meta");
+    let lane = meta["meta"]["tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"].as_str().unwrap().starts_with("sampled stacks · "))
+        .unwrap_or_else(|| panic!("no lane of sampled stacks: {meta:#}"))
+        .clone();
+    // `<module>` with `spin` in it.
+    assert!(lane["rows"].as_u64().unwrap() >= 2, "{lane}");
+    let view = view_get(
+        &viewer.url,
+        &format!(
+            "api/view?start=-100000000000&end=100000000000000&px=1000&tracks={}",
+            lane["id"]
+        ),
+    );
+    let names = view["names"].to_string();
+    assert!(names.contains("spin (stacks_short.py)"), "{view:#}");
+}
+
 #[test]
 fn no_stacks_leaves_them_out() {
     let scratch = scratch_dir("record-no-stacks");
