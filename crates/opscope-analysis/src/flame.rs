@@ -94,22 +94,8 @@ pub fn folded(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         }
     }
     if options.device {
-        let correlation = cx.correlation();
-        for i in 0..s.len() {
-            if !correlate::is_device_work(trace, i) || s.dur[i] <= 0 {
-                continue;
-            }
-            let leaf = Frame::Device(s.kind(i), s.name[i]);
-            let at = match correlation.op_of(trace, i).map(|op| node[op]) {
-                Some(n) if n != u32::MAX => tree.child(n, leaf),
-                _ => {
-                    let root = tree.process_root(trace, s.track[i]);
-                    let none = tree.child(root, Frame::Unattributed);
-                    tree.child(none, leaf)
-                }
-            };
-            *weights.entry(at).or_default() += s.dur[i] as u64;
-        }
+        let op_node = |_: &mut Tree, op: usize| Some(node[op]).filter(|&n| n != u32::MAX);
+        add_device_work(cx, &mut tree, &mut weights, op_node);
     }
     let mut out: Vec<(String, u64)> = weights
         .into_iter()
@@ -140,43 +126,30 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
     }
     if options.device {
         let s = &trace.slices;
-        let correlation = cx.correlation();
-        for i in 0..s.len() {
-            if !correlate::is_device_work(trace, i) || s.dur[i] <= 0 {
-                continue;
-            }
-            let leaf = Frame::Device(s.kind(i), s.name[i]);
-            let at = match correlation.op_of(trace, i) {
-                Some(op) => {
-                    let track = TrackId(s.track[op]);
-                    let mut node = match trace.samples.during(track, s.ts[op], s.end(op)) {
-                        Some(j) => sample_node(trace, &mut tree, j),
-                        None => tree.thread_root(trace, track.0),
-                    };
-                    ops_at(trace, track, s.ts[op], &mut ops);
-                    // The launching op itself, also where the ops open at its start
-                    // have a deeper one (a launch inside it).
-                    let through = ops.iter().position(|&o| o as usize == op);
-                    let chain = match through {
-                        Some(k) => &ops[k..],
-                        None => &ops[..0],
-                    };
-                    for &o in chain.iter().rev() {
-                        node = tree.child(node, Frame::Slice(s.name[o as usize]));
-                    }
-                    if through.is_none() {
-                        node = tree.child(node, Frame::Slice(s.name[op]));
-                    }
-                    tree.child(node, leaf)
-                }
-                None => {
-                    let root = tree.process_root(trace, s.track[i]);
-                    let none = tree.child(root, Frame::Unattributed);
-                    tree.child(none, leaf)
-                }
+        let mut ops = Vec::new();
+        let op_node = |tree: &mut Tree, op: usize| {
+            let track = TrackId(s.track[op]);
+            let mut node = match trace.samples.during(track, s.ts[op], s.end(op)) {
+                Some(j) => sample_node(trace, tree, j),
+                None => tree.thread_root(trace, track.0),
             };
-            *weights.entry(at).or_default() += s.dur[i] as u64;
-        }
+            ops_at(trace, track, s.ts[op], &mut ops);
+            // The launching op itself, also where the ops open at its start have a
+            // deeper one (a launch inside it).
+            let through = ops.iter().position(|&o| o as usize == op);
+            let chain = match through {
+                Some(k) => &ops[k..],
+                None => &ops[..0],
+            };
+            for &o in chain.iter().rev() {
+                node = tree.child(node, Frame::Slice(s.name[o as usize]));
+            }
+            if through.is_none() {
+                node = tree.child(node, Frame::Slice(s.name[op]));
+            }
+            Some(node)
+        };
+        add_device_work(cx, &mut tree, &mut weights, op_node);
     }
     let mut out: Vec<(String, u64)> = weights
         .into_iter()
@@ -184,6 +157,34 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         .collect();
     out.sort();
     out
+}
+
+/// Each kernel, copy and set under the node `op_node` gives its launching op (under an
+/// "unattributed" frame of its process where it has none), weighted by its duration.
+fn add_device_work(
+    cx: &Context,
+    tree: &mut Tree,
+    weights: &mut HashMap<u32, u64>,
+    mut op_node: impl FnMut(&mut Tree, usize) -> Option<u32>,
+) {
+    let trace = cx.trace();
+    let s = &trace.slices;
+    let correlation = cx.correlation();
+    for i in 0..s.len() {
+        if !correlate::is_device_work(trace, i) || s.dur[i] <= 0 {
+            continue;
+        }
+        let leaf = Frame::Device(s.kind(i), s.name[i]);
+        let at = match correlation.op_of(trace, i).and_then(|op| op_node(tree, op)) {
+            Some(n) => tree.child(n, leaf),
+            None => {
+                let root = tree.process_root(trace, s.track[i]);
+                let none = tree.child(root, Frame::Unattributed);
+                tree.child(none, leaf)
+            }
+        };
+        *weights.entry(at).or_default() += s.dur[i] as u64;
+    }
 }
 
 /// The tree node of sample `i`'s stack under its thread.

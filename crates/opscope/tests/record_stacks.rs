@@ -44,6 +44,17 @@ fn opscope(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `info --format json` of a session.
+fn info_json(dir: &Path) -> Value {
+    serde_json::from_str(&opscope(&[
+        "info",
+        "--format",
+        "json",
+        dir.to_str().unwrap(),
+    ]))
+    .unwrap()
+}
+
 fn folded(dir: &Path, extra: &[&str]) -> String {
     let file = dir.with_extension("folded");
     let mut args = vec!["convert", "--to", "folded", "-f", "-o"];
@@ -171,13 +182,7 @@ fn a_recorded_training_loop_has_its_stacks_beside_its_ops() {
             dataset.to_str().unwrap(),
         ]);
         let read = run_oracle_json("samples_parquet.py", &[&dataset]);
-        let info: Value = serde_json::from_str(&opscope(&[
-            "info",
-            "--format",
-            "json",
-            dir.to_str().unwrap(),
-        ]))
-        .unwrap();
+        let info = info_json(&dir);
         assert_eq!(read["samples"], info["stack_samples"]);
         assert_eq!(read["running"], info["stack_samples_on_cpu"]);
         assert_eq!(read["own_ns"]["augment"].as_f64().unwrap(), sampled_ns);
@@ -268,14 +273,7 @@ fn keras_and_jax_programs_are_sampled_too() {
         );
         // On the one clock of the session (the framework's profile is on Unix time, and
         // the samples were moved there with the rest): a run of seconds, not decades.
-        let info: Value = serde_json::from_str(&opscope(&[
-            "info",
-            "--format",
-            "json",
-            dir.to_str().unwrap(),
-        ]))
-        .unwrap();
-        let span = info["duration_ns"].as_i64().unwrap();
+        let span = info_json(&dir)["duration_ns"].as_i64().unwrap();
         assert!(span < 120_000_000_000, "{script}: spans {span} ns");
     }
 }

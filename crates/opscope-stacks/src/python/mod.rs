@@ -589,6 +589,8 @@ mod tests {
         ))
         .unwrap();
         let layouts = [
+            layout::of(3, 9).unwrap().clone(),
+            layout::of(3, 10).unwrap().clone(),
             layout::of(3, 11).unwrap().clone(),
             layout::of(3, 12).unwrap().clone(),
             layout::from_debug_offsets(&offsets).unwrap(),
@@ -597,10 +599,10 @@ mod tests {
             for seed in 0..3000u64 {
                 let process = PythonProcess {
                     memory: Garbage(seed),
-                    pid: 0,
+                    pid: 1,
                     runtime: 0x1000 + seed * 8,
                     layout: layout.clone(),
-                    code_type: (i == 2).then_some(0x2000),
+                    code_type: (i == 4).then_some(0x2000),
                     version: "test".into(),
                     codes: RefCell::new(HashMap::new()),
                     tid_offset: std::cell::Cell::new(None),
