@@ -307,10 +307,9 @@ pub fn sampled_frame_text(trace: &Trace, f: usize) -> String {
 mod tests {
     use super::*;
 
-    /// Self times sum to the roots' durations, nesting becomes the stack, and a kernel
-    /// goes under the op whose launch it came from.
-    #[test]
-    fn stacks_weigh_self_time_and_put_kernels_under_their_ops() {
+    /// `aten::linear` over `aten::addmm`, whose launch ran the kernel `gemm;v2`, then
+    /// `aten::relu`, on thread 7 of process 1 (a Kineto trace's shape).
+    fn linear_with_a_kernel() -> Trace {
         let json = r#"{"traceEvents":[
             {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
             {"ph":"M","name":"thread_name","pid":1,"tid":7,"args":{"name":"main"}},
@@ -322,6 +321,14 @@ mod tests {
         ]}"#;
         let mut trace = Trace::new();
         opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace
+    }
+
+    /// Self times sum to the roots' durations, nesting becomes the stack, and a kernel
+    /// goes under the op whose launch it came from.
+    #[test]
+    fn stacks_weigh_self_time_and_put_kernels_under_their_ops() {
+        let mut trace = linear_with_a_kernel();
         trace.finish();
         let cx = Context::new(&trace);
         let stacks = folded(
@@ -365,16 +372,7 @@ mod tests {
     #[test]
     fn samples_put_their_frames_above_the_ops_and_kernels() {
         use opscope_model::samples::state;
-        let json = r#"{"traceEvents":[
-            {"ph":"M","name":"process_name","pid":1,"args":{"name":"python"}},
-            {"ph":"M","name":"thread_name","pid":1,"tid":7,"args":{"name":"main"}},
-            {"ph":"X","cat":"cpu_op","name":"aten::linear","pid":1,"tid":7,"ts":0,"dur":100},
-            {"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":7,"ts":10,"dur":60},
-            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":7,"ts":20,"dur":5,"args":{"correlation":9}},
-            {"ph":"X","cat":"kernel","name":"gemm","pid":0,"tid":7,"ts":40,"dur":50,"args":{"correlation":9,"device":0,"stream":7}}
-        ]}"#;
-        let mut trace = Trace::new();
-        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        let mut trace = linear_with_a_kernel();
         let track = TrackId(trace.slices.track[0]);
         let (main, forward, file) = (
             trace.intern("main"),
@@ -404,7 +402,7 @@ mod tests {
         let want = vec![
             (format!("{python};aten::linear;aten::addmm"), 20_000),
             (
-                format!("{python};aten::linear;aten::addmm;[kernel] gemm"),
+                format!("{python};aten::linear;aten::addmm;[kernel] gemm:v2"),
                 50_000,
             ),
         ];
