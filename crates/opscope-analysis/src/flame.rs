@@ -97,12 +97,7 @@ pub fn folded(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         let op_node = |_: &mut Tree, op: usize| Some(node[op]).filter(|&n| n != u32::MAX);
         add_device_work(cx, &mut tree, &mut weights, op_node);
     }
-    let mut out: Vec<(String, u64)> = weights
-        .into_iter()
-        .map(|(n, w)| (tree.path(trace, n), w))
-        .collect();
-    out.sort();
-    out
+    collapsed(trace, &tree, weights)
 }
 
 /// [`folded`] of a trace with sampled stacks.
@@ -151,6 +146,11 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         };
         add_device_work(cx, &mut tree, &mut weights, op_node);
     }
+    collapsed(trace, &tree, weights)
+}
+
+/// The weighted nodes as collapsed stacks, sorted by stack.
+fn collapsed(trace: &Trace, tree: &Tree, weights: HashMap<u32, u64>) -> Vec<(String, u64)> {
     let mut out: Vec<(String, u64)> = weights
         .into_iter()
         .map(|(n, w)| (tree.path(trace, n), w))

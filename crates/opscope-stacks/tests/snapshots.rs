@@ -5,8 +5,8 @@
 //! (`meta.json`). `capture_a_snapshot` (ignored; run where the interpreter is) makes one:
 //!
 //! ```sh
-//! OPSCOPE_CAPTURE_PYTHON=~/.pyenv/versions/3.12.1/bin/python OPSCOPE_PY_SPY=py-spy \
-//!   cargo test -p opscope-stacks --test snapshots -- --ignored
+//! OPSCOPE_CAPTURE_PYTHON=/usr/local/cpython-3.12.1/bin/python3.12 OPSCOPE_PY_SPY=py-spy \
+//!   OPSCOPE_CAPTURE_PLACE=/srv cargo test -p opscope-stacks --test snapshots -- --ignored
 //! ```
 
 use std::io::BufRead;
@@ -117,7 +117,9 @@ fn capture_a_snapshot() {
     // (the interpreter's own files are where it is installed: install it under a
     // neutral prefix too, say /usr/local/cpython-VERSION).
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/record/stacks_known.py");
-    let place = std::env::temp_dir().join("opscope-snapshot");
+    let place = std::env::var_os("OPSCOPE_CAPTURE_PLACE")
+        .map_or_else(|| std::env::temp_dir(), std::path::PathBuf::from)
+        .join("opscope-snapshot");
     std::fs::create_dir_all(&place).unwrap();
     let script = place.join("stacks_known.py");
     std::fs::copy(&source, &script).unwrap();
