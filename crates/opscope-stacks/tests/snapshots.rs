@@ -118,7 +118,7 @@ fn capture_a_snapshot() {
     // neutral prefix too, say /usr/local/cpython-VERSION).
     let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/record/stacks_known.py");
     let place = std::env::var_os("OPSCOPE_CAPTURE_PLACE")
-        .map_or_else(|| std::env::temp_dir(), std::path::PathBuf::from)
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from)
         .join("opscope-snapshot");
     std::fs::create_dir_all(&place).unwrap();
     let script = place.join("stacks_known.py");
