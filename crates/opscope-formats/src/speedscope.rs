@@ -1,7 +1,9 @@
 //! speedscope's file format (<https://www.speedscope.app/file-format-schema.json>),
 //! written: each thread's and each device stream's slices as an "evented" profile
 //! (a frame opened at a slice's start and closed at its end, in ns), which speedscope
-//! shows as its time-ordered, left-heavy and sandwich views. Async lanes, whose slices
+//! shows as its time-ordered, left-heavy and sandwich views; and each sampled thread's
+//! stacks as a "sampled" profile (the samples of running threads, each weighted by the
+//! time it stands for, frames with their file and line). Async lanes, whose slices
 //! need not nest, and counters are left out.
 
 use std::io::Write;
@@ -28,6 +30,10 @@ struct Shared {
 #[derive(Serialize)]
 struct FrameName {
     name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -39,7 +45,13 @@ struct Profile {
     unit: &'static str,
     start_value: i64,
     end_value: i64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     events: Vec<Event>,
+    /// Sampled profiles: each sample's frames, outermost first, and its weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    samples: Option<Vec<Vec<u32>>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    weights: Option<Vec<i64>>,
 }
 
 #[derive(Serialize)]
@@ -87,6 +99,8 @@ pub fn export(trace: &Trace, name: &str, out: &mut impl Write) -> std::io::Resul
             let frame = *frame_of.entry(s.name[i]).or_insert_with(|| {
                 frames.push(FrameName {
                     name: trace.str(s.name[i]).to_string(),
+                    file: None,
+                    line: None,
                 });
                 (frames.len() - 1) as u32
             });
@@ -113,8 +127,11 @@ pub fn export(trace: &Trace, name: &str, out: &mut impl Write) -> std::io::Resul
             start_value,
             end_value,
             events,
+            samples: None,
+            weights: None,
         });
     }
+    sampled_profiles(trace, &mut frames, &mut profiles);
     let file = File {
         schema: "https://www.speedscope.app/file-format-schema.json",
         shared: Shared { frames },
@@ -123,6 +140,50 @@ pub fn export(trace: &Trace, name: &str, out: &mut impl Write) -> std::io::Resul
         exporter: format!("opscope {}", env!("CARGO_PKG_VERSION")),
     };
     serde_json::to_writer(&mut *out, &file).map_err(std::io::Error::other)
+}
+
+/// A "sampled" profile per thread with sampled stacks: its running threads' samples.
+fn sampled_profiles(trace: &Trace, frames: &mut Vec<FrameName>, profiles: &mut Vec<Profile>) {
+    let (samples, stacks) = (&trace.samples, &trace.stacks);
+    let mut frame_of: HashMap<u32, u32> = HashMap::new();
+    let mut i = 0;
+    while i < samples.len() {
+        let track = samples.track[i];
+        let end = i + samples.track[i..].partition_point(|&t| t == track);
+        let (mut stacks_of, mut weights) = (Vec::new(), Vec::new());
+        for j in (i..end).filter(|&j| samples.on_cpu(j)) {
+            let mut stack: Vec<u32> = stacks
+                .frames_of(samples.stack[j])
+                .map(|f| {
+                    *frame_of.entry(f).or_insert_with(|| {
+                        let k = f as usize;
+                        frames.push(FrameName {
+                            name: trace.str(stacks.frames.function[k]).to_string(),
+                            file: Some(trace.str(stacks.frames.file[k]).to_string()),
+                            line: Some(stacks.frames.line[k]).filter(|&l| l > 0),
+                        });
+                        (frames.len() - 1) as u32
+                    })
+                })
+                .collect();
+            stack.reverse();
+            stacks_of.push(stack);
+            weights.push(samples.period[j]);
+        }
+        if !weights.is_empty() {
+            profiles.push(Profile {
+                kind: "sampled",
+                name: format!("{} · sampled stacks", track_name(trace, track as usize)),
+                unit: "nanoseconds",
+                start_value: samples.ts[i],
+                end_value: samples.ts[end - 1],
+                events: Vec::new(),
+                samples: Some(stacks_of),
+                weights: Some(weights),
+            });
+        }
+        i = end;
+    }
 }
 
 /// `process (pid N) / thread (tid M)`, or the track's own name for device streams.
@@ -205,5 +266,66 @@ mod tests {
         assert_eq!(events, want);
         assert_eq!(v["profiles"][0]["unit"], "nanoseconds");
         assert_eq!(v["profiles"][0]["endValue"], 160 * us);
+    }
+
+    /// Sampled stacks become a sampled profile: outermost frame first, each sample
+    /// weighted by its period, waiting threads' samples left out.
+    #[test]
+    fn sampled_stacks_become_a_sampled_profile() {
+        use opscope_model::samples::state;
+        let mut trace = Trace::new();
+        let p = trace.process(opscope_model::SourceId(0), 1);
+        let th = trace.thread(p, 2);
+        let track = trace.thread_track(th, TrackKind::Thread);
+        let (main, f, file) = (
+            trace.intern("main"),
+            trace.intern("f"),
+            trace.intern("m.py"),
+        );
+        let outer = trace.stacks.frame(main, file, 3);
+        let inner = trace.stacks.frame(f, file, 0);
+        let stack = trace.stacks.stack([outer, inner]);
+        let on = state::ACTIVE_KNOWN | state::ACTIVE;
+        for (ts, st) in [(10, on), (20, state::ACTIVE_KNOWN), (30, on)] {
+            trace.samples.push(opscope_model::SampleRow {
+                ts,
+                track,
+                stack,
+                period: ts,
+                state: st,
+            });
+        }
+        trace.finish();
+        let mut out = Vec::new();
+        export(&trace, "t", &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let profile = &v["profiles"][0];
+        assert_eq!(profile["type"], "sampled");
+        let frames = &v["shared"]["frames"];
+        let named: Vec<Vec<&str>> = profile["samples"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| {
+                let s = s.as_array().unwrap();
+                s.iter()
+                    .map(|f| {
+                        frames[f.as_u64().unwrap() as usize]["name"]
+                            .as_str()
+                            .unwrap()
+                    })
+                    .collect()
+            })
+            .collect();
+        assert_eq!(named, [["main", "f"], ["main", "f"]]);
+        assert_eq!(profile["weights"], serde_json::json!([10, 30]));
+        let main = profile["samples"][0][0].as_u64().unwrap() as usize;
+        let f = profile["samples"][0][1].as_u64().unwrap() as usize;
+        assert_eq!(
+            (&frames[main]["file"], &frames[main]["line"]),
+            (&serde_json::json!("m.py"), &serde_json::json!(3))
+        );
+        assert!(frames[f].get("line").is_none(), "no line known");
+        assert!(profile.get("events").is_none());
     }
 }
