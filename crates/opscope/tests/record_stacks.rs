@@ -44,6 +44,17 @@ fn opscope(args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What a successful opscope command said on stderr.
+fn opscope_stderr(args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(args)
+        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
+        .output()
+        .unwrap();
+    assert_ok(&out, &args.join(" "));
+    String::from_utf8(out.stderr).unwrap()
+}
+
 /// `info --format json` of a session.
 fn info_json(dir: &Path) -> Value {
     serde_json::from_str(&opscope(&[
@@ -245,6 +256,26 @@ fn no_stacks_leaves_them_out() {
     record(&with, &[], "stacks_short.py", &[]);
     assert_eq!(stacks_files(&with), 1);
     assert!(folded(&with, &[]).contains(";spin (stacks_short.py:"));
+    // Converted, they are kept where the format has a place for them, and said to be
+    // left out where it has none.
+    let samples = info_json(&with)["stack_samples"].clone();
+    let kept = scratch.join("kept.pftrace");
+    let said = opscope_stderr(&[
+        "convert",
+        with.to_str().unwrap(),
+        "-o",
+        kept.to_str().unwrap(),
+    ]);
+    assert!(said.contains(&format!("{samples} stack samples")), "{said}");
+    assert_eq!(info_json(&kept)["stack_samples"], samples);
+    let json = scratch.join("lost.json");
+    let said = opscope_stderr(&[
+        "convert",
+        with.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    assert!(said.contains("stack samples left out"), "{said}");
 }
 
 /// Keras (on TensorFlow) and JAX programs written for other checks: their Python

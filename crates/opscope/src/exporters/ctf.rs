@@ -80,8 +80,15 @@ fn write(trace: &Trace, dir: &Path, options: &ExportOptions) -> Result<String> {
         std::fs::remove_dir_all(old)
             .with_context(|| format!("{}: cannot remove the replaced trace", old.display()))?;
     }
+    let stacks = match trace.samples.len() {
+        0 => String::new(),
+        n => format!(
+            ", {n} stack samples left out (no place for them in CTF: write .pftrace, .parquet \
+             or .speedscope.json to keep them)"
+        ),
+    };
     Ok(format!(
-        "{} slices (a begin and an end event each), {} instants, {} counter samples",
+        "{} slices (a begin and an end event each), {} instants, {} counter samples{stacks}",
         trace.slices.len(),
         trace.instants.len(),
         trace.counters.len()

@@ -31,22 +31,32 @@ pub const SPEEDSCOPE: Exporter = Exporter {
 
 fn perfetto(trace: &Trace, _: &ExportOptions, out: &mut dyn Write) -> Result<String> {
     opscope_formats::perfetto::export(trace, &mut &mut *out)?;
-    Ok(counts(trace))
+    Ok(counts(trace, true))
 }
 
 fn json(trace: &Trace, _: &ExportOptions, out: &mut dyn Write) -> Result<String> {
     opscope_formats::chrome::export(trace, &mut &mut *out)?;
-    Ok(counts(trace))
+    Ok(counts(trace, false))
 }
 
 fn speedscope(trace: &Trace, _: &ExportOptions, out: &mut dyn Write) -> Result<String> {
     opscope_formats::speedscope::export(trace, "opscope", &mut &mut *out)?;
-    Ok(counts(trace))
+    Ok(counts(trace, true))
 }
 
-fn counts(trace: &Trace) -> String {
+/// What was written; sampled stacks a format has no place for are said to be left
+/// out, so that nobody loses them unknowingly.
+fn counts(trace: &Trace, carries_stacks: bool) -> String {
+    let stacks = match (trace.samples.len(), carries_stacks) {
+        (0, _) => String::new(),
+        (n, true) => format!(", {n} stack samples"),
+        (n, false) => format!(
+            ", {n} stack samples left out (no place for them in this format: write .pftrace, \
+             .parquet or .speedscope.json to keep them)"
+        ),
+    };
     format!(
-        "{} slices, {} instants, {} counter samples, {} flows",
+        "{} slices, {} instants, {} counter samples, {} flows{stacks}",
         trace.slices.len(),
         trace.instants.len(),
         trace.counters.len(),
