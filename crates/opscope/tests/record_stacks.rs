@@ -34,25 +34,14 @@ fn record(dir: &Path, options: &[&str], script: &str, args: &[&Path]) -> String 
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// What a successful opscope command printed (the tests' model cache).
 fn opscope(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(args)
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
-        .output()
-        .unwrap();
-    assert_ok(&out, &args.join(" "));
-    String::from_utf8(out.stdout).unwrap()
+    String::from_utf8(common::opscope_ok(args).stdout).unwrap()
 }
 
 /// What a successful opscope command said on stderr.
 fn opscope_stderr(args: &[&str]) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(args)
-        .env("OPSCOPE_CACHE_DIR", test_cache_dir())
-        .output()
-        .unwrap();
-    assert_ok(&out, &args.join(" "));
-    String::from_utf8(out.stderr).unwrap()
+    String::from_utf8(common::opscope_ok(args).stderr).unwrap()
 }
 
 /// `info --format json` of a session.
