@@ -112,10 +112,14 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
             continue;
         }
         let track = TrackId(samples.track[i]);
-        let mut node = sample_node(trace, &mut tree, i);
+        let (mut node, native) = sample_node(trace, &mut tree, i);
         ops_at(trace, track, samples.ts[i], &mut ops);
         for &op in ops.iter().rev() {
             node = tree.child(node, Frame::Slice(trace.slices.name[op as usize]));
+        }
+        // The native code the innermost op (or Python frame) ran, under it.
+        for f in native {
+            node = tree.child(node, Frame::Sampled(f));
         }
         *weights.entry(node).or_default() += samples.period[i].max(0) as u64;
     }
@@ -124,8 +128,9 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
         let mut ops = Vec::new();
         let op_node = |tree: &mut Tree, op: usize| {
             let track = TrackId(s.track[op]);
+            // Device work hangs under its op, under the Python frames that ran it.
             let mut node = match trace.samples.during(track, s.ts[op], s.end(op)) {
-                Some(j) => sample_node(trace, tree, j),
+                Some(j) => sample_node(trace, tree, j).0,
                 None => tree.thread_root(trace, track.0),
             };
             ops_at(trace, track, s.ts[op], &mut ops);
@@ -188,15 +193,24 @@ fn add_device_work(
 }
 
 /// The tree node of sample `i`'s stack under its thread.
-fn sample_node(trace: &Trace, tree: &mut Tree, i: usize) -> u32 {
+/// Sample `i`'s node down to its innermost Python frame, and the native frames it
+/// ran below that (outermost first): the ops open at the sample's time go between
+/// the two, where Python called into the framework. A stack of native frames only
+/// (a thread that ran no Python) is all node.
+fn sample_node(trace: &Trace, tree: &mut Tree, i: usize) -> (u32, Vec<u32>) {
     let samples = &trace.samples;
     let mut node = tree.thread_root(trace, samples.track[i]);
     let mut frames: Vec<u32> = trace.stacks.frames_of(samples.stack[i]).collect();
     frames.reverse();
+    let split = frames
+        .iter()
+        .rposition(|&f| !trace.is_native_frame(f))
+        .map_or(frames.len(), |k| k + 1);
+    let native = frames.split_off(split);
     for f in frames {
         node = tree.child(node, Frame::Sampled(f));
     }
-    node
+    (node, native)
 }
 
 /// The op frames open on `track` at `ts`, innermost first (into `out`).
@@ -298,6 +312,7 @@ pub fn sampled_frame_text(trace: &Trace, f: usize) -> String {
     let file = file.rsplit('/').next().unwrap_or(file);
     let function = trace.str(frames.function[f]);
     match frames.line[f] {
+        0 if file.is_empty() => function.to_string(),
         0 => format!("{function} ({file})"),
         line => format!("{function} ({file}:{line})"),
     }

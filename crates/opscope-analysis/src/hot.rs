@@ -16,6 +16,10 @@ pub struct HotOptions {
     /// One row per line of a function rather than per function (self time only means
     /// the innermost frame's line; total counts the line each frame was at).
     pub lines: bool,
+    /// Native frames too: own time goes to the C/C++ function running, not to the
+    /// Python function that called it. Without, native frames are left out and so are
+    /// samples of threads that ran no Python.
+    pub native: bool,
 }
 
 #[derive(Serialize, Debug, Clone, PartialEq)]
@@ -57,15 +61,26 @@ pub fn hot(trace: &Trace, options: HotOptions) -> Hot {
     let mut by: HashMap<Key, [(i64, u64); 2]> = HashMap::new();
     let mut seen: HashSet<Key> = HashSet::new();
     let (mut sampled_ns, mut counted) = (0i64, 0u64);
+    let mut stack = Vec::new();
     for i in 0..samples.len() {
         if !options.wall && !samples.on_cpu(i) {
             continue;
         }
         let period = samples.period[i].max(0);
+        stack.clear();
+        stack.extend(
+            stacks
+                .frames_of(samples.stack[i])
+                .filter(|&f| options.native || !trace.is_native_frame(f)),
+        );
+        let native_only = stack.is_empty() && samples.stack[i] != opscope_model::NONE;
+        if native_only && !options.native {
+            continue;
+        }
         sampled_ns += period;
         counted += 1;
         seen.clear();
-        for (depth, f) in stacks.frames_of(samples.stack[i]).enumerate() {
+        for (depth, &f) in stack.iter().enumerate() {
             let k = key(f);
             let entry = by.entry(k).or_default();
             if depth == 0 {
@@ -216,5 +231,61 @@ mod tests {
             .map(|f| (f.line, f.self_ns, f.total_ns))
             .collect();
         assert_eq!(f_lines, vec![(Some(6), 30, 30), (Some(5), 0, 30)]);
+    }
+
+    /// Native frames under a Python one count for it unless asked for; a thread that
+    /// ran no Python counts only then.
+    #[test]
+    fn native_frames_count_for_their_python_caller_unless_asked_for() {
+        let mut t = Trace::new();
+        let p = t.process(opscope_model::SourceId(0), 1);
+        let track = |t: &mut Trace, tid| {
+            let th = t.thread(p, tid);
+            t.thread_track(th, TrackKind::Thread)
+        };
+        let (python, worker) = (track(&mut t, 1), track(&mut t, 2));
+        let (py, lib) = (t.intern("m.py"), t.intern("libz.so.1"));
+        let frame = |t: &mut Trace, name: &str, file, line| {
+            let name = t.intern(name);
+            t.stacks.frame(name, file, line)
+        };
+        let (main, compress, deflate, start) = (
+            frame(&mut t, "main", py, 1),
+            frame(&mut t, "compress", py, 4),
+            frame(&mut t, "deflate_slow", lib, 0),
+            frame(&mut t, "start_thread", lib, 0),
+        );
+        let in_c = t.stacks.stack([main, compress, deflate]);
+        let native_only = t.stacks.stack([start, deflate]);
+        let running = state::ACTIVE_KNOWN | state::ACTIVE;
+        for (ts, track, stack) in [(10, python, in_c), (10, worker, native_only)] {
+            t.samples.push(SampleRow {
+                ts,
+                track,
+                stack,
+                period: 10,
+                state: running,
+            });
+        }
+        t.finish();
+        let own = |h: &Hot| -> Vec<(String, i64)> {
+            h.functions
+                .iter()
+                .filter(|f| f.self_ns > 0)
+                .map(|f| (f.function.clone(), f.self_ns))
+                .collect()
+        };
+        let python_only = hot(&t, HotOptions::default());
+        assert_eq!(python_only.sampled_ns, 10);
+        assert_eq!(own(&python_only), vec![("compress".to_string(), 10)]);
+        let native = hot(
+            &t,
+            HotOptions {
+                native: true,
+                ..Default::default()
+            },
+        );
+        assert_eq!(native.sampled_ns, 20);
+        assert_eq!(own(&native), vec![("deflate_slow".to_string(), 20)]);
     }
 }

@@ -180,9 +180,11 @@ fn path(trace: &Trace, kind: TreeKind, op: usize, keys: &Keys) -> Vec<String> {
             if frames.is_empty() {
                 let track = opscope_model::TrackId(s.track[op]);
                 if let Some(at) = trace.samples.during(track, s.ts[op], s.end(op)) {
+                    // Python frames: the code's lines, not the native code under them.
                     frames = trace
                         .stacks
                         .frames_of(trace.samples.stack[at])
+                        .filter(|&f| !trace.is_native_frame(f))
                         .map(|f| crate::flame::sampled_frame_text(trace, f as usize))
                         .collect();
                     frames.reverse();

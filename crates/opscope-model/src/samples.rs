@@ -242,6 +242,17 @@ impl StackSamples {
     }
 }
 
+impl crate::Trace {
+    /// Whether sampled frame `f` is native code (C, C++): such frames have no line and
+    /// a library (or nothing) in place of a source file; Python's have a `.py` file or
+    /// a line.
+    pub fn is_native_frame(&self, f: u32) -> bool {
+        let frames = &self.stacks.frames;
+        let f = f as usize;
+        frames.line[f] == 0 && !self.str(frames.file[f]).ends_with(".py")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,9 +1,11 @@
 //! Stacks of running programs, read from outside them: a Python interpreter's threads
 //! and frames (`python`), found through the process's memory map (`maps`) and read
-//! with `process_vm_readv` (`memory`), never stopping the target.
+//! with `process_vm_readv` (`memory`), never stopping the target; and native stacks
+//! sampled by the kernel and unwound here (`native`, x86_64).
 
 pub mod maps;
 pub mod memory;
+pub mod native;
 pub mod python;
 
 pub use python::{Frame, PythonProcess, ThreadStack};

@@ -12,6 +12,8 @@ pub struct Mapping {
     pub offset: u64,
     /// The file mapped, if any (`[heap]`, `[stack]` and anonymous mappings have none).
     pub path: Option<String>,
+    /// Mapped executable (`x` in its permissions): code an unwinder must know.
+    pub executable: bool,
 }
 
 pub fn read(pid: i32) -> Result<Vec<Mapping>> {
@@ -27,7 +29,7 @@ pub fn parse(text: &str) -> Vec<Mapping> {
         .filter_map(|line| {
             let mut fields = line.splitn(6, ' ');
             let range = fields.next()?;
-            let _perms = fields.next()?;
+            let perms = fields.next()?;
             let offset = u64::from_str_radix(fields.next()?, 16).ok()?;
             let _dev = fields.next()?;
             let _inode = fields.next()?;
@@ -42,6 +44,7 @@ pub fn parse(text: &str) -> Vec<Mapping> {
                 end: u64::from_str_radix(end, 16).ok()?,
                 offset,
                 path,
+                executable: perms.as_bytes().get(2) == Some(&b'x'),
             })
         })
         .collect()
@@ -66,5 +69,9 @@ mod tests {
             Some("/opt/lib/libpython3.12.so.1.0")
         );
         assert_eq!(maps[2].path, None);
+        assert_eq!(
+            maps.iter().map(|m| m.executable).collect::<Vec<_>>(),
+            [false, true, false]
+        );
     }
 }

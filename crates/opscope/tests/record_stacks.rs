@@ -349,3 +349,108 @@ fn record_pid_follows_a_running_program_until_it_ends() {
         "{files:?}"
     );
 }
+
+/// Native stacks merged with the Python ones (py-spy's `--native` rule): zlib's C
+/// frames stand under the Python function that called it, the interpreter's eval
+/// loop is replaced by the Python frames, the pure Python function has (nearly) no
+/// zlib under it, and `stats hot` counts native code only when asked.
+#[test]
+fn native_frames_stand_under_the_python_function_that_called_them() {
+    let scratch = scratch_dir("record-native");
+    let dir = scratch.join("session");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-o", dir.to_str().unwrap(), "--"])
+        .arg(python())
+        .arg(repo_root().join("tests/record/stacks_native.py"))
+        .env("STACKS_NATIVE_ROUNDS", "150")
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .output()
+        .unwrap();
+    assert_ok(&out, "recording stacks_native.py");
+    let said = String::from_utf8_lossy(&out.stderr);
+    if said.contains("no native stacks") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native stacks refused in CI: {said}"
+        );
+        eprintln!("skipped: {said}");
+        return;
+    }
+    let stacks = folded(&dir, &[]);
+    // Per Python function: its weight, the part with native frames under it, and the
+    // part of that in zlib (the extension module or libz).
+    let mut under: std::collections::HashMap<&str, [u64; 3]> = Default::default();
+    for line in stacks.lines() {
+        let (stack, weight) = line.rsplit_once(' ').unwrap();
+        let weight: u64 = weight.parse().unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert!(
+            !frames
+                .iter()
+                .any(|f| f.starts_with("_PyEval_EvalFrameDefault"))
+                || !frames.iter().any(|f| f.contains(".py:")),
+            "an eval loop left in a stack with Python frames: {stack}"
+        );
+        for function in ["in_c", "in_python"] {
+            let Some(at) = frames
+                .iter()
+                .position(|f| f.starts_with(&format!("{function} (")))
+            else {
+                continue;
+            };
+            let below = &frames[at + 1..];
+            let entry = under.entry(function).or_default();
+            entry[0] += weight;
+            if !below.is_empty() {
+                entry[1] += weight;
+                if below
+                    .iter()
+                    .any(|f| f.contains("libz.so") || f.contains("(zlib."))
+                {
+                    entry[2] += weight;
+                }
+            }
+        }
+    }
+    let share =
+        |f: &str, part: usize, of: usize| under[f][part] as f64 / under[f][of].max(1) as f64;
+    assert!(
+        share("in_c", 1, 0) >= 0.2,
+        "in_c has few native frames: {under:?}"
+    );
+    assert!(
+        share("in_c", 2, 1) >= 0.8,
+        "in_c's native frames are not zlib's: {under:?}"
+    );
+    assert!(
+        share("in_python", 2, 1) <= 0.25,
+        "zlib under the Python loop: {under:?}"
+    );
+
+    let hot = |extra: &[&str]| -> Value {
+        let mut args = vec!["stats", "hot", "--format", "json", "--limit", "0"];
+        args.extend(extra);
+        args.push(dir.to_str().unwrap());
+        serde_json::from_str(&opscope(&args)).unwrap()
+    };
+    let python_only = hot(&[]);
+    for f in python_only["functions"].as_array().unwrap() {
+        let file = f["file"].as_str().unwrap();
+        assert!(
+            file.ends_with(".py"),
+            "a native function without --native: {f}"
+        );
+    }
+    let native = hot(&["--native"]);
+    let zlib_own: f64 = native["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["file"].as_str().unwrap().starts_with("libz.so"))
+        .map(|f| f["self_pct"].as_f64().unwrap())
+        .sum();
+    assert!(
+        zlib_own >= 10.0,
+        "libz's own share {zlib_own} %: {native:#}"
+    );
+}

@@ -51,6 +51,10 @@ pub struct Options {
     /// One row per line of each function rather than per function.
     #[arg(long)]
     lines: bool,
+    /// Native (C, C++) functions too, where native stacks were sampled: own time goes
+    /// to the native function running rather than to the Python one that called it.
+    #[arg(long)]
+    native: bool,
     /// Show only the N functions with the most own time (0: all).
     #[arg(long, default_value_t = 30, value_name = "N")]
     limit: usize,
@@ -94,6 +98,7 @@ fn listed(cx: &Context, o: &Options) -> Listed {
     let options = HotOptions {
         wall: o.wall,
         lines: o.lines,
+        native: o.native,
     };
     Listed {
         hot: hot::hot(cx.trace(), options),

@@ -49,6 +49,10 @@ pub struct Args {
     /// session).
     #[arg(long)]
     kineto: bool,
+    /// Sample Python stacks only: no native (C, C++) frames from the kernel's sampler
+    /// (which needs perf_event_paranoid ≤ 1, CAP_PERFMON or root).
+    #[arg(long)]
+    no_native: bool,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -67,7 +71,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let tree = Tree::new(args.pid)?;
+    let tree = Tree::new(args.pid)?.with_native(!args.no_native);
     let dir = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("opscope-attach-{}", args.pid)));
@@ -147,8 +151,12 @@ pub fn sample_into(mut tree: Tree, sampling: &Sampling, dir: &std::path::Path) -
     tree.sample(limit, sampling.rate, &STOP);
     let (failed, sampled_for) = (tree.failed, tree.sampled_for);
     let file = dir.join(format!("opscope-attach-{}.pftrace", sampling.pid));
-    let sampled: Vec<Sampled> = tree.into_sampled();
-    stacks::write(&sampled, &file)?;
+    let recorded = tree.into_sampled();
+    stacks::write(&recorded, &file)?;
+    if let Some(why) = &recorded.native_refused {
+        eprintln!("opscope: no native stacks: {why}");
+    }
+    let sampled: &[Sampled] = &recorded.python;
     let samples: usize = sampled.iter().map(|p| p.samples.len()).sum();
     let threads: usize = sampled
         .iter()

@@ -45,9 +45,14 @@ pub struct Args {
     /// second, from outside them (as `opscope attach` does; CPython 3.9 to 3.13).
     #[arg(long, value_name = "HZ", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=1000))]
     sample_hz: u32,
-    /// Sample no Python stacks.
+    /// Sample no stacks (neither Python nor native).
     #[arg(long)]
     no_stacks: bool,
+    /// Sample Python stacks only: no native (C, C++) frames from the kernel's sampler
+    /// (which needs perf_event_paranoid ≤ 1, CAP_PERFMON or root; refused, opscope says
+    /// so once and keeps the Python stacks).
+    #[arg(long)]
+    no_native: bool,
     /// The job's name, as the agent (`opscope top`) shows it [default: SLURM_JOB_ID,
     /// TORCHELASTIC_RUN_ID, the Kubernetes pod, else the session directory].
     #[arg(long, value_name = "NAME")]
@@ -79,6 +84,7 @@ pub fn run(args: Args) -> Result<u8> {
         cupti: args.cupti,
         sample_ms: args.sample_ms,
         stacks_hz: if args.no_stacks { 0 } else { args.sample_hz },
+        native: !args.no_native,
         quiet: args.quiet,
         job: args.job,
         agent: args.agent,

@@ -37,6 +37,8 @@ pub struct Options {
     pub sample_ms: u64,
     /// Python stack samples a second (0: none).
     pub stacks_hz: u32,
+    /// Native stacks too, where the kernel allows.
+    pub native: bool,
     pub quiet: bool,
     /// The job's name for the agent [default: what the environment says].
     pub job: Option<String>,
@@ -144,14 +146,18 @@ pub fn run(options: &Options) -> Result<u8> {
     let forwarding = signals::forward_to(child.id() as i32);
     let sampler =
         (options.sample_ms > 0).then(|| sampler::start(child.id() as i32, options.sample_ms));
-    let stacks = (options.stacks_hz > 0 && !options.live_only)
-        .then(|| stack_sampler::Background::start(child.id() as i32, options.stacks_hz));
+    let stacks = (options.stacks_hz > 0 && !options.live_only).then(|| {
+        stack_sampler::Background::start(child.id() as i32, options.stacks_hz, options.native)
+    });
     let status = child.wait().context("waiting for the program")?;
     drop(forwarding);
     let mut lost = Vec::new();
     if let Some(stacks) = stacks {
         let sampled = stacks.finish().into_sampled();
         let path = dir.join(format!("opscope-stacks-{}.pftrace", std::process::id()));
+        if let Some(why) = sampled.native_refused.as_ref().filter(|_| !options.quiet) {
+            eprintln!("opscope: no native stacks: {why}");
+        }
         if !sampled.is_empty() {
             if let Err(e) = self::stacks::write(&sampled, &path) {
                 let _ = std::fs::remove_file(&path);
@@ -212,7 +218,7 @@ pub fn run(options: &Options) -> Result<u8> {
 /// `record --pid PID`: a process already running, sampled from outside (its Python
 /// stacks, its CPU, memory and threads) into a session until it ends or a stop signal.
 pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
-    let tree = stack_sampler::Tree::new(pid)?;
+    let tree = stack_sampler::Tree::new(pid)?.with_native(options.native);
     let session = Session::create(options.output.as_deref())?.started();
     let dir = session.dir.clone();
     let sampler = (options.sample_ms > 0).then(|| sampler::start(pid, options.sample_ms));

@@ -11,7 +11,8 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use opscope_stacks::PythonProcess;
 
-use super::stacks::{Sample, Sampled};
+use super::stacks::{Recorded, Sample, Sampled};
+use native::Native;
 
 /// How often the tree is looked at again for new processes, once it has settled
 /// (DataLoader workers of a short epoch live for a few tenths of a second); a program
@@ -44,6 +45,7 @@ pub struct Tree {
     /// A program just started: its Python may come later, so that none running is no
     /// reason to stop.
     starting: bool,
+    native: Native,
 }
 
 impl Tree {
@@ -85,7 +87,15 @@ impl Tree {
             failed: 0,
             sampled_for: Duration::ZERO,
             starting: false,
+            native: Native::default(),
         }
+    }
+
+    /// Also samples native stacks (where the kernel allows: see
+    /// [`Recorded::native_refused`]).
+    pub fn with_native(mut self, on: bool) -> Tree {
+        self.native.wanted = on;
+        self
     }
 
     fn add(&mut self, pid: i32, process: PythonProcess) {
@@ -104,7 +114,8 @@ impl Tree {
         });
     }
 
-    /// Opens the processes of the tree not read yet.
+    /// Opens the processes of the tree not read yet, and the native sampler's new
+    /// threads.
     fn find_new(&mut self) {
         let mut all: Vec<i32> = super::sampler::process_tree(self.root)
             .into_iter()
@@ -112,6 +123,7 @@ impl Tree {
             .collect();
         all.sort_unstable();
         all.dedup();
+        self.native.follow(&all);
         for pid in all {
             let looks = self.other.get(&pid).copied().unwrap_or(0);
             if looks >= LOOKS || self.processes.iter().any(|p| p.sampled.pid == pid) {
@@ -144,6 +156,7 @@ impl Tree {
         // one, so random waits leave the shares unbiased.)
         let mut jitter = Jitter::new();
         let over = |began: Instant| duration.is_some_and(|d| began.elapsed() >= d);
+        self.native.start(rate);
         while !over(began) && !stop.load(Ordering::Relaxed) {
             if looked.elapsed() >= rescan {
                 self.find_new();
@@ -183,9 +196,16 @@ impl Tree {
                     }
                 }
             }
-            // Attached: done once all it read have ended. (A program that `record`
-            // started may start more Python later: sampled until it ends.)
-            let all_gone = !self.processes.is_empty() && self.processes.iter().all(|p| p.gone);
+            self.native.drain();
+            // Attached: done once all it read have ended (or, natively sampled only,
+            // the root). A program that `record` started may start more Python later:
+            // sampled until it ends.
+            let all_gone = match self.processes.is_empty() {
+                false => self.processes.iter().all(|p| p.gone),
+                true => {
+                    self.native.active() && !Path::new(&format!("/proc/{}", self.root)).exists()
+                }
+            };
             if all_gone && !self.starting {
                 break;
             }
@@ -199,9 +219,14 @@ impl Tree {
         self.sampled_for = began.elapsed();
     }
 
-    /// What was read, by process.
-    pub fn into_sampled(self) -> Vec<Sampled> {
-        self.processes.into_iter().map(|p| p.sampled).collect()
+    /// What was read: the Python stacks by process, and the native samples.
+    pub fn into_sampled(self) -> Recorded {
+        let (native, native_refused) = self.native.finish();
+        Recorded {
+            python: self.processes.into_iter().map(|p| p.sampled).collect(),
+            native,
+            native_refused,
+        }
     }
 }
 
@@ -212,12 +237,13 @@ pub struct Background {
 }
 
 impl Background {
-    /// Samples the tree under `root`, a program just started, `rate` times a second.
-    pub fn start(root: i32, rate: u32) -> Background {
+    /// Samples the tree under `root`, a program just started, `rate` times a second
+    /// (and its native stacks, if `native`).
+    pub fn start(root: i32, rate: u32, native: bool) -> Background {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let mut tree = Tree::starting(root);
+            let mut tree = Tree::starting(root).with_native(native);
             tree.sample(None, rate, &flag);
             tree
         });
@@ -228,6 +254,76 @@ impl Background {
     pub fn finish(self) -> Tree {
         self.stop.store(true, Ordering::Relaxed);
         self.thread.join().unwrap_or_else(|_| Tree::empty(0))
+    }
+}
+
+/// The native sampler of the tree, where wanted and allowed.
+mod native {
+    use opscope_stacks::native::{NativeSampler, NativeSamples, Refused};
+
+    pub fn native_rate(rate: u32) -> u32 {
+        rate.saturating_mul(4).clamp(rate, 1000)
+    }
+
+    #[derive(Default)]
+    pub struct Native {
+        pub wanted: bool,
+        sampler: Option<NativeSampler>,
+        /// Why native stacks are off (or stopped following new threads).
+        refused: Option<String>,
+        /// The sampler stopped following new threads.
+        full: bool,
+    }
+
+    impl Native {
+        /// The kernel samples each thread several times per Python read (up to
+        /// 1 kHz): a Python stack takes the native frames of the sample nearest to it,
+        /// and the nearer, the less often the two straddle a call.
+        pub fn start(&mut self, rate: u32) {
+            if self.wanted && self.sampler.is_none() && self.refused.is_none() {
+                self.sampler = Some(NativeSampler::new(native_rate(rate)));
+            }
+        }
+
+        pub fn active(&self) -> bool {
+            self.sampler.is_some()
+        }
+
+        pub fn follow(&mut self, pids: &[i32]) {
+            let Some(sampler) = self.sampler.as_mut().filter(|_| !self.full) else {
+                return;
+            };
+            for &pid in pids {
+                if let Err(e) = sampler.follow(pid) {
+                    self.refused = Some(e.to_string());
+                    self.full = true;
+                    let never = matches!(e, Refused::Permission(..) | Refused::Unsupported(_));
+                    if never && sampler.is_empty() {
+                        self.sampler = None;
+                    }
+                    return;
+                }
+            }
+        }
+
+        pub fn drain(&mut self) {
+            if let Some(sampler) = self.sampler.as_mut() {
+                // An unwinder's bug must cost the native stacks, not the session.
+                let drained =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| sampler.drain()));
+                if drained.is_err() {
+                    self.sampler = None;
+                    self.refused = Some("native sampling stopped on an internal error".into());
+                }
+            }
+        }
+
+        pub fn finish(self) -> (Option<NativeSamples>, Option<String>) {
+            let samples = self.sampler.and_then(|s| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| s.finish())).ok()
+            });
+            (samples, self.refused)
+        }
     }
 }
 

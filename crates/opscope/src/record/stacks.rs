@@ -1,6 +1,7 @@
-//! Sampled Python stacks as a session file: each thread's samples on its track, with
-//! its stack (function, file and line of each frame) and whether it ran and held the
-//! GIL, written as Perfetto `PerfSample`s that every command (and Perfetto's UI) reads.
+//! Sampled stacks as a session file: each thread's samples on its track, with its
+//! stack (function, file and line of each frame; native frames, where sampled, with
+//! their library in place of a file) and whether it ran and held the GIL, written as
+//! Perfetto `PerfSample`s that every command (and Perfetto's UI) reads.
 
 use std::path::Path;
 
@@ -8,6 +9,7 @@ use anyhow::Result;
 use opscope_formats::perfetto::MonotonicClocks;
 use opscope_model::samples::state;
 use opscope_model::{SampleRow, Trace, TrackId, TrackKind};
+use opscope_stacks::native::{merge, Merged, NativeSample, NativeSamples};
 use opscope_stacks::ThreadStack;
 
 /// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
@@ -28,22 +30,178 @@ pub struct Sampled {
     pub interval_ns: i64,
 }
 
-pub fn to_trace(sampled: &[Sampled], path: &Path, clocks: &MonotonicClocks) -> Trace {
+/// What a sampling session read: Python stacks by process, native samples of the
+/// whole tree where the kernel allowed them.
+#[derive(Default)]
+pub struct Recorded {
+    pub python: Vec<Sampled>,
+    pub native: Option<NativeSamples>,
+    /// Why there are no native stacks (or not of every thread), to say once.
+    pub native_refused: Option<String>,
+}
+
+impl Recorded {
+    pub fn is_empty(&self) -> bool {
+        self.python.is_empty() && self.native.as_ref().is_none_or(|n| n.samples.is_empty())
+    }
+}
+
+/// Each thread's native samples in time order, by tid; a thread's samples are
+/// taken out as a Python thread claims them.
+type NativeByThread<'a> = hashbrown::HashMap<u64, Vec<&'a NativeSample>>;
+
+pub fn to_trace(recorded: &Recorded, path: &Path, clocks: &MonotonicClocks) -> Trace {
     let mut trace = Trace::new();
     let source = super::sampler::monotonic_source(&mut trace, path, "opscope-stacks", clocks);
-    for sampled in sampled {
-        add_process(&mut trace, source, sampled);
+    let mut native: NativeByThread = hashbrown::HashMap::new();
+    if let Some(n) = &recorded.native {
+        for sample in &n.samples {
+            native.entry(sample.tid as u64).or_default().push(sample);
+        }
+        for samples in native.values_mut() {
+            samples.sort_by_key(|s| s.ts);
+        }
+    }
+    let window = recorded
+        .native
+        .as_ref()
+        .map_or(0, |n| n.interval_ns * 6 / 10);
+    for sampled in &recorded.python {
+        add_process(&mut trace, source, sampled, &mut native, window);
+    }
+    if let Some(n) = &recorded.native {
+        add_native_threads(&mut trace, source, n, native);
     }
     trace.finish();
     trace
+}
+
+/// The threads no Python sample claimed (a C++ program, a library's worker threads,
+/// the interpreter's own helpers): their native samples alone, each standing for
+/// the running time the kernel sampled it after.
+fn add_native_threads(
+    trace: &mut Trace,
+    source: opscope_model::SourceId,
+    native: &NativeSamples,
+    left: NativeByThread,
+) {
+    let mut threads: Vec<(u64, Vec<&NativeSample>)> = left.into_iter().collect();
+    threads.sort_by_key(|(tid, _)| *tid);
+    let mut frames = Vec::new();
+    for (tid, samples) in threads {
+        let Some(pid) = samples.first().map(|s| s.pid) else {
+            continue;
+        };
+        let process = trace.process(source, i64::from(pid));
+        if trace.processes[process.index()].name.is_none() {
+            if let Some((_, name)) = native.processes.iter().find(|(p, _)| *p == pid) {
+                let name = trace.intern(name);
+                trace.processes[process.index()].name = Some(name);
+            }
+            trace.processes[process.index()].labels = super::sampler::host_label(trace);
+        }
+        let thread = trace.thread(process, tid as i64);
+        let track = trace.thread_track(thread, TrackKind::Thread);
+        for sample in samples {
+            let merged = merge(&[], &sample.frames);
+            let stack = stack_of(trace, &merged, &mut frames);
+            trace.samples.push(SampleRow {
+                ts: sample.ts,
+                track,
+                stack,
+                period: native.interval_ns,
+                state: state::ACTIVE_KNOWN | state::ACTIVE,
+            });
+        }
+    }
+}
+
+/// A merged stack (innermost first) as the model's stack: Python frames with their
+/// file and line, native ones with their library and line 0.
+fn stack_of(trace: &mut Trace, merged: &[Merged], frames: &mut Vec<u32>) -> u32 {
+    frames.clear();
+    for m in merged.iter().rev() {
+        let (function, file, line) = match m {
+            Merged::Python(f) => (
+                trace.intern(&f.qualname),
+                trace.intern(&f.filename),
+                f.line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0),
+            ),
+            Merged::Native(f) => (trace.intern(&f.function), trace.intern(&f.module), 0),
+        };
+        frames.push(trace.stacks.frame(function, file, line));
+    }
+    trace.stacks.stack(frames.iter().copied())
+}
+
+/// The native sample of thread `tid` nearest to `ts`, if one is within `window`.
+fn nearest<'a>(
+    native: &NativeByThread<'a>,
+    tid: u64,
+    ts: i64,
+    window: i64,
+) -> Option<&'a NativeSample> {
+    let samples = native.get(&tid)?;
+    let at = samples.partition_point(|s| s.ts < ts);
+    [at.checked_sub(1), Some(at)]
+        .into_iter()
+        .flatten()
+        .filter_map(|i| samples.get(i).copied())
+        .filter(|s| (s.ts - ts).abs() <= window)
+        .min_by_key(|s| (s.ts - ts).abs())
+}
+
+/// Each thread's reads in order: their time and innermost Python frame.
+type Reads<'a> = hashbrown::HashMap<u64, Vec<(i64, Option<&'a opscope_stacks::Frame>)>>;
+
+fn reads_by_thread(sampled: &Sampled) -> Reads<'_> {
+    let mut reads: Reads = hashbrown::HashMap::new();
+    for sample in sampled.samples.iter().filter(|s| !s.lost) {
+        for t in &sample.threads {
+            let read = (sample.ts, t.frames.first());
+            reads.entry(t.native_thread_id).or_default().push(read);
+        }
+    }
+    reads
+}
+
+/// Whether the Python read `k` of a thread and the native sample at `ts` are of one
+/// call: the thread's read on the native sample's far side has the same innermost
+/// function. The two samplers are not synchronous; where the thread moved on between
+/// its reads, a native sample near one of them may be of the next call already
+/// (zlib's frames under a pure Python loop), and a Python stack without native
+/// frames is better than one with another call's.
+fn same_call_across(reads: &[(i64, Option<&opscope_stacks::Frame>)], k: usize, ts: i64) -> bool {
+    let (at, frame) = reads[k];
+    let other = match ts >= at {
+        true => reads.get(k + 1),
+        false => k.checked_sub(1).and_then(|i| reads.get(i)),
+    };
+    let same = |a: Option<&opscope_stacks::Frame>, b: Option<&opscope_stacks::Frame>| {
+        a.map(|f| (&f.qualname, &f.filename)) == b.map(|f| (&f.qualname, &f.filename))
+    };
+    match other {
+        Some((_, far)) => same(*far, frame),
+        // The first or last read: nothing says the call changed.
+        None => true,
+    }
 }
 
 /// One process's samples on its threads' tracks. Each sample stands for half the
 /// time to the thread's previous sample and half to its next (a failed read in
 /// between ends either half there; the first and last look half an interval out):
 /// the sampler's waits depend on what it reads (a deep stack takes longer), so the
-/// time to the previous sample alone would favour what follows slow reads.
-fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sampled) {
+/// time to the previous sample alone would favour what follows slow reads. A running
+/// thread's stack takes the native frames of the kernel's sample of it nearest in
+/// time (within an interval), merged; a thread read here leaves its native samples
+/// to these (each stands for the time of a Python sample already).
+fn add_process(
+    trace: &mut Trace,
+    source: opscope_model::SourceId,
+    sampled: &Sampled,
+    native: &mut NativeByThread,
+    native_window: i64,
+) {
     let process = trace.process(source, i64::from(sampled.pid));
     if !sampled.name.is_empty() {
         let name = trace.intern(&sampled.name);
@@ -62,6 +220,12 @@ fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sam
         }
     };
     let mut frames = Vec::new();
+    let mut claimed = Vec::new();
+    // Within about half the native sampler's period: a thread that ran throughout has
+    // a native sample that near; one further off may be in another call already.
+    let window = native_window;
+    let reads = reads_by_thread(sampled);
+    let mut read_index: hashbrown::HashMap<u64, usize> = hashbrown::HashMap::new();
     for sample in &sampled.samples {
         if sample.lost {
             for (_, previous, open) in last.values_mut() {
@@ -77,14 +241,21 @@ fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sam
                 (track, sample.ts - 2 * half, None)
             });
             close(trace, open, sample.ts);
-            frames.clear();
-            for f in t.frames.iter().rev() {
-                let function = trace.intern(&f.qualname);
-                let file = trace.intern(&f.filename);
-                let line = f.line.and_then(|l| u32::try_from(l).ok()).unwrap_or(0);
-                frames.push(trace.stacks.frame(function, file, line));
-            }
-            let stack = trace.stacks.stack(frames.iter().copied());
+            let tid = t.native_thread_id;
+            let k = read_index.entry(tid).or_default();
+            let this = *k;
+            *k += 1;
+            let under = match t.active {
+                true => nearest(native, tid, sample.ts, window)
+                    .filter(|n| same_call_across(&reads[&tid], this, n.ts)),
+                false => None,
+            };
+            let merged = match under {
+                Some(n) => merge(&t.frames, &n.frames),
+                None => t.frames.iter().map(Merged::Python).collect(),
+            };
+            let stack = stack_of(trace, &merged, &mut frames);
+            claimed.push(tid);
             let mut state = state::ACTIVE_KNOWN;
             if t.active {
                 state |= state::ACTIVE;
@@ -108,12 +279,15 @@ fn add_process(trace: &mut Trace, source: opscope_model::SourceId, sampled: &Sam
             trace.samples.period[row] += half;
         }
     }
+    for tid in claimed {
+        native.remove(&tid);
+    }
 }
 
-/// Writes the processes' samples as a Perfetto file at `path`.
-pub fn write(sampled: &[Sampled], path: &Path) -> Result<()> {
+/// Writes the session's samples as a Perfetto file at `path`.
+pub fn write(recorded: &Recorded, path: &Path) -> Result<()> {
     let clocks = super::sampler::clocks_now();
-    super::sampler::write_monotonic(&to_trace(sampled, path, &clocks), path, clocks)
+    super::sampler::write_monotonic(&to_trace(recorded, path, &clocks), path, clocks)
 }
 
 #[cfg(test)]
@@ -173,7 +347,11 @@ mod tests {
             ],
         };
         let clocks = crate::record::sampler::clocks_now();
-        let trace = to_trace(&[sampled], Path::new("s.pftrace"), &clocks);
+        let recorded = Recorded {
+            python: vec![sampled],
+            ..Recorded::default()
+        };
+        let trace = to_trace(&recorded, Path::new("s.pftrace"), &clocks);
         let s = &trace.samples;
         assert_eq!(s.len(), 3);
         let names = |i: usize| -> Vec<&str> {
