@@ -311,7 +311,11 @@ fn leaf_shares(folded: &str, name_of: impl Fn(&str) -> Option<&str>) -> Vec<(Str
         };
         let weight: f64 = weight.parse().unwrap();
         all += weight;
-        let leaf = stack.rsplit(';').next().unwrap();
+        // The innermost Python frame: native frames (opscope's, where the kernel
+        // allows them) stand under it, and py-spy's shares here are Python's.
+        let mut frames = stack.rsplit(';');
+        let innermost = frames.clone().next().unwrap();
+        let leaf = frames.find(|f| f.contains(".py:")).unwrap_or(innermost);
         if let Some(name) = name_of(leaf).filter(|n| ["heavy", "light", "native"].contains(n)) {
             *by.entry(name.to_string()).or_default() += weight;
         }
