@@ -1,11 +1,12 @@
 """Native frames under Python ones: `in_c` spends its time in zlib's C code (deflate),
-`in_python` in the interpreter; a thread of the program's own runs C too."""
+`in_python` in the interpreter, each call some 20 ms (a training step's parts, not
+the adversarial few-ms alternation); a thread of the program's own runs C too."""
 import os
 import threading
 import zlib
 
-ROUNDS = int(os.environ.get("STACKS_NATIVE_ROUNDS", "30"))
-DATA = bytes(range(256)) * 4096 + os.urandom(1 << 18)
+ROUNDS = int(os.environ.get("STACKS_NATIVE_ROUNDS", "10"))
+DATA = (bytes(range(256)) * 4096 + os.urandom(1 << 18)) * 4
 
 
 def in_c():
@@ -14,13 +15,13 @@ def in_c():
 
 def in_python():
     x = 0
-    for i in range(200_000):
+    for i in range(800_000):
         x += i * i
     return x
 
 
 def helper():
-    for _ in range(ROUNDS):
+    for _ in range(ROUNDS * 10):
         zlib.crc32(DATA)
 
 

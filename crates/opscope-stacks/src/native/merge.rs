@@ -12,14 +12,45 @@ pub enum Merged<'a> {
     Native(&'a NativeFrame),
 }
 
+/// Interpreter functions kept in a merged stack, by their name's first word: the
+/// builtins that are a program's own calls (`time.sleep`, `os.read`, a lock's
+/// acquire) rather than the interpreter's machinery (py-spy keeps the same).
+const INTERPRETER_KEPT: [&str; 11] = [
+    "time",
+    "sys",
+    "gc",
+    "os",
+    "unicode",
+    "thread",
+    "stringio",
+    "sre",
+    "PyGilState",
+    "PyThread",
+    "lock",
+];
+
+/// A frame of the interpreter's own machinery (object allocation, calls, integer
+/// arithmetic while running bytecode): in a stack with Python frames it is the
+/// Python function's own time, as py-spy shows it.
+fn interpreter_machinery(frame: &NativeFrame) -> bool {
+    let module = &*frame.module;
+    let interpreter = module.starts_with("libpython") || module.starts_with("python");
+    let first = frame.function.split(['_', '.']).find(|w| !w.is_empty());
+    interpreter && !first.is_some_and(|w| INTERPRETER_KEPT.contains(&w))
+}
+
 /// `native` and `python` (both innermost first) as one stack, innermost first: the
 /// native frames called from Python (below the innermost eval loop), the Python
 /// frames, then the native frames that started the interpreter (above the outermost
-/// eval loop). Native frames between two eval loops (C calling back into Python) are
-/// left out: which Python frames each loop ran is not known from outside. A native
-/// stack with no eval loop (its copy ended before reaching one, or the thread ran no
-/// Python) keeps all its frames under the Python ones.
+/// eval loop), without the interpreter's machinery. Native frames between two eval
+/// loops (C calling back into Python) are left out: which Python frames each loop ran
+/// is not known from outside. A native stack with no eval loop (its copy ended before
+/// reaching one) keeps its frames under the Python ones; with no Python frames (the
+/// thread ran none) it stays whole.
 pub fn merge<'a>(python: &'a [Frame], native: &'a [NativeFrame]) -> Vec<Merged<'a>> {
+    if python.is_empty() {
+        return native.iter().map(Merged::Native).collect();
+    }
     let evals: Vec<usize> = native
         .iter()
         .enumerate()
@@ -27,18 +58,16 @@ pub fn merge<'a>(python: &'a [Frame], native: &'a [NativeFrame]) -> Vec<Merged<'
         .map(|(i, _)| i)
         .collect();
     let (inner, outer) = match (evals.first(), evals.last()) {
-        (Some(&first), Some(&last)) if !python.is_empty() => {
-            (&native[..first], &native[last + 1..])
-        }
-        // No Python frames to stand in for the loops: the native stack as it is.
-        _ if python.is_empty() => (native, &[][..]),
+        (Some(&first), Some(&last)) => (&native[..first], &native[last + 1..]),
         _ => (native, &[][..]),
     };
+    let own = |f: &&NativeFrame| !interpreter_machinery(f);
     inner
         .iter()
+        .filter(own)
         .map(Merged::Native)
         .chain(python.iter().map(Merged::Python))
-        .chain(outer.iter().map(Merged::Native))
+        .chain(outer.iter().filter(own).map(Merged::Native))
         .collect()
 }
 
@@ -46,12 +75,16 @@ pub fn merge<'a>(python: &'a [Frame], native: &'a [NativeFrame]) -> Vec<Merged<'
 mod tests {
     use super::*;
 
+    /// Frames named `module!function`, or `function` in `lib.so`.
     fn native(names: &[&str]) -> Vec<NativeFrame> {
         names
             .iter()
-            .map(|n| NativeFrame {
-                function: (*n).into(),
-                module: "lib.so".into(),
+            .map(|n| {
+                let (module, function) = n.split_once('!').unwrap_or(("lib.so", n));
+                NativeFrame {
+                    function: function.into(),
+                    module: module.into(),
+                }
             })
             .collect()
     }
@@ -103,6 +136,32 @@ mod tests {
                 "main"
             ]
         );
+    }
+
+    /// py-spy's rule: the interpreter's machinery under and over Python frames is
+    /// the Python function's own time; its builtins that are the program's calls stay.
+    #[test]
+    fn the_interpreters_machinery_goes_and_its_program_calls_stay() {
+        let n = native(&[
+            "libpython3.11.so.1.0!_PyObject_Malloc",
+            "libpython3.11.so.1.0!x_add",
+            "libpython3.11.so.1.0!_PyEval_EvalFrameDefault",
+            "libpython3.11.so.1.0!Py_RunMain",
+            "libc.so.6!__libc_start_main",
+        ]);
+        let p = python(&["add"]);
+        assert_eq!(names(&merge(&p, &n)), ["py:add", "__libc_start_main"]);
+        let sleeping = native(&[
+            "libc.so.6!clock_nanosleep",
+            "python3.11!time_sleep",
+            "python3.11!_PyEval_EvalFrameDefault",
+        ]);
+        assert_eq!(
+            names(&merge(&p, &sleeping)),
+            ["clock_nanosleep", "time_sleep", "py:add"]
+        );
+        // A thread that ran no Python keeps every frame.
+        assert_eq!(names(&merge(&[], &n)).len(), 5);
     }
 
     #[test]

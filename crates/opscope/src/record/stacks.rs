@@ -187,6 +187,59 @@ fn same_call_across(reads: &[(i64, Option<&opscope_stacks::Frame>)], k: usize, t
     }
 }
 
+/// The line a thread was at (its innermost Python frame's function, file, line).
+type Line<'a> = Option<(&'a str, &'a str, Option<i64>)>;
+
+fn line_of(t: &ThreadStack) -> Line<'_> {
+    t.frames
+        .first()
+        .map(|f| (f.qualname.as_str(), f.filename.as_str(), f.line))
+}
+
+/// The native function the innermost Python frame of a merged stack called (`None`:
+/// it called none, the interpreter ran its bytecode).
+fn callee<'a>(merged: &[Merged<'a>]) -> Option<&'a str> {
+    let first_python = merged.iter().position(|m| matches!(m, Merged::Python(_)))?;
+    match merged.get(first_python.checked_sub(1)?)? {
+        Merged::Native(f) => Some(&f.function),
+        Merged::Python(_) => None,
+    }
+}
+
+/// What each Python line called natively in the matches [`same_call_across`]
+/// confirms. A match it cannot confirm (the thread was elsewhere at its other read)
+/// is still taken where its line is known to call that function: in real programs a
+/// line calls the same few native functions, and only its time was in doubt.
+fn learn_callees<'a>(
+    sampled: &'a Sampled,
+    native: &NativeByThread<'a>,
+    window: i64,
+    reads: &Reads<'a>,
+) -> hashbrown::HashMap<Line<'a>, hashbrown::HashSet<Option<&'a str>>> {
+    let mut learned: hashbrown::HashMap<Line, hashbrown::HashSet<Option<&str>>> =
+        hashbrown::HashMap::new();
+    let mut index: hashbrown::HashMap<u64, usize> = hashbrown::HashMap::new();
+    for sample in sampled.samples.iter().filter(|s| !s.lost) {
+        for t in &sample.threads {
+            let tid = t.native_thread_id;
+            let k = index.entry(tid).or_default();
+            let this = *k;
+            *k += 1;
+            let Some(n) = nearest(native, tid, sample.ts, window).filter(|_| t.active) else {
+                continue;
+            };
+            if same_call_across(&reads[&tid], this, n.ts) {
+                let merged = merge(&t.frames, &n.frames);
+                learned
+                    .entry(line_of(t))
+                    .or_default()
+                    .insert(callee(&merged));
+            }
+        }
+    }
+    learned
+}
+
 /// One process's samples on its threads' tracks. Each sample stands for half the
 /// time to the thread's previous sample and half to its next (a failed read in
 /// between ends either half there; the first and last look half an interval out):
@@ -225,6 +278,7 @@ fn add_process(
     // a native sample that near; one further off may be in another call already.
     let window = native_window;
     let reads = reads_by_thread(sampled);
+    let learned = learn_callees(sampled, native, window, &reads);
     let mut read_index: hashbrown::HashMap<u64, usize> = hashbrown::HashMap::new();
     for sample in &sampled.samples {
         if sample.lost {
@@ -233,6 +287,15 @@ fn add_process(
                 *previous = sample.ts;
             }
             continue;
+        }
+        // A thread missing from a read has ended: its last sample's time ends there,
+        // not at a later failed read (which gave a helper thread that ended early
+        // the whole rest of the run).
+        for (tid, (_, previous, open)) in last.iter_mut() {
+            if open.is_some() && !sample.threads.iter().any(|t| t.native_thread_id == *tid) {
+                close(trace, open.take(), sample.ts);
+                *previous = sample.ts;
+            }
         }
         for t in &sample.threads {
             let (track, previous, open) = *last.entry(t.native_thread_id).or_insert_with(|| {
@@ -245,15 +308,20 @@ fn add_process(
             let k = read_index.entry(tid).or_default();
             let this = *k;
             *k += 1;
-            let under = match t.active {
-                true => nearest(native, tid, sample.ts, window)
-                    .filter(|n| same_call_across(&reads[&tid], this, n.ts)),
+            let candidate = match t.active {
+                true => nearest(native, tid, sample.ts, window),
                 false => None,
             };
-            let merged = match under {
-                Some(n) => merge(&t.frames, &n.frames),
-                None => t.frames.iter().map(Merged::Python).collect(),
-            };
+            let merged = candidate
+                .map(|n| merge(&t.frames, &n.frames))
+                .filter(|m| {
+                    let n = candidate.map_or(0, |n| n.ts);
+                    same_call_across(&reads[&tid], this, n)
+                        || learned
+                            .get(&line_of(t))
+                            .is_some_and(|callees| callees.contains(&callee(m)))
+                })
+                .unwrap_or_else(|| t.frames.iter().map(Merged::Python).collect());
             let stack = stack_of(trace, &merged, &mut frames);
             claimed.push(tid);
             let mut state = state::ACTIVE_KNOWN;
@@ -383,5 +451,48 @@ mod tests {
             ]
         );
         assert!(trace.slices.is_empty());
+    }
+
+    /// A thread that ended (missing from the next read) stands for half the time to
+    /// that read, not to a failed read long after.
+    #[test]
+    fn a_thread_that_ended_is_not_charged_until_a_later_failed_read() {
+        let sampled = Sampled {
+            pid: 7,
+            name: "python".into(),
+            interval_ns: 10,
+            samples: vec![
+                Sample {
+                    ts: 100,
+                    threads: vec![thread(7, &["main"]), thread(9, &["helper"])],
+                    lost: false,
+                },
+                Sample {
+                    ts: 110,
+                    threads: vec![thread(7, &["main"])],
+                    lost: false,
+                },
+                Sample {
+                    ts: 1000,
+                    threads: Vec::new(),
+                    lost: true,
+                },
+            ],
+        };
+        let clocks = crate::record::sampler::clocks_now();
+        let recorded = Recorded {
+            python: vec![sampled],
+            ..Recorded::default()
+        };
+        let trace = to_trace(&recorded, Path::new("s.pftrace"), &clocks);
+        let s = &trace.samples;
+        let helper: Vec<i64> = (0..s.len())
+            .filter(|&i| {
+                let th = trace.tracks[s.track[i] as usize].thread.unwrap();
+                trace.threads[th.index()].tid == 9
+            })
+            .map(|i| s.period[i])
+            .collect();
+        assert_eq!(helper, vec![10]);
     }
 }
