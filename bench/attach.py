@@ -4,7 +4,8 @@ run alone, with `opscope attach` sampling it at 100 Hz, and with `py-spy record`
 100 Hz (its default, which stops the process for each sample, and --nonblocking, which
 reads it running as opscope does); and run under `opscope record` with its default
 stack sampling (100 Hz) and with `--no-stacks`, whose ratio is what the sampling costs
-a recording. Each round runs the variants in turn (the order rotating); the figures
+a recording, and with `--no-native` (Python stacks only), whose ratio is what the
+native stacks cost on top. Each round runs the variants in turn (the order rotating); the figures
 are the medians over rounds and their ratio to alone.
 
     python3 bench/attach.py [--rounds 9] [--steps 400] [--opscope target/release/opscope]
@@ -46,11 +47,13 @@ def main():
     launchers = {
         "opscope record": recorded(),
         "opscope record --no-stacks": recorded("--no-stacks"),
+        "opscope record --no-native": recorded("--no-native"),
     }
     variants = {
         "alone": None,
         "opscope record": None,
         "opscope record --no-stacks": None,
+        "opscope record --no-native": None,
         "opscope attach": lambda pid, out: [args.opscope, "attach", str(pid), "--duration",
                                             "120s", "--rate", "100", "-o", out],
         "py-spy record": lambda pid, out: [py_spy, "record", "--pid", str(pid), "--rate", "100",
@@ -90,6 +93,9 @@ def main():
     pairs = [a / b for a, b in zip(medians["opscope record"], medians["opscope record --no-stacks"])]
     print(f"\nrecord / record --no-stacks, median of {len(pairs)} rounds: "
           f"{statistics.median(pairs):.3f} (min {min(pairs):.3f}, max {max(pairs):.3f})")
+    native = [a / b for a, b in zip(medians["opscope record"], medians["opscope record --no-native"])]
+    print(f"record / record --no-native (what native stacks add), median of {len(native)} rounds: "
+          f"{statistics.median(native):.3f} (min {min(native):.3f}, max {max(native):.3f})")
     runinfo.finish(run, medians)
 
 

@@ -176,6 +176,18 @@ pub fn sample_into(mut tree: Tree, sampling: &Sampling, dir: &std::path::Path) -
         sampled_for.as_secs_f64(),
         dir.display()
     );
+    if let Some(native) = recorded.native.as_ref().filter(|n| !n.samples.is_empty()) {
+        let threads: hashbrown::HashSet<i32> = native.samples.iter().map(|s| s.tid).collect();
+        let lost = match native.lost {
+            0 => String::new(),
+            n => format!(" ({n} dropped by the kernel: its buffers were full)"),
+        };
+        eprintln!(
+            "opscope: {} native stacks of {} threads, merged with the Python ones{lost}",
+            native.samples.len(),
+            threads.len()
+        );
+    }
     if failed > 0 {
         eprintln!(
             "opscope: {failed} of {} reads failed (frames changing while read) and were left out",
