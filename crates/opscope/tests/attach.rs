@@ -575,3 +575,54 @@ fn kineto_traces_a_job_that_polls_for_it() {
     );
     assert!(stderr.contains("KINETO_USE_DAEMON=1"), "{stderr}");
 }
+
+/// A program with no Python (the dataflow example, Rust) attached to: its native
+/// stacks alone, unwound through its own frames as its code calls them (every sample
+/// in `matmul` under `Op::apply` under the worker loop), named from its symbols.
+#[test]
+fn a_program_without_python_is_sampled_natively() {
+    let mut program = Command::new(common::built("dataflow"))
+        .args(["--steps", "100000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = program.id().to_string();
+    let scratch = common::scratch_dir("attach-native");
+    let session = scratch.join("session");
+    let said = sample(&pid, "3s", &session, &[]);
+    // SAFETY: kill(2) on our own child's pid, which we have not yet waited for.
+    unsafe { libc::kill(program.id() as i32, libc::SIGKILL) };
+    program.wait().unwrap();
+    if said.contains("no native stacks either") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native stacks refused in CI: {said}"
+        );
+        eprintln!("skipped: {said}");
+        return;
+    }
+    assert!(said.contains("sampling its native stacks only"), "{said}");
+    let stacks = folded(&session);
+    let mut in_matmul = 0;
+    for line in stacks.lines() {
+        let (stack, _) = line.rsplit_once(' ').unwrap();
+        let frames: Vec<&str> = stack.split(';').collect();
+        if frames
+            .last()
+            .unwrap()
+            .starts_with("dataflow::ops::matmul (")
+        {
+            in_matmul += 1;
+            let n = frames.len();
+            assert!(
+                frames[n - 2].starts_with("dataflow::ops::Op::apply (")
+                    && frames
+                        .iter()
+                        .any(|f| f.starts_with("dataflow::exec::worker (")),
+                "{stack}"
+            );
+        }
+    }
+    assert!(in_matmul > 0, "no sample in matmul:\n{stacks}");
+}

@@ -15,14 +15,17 @@ use crate::record::stacks::{self, Sampled};
 
 #[derive(clap::Args)]
 #[command(
-    about = "Sample a running Python process's stacks from outside it (no restart, no change to it)",
+    about = "Sample a running process's Python and native stacks from outside it (no restart, no change to it)",
     long_about = "Reads a running CPython process's threads and the Python stack of each \
                   from outside the process, as py-spy does: the target goes on running. \
                   By default samples them RATE times a second for --duration (or until \
                   Ctrl-C) into a session directory that every command reads (`flame`, \
                   `stats code`, `view`); `--dump` prints them once. Needs the right to read \
                   its memory (its user with kernel.yama.ptrace_scope 0 or as its parent, \
-                  root, or CAP_SYS_PTRACE). CPython 3.9 to 3.13.",
+                  root, or CAP_SYS_PTRACE). CPython 3.9 to 3.13. Where the kernel allows \
+                  (root, CAP_PERFMON or kernel.perf_event_paranoid ≤ 1) each thread's native \
+                  stack too, merged in place of the interpreter's eval loop (--no-native: \
+                  Python only); a process with no Python gets its native stacks alone.",
     after_help = "Examples:\n  opscope attach 4242 --duration 30s -o train-stacks && opscope flame train-stacks\n  opscope attach 4242 --dump\n  opscope attach 4242 --dump --format json"
 )]
 pub struct Args {
@@ -71,7 +74,7 @@ pub fn run(args: Args) -> Result<()> {
         }
         return Ok(());
     }
-    let tree = Tree::new(args.pid)?.with_native(!args.no_native);
+    let tree = Tree::new(args.pid, !args.no_native)?;
     let dir = args
         .output
         .unwrap_or_else(|| PathBuf::from(format!("opscope-attach-{}", args.pid)));
@@ -168,11 +171,19 @@ pub fn sample_into(mut tree: Tree, sampling: &Sampling, dir: &std::path::Path) -
                 .len()
         })
         .sum();
+    let python = match sampled.len() {
+        0 => format!("process {} (no Python)", sampling.pid),
+        1 => format!(
+            "1 Python process from {}: {samples} samples of {threads} threads",
+            sampling.pid
+        ),
+        n => format!(
+            "{n} Python processes from {}: {samples} samples of {threads} threads",
+            sampling.pid
+        ),
+    };
     eprintln!(
-        "opscope: {} Python process{} from {}: {samples} samples of {threads} threads over {:.1} s written to {}",
-        sampled.len(),
-        if sampled.len() == 1 { "" } else { "es" },
-        sampling.pid,
+        "opscope: {python} over {:.1} s written to {}",
         sampled_for.as_secs_f64(),
         dir.display()
     );
@@ -183,9 +194,14 @@ pub fn sample_into(mut tree: Tree, sampling: &Sampling, dir: &std::path::Path) -
             n => format!(" ({n} dropped by the kernel: its buffers were full)"),
         };
         eprintln!(
-            "opscope: {} native stacks of {} threads, merged with the Python ones{lost}",
+            "opscope: {} native stacks of {} threads{}{lost}",
             native.samples.len(),
-            threads.len()
+            threads.len(),
+            if sampled.is_empty() {
+                ""
+            } else {
+                ", merged with the Python ones"
+            }
         );
     }
     if failed > 0 {

@@ -218,7 +218,7 @@ pub fn run(options: &Options) -> Result<u8> {
 /// `record --pid PID`: a process already running, sampled from outside (its Python
 /// stacks, its CPU, memory and threads) into a session until it ends or a stop signal.
 pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
-    let tree = stack_sampler::Tree::new(pid)?.with_native(options.native);
+    let tree = stack_sampler::Tree::new(pid, options.native)?;
     let session = Session::create(options.output.as_deref())?.started();
     let dir = session.dir.clone();
     let sampler = (options.sample_ms > 0).then(|| sampler::start(pid, options.sample_ms));

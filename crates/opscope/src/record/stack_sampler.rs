@@ -49,9 +49,11 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// The tree under `root`; refused where none of it is a Python process to read.
-    pub fn new(root: i32) -> Result<Tree> {
-        let mut tree = Tree::empty(root);
+    /// The tree under `root`, its native stacks sampled too if `native`; refused
+    /// where none of it is a Python process to read, unless its native stacks can be
+    /// (a C++ program, a Python this reader does not know): then those alone.
+    pub fn new(root: i32, native: bool) -> Result<Tree> {
+        let mut tree = Tree::empty(root).with_native(native);
         // The root's own reason stands when nothing below it is Python either.
         let root_error = match PythonProcess::open(root) {
             Ok(process) => {
@@ -65,7 +67,20 @@ impl Tree {
         };
         tree.find_new();
         match root_error {
-            Some(e) if tree.processes.is_empty() => Err(e.into()),
+            Some(e) if tree.processes.is_empty() => {
+                use opscope_stacks::Error;
+                let no_python = matches!(e, Error::NotPython { .. } | Error::Unsupported { .. });
+                if !(native && no_python) {
+                    return Err(e.into());
+                }
+                match native::probe(root) {
+                    Ok(()) => {
+                        eprintln!("opscope: {e}: sampling its native stacks only");
+                        Ok(tree)
+                    }
+                    Err(why) => Err(anyhow::anyhow!("{e}; and no native stacks either: {why}")),
+                }
+            }
             _ => Ok(tree),
         }
     }
@@ -260,6 +275,11 @@ impl Background {
 /// The native sampler of the tree, where wanted and allowed.
 mod native {
     use opscope_stacks::native::{NativeSampler, NativeSamples, Refused};
+
+    /// Whether the kernel lets this process sample `pid`'s threads.
+    pub fn probe(pid: i32) -> Result<(), Refused> {
+        NativeSampler::new(1).follow(pid)
+    }
 
     pub fn native_rate(rate: u32) -> u32 {
         rate.saturating_mul(4).clamp(rate, 1000)
