@@ -285,6 +285,15 @@ fn peer(stream: &UnixStream) -> Option<(u32, u32)> {
     (r == 0).then_some((cred.pid as u32, cred.uid))
 }
 
+/// The owner of process `pid` where a peer of user `peer_uid` may speak for it (root,
+/// or its owner: who can read its memory to sample it); `None` where it may not or the
+/// process is gone.
+fn observed(pid: u32, peer_uid: u32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(format!("/proc/{pid}")).ok()?.uid();
+    (peer_uid == 0 || peer_uid == owner).then_some(owner)
+}
+
 /// One connection: a recorded process (it greets first) or a client (it asks first).
 fn serve(stream: UnixStream, shared: &Shared) {
     let Some((pid, uid)) = peer(&stream) else {
@@ -302,6 +311,15 @@ fn serve(stream: UnixStream, shared: &Shared) {
         HELLO => {
             let Ok(hello) = serde_json::from_slice::<protocol::Hello>(body) else {
                 return;
+            };
+            // An observer speaks for the process it samples from outside: that process
+            // joins, under its own owner, where the observer may read it.
+            let (pid, uid) = match hello.observed {
+                false => (pid, uid),
+                true => match observed(hello.pid, uid) {
+                    Some(owner) => (hello.pid, owner),
+                    None => return,
+                },
             };
             if shared.options.idle_priority {
                 idle_priority();
@@ -495,5 +513,22 @@ fn sample_loop(shared: &Shared) {
                 ),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A peer speaks for a process it owns (or as root); not for another user's, nor
+    /// for one that is gone.
+    #[test]
+    fn an_observer_speaks_only_for_processes_it_may_read() {
+        use std::os::unix::fs::MetadataExt;
+        let me = std::process::id();
+        let owner = std::fs::metadata(format!("/proc/{me}")).unwrap().uid();
+        assert_eq!(super::observed(me, owner), Some(owner));
+        assert_eq!(super::observed(me, 0), Some(owner));
+        let stranger = owner.wrapping_add(4242).max(1);
+        assert_eq!(super::observed(me, stranger), None);
+        assert_eq!(super::observed(u32::MAX - 1, 0), None);
     }
 }

@@ -246,47 +246,18 @@ pub fn hello_of_this_process(session: &str, file: Option<String>, command: &[u8]
         command: String::from_utf8_lossy(command).into_owned(),
         session: session.to_string(),
         file,
+        observed: false,
     }
 }
 
-/// The job a process belongs to, by what its launcher says: opscope's own setting,
-/// then SLURM, torchelastic (torchrun), then a Kubernetes pod from the cgroup.
+/// The job this process belongs to, by what its launcher says (its variables, then
+/// its cgroup's pod).
 pub fn job_of_environment(var: &dyn Fn(&str) -> Option<String>) -> Option<(String, &'static str)> {
-    for (name, source) in [
-        (env::JOB, "--job"),
-        ("SLURM_JOB_ID", "SLURM_JOB_ID"),
-        ("TORCHELASTIC_RUN_ID", "TORCHELASTIC_RUN_ID"),
-    ] {
-        if let Some(v) = var(name).filter(|v| !v.trim().is_empty()) {
-            return Some((v.trim().to_string(), source));
-        }
-    }
-    let cgroup = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-    pod_of_cgroup(&cgroup).map(|pod| (format!("pod-{pod}"), "kubernetes pod"))
+    let cgroup = || std::fs::read_to_string("/proc/self/cgroup").ok();
+    opscope_wire::job::job_of(var, &cgroup)
 }
 
-/// The pod uid in a cgroup path as the kubelet names it: `/kubepods/burstable/pod<uid>/…`
-/// (cgroupfs driver) or `kubepods-burstable-pod<uid with _>.slice` (systemd driver).
-pub fn pod_of_cgroup(cgroup: &str) -> Option<String> {
-    for part in cgroup.split(['/', '\n']) {
-        let part = part.strip_suffix(".slice").unwrap_or(part);
-        let Some(at) = part.rfind("pod") else {
-            continue;
-        };
-        if !part.contains("kubepods") && !part.starts_with("pod") {
-            continue;
-        }
-        let uid = &part[at + 3..];
-        let looks_like_uid = uid.len() >= 8
-            && uid
-                .bytes()
-                .all(|b| b.is_ascii_hexdigit() || b == b'-' || b == b'_');
-        if looks_like_uid {
-            return Some(uid.replace('_', "-"));
-        }
-    }
-    None
-}
+pub use opscope_wire::job::pod_of_cgroup;
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,11 @@ pub struct Hello {
     pub session: String,
     /// The process's file in the session, none with `--live-only`.
     pub file: Option<String>,
+    /// Sent by a sampler outside the process (`opscope attach`, `record --pid`): `pid`
+    /// is the process it observes, not the sender, which the agent lets in only where
+    /// the sender may read that process.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub observed: bool,
 }
 
 impl Hello {
@@ -52,6 +57,9 @@ impl Hello {
         field("session", json_string(&self.session));
         if let Some(file) = &self.file {
             field("file", json_string(file));
+        }
+        if self.observed {
+            field("observed", "true".into());
         }
         out.push('}');
         out
@@ -120,11 +128,13 @@ mod tests {
             command: "python t.py é\n\ttab".into(),
             session: "/s".into(),
             file: Some("opscope-7.pftrace".into()),
+            observed: true,
         };
         let read: Hello = serde_json::from_str(&hello.to_json()).unwrap();
         assert_eq!(read, hello);
         let bare = Hello {
             file: None,
+            observed: false,
             rank: None,
             world_size: None,
             ..hello

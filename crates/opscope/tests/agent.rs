@@ -1680,3 +1680,59 @@ fn a_dump_of_a_job_whose_data_expired_says_so_and_writes_nothing() {
         std::thread::sleep(Duration::from_millis(200));
     }
 }
+
+/// `opscope attach` joins the running agent for the process it samples: `top` lists
+/// the job, named from the process's own environment (its SLURM job), with that
+/// process connected while it is sampled and no longer once attach has stopped.
+#[test]
+fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
+    use std::io::BufRead;
+    let scratch = scratch_dir("agent-attach");
+    let agent = Agent::start(&scratch, &[]);
+    let mut program = Command::new(common::python())
+        .arg(common::repo_root().join("tests/record/stacks_hot.py"))
+        .env("SLURM_JOB_ID", "attached-job")
+        .env("STACKS_HOT_ROUNDS", "100000")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(program.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "ready");
+    let pid = program.id();
+    let session = scratch.join("session");
+    let attach = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["attach", &pid.to_string(), "--duration", "600s", "--agent"])
+        .arg(&agent.socket)
+        .arg("-o")
+        .arg(&session)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let process_of = |top: &Value, connected: bool| {
+        top["jobs"].as_array().unwrap().iter().any(|j| {
+            j["job"] == "attached-job"
+                && j["source"] == "SLURM_JOB_ID"
+                && j["processes"].as_array().unwrap().iter().any(|p| {
+                    p["pid"].as_u64() == Some(u64::from(pid)) && p["connected"] == connected
+                })
+        })
+    };
+    agent.top_until(PATIENCE, |top| process_of(top, true));
+    // Ctrl-C: attach stops, keeps what it read, and leaves the agent.
+    // SAFETY: kill(2) on our own child's pid, which we have not yet waited for.
+    assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGINT) }, 0);
+    let out = attach.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("joined the agent as job attached-job"),
+        "{said}"
+    );
+    agent.top_until(PATIENCE, |top| process_of(top, false));
+    // SAFETY: as above, for the program.
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    program.wait().unwrap();
+}

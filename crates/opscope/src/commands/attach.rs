@@ -10,6 +10,7 @@ use anyhow::{bail, Context, Result};
 use opscope_agent::triggers;
 use opscope_stacks::{PythonProcess, ThreadStack};
 
+use crate::record::observer;
 use crate::record::stack_sampler::Tree;
 use crate::record::stacks::{self, Sampled};
 
@@ -56,6 +57,15 @@ pub struct Args {
     /// (which needs perf_event_paranoid ≤ 1, CAP_PERFMON or root).
     #[arg(long)]
     no_native: bool,
+    /// The job's name, as the agent (`opscope top`) shows it [default: what the
+    /// process's environment says (SLURM_JOB_ID, TORCHELASTIC_RUN_ID, …), else the
+    /// session directory].
+    #[arg(long, value_name = "NAME")]
+    job: Option<String>,
+    /// Join the agent at this socket [default: the running agent, if any], so that
+    /// `opscope top` lists the process while it is sampled.
+    #[arg(long, value_name = "PATH")]
+    agent: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
@@ -85,6 +95,19 @@ pub fn run(args: Args) -> Result<()> {
         );
     }
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let session = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+    let joined = observer::join(
+        args.agent.as_deref(),
+        args.pid,
+        args.job.as_deref(),
+        &session,
+    );
+    if let Some(joined) = &joined {
+        eprintln!(
+            "opscope: joined the agent as job {} (opscope top)",
+            joined.job
+        );
+    }
     let sampling = Sampling {
         pid: args.pid,
         duration: Some(args.duration),

@@ -5,6 +5,7 @@
 mod bootstrap;
 mod embedded;
 pub(crate) mod kineto_ipc;
+pub(crate) mod observer;
 pub(crate) mod sampler;
 mod signals;
 pub(crate) mod stack_sampler;
@@ -226,6 +227,13 @@ pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
         eprintln!(
             "opscope: recording process {pid} and those below it into {} until it ends (Ctrl-C stops)",
             dir.display()
+        );
+    }
+    let joined = observer::join(options.agent.as_deref(), pid, options.job.as_deref(), &dir);
+    if let Some(joined) = joined.as_ref().filter(|_| !options.quiet) {
+        eprintln!(
+            "opscope: joined the agent as job {} (opscope top)",
+            joined.job
         );
     }
     let sampling = crate::commands::attach::Sampling {
