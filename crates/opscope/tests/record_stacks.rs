@@ -512,3 +512,116 @@ fn native_frames_stand_under_the_python_function_that_called_them() {
         "libz's own share {zlib_own} %: {native:#}"
     );
 }
+
+/// The named native frames between `outer` and `inner` (Python frames) of each stack
+/// of a folded file that has both: unnamed code (`[lib]`, `0x…`) left out.
+fn native_between(folded: &str, outer: &str, inner: &str) -> Vec<(Vec<String>, u64)> {
+    let mut found = Vec::new();
+    for line in folded.lines() {
+        let Some((stack, weight)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let frames: Vec<&str> = stack.split(';').collect();
+        let at = |name: &str| {
+            frames
+                .iter()
+                .position(|f| f.starts_with(&format!("{name} (")))
+        };
+        if let (Some(o), Some(i)) = (at(outer), at(inner)) {
+            let names = frames[o + 1..i.max(o + 1)]
+                .iter()
+                .map(|f| f.split_once(" (").map_or(*f, |x| x.0))
+                .filter(|f| !f.starts_with('[') && !f.starts_with("0x"))
+                .map(str::to_string)
+                .collect();
+            found.push((names, weight.parse().unwrap()));
+        }
+    }
+    found
+}
+
+/// C calling back into Python (libc's qsort through ctypes calling a Python compare):
+/// each eval loop gives way to the Python frames it ran, so the C between the two runs
+/// stands between them, as `py-spy record --native` shows it: each native function
+/// opscope shows there is one py-spy shows there.
+#[test]
+fn a_callback_from_c_stands_between_its_python_callers() {
+    let scratch = scratch_dir("record-callback");
+    let dir = scratch.join("session");
+    let script = repo_root().join("tests/record/stacks_callback.py");
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-o", dir.to_str().unwrap(), "--"])
+        .arg(python())
+        .arg(&script)
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .output()
+        .unwrap();
+    assert_ok(&out, "recording stacks_callback.py");
+    let said = String::from_utf8_lossy(&out.stderr);
+    if said.contains("no native stacks") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native stacks refused in CI: {said}"
+        );
+        eprintln!("skipped: {said}");
+        return;
+    }
+    let ours = native_between(&folded(&dir, &[]), "sort_in_c", "compare");
+    let all: u64 = ours.iter().map(|(_, w)| w).sum();
+    let through_qsort: u64 = ours
+        .iter()
+        .filter(|(names, _)| {
+            let at = |n: &str| names.iter().position(|f| f == n);
+            matches!((at("PyCFuncPtr_call"), at("qsort_r")), (Some(a), Some(b)) if a < b)
+        })
+        .map(|(_, w)| w)
+        .sum();
+    assert!(
+        through_qsort as f64 >= 0.6 * all as f64,
+        "compare is not under qsort_r under sort_in_c: {ours:?}"
+    );
+
+    let py_spy = Path::new(&python()).with_file_name("py-spy");
+    if !py_spy.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no py-spy beside {}",
+            python()
+        );
+        eprintln!(
+            "skipped the py-spy comparison: no py-spy beside {}",
+            python()
+        );
+        return;
+    }
+    let raw = scratch.join("py-spy-callback.txt");
+    let status = Command::new(&py_spy)
+        .args(["record", "--native", "--format", "raw", "-r", "100", "-o"])
+        .arg(&raw)
+        .arg("--")
+        .arg(python())
+        .arg(&script)
+        .output()
+        .unwrap();
+    assert_ok(&status, "py-spy record --native");
+    let theirs: std::collections::HashSet<String> = native_between(
+        &std::fs::read_to_string(&raw).unwrap(),
+        "sort_in_c",
+        "compare",
+    )
+    .into_iter()
+    .flat_map(|(names, _)| names)
+    .collect();
+    assert!(
+        theirs.contains("qsort_r"),
+        "py-spy saw no qsort_r: {theirs:?}"
+    );
+    for (names, _) in &ours {
+        for name in names {
+            assert!(
+                theirs.contains(name),
+                "{name} is in no stack py-spy shows: {theirs:?}"
+            );
+        }
+    }
+}

@@ -158,7 +158,20 @@ impl Symbols {
             .symbols()
             .chain(elf.dynamic_symbols())
             .filter(|s| s.kind() == SymbolKind::Text && s.address() != 0)
-            .filter_map(|s| Some((s.address(), s.size(), s.name().ok()?.to_string())))
+            .filter_map(|s| {
+                // A symbol of no stated size (`_init`, hand-written assembly) ends with
+                // its section at the latest: the PLT after `.init` is not `_init`.
+                let size = match s.size() {
+                    0 => s
+                        .section_index()
+                        .and_then(|i| elf.section_by_index(i).ok())
+                        .map_or(0, |sec| {
+                            (sec.address() + sec.size()).saturating_sub(s.address())
+                        }),
+                    size => size,
+                };
+                Some((s.address(), size, s.name().ok()?.to_string()))
+            })
             .collect();
         if entries.is_empty() {
             return None;

@@ -38,10 +38,10 @@ pub struct NativeFrame {
 
 impl NativeFrame {
     /// CPython's eval loop: where the Python frames it runs stand in a merged stack
-    /// (its `.cold` parts and 3.9's older entry point included).
+    /// (its `.cold` part included; the `PyEval_EvalFrame*` wrappers around it are not
+    /// loops of their own).
     pub fn is_python_eval(&self) -> bool {
-        let f = &*self.function;
-        f.starts_with("_PyEval_EvalFrameDefault") || f.starts_with("PyEval_EvalFrameEx")
+        self.function.starts_with("_PyEval_EvalFrameDefault")
     }
 }
 
@@ -52,6 +52,8 @@ pub struct NativeSample {
     pub tid: i32,
     pub ts: i64,
     pub frames: Vec<NativeFrame>,
+    /// The unwinder reached the stack's end: every frame is there.
+    pub complete: bool,
 }
 
 /// What a native sampling session gives.
@@ -71,6 +73,7 @@ struct Raw {
     tid: i32,
     ts: i64,
     frames: Vec<Address>,
+    complete: bool,
 }
 
 /// The native sampler of a process tree: each thread followed by an event of its
@@ -214,7 +217,7 @@ impl NativeSampler {
         for record in perf::records(&self.buffer) {
             match record {
                 Record::Sample(sample) => {
-                    code.unwind(&sample, &mut self.images, &mut self.frames);
+                    let complete = code.unwind(&sample, &mut self.images, &mut self.frames);
                     if self.frames.is_empty() {
                         continue;
                     }
@@ -223,6 +226,7 @@ impl NativeSampler {
                         tid: sample.tid,
                         ts: sample.time as i64,
                         frames: self.frames.clone(),
+                        complete,
                     });
                 }
                 Record::Lost(n) => self.lost += n,
@@ -264,6 +268,7 @@ impl NativeSampler {
                 tid: r.tid,
                 ts: r.ts,
                 frames: r.frames.iter().map(|&a| name(a)).collect(),
+                complete: r.complete,
             })
             .collect();
         NativeSamples {

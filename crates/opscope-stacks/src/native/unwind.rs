@@ -109,10 +109,16 @@ impl ProcessCode {
         self.loaded.sort_unstable_by_key(|l| l.start);
     }
 
-    /// The frames of `sample`, innermost first, into `out` (cleared first). Return
-    /// addresses are moved back one byte, into the call instruction, so that a call
-    /// that ends a function is named by that function.
-    pub fn unwind(&mut self, sample: &RawSample, images: &mut Images, out: &mut Vec<Address>) {
+    /// The frames of `sample`, innermost first, into `out` (cleared first); whether
+    /// the unwinder reached the stack's end (not cut short by the copy's end or a
+    /// frame it could not explain). Return addresses are moved back one byte, into the
+    /// call instruction, so that a call that ends a function is named by that function.
+    pub fn unwind(
+        &mut self,
+        sample: &RawSample,
+        images: &mut Images,
+        out: &mut Vec<Address>,
+    ) -> bool {
         out.clear();
         let stale = self.refreshed.is_none_or(|t| t.elapsed() >= REFRESH);
         if stale && matches!(address(&self.loaded, sample.ip), Address::Unknown(_)) {
@@ -131,11 +137,14 @@ impl ProcessCode {
         let loaded = &self.loaded;
         // An error (the stack copy ends, a frame the tables cannot explain) ends the
         // stack where it is: the frames found so far are right.
-        while let Ok(Some(frame)) = frames.next() {
-            if out.len() >= MAX_FRAMES {
-                break;
+        loop {
+            match frames.next() {
+                Ok(Some(frame)) if out.len() < MAX_FRAMES => {
+                    out.push(address(loaded, frame.address_for_lookup()))
+                }
+                Ok(None) => return true,
+                _ => return false,
             }
-            out.push(address(loaded, frame.address_for_lookup()));
         }
     }
 }

@@ -29,6 +29,8 @@ pub struct Layout {
     /// The owner value of a frame the C stack owns (an entry shim), if the version has
     /// one (3.12: `FRAME_OWNED_BY_CSTACK`).
     pub owner_cstack: Option<u8>,
+    /// `_PyInterpreterFrame.is_entry` (3.11; later versions mark entries with shims).
+    pub frame_is_entry: Option<u64>,
     /// Frame objects (3.9, 3.10) in place of interpreter frames.
     pub frame_object: Option<FrameObject>,
     /// `PyCodeObject` (no `co_qualname` before 3.11: `co_name` is read in its place).
@@ -103,6 +105,7 @@ pub static PY311: Layout = Layout {
     frame_prev_instr: 56,
     frame_owner: 69,
     owner_cstack: None,
+    frame_is_entry: Some(68),
     frame_object: None,
     code_firstlineno: 72,
     code_filename: 112,
@@ -135,6 +138,7 @@ pub static PY312: Layout = Layout {
     frame_prev_instr: 56,
     frame_owner: 70,
     owner_cstack: Some(3),
+    frame_is_entry: None,
     frame_object: None,
     code_firstlineno: 68,
     code_filename: 112,
@@ -163,6 +167,7 @@ pub static PY310: Layout = Layout {
     frame_prev_instr: 0,
     frame_owner: 0,
     owner_cstack: None,
+    frame_is_entry: None,
     frame_object: Some(FrameObject { lasti: 96, unit: 2 }),
     code_firstlineno: 40,
     code_filename: 104,
@@ -241,6 +246,7 @@ pub fn from_debug_offsets(bytes: &[u8]) -> Option<Layout> {
         frame_prev_instr: field(frame + 3),
         frame_owner: field(frame + 5),
         owner_cstack: Some(3),
+        frame_is_entry: None,
         frame_object: None,
         code_firstlineno: field(code + 5),
         code_filename: field(code + 1),

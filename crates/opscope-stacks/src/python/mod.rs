@@ -39,6 +39,11 @@ pub struct Frame {
     /// `co_firstlineno`: the function's `def` line (what torch's Python stacks name a
     /// function by).
     pub first_line: i64,
+    /// Called from C: the first frame one run of the interpreter's eval loop ran (the
+    /// frames outside it, up to the next entry frame, are an outer loop's). Where the
+    /// layout does not say (a memory snapshot's unread bytes), only the outermost.
+    #[serde(skip)]
+    pub entry: bool,
 }
 
 /// A thread of the interpreter and its frames, innermost first.
@@ -81,6 +86,8 @@ impl Code {
             name: self.name.clone(),
             qualname: self.qualname.clone(),
             filename: self.filename.clone(),
+            // Set by the walk, which knows the version's way of saying it.
+            entry: false,
         }
     }
 }
@@ -304,7 +311,10 @@ impl<M: Memory> PythonProcess<M> {
                         Ok(lasti) => self.line(&code, lasti.saturating_mul(object.unit)),
                         Err(_) => Some(code.first_line),
                     };
-                    frames.push(code.frame(line));
+                    // Each frame object is run by an eval loop of its own.
+                    let mut frame = code.frame(line);
+                    frame.entry = true;
+                    frames.push(frame);
                 }
                 frame = previous;
                 continue;
@@ -319,7 +329,15 @@ impl<M: Memory> PythonProcess<M> {
                 }
                 _ => false,
             };
-            if l.owner_cstack == Some(owner) || code_addr == 0 || not_code {
+            if l.owner_cstack == Some(owner) {
+                // 3.12+: the shim an eval loop pushes before the frame C called.
+                if let Some(called) = frames.last_mut() {
+                    called.entry = true;
+                }
+                frame = previous;
+                continue;
+            }
+            if code_addr == 0 || not_code {
                 frame = previous;
                 continue;
             }
@@ -338,8 +356,17 @@ impl<M: Memory> PythonProcess<M> {
                 continue;
             }
             let lasti = prev_instr.saturating_sub(adaptive);
-            frames.push(code.frame(self.line(&code, lasti)));
+            let mut pushed = code.frame(self.line(&code, lasti));
+            // 3.11: `is_entry`.
+            if let Some(at) = l.frame_is_entry {
+                pushed.entry = m.u8_at(frame.wrapping_add(at))? != 0;
+            }
+            frames.push(pushed);
             frame = previous;
+        }
+        // The outermost frame was called from C, whatever the layout says.
+        if let Some(outermost) = frames.last_mut() {
+            outermost.entry = true;
         }
         Ok(frames)
     }

@@ -103,7 +103,7 @@ fn add_native_threads(
         let thread = trace.thread(process, tid as i64);
         let track = trace.thread_track(thread, TrackKind::Thread);
         for sample in samples {
-            let merged = merge(&[], &sample.frames);
+            let merged: Vec<Merged> = sample.frames.iter().map(Merged::Native).collect();
             let stack = stack_of(trace, &merged, &mut frames);
             trace.samples.push(SampleRow {
                 ts: sample.ts,
@@ -228,8 +228,10 @@ fn learn_callees<'a>(
             let Some(n) = nearest(native, tid, sample.ts, window).filter(|_| t.active) else {
                 continue;
             };
-            if same_call_across(&reads[&tid], this, n.ts) {
-                let merged = merge(&t.frames, &n.frames);
+            if !same_call_across(&reads[&tid], this, n.ts) {
+                continue;
+            }
+            if let Some(merged) = merge(&t.frames, &n.frames, n.complete) {
                 learned
                     .entry(line_of(t))
                     .or_default()
@@ -313,7 +315,7 @@ fn add_process(
                 false => None,
             };
             let merged = candidate
-                .map(|n| merge(&t.frames, &n.frames))
+                .and_then(|n| merge(&t.frames, &n.frames, n.complete))
                 .filter(|m| {
                     let n = candidate.map_or(0, |n| n.ts);
                     same_call_across(&reads[&tid], this, n)
@@ -370,6 +372,7 @@ mod tests {
             filename: "t.py".into(),
             line: Some(1),
             first_line: 1,
+            entry: false,
         }
     }
 
