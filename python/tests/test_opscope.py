@@ -370,8 +370,9 @@ def test_python_m_opscope_records_as_the_cli_does(tmp_path):
 
 
 def test_sampled_stacks_of_a_recording_read_as_the_cli_counts_them(tmp_path):
-    """A recording's sampled Python stacks (on by default) are ``t.samples``: the rows
-    ``info`` counts, and per function the time ``stats hot`` gives it."""
+    """A recording's sampled stacks (on by default) are ``t.samples``: the rows ``info``
+    counts, and per innermost Python function the time ``stats hot`` gives it (native
+    frames under it, where the kernel let them be sampled, count for it there)."""
     session = tmp_path / "s"
     subprocess.run(
         [CLI, "record", "-q", "--no-python", "--sample-hz", "200", "-o", str(session), "--",
@@ -383,16 +384,24 @@ def test_sampled_stacks_of_a_recording_read_as_the_cli_counts_them(tmp_path):
     assert t.samples.num_rows == info["stack_samples"] > 0
     running = [r for r in t.samples.to_pylist() if r["running"]]
     assert len(running) == info["stack_samples_on_cpu"]
+
+    def python_frames(stack):
+        """The stack's Python frames, outermost first: `function (file.py:line)`."""
+        return [f for f in stack.split(";")
+                if f.rsplit(" (", 1)[-1].split(":")[0].endswith(".py")]
+
     own = Counter()
     for r in running:
-        if r["function"] is not None:
-            own[r["function"]] += r["period"]
+        frames = python_frames(r["stack"])
+        if frames:
+            own[frames[-1].rsplit(" (", 1)[0]] += r["period"]
     hot = cli_json("stats", "hot", session)
     spin = next(f for f in hot["functions"] if f["function"] == "spin")
     assert own["spin"] == spin["self_ns"] > 0
-    # The stack is outermost first, the innermost frame last.
-    stacks = [r["stack"] for r in running if r["function"] == "spin"]
-    assert all(s.startswith("<module> (") and ";spin (" in s for s in stacks)
+    # The stack is outermost first: the Python frames from `<module>` to `spin`.
+    stacks = [python_frames(r["stack"]) for r in running]
+    in_spin = [f for f in stacks if f and f[-1].startswith("spin (")]
+    assert in_spin and all(f[0].startswith("<module> (") for f in in_spin)
 
 
 def test_a_recording_in_this_process_gives_its_signals_back(tmp_path):
