@@ -350,6 +350,60 @@ fn record_pid_follows_a_running_program_until_it_ends() {
     );
 }
 
+/// `opscope record -o DIR -- python SCRIPT` with `env`, for a test of native stacks:
+/// `false` (the test skipped, saying why) where the kernel refused them off CI.
+fn record_native(dir: &Path, script: &Path, env: &[(&str, &str)]) -> bool {
+    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["record", "-o", dir.to_str().unwrap(), "--"])
+        .arg(python())
+        .arg(script)
+        .envs(env.iter().copied())
+        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
+        .output()
+        .unwrap();
+    assert_ok(&out, &format!("recording {}", script.display()));
+    let said = String::from_utf8_lossy(&out.stderr);
+    if said.contains("no native stacks") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native stacks refused in CI: {said}"
+        );
+        eprintln!("skipped: {said}");
+        return false;
+    }
+    true
+}
+
+/// `py-spy record --native` of `python SCRIPT` with `env` (raw folded stacks), or
+/// `None` (skipped, saying why) where no py-spy is beside the tests' Python off CI.
+fn py_spy_native(scratch: &Path, script: &Path, env: &[(&str, &str)]) -> Option<String> {
+    let py_spy = Path::new(&python()).with_file_name("py-spy");
+    if !py_spy.exists() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "no py-spy beside {}",
+            python()
+        );
+        eprintln!(
+            "skipped the py-spy comparison: no py-spy beside {}",
+            python()
+        );
+        return None;
+    }
+    let raw = scratch.join("py-spy-native.txt");
+    let out = Command::new(&py_spy)
+        .args(["record", "--native", "--format", "raw", "-r", "100", "-o"])
+        .arg(&raw)
+        .arg("--")
+        .arg(python())
+        .arg(script)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    assert_ok(&out, "py-spy record --native");
+    Some(std::fs::read_to_string(&raw).unwrap())
+}
+
 /// (innermost Python function, the native function it called) → weight, of the
 /// stacks of a folded file (ours or py-spy's raw output) with native frames under
 /// Python ones; frames are `function (file:line)` or `function (library)`.
@@ -382,22 +436,8 @@ fn native_frames_stand_under_the_python_function_that_called_them() {
     let scratch = scratch_dir("record-native");
     let dir = scratch.join("session");
     let script = repo_root().join("tests/record/stacks_native.py");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["record", "-o", dir.to_str().unwrap(), "--"])
-        .arg(python())
-        .arg(&script)
-        .env("STACKS_NATIVE_ROUNDS", "40")
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .output()
-        .unwrap();
-    assert_ok(&out, "recording stacks_native.py");
-    let said = String::from_utf8_lossy(&out.stderr);
-    if said.contains("no native stacks") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "native stacks refused in CI: {said}"
-        );
-        eprintln!("skipped: {said}");
+    let env = [("STACKS_NATIVE_ROUNDS", "40")];
+    if !record_native(&dir, &script, &env) {
         return;
     }
     let stacks = folded(&dir, &[]);
@@ -444,20 +484,8 @@ fn native_frames_stand_under_the_python_function_that_called_them() {
 
     // py-spy stops the program for each sample and reads both stacks at once: every
     // call from Python into native code it saw is the truth to compare with.
-    let py_spy = Path::new(&python()).with_file_name("py-spy");
-    if py_spy.exists() {
-        let raw = scratch.join("py-spy-native.txt");
-        let status = Command::new(&py_spy)
-            .args(["record", "--native", "--format", "raw", "-r", "100", "-o"])
-            .arg(&raw)
-            .arg("--")
-            .arg(python())
-            .arg(&script)
-            .env("STACKS_NATIVE_ROUNDS", "40")
-            .output()
-            .unwrap();
-        assert_ok(&status, "py-spy record --native");
-        let theirs = python_to_native_calls(&std::fs::read_to_string(&raw).unwrap());
+    if let Some(raw) = py_spy_native(&scratch, &script, &env) {
+        let theirs = python_to_native_calls(&raw);
         let ours = python_to_native_calls(&stacks);
         let all: u64 = ours.values().sum();
         let seen: u64 = ours
@@ -472,16 +500,6 @@ fn native_frames_stand_under_the_python_function_that_called_them() {
         assert!(
             seen as f64 >= 0.9 * all as f64,
             "our Python → native calls {ours:?}, py-spy's {theirs:?}"
-        );
-    } else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no py-spy beside {}",
-            python()
-        );
-        eprintln!(
-            "skipped the py-spy comparison: no py-spy beside {}",
-            python()
         );
     }
 
@@ -549,21 +567,7 @@ fn a_callback_from_c_stands_between_its_python_callers() {
     let scratch = scratch_dir("record-callback");
     let dir = scratch.join("session");
     let script = repo_root().join("tests/record/stacks_callback.py");
-    let out = Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["record", "-o", dir.to_str().unwrap(), "--"])
-        .arg(python())
-        .arg(&script)
-        .env("OPSCOPE_RECORD_LIB", built("libopscope_record.so"))
-        .output()
-        .unwrap();
-    assert_ok(&out, "recording stacks_callback.py");
-    let said = String::from_utf8_lossy(&out.stderr);
-    if said.contains("no native stacks") {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "native stacks refused in CI: {said}"
-        );
-        eprintln!("skipped: {said}");
+    if !record_native(&dir, &script, &[]) {
         return;
     }
     let ours = native_between(&folded(&dir, &[]), "sort_in_c", "compare");
@@ -581,37 +585,13 @@ fn a_callback_from_c_stands_between_its_python_callers() {
         "compare is not under qsort_r under sort_in_c: {ours:?}"
     );
 
-    let py_spy = Path::new(&python()).with_file_name("py-spy");
-    if !py_spy.exists() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "no py-spy beside {}",
-            python()
-        );
-        eprintln!(
-            "skipped the py-spy comparison: no py-spy beside {}",
-            python()
-        );
+    let Some(raw) = py_spy_native(&scratch, &script, &[]) else {
         return;
-    }
-    let raw = scratch.join("py-spy-callback.txt");
-    let status = Command::new(&py_spy)
-        .args(["record", "--native", "--format", "raw", "-r", "100", "-o"])
-        .arg(&raw)
-        .arg("--")
-        .arg(python())
-        .arg(&script)
-        .output()
-        .unwrap();
-    assert_ok(&status, "py-spy record --native");
-    let theirs: std::collections::HashSet<String> = native_between(
-        &std::fs::read_to_string(&raw).unwrap(),
-        "sort_in_c",
-        "compare",
-    )
-    .into_iter()
-    .flat_map(|(names, _)| names)
-    .collect();
+    };
+    let theirs: std::collections::HashSet<String> = native_between(&raw, "sort_in_c", "compare")
+        .into_iter()
+        .flat_map(|(names, _)| names)
+        .collect();
     assert!(
         theirs.contains("qsort_r"),
         "py-spy saw no qsort_r: {theirs:?}"

@@ -376,6 +376,16 @@ mod tests {
         }
     }
 
+    /// The trace of one process's Python samples.
+    fn trace_of(sampled: Sampled) -> Trace {
+        let clocks = crate::record::sampler::clocks_now();
+        let recorded = Recorded {
+            python: vec![sampled],
+            ..Recorded::default()
+        };
+        to_trace(&recorded, Path::new("s.pftrace"), &clocks)
+    }
+
     fn thread(tid: u64, innermost_first: &[&str]) -> ThreadStack {
         ThreadStack {
             thread_id: tid,
@@ -417,12 +427,7 @@ mod tests {
                 },
             ],
         };
-        let clocks = crate::record::sampler::clocks_now();
-        let recorded = Recorded {
-            python: vec![sampled],
-            ..Recorded::default()
-        };
-        let trace = to_trace(&recorded, Path::new("s.pftrace"), &clocks);
+        let trace = trace_of(sampled);
         let s = &trace.samples;
         assert_eq!(s.len(), 3);
         let names = |i: usize| -> Vec<&str> {
@@ -482,12 +487,7 @@ mod tests {
                 },
             ],
         };
-        let clocks = crate::record::sampler::clocks_now();
-        let recorded = Recorded {
-            python: vec![sampled],
-            ..Recorded::default()
-        };
-        let trace = to_trace(&recorded, Path::new("s.pftrace"), &clocks);
+        let trace = trace_of(sampled);
         let s = &trace.samples;
         let helper: Vec<i64> = (0..s.len())
             .filter(|&i| {
