@@ -96,3 +96,32 @@ fn a_known_call_chain_unwinds_through_every_frame() {
         in_spin.len()
     );
 }
+
+/// A process that has ended (or left the tree) is let go: its threads' events (a file
+/// descriptor and a buffer each) do not pile up over a long run's workers.
+#[test]
+fn an_ended_process_is_let_go() {
+    let mut child = std::process::Command::new("sleep")
+        .arg("600")
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    let mut sampler = NativeSampler::new(100);
+    if let Err(e) = sampler.follow(pid) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native sampling refused in CI: {e}"
+        );
+        eprintln!("skipped: {e}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        return;
+    }
+    assert_eq!(sampler.followed(), 1);
+    sampler.retain_processes(&[pid]);
+    assert_eq!(sampler.followed(), 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    sampler.retain_processes(&[]);
+    assert_eq!(sampler.followed(), 0);
+}

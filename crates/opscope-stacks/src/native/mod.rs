@@ -178,6 +178,29 @@ impl NativeSampler {
         Ok(())
     }
 
+    /// Lets go of the threads of every process not in `live` (ended, or left the
+    /// tree), their buffers drained first: a long run whose DataLoader workers come
+    /// and go each epoch must not keep their events (a file descriptor and a locked
+    /// buffer each).
+    pub fn retain_processes(&mut self, live: &[i32]) {
+        let gone: Vec<(i32, i32)> = self
+            .events
+            .iter()
+            .filter(|(_, (pid, _))| !live.contains(pid))
+            .map(|(tid, (pid, _))| (*tid, *pid))
+            .collect();
+        for (tid, pid) in gone {
+            if let Some((_, mut event)) = self.events.remove(&tid) {
+                self.drain_event(pid, &mut event);
+            }
+        }
+    }
+
+    /// Threads followed now.
+    pub fn followed(&self) -> usize {
+        self.events.len()
+    }
+
     fn open(&mut self, tid: i32) -> io::Result<ThreadEvent> {
         match ThreadEvent::open(tid, self.hz, self.pages) {
             Err(e) if e.raw_os_error() == Some(libc::EPERM) && self.pages > FEW_PAGES => {

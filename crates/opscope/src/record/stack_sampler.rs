@@ -310,9 +310,13 @@ mod native {
         }
 
         pub fn follow(&mut self, pids: &[i32]) {
-            let Some(sampler) = self.sampler.as_mut().filter(|_| !self.full) else {
+            let Some(sampler) = self.sampler.as_mut() else {
                 return;
             };
+            sampler.retain_processes(pids);
+            if self.full {
+                return;
+            }
             for &pid in pids {
                 if let Err(e) = sampler.follow(pid) {
                     self.refused = Some(e.to_string());
