@@ -400,7 +400,13 @@ fn py_spy_native(scratch: &Path, script: &Path, env: &[(&str, &str)]) -> Option<
         .envs(env.iter().copied())
         .output()
         .unwrap();
-    assert_ok(&out, "py-spy record --native");
+    // py-spy 0.4 sometimes fails after writing its file, waiting for a child it has
+    // already reaped under ptrace ("No child process (os error 10)"): its samples stand.
+    let said = [&out.stdout[..], &out.stderr[..]].concat();
+    let said = String::from_utf8_lossy(&said);
+    if !(said.contains("Wrote raw flamegraph data") && said.contains("No child process")) {
+        assert_ok(&out, "py-spy record --native");
+    }
     Some(std::fs::read_to_string(&raw).unwrap())
 }
 
