@@ -11,8 +11,8 @@ use opscope_model::SliceKind;
 
 use super::flight::ProcessKey;
 use super::metrics::{self, MetricTally};
-use super::protocol::{read_frame, Hello, CHUNK, PREAMBLE};
-use super::state::{JobKey, Process};
+use super::protocol::{read_frame, Hello, CHUNK, HOT, PREAMBLE};
+use super::state::{HotSample, JobKey, Process};
 use super::{now_ns, Shared};
 
 /// What one chunk held, tallied before the lock is taken.
@@ -62,6 +62,7 @@ pub fn run(hello: Hello, pid: u32, uid: u32, mut reader: impl Read, shared: &Sha
         let keep = match kind {
             PREAMBLE => stream.preamble(body, shared),
             CHUNK if body.len() >= 8 => stream.chunk(body, shared),
+            HOT => stream.hot(body, shared),
             _ => false, // not a sender's frame: drop the peer
         };
         if !keep {
@@ -101,6 +102,25 @@ impl Stream {
             return false;
         };
         self.copy_preamble(p);
+        true
+    }
+
+    /// An observer's hot functions of its last interval; false when the job is gone
+    /// or the frame is no list of them.
+    fn hot(&mut self, body: &[u8], shared: &Shared) -> bool {
+        /// More than a sampler's interval can name: the rest is dropped.
+        const MOST: usize = 4096;
+        let Ok(mut functions) = serde_json::from_slice::<Vec<HotSample>>(body) else {
+            return false;
+        };
+        functions.truncate(MOST);
+        let now = now_ns();
+        let mut state = shared.state();
+        let second = now.saturating_sub(state.started_ns) / 1_000_000_000;
+        let Some(p) = state.process_mut(&self.job, self.process) else {
+            return false;
+        };
+        p.add_hot(second, functions);
         true
     }
 

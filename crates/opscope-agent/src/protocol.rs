@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 // The frames and the greeting are the recorder's contract too: written once, there.
 pub use opscope_wire::frame::{
-    read as read_frame, FrameError, CHUNK, ERROR, FILE, HELLO, PREAMBLE, QUERY, REPLY, TOKEN,
+    read as read_frame, FrameError, CHUNK, ERROR, FILE, HELLO, HOT, PREAMBLE, QUERY, REPLY, TOKEN,
 };
 pub use opscope_wire::Hello;
 

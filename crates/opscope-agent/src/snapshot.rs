@@ -75,6 +75,21 @@ pub struct JobState {
     /// `advise`'s top finding over the same events (see `window::ops`).
     #[serde(default)]
     pub advice: Option<String>,
+    /// Its hot functions over the last 10 s, from the stacks an observer (`opscope
+    /// attach`, `record --pid`) samples: the busiest first.
+    #[serde(default)]
+    pub hot_functions: Vec<HotState>,
+}
+
+/// A function's share of a job's sampled running time.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+pub struct HotState {
+    pub function: String,
+    pub file: String,
+    /// Running time sampled with it innermost (its own time), over the last 10 s.
+    pub ns_10s: u64,
+    /// That time's share of all the job's sampled running time then.
+    pub percent_10s: f64,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -346,6 +361,24 @@ impl Reported for Snapshot {
                 ]);
             }
             report.table(ops);
+            if !job.hot_functions.is_empty() {
+                report.line(Line::of(
+                    "hot functions of its sampled stacks, last 10 s".to_string(),
+                ));
+                let mut hot = Table::new(vec![
+                    Column::numeric("own %"),
+                    Column::numeric("own time"),
+                    Column::text("function (file)"),
+                ]);
+                for f in &job.hot_functions {
+                    hot.rows.push(vec![
+                        Value::percent(f.percent_10s, 1),
+                        Value::Duration(f.ns_10s as f64),
+                        Value::text(format!("{} ({})", f.function, f.file)),
+                    ]);
+                }
+                report.table(hot);
+            }
         }
         report
     }

@@ -3,11 +3,13 @@
 //! the window analyses' results (ops), the processes' CPU and memory, and the flight
 //! recorder; and the snapshot built from them.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use super::flight::{Flight, ProcessKey};
 use super::protocol::Hello;
-use super::snapshot::{AgentState, GpuState, GpuUse, JobState, ProcessState, Snapshot, StepState};
+use super::snapshot::{
+    AgentState, GpuState, GpuUse, HotState, JobState, ProcessState, Snapshot, StepState,
+};
 
 /// Seconds of events per second kept per job.
 const BUCKETS: u64 = 60;
@@ -56,6 +58,8 @@ pub struct Job {
 }
 
 pub struct Process {
+    /// An observer's hot functions, by the agent's second they came in.
+    pub hot: VecDeque<(u64, Vec<HotSample>)>,
     pub hello: Hello,
     /// From the kernel (`SO_PEERCRED`), not from what the process says.
     pub pid: u32,
@@ -284,7 +288,50 @@ impl State {
     }
 }
 
+/// How long an observer's hot functions are kept: the longest window shown.
+pub const HOT_KEPT_S: u64 = 60;
+/// How many hot functions a job's state lists.
+const HOT_LISTED: usize = 10;
+
+/// One function's sampled running time in an interval, as an observer sends it.
+#[derive(Clone, Debug, serde::Deserialize, serde::Serialize, PartialEq)]
+pub struct HotSample {
+    pub function: String,
+    pub file: String,
+    pub ns: u64,
+}
+
 impl Job {
+    /// Its processes' hot functions over the 10 s before `now_s`, the busiest first.
+    fn hot_functions(&self, now_s: u64) -> Vec<HotState> {
+        let mut by: HashMap<(&str, &str), u64> = HashMap::new();
+        for p in self.processes.values() {
+            for (_, functions) in p.hot.iter().filter(|(s, _)| *s + 10 >= now_s) {
+                for f in functions {
+                    *by.entry((f.function.as_str(), f.file.as_str()))
+                        .or_default() += f.ns;
+                }
+            }
+        }
+        let all: u64 = by.values().sum();
+        let mut hot: Vec<HotState> = by
+            .into_iter()
+            .map(|((function, file), ns)| HotState {
+                function: function.to_string(),
+                file: file.to_string(),
+                ns_10s: ns,
+                percent_10s: 100.0 * ns as f64 / all.max(1) as f64,
+            })
+            .collect();
+        hot.sort_by(|a, b| {
+            b.ns_10s
+                .cmp(&a.ns_10s)
+                .then_with(|| a.function.cmp(&b.function))
+        });
+        hot.truncate(HOT_LISTED);
+        hot
+    }
+
     fn state(&self, key: &JobKey, now_s: u64) -> JobState {
         let processes: Vec<ProcessState> = self
             .processes
@@ -362,6 +409,7 @@ impl Job {
                 .sum(),
             top_ops: self.ops.rows.clone(),
             ops_read_s: self.ops.read_s,
+            hot_functions: self.hot_functions(now_s),
             advice: growth_advice(&self.steps()).or_else(|| self.ops.advice.clone()),
             processes,
         }
@@ -462,6 +510,20 @@ impl Process {
             rss_bytes: 0,
             gpus: Vec::new(),
             loader: false,
+            hot: VecDeque::new(),
+        }
+    }
+
+    /// Keeps an observer's hot functions of the interval ending at `now_s` (the
+    /// agent's second), as much as [`HOT_KEPT_S`] seconds of them.
+    pub fn add_hot(&mut self, now_s: u64, functions: Vec<HotSample>) {
+        self.hot.push_back((now_s, functions));
+        while self
+            .hot
+            .front()
+            .is_some_and(|(s, _)| *s + HOT_KEPT_S < now_s)
+        {
+            self.hot.pop_front();
         }
     }
 
@@ -609,6 +671,43 @@ mod tests {
             command: format!("python {pid}"),
             ..Hello::default()
         }
+    }
+
+    /// An observer's hot functions: summed over the job's processes for the last 10 s
+    /// only, the busiest first with its share; older ones are let go after a minute.
+    #[test]
+    fn hot_functions_sum_the_last_ten_seconds() {
+        let mut state = State::new(Flight::new(1 << 20, 60_000_000_000), 0);
+        let hot = |function: &str, ns| HotSample {
+            function: function.into(),
+            file: "t.py".into(),
+            ns,
+        };
+        let (job, a) = state.join(hello(10, 1, None), 10, 1000, 0);
+        let (_, b) = state.join(hello(11, 10, None), 11, 1000, 0);
+        let p = state.process_mut(&job, a).unwrap();
+        p.add_hot(1, vec![hot("old", 900)]);
+        p.add_hot(20, vec![hot("heavy", 300), hot("light", 100)]);
+        state
+            .process_mut(&job, b)
+            .unwrap()
+            .add_hot(25, vec![hot("heavy", 300)]);
+        let snap = state.snapshot(1000, 25 * 1_000_000_000);
+        let listed: Vec<(String, u64, f64)> = snap.jobs[0]
+            .hot_functions
+            .iter()
+            .map(|f| (f.function.clone(), f.ns_10s, f.percent_10s))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("heavy".into(), 600, 600.0 / 7.0),
+                ("light".into(), 100, 100.0 / 7.0)
+            ]
+        );
+        let p = state.process_mut(&job, a).unwrap();
+        p.add_hot(100, Vec::new());
+        assert_eq!(p.hot.len(), 1);
     }
 
     #[test]

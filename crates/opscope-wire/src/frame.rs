@@ -12,6 +12,10 @@ pub const HELLO: u8 = 1;
 pub const PREAMBLE: u8 = 2;
 /// Sender to agent: `u64` chunks dropped so far, then one chunk of Perfetto packets.
 pub const CHUNK: u8 = 3;
+/// Observer to agent (`opscope attach`, `record --pid`): the sampled stacks' hot
+/// functions since the last such frame, JSON `[{"function", "file", "ns"}]` (the
+/// running time sampled in each innermost Python function).
+pub const HOT: u8 = 4;
 /// Client to agent: one query (JSON).
 pub const QUERY: u8 = 16;
 /// Agent to client: the answer (JSON), last frame of a reply.

@@ -1683,7 +1683,8 @@ fn a_dump_of_a_job_whose_data_expired_says_so_and_writes_nothing() {
 
 /// `opscope attach` joins the running agent for the process it samples: `top` lists
 /// the job, named from the process's own environment (its SLURM job), with that
-/// process connected while it is sampled and no longer once attach has stopped.
+/// process connected while it is sampled and its hot functions (the busiest first),
+/// and no longer connected once attach has stopped.
 #[test]
 fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
     use std::io::BufRead;
@@ -1721,6 +1722,27 @@ fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
         })
     };
     agent.top_until(PATIENCE, |top| process_of(top, true));
+    // Its hot functions, sampled from outside, reach `top`: the program spends about
+    // 60 % of its time in `heavy`, its busiest.
+    let top = agent.top_until(PATIENCE, |top| {
+        top["jobs"].as_array().unwrap().iter().any(|j| {
+            j["job"] == "attached-job"
+                && j["hot_functions"].as_array().is_some_and(|h| h.len() >= 2)
+        })
+    });
+    let job = top["jobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["job"] == "attached-job")
+        .unwrap();
+    assert_eq!(job["hot_functions"][0]["function"], "heavy", "{job:#}");
+    let text = agent.opscope(&["top", "--once"]);
+    assert!(
+        String::from_utf8_lossy(&text.stdout).contains("hot functions of its sampled stacks"),
+        "{}",
+        String::from_utf8_lossy(&text.stdout)
+    );
     // Ctrl-C: attach stops, keeps what it read, and leaves the agent.
     // SAFETY: kill(2) on our own child's pid, which we have not yet waited for.
     assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGINT) }, 0);

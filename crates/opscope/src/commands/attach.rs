@@ -108,6 +108,7 @@ pub fn run(args: Args) -> Result<()> {
             joined.job
         );
     }
+    let tree = tree.with_live(joined);
     let sampling = Sampling {
         pid: args.pid,
         duration: Some(args.duration),

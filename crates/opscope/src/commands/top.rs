@@ -366,6 +366,31 @@ impl View {
                     })),
             );
         frame.render_widget(table, processes);
+        // A job watched from outside (`attach`) has no ops: its sampled hot functions.
+        if job.top_ops.is_empty() && !job.hot_functions.is_empty() {
+            let rows = job.hot_functions.iter().map(|f| {
+                Row::new(vec![
+                    format!("{:.1}%", f.percent_10s),
+                    text(&Value::Duration(f.ns_10s as f64)),
+                    format!("{} ({})", f.function, f.file),
+                ])
+            });
+            let table = Table::new(
+                rows,
+                [
+                    Constraint::Length(7),
+                    Constraint::Length(11),
+                    Constraint::Fill(1),
+                ],
+            )
+            .header(
+                Row::new(["own %", "own time", "function (file)"])
+                    .style(Style::new().add_modifier(Modifier::BOLD)),
+            )
+            .block(Block::bordered().title(" hot functions of its sampled stacks, last 10 s "));
+            frame.render_widget(table, ops);
+            return;
+        }
         let mut top = job.top_ops.clone();
         self.order.sort(&mut top);
         let rows = top.iter().map(|o| {

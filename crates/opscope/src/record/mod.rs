@@ -236,6 +236,7 @@ pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
             joined.job
         );
     }
+    let tree = tree.with_live(joined);
     let sampling = crate::commands::attach::Sampling {
         pid,
         duration: None,

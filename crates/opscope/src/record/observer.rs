@@ -6,14 +6,29 @@
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use opscope_agent::protocol::{write_frame, HELLO};
+use opscope_agent::protocol::{write_frame, HELLO, HOT};
 use opscope_wire::Hello;
 
 /// The agent's connection for an observed process: the process leaves the agent's
 /// live jobs when this is dropped.
 pub struct Joined {
-    _stream: UnixStream,
+    stream: UnixStream,
     pub job: String,
+}
+
+impl Joined {
+    /// Sends the hot functions sampled since the last call: (function, file, running
+    /// ns). False once the agent is gone (nothing more is sent).
+    pub fn send_hot(&mut self, functions: &[(String, String, u64)]) -> bool {
+        let list: Vec<serde_json::Value> = functions
+            .iter()
+            .map(|(function, file, ns)| {
+                serde_json::json!({"function": function, "file": file, "ns": ns})
+            })
+            .collect();
+        let body = serde_json::to_vec(&list).unwrap_or_default();
+        write_frame(&mut self.stream, HOT, &[&body]).is_ok()
+    }
 }
 
 /// Greets the agent at `agent` (else the running one, if any) for process `pid`;
@@ -24,7 +39,7 @@ pub fn join(agent: Option<&Path>, pid: i32, job: Option<&str>, session: &Path) -
     let mut stream = UnixStream::connect(&socket).ok()?;
     write_frame(&mut stream, HELLO, &[hello.to_json().as_bytes()]).ok()?;
     Some(Joined {
-        _stream: stream,
+        stream,
         job: hello.job,
     })
 }

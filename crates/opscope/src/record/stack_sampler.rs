@@ -46,6 +46,46 @@ pub struct Tree {
     /// reason to stop.
     starting: bool,
     native: Native,
+    /// The agent this tree's job joined, told its hot functions every second.
+    live: Option<Live>,
+}
+
+/// What goes to the agent: each innermost Python function's running time since the
+/// last report.
+struct Live {
+    joined: super::observer::Joined,
+    since: Instant,
+    by: hashbrown::HashMap<(String, String), u64>,
+}
+
+impl Live {
+    /// How often the agent hears: `top` refreshes every second.
+    const EVERY: Duration = Duration::from_secs(1);
+
+    fn add(&mut self, threads: &[opscope_stacks::ThreadStack], interval: Duration) {
+        for t in threads.iter().filter(|t| t.active) {
+            if let Some(f) = t.frames.first() {
+                *self
+                    .by
+                    .entry((f.qualname.clone(), f.filename.clone()))
+                    .or_default() += interval.as_nanos() as u64;
+            }
+        }
+    }
+
+    /// Sends what was added once a second has passed; false once the agent is gone.
+    fn report(&mut self) -> bool {
+        if self.since.elapsed() < Live::EVERY {
+            return true;
+        }
+        self.since = Instant::now();
+        let functions: Vec<(String, String, u64)> = self
+            .by
+            .drain()
+            .map(|((function, file), ns)| (function, file, ns))
+            .collect();
+        self.joined.send_hot(&functions)
+    }
 }
 
 impl Tree {
@@ -103,7 +143,19 @@ impl Tree {
             sampled_for: Duration::ZERO,
             starting: false,
             native: Native::default(),
+            live: None,
         }
+    }
+
+    /// Tells the agent `joined` this tree's hot functions while it is sampled; the
+    /// job leaves the agent's live jobs when sampling ends.
+    pub fn with_live(mut self, joined: Option<super::observer::Joined>) -> Tree {
+        self.live = joined.map(|joined| Live {
+            joined,
+            since: Instant::now(),
+            by: hashbrown::HashMap::new(),
+        });
+        self
     }
 
     /// Also samples native stacks (where the kernel allows: see
@@ -196,11 +248,16 @@ impl Tree {
                     lost: true,
                 };
                 match read {
-                    Ok(Ok(threads)) => p.sampled.samples.push(Sample {
-                        ts,
-                        threads,
-                        lost: false,
-                    }),
+                    Ok(Ok(threads)) => {
+                        if let Some(live) = self.live.as_mut() {
+                            live.add(&threads, interval);
+                        }
+                        p.sampled.samples.push(Sample {
+                            ts,
+                            threads,
+                            lost: false,
+                        })
+                    }
                     // The process has ended: what was read stands.
                     Ok(Err(_)) if !Path::new(&format!("/proc/{}", p.sampled.pid)).exists() => {
                         p.gone = true
@@ -212,6 +269,9 @@ impl Tree {
                 }
             }
             self.native.drain();
+            if self.live.as_mut().is_some_and(|live| !live.report()) {
+                self.live = None;
+            }
             // Attached: done once all it read have ended (or, natively sampled only,
             // the root). A program that `record` started may start more Python later:
             // sampled until it ends.
