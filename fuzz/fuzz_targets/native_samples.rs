@@ -36,5 +36,5 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn fuzz_target_address() -> usize {
-    fuzz_target_address as usize
+    fuzz_target_address as *const () as usize
 }
