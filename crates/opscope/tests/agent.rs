@@ -1684,7 +1684,8 @@ fn a_dump_of_a_job_whose_data_expired_says_so_and_writes_nothing() {
 /// `opscope attach` joins the running agent for the process it samples: `top` lists
 /// the job, named from the process's own environment (its SLURM job), with that
 /// process connected while it is sampled and its hot functions (the busiest first),
-/// and no longer connected once attach has stopped.
+/// its stacks in the flight recorder (`dump`), and no longer connected once attach
+/// has stopped.
 #[test]
 fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
     use std::io::BufRead;
@@ -1743,6 +1744,15 @@ fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
         "{}",
         String::from_utf8_lossy(&text.stdout)
     );
+    // Its stacks are in the flight recorder: a dump of the job has them, with the
+    // shares `top` gave.
+    let dumped = scratch.join("dumped");
+    let out = agent.opscope(&["dump", "attached-job", "-o", dumped.to_str().unwrap()]);
+    assert_ok(&out, "dump attached-job");
+    let out = agent.opscope(&["stats", "hot", "--format", "json", dumped.to_str().unwrap()]);
+    assert_ok(&out, "stats hot of the dump");
+    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hot["functions"][0]["function"], "heavy", "{hot:#}");
     // Ctrl-C: attach stops, keeps what it read, and leaves the agent.
     // SAFETY: kill(2) on our own child's pid, which we have not yet waited for.
     assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGINT) }, 0);

@@ -6,7 +6,7 @@
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
-use opscope_agent::protocol::{write_frame, HELLO, HOT};
+use opscope_agent::protocol::{write_frame, CHUNK, HELLO, HOT};
 use opscope_wire::Hello;
 
 /// The agent's connection for an observed process: the process leaves the agent's
@@ -28,6 +28,15 @@ impl Joined {
             .collect();
         let body = serde_json::to_vec(&list).unwrap_or_default();
         write_frame(&mut self.stream, HOT, &[&body]).is_ok()
+    }
+}
+
+impl Joined {
+    /// Sends a chunk of Perfetto packets (a whole small file: the sampled stacks of
+    /// the last second), which the agent keeps in its flight recorder for `dump`.
+    /// False once the agent is gone.
+    pub fn send_chunk(&mut self, packets: &[u8]) -> bool {
+        write_frame(&mut self.stream, CHUNK, &[&0u64.to_le_bytes(), packets]).is_ok()
     }
 }
 

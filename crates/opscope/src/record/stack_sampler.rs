@@ -51,19 +51,30 @@ pub struct Tree {
 }
 
 /// What goes to the agent: each innermost Python function's running time since the
-/// last report.
+/// last report, and the samples themselves (its flight recorder keeps them for
+/// `dump`; native stacks stay in the session).
 struct Live {
     joined: super::observer::Joined,
     since: Instant,
     by: hashbrown::HashMap<(String, String), u64>,
+    samples: Vec<Sampled>,
 }
 
 impl Live {
     /// How often the agent hears: `top` refreshes every second.
     const EVERY: Duration = Duration::from_secs(1);
 
-    fn add(&mut self, threads: &[opscope_stacks::ThreadStack], interval: Duration) {
-        for t in threads.iter().filter(|t| t.active) {
+    fn add(&mut self, of: &Sampled, sample: &Sample, interval: Duration) {
+        match self.samples.iter_mut().find(|s| s.pid == of.pid) {
+            Some(s) => s.samples.push(sample.clone()),
+            None => self.samples.push(Sampled {
+                pid: of.pid,
+                name: of.name.clone(),
+                samples: vec![sample.clone()],
+                interval_ns: interval.as_nanos() as i64,
+            }),
+        }
+        for t in sample.threads.iter().filter(|t| t.active) {
             if let Some(f) = t.frames.first() {
                 *self
                     .by
@@ -84,7 +95,16 @@ impl Live {
             .drain()
             .map(|((function, file), ns)| (function, file, ns))
             .collect();
-        self.joined.send_hot(&functions)
+        let recorded = Recorded {
+            python: std::mem::take(&mut self.samples),
+            ..Recorded::default()
+        };
+        let sent_samples = recorded.python.is_empty()
+            || match super::stacks::to_bytes(&recorded, Path::new("opscope-attach-live")) {
+                Ok(packets) => self.joined.send_chunk(&packets),
+                Err(_) => true,
+            };
+        self.joined.send_hot(&functions) && sent_samples
     }
 }
 
@@ -154,6 +174,7 @@ impl Tree {
             joined,
             since: Instant::now(),
             by: hashbrown::HashMap::new(),
+            samples: Vec::new(),
         });
         self
     }
@@ -249,14 +270,15 @@ impl Tree {
                 };
                 match read {
                     Ok(Ok(threads)) => {
-                        if let Some(live) = self.live.as_mut() {
-                            live.add(&threads, interval);
-                        }
-                        p.sampled.samples.push(Sample {
+                        let sample = Sample {
                             ts,
                             threads,
                             lost: false,
-                        })
+                        };
+                        if let Some(live) = self.live.as_mut() {
+                            live.add(&p.sampled, &sample, interval);
+                        }
+                        p.sampled.samples.push(sample)
                     }
                     // The process has ended: what was read stands.
                     Ok(Err(_)) if !Path::new(&format!("/proc/{}", p.sampled.pid)).exists() => {

@@ -13,6 +13,7 @@ use opscope_stacks::native::{merge, Merged, NativeSample, NativeSamples};
 use opscope_stacks::ThreadStack;
 
 /// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
+#[derive(Clone)]
 pub struct Sample {
     pub ts: i64,
     pub threads: Vec<ThreadStack>,
@@ -352,6 +353,19 @@ fn add_process(
     for tid in claimed {
         native.remove(&tid);
     }
+}
+
+/// The session's samples as the bytes of a Perfetto file (what the agent's flight
+/// recorder keeps of an observed job, a second at a time).
+pub fn to_bytes(recorded: &Recorded, label: &Path) -> Result<Vec<u8>> {
+    let clocks = super::sampler::clocks_now();
+    let trace = to_trace(recorded, label, &clocks);
+    let mut bytes = Vec::new();
+    let options = opscope_formats::perfetto::ExportOptions {
+        monotonic: Some(clocks),
+    };
+    opscope_formats::perfetto::export_with(&trace, &mut bytes, &options)?;
+    Ok(bytes)
 }
 
 /// Writes the session's samples as a Perfetto file at `path`.
