@@ -388,7 +388,8 @@ def test_sampled_stacks_of_a_recording_read_as_the_cli_counts_them(tmp_path):
     def python_frames(stack):
         """The stack's Python frames, outermost first: `function (file.py:line)`."""
         return [f for f in stack.split(";")
-                if f.rsplit(" (", 1)[-1].split(":")[0].endswith(".py")]
+                if f.rsplit(" (", 1)[-1].split(":")[0].endswith(".py")
+                or f.rsplit(" (", 1)[-1].startswith("<")]
 
     own = Counter()
     for r in running:

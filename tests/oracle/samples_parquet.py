@@ -15,8 +15,10 @@ total, running = con.execute("select count(*), count(*) filter (where running) f
 own = {}
 rows = con.execute("select stack, period from samples where running").fetchall()
 for stack, period in rows:
-    # Frames outermost first, each `function (file:line)`; Python's files end in .py.
-    python = [f for f in stack.split(";") if f.rsplit(" (", 1)[-1].split(":")[0].endswith(".py")]
+    # Frames outermost first, each `function (file:line)`; Python's files are sources
+    # (.py) or frozen modules (<frozen …>), native frames name their library.
+    python = [f for f in stack.split(";") if f.rsplit(" (", 1)[-1].split(":")[0].endswith(".py")
+              or f.rsplit(" (", 1)[-1].startswith("<")]
     if python:
         function = python[-1].rsplit(" (", 1)[0]
         own[function] = own.get(function, 0) + period

@@ -1,4 +1,5 @@
-"""C calling back into Python: `sort_in_c` hands libc's `qsort` (through ctypes and
+"""C calling back into Python (each call of `compare` long enough, ~1 ms, for both
+samplers to find the thread in it): `sort_in_c` hands libc's `qsort` (through ctypes and
 libffi) a Python `compare`, so a sample inside `compare` has native frames between two
 runs of the interpreter: sort_in_c → PyCFuncPtr_call → … → qsort_r → … →
 _CallPythonObject → compare."""
@@ -8,7 +9,7 @@ CMP = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_int), ctypes.POINTE
 
 def compare(a, b):
     x = 0
-    for i in range(200):
+    for i in range(20_000):
         x += i
     return a[0] - b[0]
 
@@ -18,6 +19,6 @@ def sort_in_c(n):
 
 def main():
     for _ in range(int(os.environ.get("STACKS_CALLBACK_ROUNDS", "6"))):
-        sort_in_c(20000)
+        sort_in_c(100)
 
 main()

@@ -244,12 +244,13 @@ impl StackSamples {
 
 impl crate::Trace {
     /// Whether sampled frame `f` is native code (C, C++): such frames have no line and
-    /// a library (or nothing) in place of a source file; Python's have a `.py` file or
-    /// a line.
+    /// a library (or nothing) in place of a source file; Python's have a line, or a
+    /// `.py` file or a `<frozen …>`/`<string>` one.
     pub fn is_native_frame(&self, f: u32) -> bool {
         let frames = &self.stacks.frames;
         let f = f as usize;
-        frames.line[f] == 0 && !self.str(frames.file[f]).ends_with(".py")
+        let file = self.str(frames.file[f]);
+        frames.line[f] == 0 && !file.ends_with(".py") && !file.starts_with('<')
     }
 }
 

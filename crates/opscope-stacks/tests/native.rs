@@ -125,3 +125,111 @@ fn an_ended_process_is_let_go() {
     sampler.retain_processes(&[]);
     assert_eq!(sampler.followed(), 0);
 }
+
+/// A return address in a library mapped after the process's map was read (a
+/// program importing an extension while sampled) is found once the map is read
+/// again: this process's map is read, libz is loaded, and a stack whose innermost
+/// frame is at the entry of a function of this binary (known from the start)
+/// returns into libz's `deflate`.
+#[test]
+fn a_library_loaded_after_the_map_was_read_is_found() {
+    use opscope_stacks::native::images::Images;
+    use opscope_stacks::native::perf::RawSample;
+    use opscope_stacks::native::unwind::{Address, ProcessCode};
+
+    let mut images = Images::default();
+    let mut code = ProcessCode::new(std::process::id() as i32, &mut images);
+    // SAFETY: dlopen/dlsym with NUL-terminated names; the handle is never closed, so
+    // the address stays valid for the test.
+    let deflate = unsafe {
+        let handle = libc::dlopen(c"libz.so.1".as_ptr(), libc::RTLD_NOW);
+        if handle.is_null() {
+            assert!(std::env::var_os("CI").is_none(), "no libz.so.1 in CI");
+            eprintln!("skipped: no libz.so.1");
+            return;
+        }
+        libc::dlsym(handle, c"deflate".as_ptr()) as u64
+    };
+    assert_ne!(deflate, 0);
+    // The map is read again at most every 50 ms: a sample this late may have it read.
+    std::thread::sleep(Duration::from_millis(60));
+    let entry = spin_here as *const () as u64;
+    let stack = (deflate + 16).to_ne_bytes();
+    let sample = RawSample {
+        pid: std::process::id() as i32,
+        tid: std::process::id() as i32,
+        time: 0,
+        ip: entry,
+        sp: 0x7000_0000,
+        bp: 0,
+        stack: &stack,
+    };
+    let mut frames = Vec::new();
+    code.unwind(&sample, &mut images, &mut frames);
+    assert!(frames.len() >= 2, "{frames:?}");
+    let Address::Code { image, .. } = frames[1] else {
+        panic!("the return into libz is no known code: {frames:?}");
+    };
+    assert!(
+        images.images[image as usize].name.starts_with("libz"),
+        "{frames:?}"
+    );
+}
+
+/// Code mapped after sampling began is named: a Python program that imports ctypes
+/// only after it was followed (so its map, read then, has no `_ctypes` or libffi) and
+/// then sorts with a Python comparison through libc's `qsort`. Samples inside the
+/// comparison run in the interpreter (mapped from the start) under libffi's and
+/// ctypes' frames, which must unwind and be named too.
+#[test]
+fn code_loaded_after_sampling_began_is_named() {
+    let python = std::env::var("OPSCOPE_PYTHON").unwrap_or_else(|_| "python3".into());
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/record/stacks_callback.py");
+    let program = format!(
+        "import time; time.sleep(0.3); exec(compile(open({s:?}).read(), {s:?}, 'exec'))",
+        s = script.display().to_string()
+    );
+    let mut child = match std::process::Command::new(&python)
+        .args(["-c", &program])
+        .env("STACKS_CALLBACK_ROUNDS", "2")
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            assert!(std::env::var_os("CI").is_none(), "no {python} in CI: {e}");
+            eprintln!("skipped: no {python}: {e}");
+            return;
+        }
+    };
+    let mut sampler = NativeSampler::new(400);
+    if let Err(e) = sampler.follow(child.id() as i32) {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "native sampling refused in CI: {e}"
+        );
+        eprintln!("skipped: {e}");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        return;
+    }
+    // Until the program ends (its own work bounds the wait).
+    while child.try_wait().unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(20));
+        sampler.drain();
+    }
+    assert!(child.wait().unwrap().success());
+    let native = sampler.finish();
+    let named = |name: &str| {
+        native
+            .samples
+            .iter()
+            .filter(|s| s.frames.iter().any(|f| &*f.function == name))
+            .count()
+    };
+    assert!(
+        named("ffi_call") > 0 && named("qsort_r") > 0,
+        "no ffi_call/qsort_r in {} samples",
+        native.samples.len()
+    );
+}

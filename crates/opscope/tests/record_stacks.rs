@@ -518,10 +518,9 @@ fn native_frames_stand_under_the_python_function_that_called_them() {
     let python_only = hot(&[]);
     for f in python_only["functions"].as_array().unwrap() {
         let file = f["file"].as_str().unwrap();
-        assert!(
-            file.ends_with(".py"),
-            "a native function without --native: {f}"
-        );
+        // Python's files: sources, or frozen modules (`<frozen importlib._bootstrap>`).
+        let python = file.ends_with(".py") || file.starts_with('<');
+        assert!(python, "a native function without --native: {f}");
     }
     let native = hot(&["--native"]);
     let zlib_own: f64 = native["functions"]
@@ -578,17 +577,23 @@ fn a_callback_from_c_stands_between_its_python_callers() {
     }
     let ours = native_between(&folded(&dir, &[]), "sort_in_c", "compare");
     let all: u64 = ours.iter().map(|(_, w)| w).sum();
-    let through_qsort: u64 = ours
-        .iter()
-        .filter(|(names, _)| {
-            let at = |n: &str| names.iter().position(|f| f == n);
-            matches!((at("PyCFuncPtr_call"), at("qsort_r")), (Some(a), Some(b)) if a < b)
-        })
-        .map(|(_, w)| w)
-        .sum();
+    // Samples whose native stack was taken at another moment stay Python only (no
+    // frames between); every one that has some has the whole chain, in order.
+    let merged: Vec<&(Vec<String>, u64)> = ours.iter().filter(|(n, _)| !n.is_empty()).collect();
+    let merged_weight: u64 = merged.iter().map(|(_, w)| w).sum();
+    for (names, _) in &merged {
+        let at = |n: &str| names.iter().position(|f| f == n);
+        assert!(
+            matches!(
+                (at("PyCFuncPtr_call"), at("qsort_r"), at("closure_fcn")),
+                (Some(a), Some(b), Some(c)) if a < b && b < c
+            ),
+            "compare not under qsort_r under sort_in_c: {names:?}"
+        );
+    }
     assert!(
-        through_qsort as f64 >= 0.6 * all as f64,
-        "compare is not under qsort_r under sort_in_c: {ours:?}"
+        merged_weight as f64 >= 0.2 * all as f64,
+        "few of compare's samples merged: {ours:?}"
     );
 
     let Some(raw) = py_spy_native(&scratch, &script, &[]) else {

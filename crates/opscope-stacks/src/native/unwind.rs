@@ -60,6 +60,18 @@ impl ProcessCode {
         let Ok(mappings) = maps::read(self.pid) else {
             return;
         };
+        // Code unmapped since (a library closed; the whole image, after an exec) must
+        // not name the addresses of what came in its place.
+        let unwinder = &mut self.unwinder;
+        self.loaded.retain(|l| {
+            let kept = mappings
+                .iter()
+                .any(|m| m.executable && m.start == l.start && m.end == l.end);
+            if !kept {
+                unwinder.remove_module(l.start);
+            }
+            kept
+        });
         for m in mappings.iter().filter(|m| m.executable) {
             let Some(path) = &m.path else { continue };
             if self
@@ -113,17 +125,27 @@ impl ProcessCode {
     /// the unwinder reached the stack's end (not cut short by the copy's end or a
     /// frame it could not explain). Return addresses are moved back one byte, into the
     /// call instruction, so that a call that ends a function is named by that function.
+    /// A frame in code no known file holds (a library loaded since the map was read:
+    /// `import ctypes` after sampling began) has the map read again, at most every
+    /// [`REFRESH`], and the stack unwound again with it.
     pub fn unwind(
         &mut self,
         sample: &RawSample,
         images: &mut Images,
         out: &mut Vec<Address>,
     ) -> bool {
-        out.clear();
+        let complete = self.unwind_with_known(sample, out);
+        let unknown = out.is_empty() || out.iter().any(|a| matches!(a, Address::Unknown(_)));
         let stale = self.refreshed.is_none_or(|t| t.elapsed() >= REFRESH);
-        if stale && matches!(address(&self.loaded, sample.ip), Address::Unknown(_)) {
-            self.refresh(images);
+        if !(unknown && stale) {
+            return complete;
         }
+        self.refresh(images);
+        self.unwind_with_known(sample, out)
+    }
+
+    fn unwind_with_known(&mut self, sample: &RawSample, out: &mut Vec<Address>) -> bool {
+        out.clear();
         let (base, stack) = (sample.sp, sample.stack);
         let mut read = |addr: u64| -> Result<u64, ()> {
             let at = usize::try_from(addr.checked_sub(base).ok_or(())?).map_err(|_| ())?;
