@@ -11,6 +11,22 @@ use std::time::{Duration, Instant};
 
 use opscope_stacks::native::NativeSampler;
 
+/// Whether `sampler` follows `pid`: off CI a refusing kernel skips the test, saying
+/// why; in CI it fails it.
+fn follows(sampler: &mut NativeSampler, pid: i32) -> bool {
+    match sampler.follow(pid) {
+        Ok(()) => true,
+        Err(e) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "native sampling refused in CI: {e}"
+            );
+            eprintln!("skipped: {e}");
+            false
+        }
+    }
+}
+
 #[inline(never)]
 fn spin_here(stop: &AtomicBool) -> u64 {
     let mut x = 1u64;
@@ -39,12 +55,7 @@ fn a_known_call_chain_unwinds_through_every_frame() {
     let worker = std::thread::spawn(move || outer_frame(&flag));
     let pid = std::process::id() as i32;
     let mut sampler = NativeSampler::new(200);
-    if let Err(e) = sampler.follow(pid) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "native sampling refused in CI: {e}"
-        );
-        eprintln!("skipped: {e}");
+    if !follows(&mut sampler, pid) {
         stop.store(true, Ordering::Relaxed);
         worker.join().unwrap();
         return;
@@ -107,12 +118,7 @@ fn an_ended_process_is_let_go() {
         .unwrap();
     let pid = child.id() as i32;
     let mut sampler = NativeSampler::new(100);
-    if let Err(e) = sampler.follow(pid) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "native sampling refused in CI: {e}"
-        );
-        eprintln!("skipped: {e}");
+    if !follows(&mut sampler, pid) {
         child.kill().unwrap();
         child.wait().unwrap();
         return;
@@ -203,12 +209,7 @@ fn code_loaded_after_sampling_began_is_named() {
         }
     };
     let mut sampler = NativeSampler::new(400);
-    if let Err(e) = sampler.follow(child.id() as i32) {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "native sampling refused in CI: {e}"
-        );
-        eprintln!("skipped: {e}");
+    if !follows(&mut sampler, child.id() as i32) {
         child.kill().unwrap();
         child.wait().unwrap();
         return;
