@@ -13,9 +13,11 @@ use crate::maps;
 
 /// Frames kept of one stack: deeper ones are a loop in corrupt memory, not a program.
 pub const MAX_FRAMES: usize = 512;
-/// How soon the memory map is read again for an address no mapped file holds
-/// (code loaded since; JIT code never has a file, so not every time).
+/// How soon the memory map is read again for an address no mapped file holds (code
+/// loaded since), and the longest wait it backs off to while the reads find nothing
+/// new (an address a frame-pointer guess made up is in no file ever).
 const REFRESH: Duration = Duration::from_millis(50);
+const REFRESH_MOST: Duration = Duration::from_secs(2);
 
 /// Where a frame was: a file's own address, or an address no known file holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -37,7 +39,11 @@ pub struct ProcessCode {
     unwinder: UnwinderX86_64<Bytes>,
     cache: CacheX86_64,
     loaded: Vec<Loaded>,
+    /// Executable memory of no file (JIT code, `[vdso]`) as of the last read of the
+    /// map: an address there is no reason to read it again.
+    fileless: Vec<(u64, u64)>,
     refreshed: Option<Instant>,
+    refresh_every: Duration,
 }
 
 impl ProcessCode {
@@ -47,7 +53,9 @@ impl ProcessCode {
             unwinder: UnwinderX86_64::new(),
             cache: CacheX86_64::new(),
             loaded: Vec::new(),
+            fileless: Vec::new(),
             refreshed: None,
+            refresh_every: REFRESH,
         };
         code.refresh(images);
         code
@@ -72,6 +80,12 @@ impl ProcessCode {
             }
             kept
         });
+        self.fileless = mappings
+            .iter()
+            .filter(|m| m.executable && m.path.is_none())
+            .map(|m| (m.start, m.end))
+            .collect();
+        let mut added = 0;
         for m in mappings.iter().filter(|m| m.executable) {
             let Some(path) = &m.path else { continue };
             if self
@@ -111,6 +125,7 @@ impl ProcessCode {
                 bias,
                 info,
             ));
+            added += 1;
             self.loaded.push(Loaded {
                 start: m.start,
                 end: m.end,
@@ -119,6 +134,10 @@ impl ProcessCode {
             });
         }
         self.loaded.sort_unstable_by_key(|l| l.start);
+        self.refresh_every = match added {
+            0 => (self.refresh_every * 2).min(REFRESH_MOST),
+            _ => REFRESH,
+        };
     }
 
     /// The frames of `sample`, innermost first, into `out` (cleared first); whether
@@ -127,7 +146,8 @@ impl ProcessCode {
     /// call instruction, so that a call that ends a function is named by that function.
     /// A frame in code no known file holds (a library loaded since the map was read:
     /// `import ctypes` after sampling began) has the map read again, at most every
-    /// [`REFRESH`], and the stack unwound again with it.
+    /// [`REFRESH`] (backing off while nothing new turns up), and the stack unwound
+    /// again with it.
     pub fn unwind(
         &mut self,
         sample: &RawSample,
@@ -135,8 +155,18 @@ impl ProcessCode {
         out: &mut Vec<Address>,
     ) -> bool {
         let complete = self.unwind_with_known(sample, out);
-        let unknown = out.is_empty() || out.iter().any(|a| matches!(a, Address::Unknown(_)));
-        let stale = self.refreshed.is_none_or(|t| t.elapsed() >= REFRESH);
+        let fileless = |at: u64| {
+            self.fileless
+                .iter()
+                .any(|&(start, end)| (start..end).contains(&at))
+        };
+        let unknown = out.is_empty()
+            || out
+                .iter()
+                .any(|a| matches!(*a, Address::Unknown(at) if !fileless(at)));
+        let stale = self
+            .refreshed
+            .is_none_or(|t| t.elapsed() >= self.refresh_every);
         if !(unknown && stale) {
             return complete;
         }
