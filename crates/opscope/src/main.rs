@@ -3,7 +3,6 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    opscope::malloc::keep_freed_memory();
     opscope_engine::load::cut_files::install();
     opscope::cli::models_die_with_the_process();
     ExitCode::from(opscope::cli::run(std::env::args_os()))

@@ -23,11 +23,10 @@ pub fn refresh(shared: &Shared, tick: u64, now: u64) {
     give_back_freed_memory();
 }
 
-/// Returns the memory the analyses' models held to the system. opscope's processes
-/// keep freed memory for reuse (`malloc::keep_freed_memory`: a command's next buffer
-/// skips the page faults), which in the agent, running for months, would keep every
-/// analysis's peak resident (past the 64 MiB an agent bounded to 4 MiB of chunks may
-/// hold).
+/// Returns the memory the analyses' models held to the system: glibc keeps freed memory
+/// at the top of its heaps (up to its trim threshold), which in the agent, running for
+/// months, would keep an analysis's peak resident (past the 64 MiB an agent bounded to
+/// 4 MiB of chunks may hold).
 pub(crate) fn give_back_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of malloc's own heaps to the kernel,
