@@ -251,33 +251,34 @@ pub(crate) struct Id2<'a> {
 /// `3605057436125.863`, `-5`, `1.5e3`. Digits past the nanosecond are rounded half away
 /// from zero. `None` for anything that is not a finite number in range.
 pub(crate) fn micros_to_ns(raw: &str) -> Option<i64> {
-    // Fast path for what traces hold: plain digits with at most three decimals.
+    // Fast path for what traces hold: plain digits with at most three decimals, sixteen
+    // whole digits at most (Unix time in µs; no overflow while reading them), in one
+    // pass.
     let bytes = raw.as_bytes();
-    if (1..=24).contains(&bytes.len()) && bytes[0].is_ascii_digit() {
-        let mut whole: i64 = 0;
-        let mut frac: i64 = 0;
-        let mut frac_digits = 0;
-        let mut seen_dot = false;
-        let mut plain = true;
-        for &b in bytes {
-            match b {
-                b'0'..=b'9' if !seen_dot => {
-                    whole = whole.checked_mul(10)?.checked_add((b - b'0') as i64)?
-                }
-                b'0'..=b'9' if frac_digits < 3 => {
-                    frac = frac * 10 + (b - b'0') as i64;
-                    frac_digits += 1;
-                }
-                b'.' if !seen_dot => seen_dot = true,
-                _ => {
-                    plain = false;
-                    break;
-                }
+    let digits = |from: usize, to: usize| {
+        let mut value: i64 = 0;
+        let mut at = from;
+        while at < to {
+            let digit = bytes[at].wrapping_sub(b'0');
+            if digit > 9 {
+                break;
             }
+            value = value * 10 + digit as i64;
+            at += 1;
         }
-        if plain && (!seen_dot || frac_digits > 0) {
-            let scale = [1000, 100, 10, 1][frac_digits];
-            return whole.checked_mul(1000)?.checked_add(frac * scale);
+        (value, at)
+    };
+    let (whole, at) = digits(0, bytes.len().min(17));
+    if (1..=16).contains(&at) {
+        if at == bytes.len() {
+            return whole.checked_mul(1000);
+        }
+        if bytes[at] == b'.' && (2..=4).contains(&(bytes.len() - at)) {
+            let (frac, end) = digits(at + 1, bytes.len());
+            if end == bytes.len() {
+                let scale = [1000, 100, 10, 1][end - at - 1];
+                return whole.checked_mul(1000)?.checked_add(frac * scale);
+            }
         }
     }
     let text = raw.trim();
@@ -355,5 +356,77 @@ mod tests {
         );
         assert_eq!(micros_to_ns("9999999999999999999999"), None);
         assert_eq!(micros_to_ns("null"), None);
+    }
+
+    /// Every shape of plain number near the fast path's edges (whole digits 1 to 20,
+    /// fraction digits 0 to 5, a dot with none after it, a minus, values near i64's limit) gives
+    /// what exact integer arithmetic gives: rounded half away from zero past the
+    /// nanosecond, `None` out of range.
+    #[test]
+    fn plain_numbers_equal_exact_arithmetic() {
+        fn exact(text: &str) -> Option<i64> {
+            let (negative, digits) = match text.strip_prefix('-') {
+                Some(rest) => (true, rest),
+                None => (false, text),
+            };
+            let (whole, frac) = digits.split_once('.').unwrap_or((digits, ""));
+            if whole.is_empty() && frac.is_empty() {
+                return None;
+            }
+            let whole: i128 = if whole.is_empty() {
+                0
+            } else {
+                whole.parse().ok()?
+            };
+            let mut ns = whole * 1000;
+            let mut scale = 100;
+            for (k, b) in frac.bytes().enumerate() {
+                let digit = (b - b'0') as i128;
+                if k < 3 {
+                    ns += digit * scale;
+                    scale /= 10;
+                } else {
+                    ns += (k == 3 && digit >= 5) as i128;
+                    break;
+                }
+            }
+            let ns = if negative { -ns } else { ns };
+            i64::try_from(ns).ok()
+        }
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let mut cases = vec![
+            "9223372036854775".to_string(),
+            "9223372036854775.807".to_string(),
+            "9223372036854775.808".to_string(),
+            "9223372036854776".to_string(),
+            "0.".to_string(),
+            "7.".to_string(),
+        ];
+        for whole in 1..=20 {
+            for frac in 0..=5 {
+                for _ in 0..50 {
+                    let mut text: String = (0..whole)
+                        .map(|_| (b'0' + (next() % 10) as u8) as char)
+                        .collect();
+                    if frac > 0 {
+                        text.push('.');
+                        text.extend((0..frac).map(|_| (b'0' + (next() % 10) as u8) as char));
+                    }
+                    if next() % 4 == 0 {
+                        text.insert(0, '-');
+                    }
+                    cases.push(text);
+                }
+            }
+        }
+        for text in &cases {
+            assert_eq!(micros_to_ns(text), exact(text), "{text}");
+        }
     }
 }
