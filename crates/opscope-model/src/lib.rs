@@ -8,6 +8,8 @@
 pub mod args;
 mod check;
 pub mod clock;
+#[cfg(feature = "compare")]
+pub mod compare;
 pub mod dims;
 pub mod events;
 pub mod kind;

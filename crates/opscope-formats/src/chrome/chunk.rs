@@ -119,6 +119,11 @@ pub(crate) struct Texts<'a> {
 }
 
 impl<'a> Texts<'a> {
+    /// Texts whose spans all lie in `side` (the reference reader's).
+    pub fn side_only(side: &'a str) -> Texts<'a> {
+        Texts { text: "", side }
+    }
+
     pub fn of(&self, span: Span) -> &'a str {
         let (start, end) = (span.start as usize, (span.start + span.len) as usize);
         if span.side {

@@ -7,6 +7,7 @@ mod chunk;
 mod export;
 mod kinds;
 mod parse;
+mod reference;
 mod scan;
 mod split;
 
@@ -21,6 +22,7 @@ use crate::error::ImportError;
 use builder::Builder;
 use chunk::{Batch, Chunk, Part, Spare};
 pub use export::{export, export_selected};
+pub use reference::import_reference;
 use split::Splitter;
 
 /// Imports one Chrome trace JSON document, already in memory (decompressed), as a new
@@ -118,19 +120,15 @@ struct Outline {
     saw_events: bool,
 }
 
-fn run(
-    input: Input,
-    path: &str,
-    trace: &mut Trace,
-    chunk_bytes: usize,
-) -> Result<SourceId, ImportError> {
+/// The source a document's events go to, on a clock of its own.
+fn new_source(trace: &mut Trace, path: &str) -> SourceId {
     let clock_name = trace.intern("chrome-json");
     let clock = trace.add_clock(ClockDomain {
         name: clock_name,
         to_global: LinearTransform::IDENTITY,
         unix_offset_ns: None,
     });
-    let source = trace.add_source(Source {
+    trace.add_source(Source {
         path: path.to_string(),
         format: crate::importer::Importer::name(&ChromeFormat).into(),
         clock,
@@ -138,7 +136,16 @@ fn run(
         rank: None,
         world_size: None,
         metadata: opscope_model::ArgsId::NONE,
-    });
+    })
+}
+
+fn run(
+    input: Input,
+    path: &str,
+    trace: &mut Trace,
+    chunk_bytes: usize,
+) -> Result<SourceId, ImportError> {
+    let source = new_source(trace, path);
     let mut builder = Builder::new(trace, source, path);
     // One thread reads (inflates), splits and parses events; this one builds the model
     // from them: the two cores of a typical machine share the work, and only a few

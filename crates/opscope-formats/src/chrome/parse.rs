@@ -6,7 +6,6 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-#[cfg(test)]
 use serde_json::value::RawValue;
 
 /// One trace event as written. Reading is lenient: a field of the wrong type reads as
@@ -34,14 +33,12 @@ pub(crate) struct RawEvent<'a> {
 /// An element of the event array, as the reference reader sees it: an event object, or
 /// anything else.
 #[allow(clippy::large_enum_variant)]
-#[cfg(test)]
 pub(crate) enum Element<'a> {
     Event(RawEvent<'a>),
     NotAnObject,
 }
 
 /// The reference reader the hand-written scanner is tested against.
-#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -104,10 +101,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
 }
 
 /// A string, or `None` when the JSON holds another type (which is consumed).
-#[cfg(test)]
 struct Lenient<T>(Option<T>);
 
-#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Cow<'a, str>> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -153,7 +148,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Cow<'a, str>> {
     }
 }
 
-#[cfg(test)]
 impl<'de: 'a, 'a> Deserialize<'de> for Lenient<Id<'a>> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         Ok(Lenient(Id::deserialize_lenient(d)?))
