@@ -472,7 +472,15 @@ fn sample_loop(shared: &Shared) {
             let keep = (shared.options.window.max(ENDED_JOBS_KEPT)).as_nanos() as u64;
             state.forget_ended(now, keep);
             for (key, job) in state.jobs.iter_mut() {
-                for p in job.processes.values_mut().filter(|p| p.connected) {
+                // A process's own entry is sampled, not an observer's beside it.
+                let shadowed: Vec<_> = (job.processes.iter())
+                    .filter(|(_, p)| job.shadowed(p))
+                    .map(|(&k, _)| k)
+                    .collect();
+                let sampled = (job.processes.iter_mut())
+                    .filter(|(k, p)| p.connected && !shadowed.contains(k))
+                    .map(|(_, p)| p);
+                for p in sampled {
                     if let Some(stat) = system::proc_stat::read_stat(p.pid as i32) {
                         p.cpu.sample(now, stat.ticks, ticks_per_s);
                         p.rss_bytes = stat.rss_pages * page;

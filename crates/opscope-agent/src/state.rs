@@ -302,6 +302,18 @@ pub struct HotSample {
 }
 
 impl Job {
+    /// Whether `p` is an observer's entry for a process that streams to the agent
+    /// itself (`record`'s sampler, outside a program its recorder is in): the process's
+    /// own entry stands for it in the job's list and figures, the observer's carries
+    /// its sampled stacks and hot functions.
+    pub fn shadowed(&self, p: &Process) -> bool {
+        p.hello.observed
+            && self
+                .processes
+                .values()
+                .any(|q| !q.hello.observed && q.pid == p.pid)
+    }
+
     /// Its processes' hot functions over the 10 s before `now_s`, the busiest first.
     fn hot_functions(&self, now_s: u64) -> Vec<HotState> {
         let mut by: HashMap<(&str, &str), u64> = HashMap::new();
@@ -336,6 +348,7 @@ impl Job {
         let processes: Vec<ProcessState> = self
             .processes
             .values()
+            .filter(|p| !self.shadowed(p))
             .map(|p| ProcessState {
                 pid: p.pid,
                 ppid: p.hello.ppid,
@@ -708,6 +721,48 @@ mod tests {
         let p = state.process_mut(&job, a).unwrap();
         p.add_hot(100, Vec::new());
         assert_eq!(p.hot.len(), 1);
+    }
+
+    /// A recorded process with an observer beside it (`record`'s sampler): listed once,
+    /// by its own entry, with the observer's hot functions; an observer alone (an
+    /// attached process) is listed.
+    #[test]
+    fn an_observer_of_a_recorded_process_is_not_listed_twice() {
+        let mut state = State::new(Flight::new(1 << 20, 60_000_000_000), 0);
+        let (job, _) = state.join(hello(10, 1, None), 10, 1000, 0);
+        let observer = Hello {
+            observed: true,
+            ..hello(10, 9, None)
+        };
+        let (_, watcher) = state.join(observer.clone(), 10, 1000, 0);
+        state.process_mut(&job, watcher).unwrap().add_hot(
+            1,
+            vec![HotSample {
+                function: "heavy".into(),
+                file: "t.py".into(),
+                ns: 500,
+            }],
+        );
+        let (_, alone) = state.join(
+            Hello {
+                pid: 20,
+                ..observer
+            },
+            20,
+            1000,
+            0,
+        );
+        let snap = state.snapshot(1000, 2 * 1_000_000_000);
+        let pids: Vec<(u32, u32)> = snap.jobs[0]
+            .processes
+            .iter()
+            .map(|p| (p.pid, p.ppid))
+            .collect();
+        assert_eq!(pids, vec![(10, 1), (20, 9)]);
+        assert_eq!(snap.jobs[0].hot_functions[0].function, "heavy");
+        let job_state = &state.jobs[&job];
+        assert!(job_state.shadowed(&job_state.processes[&watcher]));
+        assert!(!job_state.shadowed(&job_state.processes[&alone]));
     }
 
     #[test]

@@ -1768,3 +1768,74 @@ fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };
     program.wait().unwrap();
 }
+
+/// A program started under `record` while an agent runs: `record`'s sampler, outside
+/// it, joins the agent for its stacks (beside the recorder inside, which streams what
+/// it records), so `top` gives the job's hot functions (`heavy` first, as for an
+/// attached job) with each process listed once, and a dump of the job has the sampled
+/// stacks. Before, the samples of a recorded job reached its session only.
+#[test]
+fn a_recorded_programs_stacks_reach_top_and_its_dump() {
+    let scratch = scratch_dir("agent-record-stacks");
+    let agent = Agent::start(&scratch, &[]);
+    let session = scratch.join("session");
+    let program = common::repo_root().join("tests/record/stacks_hot.py");
+    let python = PathBuf::from(common::python());
+    let mut run = Stopping(Some(record(
+        &agent.socket,
+        "stacks-job",
+        &session,
+        &python,
+        &[program.to_str().unwrap()],
+    )));
+    let top = agent.top_until(PATIENCE, |top| {
+        job(top, "stacks-job")
+            .is_some_and(|j| j["hot_functions"].as_array().is_some_and(|h| h.len() >= 2))
+    });
+    let found = job(&top, "stacks-job").unwrap();
+    assert_eq!(found["hot_functions"][0]["function"], "heavy", "{found:#}");
+    let mut pids: Vec<u64> = found["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["pid"].as_u64().unwrap())
+        .collect();
+    let listed = pids.len();
+    pids.sort_unstable();
+    pids.dedup();
+    assert_eq!(pids.len(), listed, "each process listed once: {found:#}");
+    let dumped = scratch.join("dumped");
+    let out = agent.opscope(&["dump", "stacks-job", "-o", dumped.to_str().unwrap()]);
+    assert_ok(&out, "dump stacks-job");
+    let out = agent.opscope(&["stats", "hot", "--format", "json", dumped.to_str().unwrap()]);
+    assert_ok(&out, "stats hot of the dump");
+    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hot["functions"][0]["function"], "heavy", "{hot:#}");
+    let run = run.0.take().unwrap();
+    // SAFETY: kill(2) on our own child's pid, which we have not yet waited for; record
+    // passes the signal on to the program, which ends.
+    assert_eq!(unsafe { libc::kill(run.id() as i32, libc::SIGTERM) }, 0);
+    let out = run.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    agent.top_until(PATIENCE, |top| {
+        job(top, "stacks-job").is_some_and(|j| j["ended"] == true)
+    });
+}
+
+/// A `record` run stopped (SIGTERM, which it passes on to its program) if the test
+/// fails before stopping it, so that no program is left running.
+struct Stopping(Option<Child>);
+
+impl Drop for Stopping {
+    fn drop(&mut self) {
+        if let Some(mut run) = self.0.take() {
+            // SAFETY: kill(2) on our own child's pid, not yet waited for.
+            unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+            let _ = run.wait();
+        }
+    }
+}

@@ -19,6 +19,9 @@ impl Running {
     /// Starts `command` and waits for the first line it prints (`ready …`), which it
     /// gives with the program; the rest of its output stays to read.
     fn spawn(mut command: Command) -> (Running, String) {
+        // A group of its own, so that what it starts (a multiprocessing Manager, which
+        // outlived its parent's SIGKILL) goes with it.
+        std::os::unix::process::CommandExt::process_group(&mut command, 0);
         let mut child = command
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -59,7 +62,9 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
+        // SAFETY: kill(2) on the process group our child leads (its pid), whose leader
+        // has not been waited for yet or has just been.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
         let _ = self.0.wait();
     }
 }

@@ -148,7 +148,13 @@ pub fn run(options: &Options) -> Result<u8> {
     let sampler =
         (options.sample_ms > 0).then(|| sampler::start(child.id() as i32, options.sample_ms));
     let stacks = (options.stacks_hz > 0 && !options.live_only).then(|| {
-        stack_sampler::Background::start(child.id() as i32, options.stacks_hz, options.native)
+        // Where an agent runs, the sampled stacks go live too: the program's recorder
+        // streams its ops, and this sampler, outside it, its hot functions and stacks
+        // (the agent lists the program once, by its own entry).
+        let live = environment.agent.as_deref().and_then(|agent| {
+            observer::join(Some(agent), child.id() as i32, options.job.as_deref(), &dir)
+        });
+        stack_sampler::Background::start(child.id() as i32, options.stacks_hz, options.native, live)
     });
     let status = child.wait().context("waiting for the program")?;
     drop(forwarding);

@@ -336,11 +336,16 @@ pub struct Background {
 impl Background {
     /// Samples the tree under `root`, a program just started, `rate` times a second
     /// (and its native stacks, if `native`).
-    pub fn start(root: i32, rate: u32, native: bool) -> Background {
+    pub fn start(
+        root: i32,
+        rate: u32,
+        native: bool,
+        live: Option<super::observer::Joined>,
+    ) -> Background {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let thread = std::thread::spawn(move || {
-            let mut tree = Tree::starting(root).with_native(native);
+            let mut tree = Tree::starting(root).with_native(native).with_live(live);
             tree.sample(None, rate, &flag);
             tree
         });
