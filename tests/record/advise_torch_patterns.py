@@ -1,13 +1,13 @@
 """A PyTorch training loop for `opscope advise`'s PyTorch rules, written fresh: an MLP
-on CPU trained for 8 steps under the program's own `torch.profiler`, which writes
+on CPU (three hidden layers) trained for 8 steps under the program's own `torch.profiler`, which writes
 its Kineto trace to OUT.
 
     python advise_torch_patterns.py bad|good OUT.json
 
 `bad`: the DataLoader loads in the training process (num_workers=0) from a dataset that
 takes 25 ms a batch, the optimizer is SGD with foreach=False, and zero_grad writes
-zeros (set_to_none=False). `good`: two loader workers that have the batches ready
-(prefetched before profiling starts), foreach=True, set_to_none=True.
+zeros (set_to_none=False). `good`: two loader workers that have every batch ready in
+their queue before the loop starts, foreach=True, set_to_none=True.
 """
 
 import sys
@@ -35,8 +35,12 @@ def main():
     bad = mode == "bad"
     torch.set_num_threads(1)
     torch.manual_seed(0)
+    # Three hidden layers: a step long enough (about 150 ms) that taking a ready batch
+    # from the workers (a few ms on a loaded machine) stays well under the rule's 5 %.
     model = torch.nn.Sequential(
         torch.nn.Linear(512, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+        torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
         torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
         torch.nn.Linear(2048, 10),
     )
@@ -51,8 +55,13 @@ def main():
     )
     batches = iter(loader)
     if not bad:
-        # Let the workers fill their queues before the profiled steps.
-        time.sleep(1.0)
+        # The workers fill their queue before the profiled steps: every batch the run
+        # takes (ten) is there first, however long a loaded machine makes that (a
+        # second's sleep left the loop waiting on them: 5.3 % of a step, in a test run
+        # sharing two cores).
+        deadline = time.monotonic() + 120
+        while batches._data_queue.qsize() < 10 and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def train_step(x, y):
         optimizer.zero_grad(set_to_none=not bad)

@@ -1746,13 +1746,7 @@ fn an_attached_process_is_a_job_in_top_while_it_is_sampled() {
     );
     // Its stacks are in the flight recorder: a dump of the job has them, with the
     // shares `top` gave.
-    let dumped = scratch.join("dumped");
-    let out = agent.opscope(&["dump", "attached-job", "-o", dumped.to_str().unwrap()]);
-    assert_ok(&out, "dump attached-job");
-    let out = agent.opscope(&["stats", "hot", "--format", "json", dumped.to_str().unwrap()]);
-    assert_ok(&out, "stats hot of the dump");
-    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(hot["functions"][0]["function"], "heavy", "{hot:#}");
+    dumped_stacks_put_heavy_first(&agent, "attached-job", &scratch);
     // Ctrl-C: attach stops, keeps what it read, and leaves the agent.
     // SAFETY: kill(2) on our own child's pid, which we have not yet waited for.
     assert_eq!(unsafe { libc::kill(attach.id() as i32, libc::SIGINT) }, 0);
@@ -1804,13 +1798,7 @@ fn a_recorded_programs_stacks_reach_top_and_its_dump() {
     pids.sort_unstable();
     pids.dedup();
     assert_eq!(pids.len(), listed, "each process listed once: {found:#}");
-    let dumped = scratch.join("dumped");
-    let out = agent.opscope(&["dump", "stacks-job", "-o", dumped.to_str().unwrap()]);
-    assert_ok(&out, "dump stacks-job");
-    let out = agent.opscope(&["stats", "hot", "--format", "json", dumped.to_str().unwrap()]);
-    assert_ok(&out, "stats hot of the dump");
-    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(hot["functions"][0]["function"], "heavy", "{hot:#}");
+    dumped_stacks_put_heavy_first(&agent, "stacks-job", &scratch);
     let run = run.0.take().unwrap();
     // SAFETY: kill(2) on our own child's pid, which we have not yet waited for; record
     // passes the signal on to the program, which ends.
@@ -1824,6 +1812,18 @@ fn a_recorded_programs_stacks_reach_top_and_its_dump() {
     agent.top_until(PATIENCE, |top| {
         job(top, "stacks-job").is_some_and(|j| j["ended"] == true)
     });
+}
+
+/// `opscope dump JOB` holds the job's sampled stacks of `stacks_hot.py`: `stats hot` of
+/// the dump puts `heavy` first.
+fn dumped_stacks_put_heavy_first(agent: &Agent, job: &str, scratch: &Path) {
+    let dumped = scratch.join("dumped");
+    let out = agent.opscope(&["dump", job, "-o", dumped.to_str().unwrap()]);
+    assert_ok(&out, &format!("dump {job}"));
+    let out = agent.opscope(&["stats", "hot", "--format", "json", dumped.to_str().unwrap()]);
+    assert_ok(&out, "stats hot of the dump");
+    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(hot["functions"][0]["function"], "heavy", "{hot:#}");
 }
 
 /// A `record` run stopped (SIGTERM, which it passes on to its program) if the test

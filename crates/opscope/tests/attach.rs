@@ -62,9 +62,10 @@ impl Running {
 
 impl Drop for Running {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the process group our child leads (its pid), whose leader
-        // has not been waited for yet or has just been.
+        // SAFETY: kill(2) on the process group our child leads when `spawn` started it
+        // (its pid); the child itself is not waited for yet.
         unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.kill();
         let _ = self.0.wait();
     }
 }
