@@ -633,3 +633,38 @@ fn a_program_without_python_is_sampled_natively() {
     }
     assert!(in_matmul > 0, "no sample in matmul:\n{stacks}");
 }
+
+/// A thread that waits on a condition with a 0.5 ms timeout wakes, and reads as
+/// running, many times a second; py-spy calls such waits idle by name (its running
+/// samples of this program: `busy` 100 %). So does opscope: `Condition.wait` has no
+/// share of the running time (it had 7 %), `busy` nearly all of it.
+#[test]
+fn a_thread_polling_a_condition_is_idle() {
+    let program = Running::start(Path::new(&python()), "stacks_waiting.py");
+    let scratch = common::scratch_dir("attach-waiting");
+    let session = scratch.join("session");
+    sample(&program.pid(), "2s", &session, &["--no-native"]);
+    let out = opscope(&[
+        "stats",
+        "hot",
+        "--format",
+        "json",
+        session.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let hot: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let share = |name: &str| {
+        hot["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .map_or(0.0, |f| f["self_pct"].as_f64().unwrap())
+    };
+    assert!(share("Condition.wait") < 1.0, "{hot:#}");
+    assert!(share("busy") > 95.0, "{hot:#}");
+}
