@@ -933,8 +933,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         roles.sort();
         roles
     };
-    for name in ["loader", "ddp", "keras", "jax"] {
-        let info = info(&dir.join(name));
+    let names = |info: Value| {
         let mut named: Vec<String> = info["process_names"]
             .as_array()
             .unwrap()
@@ -942,7 +941,41 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
             .map(|n| n.as_str().unwrap().to_string())
             .collect();
         named.sort();
-        assert_eq!(roles(name), named, "{name}");
+        named
+    };
+    for name in ["loader", "ddp", "keras", "jax"] {
+        // The files of record's own samplers (stacks, and each process's CPU and
+        // memory) may add a process no recorder spoke for, which the agent never saw:
+        // a short-lived child of no Python (ctypes' `ldconfig -p`, run by torch at
+        // import). The processes that did speak are named alike with them and without.
+        let session = dir.join(name);
+        let recorded: Vec<PathBuf> = std::fs::read_dir(&session)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                let file = p.file_name().unwrap().to_string_lossy().into_owned();
+                file.ends_with(".pftrace")
+                    && !file.starts_with("opscope-stacks-")
+                    && !file.starts_with("opscope-processes-")
+            })
+            .collect();
+        assert!(
+            recorded.len() + 2 <= std::fs::read_dir(&session).unwrap().count(),
+            "{name}: no samplers' files"
+        );
+        let mut args = vec!["info".to_string()];
+        args.extend(recorded.iter().map(|p| p.to_string_lossy().into_owned()));
+        args.extend(["--format", "json", "--no-cache"].map(String::from));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let without_stacks = serde_json::from_slice(&common::opscope_ok(&args).stdout).unwrap();
+        assert_eq!(roles(name), names(without_stacks), "{name}");
+        let with_stacks = names(info(&session));
+        for role in roles(name) {
+            assert!(
+                with_stacks.contains(&role),
+                "{name}: {role} not in {with_stacks:?}"
+            );
+        }
     }
     let kinds = |name: &str| -> Vec<String> {
         roles(name)
