@@ -11,6 +11,7 @@ pub mod clock_merge;
 pub mod clock_sync;
 pub mod context;
 pub mod correlate;
+pub mod diff;
 pub mod critical_path;
 pub mod distribution;
 pub mod flame;

@@ -5,6 +5,7 @@
 pub mod agent;
 pub mod attach;
 pub mod convert;
+pub mod diff;
 pub mod dump;
 pub mod env;
 pub mod flame;

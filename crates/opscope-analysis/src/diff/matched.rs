@@ -1,0 +1,667 @@
+//! `diff` (by default): work matched by where it sits, step by step. Each host op is
+//! the op at the same place in the call tree of its step — the same names down from
+//! the step, the same count of like-named siblings before it — so that the third
+//! `aten::linear` of a step meets the third of the other run's. Device work meets device
+//! work by its launching op and its place among that op's launches, whatever the
+//! kernel is called on each side (`sm90_xmma_gemm…` against `Cijk_Alik_Bljk…`).
+//!
+//! Each line has a value per step on each side: the op's self time (host), or the
+//! work's device time. A line's verdict compares the medians, with a bootstrap interval
+//! ([`super::noise`]); its contribution is the change of its mean, and on the step's
+//! own thread the contributions and the time between ops add up to the change of the
+//! mean step exactly.
+
+use hashbrown::HashMap;
+use opscope_model::args::ArgValue;
+use opscope_model::{SourceId, StrId, Trace, TrackKind, NONE};
+use serde::Serialize;
+
+use super::noise::{self, mean, median};
+use super::{number_in_name, sources_of, Side};
+use crate::correlate;
+use crate::report::{Column, Line, Report, Reported, Table, Value};
+use crate::steps::{self, StepOptions};
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchedOptions {
+    /// A change counts when its interval lies beyond this share of A's median step…
+    pub step_percent: f64,
+    /// …and beyond this share of the line's own median in A.
+    pub line_percent: f64,
+    pub resamples: usize,
+    /// Lines shown in each table (all are counted in the sums).
+    pub top: usize,
+}
+
+impl Default for MatchedOptions {
+    fn default() -> MatchedOptions {
+        MatchedOptions {
+            step_percent: 5.0,
+            line_percent: 10.0,
+            resamples: 2000,
+            top: 20,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Slower,
+    Faster,
+    /// Within the noise, or smaller than the threshold.
+    Unchanged,
+    /// Only in B.
+    Appeared,
+    /// Only in A.
+    Disappeared,
+    /// Too few steps on a side to tell change from noise.
+    FewSteps,
+}
+
+impl Verdict {
+    fn word(self) -> &'static str {
+        match self {
+            Verdict::Slower => "slower",
+            Verdict::Faster => "faster",
+            Verdict::Unchanged => "unchanged",
+            Verdict::Appeared => "appeared",
+            Verdict::Disappeared => "disappeared",
+            Verdict::FewSteps => "few steps",
+        }
+    }
+}
+
+/// One value per step on each side, and what they say.
+#[derive(Clone, Debug, Serialize)]
+pub struct Compared {
+    pub per_step_ns: [Vec<f64>; 2],
+    pub median_ns: [f64; 2],
+    pub mean_ns: [f64; 2],
+    /// Median of B minus median of A.
+    pub change_ns: f64,
+    /// Its 95 % bootstrap interval.
+    pub interval_ns: Option<(f64, f64)>,
+    /// Mean of B minus mean of A: what the line adds to the change of the mean step.
+    pub mean_change_ns: f64,
+    pub verdict: Verdict,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchedLine {
+    /// Names from the step down, ` ▸ ` between them; `#k` is the k-th of like-named
+    /// siblings.
+    pub path: String,
+    /// Host: the op's self time on a thread; device: kernels, copies and sets.
+    pub on_device: bool,
+    /// On the step's own thread (its lines add up to the step).
+    pub main_thread: bool,
+    /// What the work is called on each side (device work may differ by name).
+    pub names: [Option<String>; 2],
+    /// Input shapes (Kineto's `Input Dims`) on each side, where recorded.
+    pub dims: [Option<String>; 2],
+    #[serde(flatten)]
+    pub compared: Compared,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SideSummary {
+    pub label: String,
+    pub file: String,
+    pub role: String,
+    pub rank: Option<u32>,
+    /// How its steps were found (`markers`, `framework`, `period`).
+    pub steps_found_by: String,
+    pub step_numbers: Vec<u64>,
+}
+
+/// The step's time split as `steps` and `gpu` split it, per step, before and after.
+#[derive(Clone, Debug, Serialize)]
+pub struct BreakdownLine {
+    pub what: &'static str,
+    #[serde(flatten)]
+    pub compared: Compared,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MatchedDiff {
+    pub sides: [SideSummary; 2],
+    pub options: MatchedOptions,
+    /// The step time, then its breakdown.
+    pub breakdown: Vec<BreakdownLine>,
+    /// The change of the mean step, and how it splits: the main thread's lines, and
+    /// the time on it between ops (the two add up to the change).
+    pub mean_step_change_ns: f64,
+    pub main_thread_lines_ns: f64,
+    pub between_ops_ns: f64,
+    /// Host lines, by contribution (largest change of the mean first); `top` of them.
+    pub host: Vec<MatchedLine>,
+    pub device: Vec<MatchedLine>,
+    /// Lines in all, before `top` kept the largest.
+    pub host_lines: usize,
+    pub device_lines: usize,
+}
+
+/// Where a line sits: its parent's key, its name, and its place among like-named
+/// siblings (for device work: among the op's launches).
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Key {
+    parent: u32,
+    name: String,
+    ordinal: u32,
+}
+
+const DEVICE: &str = "⇢ device";
+
+#[derive(Default)]
+struct Keys {
+    keys: Vec<Key>,
+    index: HashMap<Key, u32>,
+}
+
+impl Keys {
+    fn id(&mut self, key: Key) -> u32 {
+        if let Some(&id) = self.index.get(&key) {
+            return id;
+        }
+        let id = self.keys.len() as u32;
+        self.keys.push(key.clone());
+        self.index.insert(key, id);
+        id
+    }
+
+    fn path(&self, mut id: u32) -> String {
+        let mut parts = Vec::new();
+        while id != NONE {
+            let key = &self.keys[id as usize];
+            parts.push(match key.ordinal {
+                0 => key.name.clone(),
+                k => format!("{} #{}", key.name, k + 1),
+            });
+            id = key.parent;
+        }
+        parts.reverse();
+        parts.join(" ▸ ")
+    }
+
+    fn root(&self, mut id: u32) -> u32 {
+        while self.keys[id as usize].parent != NONE {
+            id = self.keys[id as usize].parent;
+        }
+        id
+    }
+}
+
+/// What one side's steps hold, per line.
+struct Measured {
+    summary: SideSummary,
+    /// Per step: the step's duration, and the main thread's time between ops.
+    step_ns: Vec<f64>,
+    between_ns: Vec<f64>,
+    /// Per line, its value in each step.
+    lines: HashMap<u32, Vec<f64>>,
+    names: HashMap<u32, String>,
+    dims: HashMap<u32, String>,
+    breakdown: Vec<(&'static str, Vec<f64>)>,
+}
+
+pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDiff, String> {
+    let mut keys = Keys::default();
+    let ma = measure(a, &mut keys)?;
+    let mb = measure(b, &mut keys)?;
+    let step_median_a = median(&ma.step_ns);
+    let judge = |va: &[f64], vb: &[f64], present: [bool; 2]| -> Compared {
+        let median_ns = [median(va), median(vb)];
+        let mean_ns = [mean(va), mean(vb)];
+        let interval_ns = noise::median_change_interval(va, vb, options.resamples);
+        let change_ns = median_ns[1] - median_ns[0];
+        let threshold = (options.step_percent / 100.0 * step_median_a)
+            .max(options.line_percent / 100.0 * median_ns[0].abs());
+        let verdict = match (present, interval_ns) {
+            ([false, _], _) => Verdict::Appeared,
+            ([_, false], _) => Verdict::Disappeared,
+            (_, None) => Verdict::FewSteps,
+            (_, Some((lo, _))) if lo > threshold => Verdict::Slower,
+            (_, Some((_, hi))) if hi < -threshold => Verdict::Faster,
+            _ => Verdict::Unchanged,
+        };
+        Compared {
+            per_step_ns: [va.to_vec(), vb.to_vec()],
+            median_ns,
+            mean_ns,
+            change_ns,
+            interval_ns,
+            mean_change_ns: mean_ns[1] - mean_ns[0],
+            verdict,
+        }
+    };
+    let breakdown: Vec<BreakdownLine> = ma
+        .breakdown
+        .iter()
+        .zip(&mb.breakdown)
+        .map(|((what, va), (_, vb))| BreakdownLine {
+            what,
+            compared: judge(va, vb, [true, true]),
+        })
+        .collect();
+    let mut ids: Vec<u32> = ma.lines.keys().chain(mb.lines.keys()).copied().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let zeros = |n: usize| vec![0.0; n];
+    let mut host = Vec::new();
+    let mut device = Vec::new();
+    for id in ids {
+        let va = ma.lines.get(&id).cloned();
+        let vb = mb.lines.get(&id).cloned();
+        let present = [va.is_some(), vb.is_some()];
+        let va = va.unwrap_or_else(|| zeros(ma.step_ns.len()));
+        let vb = vb.unwrap_or_else(|| zeros(mb.step_ns.len()));
+        let root = keys.root(id);
+        let on_device = keys.keys[id as usize].name == DEVICE;
+        let line = MatchedLine {
+            path: keys.path(id),
+            on_device,
+            main_thread: keys.keys[root as usize].name == MAIN_THREAD,
+            names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
+            dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
+            compared: judge(&va, &vb, present),
+        };
+        match on_device {
+            true => device.push(line),
+            false => host.push(line),
+        }
+    }
+    let by_contribution = |x: &MatchedLine, y: &MatchedLine| {
+        y.compared
+            .mean_change_ns
+            .abs()
+            .total_cmp(&x.compared.mean_change_ns.abs())
+            .then_with(|| x.path.cmp(&y.path))
+    };
+    host.sort_by(by_contribution);
+    device.sort_by(by_contribution);
+    let main_thread_lines_ns = host
+        .iter()
+        .filter(|l| l.main_thread)
+        .map(|l| l.compared.mean_change_ns)
+        .sum();
+    let (host_lines, device_lines) = (host.len(), device.len());
+    host.truncate(options.top);
+    device.truncate(options.top);
+    Ok(MatchedDiff {
+        mean_step_change_ns: mean(&mb.step_ns) - mean(&ma.step_ns),
+        main_thread_lines_ns,
+        between_ops_ns: mean(&mb.between_ns) - mean(&ma.between_ns),
+        sides: [ma.summary, mb.summary],
+        options: options.clone(),
+        breakdown,
+        host,
+        device,
+        host_lines,
+        device_lines,
+    })
+}
+
+const MAIN_THREAD: &str = "step thread";
+
+fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
+    let cx = side.cx;
+    let trace = cx.trace();
+    let s = &trace.slices;
+    let sources = sources_of(trace, side.rank)?;
+    let paths: Vec<&str> = sources
+        .iter()
+        .map(|src| trace.sources[src.index()].path.as_str())
+        .collect();
+    let all = steps::steps(cx, &StepOptions::default());
+    let chosen = all
+        .iter()
+        .filter(|st| paths.contains(&st.file.as_str()) && !st.steps.is_empty())
+        .filter(|st| !matches!(st.found_by, steps::StepSource::Loader))
+        .max_by_key(|st| st.steps.len())
+        .ok_or_else(|| {
+            format!(
+                "{}: no steps found (no step markers, no framework steps, no repeating \
+                 sequence of ops)",
+                side.label
+            )
+        })?;
+    let source = sources
+        .iter()
+        .copied()
+        .find(|src| trace.sources[src.index()].path == chosen.file)
+        .expect("the steps' source is the side's");
+    let mut picked: Vec<(u64, &steps::Step)> = chosen
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(k, st)| (number_in_name(&st.name).unwrap_or(k as u64), st))
+        .collect();
+    if let Some(range) = side.steps {
+        picked.retain(|(n, _)| range.contains(*n));
+        if picked.is_empty() {
+            return Err(format!(
+                "{}: none of its {} steps is in {range}",
+                side.label,
+                chosen.steps.len()
+            ));
+        }
+    }
+    let windows: Vec<(i64, i64)> = picked
+        .iter()
+        .map(|(_, st)| (st.start_ns, st.start_ns + st.dur_ns))
+        .collect();
+    let threads = threads_by_time(trace, source, &windows);
+    let dims_key = trace.strings.find("Input Dims");
+    let correlation = cx.correlation();
+    // Device work of the source by the time its launch (else itself) started, with
+    // the op that launched it.
+    let mut work: Vec<(i64, usize, usize)> = (0..s.len())
+        .filter(|&i| correlate::is_device_work(trace, i))
+        .filter(|&i| correlate::source_of(trace, i) == Some(source))
+        .filter_map(|w| {
+            let op = correlation.op_of(trace, w)?;
+            let launched_at = correlation.launch_of(w).map_or(s.ts[w], |c| s.ts[c]);
+            Some((launched_at, w, op))
+        })
+        .collect();
+    work.sort_unstable();
+    let n = windows.len();
+    let mut lines: HashMap<u32, Vec<f64>> = HashMap::new();
+    let mut names: HashMap<u32, String> = HashMap::new();
+    let mut dims: HashMap<u32, String> = HashMap::new();
+    let mut between_ns = vec![0.0; n];
+    // In the step at hand, the key of each slice seen (for its children and launches).
+    let mut key_of: HashMap<u32, u32> = HashMap::new();
+    for (step, &(start, end)) in windows.iter().enumerate() {
+        key_of.clear();
+        let step_name = picked[step].1.name.as_str();
+        for (place, &track) in threads.iter().enumerate() {
+            let root = keys.id(Key {
+                parent: NONE,
+                name: match place {
+                    0 => MAIN_THREAD.to_string(),
+                    _ => "other thread".to_string(),
+                },
+                ordinal: place.saturating_sub(1) as u32,
+            });
+            let range = trace.track_slices(opscope_model::TrackId(track));
+            let rows = &s.ts[range.clone()];
+            let first = range.start + rows.partition_point(|&ts| ts < start);
+            let last = range.start + rows.partition_point(|&ts| ts < end);
+            let mut siblings: HashMap<(u32, StrId), u32> = HashMap::new();
+            let mut top_level_ns = 0i64;
+            let clipped = |j: usize| s.end(j).min(end) - s.ts[j];
+            for i in first..last {
+                if correlate::is_device_work(trace, i) {
+                    continue;
+                }
+                let parent_key = match key_of.get(&s.parent[i]) {
+                    Some(&k) => k,
+                    None => {
+                        // Its parent is outside the step (a range around it) or none.
+                        top_level_ns += clipped(i);
+                        root
+                    }
+                };
+                let name = trace.str(s.name[i]);
+                // The step's own marker is `step` in every step, whatever its number.
+                let name = match s.ts[i] == start && name == step_name {
+                    true => "step",
+                    false => name,
+                };
+                let ordinal = siblings.entry((parent_key, s.name[i])).or_default();
+                let key = keys.id(Key {
+                    parent: parent_key,
+                    name: name.to_string(),
+                    ordinal: *ordinal,
+                });
+                *ordinal += 1;
+                key_of.insert(i as u32, key);
+                lines.entry(key).or_insert_with(|| vec![0.0; n])[step] += clipped(i) as f64;
+                if parent_key != root {
+                    let up = lines.get_mut(&parent_key).expect("a parent is a line");
+                    up[step] -= clipped(i) as f64;
+                }
+                match dims_key.and_then(|k| trace.args.find(s.args[i], k)) {
+                    Some(ArgValue::Json(d) | ArgValue::Str(d)) => {
+                        dims.entry(key).or_insert_with(|| trace.str(d).to_string());
+                    }
+                    _ => {}
+                }
+            }
+            if place == 0 {
+                between_ns[step] = (end - start - top_level_ns) as f64;
+            }
+        }
+        // Device work, under the op that launched it, in launch order.
+        let first = work.partition_point(|&(at, _, _)| at < start);
+        let last = work.partition_point(|&(at, _, _)| at < end);
+        let mut ordinals: HashMap<u32, u32> = HashMap::new();
+        for &(_, w, op) in &work[first..last] {
+            let Some(&op_key) = key_of.get(&(op as u32)) else {
+                continue;
+            };
+            let ordinal = ordinals.entry(op_key).or_default();
+            let key = keys.id(Key {
+                parent: op_key,
+                name: DEVICE.to_string(),
+                ordinal: *ordinal,
+            });
+            *ordinal += 1;
+            lines.entry(key).or_insert_with(|| vec![0.0; n])[step] += s.dur[w] as f64;
+            names
+                .entry(key)
+                .or_insert_with(|| trace.str(s.name[w]).to_string());
+        }
+    }
+    let breakdown: Vec<(&'static str, Vec<f64>)> = {
+        let of = |f: fn(&steps::Step) -> i64| -> Vec<f64> {
+            picked.iter().map(|(_, st)| f(st) as f64).collect()
+        };
+        let mut b = vec![("step", of(|st| st.dur_ns))];
+        if chosen.on_device {
+            b.push(("device busy", of(|st| st.device_busy_ns)));
+            b.push(("device idle", of(|st| st.device_idle_ns)));
+            b.push(("computation", of(|st| st.computation_ns)));
+            b.push(("communication", of(|st| st.communication_ns)));
+            b.push(("memory", of(|st| st.memory_ns)));
+        }
+        b
+    };
+    let summary = SideSummary {
+        label: side.label.clone(),
+        file: chosen.file.clone(),
+        role: chosen.role.clone(),
+        rank: chosen.rank,
+        steps_found_by: match &chosen.found_by {
+            steps::StepSource::Markers => "markers".into(),
+            steps::StepSource::Framework { calls } => format!("framework ({calls})"),
+            steps::StepSource::Period { period, .. } => {
+                format!("a sequence of {period} ops repeating")
+            }
+            steps::StepSource::None | steps::StepSource::Loader => "none".into(),
+        },
+        step_numbers: picked.iter().map(|(n, _)| *n).collect(),
+    };
+    Ok(Measured {
+        summary,
+        step_ns: windows.iter().map(|(a, b)| (b - a) as f64).collect(),
+        between_ns,
+        lines,
+        names,
+        dims,
+        breakdown,
+    })
+}
+
+/// The host thread tracks of `source` by the time their outermost slices spend in
+/// the steps, most first: the first is the step's own thread.
+fn threads_by_time(trace: &Trace, source: SourceId, windows: &[(i64, i64)]) -> Vec<u32> {
+    let s = &trace.slices;
+    let mut threads: Vec<(i64, u32)> = Vec::new();
+    for (t, track) in trace.tracks.iter().enumerate() {
+        if track.kind != TrackKind::Thread
+            || correlate::source_of_track(trace, track) != Some(source)
+        {
+            continue;
+        }
+        let range = trace.track_slices(opscope_model::TrackId(t as u32));
+        let mut busy = 0i64;
+        for &(start, end) in windows {
+            let rows = &s.ts[range.clone()];
+            let first = range.start + rows.partition_point(|&ts| ts < start);
+            let last = range.start + rows.partition_point(|&ts| ts < end);
+            for i in first..last {
+                let parent = s.parent[i];
+                if parent == NONE || s.ts[parent as usize] < start {
+                    busy += s.end(i).min(end) - s.ts[i];
+                }
+            }
+        }
+        if busy > 0 {
+            threads.push((busy, t as u32));
+        }
+    }
+    threads.sort_unstable_by(|a, b| b.cmp(a));
+    threads.into_iter().map(|(_, t)| t).collect()
+}
+
+impl MatchedLine {
+    /// The line as a table shows it: its path, with what it is called on each side
+    /// where that differs (device work) and its shapes where they changed.
+    fn shown(&self) -> String {
+        let mut text = self.path.clone();
+        match &self.names {
+            [Some(a), Some(b)] if a != b => text += &format!(" ({a} → {b})"),
+            [Some(a), None] | [None, Some(a)] => text += &format!(" ({a})"),
+            [Some(a), Some(_)] => text += &format!(" ({a})"),
+            [None, None] => {}
+        }
+        if let [Some(a), Some(b)] = &self.dims {
+            if a != b {
+                text += &format!(" [shapes {a} → {b}]");
+            }
+        }
+        text
+    }
+}
+
+fn row(kind: &str, verdict: Verdict, c: &Compared, what: String) -> Vec<Value> {
+    // No interval (too few steps) is shown as `-`.
+    let bound = |k: usize| {
+        c.interval_ns.map_or(
+            Value::Number {
+                value: None,
+                decimals: 0,
+            },
+            |i| Value::Duration([i.0, i.1][k]),
+        )
+    };
+    vec![
+        Value::text(verdict.word()),
+        Value::Duration(c.median_ns[0]),
+        Value::Duration(c.median_ns[1]),
+        Value::Duration(c.change_ns),
+        bound(0),
+        bound(1),
+        Value::Duration(c.mean_change_ns),
+        Value::text(kind),
+        Value::text(what),
+    ]
+}
+
+impl Reported for MatchedDiff {
+    fn report(&self) -> Report {
+        let mut report = Report::default();
+        for (k, side) in self.sides.iter().enumerate() {
+            let numbers = &side.step_numbers;
+            let steps = match numbers.as_slice() {
+                [] => "no steps".to_string(),
+                [one] => format!("step {one}"),
+                [first, .., last] => format!("{} steps, {first}..={last}", numbers.len()),
+            };
+            report.line(Line::of(format!(
+                "{}: {} ({}, {}), steps by {}",
+                ["A", "B"][k],
+                side.label,
+                side.role,
+                steps,
+                side.steps_found_by
+            )));
+        }
+        if let Some(step) = self.breakdown.first() {
+            let c = &step.compared;
+            let mut line = Line::of("Step time (median): ")
+                .value(Value::Duration(c.median_ns[0]))
+                .text(" → ")
+                .value(Value::Duration(c.median_ns[1]))
+                .text(", ")
+                .value(Value::Duration(c.change_ns));
+            if let Some((lo, hi)) = c.interval_ns {
+                line = line
+                    .text(" (95 % interval ")
+                    .value(Value::Duration(lo))
+                    .text(" to ")
+                    .value(Value::Duration(hi))
+                    .text(")");
+            }
+            report.line(line.text(format!(": {}", c.verdict.word())));
+        }
+        report.line(
+            Line::of("The mean step changed by ")
+                .value(Value::Duration(self.mean_step_change_ns))
+                .text(": ")
+                .value(Value::Duration(self.main_thread_lines_ns))
+                .text(" in the lines of the step's thread, ")
+                .value(Value::Duration(self.between_ops_ns))
+                .text(" between its outermost ops."),
+        );
+        report.line(Line::of(format!(
+            "A line changed where the 95 % interval of its median's change ({} bootstrap \
+             resamples of the steps) lies beyond ±max({} % of A's median step, {} % of the \
+             line's median in A). Host lines are self time per step, device lines device \
+             time per step under the launching op; by contribution to the mean step.",
+            self.options.resamples, self.options.step_percent, self.options.line_percent
+        )));
+        report.blank();
+        let mut table = Table::new(vec![
+            Column::text("verdict"),
+            Column::numeric("median A").in_csv("median_a_us"),
+            Column::numeric("median B").in_csv("median_b_us"),
+            Column::numeric("change").in_csv("change_us"),
+            Column::numeric("low").in_csv("interval_low_us"),
+            Column::numeric("high").in_csv("interval_high_us"),
+            Column::numeric("mean Δ").in_csv("mean_change_us"),
+            Column::text("kind"),
+            Column::text("line"),
+        ]);
+        for b in &self.breakdown {
+            table.rows.push(row(
+                "step",
+                b.compared.verdict,
+                &b.compared,
+                b.what.to_string(),
+            ));
+        }
+        for l in &self.host {
+            let kind = if l.main_thread { "host" } else { "host, other thread" };
+            table
+                .rows
+                .push(row(kind, l.compared.verdict, &l.compared, l.shown()));
+        }
+        for l in &self.device {
+            table
+                .rows
+                .push(row("device", l.compared.verdict, &l.compared, l.shown()));
+        }
+        report.table(table);
+        let hidden = (self.host_lines - self.host.len()) + (self.device_lines - self.device.len());
+        if hidden > 0 {
+            report.line(Line::of(format!(
+                "{hidden} smaller lines not shown (--top)"
+            )));
+        }
+        report
+    }
+}

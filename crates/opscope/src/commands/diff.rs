@@ -1,0 +1,176 @@
+//! `opscope diff A B`: what changed between two traces, two ranks of one (`--rank 0
+//! --rank 3`) or two step ranges of one (`--steps 10..20 --steps 80..90`), matched by
+//! place in the call tree with a verdict against noise, or grouped by name as HTA's
+//! `TraceDiff` (`--by name`).
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use clap::ValueEnum;
+use opscope_analysis::diff::{self, Device, MatchedOptions, Side, StepRange};
+use opscope_analysis::Context;
+use opscope_engine::load::{load, LoadOptions};
+
+use crate::output::{self, OutputFormat};
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum By {
+    /// Each op against the op at the same place in the call tree, device work under
+    /// its launching op, per step, with a verdict against the noise.
+    #[default]
+    Structure,
+    /// Counts and total durations per name, as HTA's TraceDiff.compare_traces and
+    /// ops_diff (one iteration per side unless --steps).
+    Name,
+}
+
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum DeviceArg {
+    Cpu,
+    Gpu,
+    #[default]
+    All,
+}
+
+#[derive(clap::Args)]
+#[command(
+    about = "What changed between two runs, two ranks or two step ranges, and whether it is more than noise",
+    long_about = "Compare two traces (two runs, two hosts, two library versions), two ranks of one \
+                  trace (--rank 0 --rank 3) or two step ranges of one (--steps 10..20 --steps 80..90).\n\n\
+                  By default work is matched by place: each op against the op at the same place \
+                  in its step's call tree (the same names from the step down, the same number of \
+                  like-named siblings before it), device work under its launching op whatever its \
+                  kernel is called on each side. Each line has one value per step on each side \
+                  (host: the op's self time; device: its device time); its verdict (slower, \
+                  faster, unchanged) comes from the change of the median and its 95 % bootstrap \
+                  interval against a threshold (--step-percent of A's median step, --line-percent \
+                  of the line's own median). Lines are sorted by their contribution to the change \
+                  of the mean step; on the step's thread the contributions and the time between \
+                  ops add up to that change exactly.\n\n\
+                  --by name groups by name as HTA's TraceDiff.compare_traces does: one rank (the \
+                  lowest unless --rank) and one iteration (the first ProfilerStep#N unless \
+                  --steps) per side, counts and total durations per name, and ops_diff's \
+                  categories (added, deleted, increased, decreased, unchanged).",
+    after_help = "Examples:\n  opscope diff before/ after/\n  opscope diff run.json.gz --rank 0 --rank 3\n  opscope diff run/ --steps 10..20 --steps 80..90\n  opscope diff control.json.gz test.json.gz --by name --device gpu --format csv"
+)]
+pub struct Args {
+    /// Two traces (A, then B), or one with --rank or --steps given twice. A trace is a
+    /// file or a directory of trace files, as every command takes it.
+    #[arg(value_name = "TRACE", required = true, num_args = 1..=2)]
+    traces: Vec<PathBuf>,
+    /// The rank of each side: twice (A's, then B's), or once for both [default: the
+    /// lowest rank of each trace].
+    #[arg(long, value_name = "RANK", action = clap::ArgAction::Append)]
+    rank: Vec<u32>,
+    /// The steps of each side (N, A..B with B excluded, A..=B, A..): twice (A's, then
+    /// B's), or once for both. Steps are numbered as their markers are
+    /// (ProfilerStep#N), else by their place from 0 [default: every step; with --by
+    /// name, the first iteration].
+    #[arg(long, value_name = "RANGE", action = clap::ArgAction::Append)]
+    steps: Vec<StepRange>,
+    /// How work is paired.
+    #[arg(long, value_enum, default_value_t)]
+    by: By,
+    /// With --by name: host events, device work, or both.
+    #[arg(long, value_enum, default_value_t)]
+    device: DeviceArg,
+    /// With --by name: HTA's short names (no template or function arguments).
+    #[arg(long)]
+    short_names: bool,
+    /// A change counts only beyond this percentage of A's median step…
+    #[arg(long, default_value_t = MatchedOptions::default().step_percent, value_name = "PERCENT")]
+    step_percent: f64,
+    /// …and beyond this percentage of the line's own median in A.
+    #[arg(long, default_value_t = MatchedOptions::default().line_percent, value_name = "PERCENT")]
+    line_percent: f64,
+    /// Lines shown of each kind (host, device), largest contribution first.
+    #[arg(long, default_value_t = MatchedOptions::default().top, value_name = "N")]
+    top: usize,
+    #[arg(long, value_enum, default_value_t)]
+    format: OutputFormat,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+    /// Parse the files even when the model cache holds them.
+    #[arg(long)]
+    no_cache: bool,
+}
+
+/// Each side's value of a twice-given option: A's then B's, or one for both.
+fn per_side<T: Clone>(values: &[T], name: &str) -> Result<[Option<T>; 2]> {
+    Ok(match values {
+        [] => [None, None],
+        [both] => [Some(both.clone()), Some(both.clone())],
+        [a, b] => [Some(a.clone()), Some(b.clone())],
+        _ => bail!("--{name} is given once (both sides) or twice (A's, then B's)"),
+    })
+}
+
+pub fn run(args: Args) -> Result<()> {
+    let ranks = per_side(&args.rank, "rank")?;
+    let steps = per_side(&args.steps, "steps")?;
+    let options = LoadOptions {
+        quiet: args.quiet,
+        cache: !args.no_cache,
+    };
+    let one_trace = args.traces.len() == 1;
+    if one_trace && args.rank.len() < 2 && args.steps.len() < 2 {
+        bail!(
+            "one trace is compared with itself only by parts: give --rank twice or --steps \
+             twice (or give two traces)"
+        );
+    }
+    let a = load(&args.traces[..1], &options)?;
+    let b = match one_trace {
+        true => None,
+        false => Some(load(&args.traces[1..], &options)?),
+    };
+    let cx_a = Context::new(&a);
+    let cx_b = b.as_ref().map(Context::new);
+    let label = |k: usize| {
+        let path = args.traces[k.min(args.traces.len() - 1)].display().to_string();
+        let mut parts = vec![path];
+        if args.rank.len() == 2 {
+            parts.push(format!("rank {}", args.rank[k]));
+        }
+        if args.steps.len() == 2 {
+            parts.push(format!("steps {}", args.steps[k]));
+        }
+        parts.join(", ")
+    };
+    let side_a = Side {
+        cx: &cx_a,
+        label: label(0),
+        rank: ranks[0],
+        steps: steps[0],
+    };
+    let side_b = Side {
+        cx: cx_b.as_ref().unwrap_or(&cx_a),
+        label: label(1),
+        rank: ranks[1],
+        steps: steps[1],
+    };
+    match args.by {
+        By::Name => {
+            let device = match args.device {
+                DeviceArg::Cpu => Device::Cpu,
+                DeviceArg::Gpu => Device::Gpu,
+                DeviceArg::All => Device::All,
+            };
+            let result = diff::by_name::by_name(&side_a, &side_b, device, args.short_names)
+                .map_err(anyhow::Error::msg)?;
+            output::print(args.format, &result)
+        }
+        By::Structure => {
+            let options = MatchedOptions {
+                step_percent: args.step_percent,
+                line_percent: args.line_percent,
+                top: args.top,
+                ..MatchedOptions::default()
+            };
+            let result = diff::matched::matched(&side_a, &side_b, &options)
+                .map_err(anyhow::Error::msg)?;
+            output::print(args.format, &result)
+        }
+    }
+}
