@@ -142,3 +142,181 @@ fn by_name_says_which_iterations_a_trace_lacks() {
         "one trace alone names what else to give"
     );
 }
+
+/// The tests that record take turns: two at once would share the machine unevenly.
+static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Records `tests/record/diff_program.py` once per variant, their loops started
+/// together (so that the machine's load, whatever it is, falls on every run alike);
+/// the sessions, in order.
+fn record_variants(dir: &Path, variants: &[&str]) -> Vec<std::path::PathBuf> {
+    let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let program = repo_root().join("tests/record/diff_program.py");
+    let ready = dir.join("ready");
+    let count = variants.len().to_string();
+    let runs: Vec<(std::path::PathBuf, std::process::Child)> = variants
+        .iter()
+        .enumerate()
+        .map(|(k, variant)| {
+            let session = dir.join(format!("{k}-{variant}"));
+            let child = std::process::Command::new(env!("CARGO_BIN_EXE_opscope"))
+                .args(["record", "-q", "-o"])
+                .arg(&session)
+                .arg("--")
+                .arg(python())
+                .arg(&program)
+                .arg(variant)
+                .arg(&ready)
+                .arg(&count)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            (session, child)
+        })
+        .collect();
+    runs.into_iter()
+        .map(|(session, child)| {
+            let out = child.wait_with_output().unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                session.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            session
+        })
+        .collect()
+}
+
+fn matched(a: &Path, b: &Path) -> Value {
+    let out = opscope_ok(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--format",
+        "json",
+        "-q",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn lines(diff: &Value) -> impl Iterator<Item = &Value> {
+    diff["host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(diff["device"].as_array().unwrap())
+}
+
+/// A program recorded twice as it is: its step and every line unchanged within the
+/// noise. A verdict is a statistical test, so a false alarm is possible: a pair that
+/// gives one is recorded again once, and only a second false alarm fails.
+#[test]
+fn a_program_recorded_twice_unchanged_is_unchanged_within_noise() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("diff-unchanged");
+    let mut said = Vec::new();
+    for attempt in 0..2 {
+        let sessions = record_variants(&dir.join(attempt.to_string()), &["same", "same"]);
+        let diff = matched(&sessions[0], &sessions[1]);
+        assert_eq!(
+            diff["sides"][0]["step_numbers"].as_array().unwrap().len(),
+            60
+        );
+        let step = &diff["breakdown"][0];
+        let step_median = step["median_ns"][0].as_f64().unwrap();
+        let mut alarms: Vec<String> = lines(&diff)
+            .filter(|l| {
+                let v = l["verdict"].as_str().unwrap();
+                let big = l["mean_change_ns"].as_f64().unwrap().abs() > 0.05 * step_median;
+                v == "slower" || v == "faster" || (big && v != "unchanged")
+            })
+            .map(|l| format!("{} {}", l["verdict"], l["path"]))
+            .collect();
+        if step["verdict"] != "unchanged" {
+            alarms.push(format!("the step: {}", step["verdict"]));
+        }
+        // Each line counted, and the sums close: lines and time between ops make the
+        // change of the mean step.
+        let sum = diff["main_thread_lines_ns"].as_f64().unwrap()
+            + diff["between_ops_ns"].as_f64().unwrap();
+        let total = diff["mean_step_change_ns"].as_f64().unwrap();
+        assert!((sum - total).abs() < 1.0, "{sum} against {total}");
+        if alarms.is_empty() {
+            return;
+        }
+        eprintln!("attempt {attempt}: false alarms {alarms:?}");
+        said.extend(alarms);
+    }
+    panic!("the same program recorded twice, twice over, changed: {said:?}");
+}
+
+/// The data loader sleeps 15 ms per batch in B: `diff` names the loader's line first,
+/// slower, its median change the 15 ms slept within 5 %. The step grows by more than
+/// that (every op ran 10-30 % slower after a sleep: caches went cold while the other
+/// run used them), and the lines and the time between ops add up to its change.
+/// Layers 4x wider in C: the matmuls of the wider layer come first.
+#[test]
+fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("diff-changed");
+    // In pairs: beside a third run on two cores, the one that sleeps would also run
+    // its ops on a less crowded machine.
+    let sessions = record_variants(&dir.join("sleep"), &["same", "sleep"]);
+    let diff = matched(&sessions[0], &sessions[1]);
+    let step = &diff["breakdown"][0];
+    assert_eq!(step["verdict"], "slower", "{step:#}");
+    let total = diff["mean_step_change_ns"].as_f64().unwrap();
+    let sum =
+        diff["main_thread_lines_ns"].as_f64().unwrap() + diff["between_ops_ns"].as_f64().unwrap();
+    assert!((sum - total).abs() < 1.0, "{sum} against {total}");
+    let first = &diff["host"][0];
+    let path = first["path"].as_str().unwrap();
+    assert!(path.contains("DataLoader"), "first: {path}");
+    assert_eq!(first["verdict"], "slower");
+    let slept = 15e6;
+    let change = first["change_ns"].as_f64().unwrap();
+    assert!(
+        (change - slept).abs() <= 0.05 * slept,
+        "{path} changed by {change} ns; the loader slept {slept} ns more per step"
+    );
+    let explained = first["mean_change_ns"].as_f64().unwrap();
+    assert!(
+        explained >= 0.6 * total && explained <= 1.05 * total,
+        "{path} explains {explained} ns of {total} ns"
+    );
+    // Nothing else is named slower by more than noise allows.
+    for line in lines(&diff).skip(1) {
+        assert_ne!(line["verdict"], "slower", "{line:#}");
+    }
+
+    let sessions = record_variants(&dir.join("wide"), &["same", "wide"]);
+    let diff = matched(&sessions[0], &sessions[1]);
+    assert_eq!(diff["breakdown"][0]["verdict"], "slower");
+    let first = diff["host"][0]["path"].as_str().unwrap();
+    assert!(
+        first.ends_with("aten::mm")
+            || first.ends_with("aten::mm #2")
+            || first.ends_with("aten::addmm"),
+        "first: {first}"
+    );
+    let text = String::from_utf8(
+        opscope_ok(&[
+            "diff",
+            sessions[0].to_str().unwrap(),
+            sessions[1].to_str().unwrap(),
+            "-q",
+        ])
+        .stdout,
+    )
+    .unwrap();
+    assert!(
+        text.contains("Step time (median)") && text.contains("slower"),
+        "{text}"
+    );
+}

@@ -129,7 +129,11 @@ fn side_totals(
     numbers.sort_unstable();
     numbers.dedup();
     let iterations: Vec<u64> = match side.steps {
-        Some(range) => numbers.iter().copied().filter(|&n| range.contains(n)).collect(),
+        Some(range) => numbers
+            .iter()
+            .copied()
+            .filter(|&n| range.contains(n))
+            .collect(),
         None => numbers.first().copied().into_iter().collect(),
     };
     if iterations.is_empty() {
@@ -247,7 +251,11 @@ impl Reported for NameDiff {
                     its.len()
                 ),
             };
-            format!("{}: {}, {rank}, {iterations}", ["A", "B"][k], self.labels[k])
+            format!(
+                "{}: {}, {rank}, {iterations}",
+                ["A", "B"][k],
+                self.labels[k]
+            )
         };
         report.line(Line::of(describe(0)));
         report.line(Line::of(describe(1)));
@@ -261,7 +269,10 @@ impl Reported for NameDiff {
         let summary = ["added", "deleted", "increased", "decreased", "unchanged"]
             .iter()
             .map(|c| {
-                let n = by_change.iter().find(|(k, _)| k == c).map_or(0, |(_, n)| *n);
+                let n = by_change
+                    .iter()
+                    .find(|(k, _)| k == c)
+                    .map_or(0, |(_, n)| *n);
                 format!("{n} {c}")
             })
             .collect::<Vec<_>>()
@@ -274,7 +285,11 @@ impl Reported for NameDiff {
                 Device::Gpu => "device",
                 Device::All => "host and device",
             },
-            if self.short_names { ", short names" } else { "" }
+            if self.short_names {
+                ", short names"
+            } else {
+                ""
+            }
         )));
         report.blank();
         let mut table = Table::new(vec![

@@ -170,10 +170,14 @@ impl Keys {
         id
     }
 
+    /// Names from the step down; lines of other threads start with the thread.
     fn path(&self, mut id: u32) -> String {
         let mut parts = Vec::new();
         while id != NONE {
             let key = &self.keys[id as usize];
+            if key.parent == NONE && key.name == MAIN_THREAD {
+                break;
+            }
             parts.push(match key.ordinal {
                 0 => key.name.clone(),
                 k => format!("{} #{}", key.name, k + 1),
@@ -396,20 +400,18 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
                 if correlate::is_device_work(trace, i) {
                     continue;
                 }
-                let parent_key = match key_of.get(&s.parent[i]) {
-                    Some(&k) => k,
-                    None => {
-                        // Its parent is outside the step (a range around it) or none.
-                        top_level_ns += clipped(i);
-                        root
-                    }
-                };
+                // The step's own marker is no line: what it holds but its ops is the
+                // time between them.
                 let name = trace.str(s.name[i]);
-                // The step's own marker is `step` in every step, whatever its number.
-                let name = match s.ts[i] == start && name == step_name {
-                    true => "step",
-                    false => name,
-                };
+                if s.ts[i] == start && name == step_name {
+                    key_of.insert(i as u32, root);
+                    continue;
+                }
+                // A parent outside the step (a range around it) or none: outermost.
+                let parent_key = key_of.get(&s.parent[i]).copied().unwrap_or(root);
+                if parent_key == root {
+                    top_level_ns += clipped(i);
+                }
                 let ordinal = siblings.entry((parent_key, s.name[i])).or_default();
                 let key = keys.id(Key {
                     parent: parent_key,
@@ -645,7 +647,11 @@ impl Reported for MatchedDiff {
             ));
         }
         for l in &self.host {
-            let kind = if l.main_thread { "host" } else { "host, other thread" };
+            let kind = if l.main_thread {
+                "host"
+            } else {
+                "host, other thread"
+            };
             table
                 .rows
                 .push(row(kind, l.compared.verdict, &l.compared, l.shown()));

@@ -28,7 +28,8 @@ impl std::str::FromStr for StepRange {
 
     /// `N`, `A..B` (B excluded, as Rust writes ranges), `A..=B`, `A..`, `..B`.
     fn from_str(text: &str) -> Result<StepRange, String> {
-        let wrong = || format!("`{text}` is no step range: write N, A..B (B excluded), A..=B or A..");
+        let wrong =
+            || format!("`{text}` is no step range: write N, A..B (B excluded), A..=B or A..");
         let number = |t: &str| t.trim().parse::<u64>().map_err(|_| wrong());
         let (first, last) = if let Some((a, b)) = text.split_once("..=") {
             (number(a)?, number(b)?)
@@ -116,11 +117,29 @@ mod tests {
     #[test]
     fn step_ranges_read_as_rust_writes_them() {
         let r = |t: &str| t.parse::<StepRange>();
-        assert_eq!(r("10..20"), Ok(StepRange { first: 10, last: 19 }));
-        assert_eq!(r("10..=20"), Ok(StepRange { first: 10, last: 20 }));
+        assert_eq!(
+            r("10..20"),
+            Ok(StepRange {
+                first: 10,
+                last: 19
+            })
+        );
+        assert_eq!(
+            r("10..=20"),
+            Ok(StepRange {
+                first: 10,
+                last: 20
+            })
+        );
         assert_eq!(r("7"), Ok(StepRange { first: 7, last: 7 }));
         assert_eq!(r("..3"), Ok(StepRange { first: 0, last: 2 }));
-        assert_eq!(r("5.."), Ok(StepRange { first: 5, last: u64::MAX }));
+        assert_eq!(
+            r("5.."),
+            Ok(StepRange {
+                first: 5,
+                last: u64::MAX
+            })
+        );
         assert!(r("5..5").is_err(), "an empty range");
         assert!(r("..0").is_err());
         assert!(r("a..b").is_err());

@@ -128,7 +128,9 @@ pub fn run(args: Args) -> Result<()> {
     let cx_a = Context::new(&a);
     let cx_b = b.as_ref().map(Context::new);
     let label = |k: usize| {
-        let path = args.traces[k.min(args.traces.len() - 1)].display().to_string();
+        let path = args.traces[k.min(args.traces.len() - 1)]
+            .display()
+            .to_string();
         let mut parts = vec![path];
         if args.rank.len() == 2 {
             parts.push(format!("rank {}", args.rank[k]));
@@ -168,8 +170,8 @@ pub fn run(args: Args) -> Result<()> {
                 top: args.top,
                 ..MatchedOptions::default()
             };
-            let result = diff::matched::matched(&side_a, &side_b, &options)
-                .map_err(anyhow::Error::msg)?;
+            let result =
+                diff::matched::matched(&side_a, &side_b, &options).map_err(anyhow::Error::msg)?;
             output::print(args.format, &result)
         }
     }

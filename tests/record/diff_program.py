@@ -1,0 +1,61 @@
+"""A small PyTorch training loop on the CPU for `diff`: run as given (`same`), with
+the data loader sleeping 15 ms per batch (`sleep`), or with its middle layer 4x
+wider (`wide`). argv[1] is the variant; the steps are not marked in any way.
+
+With argv[2] and argv[3] (a directory and a count), the loop starts only once that
+many runs are ready to start theirs, so that runs compared side by side share the
+machine alike."""
+
+import os
+import sys
+import time
+
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+VARIANT = sys.argv[1]
+STEPS = 60
+
+
+class Data(Dataset):
+    def __len__(self):
+        return 32 * STEPS
+
+    def __getitem__(self, i):
+        if VARIANT == "sleep" and i % 32 == 0:
+            time.sleep(0.015)
+        g = torch.Generator().manual_seed(i)
+        return torch.randn(256, generator=g), torch.randn(10, generator=g)
+
+
+def build():
+    hidden = 4096 if VARIANT == "wide" else 1024
+    return torch.nn.Sequential(
+        torch.nn.Linear(256, 1024),
+        torch.nn.ReLU(),
+        torch.nn.Linear(1024, hidden),
+        torch.nn.ReLU(),
+        torch.nn.Linear(hidden, 10),
+    )
+
+
+def wait_for_the_others():
+    if len(sys.argv) < 4:
+        return
+    ready, count = sys.argv[2], int(sys.argv[3])
+    os.makedirs(ready, exist_ok=True)
+    open(os.path.join(ready, str(os.getpid())), "w").close()
+    while len(os.listdir(ready)) < count:
+        time.sleep(0.001)
+
+
+torch.manual_seed(0)
+torch.set_num_threads(1)
+model = build()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+wait_for_the_others()
+for x, y in DataLoader(Data(), batch_size=32):
+    loss = torch.nn.functional.mse_loss(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
