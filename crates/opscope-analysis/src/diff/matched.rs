@@ -425,11 +425,10 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
                     let up = lines.get_mut(&parent_key).expect("a parent is a line");
                     up[step] -= clipped(i) as f64;
                 }
-                match dims_key.and_then(|k| trace.args.find(s.args[i], k)) {
-                    Some(ArgValue::Json(d) | ArgValue::Str(d)) => {
-                        dims.entry(key).or_insert_with(|| trace.str(d).to_string());
-                    }
-                    _ => {}
+                if let Some(ArgValue::Json(d) | ArgValue::Str(d)) =
+                    dims_key.and_then(|k| trace.args.find(s.args[i], k))
+                {
+                    dims.entry(key).or_insert_with(|| trace.str(d).to_string());
                 }
             }
             if place == 0 {
