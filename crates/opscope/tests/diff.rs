@@ -320,3 +320,52 @@ fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
         "{text}"
     );
 }
+
+/// A Kineto trace of `steps` steps, each an `aten::addmm` launching one kernel named
+/// `kernel` that runs `kernel_us`.
+fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64) -> String {
+    let mut events = Vec::new();
+    for k in 0..steps {
+        let t = 1000 * k as u64;
+        let corr = 100 + k;
+        events.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{t},"dur":900}},
+{{"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":{},"dur":100}},
+{{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":10,"args":{{"correlation":{corr}}}}},
+{{"ph":"X","cat":"kernel","name":"{kernel}","pid":0,"tid":7,"ts":{},"dur":{kernel_us},"args":{{"correlation":{corr},"stream":7,"device":0}}}}"#,
+            t + 10,
+            t + 20,
+            t + 40,
+        ));
+    }
+    format!(
+        r#"{{"schemaVersion":1,"traceEvents":[{}]}}"#,
+        events.join(",\n")
+    )
+}
+
+/// `aten::addmm` → `sm90_xmma_gemm…` in A and → `Cijk_Alik_Bljk…` in B: one device line
+/// under the op, with both names, slower by the 70 µs per step B's kernel takes more (beyond 5 % of the 900 µs step).
+#[test]
+fn kernels_renamed_under_their_op_are_one_line() {
+    let dir = scratch_dir("diff-renamed");
+    let a = dir.join("a.json");
+    let b = dir.join("b.json");
+    std::fs::write(&a, kineto_steps(8, "sm90_xmma_gemm_f32f32_tn", 50)).unwrap();
+    std::fs::write(&b, kineto_steps(8, "Cijk_Alik_Bljk_SB_MT64x64", 120)).unwrap();
+    let diff = matched(&a, &b);
+    let device = diff["device"].as_array().unwrap();
+    assert_eq!(device.len(), 1, "{device:#?}");
+    let line = &device[0];
+    assert_eq!(line["path"], "aten::addmm ▸ ⇢ device");
+    assert_eq!(
+        line["names"],
+        serde_json::json!(["sm90_xmma_gemm_f32f32_tn", "Cijk_Alik_Bljk_SB_MT64x64"])
+    );
+    assert_eq!(line["verdict"], "slower");
+    assert_eq!(line["change_ns"], 70_000.0);
+    // By name, the two kernels are two names: one deleted, one added.
+    let (rows, _) = ours(&a, &b, "gpu", Some("0..8"));
+    assert_eq!(rows["sm90_xmma_gemm_f32f32_tn"].0, 8);
+    assert_eq!(rows["Cijk_Alik_Bljk_SB_MT64x64"].1, 8);
+}
