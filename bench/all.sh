@@ -36,6 +36,7 @@ run record python3 bench/record.py --task all
 run record-jax python3 bench/record.py --task jax --repeat 3
 run agent python3 bench/agent.py
 run view "$PY" bench/view.py
+run diff "$PY" bench/diff.py
 run parquet python3 bench/parquet.py
 if [ ${#only[@]} -eq 0 ] || [[ " ${only[*]} " == *" python "* ]]; then
     # The Python module of this very tree, as a user installs it (a wheel through pip).

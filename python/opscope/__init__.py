@@ -7,6 +7,7 @@
     opscope.stats_op(t, order_by="self_cpu_micros")
     opscope.steps(t)
     opscope.advise(t)                   # what bounds the job and what to change
+    opscope.diff(t, opscope.load("after/"))   # what changed, line by line, beyond noise
     opscope.report(t)                   # in a notebook: the report page, inline
 
 Every report takes the options of the command it runs, as keywords
@@ -35,6 +36,7 @@ __all__ = [
     "stats_kernel",
     "steps",
     "advise",
+    "diff",
     "report",
     "Page",
     "text",
@@ -332,6 +334,71 @@ def advise(trace: Trace, **options: Any):
     not answer, ``attrs["tfprof"]`` tfprof's checkers on a RunMetadata."""
     return _frame(trace, "advise", "findings", options, verdict="verdict",
                   not_checked="not_checked", tfprof="tfprof")
+
+
+def diff(a: Trace | PathLike, b: Trace | PathLike | None = None, **options: Any):
+    """What changed from ``a`` to ``b`` (``opscope diff``): Traces, or paths loaded as
+    :func:`load` loads them. Without ``b``, parts of ``a``: ``rank=[0, 3]`` or
+    ``steps=["10..20", "80..90"]`` (A's, then B's).
+
+    By default one row per matched line (host ops by their place in the step's call
+    tree, device work under its launching op): ``kind`` (host, device), ``path``, the
+    medians per step on each side, the change and its 95 % interval, the change of the
+    mean (``mean_change_ns``, what the line adds to the mean step) and ``verdict``.
+    ``attrs`` holds the sides, the step breakdown and the sums. ``by="name"`` gives
+    HTA's ``TraceDiff.compare_traces`` columns per name (counts and total durations in
+    µs, ``diff_counts``, ``diff_duration``) with ops_diff's category in ``change``."""
+    import pandas as pd
+
+    ta = a if isinstance(a, Trace) else load(a)
+    tb = None if b is None else (b if isinstance(b, Trace) else load(b))
+    argv = ["--format", "json"] + _flags("diff", options)
+    doc = json.loads(_opscope.diff(ta._model, None if tb is None else tb._model, argv))
+    if "lines" in doc:
+        frame = pd.DataFrame(
+            [
+                {
+                    "name": line["name"],
+                    "control_counts": line["counts"][0],
+                    "test_counts": line["counts"][1],
+                    "control_total_duration": line["total_us"][0],
+                    "test_total_duration": line["total_us"][1],
+                    "diff_counts": line["diff_counts"],
+                    "diff_duration": line["diff_duration_us"],
+                    "change": line["change"],
+                }
+                for line in doc["lines"]
+            ],
+            columns=["name", "control_counts", "test_counts", "control_total_duration",
+                     "test_total_duration", "diff_counts", "diff_duration", "change"],
+        )
+        frame.attrs.update({k: doc[k] for k in ("labels", "ranks", "iterations", "device")})
+        return frame
+    rows = []
+    for kind in ("host", "device"):
+        for line in doc[kind]:
+            interval = line["interval_ns"] or [None, None]
+            rows.append({
+                "kind": kind,
+                "path": line["path"],
+                "main_thread": line["main_thread"],
+                "name_a": line["names"][0],
+                "name_b": line["names"][1],
+                "dims_a": line["dims"][0],
+                "dims_b": line["dims"][1],
+                "median_a_ns": line["median_ns"][0],
+                "median_b_ns": line["median_ns"][1],
+                "change_ns": line["change_ns"],
+                "interval_low_ns": interval[0],
+                "interval_high_ns": interval[1],
+                "mean_change_ns": line["mean_change_ns"],
+                "verdict": line["verdict"],
+            })
+    frame = pd.DataFrame(rows)
+    frame.attrs.update({k: doc[k] for k in ("sides", "breakdown", "mean_step_change_ns",
+                                             "main_thread_lines_ns", "between_ops_ns",
+                                             "host_lines", "device_lines")})
+    return frame
 
 
 def main(argv: list[str] | None = None) -> int:

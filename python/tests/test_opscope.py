@@ -470,3 +470,31 @@ def test_advise_is_the_clis_and_the_report_shows_inline():
     assert "<details>" in page.html
     shown = page._repr_html_()
     assert shown.startswith("<iframe") and "srcdoc=" in shown and "<details>" not in shown
+
+
+def test_diff_is_the_clis_by_name_and_matched():
+    control = need(TRACES / "kineto/hta/trace_diff/control")
+    test = need(TRACES / "kineto/hta/trace_diff/test")
+    a, b = opscope.load(control), opscope.load(test)
+    # By name: HTA's compare_traces columns, the command line's numbers.
+    doc = cli_json("diff", control, test, "--by", "name", "--device", "gpu")
+    frame = opscope.diff(a, b, by="name", device="gpu")
+    assert list(frame["name"]) == [line["name"] for line in doc["lines"]]
+    assert list(frame["test_counts"]) == [line["counts"][1] for line in doc["lines"]]
+    assert list(frame["diff_duration"]) == [line["diff_duration_us"] for line in doc["lines"]]
+    assert set(frame["change"]) <= {"added", "deleted", "increased", "decreased", "unchanged"}
+    assert frame.attrs["iterations"] == doc["iterations"]
+    # Matched lines, and paths loaded as `load` does.
+    doc = cli_json("diff", control, test)
+    frame = opscope.diff(control, test)
+    lines = doc["host"] + doc["device"]
+    assert list(frame["path"]) == [line["path"] for line in lines]
+    assert list(frame["verdict"]) == [line["verdict"] for line in lines]
+    assert frame.attrs["mean_step_change_ns"] == doc["mean_step_change_ns"]
+    # Parts of one trace: two ranks.
+    doc = cli_json("diff", TWO_RANKS, "--rank", "0", "--rank", "1")
+    frame = opscope.diff(opscope.load(TWO_RANKS), rank=[0, 1])
+    assert [s["rank"] for s in frame.attrs["sides"]] == [0, 1]
+    assert list(frame["mean_change_ns"]) == [line["mean_change_ns"] for line in doc["host"] + doc["device"]]
+    with pytest.raises(opscope.Error, match="--rank twice or --steps"):
+        opscope.diff(a)

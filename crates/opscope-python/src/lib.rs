@@ -407,6 +407,32 @@ fn main(py: Python<'_>, argv: Vec<String>) -> u8 {
     py.detach(|| opscope::cli::run(argv.into_iter().map(Into::into)))
 }
 
+/// `opscope diff ARGS` of two loaded models (`b` none: parts of `a`, by `--rank` or
+/// `--steps` given twice): the JSON document it prints.
+#[pyfunction]
+#[pyo3(signature = (a, b, args))]
+fn diff(py: Python<'_>, a: &Model, b: Option<&Model>, args: Vec<String>) -> PyResult<String> {
+    let ta = Arc::clone(&a.trace);
+    let tb = b.map(|m| Arc::clone(&m.trace));
+    let name = |m: &Model| {
+        let mut inputs = m
+            .inputs
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>();
+        if inputs.is_empty() {
+            inputs.push("loaded-trace".into());
+        }
+        PathBuf::from(inputs.join(","))
+    };
+    let mut names = vec![name(a)];
+    names.extend(b.map(name));
+    interruptible(py, move || {
+        opscope::embed::diff(&ta, tb.as_deref(), &names, &args)
+    })?
+    .map_err(|e| error(format!("{e:#}")))
+}
+
 /// The command-line flag of `command`'s keyword option (`order_by` → `-order_by`).
 #[pyfunction]
 fn flag(command: &str, option: &str) -> String {
@@ -427,6 +453,7 @@ fn _opscope(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(set_code_file, m)?)?;
     m.add_function(wrap_pyfunction!(flag, m)?)?;
+    m.add_function(wrap_pyfunction!(diff, m)?)?;
     m.add("Error", m.py().get_type::<Error>())?;
     m.add("REPORTS", opscope::embed::commands())?;
     let table: Vec<(String, String, Vec<String>, Vec<String>)> = opscope_engine::REPORTS

@@ -167,3 +167,9 @@ pub fn save(
     exporter.check(output, &options)?;
     exporter.write(trace, output, &options)
 }
+
+/// `opscope diff ARGS` on models loaded before (see
+/// [`crate::commands::diff::compare_loaded`]): its JSON document.
+pub fn diff(a: &Trace, b: Option<&Trace>, names: &[PathBuf], args: &[String]) -> Result<String> {
+    crate::commands::diff::compare_loaded(a, b, names, args)
+}

@@ -6,6 +6,7 @@
 //! categories: added, deleted, increased, decreased (in count) or unchanged.
 
 use hashbrown::HashMap;
+use opscope_model::StrId;
 use serde::Serialize;
 
 use super::{sources_of, Side};
@@ -161,7 +162,8 @@ fn side_totals(
             .map(|&(_, _, n)| n)
     };
     let correlation = side.cx.correlation();
-    let mut totals = Totals::new();
+    // By name id first: a name is text once, not per event.
+    let mut by_id: HashMap<StrId, (u64, i64)> = HashMap::new();
     let category_trace = trace.strings.find("Trace");
     for i in 0..s.len() {
         if !in_side(i) || category_trace == Some(s.category[i]) {
@@ -185,14 +187,20 @@ fn side_totals(
         if !iteration.is_some_and(|n| iterations.contains(&n)) {
             continue;
         }
-        let name = trace.str(s.name[i]);
+        let entry = by_id.entry(s.name[i]).or_default();
+        entry.0 += 1;
+        entry.1 += s.dur[i];
+    }
+    let mut totals = Totals::new();
+    for (id, (count, ns)) in by_id {
+        let name = trace.str(id);
         let name = match short_names {
             true => shorten_name(name),
             false => name.to_string(),
         };
         let entry = totals.entry(name).or_default();
-        entry.0 += 1;
-        entry.1 += s.dur[i];
+        entry.0 += count;
+        entry.1 += ns;
     }
     Ok((rank, iterations, totals))
 }

@@ -142,21 +142,27 @@ pub struct MatchedDiff {
     pub device_lines: usize,
 }
 
-/// Where a line sits: its parent's key, its name, and its place among like-named
-/// siblings (for device work: among the op's launches).
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// Where a line sits: its parent's key, its name (an index into [`Keys::names`], the
+/// same on both sides), and its place among like-named siblings (for device work:
+/// among the op's launches).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 struct Key {
     parent: u32,
-    name: String,
+    name: u32,
     ordinal: u32,
 }
 
 const DEVICE: &str = "⇢ device";
+const MAIN_THREAD: &str = "step thread";
+const OTHER_THREAD: &str = "other thread";
 
+/// The keys of both sides, and the names they use: a name is text once, not per event.
 #[derive(Default)]
 struct Keys {
     keys: Vec<Key>,
     index: HashMap<Key, u32>,
+    names: Vec<String>,
+    name_index: HashMap<String, u32>,
 }
 
 impl Keys {
@@ -165,22 +171,37 @@ impl Keys {
             return id;
         }
         let id = self.keys.len() as u32;
-        self.keys.push(key.clone());
+        self.keys.push(key);
         self.index.insert(key, id);
         id
+    }
+
+    fn name(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.name_index.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_string());
+        self.name_index.insert(name.to_string(), id);
+        id
+    }
+
+    fn name_of(&self, id: u32) -> &str {
+        &self.names[self.keys[id as usize].name as usize]
     }
 
     /// Names from the step down; lines of other threads start with the thread.
     fn path(&self, mut id: u32) -> String {
         let mut parts = Vec::new();
         while id != NONE {
-            let key = &self.keys[id as usize];
-            if key.parent == NONE && key.name == MAIN_THREAD {
+            let key = self.keys[id as usize];
+            let name = self.name_of(id);
+            if key.parent == NONE && name == MAIN_THREAD {
                 break;
             }
             parts.push(match key.ordinal {
-                0 => key.name.clone(),
-                k => format!("{} #{}", key.name, k + 1),
+                0 => name.to_string(),
+                k => format!("{name} #{}", k + 1),
             });
             id = key.parent;
         }
@@ -261,11 +282,11 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         let va = va.unwrap_or_else(|| zeros(ma.step_ns.len()));
         let vb = vb.unwrap_or_else(|| zeros(mb.step_ns.len()));
         let root = keys.root(id);
-        let on_device = keys.keys[id as usize].name == DEVICE;
+        let on_device = keys.name_of(id) == DEVICE;
         let line = MatchedLine {
             path: keys.path(id),
             on_device,
-            main_thread: keys.keys[root as usize].name == MAIN_THREAD,
+            main_thread: keys.name_of(root) == MAIN_THREAD,
             names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
             dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
             compared: judge(&va, &vb, present),
@@ -305,8 +326,6 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         device_lines,
     })
 }
-
-const MAIN_THREAD: &str = "step thread";
 
 fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
     let cx = side.cx;
@@ -377,16 +396,20 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
     let mut between_ns = vec![0.0; n];
     // In the step at hand, the key of each slice seen (for its children and launches).
     let mut key_of: HashMap<u32, u32> = HashMap::new();
+    // Each of this trace's names as a name of the keys, once looked up.
+    let mut name_ids: Vec<Option<u32>> = vec![None; trace.strings.len()];
+    let device = keys.name(DEVICE);
     for (step, &(start, end)) in windows.iter().enumerate() {
         key_of.clear();
         let step_name = picked[step].1.name.as_str();
         for (place, &track) in threads.iter().enumerate() {
+            let thread = keys.name(match place {
+                0 => MAIN_THREAD,
+                _ => OTHER_THREAD,
+            });
             let root = keys.id(Key {
                 parent: NONE,
-                name: match place {
-                    0 => MAIN_THREAD.to_string(),
-                    _ => "other thread".to_string(),
-                },
+                name: thread,
                 ordinal: place.saturating_sub(1) as u32,
             });
             let range = trace.track_slices(opscope_model::TrackId(track));
@@ -413,9 +436,13 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
                     top_level_ns += clipped(i);
                 }
                 let ordinal = siblings.entry((parent_key, s.name[i])).or_default();
+                let name = match &mut name_ids[s.name[i].0 as usize] {
+                    Some(id) => *id,
+                    slot => *slot.insert(keys.name(name)),
+                };
                 let key = keys.id(Key {
                     parent: parent_key,
-                    name: name.to_string(),
+                    name,
                     ordinal: *ordinal,
                 });
                 *ordinal += 1;
@@ -446,7 +473,7 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
             let ordinal = ordinals.entry(op_key).or_default();
             let key = keys.id(Key {
                 parent: op_key,
-                name: DEVICE.to_string(),
+                name: device,
                 ordinal: *ordinal,
             });
             *ordinal += 1;

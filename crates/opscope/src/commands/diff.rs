@@ -10,6 +10,8 @@ use clap::ValueEnum;
 use opscope_analysis::diff::{self, Device, MatchedOptions, Side, StepRange};
 use opscope_analysis::Context;
 use opscope_engine::load::{load, LoadOptions};
+use opscope_engine::Output;
+use opscope_model::Trace;
 
 use crate::output::{self, OutputFormat};
 
@@ -60,13 +62,13 @@ pub struct Args {
     traces: Vec<PathBuf>,
     /// The rank of each side: twice (A's, then B's), or once for both [default: the
     /// lowest rank of each trace].
-    #[arg(long, value_name = "RANK", action = clap::ArgAction::Append)]
+    #[arg(long, value_name = "RANK", action = clap::ArgAction::Append, value_delimiter = ',')]
     rank: Vec<u32>,
     /// The steps of each side (N, A..B with B excluded, A..=B, A..): twice (A's, then
     /// B's), or once for both. Steps are numbered as their markers are
     /// (ProfilerStep#N), else by their place from 0 [default: every step; with --by
     /// name, the first iteration].
-    #[arg(long, value_name = "RANGE", action = clap::ArgAction::Append)]
+    #[arg(long, value_name = "RANGE", action = clap::ArgAction::Append, value_delimiter = ',')]
     steps: Vec<StepRange>,
     /// How work is paired.
     #[arg(long, value_enum, default_value_t)]
@@ -107,26 +109,40 @@ fn per_side<T: Clone>(values: &[T], name: &str) -> Result<[Option<T>; 2]> {
 }
 
 pub fn run(args: Args) -> Result<()> {
-    let ranks = per_side(&args.rank, "rank")?;
-    let steps = per_side(&args.steps, "steps")?;
+    // Said before the trace is read.
+    two_sides(&args)?;
     let options = LoadOptions {
         quiet: args.quiet,
         cache: !args.no_cache,
     };
-    let one_trace = args.traces.len() == 1;
-    if one_trace && args.rank.len() < 2 && args.steps.len() < 2 {
+    let a = load(&args.traces[..1], &options)?;
+    let b = match args.traces.len() {
+        1 => None,
+        _ => Some(load(&args.traces[1..], &options)?),
+    };
+    let result = compare(&args, &a, b.as_ref())?;
+    output::print(args.format, result.as_ref())
+}
+
+/// Whether `args` name two sides: two traces, or parts of one.
+fn two_sides(args: &Args) -> Result<()> {
+    if args.traces.len() == 1 && args.rank.len() < 2 && args.steps.len() < 2 {
         bail!(
             "one trace is compared with itself only by parts: give --rank twice or --steps \
              twice (or give two traces)"
         );
     }
-    let a = load(&args.traces[..1], &options)?;
-    let b = match one_trace {
-        true => None,
-        false => Some(load(&args.traces[1..], &options)?),
-    };
-    let cx_a = Context::new(&a);
-    let cx_b = b.as_ref().map(Context::new);
+    Ok(())
+}
+
+/// The comparison `args` asks for, of `a` and `b` (of parts of `a` where `b` is none),
+/// loaded from `args`' traces.
+pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Output>> {
+    two_sides(args)?;
+    let ranks = per_side(&args.rank, "rank")?;
+    let steps = per_side(&args.steps, "steps")?;
+    let cx_a = Context::new(a);
+    let cx_b = b.map(Context::new);
     let label = |k: usize| {
         let path = args.traces[k.min(args.traces.len() - 1)]
             .display()
@@ -152,16 +168,17 @@ pub fn run(args: Args) -> Result<()> {
         rank: ranks[1],
         steps: steps[1],
     };
-    match args.by {
+    Ok(match args.by {
         By::Name => {
             let device = match args.device {
                 DeviceArg::Cpu => Device::Cpu,
                 DeviceArg::Gpu => Device::Gpu,
                 DeviceArg::All => Device::All,
             };
-            let result = diff::by_name::by_name(&side_a, &side_b, device, args.short_names)
-                .map_err(anyhow::Error::msg)?;
-            output::print(args.format, &result)
+            Box::new(
+                diff::by_name::by_name(&side_a, &side_b, device, args.short_names)
+                    .map_err(anyhow::Error::msg)?,
+            )
         }
         By::Structure => {
             let options = MatchedOptions {
@@ -170,9 +187,33 @@ pub fn run(args: Args) -> Result<()> {
                 top: args.top,
                 ..MatchedOptions::default()
             };
-            let result =
-                diff::matched::matched(&side_a, &side_b, &options).map_err(anyhow::Error::msg)?;
-            output::print(args.format, &result)
+            Box::new(
+                diff::matched::matched(&side_a, &side_b, &options).map_err(anyhow::Error::msg)?,
+            )
         }
-    }
+    })
+}
+
+/// `opscope diff ARGS` (no program name, no traces) on models loaded before, named
+/// `names` (A's then B's; one for parts of one trace): the JSON document it prints
+/// with `--format json`.
+pub fn compare_loaded(
+    a: &Trace,
+    b: Option<&Trace>,
+    names: &[PathBuf],
+    args: &[String],
+) -> Result<String> {
+    use clap::{Args as _, FromArgMatches};
+    let argv = std::iter::once("diff".to_string())
+        .chain(args.iter().cloned())
+        .chain(std::iter::once("--".to_string()))
+        .chain(names.iter().map(|p| p.display().to_string()));
+    let matches = Args::augment_args(clap::Command::new("diff").no_binary_name(false))
+        .try_get_matches_from(argv)
+        .map_err(|e| anyhow::anyhow!("{}", e.render().to_string().trim_end()))?;
+    let args = Args::from_arg_matches(&matches)?;
+    let result = compare(&args, a, b)?;
+    let mut out = Vec::new();
+    result.write_json(&mut out)?;
+    Ok(String::from_utf8(out)?)
 }
