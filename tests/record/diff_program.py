@@ -1,6 +1,6 @@
 """A small PyTorch training loop on the CPU for `diff`: run as given (`same`), with
-the data loader sleeping 15 ms per batch (`sleep`), or with its middle layer 4x
-wider (`wide`). argv[1] is the variant; the steps are not marked in any way.
+the data loader sleeping 15 ms per batch (`sleep`; `slows`: in the second half of
+the steps only), or with its middle layer 4x wider (`wide`). argv[1] is the variant; the steps are not marked in any way.
 
 With argv[2] and argv[3] (a directory and a count), the loop starts only once that
 many runs are ready to start theirs, so that runs compared side by side share the
@@ -22,7 +22,7 @@ class Data(Dataset):
         return 32 * STEPS
 
     def __getitem__(self, i):
-        if VARIANT == "sleep" and i % 32 == 0:
+        if i % 32 == 0 and (VARIANT == "sleep" or (VARIANT == "slows" and i >= len(self) // 2)):
             time.sleep(0.015)
         g = torch.Generator().manual_seed(i)
         return torch.randn(256, generator=g), torch.randn(10, generator=g)

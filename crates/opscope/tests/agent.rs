@@ -1872,3 +1872,56 @@ impl Drop for Stopping {
         }
     }
 }
+
+/// `diff --live JOB`: a PyTorch job whose data loader starts sleeping 15 ms per batch
+/// halfway through: its last steps against its first name the loader's line first,
+/// slower, by the 15 ms slept.
+#[test]
+fn diff_live_names_what_slowed_a_running_job_since_it_started() {
+    if !common::python_with(&["torch"]) {
+        return;
+    }
+    let dir = scratch_dir("agent-diff-live");
+    let agent = Agent::start(&dir, &[]);
+    let program = common::repo_root().join("tests/record/diff_program.py");
+    let run = record(
+        &agent.socket,
+        "slows",
+        &dir.join("session"),
+        Path::new(&common::python()),
+        &[program.to_str().unwrap(), "slows"],
+    );
+    let out = run.wait_with_output().unwrap();
+    assert!(out.status.success());
+    // Every step the job ran is in the agent, whose period search has run since.
+    agent.top_until(PATIENCE, |top| {
+        job(top, "slows").is_some_and(|j| {
+            j["ended"] == true
+                && j["steps"]["search_pending"] == false
+                && j["steps"]["count"].as_u64() >= Some(60)
+        })
+    });
+    let out = agent.opscope(&["diff", "--live", "slows", "--format", "json"]);
+    assert_ok(&out, "diff --live");
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    // Two seconds of steps, under twice the minute: halves.
+    let part = diff["sides"][0]["part"].as_str().unwrap();
+    assert!(part.contains("first half"), "{part}");
+    assert_eq!(
+        diff["sides"][1]["step_numbers"].as_array().unwrap().len(),
+        30
+    );
+    assert_eq!(diff["breakdown"][0]["verdict"], "slower");
+    let first = &diff["host"][0];
+    let path = first["path"].as_str().unwrap();
+    assert!(path.contains("DataLoader"), "first: {path}");
+    assert_eq!(first["verdict"], "slower");
+    let change = first["change_ns"].as_f64().unwrap();
+    assert!(
+        (change - 15e6).abs() <= 0.05 * 15e6,
+        "{path} changed by {change} ns"
+    );
+    let text = agent.opscope(&["diff", "--live", "slows"]);
+    assert_ok(&text, "diff --live as text");
+    assert!(String::from_utf8_lossy(&text.stdout).contains("A: job slows"));
+}

@@ -113,6 +113,8 @@ pub struct SideSummary {
     /// How its steps were found (`markers`, `framework`, `period`).
     pub steps_found_by: String,
     pub step_numbers: Vec<u64>,
+    /// Which of the trace's steps, where a span chose them (`--live`).
+    pub part: Option<String>,
 }
 
 /// The step's time split as `steps` and `gpu` split it, per step, before and after.
@@ -360,6 +362,16 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
         .enumerate()
         .map(|(k, st)| (number_in_name(&st.name).unwrap_or(k as u64), st))
         .collect();
+    let mut part = None;
+    if let Some(span) = side.span {
+        let bounds: Vec<(i64, i64)> = picked
+            .iter()
+            .map(|(_, st)| (st.start_ns, st.start_ns + st.dur_ns))
+            .collect();
+        let (range, why) = span.select(&bounds);
+        picked = picked[range].to_vec();
+        part = Some(why);
+    }
     if let Some(range) = side.steps {
         picked.retain(|(n, _)| range.contains(*n));
         if picked.is_empty() {
@@ -511,6 +523,7 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
             steps::StepSource::None | steps::StepSource::Loader => "none".into(),
         },
         step_numbers: picked.iter().map(|(n, _)| *n).collect(),
+        part,
     };
     Ok(Measured {
         summary,
@@ -609,8 +622,12 @@ impl Reported for MatchedDiff {
                 [one] => format!("step {one}"),
                 [first, .., last] => format!("{} steps, {first}..={last}", numbers.len()),
             };
+            let part = side
+                .part
+                .as_ref()
+                .map_or(String::new(), |p| format!(": {p}"));
             report.line(Line::of(format!(
-                "{}: {} ({}, {}), steps by {}",
+                "{}: {} ({}, {}), steps by {}{part}",
                 ["A", "B"][k],
                 side.label,
                 side.role,

@@ -74,6 +74,54 @@ pub struct Side<'a, 't> {
     pub label: String,
     pub rank: Option<u32>,
     pub steps: Option<StepRange>,
+    /// The steps of the trace's first or last span of time (a live job's first minute
+    /// against its last).
+    pub span: Option<Span>,
+}
+
+/// The steps that start in a trace's first `ns`, or end in its last. Where the steps
+/// cover less than twice `ns`, the two would share steps: the first half of the steps
+/// stands against the second instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Span {
+    First(i64),
+    Last(i64),
+}
+
+impl Span {
+    /// Which of `steps` (start, end; in time order) the span holds, and how it chose.
+    pub fn select(self, steps: &[(i64, i64)]) -> (std::ops::Range<usize>, String) {
+        let n = steps.len();
+        let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
+            return (0..0, String::new());
+        };
+        let covered = last.1 - first.0;
+        let ns = match self {
+            Span::First(ns) | Span::Last(ns) => ns,
+        };
+        let seconds = |ns: i64| ns as f64 / 1e9;
+        if covered < 2 * ns {
+            let why = format!(
+                "the steps cover {:.1} s, under twice {:.1} s",
+                seconds(covered),
+                seconds(ns)
+            );
+            return match self {
+                Span::First(_) => (0..n / 2, format!("the first half of the steps ({why})")),
+                Span::Last(_) => (n / 2..n, format!("the second half of the steps ({why})")),
+            };
+        }
+        match self {
+            Span::First(ns) => (
+                0..steps.partition_point(|s| s.0 < first.0 + ns),
+                format!("the steps of the first {:.1} s", seconds(ns)),
+            ),
+            Span::Last(ns) => (
+                steps.partition_point(|s| s.1 <= last.1 - ns)..n,
+                format!("the steps of the last {:.1} s", seconds(ns)),
+            ),
+        }
+    }
 }
 
 /// The sources a side reads: those of `rank`, else of the trace's lowest rank (as HTA
@@ -146,6 +194,19 @@ mod tests {
         assert!(r("").is_err());
         assert_eq!(r("5..").unwrap().to_string(), "5..");
         assert!(r("5..").unwrap().contains(1 << 40));
+    }
+
+    #[test]
+    fn a_span_takes_the_first_or_last_steps_or_halves_when_they_would_overlap() {
+        // Ten steps of 1 s.
+        let steps: Vec<(i64, i64)> = (0..10).map(|k| (k * 1_000, k * 1_000 + 1_000)).collect();
+        assert_eq!(Span::First(3_000).select(&steps).0, 0..3);
+        assert_eq!(Span::Last(3_000).select(&steps).0, 7..10);
+        let (first, why) = Span::First(6_000).select(&steps);
+        assert_eq!(first, 0..5);
+        assert!(why.contains("first half"), "{why}");
+        assert_eq!(Span::Last(6_000).select(&steps).0, 5..10);
+        assert_eq!(Span::Last(6_000).select(&[]).0, 0..0);
     }
 
     #[test]

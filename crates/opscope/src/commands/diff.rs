@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::ValueEnum;
-use opscope_analysis::diff::{self, Device, MatchedOptions, Side, StepRange};
+use opscope_analysis::diff::{self, Device, MatchedOptions, Side, Span, StepRange};
 use opscope_analysis::Context;
 use opscope_engine::load::{load, LoadOptions};
 use opscope_engine::Output;
@@ -49,17 +49,31 @@ enum DeviceArg {
                   of the line's own median). Lines are sorted by their contribution to the change \
                   of the mean step; on the step's thread the contributions and the time between \
                   ops add up to that change exactly.\n\n\
+                  --live JOB compares a running job's first --window of steps (default 60 s) with \
+                  its last, from the agent's flight recorder: what changed since it started.\n\n\
                   --by name groups by name as HTA's TraceDiff.compare_traces does: one rank (the \
                   lowest unless --rank) and one iteration (the first ProfilerStep#N unless \
                   --steps) per side, counts and total durations per name, and ops_diff's \
                   categories (added, deleted, increased, decreased, unchanged).",
-    after_help = "Examples:\n  opscope diff before/ after/\n  opscope diff run.json.gz --rank 0 --rank 3\n  opscope diff run/ --steps 10..20 --steps 80..90\n  opscope diff control.json.gz test.json.gz --by name --device gpu --format csv"
+    after_help = "Examples:\n  opscope diff before/ after/\n  opscope diff --live train --window 2m\n  opscope diff run.json.gz --rank 0 --rank 3\n  opscope diff run/ --steps 10..20 --steps 80..90\n  opscope diff control.json.gz test.json.gz --by name --device gpu --format csv"
 )]
 pub struct Args {
     /// Two traces (A, then B), or one with --rank or --steps given twice. A trace is a
     /// file or a directory of trace files, as every command takes it.
-    #[arg(value_name = "TRACE", required = true, num_args = 1..=2)]
+    #[arg(value_name = "TRACE", required_unless_present = "live", num_args = 1..=2)]
     traces: Vec<PathBuf>,
+    /// A running job instead (as `opscope top` names it): the steps of its first
+    /// --window in the agent's flight recorder against those of its last.
+    #[arg(long, value_name = "JOB", conflicts_with = "traces")]
+    live: Option<String>,
+    /// With --live: how much of the job's start and of its end to compare (halves of
+    /// its steps when it holds less than twice this).
+    #[arg(long, value_name = "DURATION", default_value = "60s", requires = "live",
+          value_parser = opscope_agent::triggers::parse_duration)]
+    window: std::time::Duration,
+    /// Where the agent is, for --live.
+    #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
+    agent: opscope_agent::client::AgentAddress,
     /// The rank of each side: twice (A's, then B's), or once for both [default: the
     /// lowest rank of each trace].
     #[arg(long, value_name = "RANK", action = clap::ArgAction::Append, value_delimiter = ',')]
@@ -111,6 +125,16 @@ fn per_side<T: Clone>(values: &[T], name: &str) -> Result<[Option<T>; 2]> {
 pub fn run(args: Args) -> Result<()> {
     // Said before the trace is read.
     two_sides(&args)?;
+    if let Some(job) = &args.live {
+        let dump = opscope_agent::client::LiveDump::fetch(&args.agent, job, None)?;
+        let options = LoadOptions {
+            quiet: true,
+            cache: false,
+        };
+        let trace = load(&[dump.path().to_path_buf()], &options)?;
+        let result = compare(&args, &trace, None)?;
+        return output::print(args.format, result.as_ref());
+    }
     let options = LoadOptions {
         quiet: args.quiet,
         cache: !args.no_cache,
@@ -124,9 +148,14 @@ pub fn run(args: Args) -> Result<()> {
     output::print(args.format, result.as_ref())
 }
 
-/// Whether `args` name two sides: two traces, or parts of one.
+/// Whether `args` name two sides: two traces, parts of one, or a live job's start and
+/// end.
 fn two_sides(args: &Args) -> Result<()> {
-    if args.traces.len() == 1 && args.rank.len() < 2 && args.steps.len() < 2 {
+    if args.live.is_some() && args.by == By::Name {
+        bail!("--live compares matched lines; --by name takes iterations, not spans of time");
+    }
+    if args.live.is_none() && args.traces.len() == 1 && args.rank.len() < 2 && args.steps.len() < 2
+    {
         bail!(
             "one trace is compared with itself only by parts: give --rank twice or --steps \
              twice (or give two traces)"
@@ -141,12 +170,16 @@ pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Outp
     two_sides(args)?;
     let ranks = per_side(&args.rank, "rank")?;
     let steps = per_side(&args.steps, "steps")?;
+    let window_ns = args.window.as_nanos().min(i64::MAX as u128) as i64;
     let cx_a = Context::new(a);
     let cx_b = b.map(Context::new);
     let label = |k: usize| {
-        let path = args.traces[k.min(args.traces.len() - 1)]
-            .display()
-            .to_string();
+        let path = match &args.live {
+            Some(job) => format!("job {job}"),
+            None => args.traces[k.min(args.traces.len() - 1)]
+                .display()
+                .to_string(),
+        };
         let mut parts = vec![path];
         if args.rank.len() == 2 {
             parts.push(format!("rank {}", args.rank[k]));
@@ -161,12 +194,14 @@ pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Outp
         label: label(0),
         rank: ranks[0],
         steps: steps[0],
+        span: args.live.as_ref().map(|_| Span::First(window_ns)),
     };
     let side_b = Side {
         cx: cx_b.as_ref().unwrap_or(&cx_a),
         label: label(1),
         rank: ranks[1],
         steps: steps[1],
+        span: args.live.as_ref().map(|_| Span::Last(window_ns)),
     };
     Ok(match args.by {
         By::Name => {
