@@ -322,8 +322,8 @@ fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
 }
 
 /// A Kineto trace of `steps` steps, each an `aten::addmm` launching one kernel named
-/// `kernel` that runs `kernel_us`.
-fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64) -> String {
+/// `kernel` that runs `kernel_us` on `stream`.
+fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64, stream: u32) -> String {
     let mut events = Vec::new();
     for k in 0..steps {
         let t = 1000 * k as u64;
@@ -332,7 +332,7 @@ fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64) -> String {
             r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{t},"dur":900}},
 {{"ph":"X","cat":"cpu_op","name":"aten::addmm","pid":1,"tid":1,"ts":{},"dur":100}},
 {{"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":{},"dur":10,"args":{{"correlation":{corr}}}}},
-{{"ph":"X","cat":"kernel","name":"{kernel}","pid":0,"tid":7,"ts":{},"dur":{kernel_us},"args":{{"correlation":{corr},"stream":7,"device":0}}}}"#,
+{{"ph":"X","cat":"kernel","name":"{kernel}","pid":0,"tid":{stream},"ts":{},"dur":{kernel_us},"args":{{"correlation":{corr},"stream":{stream},"device":0}}}}"#,
             t + 10,
             t + 20,
             t + 40,
@@ -345,14 +345,15 @@ fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64) -> String {
 }
 
 /// `aten::addmm` → `sm90_xmma_gemm…` in A and → `Cijk_Alik_Bljk…` in B: one device line
-/// under the op, with both names, slower by the 70 µs per step B's kernel takes more (beyond 5 % of the 900 µs step).
+/// under the op, with both names, slower by the 70 µs per step B's kernel takes more
+/// (beyond 5 % of the 900 µs step), moved from stream 7 to stream 13.
 #[test]
 fn kernels_renamed_under_their_op_are_one_line() {
     let dir = scratch_dir("diff-renamed");
     let a = dir.join("a.json");
     let b = dir.join("b.json");
-    std::fs::write(&a, kineto_steps(8, "sm90_xmma_gemm_f32f32_tn", 50)).unwrap();
-    std::fs::write(&b, kineto_steps(8, "Cijk_Alik_Bljk_SB_MT64x64", 120)).unwrap();
+    std::fs::write(&a, kineto_steps(8, "sm90_xmma_gemm_f32f32_tn", 50, 7)).unwrap();
+    std::fs::write(&b, kineto_steps(8, "Cijk_Alik_Bljk_SB_MT64x64", 120, 13)).unwrap();
     let diff = matched(&a, &b);
     let device = diff["device"].as_array().unwrap();
     assert_eq!(device.len(), 1, "{device:#?}");
@@ -364,6 +365,21 @@ fn kernels_renamed_under_their_op_are_one_line() {
     );
     assert_eq!(line["verdict"], "slower");
     assert_eq!(line["change_ns"], 70_000.0);
+    // It moved from stream 7 to stream 13: said on the line, and per stream.
+    assert_eq!(
+        line["streams"],
+        serde_json::json!(["stream 7", "stream 13"])
+    );
+    let verdict_of = |what: &str| {
+        diff["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["what"] == what)
+            .map(|b| b["verdict"].clone())
+    };
+    assert_eq!(verdict_of("work on stream 7"), Some("disappeared".into()));
+    assert_eq!(verdict_of("work on stream 13"), Some("appeared".into()));
     // By name, the two kernels are two names: one deleted, one added.
     let (rows, _) = ours(&a, &b, "gpu", Some("0..8"));
     assert_eq!(rows["sm90_xmma_gemm_f32f32_tn"].0, 8);

@@ -100,6 +100,8 @@ pub struct MatchedLine {
     pub names: [Option<String>; 2],
     /// Input shapes (Kineto's `Input Dims`) on each side, where recorded.
     pub dims: [Option<String>; 2],
+    /// The stream device work ran on, on each side.
+    pub streams: [Option<String>; 2],
     #[serde(flatten)]
     pub compared: Compared,
 }
@@ -120,7 +122,8 @@ pub struct SideSummary {
 /// The step's time split as `steps` and `gpu` split it, per step, before and after.
 #[derive(Clone, Debug, Serialize)]
 pub struct BreakdownLine {
-    pub what: &'static str,
+    /// `step`, `device busy`, … and `work on stream 7` (its work's time, per stream).
+    pub what: String,
     #[serde(flatten)]
     pub compared: Compared,
 }
@@ -229,7 +232,9 @@ struct Measured {
     lines: HashMap<u32, Vec<f64>>,
     names: HashMap<u32, String>,
     dims: HashMap<u32, String>,
-    breakdown: Vec<(&'static str, Vec<f64>)>,
+    breakdown: Vec<(String, Vec<f64>)>,
+    /// Per device line, the stream (its track's name) of its first work.
+    streams: HashMap<u32, String>,
 }
 
 pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDiff, String> {
@@ -262,13 +267,30 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             verdict,
         }
     };
-    let breakdown: Vec<BreakdownLine> = ma
-        .breakdown
-        .iter()
-        .zip(&mb.breakdown)
-        .map(|((what, va), (_, vb))| BreakdownLine {
-            what,
-            compared: judge(va, vb, [true, true]),
+    // Both sides' parts, A's order first; one a side lacks (a stream) is zero there.
+    let mut whats: Vec<&String> = ma.breakdown.iter().map(|(w, _)| w).collect();
+    for (w, _) in &mb.breakdown {
+        if !whats.contains(&w) {
+            whats.push(w);
+        }
+    }
+    let values = |m: &Measured, what: &String| {
+        m.breakdown
+            .iter()
+            .find(|(w, _)| w == what)
+            .map(|(_, v)| v.clone())
+    };
+    let breakdown: Vec<BreakdownLine> = whats
+        .into_iter()
+        .map(|what| {
+            let (va, vb) = (values(&ma, what), values(&mb, what));
+            let present = [va.is_some(), vb.is_some()];
+            let va = va.unwrap_or_else(|| vec![0.0; ma.step_ns.len()]);
+            let vb = vb.unwrap_or_else(|| vec![0.0; mb.step_ns.len()]);
+            BreakdownLine {
+                what: what.clone(),
+                compared: judge(&va, &vb, present),
+            }
         })
         .collect();
     let mut ids: Vec<u32> = ma.lines.keys().chain(mb.lines.keys()).copied().collect();
@@ -290,6 +312,7 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             on_device,
             main_thread: keys.name_of(root) == MAIN_THREAD,
             names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
+            streams: [ma.streams.get(&id).cloned(), mb.streams.get(&id).cloned()],
             dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
             compared: judge(&va, &vb, present),
         };
@@ -406,6 +429,10 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
     let mut names: HashMap<u32, String> = HashMap::new();
     let mut dims: HashMap<u32, String> = HashMap::new();
     let mut between_ns = vec![0.0; n];
+    let mut streams: HashMap<u32, String> = HashMap::new();
+    // Per stream (its track's name), its work's time per step.
+    let mut stream_ns: Vec<(String, Vec<f64>)> = Vec::new();
+    let mut stream_labels: HashMap<usize, String> = HashMap::new();
     // In the step at hand, the key of each slice seen (for its children and launches).
     let mut key_of: HashMap<u32, u32> = HashMap::new();
     // Each of this trace's names as a name of the keys, once looked up.
@@ -479,6 +506,22 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
         let last = work.partition_point(|&(at, _, _)| at < end);
         let mut ordinals: HashMap<u32, u32> = HashMap::new();
         for &(_, w, op) in &work[first..last] {
+            let track = s.track[w] as usize;
+            // By stream alone: a side is one rank, most often one device, and the two
+            // sides' devices may be numbered apart (rank 3's gpu 3, rank 1's gpu 1).
+            let stream = stream_labels.entry(track).or_insert_with(|| {
+                let (_, stream, _) = crate::gpu::stream_names(trace, track);
+                format!("stream {}", stream.trim_start_matches("stream "))
+            });
+            let stream = stream.as_str();
+            let on_stream = match stream_ns.iter_mut().find(|(name, _)| name == stream) {
+                Some((_, values)) => values,
+                None => {
+                    stream_ns.push((stream.to_string(), vec![0.0; n]));
+                    &mut stream_ns.last_mut().expect("just pushed").1
+                }
+            };
+            on_stream[step] += s.dur[w] as f64;
             let Some(&op_key) = key_of.get(&(op as u32)) else {
                 continue;
             };
@@ -493,20 +536,27 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
             names
                 .entry(key)
                 .or_insert_with(|| trace.str(s.name[w]).to_string());
+            streams.entry(key).or_insert_with(|| stream.to_string());
         }
     }
-    let breakdown: Vec<(&'static str, Vec<f64>)> = {
+    let breakdown: Vec<(String, Vec<f64>)> = {
         let of = |f: fn(&steps::Step) -> i64| -> Vec<f64> {
             picked.iter().map(|(_, st)| f(st) as f64).collect()
         };
-        let mut b = vec![("step", of(|st| st.dur_ns))];
+        let mut b = vec![("step".to_string(), of(|st| st.dur_ns))];
         if chosen.on_device {
-            b.push(("device busy", of(|st| st.device_busy_ns)));
-            b.push(("device idle", of(|st| st.device_idle_ns)));
-            b.push(("computation", of(|st| st.computation_ns)));
-            b.push(("communication", of(|st| st.communication_ns)));
-            b.push(("memory", of(|st| st.memory_ns)));
+            b.push(("device busy".into(), of(|st| st.device_busy_ns)));
+            b.push(("device idle".into(), of(|st| st.device_idle_ns)));
+            b.push(("computation".into(), of(|st| st.computation_ns)));
+            b.push(("communication".into(), of(|st| st.communication_ns)));
+            b.push(("memory".into(), of(|st| st.memory_ns)));
         }
+        stream_ns.sort_by(|x, y| x.0.cmp(&y.0));
+        b.extend(
+            stream_ns
+                .into_iter()
+                .map(|(name, values)| (format!("work on {name}"), values)),
+        );
         b
     };
     let summary = SideSummary {
@@ -533,6 +583,7 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
         names,
         dims,
         breakdown,
+        streams,
     })
 }
 
@@ -578,6 +629,11 @@ impl MatchedLine {
             [Some(a), None] | [None, Some(a)] => text += &format!(" ({a})"),
             [Some(a), Some(_)] => text += &format!(" ({a})"),
             [None, None] => {}
+        }
+        if let [Some(a), Some(b)] = &self.streams {
+            if a != b {
+                text += &format!(" {{{a} → {b}}}");
+            }
         }
         if let [Some(a), Some(b)] = &self.dims {
             if a != b {
@@ -682,12 +738,9 @@ impl Reported for MatchedDiff {
             Column::text("line"),
         ]);
         for b in &self.breakdown {
-            table.rows.push(row(
-                "step",
-                b.compared.verdict,
-                &b.compared,
-                b.what.to_string(),
-            ));
+            table
+                .rows
+                .push(row("step", b.compared.verdict, &b.compared, b.what.clone()));
         }
         for l in &self.host {
             let kind = if l.main_thread {

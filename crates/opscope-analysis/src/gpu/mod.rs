@@ -209,24 +209,7 @@ fn stream_report(
     work: &[usize],
     options: &GpuOptions,
 ) -> StreamReport {
-    let t = &trace.tracks[track];
-    let process = t.process.map(|p| &trace.processes[p.index()]);
-    let device = match process.and_then(|p| p.device) {
-        Some(d) => {
-            let d = &trace.devices[d.index()];
-            format!("{} {}", d.kind.name(), d.index)
-        }
-        None => process
-            .and_then(|p| p.name)
-            .map_or_else(|| "?".to_string(), |n| trace.str(n).to_string()),
-    };
-    let thread = t.thread.map(|th| &trace.threads[th.index()]);
-    let name = thread
-        .and_then(|th| th.name)
-        .map(|n| trace.str(n).trim().to_string());
-    let tid = thread.map(|th| th.tid);
-    let stream_id = name.as_deref().and_then(number_after_stream).or(tid);
-    let stream = name.unwrap_or_else(|| tid.map_or_else(|| "?".into(), |t| t.to_string()));
+    let (device, stream, stream_id) = stream_names(trace, track);
     let busy = IntervalSet::from_spans(
         work.iter()
             .map(|&i| (trace.slices.ts[i], trace.slices.end(i)))
@@ -247,6 +230,30 @@ fn stream_report(
         ),
         launches: launch::launch_stats(trace, correlation, work),
     }
+}
+
+/// A stream track's device (`gpu 0`, else its process's name), its name (`stream 7`,
+/// else its thread id) and its number (see [`StreamReport::stream_id`]).
+pub fn stream_names(trace: &Trace, track: usize) -> (String, String, Option<i64>) {
+    let t = &trace.tracks[track];
+    let process = t.process.map(|p| &trace.processes[p.index()]);
+    let device = match process.and_then(|p| p.device) {
+        Some(d) => {
+            let d = &trace.devices[d.index()];
+            format!("{} {}", d.kind.name(), d.index)
+        }
+        None => process
+            .and_then(|p| p.name)
+            .map_or_else(|| "?".to_string(), |n| trace.str(n).to_string()),
+    };
+    let thread = t.thread.map(|th| &trace.threads[th.index()]);
+    let name = thread
+        .and_then(|th| th.name)
+        .map(|n| trace.str(n).trim().to_string());
+    let tid = thread.map(|th| th.tid);
+    let stream_id = name.as_deref().and_then(number_after_stream).or(tid);
+    let stream = name.unwrap_or_else(|| tid.map_or_else(|| "?".into(), |t| t.to_string()));
+    (device, stream, stream_id)
 }
 
 /// `7` in `stream 7`, `1` in `Stream 1 FW`.
