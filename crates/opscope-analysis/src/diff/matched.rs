@@ -145,7 +145,13 @@ pub struct MatchedDiff {
     /// Lines in all, before `top` kept the largest.
     pub host_lines: usize,
     pub device_lines: usize,
+    /// Bootstrap resamples per line tested: `options.resamples`, fewer where many
+    /// lines over many steps needed a test.
+    pub resamples: usize,
 }
+
+/// Values drawn, in all, for the lines' bootstrap intervals (about a second here).
+const DRAW_BUDGET: usize = 400_000_000;
 
 /// Where a line sits: its parent's key, its name (an index into [`Keys::names`], the
 /// same on both sides), and its place among like-named siblings (for device work:
@@ -242,30 +248,54 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
     let ma = measure(a, &mut keys)?;
     let mb = measure(b, &mut keys)?;
     let step_median_a = median(&ma.step_ns);
-    let judge = |va: &[f64], vb: &[f64], present: [bool; 2]| -> Compared {
+    // A line's figures and, where its median moved beyond the threshold, its verdict
+    // (`Unchanged` where it did not: no interval can then lie beyond it but by the
+    // bootstrap's own noise); the interval is found later, for the lines that need it.
+    let threshold_of = |median_a: f64| {
+        (options.step_percent / 100.0 * step_median_a)
+            .max(options.line_percent / 100.0 * median_a.abs())
+    };
+    let compare = |va: &[f64], vb: &[f64], present: [bool; 2]| -> Compared {
         let median_ns = [median(va), median(vb)];
         let mean_ns = [mean(va), mean(vb)];
-        let interval_ns = noise::median_change_interval(va, vb, options.resamples);
         let change_ns = median_ns[1] - median_ns[0];
-        let threshold = (options.step_percent / 100.0 * step_median_a)
-            .max(options.line_percent / 100.0 * median_ns[0].abs());
-        let verdict = match (present, interval_ns) {
-            ([false, _], _) => Verdict::Appeared,
-            ([_, false], _) => Verdict::Disappeared,
-            (_, None) => Verdict::FewSteps,
-            (_, Some((lo, _))) if lo > threshold => Verdict::Slower,
-            (_, Some((_, hi))) if hi < -threshold => Verdict::Faster,
-            _ => Verdict::Unchanged,
+        let few = va.len() < noise::MIN_STEPS || vb.len() < noise::MIN_STEPS;
+        let verdict = match present {
+            [false, _] => Verdict::Appeared,
+            [_, false] => Verdict::Disappeared,
+            _ if few => Verdict::FewSteps,
+            _ if change_ns.abs() <= threshold_of(median_ns[0]) => Verdict::Unchanged,
+            // Pending its interval.
+            _ if change_ns > 0.0 => Verdict::Slower,
+            _ => Verdict::Faster,
         };
         Compared {
             per_step_ns: [va.to_vec(), vb.to_vec()],
             median_ns,
             mean_ns,
             change_ns,
-            interval_ns,
+            interval_ns: None,
             mean_change_ns: mean_ns[1] - mean_ns[0],
             verdict,
         }
+    };
+    // The interval, and the verdict it gives a line whose median moved far enough.
+    let test = |c: &mut Compared, resamples: usize| {
+        let [va, vb] = &c.per_step_ns;
+        c.interval_ns = noise::median_change_interval(va, vb, resamples);
+        if let (Verdict::Slower | Verdict::Faster, Some((lo, hi))) = (c.verdict, c.interval_ns) {
+            let threshold = threshold_of(c.median_ns[0]);
+            c.verdict = match () {
+                _ if lo > threshold => Verdict::Slower,
+                _ if hi < -threshold => Verdict::Faster,
+                _ => Verdict::Unchanged,
+            };
+        }
+    };
+    let judge = |va: &[f64], vb: &[f64], present: [bool; 2]| -> Compared {
+        let mut c = compare(va, vb, present);
+        test(&mut c, options.resamples);
+        c
     };
     // Both sides' parts, A's order first; one a side lacks (a stream) is zero there.
     let mut whats: Vec<&String> = ma.breakdown.iter().map(|(w, _)| w).collect();
@@ -314,7 +344,7 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
             streams: [ma.streams.get(&id).cloned(), mb.streams.get(&id).cloned()],
             dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
-            compared: judge(&va, &vb, present),
+            compared: compare(&va, &vb, present),
         };
         match on_device {
             true => device.push(line),
@@ -335,9 +365,34 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         .filter(|l| l.main_thread)
         .map(|l| l.compared.mean_change_ns)
         .sum();
+    // Lines whose median moved beyond the threshold are tested; with many steps and
+    // many such lines (a 1 GB trace: 435 steps, thousands of lines), fewer resamples
+    // each, within a budget of draws (never under 200).
+    let pending = |l: &MatchedLine| matches!(l.compared.verdict, Verdict::Slower | Verdict::Faster);
+    let draws: usize = host
+        .iter()
+        .chain(&device)
+        .filter(|l| pending(l))
+        .map(|l| l.compared.per_step_ns[0].len() + l.compared.per_step_ns[1].len())
+        .sum();
+    let resamples = match draws {
+        0 => options.resamples,
+        d => (DRAW_BUDGET / d).clamp(200.min(options.resamples), options.resamples),
+    };
+    for line in host.iter_mut().chain(device.iter_mut()) {
+        if pending(line) {
+            test(&mut line.compared, resamples);
+        }
+    }
     let (host_lines, device_lines) = (host.len(), device.len());
     host.truncate(options.top);
     device.truncate(options.top);
+    // The lines shown have their interval, verdict or not.
+    for line in host.iter_mut().chain(device.iter_mut()) {
+        if line.compared.interval_ns.is_none() && line.compared.verdict == Verdict::Unchanged {
+            test(&mut line.compared, resamples);
+        }
+    }
     Ok(MatchedDiff {
         mean_step_change_ns: mean(&mb.step_ns) - mean(&ma.step_ns),
         main_thread_lines_ns,
@@ -349,6 +404,7 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         device,
         host_lines,
         device_lines,
+        resamples,
     })
 }
 
@@ -723,7 +779,7 @@ impl Reported for MatchedDiff {
              resamples of the steps) lies beyond ±max({} % of A's median step, {} % of the \
              line's median in A). Host lines are self time per step, device lines device \
              time per step under the launching op; by contribution to the mean step.",
-            self.options.resamples, self.options.step_percent, self.options.line_percent
+            self.resamples, self.options.step_percent, self.options.line_percent
         )));
         report.blank();
         let mut table = Table::new(vec![

@@ -39,26 +39,55 @@ pub fn median_change_interval(a: &[f64], b: &[f64], resamples: usize) -> Option<
         return None;
     }
     let mut rng = SplitMix(0x6f70_7363_6f70_6521 ^ (a.len() as u64) << 32 ^ b.len() as u64);
-    let mut scratch_a = vec![0.0; a.len()];
-    let mut scratch_b = vec![0.0; b.len()];
+    let (mut a_side, mut b_side) = (Resampled::new(a), Resampled::new(b));
     let mut changes: Vec<f64> = (0..resamples)
-        .map(|_| {
-            resample(a, &mut scratch_a, &mut rng);
-            resample(b, &mut scratch_b, &mut rng);
-            middle(&scratch_b) - middle(&scratch_a)
-        })
+        .map(|_| b_side.median(&mut rng) - a_side.median(&mut rng))
         .collect();
     changes.sort_unstable_by(f64::total_cmp);
     let at = |q: f64| changes[((q * (resamples - 1) as f64).round() as usize).min(resamples - 1)];
     Some((at(0.025), at(0.975)))
 }
 
-/// `out` filled with a sorted resample of `values`.
-fn resample(values: &[f64], out: &mut [f64], rng: &mut SplitMix) {
-    for slot in out.iter_mut() {
-        *slot = values[(rng.next() % values.len() as u64) as usize];
+/// One side's values, sorted once, and the medians of resamples of them: a resample
+/// is a count of draws per sorted place, so that its median is found by walking the
+/// counts, in time linear in the values, with no sort per resample.
+struct Resampled {
+    sorted: Vec<f64>,
+    drawn: Vec<u32>,
+}
+
+impl Resampled {
+    fn new(values: &[f64]) -> Resampled {
+        let mut sorted = values.to_vec();
+        sorted.sort_unstable_by(f64::total_cmp);
+        Resampled {
+            drawn: vec![0; sorted.len()],
+            sorted,
+        }
     }
-    out.sort_unstable_by(f64::total_cmp);
+
+    fn median(&mut self, rng: &mut SplitMix) -> f64 {
+        let n = self.sorted.len();
+        self.drawn.fill(0);
+        for _ in 0..n {
+            self.drawn[(rng.next() % n as u64) as usize] += 1;
+        }
+        // The values at places n/2 (and n/2 - 1 for an even count) of the resample.
+        let nth = |k: usize| {
+            let mut seen = 0usize;
+            for (place, &count) in self.drawn.iter().enumerate() {
+                seen += count as usize;
+                if seen > k {
+                    return self.sorted[place];
+                }
+            }
+            self.sorted[n - 1]
+        };
+        match n % 2 {
+            1 => nth(n / 2),
+            _ => (nth(n / 2 - 1) + nth(n / 2)) / 2.0,
+        }
+    }
 }
 
 /// SplitMix64: small, fast and good enough to pick resampled indices.
