@@ -10,6 +10,7 @@
 
 #[allow(unsafe_code)]
 pub mod cache;
+pub mod diff_page;
 #[cfg(feature = "arrow")]
 pub mod frames;
 pub mod html;

@@ -380,6 +380,47 @@ fn kernels_renamed_under_their_op_are_one_line() {
     };
     assert_eq!(verdict_of("work on stream 7"), Some("disappeared".into()));
     assert_eq!(verdict_of("work on stream 13"), Some("appeared".into()));
+    // The page: each side's steps, the line that moved, every line's table; in a real
+    // browser too.
+    let page = dir.join("diff.html");
+    opscope_ok(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-q",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Step time, step by step</h2>"));
+    let first_line = html.split("<h3>").nth(1).unwrap_or("");
+    assert!(
+        first_line.starts_with("aten::addmm ▸ ⇢ device"),
+        "{first_line}"
+    );
+    assert!(html.contains("Cijk_Alik_Bljk_SB_MT64x64"));
+    let again = opscope(&[
+        "diff",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(
+        !again.status.success(),
+        "an existing page is kept without --force"
+    );
+    if let Some(chromium) = common::browser::chromium() {
+        let dom = std::process::Command::new(chromium)
+            .args(["--headless", "--no-sandbox", "--disable-gpu", "--dump-dom"])
+            .arg(format!("file://{}", page.display()))
+            .output()
+            .unwrap();
+        let dom = String::from_utf8_lossy(&dom.stdout);
+        // Two charts (A, B) for the step and for each line drawn.
+        assert!(dom.matches("<svg").count() >= 4, "{dom}");
+        assert!(dom.contains("<h2>Every line</h2>"));
+    }
     // By name, the two kernels are two names: one deleted, one added.
     let (rows, _) = ours(&a, &b, "gpu", Some("0..8"));
     assert_eq!(rows["sm90_xmma_gemm_f32f32_tn"].0, 8);

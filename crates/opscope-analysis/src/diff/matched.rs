@@ -60,7 +60,8 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    fn word(self) -> &'static str {
+    /// How text shows it.
+    pub fn word(self) -> &'static str {
         match self {
             Verdict::Slower => "slower",
             Verdict::Faster => "faster",

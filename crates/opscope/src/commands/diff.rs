@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context as _, Result};
 use clap::ValueEnum;
 use opscope_analysis::diff::{self, Device, MatchedOptions, Side, Span, StepRange};
 use opscope_analysis::Context;
@@ -104,6 +104,13 @@ pub struct Args {
     top: usize,
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
+    /// Also write the diff as one HTML page (each side's steps on one scale, the lines
+    /// that moved most step by step, every line's table).
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Replace FILE when it exists.
+    #[arg(long, short)]
+    force: bool,
     /// No progress bar.
     #[arg(long, short)]
     quiet: bool,
@@ -125,6 +132,9 @@ fn per_side<T: Clone>(values: &[T], name: &str) -> Result<[Option<T>; 2]> {
 pub fn run(args: Args) -> Result<()> {
     // Said before the trace is read.
     two_sides(&args)?;
+    if let Some(page) = &args.output {
+        output::refuse_existing(page, args.force)?;
+    }
     if let Some(job) = &args.live {
         let dump = opscope_agent::client::LiveDump::fetch(&args.agent, job, None)?;
         let options = LoadOptions {
@@ -146,6 +156,22 @@ pub fn run(args: Args) -> Result<()> {
     };
     let result = compare(&args, &a, b.as_ref())?;
     output::print(args.format, result.as_ref())
+}
+
+/// Writes the page `-o` asks for, if it asks, and says so on stderr.
+fn write_page(args: &Args, page: impl FnOnce() -> String) -> Result<()> {
+    let Some(path) = &args.output else {
+        return Ok(());
+    };
+    let html = page();
+    std::fs::write(path, &html)
+        .with_context(|| format!("{}: cannot write the page", path.display()))?;
+    eprintln!(
+        "wrote {} ({} KiB)",
+        path.display(),
+        html.len().div_ceil(1024)
+    );
+    Ok(())
 }
 
 /// Whether `args` name two sides: two traces, parts of one, or a live job's start and
@@ -210,10 +236,10 @@ pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Outp
                 DeviceArg::Gpu => Device::Gpu,
                 DeviceArg::All => Device::All,
             };
-            Box::new(
-                diff::by_name::by_name(&side_a, &side_b, device, args.short_names)
-                    .map_err(anyhow::Error::msg)?,
-            )
+            let result = diff::by_name::by_name(&side_a, &side_b, device, args.short_names)
+                .map_err(anyhow::Error::msg)?;
+            write_page(args, || opscope_engine::diff_page::tables(&result))?;
+            Box::new(result)
         }
         By::Structure => {
             let options = MatchedOptions {
@@ -222,9 +248,10 @@ pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Outp
                 top: args.top,
                 ..MatchedOptions::default()
             };
-            Box::new(
-                diff::matched::matched(&side_a, &side_b, &options).map_err(anyhow::Error::msg)?,
-            )
+            let result =
+                diff::matched::matched(&side_a, &side_b, &options).map_err(anyhow::Error::msg)?;
+            write_page(args, || opscope_engine::diff_page::matched(&result))?;
+            Box::new(result)
         }
     })
 }
