@@ -211,6 +211,62 @@ pub(crate) fn on_trigger(
     Ok(dir)
 }
 
+/// Writes, into a slow-step dump's `.opscope/`, what its slowest step spent more time
+/// on than the steps before it: `opscope diff`'s matched lines of the slowest step
+/// against every other (`diff.txt` as the command prints it, `diff.json`). Where the
+/// dump cannot be compared (no steps found in it), `diff.txt` says why. Run off the
+/// agent's sampler: loading a large dump takes seconds.
+pub fn write_slow_step_diff(dir: &Path) {
+    use opscope_analysis::diff::{matched, Side, Span};
+    let said = dir.join(".opscope");
+    // Renamed into place: a reader never sees half a file.
+    let write = |name: &str, bytes: &[u8]| {
+        let aside = said.join(format!(".{name}.tmp"));
+        if std::fs::write(&aside, bytes).is_ok() {
+            let _ = std::fs::rename(&aside, said.join(name));
+        }
+    };
+    let compared = (|| -> Result<matched::MatchedDiff> {
+        let options = opscope_engine::load::LoadOptions {
+            quiet: true,
+            cache: false,
+        };
+        let trace = opscope_engine::load::load(&[dir.to_path_buf()], &options)?;
+        let cx = opscope_analysis::Context::new(&trace);
+        let side = |label: &str, span| Side {
+            cx: &cx,
+            label: label.to_string(),
+            rank: None,
+            steps: None,
+            span: Some(span),
+        };
+        matched::matched(
+            &side("the other steps", Span::AllButSlowest),
+            &side("the slowest step", Span::Slowest),
+            &matched::MatchedOptions::default(),
+        )
+        .map_err(anyhow::Error::msg)
+    })();
+    match compared {
+        Ok(diff) => {
+            let mut text = Vec::new();
+            let _ = opscope_engine::render::render(
+                &diff,
+                opscope_engine::render::Format::Text,
+                None,
+                &mut text,
+            );
+            write("diff.txt", &text);
+            if let Ok(json) = serde_json::to_vec_pretty(&diff) {
+                write("diff.json", &json);
+            }
+        }
+        Err(e) => {
+            write("diff.txt", format!("no diff: {e:#}\n").as_bytes());
+        }
+    }
+}
+
 /// Keeps the newest `keep` directories under `base` whose names start with `prefix`.
 fn prune(base: &Path, prefix: &str, keep: usize) {
     let Ok(entries) = std::fs::read_dir(base) else {

@@ -506,6 +506,12 @@ fn sample_loop(shared: &Shared) {
         for (job, trigger, reason) in fired {
             match dump::on_trigger(shared, &job, trigger, &reason, now) {
                 Ok(dir) => {
+                    if trigger == "slow-step" {
+                        let dir = dir.clone();
+                        let _ = std::thread::Builder::new()
+                            .name("opscope-dump-diff".into())
+                            .spawn(move || dump::write_slow_step_diff(&dir));
+                    }
                     if !shared.options.quiet {
                         eprintln!(
                             "opscope agent: job {}: {reason}; dumped to {}",

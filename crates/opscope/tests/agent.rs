@@ -582,6 +582,39 @@ fn a_slow_step_and_a_stall_dump_the_job_with_the_reason() {
     assert!(stall.is_some() && slow.is_some(), "{reasons:?}");
     let (slow_dir, slow_reason) = slow.unwrap();
     assert!(slow_reason.contains("step 11 took"), "{slow_reason}");
+    // Beside the slow step's dump, what it spent its 6 s more on: `diff` of the slowest
+    // step against the others, written once the dump is.
+    let written = slow_dir.join(".opscope/diff.json");
+    let deadline = Instant::now() + PATIENCE;
+    while !written.exists() {
+        assert!(Instant::now() < deadline, "no {}", written.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Its writer may be mid-file: read until it parses.
+    let diff: Value = loop {
+        if let Ok(v) = serde_json::from_slice(&std::fs::read(&written).unwrap()) {
+            break v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never parsed",
+            written.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(diff["sides"][1]["part"], "the slowest step");
+    assert_eq!(
+        diff["sides"][1]["step_numbers"].as_array().unwrap().len(),
+        1
+    );
+    let total = diff["mean_step_change_ns"].as_f64().unwrap();
+    assert!(
+        (5.5e9..7e9).contains(&total),
+        "the slowest step is {total} ns longer"
+    );
+    let sum =
+        diff["main_thread_lines_ns"].as_f64().unwrap() + diff["between_ops_ns"].as_f64().unwrap();
+    assert!((sum - total).abs() < 1.0, "{sum} against {total}");
     // The dump reads as a trace with the steps so far.
     let steps = common::opscope_ok(&["steps", slow_dir.to_str().unwrap(), "--format", "json"]);
     let steps: Value = serde_json::from_slice(&steps.stdout).unwrap();

@@ -448,8 +448,8 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
             .iter()
             .map(|(_, st)| (st.start_ns, st.start_ns + st.dur_ns))
             .collect();
-        let (range, why) = span.select(&bounds);
-        picked = picked[range].to_vec();
+        let (places, why) = span.select(&bounds);
+        picked = places.into_iter().map(|k| picked[k]).collect();
         part = Some(why);
     }
     if let Some(range) = side.steps {

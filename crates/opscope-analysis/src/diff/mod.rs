@@ -79,46 +79,63 @@ pub struct Side<'a, 't> {
     pub span: Option<Span>,
 }
 
-/// The steps that start in a trace's first `ns`, or end in its last. Where the steps
-/// cover less than twice `ns`, the two would share steps: the first half of the steps
-/// stands against the second instead.
+/// Which of a trace's steps a side takes: those that start in its first `ns` or end
+/// in its last (where the steps cover less than twice `ns`, the two would share steps:
+/// the first half of the steps stands against the second instead); or its slowest step
+/// against all the others (a `slow-step` dump: what the slow step spent its time on).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Span {
     First(i64),
     Last(i64),
+    Slowest,
+    AllButSlowest,
 }
 
 impl Span {
-    /// Which of `steps` (start, end; in time order) the span holds, and how it chose.
-    pub fn select(self, steps: &[(i64, i64)]) -> (std::ops::Range<usize>, String) {
+    /// Which of `steps` (start, end; in time order) the span holds, by place, and how
+    /// it chose.
+    pub fn select(self, steps: &[(i64, i64)]) -> (Vec<usize>, String) {
         let n = steps.len();
         let (Some(first), Some(last)) = (steps.first(), steps.last()) else {
-            return (0..0, String::new());
+            return (Vec::new(), String::new());
         };
+        let slowest = (0..n).max_by_key(|&k| (steps[k].1 - steps[k].0, std::cmp::Reverse(k)));
         let covered = last.1 - first.0;
-        let ns = match self {
-            Span::First(ns) | Span::Last(ns) => ns,
-        };
         let seconds = |ns: i64| ns as f64 / 1e9;
-        if covered < 2 * ns {
-            let why = format!(
-                "the steps cover {:.1} s, under twice {:.1} s",
-                seconds(covered),
-                seconds(ns)
-            );
-            return match self {
-                Span::First(_) => (0..n / 2, format!("the first half of the steps ({why})")),
-                Span::Last(_) => (n / 2..n, format!("the second half of the steps ({why})")),
-            };
-        }
+        let halves = |ns: i64| {
+            (covered < 2 * ns).then(|| {
+                format!(
+                    "the steps cover {:.1} s, under twice {:.1} s",
+                    seconds(covered),
+                    seconds(ns)
+                )
+            })
+        };
         match self {
-            Span::First(ns) => (
-                0..steps.partition_point(|s| s.0 < first.0 + ns),
-                format!("the steps of the first {:.1} s", seconds(ns)),
-            ),
-            Span::Last(ns) => (
-                steps.partition_point(|s| s.1 <= last.1 - ns)..n,
-                format!("the steps of the last {:.1} s", seconds(ns)),
+            Span::First(ns) => match halves(ns) {
+                Some(why) => (
+                    (0..n / 2).collect(),
+                    format!("the first half of the steps ({why})"),
+                ),
+                None => (
+                    (0..steps.partition_point(|s| s.0 < first.0 + ns)).collect(),
+                    format!("the steps of the first {:.1} s", seconds(ns)),
+                ),
+            },
+            Span::Last(ns) => match halves(ns) {
+                Some(why) => (
+                    (n / 2..n).collect(),
+                    format!("the second half of the steps ({why})"),
+                ),
+                None => (
+                    (steps.partition_point(|s| s.1 <= last.1 - ns)..n).collect(),
+                    format!("the steps of the last {:.1} s", seconds(ns)),
+                ),
+            },
+            Span::Slowest => (slowest.into_iter().collect(), "the slowest step".into()),
+            Span::AllButSlowest => (
+                (0..n).filter(|&k| Some(k) != slowest).collect(),
+                "every step but the slowest".into(),
             ),
         }
     }
@@ -197,16 +214,29 @@ mod tests {
     }
 
     #[test]
-    fn a_span_takes_the_first_or_last_steps_or_halves_when_they_would_overlap() {
+    fn a_span_takes_the_first_or_last_steps_halves_or_the_slowest() {
         // Ten steps of 1 s.
         let steps: Vec<(i64, i64)> = (0..10).map(|k| (k * 1_000, k * 1_000 + 1_000)).collect();
-        assert_eq!(Span::First(3_000).select(&steps).0, 0..3);
-        assert_eq!(Span::Last(3_000).select(&steps).0, 7..10);
+        let places = |r: std::ops::Range<usize>| r.collect::<Vec<usize>>();
+        assert_eq!(Span::First(3_000).select(&steps).0, places(0..3));
+        assert_eq!(Span::Last(3_000).select(&steps).0, places(7..10));
         let (first, why) = Span::First(6_000).select(&steps);
-        assert_eq!(first, 0..5);
+        assert_eq!(first, places(0..5));
         assert!(why.contains("first half"), "{why}");
-        assert_eq!(Span::Last(6_000).select(&steps).0, 5..10);
-        assert_eq!(Span::Last(6_000).select(&[]).0, 0..0);
+        assert_eq!(Span::Last(6_000).select(&steps).0, places(5..10));
+        assert_eq!(Span::Last(6_000).select(&[]).0, places(0..0));
+        // Step 4 takes 3 s.
+        let mut slow = steps.clone();
+        slow[4].1 += 2_000;
+        for s in &mut slow[5..] {
+            s.0 += 2_000;
+            s.1 += 2_000;
+        }
+        assert_eq!(Span::Slowest.select(&slow).0, vec![4]);
+        assert_eq!(
+            Span::AllButSlowest.select(&slow).0,
+            vec![0, 1, 2, 3, 5, 6, 7, 8, 9]
+        );
     }
 
     #[test]
