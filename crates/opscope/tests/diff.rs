@@ -379,6 +379,17 @@ fn kernels_renamed_under_their_op_are_one_line() {
             .map(|b| b["verdict"].clone())
     };
     assert_eq!(verdict_of("work on stream 7"), Some("disappeared".into()));
+    // Each launch call ends 10 µs before its kernel starts, on both sides.
+    let latency = diff["breakdown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["what"] == "launch latency (median per step)")
+        .expect("a launch latency line");
+    assert_eq!(
+        latency["median_ns"],
+        serde_json::json!([10_000.0, 10_000.0])
+    );
     assert_eq!(verdict_of("work on stream 13"), Some("appeared".into()));
     // The page: each side's steps, the line that moved, every line's table; in a real
     // browser too.
@@ -425,4 +436,50 @@ fn kernels_renamed_under_their_op_are_one_line() {
     let (rows, _) = ours(&a, &b, "gpu", Some("0..8"));
     assert_eq!(rows["sm90_xmma_gemm_f32f32_tn"].0, 8);
     assert_eq!(rows["Cijk_Alik_Bljk_SB_MT64x64"].1, 8);
+}
+
+/// Whole traces of several ranks: each rank's step time, before and after, is the one
+/// `opscope steps` gives that rank.
+#[test]
+fn each_rank_of_whole_traces_has_its_step_time() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let two = traces.join("kineto/hta/trace_filter");
+    let t = two.to_str().unwrap();
+    let diff = matched(&two, &two);
+    let steps: Value =
+        serde_json::from_slice(&opscope_ok(&["steps", t, "--format", "json", "-q"]).stdout)
+            .unwrap();
+    let mut ranks = 0;
+    for source in steps["sources"].as_array().unwrap() {
+        let Some(rank) = source["rank"].as_u64() else {
+            continue;
+        };
+        let durations: Vec<f64> = source["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["dur_ns"].as_f64().unwrap())
+            .collect();
+        let line = diff["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["what"] == format!("step on rank {rank}").as_str())
+            .unwrap_or_else(|| panic!("no line for rank {rank}"));
+        assert_eq!(line["per_step_ns"][0], serde_json::json!(durations));
+        ranks += 1;
+    }
+    assert_eq!(ranks, 2);
+    // Two ranks named: their own lines, no per-rank lines.
+    let out = opscope_ok(&[
+        "diff", t, "--rank", "0", "--rank", "1", "--format", "json", "-q",
+    ]);
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!diff["breakdown"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|b| b["what"].as_str().unwrap().starts_with("step on rank")));
 }

@@ -489,6 +489,8 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
     let mut streams: HashMap<u32, String> = HashMap::new();
     // Per stream (its track's name), its work's time per step.
     let mut stream_ns: Vec<(String, Vec<f64>)> = Vec::new();
+    // Per step, the delays from each launch call's end to its work's start.
+    let mut launch_delays: Vec<Vec<f64>> = vec![Vec::new(); n];
     let mut stream_labels: HashMap<usize, String> = HashMap::new();
     // In the step at hand, the key of each slice seen (for its children and launches).
     let mut key_of: HashMap<u32, u32> = HashMap::new();
@@ -579,6 +581,9 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
                 }
             };
             on_stream[step] += s.dur[w] as f64;
+            if let Some(call) = correlation.launch_of(w) {
+                launch_delays[step].push((s.ts[w] - s.end(call)).max(0) as f64);
+            }
             let Some(&op_key) = key_of.get(&(op as u32)) else {
                 continue;
             };
@@ -602,11 +607,46 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
         };
         let mut b = vec![("step".to_string(), of(|st| st.dur_ns))];
         if chosen.on_device {
+            b.push((
+                "launch latency (median per step)".into(),
+                launch_delays.iter().map(|d| median(d)).collect(),
+            ));
             b.push(("device busy".into(), of(|st| st.device_busy_ns)));
             b.push(("device idle".into(), of(|st| st.device_idle_ns)));
             b.push(("computation".into(), of(|st| st.computation_ns)));
             b.push(("communication".into(), of(|st| st.communication_ns)));
             b.push(("memory".into(), of(|st| st.memory_ns)));
+        }
+        // Each rank's steps, where the trace has several and the side is the whole
+        // trace (no --rank): a job compared with a job, rank by rank.
+        let ranked: Vec<&steps::SourceSteps> = all
+            .iter()
+            .filter(|st| st.rank.is_some() && !st.steps.is_empty())
+            .filter(|st| !matches!(st.found_by, steps::StepSource::Loader))
+            .collect();
+        if ranked.len() > 1 && side.rank.is_none() {
+            for st in ranked {
+                let mut durations: Vec<(u64, (i64, i64))> = st
+                    .steps
+                    .iter()
+                    .enumerate()
+                    .map(|(k, x)| {
+                        let n = number_in_name(&x.name).unwrap_or(k as u64);
+                        (n, (x.start_ns, x.start_ns + x.dur_ns))
+                    })
+                    .filter(|(n, _)| side.steps.is_none_or(|r| r.contains(*n)))
+                    .collect();
+                if let Some(span) = side.span {
+                    let bounds: Vec<(i64, i64)> = durations.iter().map(|d| d.1).collect();
+                    let (places, _) = span.select(&bounds);
+                    durations = places.into_iter().map(|k| durations[k]).collect();
+                }
+                let rank = st.rank.expect("ranked");
+                b.push((
+                    format!("step on rank {rank}"),
+                    durations.iter().map(|(_, (a, z))| (z - a) as f64).collect(),
+                ));
+            }
         }
         stream_ns.sort_by(|x, y| x.0.cmp(&y.0));
         b.extend(
