@@ -246,8 +246,14 @@ struct Measured {
 
 pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDiff, String> {
     let mut keys = Keys::default();
-    let ma = measure(a, &mut keys)?;
-    let mb = measure(b, &mut keys)?;
+    // Parts of one trace (--rank, --steps, --live) share its steps, found once.
+    let steps_a = steps::steps(a.cx, &StepOptions::default());
+    let steps_b = match std::ptr::eq(a.cx.trace(), b.cx.trace()) {
+        true => None,
+        false => Some(steps::steps(b.cx, &StepOptions::default())),
+    };
+    let ma = measure(a, &steps_a, &mut keys)?;
+    let mb = measure(b, steps_b.as_ref().unwrap_or(&steps_a), &mut keys)?;
     let step_median_a = median(&ma.step_ns);
     // A line's figures and, where its median moved beyond the threshold, its verdict
     // (`Unchanged` where it did not: no interval can then lie beyond it but by the
@@ -409,7 +415,8 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
     })
 }
 
-fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
+/// One side's lines, step by step, from `all`, the steps of every source of its trace.
+fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<Measured, String> {
     let cx = side.cx;
     let trace = cx.trace();
     let s = &trace.slices;
@@ -418,7 +425,6 @@ fn measure(side: &Side, keys: &mut Keys) -> Result<Measured, String> {
         .iter()
         .map(|src| trace.sources[src.index()].path.as_str())
         .collect();
-    let all = steps::steps(cx, &StepOptions::default());
     let chosen = all
         .iter()
         .filter(|st| paths.contains(&st.file.as_str()) && !st.steps.is_empty())
