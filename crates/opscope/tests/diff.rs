@@ -483,3 +483,79 @@ fn each_rank_of_whole_traces_has_its_step_time() {
         .iter()
         .any(|b| b["what"].as_str().unwrap().starts_with("step on rank")));
 }
+
+/// The shared AMD (ROCm) trace against a copy in which one `aten::mse_loss_backward`
+/// got other input shapes: its line, and no other, says so (`[shapes … → …]`), in
+/// JSON and in text. The copy is written by serde_json, without the original's spaces
+/// in its shapes: that alone is no change (before, 62 lines said their shapes changed).
+#[test]
+fn an_op_whose_input_shapes_changed_says_so() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = scratch_dir("diff-shapes");
+    let original = traces.join("kineto/hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz");
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(std::fs::File::open(&original).unwrap()),
+        &mut text,
+    )
+    .unwrap();
+    let mut trace: Value = serde_json::from_str(&text).unwrap();
+    let mut changed = 0;
+    for event in trace["traceEvents"].as_array_mut().unwrap() {
+        if event["name"] == "aten::mse_loss_backward" {
+            // The outer of two nested calls.
+            if changed == 0 {
+                event["args"]["Input Dims"] = serde_json::json!([[], [10, 128], [10, 128], []]);
+            }
+            changed += 1;
+        }
+    }
+    assert_eq!(changed, 2);
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    std::fs::write(&a, &text).unwrap();
+    std::fs::write(&b, serde_json::to_string(&trace).unwrap()).unwrap();
+    let args = |format: &str| {
+        let out = opscope_ok(&[
+            "--wide",
+            "diff",
+            a.to_str().unwrap(),
+            b.to_str().unwrap(),
+            "--top",
+            "100000",
+            "--format",
+            format,
+            "-q",
+        ]);
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let diff: Value = serde_json::from_str(&args("json")).unwrap();
+    let changed: Vec<&Value> = diff["host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["dims"][0] != l["dims"][1])
+        .collect();
+    assert_eq!(changed.len(), 1, "{changed:#?}");
+    assert!(
+        changed[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("aten::mse_loss_backward"),
+        "{:#}",
+        changed[0]
+    );
+    assert_eq!(
+        changed[0]["dims"][1],
+        serde_json::json!("[[],[10,128],[10,128],[]]")
+    );
+    let text = args("text");
+    let said: Vec<&str> = text.lines().filter(|l| l.contains("[shapes ")).collect();
+    assert_eq!(said.len(), 1, "{text}");
+    assert!(
+        said[0].contains("[shapes [[],[5,128],[5,128],[]] → [[],[10,128],[10,128],[]]]"),
+        "{}",
+        said[0]
+    );
+}

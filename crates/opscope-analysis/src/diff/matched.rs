@@ -559,7 +559,15 @@ fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<M
                 if let Some(ArgValue::Json(d) | ArgValue::Str(d)) =
                     dims_key.and_then(|k| trace.args.find(s.args[i], k))
                 {
-                    dims.entry(key).or_insert_with(|| trace.str(d).to_string());
+                    // As JSON text, but for its spacing: a file written by another
+                    // tool (`[5,128]` against `[5, 128]`) holds the same shapes.
+                    dims.entry(key).or_insert_with(|| {
+                        trace
+                            .str(d)
+                            .chars()
+                            .filter(|c| !c.is_whitespace())
+                            .collect()
+                    });
                 }
             }
             if place == 0 {
