@@ -527,10 +527,12 @@ fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<M
                 if correlate::is_device_work(trace, i) {
                     continue;
                 }
-                // The step's own marker is no line: what it holds but its ops is the
-                // time between them.
+                // The step's own marker (or range) is no line: what it holds but its
+                // ops is the time between them.
                 let name = trace.str(s.name[i]);
-                if s.ts[i] == start && name == step_name {
+                // (Framework steps are named apart from the range they come from:
+                // Keras's `keras train step` is step `keras train step 3`.)
+                if s.ts[i] == start && (name == step_name || s.end(i) == end) {
                     key_of.insert(i as u32, root);
                     continue;
                 }
