@@ -559,3 +559,54 @@ fn an_op_whose_input_shapes_changed_says_so() {
         said[0]
     );
 }
+
+/// Steps found from a framework's records (Keras fit's batches, from the `keras train
+/// step` ranges opscope's bootstrap writes) are named apart from those ranges: the
+/// range is still the step, no line of its own (before, every op sat under a `keras
+/// train step` line that held the step's idle time too).
+#[test]
+fn a_framework_steps_range_is_the_step_not_a_line() {
+    let dir = scratch_dir("diff-framework-steps");
+    let mut events = Vec::new();
+    for k in 0..6u64 {
+        let t = 1000 * k;
+        let mm = if k < 3 { 300 } else { 600 };
+        events.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"keras train step","pid":1,"tid":1,"ts":{t},"dur":900}},
+{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":{mm}}}"#,
+            t + 100
+        ));
+    }
+    let trace = dir.join("keras.json");
+    std::fs::write(
+        &trace,
+        format!(r#"{{"traceEvents":[{}]}}"#, events.join(",")),
+    )
+    .unwrap();
+    let t = trace.to_str().unwrap();
+    let out = opscope_ok(&[
+        "diff", t, "--steps", "..3", "--steps", "3..", "--format", "json", "-q",
+    ]);
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        diff["sides"][0]["steps_found_by"]
+            .as_str()
+            .unwrap()
+            .starts_with("framework"),
+        "{:#}",
+        diff["sides"][0]
+    );
+    let paths: Vec<&str> = diff["host"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["aten::mm"]);
+    assert_eq!(
+        diff["host"][0]["median_ns"],
+        serde_json::json!([300_000.0, 600_000.0])
+    );
+    // The 900 µs step: 300 µs more in the op, 300 µs less between ops.
+    assert_eq!(diff["between_ops_ns"], -300_000.0);
+}
