@@ -135,24 +135,28 @@ pub fn run(args: Args) -> Result<()> {
     if let Some(page) = &args.output {
         output::refuse_existing(page, args.force)?;
     }
-    if let Some(job) = &args.live {
-        let dump = opscope_agent::client::LiveDump::fetch(&args.agent, job, None)?;
-        let options = LoadOptions {
-            quiet: true,
-            cache: false,
-        };
-        let trace = load(&[dump.path().to_path_buf()], &options)?;
-        let result = compare(&args, &trace, None)?;
-        return output::print(args.format, result.as_ref());
-    }
-    let options = LoadOptions {
-        quiet: args.quiet,
-        cache: !args.no_cache,
-    };
-    let a = load(&args.traces[..1], &options)?;
-    let b = match args.traces.len() {
-        1 => None,
-        _ => Some(load(&args.traces[1..], &options)?),
+    let (a, b) = match &args.live {
+        // The agent's dump is read at once: its files may go when `dump` does.
+        Some(job) => {
+            let dump = opscope_agent::client::LiveDump::fetch(&args.agent, job, None)?;
+            let options = LoadOptions {
+                quiet: true,
+                cache: false,
+            };
+            (load(&[dump.path().to_path_buf()], &options)?, None)
+        }
+        None => {
+            let options = LoadOptions {
+                quiet: args.quiet,
+                cache: !args.no_cache,
+            };
+            let a = load(&args.traces[..1], &options)?;
+            let b = match args.traces.len() {
+                1 => None,
+                _ => Some(load(&args.traces[1..], &options)?),
+            };
+            (a, b)
+        }
     };
     let result = compare(&args, &a, b.as_ref())?;
     output::print(args.format, result.as_ref())
