@@ -50,7 +50,7 @@ pub fn matched(diff: &MatchedDiff) -> String {
         let _ = writeln!(
             body,
             "<h3>{} <small>({}, {})</small></h3>",
-            html::escape(&line.path),
+            html::escape(&line.place()),
             if line.on_device { "device" } else { "host" },
             line.compared.verdict.word()
         );

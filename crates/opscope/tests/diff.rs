@@ -391,6 +391,30 @@ fn kernels_renamed_under_their_op_are_one_line() {
         serde_json::json!([10_000.0, 10_000.0])
     );
     assert_eq!(verdict_of("work on stream 13"), Some("appeared".into()));
+    // Each kernel is launched after the one before it ended (host wait); the gap
+    // before it lies 40 µs in its step (the step starts 40 µs before the kernel), and
+    // the first step's kernel has no gap before it.
+    let per_step = |what: &str| {
+        diff["breakdown"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["what"] == what)
+            .unwrap_or_else(|| panic!("no line {what}"))["per_step_ns"]
+            .clone()
+    };
+    let mut host_wait = vec![40_000.0; 8];
+    host_wait[0] = 0.0;
+    assert_eq!(
+        per_step("streams idle (sum): host wait"),
+        serde_json::json!([host_wait, host_wait])
+    );
+    for cause in ["kernel wait", "other"] {
+        assert_eq!(
+            per_step(&format!("streams idle (sum): {cause}")),
+            serde_json::json!([vec![0.0; 8], vec![0.0; 8]])
+        );
+    }
     // The page: each side's steps, the line that moved, every line's table; in a real
     // browser too.
     let page = dir.join("diff.html");
@@ -482,6 +506,121 @@ fn each_rank_of_whole_traces_has_its_step_time() {
         .unwrap()
         .iter()
         .any(|b| b["what"].as_str().unwrap().starts_with("step on rank")));
+}
+
+/// Two whole traces of two ranks: lines are matched on each rank. A copy of
+/// `hta/trace_filter` whose rank 1 calls `aten::ones_like` another name: rank 1's lines
+/// say so (the old name disappeared, the new one appeared), rank 0's do not move, and
+/// rank 1's lines are those `--rank 1` finds.
+#[test]
+fn lines_of_every_rank_are_matched_rank_by_rank() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let original = traces.join("kineto/hta/trace_filter");
+    let dir = scratch_dir("diff-ranks");
+    let copy = dir.join("renamed");
+    std::fs::create_dir_all(&copy).unwrap();
+    std::fs::copy(
+        original.join("sampled_rank-0.json.gz"),
+        copy.join("sampled_rank-0.json.gz"),
+    )
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(
+            std::fs::File::open(original.join("sampled_rank-1.json.gz")).unwrap(),
+        ),
+        &mut text,
+    )
+    .unwrap();
+    let mut rank1: Value = serde_json::from_str(&text).unwrap();
+    let mut renamed = 0;
+    for event in rank1["traceEvents"].as_array_mut().unwrap() {
+        if event["name"] == "aten::ones_like" {
+            event["name"] = "aten::ones_like_v2".into();
+            renamed += 1;
+        }
+    }
+    assert!(renamed > 0);
+    std::fs::write(
+        copy.join("sampled_rank-1.json"),
+        serde_json::to_string(&rank1).unwrap(),
+    )
+    .unwrap();
+    let diff_of = |rank: Option<&str>| -> Value {
+        let mut args = vec![
+            "diff",
+            original.to_str().unwrap(),
+            copy.to_str().unwrap(),
+            "--top",
+            "100000",
+            "--format",
+            "json",
+            "-q",
+        ];
+        if let Some(r) = rank {
+            args.extend(["--rank", r]);
+        }
+        serde_json::from_slice(&opscope_ok(&args).stdout).unwrap()
+    };
+    let every = diff_of(None);
+    assert_eq!(every["ranks"], serde_json::json!([0, 1]));
+    let touching = |diff: &Value, rank: Option<u64>| -> Vec<(String, String, Value)> {
+        let mut found: Vec<(String, String, Value)> = lines(diff)
+            .filter(|l| l["rank"].as_u64() == rank || rank.is_none())
+            .filter(|l| l["path"].as_str().unwrap().contains("aten::ones_like"))
+            .map(|l| {
+                (
+                    l["path"].as_str().unwrap().to_string(),
+                    l["verdict"].as_str().unwrap().to_string(),
+                    l["per_step_ns"].clone(),
+                )
+            })
+            .collect();
+        found.sort_by(|x, y| x.0.cmp(&y.0));
+        found
+    };
+    let on_1 = touching(&every, Some(1));
+    assert!(
+        on_1.iter()
+            .any(|(p, v, _)| p.ends_with("aten::ones_like") && v == "disappeared"),
+        "{on_1:#?}"
+    );
+    assert!(
+        on_1.iter()
+            .any(|(p, v, _)| p.ends_with("aten::ones_like_v2") && v == "appeared"),
+        "{on_1:#?}"
+    );
+    let on_0 = touching(&every, Some(0));
+    assert!(!on_0.is_empty());
+    for (path, verdict, values) in &on_0 {
+        assert!(!path.contains("_v2"), "{path}");
+        assert_eq!(values[0], values[1], "{path}: {verdict}");
+    }
+    // Rank 1's lines, rank by rank, are what a diff of rank 1 alone finds.
+    assert_eq!(on_1, touching(&diff_of(Some("1")), None));
+    // The text says which rank a line is on.
+    let text = opscope_ok(&[
+        "diff",
+        original.to_str().unwrap(),
+        copy.to_str().unwrap(),
+        "--top",
+        "400",
+        "--wide",
+        "-q",
+    ]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("Lines matched rank by rank on ranks 0, 1"),
+        "{text}"
+    );
+    assert!(
+        text.lines().any(|l| l.contains("appeared")
+            && l.contains("rank 1 ▸")
+            && l.contains("aten::ones_like_v2")),
+        "{text}"
+    );
 }
 
 /// The shared AMD (ROCm) trace against a copy in which one `aten::mse_loss_backward`

@@ -17,7 +17,7 @@ use opscope_model::{SourceId, StrId, Trace, TrackKind, NONE};
 use serde::Serialize;
 
 use super::noise::{self, mean, median};
-use super::{number_in_name, sources_of, Side};
+use super::{common_ranks, number_in_name, sources_of, Side};
 use crate::correlate;
 use crate::report::{Column, Line, Report, Reported, Table, Value};
 use crate::steps::{self, StepOptions};
@@ -90,6 +90,9 @@ pub struct Compared {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct MatchedLine {
+    /// The rank both sides' lines come from, where whole traces of several ranks are
+    /// matched rank by rank (`None`: one rank, or none, on each side).
+    pub rank: Option<u32>,
     /// Names from the step down, ` ▸ ` between them; `#k` is the k-th of like-named
     /// siblings.
     pub path: String,
@@ -135,8 +138,12 @@ pub struct MatchedDiff {
     pub options: MatchedOptions,
     /// The step time, then its breakdown.
     pub breakdown: Vec<BreakdownLine>,
+    /// The ranks whose lines are matched, each with the same rank on the other side,
+    /// where both sides are whole traces of several ranks; empty otherwise.
+    pub ranks: Vec<u32>,
     /// The change of the mean step, and how it splits: the main thread's lines, and
-    /// the time on it between ops (the two add up to the change).
+    /// the time on it between ops (the two add up to the change). With several ranks,
+    /// of the first rank (the sides' summaries say which).
     pub mean_step_change_ns: f64,
     pub main_thread_lines_ns: f64,
     pub between_ops_ns: f64,
@@ -252,8 +259,30 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         true => None,
         false => Some(steps::steps(b.cx, &StepOptions::default())),
     };
-    let ma = measure(a, &steps_a, &mut keys)?;
-    let mb = measure(b, steps_b.as_ref().unwrap_or(&steps_a), &mut keys)?;
+    let steps_b = steps_b.as_ref().unwrap_or(&steps_a);
+    // Whole traces of several ranks meet rank by rank; the first rank's steps give the
+    // step time and its breakdown, as one rank's did before.
+    let ranks = common_ranks(a, b);
+    let mut measured = Vec::new();
+    for &rank in &ranks {
+        let pair = measure(a, Some(rank), &steps_a, &mut keys)
+            .and_then(|ma| Ok((ma, measure(b, Some(rank), steps_b, &mut keys)?)));
+        match pair {
+            Ok((ma, mb)) => measured.push((Some(rank), ma, mb)),
+            // A rank without steps on a side has no lines to match; the first rank
+            // that has them stands for the job.
+            Err(e) if ranks.last() == Some(&rank) && measured.is_empty() => return Err(e),
+            Err(_) => {}
+        }
+    }
+    if ranks.is_empty() {
+        let ma = measure(a, a.rank, &steps_a, &mut keys)?;
+        let mb = measure(b, b.rank, steps_b, &mut keys)?;
+        measured.push((None, ma, mb));
+    }
+    let main_rank = measured[0].0;
+    let measured_ranks: Vec<u32> = measured.iter().filter_map(|m| m.0).collect();
+    let (ma, mb) = (&measured[0].1, &measured[0].2);
     let step_median_a = median(&ma.step_ns);
     // A line's figures and, where its median moved beyond the threshold, its verdict
     // (`Unchanged` where it did not: no interval can then lie beyond it but by the
@@ -311,7 +340,7 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             whats.push(w);
         }
     }
-    let values = |m: &Measured, what: &String| {
+    let values = |m: &&Measured, what: &String| {
         m.breakdown
             .iter()
             .find(|(w, _)| w == what)
@@ -330,32 +359,35 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             }
         })
         .collect();
-    let mut ids: Vec<u32> = ma.lines.keys().chain(mb.lines.keys()).copied().collect();
-    ids.sort_unstable();
-    ids.dedup();
     let zeros = |n: usize| vec![0.0; n];
     let mut host = Vec::new();
     let mut device = Vec::new();
-    for id in ids {
-        let va = ma.lines.get(&id).cloned();
-        let vb = mb.lines.get(&id).cloned();
-        let present = [va.is_some(), vb.is_some()];
-        let va = va.unwrap_or_else(|| zeros(ma.step_ns.len()));
-        let vb = vb.unwrap_or_else(|| zeros(mb.step_ns.len()));
-        let root = keys.root(id);
-        let on_device = keys.name_of(id) == DEVICE;
-        let line = MatchedLine {
-            path: keys.path(id),
-            on_device,
-            main_thread: keys.name_of(root) == MAIN_THREAD,
-            names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
-            streams: [ma.streams.get(&id).cloned(), mb.streams.get(&id).cloned()],
-            dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
-            compared: compare(&va, &vb, present),
-        };
-        match on_device {
-            true => device.push(line),
-            false => host.push(line),
+    for (rank, ma, mb) in &measured {
+        let mut ids: Vec<u32> = ma.lines.keys().chain(mb.lines.keys()).copied().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        for id in ids {
+            let va = ma.lines.get(&id).cloned();
+            let vb = mb.lines.get(&id).cloned();
+            let present = [va.is_some(), vb.is_some()];
+            let va = va.unwrap_or_else(|| zeros(ma.step_ns.len()));
+            let vb = vb.unwrap_or_else(|| zeros(mb.step_ns.len()));
+            let root = keys.root(id);
+            let on_device = keys.name_of(id) == DEVICE;
+            let line = MatchedLine {
+                rank: *rank,
+                path: keys.path(id),
+                on_device,
+                main_thread: keys.name_of(root) == MAIN_THREAD,
+                names: [ma.names.get(&id).cloned(), mb.names.get(&id).cloned()],
+                streams: [ma.streams.get(&id).cloned(), mb.streams.get(&id).cloned()],
+                dims: [ma.dims.get(&id).cloned(), mb.dims.get(&id).cloned()],
+                compared: compare(&va, &vb, present),
+            };
+            match on_device {
+                true => device.push(line),
+                false => host.push(line),
+            }
         }
     }
     let by_contribution = |x: &MatchedLine, y: &MatchedLine| {
@@ -363,13 +395,14 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             .mean_change_ns
             .abs()
             .total_cmp(&x.compared.mean_change_ns.abs())
+            .then_with(|| x.rank.cmp(&y.rank))
             .then_with(|| x.path.cmp(&y.path))
     };
     host.sort_by(by_contribution);
     device.sort_by(by_contribution);
     let main_thread_lines_ns = host
         .iter()
-        .filter(|l| l.main_thread)
+        .filter(|l| l.main_thread && l.rank == main_rank)
         .map(|l| l.compared.mean_change_ns)
         .sum();
     // Lines whose median moved beyond the threshold are tested; with many steps and
@@ -400,10 +433,17 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             test(&mut line.compared, resamples);
         }
     }
+    let mean_step_change_ns = mean(&mb.step_ns) - mean(&ma.step_ns);
+    let between_ops_ns = mean(&mb.between_ns) - mean(&ma.between_ns);
+    let (_, ma, mb) = measured.swap_remove(0);
     Ok(MatchedDiff {
-        mean_step_change_ns: mean(&mb.step_ns) - mean(&ma.step_ns),
+        ranks: match main_rank {
+            Some(_) => measured_ranks,
+            None => Vec::new(),
+        },
+        mean_step_change_ns,
         main_thread_lines_ns,
-        between_ops_ns: mean(&mb.between_ns) - mean(&ma.between_ns),
+        between_ops_ns,
         sides: [ma.summary, mb.summary],
         options: options.clone(),
         breakdown,
@@ -415,12 +455,18 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
     })
 }
 
-/// One side's lines, step by step, from `all`, the steps of every source of its trace.
-fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<Measured, String> {
+/// One side's lines, step by step, from `all`, the steps of every source of its trace:
+/// those of `rank` (else of its lowest rank, else of every source).
+fn measure(
+    side: &Side,
+    rank: Option<u32>,
+    all: &[steps::SourceSteps],
+    keys: &mut Keys,
+) -> Result<Measured, String> {
     let cx = side.cx;
     let trace = cx.trace();
     let s = &trace.slices;
-    let sources = sources_of(trace, side.rank)?;
+    let sources = sources_of(trace, rank)?;
     let paths: Vec<&str> = sources
         .iter()
         .map(|src| trace.sources[src.index()].path.as_str())
@@ -477,15 +523,19 @@ fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<M
     let correlation = cx.correlation();
     // Device work of the source by the time its launch (else itself) started, with
     // the op that launched it.
-    let mut work: Vec<(i64, usize, usize)> = (0..s.len())
-        .filter(|&i| correlate::is_device_work(trace, i))
-        .filter(|&i| correlate::source_of(trace, i) == Some(source))
-        .filter_map(|w| {
-            let op = correlation.op_of(trace, w)?;
+    let mut work: Vec<(i64, usize, usize)> = Vec::new();
+    // And each stream's work, in time order (rows are by track, then time).
+    let mut on_streams: HashMap<u32, Vec<usize>> = HashMap::new();
+    for w in 0..s.len() {
+        if !correlate::is_device_work(trace, w) || correlate::source_of(trace, w) != Some(source) {
+            continue;
+        }
+        on_streams.entry(s.track[w]).or_default().push(w);
+        if let Some(op) = correlation.op_of(trace, w) {
             let launched_at = correlation.launch_of(w).map_or(s.ts[w], |c| s.ts[c]);
-            Some((launched_at, w, op))
-        })
-        .collect();
+            work.push((launched_at, w, op));
+        }
+    }
     work.sort_unstable();
     let n = windows.len();
     let mut lines: HashMap<u32, Vec<f64>> = HashMap::new();
@@ -617,6 +667,23 @@ fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<M
             streams.entry(key).or_insert_with(|| stream.to_string());
         }
     }
+    // The streams' idle time by cause (`gpu`'s rule and threshold): the gap before
+    // each piece of work, as much of it as lies in the step the work starts in.
+    let mut idle_by_cause = [vec![0.0; n], vec![0.0; n], vec![0.0; n]];
+    let threshold = crate::gpu::GpuOptions::default().kernel_wait_threshold_ns;
+    for rows in on_streams.values() {
+        let gaps = crate::gpu::idle::gaps(trace, correlation, rows, threshold, Default::default());
+        for (w, gap, cause) in gaps {
+            let at = s.ts[w];
+            let k = windows.partition_point(|&(start, _)| start <= at);
+            match k.checked_sub(1).map(|k| (k, windows[k])) {
+                Some((k, (start, end))) if at < end => {
+                    idle_by_cause[cause as usize][k] += (at - (at - gap).max(start)) as f64;
+                }
+                _ => {}
+            }
+        }
+    }
     let breakdown: Vec<(String, Vec<f64>)> = {
         let of = |f: fn(&steps::Step) -> i64| -> Vec<f64> {
             picked.iter().map(|(_, st)| f(st) as f64).collect()
@@ -629,6 +696,9 @@ fn measure(side: &Side, all: &[steps::SourceSteps], keys: &mut Keys) -> Result<M
             ));
             b.push(("device busy".into(), of(|st| st.device_busy_ns)));
             b.push(("device idle".into(), of(|st| st.device_idle_ns)));
+            for (cause, values) in crate::gpu::idle::IdleCause::ALL.iter().zip(idle_by_cause) {
+                b.push((format!("streams idle (sum): {}", cause.name()), values));
+            }
             b.push(("computation".into(), of(|st| st.computation_ns)));
             b.push(("communication".into(), of(|st| st.communication_ns)));
             b.push(("memory".into(), of(|st| st.memory_ns)));
@@ -733,10 +803,18 @@ fn threads_by_time(trace: &Trace, source: SourceId, windows: &[(i64, i64)]) -> V
 }
 
 impl MatchedLine {
+    /// Its path, after its rank where lines are matched rank by rank.
+    pub fn place(&self) -> String {
+        match self.rank {
+            Some(r) => format!("rank {r} ▸ {}", self.path),
+            None => self.path.clone(),
+        }
+    }
+
     /// The line as a table shows it: its path, with what it is called on each side
     /// where that differs (device work) and its shapes where they changed.
     fn shown(&self) -> String {
-        let mut text = self.path.clone();
+        let mut text = self.place();
         match &self.names {
             [Some(a), Some(b)] if a != b => text += &format!(" ({a} → {b})"),
             [Some(a), None] | [None, Some(a)] => text += &format!(" ({a})"),
@@ -802,6 +880,17 @@ impl Reported for MatchedDiff {
                 side.role,
                 steps,
                 side.steps_found_by
+            )));
+        }
+        if let [first, ..] = self.ranks.as_slice() {
+            report.line(Line::of(format!(
+                "Lines matched rank by rank on ranks {}; the step time and its split are \
+                 rank {first}'s (each rank's step time is a line).",
+                self.ranks
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
         if let Some(step) = self.breakdown.first() {

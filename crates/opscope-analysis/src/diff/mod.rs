@@ -144,12 +144,7 @@ impl Span {
 /// The sources a side reads: those of `rank`, else of the trace's lowest rank (as HTA
 /// takes the first rank), else every source.
 fn sources_of(trace: &Trace, rank: Option<u32>) -> Result<Vec<SourceId>, String> {
-    let ranks: Vec<u32> = {
-        let mut r: Vec<u32> = trace.sources.iter().filter_map(|s| s.rank).collect();
-        r.sort_unstable();
-        r.dedup();
-        r
-    };
+    let ranks = ranks_of(trace);
     let wanted = match rank {
         Some(r) if !ranks.contains(&r) => {
             return Err(match ranks.is_empty() {
@@ -164,6 +159,31 @@ fn sources_of(trace: &Trace, rank: Option<u32>) -> Result<Vec<SourceId>, String>
         .filter(|&i| wanted.is_none() || trace.sources[i].rank == wanted)
         .map(|i| SourceId(i as u32))
         .collect())
+}
+
+/// The ranks of the trace, in order.
+fn ranks_of(trace: &Trace) -> Vec<u32> {
+    let mut r: Vec<u32> = trace.sources.iter().filter_map(|s| s.rank).collect();
+    r.sort_unstable();
+    r.dedup();
+    r
+}
+
+/// The ranks matched one by one: where neither side names a rank and both traces hold
+/// several, those they share (a job of 8 ranks against a job of 8); none otherwise.
+fn common_ranks(a: &Side, b: &Side) -> Vec<u32> {
+    if a.rank.is_some() || b.rank.is_some() {
+        return Vec::new();
+    }
+    let theirs = ranks_of(b.cx.trace());
+    let shared: Vec<u32> = ranks_of(a.cx.trace())
+        .into_iter()
+        .filter(|r| theirs.contains(r))
+        .collect();
+    match shared.len() {
+        0 | 1 => Vec::new(),
+        _ => shared,
+    }
 }
 
 /// A step's number from its name (`ProfilerStep#12`, `train_step_3`), if it ends in

@@ -38,17 +38,39 @@ pub enum GapsFrom {
     PreviousWork,
 }
 
-/// Classifies the gap before each piece of work of one stream. `work` holds slice rows in
-/// time order.
-pub fn stream_idle(
+/// Why a stream sat idle before a piece of work.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdleCause {
+    /// The host launched the work after the stream's earlier work had ended.
+    HostWait,
+    /// A gap shorter than the threshold: launch overhead, dependencies.
+    KernelWait,
+    Other,
+}
+
+impl IdleCause {
+    pub const ALL: [IdleCause; 3] = [IdleCause::HostWait, IdleCause::KernelWait, IdleCause::Other];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            IdleCause::HostWait => "host wait",
+            IdleCause::KernelWait => "kernel wait",
+            IdleCause::Other => "other",
+        }
+    }
+}
+
+/// The gap before each piece of `work` of one stream but the first (slice rows in time
+/// order), and its cause: `(work, gap_ns, cause)`.
+pub fn gaps(
     trace: &Trace,
     correlation: &Correlation,
     work: &[usize],
     kernel_wait_threshold_ns: i64,
     gaps_from: GapsFrom,
-) -> StreamIdle {
+) -> Vec<(usize, i64, IdleCause)> {
     let s = &trace.slices;
-    let mut gaps: [Vec<f64>; 3] = Default::default();
+    let mut out = Vec::with_capacity(work.len());
     let mut latest_end: Option<i64> = None;
     for &i in work {
         if let Some(prev_end) = latest_end {
@@ -59,19 +81,41 @@ pub fn stream_idle(
             let launched_late = correlation
                 .launch_of(i)
                 .is_some_and(|call| s.ts[call] > prev_end);
-            let category = if launched_late {
-                0
+            let cause = if launched_late {
+                IdleCause::HostWait
             } else if gap < kernel_wait_threshold_ns {
-                1
+                IdleCause::KernelWait
             } else {
-                2
+                IdleCause::Other
             };
-            gaps[category].push(gap as f64);
+            out.push((i, gap, cause));
         }
         latest_end = Some(match (gaps_from, latest_end) {
             (GapsFrom::LatestEnd, Some(e)) => e.max(s.end(i)),
             _ => s.end(i),
         });
+    }
+    out
+}
+
+/// Classifies the gap before each piece of work of one stream. `work` holds slice rows in
+/// time order.
+pub fn stream_idle(
+    trace: &Trace,
+    correlation: &Correlation,
+    work: &[usize],
+    kernel_wait_threshold_ns: i64,
+    gaps_from: GapsFrom,
+) -> StreamIdle {
+    let mut gaps: [Vec<f64>; 3] = Default::default();
+    for (_, gap, cause) in self::gaps(
+        trace,
+        correlation,
+        work,
+        kernel_wait_threshold_ns,
+        gaps_from,
+    ) {
+        gaps[cause as usize].push(gap as f64);
     }
     // (An empty f64 sum is -0.0.)
     let total: f64 = gaps.iter().flatten().fold(0.0, |a, b| a + b);
