@@ -17,6 +17,14 @@ const LINES_DRAWN: usize = 6;
 
 /// The page of a diff of matched lines.
 pub fn matched(diff: &MatchedDiff) -> String {
+    html::page("opscope diff", &matched_body(diff, 2))
+}
+
+/// What [`matched`]'s page holds, for a page of its own or a section of another's
+/// (`report --against`, the viewer's panels), its headings at `level` (`<h2>` on a
+/// page of its own) and the lines' a level below.
+pub fn matched_body(diff: &MatchedDiff, level: u8) -> String {
+    let (h, sub) = (level, level + 1);
     let mut body = String::new();
     let _ = writeln!(
         body,
@@ -25,7 +33,7 @@ pub fn matched(diff: &MatchedDiff) -> String {
         html::escape(&diff.sides[1].label)
     );
     if let Some(step) = diff.breakdown.first() {
-        body.push_str("<h2>Step time, step by step</h2>\n");
+        let _ = writeln!(body, "<h{h}>Step time, step by step</h{h}>");
         body.push_str(&side_by_side(&step.compared, 140));
     }
     let mut moved: Vec<&opscope_analysis::diff::matched::MatchedLine> =
@@ -44,21 +52,21 @@ pub fn matched(diff: &MatchedDiff) -> String {
         })
     });
     if !moved.is_empty() {
-        body.push_str("<h2>The lines that moved most</h2>\n");
+        let _ = writeln!(body, "<h{h}>The lines that moved most</h{h}>");
     }
     for line in moved.into_iter().take(LINES_DRAWN) {
         let _ = writeln!(
             body,
-            "<h3>{} <small>({}, {})</small></h3>",
+            "<h{sub}>{} <small>({}, {})</small></h{sub}>",
             html::escape(&line.place()),
             if line.on_device { "device" } else { "host" },
             line.compared.verdict.word()
         );
         body.push_str(&side_by_side(&line.compared, 90));
     }
-    body.push_str("<h2>Every line</h2>\n");
+    let _ = writeln!(body, "<h{h}>Every line</h{h}>");
     body.push_str(&html::report(&diff.report()));
-    html::page("opscope diff", &body)
+    body
 }
 
 /// The page of any other diff (by name): its tables.

@@ -32,11 +32,28 @@ pub fn sections(cx: &Cx, top: usize) -> Result<Vec<(&'static str, String)>, Erro
 /// The first section (the verdict) is open; the others are folded under their
 /// headings, so that the first screen is the verdict however many ranks there are.
 pub fn page(cx: &Cx, title: &str, top: usize) -> Result<String, Error> {
+    page_with(cx, title, top, &[])
+}
+
+/// [`page`] with `open` sections (heading, HTML) shown whole after the first, as a
+/// comparison with another trace (`report --against`).
+pub fn page_with(
+    cx: &Cx,
+    title: &str,
+    top: usize,
+    open: &[(String, String)],
+) -> Result<String, Error> {
     let mut body = String::new();
     for (k, (heading, content)) in sections(cx, top)?.into_iter().enumerate() {
         let heading = html::escape(heading);
         if k == 0 {
             body.push_str(&format!("<h2>{heading}</h2>\n{content}"));
+            for (heading, content) in open {
+                body.push_str(&format!(
+                    "<section><h2>{}</h2>\n{content}</section>\n",
+                    html::escape(heading)
+                ));
+            }
         } else {
             body.push_str(&format!(
                 "<details><summary><h2>{heading}</h2></summary>\n{content}</details>\n"

@@ -508,6 +508,48 @@ fn each_rank_of_whole_traces_has_its_step_time() {
         .any(|b| b["what"].as_str().unwrap().starts_with("step on rank")));
 }
 
+/// `report TEST --against CONTROL`: the report of TEST with, after its verdict, what
+/// `diff CONTROL TEST` says (its step verdict and its table of every line).
+#[test]
+fn a_report_against_an_earlier_run_holds_their_diff() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = traces.join("kineto/hta/trace_diff");
+    let (control, test) = (dir.join("control"), dir.join("test"));
+    let scratch = scratch_dir("diff-report");
+    let page = scratch.join("report.html");
+    opscope_ok(&[
+        "report",
+        test.to_str().unwrap(),
+        "--against",
+        control.to_str().unwrap(),
+        "-q",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    let html = std::fs::read_to_string(&page).unwrap();
+    let diff = matched(&control, &test);
+    let at = |what: &str| html.find(what).unwrap_or_else(|| panic!("no {what}"));
+    assert!(at("<h2>Verdict</h2>") < at("<h2>Before and after: "));
+    assert!(at("<h2>Before and after: ") < at("<h3>Every line</h3>"));
+    assert!(at("<h3>Every line</h3>") < at("<h2>What the trace holds</h2>"));
+    // The step's verdict and each line the diff shows are in the section.
+    let section = &html[at("<h2>Before and after: ")..at("<h2>What the trace holds</h2>")];
+    let step = &diff["breakdown"][0];
+    assert_eq!(step["what"], "step");
+    assert!(section.contains(&format!(": {}", step["verdict"].as_str().unwrap())));
+    for line in lines(&diff) {
+        let path = line["path"].as_str().unwrap();
+        let last = path.rsplit(" ▸ ").next().unwrap();
+        let escaped = last
+            .replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;");
+        assert!(section.contains(&escaped), "{last}");
+    }
+}
+
 /// Two whole traces of two ranks: lines are matched on each rank. A copy of
 /// `hta/trace_filter` whose rank 1 calls `aten::ones_like` another name: rank 1's lines
 /// say so (the old name disappeared, the new one appeared), rank 0's do not move, and

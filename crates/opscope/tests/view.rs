@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use common::browser::{artifacts_dir, chromium, Browser};
 use common::viewer::start_viewer;
-use common::{http_json, opscope_ok, scratch_dir, shared_traces};
+use common::{http_json, http_text, opscope_ok, scratch_dir, shared_traces};
 use serde_json::Value;
 
 fn read_gz_json(path: &Path) -> Value {
@@ -635,4 +635,130 @@ fn every_format_opens_and_a_whole_view_accounts_for_every_slice() {
                 .any(|t| t["name"].as_str().unwrap().starts_with("memory in use")));
         }
     }
+}
+
+/// `view TEST --against CONTROL` (the shared `hta/trace_diff` pair): CONTROL's tracks
+/// (A) above TEST's (B), each as its own viewer shows it; a whole view holds every
+/// slice of each (as `info` counts them), B's numbered after A's and answering as B's
+/// own viewer does; the two runs' first steps start at one time; searches count both;
+/// the panels open with the diff.
+#[test]
+fn two_runs_one_above_the_other_with_their_first_steps_together() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let dir = traces.join("kineto/hta/trace_diff");
+    let (control, test) = (dir.join("control"), dir.join("test"));
+    let (control, test) = (control.to_str().unwrap(), test.to_str().unwrap());
+    let slices = |path: &str| -> u64 {
+        let info = opscope_ok(&["info", "--format", "json", "-q", path]);
+        serde_json::from_slice::<Value>(&info.stdout).unwrap()["slices"]
+            .as_u64()
+            .unwrap()
+    };
+    let (slices_a, slices_b) = (slices(control), slices(test));
+    let pair = start_viewer(&[test, "--against", control]);
+    let alone = [start_viewer(&[control]), start_viewer(&[test])];
+    let meta = |url: &str| http_json(url, "api/meta")["meta"].clone();
+    let pair_meta = meta(&pair.url);
+    let tracks = pair_meta["tracks"].as_array().unwrap();
+    let mut expected = Vec::new();
+    for (side, viewer) in ["A", "B"].iter().zip(&alone) {
+        for t in meta(&viewer.url)["tracks"].as_array().unwrap() {
+            expected.push((
+                format!("{side} · {}", t["group"].as_str().unwrap()),
+                t["name"].as_str().unwrap().to_string(),
+            ));
+        }
+    }
+    let shown: Vec<(String, String)> = tracks
+        .iter()
+        .map(|t| {
+            (
+                t["group"].as_str().unwrap().to_string(),
+                t["name"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, expected);
+    let a_tracks = tracks
+        .iter()
+        .filter(|t| t["group"].as_str().unwrap().starts_with("A · "))
+        .count() as u64;
+    // A whole view: every slice of each side, on its side's tracks.
+    let ids: Vec<String> = tracks.iter().map(|t| t["id"].to_string()).collect();
+    let span = pair_meta["span"].as_i64().unwrap();
+    let view = http_json(
+        &pair.url,
+        &format!(
+            "api/view?start=-1000000000&end={}&px=4000&tracks={}",
+            span + 1_000_000_000,
+            ids.join(",")
+        ),
+    );
+    let mut counted = [0u64; 2];
+    let mut one_of_b = None;
+    for t in view["tracks"].as_array().unwrap() {
+        let side = usize::from(t["id"].as_u64().unwrap() >= a_tracks);
+        for item in t["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|r| r.as_array().unwrap())
+        {
+            let slice = item[2].as_u64().unwrap();
+            counted[side] += item[3].as_u64().unwrap();
+            match side {
+                0 => assert!(slice < slices_a, "A's slice {slice}"),
+                _ => {
+                    assert!(
+                        (slices_a..slices_a + slices_b).contains(&slice),
+                        "B's slice {slice}"
+                    );
+                    if item[3] == 1 && one_of_b.is_none() {
+                        one_of_b = Some((slice, view["names"][item[5].to_string()].clone()));
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(counted, [slices_a, slices_b]);
+    // B's slice answers as B's own viewer answers for it.
+    let (slice, name) = one_of_b.expect("a slice of B drawn alone");
+    let here = http_json(&pair.url, &format!("api/slice?id={slice}"));
+    let there = http_json(&alone[1].url, &format!("api/slice?id={}", slice - slices_a));
+    assert_eq!(here["name"], name);
+    assert_eq!(here["name"], there["name"]);
+    assert_eq!(here["dur"], there["dur"]);
+    assert_eq!(here["args"], there["args"]);
+    // The first steps of the two runs start together.
+    let steps = http_json(&pair.url, "api/steps");
+    let first = |side: &str| {
+        steps["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["process"].as_str().unwrap().starts_with(side))
+            .map(|s| s["start"].as_i64().unwrap())
+            .min()
+            .unwrap_or_else(|| panic!("no steps of {side}"))
+    };
+    assert_eq!(first("A · "), first("B · "));
+    // A search counts the matches of both.
+    let matches = |url: &str| {
+        http_json(url, "api/search?q=nccl&after=-1")["matches"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(
+        matches(&pair.url),
+        matches(&alone[0].url) + matches(&alone[1].url)
+    );
+    // The panels open with what changed.
+    let panels = http_text(&pair.url, "api/panels");
+    let diff_at = panels
+        .find("Before and after (A → B)")
+        .expect("the diff's panel");
+    assert!(diff_at < panels.find("What the trace holds").unwrap());
+    assert!(panels.contains("launch latency (median per step)"));
 }

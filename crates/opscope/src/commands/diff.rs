@@ -263,6 +263,31 @@ pub fn compare(args: &Args, a: &Trace, b: Option<&Trace>) -> Result<Box<dyn Outp
 /// `opscope diff ARGS` (no program name, no traces) on models loaded before, named
 /// `names` (A's then B's; one for parts of one trace): the JSON document it prints
 /// with `--format json`.
+/// A's lines matched with B's, as `opscope diff A B` matches them by default; the two
+/// sides named by `labels`. For the pages that show a comparison beside other things
+/// (`report --against`, `view --against`).
+pub fn matched_default(
+    a: &Trace,
+    b: &Trace,
+    labels: [String; 2],
+) -> Result<diff::matched::MatchedDiff> {
+    let (cx_a, cx_b) = (Context::new(a), Context::new(b));
+    let [label_a, label_b] = labels;
+    let side = |cx, label| Side {
+        cx,
+        label,
+        rank: None,
+        steps: None,
+        span: None,
+    };
+    diff::matched::matched(
+        &side(&cx_a, label_a),
+        &side(&cx_b, label_b),
+        &MatchedOptions::default(),
+    )
+    .map_err(anyhow::Error::msg)
+}
+
 pub fn compare_loaded(
     a: &Trace,
     b: Option<&Trace>,

@@ -19,7 +19,7 @@ use crate::load;
                   bars and its breakdown per stream, the top ops and kernels, memory, and a \
                   flame graph. Its figures are those `info`, `steps`, `gpu`, `stats op`, \
                   `stats kernel` and `memory` print.",
-    after_help = "Examples:\n  opscope report trace.json.gz -o report.html\n  opscope report ranks/ -o job.html\n  opscope report --live train -o now.html"
+    after_help = "Examples:\n  opscope report trace.json.gz -o report.html\n  opscope report ranks/ -o job.html\n  opscope report after/ --against before/ -o change.html\n  opscope report --live train -o now.html"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -33,19 +33,41 @@ pub struct Args {
     /// Replace FILE when it exists.
     #[arg(long, short)]
     force: bool,
+    /// Compare with this trace (an earlier run): a section of what changed, step by
+    /// step and line by line, as `opscope diff BEFORE TRACE` says it.
+    #[arg(long, value_name = "BEFORE", num_args = 1.., conflicts_with = "live")]
+    against: Vec<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<()> {
     crate::output::refuse_existing(&args.output, args.force)?;
     let trace = args.inputs.load()?;
-    let of = args.inputs.live.clone().unwrap_or_else(|| {
-        args.inputs
-            .traces
-            .iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+    let of = args
+        .inputs
+        .live
+        .clone()
+        .unwrap_or_else(|| shown(&args.inputs.traces));
+    if !args.against.is_empty() {
+        let before = opscope_engine::load::load(
+            &args.against,
+            &opscope_engine::load::LoadOptions {
+                quiet: args.inputs.quiet,
+                cache: !args.inputs.no_cache,
+            },
+        )?;
+        let against = shown(&args.against);
+        let diff =
+            crate::commands::diff::matched_default(&before, &trace, [against.clone(), of.clone()])?;
+        let section = (
+            format!("Before and after: {against} → {of}"),
+            opscope_engine::diff_page::matched_body(&diff, 3),
+        );
+        eprintln!(
+            "{}",
+            write_with(&trace, &of, &args.output, args.top, args.force, &[section])?
+        );
+        return Ok(());
+    }
     eprintln!(
         "{}",
         write(&trace, &of, &args.output, args.top, args.force)?
@@ -53,12 +75,32 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+fn shown(paths: &[PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Writes the page of `trace` (a report of `of`) to `output`, with `top` rows in its
 /// lists; the line that says what was written.
 pub fn write(trace: &Trace, of: &str, output: &Path, top: usize, force: bool) -> Result<String> {
+    write_with(trace, of, output, top, force, &[])
+}
+
+/// [`write`], with `open` sections shown whole after the verdict.
+fn write_with(
+    trace: &Trace,
+    of: &str,
+    output: &Path,
+    top: usize,
+    force: bool,
+    open: &[(String, String)],
+) -> Result<String> {
     crate::output::refuse_existing(output, force)?;
     let cx = opscope_analysis::Context::new(trace);
-    let page = opscope_engine::page::page(&cx, &format!("opscope report: {of}"), top)?;
+    let page = opscope_engine::page::page_with(&cx, &format!("opscope report: {of}"), top, open)?;
     std::fs::write(output, &page).with_context(|| format!("{}: cannot write", output.display()))?;
     Ok(format!(
         "wrote {}: {:.1} KiB",

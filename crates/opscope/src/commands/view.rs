@@ -18,7 +18,7 @@ use crate::view::{self, ServeOptions};
                   launch or kernels and its name's totals; drag on the time axis to see the \
                   `stats op` and `gpu` reports of that span. The server answers each view from \
                   summaries built at load, so a 2 GB trace zooms as fast as a small one.",
-    after_help = "Examples:\n  opscope view trace.json.gz\n  opscope view ranks/ --no-open   (then open the printed address, e.g. through `ssh -L`)\n  opscope view --live              (every running job of yours, from the agent)\n  opscope view --live train --last 30s"
+    after_help = "Examples:\n  opscope view trace.json.gz\n  opscope view ranks/ --no-open   (then open the printed address, e.g. through `ssh -L`)\n  opscope view after/ --against before/   (two runs, one above the other)\n  opscope view --live              (every running job of yours, from the agent)\n  opscope view --live train --last 30s"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -29,6 +29,10 @@ pub struct Args {
     /// Port on 127.0.0.1 [default: a free one].
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Show an earlier run above this one, their first steps at one time, and what
+    /// changed between them (`opscope diff BEFORE TRACE`) first among the panels.
+    #[arg(long, value_name = "BEFORE", num_args = 1.., conflicts_with = "live")]
+    against: Vec<std::path::PathBuf>,
     /// With --live: read the job again this often.
     #[arg(long, default_value = "2s", value_name = "DURATION",
           value_parser = opscope_agent::triggers::parse_duration)]
@@ -54,6 +58,7 @@ pub fn run(args: Args) -> Result<()> {
             open: !args.no_open,
             port: args.port,
             reload_every: args.every,
+            against: args.against,
         },
     )
 }

@@ -5,6 +5,7 @@
 //! follows it.
 
 mod model;
+mod pair;
 mod stacks;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,11 +35,15 @@ pub struct ServeOptions {
     pub port: u16,
     /// A live view reloads its job this often.
     pub reload_every: Duration,
+    /// An earlier run shown above the trace, and compared with it.
+    pub against: Vec<std::path::PathBuf>,
 }
 
 /// What the request threads share.
 struct Shared {
     model: RwLock<Arc<ViewModel>>,
+    /// With `--against`: the two runs (the model above is the later one).
+    pair: Option<pair::Pair>,
     /// Bumped at each reload of a live view; the page follows it.
     generation: AtomicU64,
     live: bool,
@@ -60,8 +65,31 @@ impl Shared {
 pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
     let started = Instant::now();
     let trace = inputs.load_owned()?;
+    let before = match options.against.as_slice() {
+        [] => None,
+        paths => Some(opscope_engine::load::load(
+            paths,
+            &opscope_engine::load::LoadOptions {
+                quiet: inputs.quiet,
+                cache: !inputs.no_cache,
+            },
+        )?),
+    };
     let loaded = started.elapsed();
     let model = ViewModel::build(trace, options.title.clone());
+    let (model, pair) = match before {
+        Some(trace) => {
+            let title = options
+                .against
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            let pair = pair::Pair::new(ViewModel::build(trace, title), model);
+            (pair.after.clone(), Some(pair))
+        }
+        None => (Arc::new(model), None),
+    };
     let summarised = started.elapsed() - loaded;
     let server = tiny_http::Server::http(("127.0.0.1", options.port))
         .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
@@ -72,14 +100,20 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
     let token = opscope_agent::new_token()?;
     eprintln!(
         "opscope view: {} events on {} tracks; loaded in {:.2} s, summaries built in {:.2} s",
-        model.trace.slices.len() + model.trace.instants.len() + model.trace.counters.len(),
-        model.tracks.len(),
+        pair.as_ref()
+            .map_or(vec![&model], |p| vec![&p.before, &p.after])
+            .iter()
+            .map(|m| m.trace.slices.len() + m.trace.instants.len() + m.trace.counters.len())
+            .sum::<usize>(),
+        pair.as_ref()
+            .map_or(model.tracks.len(), pair::Pair::track_count),
         loaded.as_secs_f64(),
         summarised.as_secs_f64()
     );
     let live = inputs.live.is_some();
     let shared = Arc::new(Shared {
-        model: RwLock::new(Arc::new(model)),
+        model: RwLock::new(model),
+        pair,
         generation: AtomicU64::new(0),
         live,
         note: Mutex::new(String::new()),
@@ -95,6 +129,12 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
     std::thread::spawn(move || {
         first.links();
     });
+    if let Some(pair) = &shared.pair {
+        let before = pair.before.clone();
+        std::thread::spawn(move || {
+            before.links();
+        });
+    }
     let url = format!("http://127.0.0.1:{port}/{}/", shared.token);
     println!("{url}");
     eprintln!("Ctrl-C stops the viewer.");
@@ -237,7 +277,10 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                 .unwrap_or_else(|e| e.into_inner())
                 .clone();
             let generation = shared.generation.load(Ordering::Relaxed);
-            let meta = shared.model().meta_json(shared.live, generation, &note);
+            let meta = match &shared.pair {
+                Some(pair) => pair.meta_json(generation, &note),
+                None => shared.model().meta_json(shared.live, generation, &note),
+            };
             json(format!(
                 "{{\"kinds\":{},\"meta\":{meta}}}",
                 model::kinds_json()
@@ -259,10 +302,19 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                     let (id, rows) = t.split_once(':').unwrap_or((t, ""));
                     Some((id.parse().ok()?, rows.parse().unwrap_or(folded)))
                 })
-                .filter(|&(t, _)| t < model.tracks.len())
+                .filter(|&(t, _)| {
+                    t < shared
+                        .pair
+                        .as_ref()
+                        .map_or(model.tracks.len(), pair::Pair::track_count)
+                })
                 .collect();
             let begun = Instant::now();
-            let mut body = model.view_json(start, end.max(start + 1), px, &tracks);
+            let end = end.max(start + 1);
+            let mut body = match &shared.pair {
+                Some(pair) => pair.view_parts(start, end, px, &tracks).json(),
+                None => model.view_json(start, end, px, &tracks),
+            };
             // The server's own time, for the page's status line and the benchmark.
             body.pop();
             body.push_str(&format!(
@@ -273,20 +325,33 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
         }
         "/api/slice" => {
             let id: usize = params.int("id")?.try_into().context("id")?;
-            match shared.model().slice_json(id) {
+            let found = match &shared.pair {
+                Some(pair) => pair.slice_json(id),
+                None => shared.model().slice_json(id),
+            };
+            match found {
                 Some(body) => json(body),
                 None => Ok((404, "text/plain", b"no such slice".to_vec())),
             }
         }
-        "/api/steps" => json(shared.model().steps_json().to_string()),
+        "/api/steps" => json(match &shared.pair {
+            Some(pair) => pair.steps_json(),
+            None => shared.model().steps_json().to_string(),
+        }),
         "/api/critical-path" => json(shared.model().critical_path_json(
             params.get("annotation").unwrap_or("ProfilerStep"),
             params.int("instance").unwrap_or(0).max(0) as usize,
         )),
-        "/api/search" => json(shared.model().search_json(
-            params.get("q").unwrap_or(""),
-            params.int("after").unwrap_or(-1),
-        )),
+        "/api/search" => {
+            let (query, after) = (
+                params.get("q").unwrap_or(""),
+                params.int("after").unwrap_or(-1),
+            );
+            json(match &shared.pair {
+                Some(pair) => pair.search_json(query, after),
+                None => shared.model().search_json(query, after),
+            })
+        }
         "/api/panels" => {
             let model = shared.model();
             let body = model.panels.get_or_init(|| {
@@ -304,7 +369,10 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                     Err(e) => format!("<p>{}</p>", html::escape(&format!("{e:#}"))),
                 }
             });
-            page(body.clone())
+            match &shared.pair {
+                Some(pair) => page(format!("{}{body}", pair_panel(pair))),
+                None => page(body.clone()),
+            }
         }
         "/api/reports" => json(reports_json()),
         "/api/report" => {
@@ -331,9 +399,44 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             Ok((200, "application/json", body))
         }
         "/api/window" => {
-            let model = shared.model();
-            let start = model.origin + params.time("start")?;
-            let end = model.origin + params.time("end")?;
+            let (start, end) = (params.time("start")?, params.time("end")?);
+            match &shared.pair {
+                Some(pair) => page(format!(
+                    "<h2>A: {}</h2>\n{}<h2>B: {}</h2>\n{}",
+                    html::escape(&pair.before.title),
+                    window(&pair.before, start, end),
+                    html::escape(&pair.after.title),
+                    window(&pair.after, start, end)
+                )),
+                None => page(window(&shared.model(), start, end)),
+            }
+        }
+        _ => Ok((404, "text/plain", b"no such page".to_vec())),
+    }
+}
+
+/// The panels' first section with two runs: what `opscope diff` says of them.
+fn pair_panel(pair: &pair::Pair) -> &str {
+    pair.diff.get_or_init(|| {
+        let diff = crate::commands::diff::matched_default(
+            &pair.before.trace,
+            &pair.after.trace,
+            [pair.before.title.clone(), pair.after.title.clone()],
+        );
+        let content = match diff {
+            Ok(diff) => opscope_engine::diff_page::matched_body(&diff, 3),
+            Err(e) => format!("<p>{}</p>", html::escape(&format!("{e:#}"))),
+        };
+        format!("<section><h2>Before and after (A → B)</h2>\n{content}</section>")
+    })
+}
+
+/// `stats op` and `gpu` of the span `[start, end]` (ns after the model's origin).
+fn window(model: &ViewModel, start: i64, end: i64) -> String {
+    {
+        {
+            let start = model.origin + start;
+            let end = model.origin + end;
             let window = Window::Span(start, end.max(start + 1));
             let cx = model.context();
             let ops = op_view(
@@ -355,13 +458,12 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
                     ..GpuOptions::default()
                 },
             );
-            page(format!(
+            format!(
                 "<h2>stats op</h2>\n{}<h2>gpu</h2>\n{}",
                 html::report(&ops.report()),
                 html::report(&gpu.report())
-            ))
+            )
         }
-        _ => Ok((404, "text/plain", b"no such page".to_vec())),
     }
 }
 

@@ -38,9 +38,20 @@ pub struct Links {
     pub markers: Vec<Vec<Bounds>>,
 }
 
+/// Where a model's tracks, slices and names start among the page's, when the page shows
+/// two traces (`view --against`): the second's are numbered after the first's.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Base {
+    pub track: usize,
+    pub slice: usize,
+    pub name: u32,
+}
+
 pub struct ViewModel {
     pub trace: Trace,
     pub title: String,
+    /// The page's numbers of this model's first track, slice and name.
+    pub base: Base,
     /// All times the page sees are ns after this.
     pub origin: i64,
     pub span_ns: i64,
@@ -74,6 +85,7 @@ impl ViewModel {
         ViewModel {
             trace,
             title,
+            base: Base::default(),
             origin,
             span_ns: (end - origin).max(1),
             timeline,
@@ -158,6 +170,17 @@ impl ViewModel {
     /// and the launch arrows between slices drawn alone. Each track comes with the rows
     /// the page shows of it (a folded track shows its first few).
     pub fn view_json(&self, start: i64, end: i64, px: f64, tracks: &[(usize, usize)]) -> String {
+        self.view_parts(start, end, px, tracks).json()
+    }
+
+    /// [`Self::view_json`]'s three parts.
+    pub fn view_parts(
+        &self,
+        start: i64,
+        end: i64,
+        px: f64,
+        tracks: &[(usize, usize)],
+    ) -> ViewParts {
         let ns_per_px = ((end - start) as f64 / px.max(1.0)).max(1e-3);
         let (a, b) = (self.origin + start, self.origin + end);
         let s = &self.trace.slices;
@@ -166,12 +189,12 @@ impl ViewModel {
         let mut alone: Vec<u32> = Vec::new();
         let mut items: Vec<Item> = Vec::new();
         let mut samples: Vec<Sample> = Vec::new();
-        out.push_str("{\"tracks\":[");
+        // The three parts, each without its brackets, so that two models' views join.
         for (k, &(id, shown_rows)) in tracks.iter().enumerate() {
             if k > 0 {
                 out.push(',');
             }
-            let _ = write!(out, "{{\"id\":{id}");
+            let _ = write!(out, "{{\"id\":{}", id + self.base.track);
             match self.lod(id) {
                 Some(Lod::Rows(rows)) => {
                     out.push_str(",\"rows\":[");
@@ -191,10 +214,10 @@ impl ViewModel {
                                 if j > 0 { "," } else { "" },
                                 it.start - self.origin,
                                 it.end - self.origin,
-                                it.slice,
+                                it.slice as usize + self.base.slice,
                                 it.count,
                                 s.kind(it.slice as usize).code(),
-                                name.0
+                                name.0 + self.base.name
                             );
                         }
                         out.push(']');
@@ -223,17 +246,18 @@ impl ViewModel {
             }
             out.push('}');
         }
-        out.push_str("],\"names\":{");
+        let tracks_part = std::mem::take(&mut out);
         for (j, n) in names.iter().enumerate() {
             let text = self.trace.str(opscope_model::StrId(*n));
             let _ = write!(
                 out,
-                "{}\"{n}\":{}",
+                "{}\"{}\":{}",
                 if j > 0 { "," } else { "" },
+                n + self.base.name,
                 serde_json::to_string(text).unwrap_or_default()
             );
         }
-        out.push_str("},\"flows\":[");
+        let names_part = std::mem::take(&mut out);
         // Arrows only once the links are known: the first picture does not wait.
         if let Some(links) = self.links.get() {
             let shown: hashbrown::HashMap<usize, usize> = tracks
@@ -259,18 +283,25 @@ impl ViewModel {
                 };
                 let _ = write!(
                     out,
-                    "{}[{call},{from},{},{},{work},{to},{},{}]",
+                    "{}[{},{},{},{},{},{},{},{}]",
                     if written > 0 { "," } else { "" },
+                    call + self.base.slice,
+                    from + self.base.track,
                     self.row_of[call],
                     s.ts[call] - self.origin,
+                    work as usize + self.base.slice,
+                    to + self.base.track,
                     self.row_of[work as usize],
                     s.ts[work as usize] - self.origin
                 );
                 written += 1;
             }
         }
-        out.push_str("]}");
-        out
+        ViewParts {
+            tracks: tracks_part,
+            names: names_part,
+            flows: out,
+        }
     }
 
     /// The steps of each process that has any (`opscope steps`), ns after the origin:
@@ -315,7 +346,7 @@ impl ViewModel {
         let t = &self.trace;
         let brief = |j: usize| {
             serde_json::json!({
-                "id": j, "name": t.str(s.name[j]), "kind": s.kind(j).name(),
+                "id": j + self.base.slice, "name": t.str(s.name[j]), "kind": s.kind(j).name(),
                 "start": s.ts[j] - self.origin, "dur": s.dur[j],
                 "track": self.page_track(s.track[j] as usize), "row": self.row_of[j],
             })
@@ -368,6 +399,7 @@ impl ViewModel {
         self.tracks
             .iter()
             .position(|info| matches!(info.what, What::Model(m) if m == t))
+            .map(|id| id + self.base.track)
     }
 
     /// The first slice after `after` (ns after the origin) whose name holds `query`
@@ -391,13 +423,16 @@ impl ViewModel {
                     .collect();
                 slices.sort_unstable();
                 slices.dedup();
+                for slice in &mut slices {
+                    *slice += self.base.slice;
+                }
                 let s = &self.trace.slices;
                 let viewer_track: hashbrown::HashMap<usize, usize> = self
                     .tracks
                     .iter()
                     .enumerate()
                     .filter_map(|(id, t)| match t.what {
-                        What::Model(m) => Some((m, id)),
+                        What::Model(m) => Some((m, id + self.base.track)),
                         What::Derived(_) => None,
                     })
                     .collect();
@@ -459,12 +494,44 @@ impl ViewModel {
         serde_json::json!({
             "matches": matches,
             "slice": found.map(|i| serde_json::json!({
-                "id": i, "name": t.str(s.name[i]), "start": s.ts[i] - self.origin,
+                "id": i + self.base.slice, "name": t.str(s.name[i]), "start": s.ts[i] - self.origin,
                 "dur": s.dur[i], "track": self.page_track(s.track[i] as usize),
                 "row": self.row_of[i],
             })),
         })
         .to_string()
+    }
+}
+
+/// A view's tracks, names and arrows, as JSON lists without their brackets.
+#[derive(Default)]
+pub struct ViewParts {
+    pub tracks: String,
+    pub names: String,
+    pub flows: String,
+}
+
+impl ViewParts {
+    /// Another model's view after this one's.
+    pub fn join(mut self, other: ViewParts) -> ViewParts {
+        for (mine, theirs) in [
+            (&mut self.tracks, other.tracks),
+            (&mut self.names, other.names),
+            (&mut self.flows, other.flows),
+        ] {
+            if !mine.is_empty() && !theirs.is_empty() {
+                mine.push(',');
+            }
+            mine.push_str(&theirs);
+        }
+        self
+    }
+
+    pub fn json(&self) -> String {
+        format!(
+            "{{\"tracks\":[{}],\"names\":{{{}}},\"flows\":[{}]}}",
+            self.tracks, self.names, self.flows
+        )
     }
 }
 

@@ -58,6 +58,12 @@ pub mod viewer;
 /// GETs `path` under `url` (a viewer's address, `http://HOST:PORT/TOKEN/`) and parses
 /// the answer as JSON.
 pub fn http_json(url: &str, path: &str) -> serde_json::Value {
+    let body = http_text(url, path);
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+}
+
+/// GETs `path` under `url`: the answer's body.
+pub fn http_text(url: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let rest = url.strip_prefix("http://").expect("an http address");
     let (host, base) = rest.split_once('/').unwrap();
@@ -65,8 +71,9 @@ pub fn http_json(url: &str, path: &str) -> serde_json::Value {
     write!(s, "GET /{base}{path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{path}: {e}: {body}"))
+    text.split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string()
 }
 
 pub fn python() -> String {
