@@ -380,6 +380,7 @@ def diff(a: Trace | PathLike, b: Trace | PathLike | None = None, **options: Any)
             interval = line["interval_ns"] or [None, None]
             rows.append({
                 "kind": kind,
+                "rank": line["rank"],
                 "path": line["path"],
                 "main_thread": line["main_thread"],
                 "name_a": line["names"][0],
@@ -395,9 +396,9 @@ def diff(a: Trace | PathLike, b: Trace | PathLike | None = None, **options: Any)
                 "verdict": line["verdict"],
             })
     frame = pd.DataFrame(rows)
-    frame.attrs.update({k: doc[k] for k in ("sides", "breakdown", "mean_step_change_ns",
-                                             "main_thread_lines_ns", "between_ops_ns",
-                                             "host_lines", "device_lines")})
+    frame.attrs.update({k: doc[k] for k in ("sides", "ranks", "breakdown", "splits",
+                                             "mean_step_change_ns", "main_thread_lines_ns",
+                                             "between_ops_ns", "host_lines", "device_lines")})
     return frame
 
 

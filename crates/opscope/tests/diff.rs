@@ -665,6 +665,97 @@ fn lines_of_every_rank_are_matched_rank_by_rank() {
     );
 }
 
+/// A 2-rank DDP job on gloo (`tests/record/diff_ranks.py`) recorded as it is and with
+/// 30 extra matmuls per step on rank 1: lines are matched rank by rank, each rank's
+/// step thread is its main thread (gloo's runloop threads, busier inside all-reduce,
+/// are other threads, met by name), the matmuls appeared on rank 1 alone, and each
+/// rank's split of its mean step adds up.
+#[test]
+fn a_job_of_two_ranks_recorded_twice_meets_rank_by_rank() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch_dir("diff-ranks-recorded");
+    let sessions: Vec<std::path::PathBuf> = ["same", "slow"]
+        .iter()
+        .map(|variant| {
+            let session = dir.join(variant);
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_opscope"))
+                .args(["record", "-q", "-o"])
+                .arg(&session)
+                .arg("--")
+                .arg(Path::new(&python()).with_file_name("torchrun"))
+                .args(["--standalone", "--nproc-per-node", "2"])
+                .arg(repo_root().join("tests/record/diff_ranks.py"))
+                .arg(variant)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            session
+        })
+        .collect();
+    let out = opscope_ok(&[
+        "diff",
+        sessions[0].to_str().unwrap(),
+        sessions[1].to_str().unwrap(),
+        "--top",
+        "100000",
+        "--format",
+        "json",
+        "-q",
+    ]);
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(diff["ranks"], serde_json::json!([0, 1]));
+    for rank in [0, 1] {
+        // DDP's forward runs on the main thread: a line of the step's thread.
+        let forward: Vec<&Value> = lines(&diff)
+            .filter(|l| l["rank"] == rank && l["path"] == "DistributedDataParallel.forward")
+            .collect();
+        assert_eq!(forward.len(), 1, "rank {rank}: {forward:#?}");
+        assert_eq!(forward[0]["main_thread"], true);
+        assert!(
+            !lines(&diff).any(|l| l["rank"] == rank
+                && l["path"]
+                    .as_str()
+                    .unwrap()
+                    .contains("▸ DistributedDataParallel.forward")),
+            "rank {rank}: the forward pass under another thread"
+        );
+        // gloo's threads are named lines of their own.
+        assert!(lines(&diff).any(|l| l["rank"] == rank
+            && l["path"]
+                .as_str()
+                .unwrap()
+                .starts_with("other thread (pt_gloo_runloop)")));
+    }
+    let appeared_mm = |rank: u64| {
+        lines(&diff)
+            .filter(|l| l["rank"] == rank && l["main_thread"] == true)
+            .filter(|l| l["verdict"] == "appeared")
+            .filter(|l| l["path"].as_str().unwrap().starts_with("aten::mm"))
+            .count()
+    };
+    assert!(
+        appeared_mm(1) >= 30,
+        "rank 1: {} matmuls appeared",
+        appeared_mm(1)
+    );
+    assert_eq!(appeared_mm(0), 0);
+    let splits = diff["splits"].as_array().unwrap();
+    assert_eq!(splits.len(), 2);
+    for split in splits {
+        let n = |k: &str| split[k].as_f64().unwrap();
+        let sum = n("main_thread_lines_ns") + n("between_ops_ns");
+        assert!((sum - n("mean_step_change_ns")).abs() < 1.0, "{split}");
+    }
+    assert!(splits[1]["appeared_ns"].as_f64().unwrap() > 0.0);
+}
+
 /// The shared AMD (ROCm) trace against a copy in which one `aten::mse_loss_backward`
 /// got other input shapes: its line, and no other, says so (`[shapes … → …]`), in
 /// JSON and in text. The copy is written by serde_json, without the original's spaces

@@ -147,6 +147,9 @@ pub struct MatchedDiff {
     pub mean_step_change_ns: f64,
     pub main_thread_lines_ns: f64,
     pub between_ops_ns: f64,
+    /// The same split for each rank matched (one, the first rank's, otherwise), with
+    /// what lines that appeared and disappeared on the step's thread add.
+    pub splits: Vec<Split>,
     /// Host lines, by contribution (largest change of the mean first); `top` of them.
     pub host: Vec<MatchedLine>,
     pub device: Vec<MatchedLine>,
@@ -156,6 +159,19 @@ pub struct MatchedDiff {
     /// Bootstrap resamples per line tested: `options.resamples`, fewer where many
     /// lines over many steps needed a test.
     pub resamples: usize,
+}
+
+/// How a side's mean step changed: its step thread's lines (of which those that
+/// appeared and disappeared), and the time between its outermost ops; the two parts
+/// add up to the change.
+#[derive(Clone, Debug, Serialize)]
+pub struct Split {
+    pub rank: Option<u32>,
+    pub mean_step_change_ns: f64,
+    pub main_thread_lines_ns: f64,
+    pub appeared_ns: f64,
+    pub disappeared_ns: f64,
+    pub between_ops_ns: f64,
 }
 
 /// Values drawn, in all, for the lines' bootstrap intervals (about a second here).
@@ -400,11 +416,28 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
     };
     host.sort_by(by_contribution);
     device.sort_by(by_contribution);
-    let main_thread_lines_ns = host
+    // Each rank's change of the mean step, split.
+    let splits: Vec<Split> = measured
         .iter()
-        .filter(|l| l.main_thread && l.rank == main_rank)
-        .map(|l| l.compared.mean_change_ns)
-        .sum();
+        .map(|(rank, ma, mb)| {
+            let of_thread = || host.iter().filter(|l| l.main_thread && l.rank == *rank);
+            let sum = |verdict: Option<Verdict>| -> f64 {
+                of_thread()
+                    .filter(|l| verdict.is_none_or(|v| l.compared.verdict == v))
+                    // (An empty f64 sum is -0.0.)
+                    .fold(0.0, |a, l| a + l.compared.mean_change_ns)
+            };
+            Split {
+                rank: *rank,
+                mean_step_change_ns: mean(&mb.step_ns) - mean(&ma.step_ns),
+                main_thread_lines_ns: sum(None),
+                appeared_ns: sum(Some(Verdict::Appeared)),
+                disappeared_ns: sum(Some(Verdict::Disappeared)),
+                between_ops_ns: mean(&mb.between_ns) - mean(&ma.between_ns),
+            }
+        })
+        .collect();
+    let main_thread_lines_ns = splits[0].main_thread_lines_ns;
     // Lines whose median moved beyond the threshold are tested; with many steps and
     // many such lines (a 1 GB trace: 435 steps, thousands of lines), fewer resamples
     // each, within a budget of draws (never under 200).
@@ -433,8 +466,8 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
             test(&mut line.compared, resamples);
         }
     }
-    let mean_step_change_ns = mean(&mb.step_ns) - mean(&ma.step_ns);
-    let between_ops_ns = mean(&mb.between_ns) - mean(&ma.between_ns);
+    let mean_step_change_ns = splits[0].mean_step_change_ns;
+    let between_ops_ns = splits[0].between_ops_ns;
     let (_, ma, mb) = measured.swap_remove(0);
     Ok(MatchedDiff {
         ranks: match main_rank {
@@ -444,6 +477,7 @@ pub fn matched(a: &Side, b: &Side, options: &MatchedOptions) -> Result<MatchedDi
         mean_step_change_ns,
         main_thread_lines_ns,
         between_ops_ns,
+        splits,
         sides: [ma.summary, mb.summary],
         options: options.clone(),
         breakdown,
@@ -556,15 +590,13 @@ fn measure(
     for (step, &(start, end)) in windows.iter().enumerate() {
         key_of.clear();
         let step_name = picked[step].1.name.as_str();
-        for (place, &track) in threads.iter().enumerate() {
-            let thread = keys.name(match place {
-                0 => MAIN_THREAD,
-                _ => OTHER_THREAD,
-            });
+        for (place, (track, label, ordinal)) in threads.iter().enumerate() {
+            let track = *track;
+            let thread = keys.name(label);
             let root = keys.id(Key {
                 parent: NONE,
                 name: thread,
-                ordinal: place.saturating_sub(1) as u32,
+                ordinal: *ordinal,
             });
             let range = trace.track_slices(opscope_model::TrackId(track));
             let rows = &s.ts[range.clone()];
@@ -770,11 +802,20 @@ fn measure(
     })
 }
 
-/// The host thread tracks of `source` by the time their outermost slices spend in
-/// the steps, most first: the first is the step's own thread.
-fn threads_by_time(trace: &Trace, source: SourceId, windows: &[(i64, i64)]) -> Vec<u32> {
+/// The host thread tracks of `source`, the step's own thread first (the one whose
+/// slices start the most steps: their markers, or the first op of each), then the
+/// others by the time their outermost slices spend in the steps, most first. Each with
+/// the name its lines are keyed under (the others by the thread's name, its tid left
+/// out, so that a gloo thread meets the other run's gloo thread) and its place among
+/// the threads of that name.
+fn threads_by_time(
+    trace: &Trace,
+    source: SourceId,
+    windows: &[(i64, i64)],
+) -> Vec<(u32, String, u32)> {
     let s = &trace.slices;
-    let mut threads: Vec<(i64, u32)> = Vec::new();
+    // (steps started, busy time, track)
+    let mut threads: Vec<(usize, i64, u32)> = Vec::new();
     for (t, track) in trace.tracks.iter().enumerate() {
         if track.kind != TrackKind::Thread
             || correlate::source_of_track(trace, track) != Some(source)
@@ -782,11 +823,12 @@ fn threads_by_time(trace: &Trace, source: SourceId, windows: &[(i64, i64)]) -> V
             continue;
         }
         let range = trace.track_slices(opscope_model::TrackId(t as u32));
-        let mut busy = 0i64;
+        let rows = &s.ts[range.clone()];
+        let (mut busy, mut started) = (0i64, 0usize);
         for &(start, end) in windows {
-            let rows = &s.ts[range.clone()];
             let first = range.start + rows.partition_point(|&ts| ts < start);
             let last = range.start + rows.partition_point(|&ts| ts < end);
+            started += usize::from(first < last && s.ts[first] == start);
             for i in first..last {
                 let parent = s.parent[i];
                 if parent == NONE || s.ts[parent as usize] < start {
@@ -795,11 +837,41 @@ fn threads_by_time(trace: &Trace, source: SourceId, windows: &[(i64, i64)]) -> V
             }
         }
         if busy > 0 {
-            threads.push((busy, t as u32));
+            threads.push((started, busy, t as u32));
         }
     }
-    threads.sort_unstable_by(|a, b| b.cmp(a));
-    threads.into_iter().map(|(_, t)| t).collect()
+    let Some(main) = threads.iter().copied().max() else {
+        return Vec::new();
+    };
+    threads.retain(|&t| t != main);
+    threads.sort_unstable_by(|a, b| (b.1, b.2).cmp(&(a.1, a.2)));
+    let mut out = vec![(main.2, MAIN_THREAD.to_string(), 0)];
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    for (_, _, t) in threads {
+        let label = other_thread_label(trace, t);
+        let ordinal = seen.entry(label.clone()).or_default();
+        out.push((t, label, *ordinal));
+        *ordinal += 1;
+    }
+    out
+}
+
+/// `other thread (pt_gloo_runloop)`: a thread of another run is the same thread where
+/// it has the same name; the tid (some names hold it) is left out.
+fn other_thread_label(trace: &Trace, track: u32) -> String {
+    let name = trace.tracks[track as usize]
+        .thread
+        .and_then(|t| trace.threads.get(t.0 as usize))
+        .and_then(|thread| {
+            let name = trace.str(thread.name?);
+            let name = name.replace(&thread.tid.to_string(), "");
+            let name = name.trim_matches(|c: char| c.is_whitespace() || "()-_:#".contains(c));
+            (!name.is_empty()).then(|| name.to_string())
+        });
+    match name {
+        Some(name) => format!("{OTHER_THREAD} ({name})"),
+        None => OTHER_THREAD.to_string(),
+    }
 }
 
 impl MatchedLine {
@@ -911,15 +983,30 @@ impl Reported for MatchedDiff {
             }
             report.line(line.text(format!(": {}", c.verdict.word())));
         }
-        report.line(
-            Line::of("The mean step changed by ")
-                .value(Value::Duration(self.mean_step_change_ns))
+        for split in &self.splits {
+            let whose = match split.rank {
+                Some(r) => format!("On rank {r}, the mean step changed by "),
+                None => "The mean step changed by ".to_string(),
+            };
+            let mut line = Line::of(whose)
+                .value(Value::Duration(split.mean_step_change_ns))
                 .text(": ")
-                .value(Value::Duration(self.main_thread_lines_ns))
-                .text(" in the lines of the step's thread, ")
-                .value(Value::Duration(self.between_ops_ns))
-                .text(" between its outermost ops."),
-        );
+                .value(Value::Duration(split.main_thread_lines_ns))
+                .text(" in the lines of the step's thread");
+            if split.appeared_ns != 0.0 || split.disappeared_ns != 0.0 {
+                line = line
+                    .text(" (")
+                    .value(Value::Duration(split.appeared_ns))
+                    .text(" in lines that appeared, ")
+                    .value(Value::Duration(split.disappeared_ns))
+                    .text(" in lines that disappeared)");
+            }
+            report.line(
+                line.text(", ")
+                    .value(Value::Duration(split.between_ops_ns))
+                    .text(" between its outermost ops."),
+            );
+        }
         report.line(Line::of(format!(
             "A line changed where the 95 % interval of its median's change ({} bootstrap \
              resamples of the steps) lies beyond ±max({} % of A's median step, {} % of the \
