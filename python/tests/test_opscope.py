@@ -497,8 +497,8 @@ def test_diff_is_the_clis_by_name_and_matched():
     assert [s["rank"] for s in frame.attrs["sides"]] == [0, 1]
     assert list(frame["mean_change_ns"]) == [line["mean_change_ns"] for line in doc["host"] + doc["device"]]
     # Whole traces of two ranks: lines rank by rank, each rank's split.
-    doc = cli_json("diff", TWO_RANKS, TWO_RANKS)
-    frame = opscope.diff(TWO_RANKS, TWO_RANKS)
+    doc = cli_json("diff", TWO_RANKS, TWO_RANKS, "--top", "100000")
+    frame = opscope.diff(TWO_RANKS, TWO_RANKS, top=100000)
     assert frame.attrs["ranks"] == [0, 1] == doc["ranks"]
     assert list(frame["rank"]) == [line["rank"] for line in doc["host"] + doc["device"]]
     assert set(frame["rank"]) == {0, 1}
