@@ -548,6 +548,23 @@ fn a_report_against_an_earlier_run_holds_their_diff() {
             .replace('>', "&gt;");
         assert!(section.contains(&escaped), "{last}");
     }
+    // Against a trace with no steps: the report is written, and says why there is no
+    // comparison.
+    let no_steps = traces.join("ctf/tracecompass/context-switches");
+    let out = opscope_ok(&[
+        "report",
+        test.to_str().unwrap(),
+        "--against",
+        no_steps.to_str().unwrap(),
+        "-q",
+        "--force",
+        "-o",
+        page.to_str().unwrap(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no comparison with"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("No comparison: "), "the section says why");
+    assert!(html.contains("<h2>What the trace holds</h2>"));
 }
 
 /// Two whole traces of two ranks: lines are matched on each rank. A copy of

@@ -56,12 +56,23 @@ pub fn run(args: Args) -> Result<()> {
             },
         )?;
         let against = shown(&args.against);
-        let diff =
-            crate::commands::diff::matched_default(&before, &trace, [against.clone(), of.clone()])?;
-        let section = (
-            format!("Before and after: {against} → {of}"),
-            opscope_engine::diff_page::matched_body(&diff, 3),
-        );
+        // A comparison that cannot be made (a side without steps) is said in its
+        // section; the report is written all the same.
+        let content = match crate::commands::diff::matched_default(
+            &before,
+            &trace,
+            [against.clone(), of.clone()],
+        ) {
+            Ok(diff) => opscope_engine::diff_page::matched_body(&diff, 3),
+            Err(e) => {
+                eprintln!("opscope: warning: no comparison with {against}: {e:#}");
+                format!(
+                    "<p>No comparison: {}</p>",
+                    opscope_engine::html::escape(&format!("{e:#}"))
+                )
+            }
+        };
+        let section = (format!("Before and after: {against} → {of}"), content);
         eprintln!(
             "{}",
             write_with(&trace, &of, &args.output, args.top, args.force, &[section])?
