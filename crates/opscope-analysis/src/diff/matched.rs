@@ -844,7 +844,7 @@ fn threads_by_time(
         return Vec::new();
     };
     threads.retain(|&t| t != main);
-    threads.sort_unstable_by(|a, b| (b.1, b.2).cmp(&(a.1, a.2)));
+    threads.sort_unstable_by_key(|&(_, busy, track)| std::cmp::Reverse((busy, track)));
     let mut out = vec![(main.2, MAIN_THREAD.to_string(), 0)];
     let mut seen: HashMap<String, u32> = HashMap::new();
     for (_, _, t) in threads {
