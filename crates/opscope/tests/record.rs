@@ -1512,6 +1512,148 @@ fn cupti_activity_is_flushed_at_exit_and_a_busy_cupti_is_left_alone() {
     );
 }
 
+/// What the stand-in libcupti (`stand_in_cupti.c`, built against NVIDIA's own headers,
+/// so its records have libcupti 12.9's layouts) is told to hand over: kernels on two
+/// streams and devices, copies of three kinds, a memset, runtime and driver calls, a
+/// host wait, a graph launch whose two kernels share its correlation id, and three
+/// records CUPTI could not keep. Times are µs after the subscriber registered.
+const CUPTI_SCRIPT: &str = "\
+runtime cbid=211 corr=1 start=10 end=15
+kernel name=gemm_a stream=7 corr=1 start=30 end=80 grid=128,1,1 block=256,1,1 static_shared=2048
+driver cbid=307 corr=2 start=20 end=22
+kernel name=gemm_b device=1 context=2 stream=13 corr=2 start=85 end=95 grid=64,2,1 block=128,2,1 dynamic_shared=4096
+runtime cbid=41 corr=3 start=100 end=101
+memcpy copy=1 bytes=4096 stream=7 corr=3 start=102 end=110
+memcpy copy=2 bytes=8192 stream=7 corr=4 start=111 end=120
+memcpy copy=8 bytes=65536 stream=13 corr=5 start=121 end=124
+memset bytes=1024 value=7 stream=13 corr=6 start=125 end=126
+sync type=3 stream=7 corr=7 start=127 end=129
+runtime cbid=311 corr=9 start=130 end=131
+kernel name=graph_node_1 stream=7 corr=9 graph=5 node=1 start=132 end=140
+kernel name=graph_node_2 stream=7 corr=9 graph=5 node=2 start=140 end=150
+external kind=1 id=77 corr=1
+dropped 3
+";
+
+/// `--cupti` against the stand-in libcupti playing `CUPTI_SCRIPT`: every record arrives
+/// as the script says (names, devices, streams, correlation ids, sizes, each time to
+/// the ns relative to the others), the drops are told, the buffers are opscope's.
+/// The expectations are the script's, not the decoder's.
+#[test]
+fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let Some(headers) = common::cuda_headers() else {
+        return;
+    };
+    let dir = scratch_dir("record-cupti-script");
+    let lib_dir = dir.join("lib");
+    let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
+    flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
+    compile_c("stand_in_cupti.c", &lib_dir.join("libcupti.so.12"), &flags);
+    let host = dir.join("cupti_host");
+    compile_c("cupti_host.c", &host, &["-ldl"]);
+    let script_path = dir.join("script.txt");
+    std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
+    let log = dir.join("stand-in.log");
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti"],
+        &session,
+        &host,
+        &["20"],
+        &[
+            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
+            ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
+        ],
+    );
+    assert_ok(&out, "cupti_host with the stand-in libcupti");
+    let files = recorded(&session);
+    let slices: Vec<&Value> = files
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .collect();
+    let find = |category: &str, name: &str, correlation: u64| -> &Value {
+        let found: Vec<&&Value> = slices
+            .iter()
+            .filter(|s| s[1] == category && s[2] == name)
+            .filter(|s| s[5]["correlation"] == correlation)
+            .collect();
+        assert_eq!(found.len(), 1, "{category} {name} {correlation}: {slices:#?}");
+        found[0]
+    };
+    // Each slice's start and length in ns, and its args.
+    let ts = |s: &Value| s[3].as_i64().unwrap();
+    let dur = |s: &Value| s[4].as_i64().unwrap();
+    let launch = find("cuda/runtime", "cudaLaunchKernel", 1);
+    let origin = ts(launch) - 10_000;
+    let at = |s: &Value, start_us: i64, end_us: i64| {
+        assert_eq!(
+            (ts(s) - origin, dur(s)),
+            (start_us * 1000, (end_us - start_us) * 1000),
+            "{s}"
+        );
+    };
+    at(launch, 10, 15);
+    at(find("cuda/driver", "cuLaunchKernel", 2), 20, 22);
+    let a = find("cuda/kernel", "gemm_a", 1);
+    at(a, 30, 80);
+    assert_eq!(
+        (&a[5]["device"], &a[5]["stream"], &a[5]["context"]),
+        (&Value::from(0), &Value::from(7), &Value::from(1))
+    );
+    assert_eq!((&a[5]["grid"], &a[5]["block"]), (&Value::from("[128, 1, 1]"), &Value::from("[256, 1, 1]")));
+    assert_eq!(a[5]["static_shared_memory"], 2048);
+    let b = find("cuda/kernel", "gemm_b", 2);
+    at(b, 85, 95);
+    assert_eq!(
+        (&b[5]["device"], &b[5]["stream"], &b[5]["context"]),
+        (&Value::from(1), &Value::from(13), &Value::from(2))
+    );
+    assert_eq!((&b[5]["grid"], &b[5]["block"]), (&Value::from("[64, 2, 1]"), &Value::from("[128, 2, 1]")));
+    assert_eq!(b[5]["dynamic_shared_memory"], 4096);
+    at(find("cuda/runtime", "cudaMemcpyAsync", 3), 100, 101);
+    for (category, name, corr, bytes, stream, (start, end)) in [
+        ("cuda/memcpy/htod", "Memcpy HtoD", 3, 4096, 7, (102, 110)),
+        ("cuda/memcpy/dtoh", "Memcpy DtoH", 4, 8192, 7, (111, 120)),
+        ("cuda/memcpy/dtod", "Memcpy DtoD", 5, 65536, 13, (121, 124)),
+    ] {
+        let copy = find(category, name, corr);
+        at(copy, start, end);
+        assert_eq!((&copy[5]["bytes"], &copy[5]["stream"]), (&Value::from(bytes), &Value::from(stream)));
+    }
+    let set = find("cuda/memset", "Memset", 6);
+    at(set, 125, 126);
+    assert_eq!((&set[5]["bytes"], &set[5]["value"], &set[5]["stream"]), (&Value::from(1024), &Value::from(7), &Value::from(13)));
+    let wait = find("cuda/sync", "Stream Sync", 7);
+    at(wait, 127, 129);
+    assert_eq!(wait[5]["stream"], 7);
+    // A graph launch: its kernels carry its correlation id.
+    at(find("cuda/runtime", "cudaGraphLaunch", 9), 130, 131);
+    at(find("cuda/kernel", "graph_node_1", 9), 132, 140);
+    at(find("cuda/kernel", "graph_node_2", 9), 140, 150);
+    assert_eq!(slices.len(), 13, "one slice per timed record: {slices:#?}");
+    // The drops are told, never silent.
+    let lost: u64 = files
+        .values()
+        .flat_map(|f| f["instants"].as_array().unwrap())
+        .filter(|i| i[2] == "opscope: CUPTI records lost")
+        .map(|i| i.as_array().unwrap().last().unwrap()["dropped"].as_u64().unwrap())
+        .sum();
+    assert_eq!(lost, 3);
+    // What the stand-in saw: opscope's buffers (8 MiB), every record of the kinds it
+    // enables written into one.
+    let log = std::fs::read_to_string(&log).unwrap();
+    let buffers: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("buffer ")).collect();
+    assert!(!buffers.is_empty());
+    assert!(buffers.iter().all(|b| *b == "8388608"), "{buffers:?}");
+    assert_eq!(log.lines().filter(|l| l.starts_with("written ")).count(), 14, "{log}");
+    assert!(!log.lines().any(|l| l.starts_with("dropped ")), "{log}");
+}
+
 /// The process sampler's readings of a program that knows its own: one thread busy
 /// beside three waiting ones, 200 MB touched. CPU % must match the CPU the program
 /// measured itself using, the thread count its own, and resident memory at least the

@@ -171,6 +171,33 @@ pub fn oracle_stdout_with<A: AsRef<std::ffi::OsStr>>(
 /// The Python with HTA on pandas 2 (HTA 0.5.0's critical path needs it):
 /// `OPSCOPE_HTA_PYTHON`, which .ci/run makes from tests/requirements-hta.txt; off CI a
 /// missing one skips the test, saying so.
+/// The include directories of NVIDIA's CUDA and CUPTI headers that the stand-in
+/// libcupti is built against (`OPSCOPE_CUDA_HEADERS`, `:`-separated, as
+/// `tests/cuda-headers.sh` prints them); off CI a missing one skips the test, on CI it
+/// fails it.
+pub fn cuda_headers() -> Option<Vec<PathBuf>> {
+    let dirs: Vec<PathBuf> = std::env::var("OPSCOPE_CUDA_HEADERS")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .collect();
+    let ok = dirs.iter().any(|d| d.join("cupti_activity.h").is_file())
+        && dirs.iter().any(|d| d.join("cuda.h").is_file());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set but OPSCOPE_CUDA_HEADERS ({dirs:?}) lacks cupti_activity.h or cuda.h \
+             (tests/cuda-headers.sh)"
+        );
+        opscope_corpus::skip(
+            "CUDA headers: set OPSCOPE_CUDA_HEADERS to what tests/cuda-headers.sh prints",
+        );
+        return None;
+    }
+    Some(dirs)
+}
+
 pub fn hta_python() -> Option<String> {
     let python = std::env::var("OPSCOPE_HTA_PYTHON").ok();
     let ok = python.as_ref().is_some_and(|p| {

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# NVIDIA's CUDA and CUPTI headers, for building the stand-in libcupti the tests record
+# against (tests/record/stand_in_cupti.c): from the pinned wheels PyPI carries (no CUDA
+# toolkit, no GPU), into DIR; prints the include directories, `:`-separated, as
+# OPSCOPE_CUDA_HEADERS takes them.
+#
+#   tests/cuda-headers.sh DIR [PIP]
+set -euo pipefail
+dir="$1"
+pip="${2:-pip}"
+# cupti_activity.h and libcupti's version (CUPTI_API_VERSION 28); cuda.h and the
+# runtime's types; crt/host_defines.h, which the runtime's headers include, ships with
+# nvcc's wheel.
+wheels=(
+    "nvidia-cuda-cupti-cu12==12.9.79"
+    "nvidia-cuda-runtime-cu12==12.9.79"
+    "nvidia-cuda-nvcc-cu12==12.9.86"
+)
+stamp="$dir/.wheels"
+if [ "$(cat "$stamp" 2>/dev/null)" != "${wheels[*]}" ]; then
+    rm -rf "$dir"
+    mkdir -p "$dir/wheels"
+    "$pip" download --quiet --disable-pip-version-check --no-deps -d "$dir/wheels" "${wheels[@]}" >&2
+    for wheel in "$dir"/wheels/*.whl; do
+        python3 -m zipfile -e "$wheel" "$dir/unpacked" >&2
+    done
+    # Only the headers are kept (the wheels hold libraries of ~100 MB).
+    for part in cuda_cupti cuda_runtime cuda_nvcc; do
+        mkdir -p "$dir/$part"
+        cp -r "$dir/unpacked/nvidia/$part/include" "$dir/$part/"
+    done
+    rm -rf "$dir/unpacked" "$dir/wheels"
+    echo "${wheels[*]}" > "$stamp"
+fi
+echo "$dir/cuda_cupti/include:$dir/cuda_runtime/include:$dir/cuda_nvcc/include"
