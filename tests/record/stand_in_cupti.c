@@ -24,7 +24,10 @@
  *
  * What it saw is appended to STAND_IN_CUPTI_LOG, one `key value` line each: the buffer
  * sizes it was given, the records it wrote and dropped, the kinds enabled.
- * STAND_IN_CUPTI_BUSY=1 plays a libcupti another subscriber already holds. */
+ * STAND_IN_CUPTI_BUSY=1 plays a libcupti another subscriber already holds;
+ * STAND_IN_CUPTI_HOLD=K has it ask for K buffers before any record and hand them back
+ * only after the others (a device making records faster than buffers come back);
+ * STAND_IN_CUPTI_VERSION=N is what cuptiGetVersion says (28, 12.9 Update 1, else). */
 #include <cuda.h>
 #include <cupti.h>
 #include <stdio.h>
@@ -282,6 +285,17 @@ static int wanted(const Record *r) {
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     (void)flag;
     if (!requested || !completed) return CUPTI_SUCCESS;
+    const char *hold_text = getenv("STAND_IN_CUPTI_HOLD");
+    size_t hold = hold_text ? (size_t)atoi(hold_text) : 0, held_n = 0;
+    uint8_t *held[64];
+    size_t held_size[64];
+    for (; held_n < hold && held_n < 64; held_n++) {
+        size_t max_records = 0;
+        held[held_n] = NULL;
+        held_size[held_n] = 0;
+        requested(&held[held_n], &held_size[held_n], &max_records);
+        say("held", held_size[held_n]);
+    }
     size_t next = 0;
     while (next < n_records) {
         uint8_t *buffer = NULL;
@@ -308,6 +322,8 @@ CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
         if (buffer) completed(NULL, 0, buffer, size, used);
     }
     n_records = 0;
+    for (size_t k = 0; k < held_n; k++)
+        if (held[k]) completed(NULL, 0, held[k], held_size[k], 0);
     if (dropped_unreported && requested) {
         /* Drops are told with a buffer, as libcupti tells them. */
         uint8_t *buffer = NULL;

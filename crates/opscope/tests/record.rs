@@ -1582,7 +1582,11 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
             .filter(|s| s[1] == category && s[2] == name)
             .filter(|s| s[5]["correlation"] == correlation)
             .collect();
-        assert_eq!(found.len(), 1, "{category} {name} {correlation}: {slices:#?}");
+        assert_eq!(
+            found.len(),
+            1,
+            "{category} {name} {correlation}: {slices:#?}"
+        );
         found[0]
     };
     // Each slice's start and length in ns, and its args.
@@ -1605,7 +1609,10 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
         (&a[5]["device"], &a[5]["stream"], &a[5]["context"]),
         (&Value::from(0), &Value::from(7), &Value::from(1))
     );
-    assert_eq!((&a[5]["grid"], &a[5]["block"]), (&Value::from("[128, 1, 1]"), &Value::from("[256, 1, 1]")));
+    assert_eq!(
+        (&a[5]["grid"], &a[5]["block"]),
+        (&Value::from("[128, 1, 1]"), &Value::from("[256, 1, 1]"))
+    );
     assert_eq!(a[5]["static_shared_memory"], 2048);
     let b = find("cuda/kernel", "gemm_b", 2);
     at(b, 85, 95);
@@ -1613,7 +1620,10 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
         (&b[5]["device"], &b[5]["stream"], &b[5]["context"]),
         (&Value::from(1), &Value::from(13), &Value::from(2))
     );
-    assert_eq!((&b[5]["grid"], &b[5]["block"]), (&Value::from("[64, 2, 1]"), &Value::from("[128, 2, 1]")));
+    assert_eq!(
+        (&b[5]["grid"], &b[5]["block"]),
+        (&Value::from("[64, 2, 1]"), &Value::from("[128, 2, 1]"))
+    );
     assert_eq!(b[5]["dynamic_shared_memory"], 4096);
     at(find("cuda/runtime", "cudaMemcpyAsync", 3), 100, 101);
     for (category, name, corr, bytes, stream, (start, end)) in [
@@ -1623,11 +1633,17 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
     ] {
         let copy = find(category, name, corr);
         at(copy, start, end);
-        assert_eq!((&copy[5]["bytes"], &copy[5]["stream"]), (&Value::from(bytes), &Value::from(stream)));
+        assert_eq!(
+            (&copy[5]["bytes"], &copy[5]["stream"]),
+            (&Value::from(bytes), &Value::from(stream))
+        );
     }
     let set = find("cuda/memset", "Memset", 6);
     at(set, 125, 126);
-    assert_eq!((&set[5]["bytes"], &set[5]["value"], &set[5]["stream"]), (&Value::from(1024), &Value::from(7), &Value::from(13)));
+    assert_eq!(
+        (&set[5]["bytes"], &set[5]["value"], &set[5]["stream"]),
+        (&Value::from(1024), &Value::from(7), &Value::from(13))
+    );
     let wait = find("cuda/sync", "Stream Sync", 7);
     at(wait, 127, 129);
     assert_eq!(wait[5]["stream"], 7);
@@ -1641,17 +1657,108 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
         .values()
         .flat_map(|f| f["instants"].as_array().unwrap())
         .filter(|i| i[2] == "opscope: CUPTI records lost")
-        .map(|i| i.as_array().unwrap().last().unwrap()["dropped"].as_u64().unwrap())
+        .map(|i| {
+            i.as_array().unwrap().last().unwrap()["dropped"]
+                .as_u64()
+                .unwrap()
+        })
         .sum();
     assert_eq!(lost, 3);
     // What the stand-in saw: opscope's buffers (8 MiB), every record of the kinds it
     // enables written into one.
     let log = std::fs::read_to_string(&log).unwrap();
-    let buffers: Vec<&str> = log.lines().filter_map(|l| l.strip_prefix("buffer ")).collect();
+    let buffers: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("buffer "))
+        .collect();
     assert!(!buffers.is_empty());
     assert!(buffers.iter().all(|b| *b == "8388608"), "{buffers:?}");
-    assert_eq!(log.lines().filter(|l| l.starts_with("written ")).count(), 14, "{log}");
+    assert_eq!(
+        log.lines().filter(|l| l.starts_with("written ")).count(),
+        14,
+        "{log}"
+    );
     assert!(!log.lines().any(|l| l.starts_with("dropped ")), "{log}");
+}
+
+/// CUPTI holding more buffers than opscope's bound (`OPSCOPE_CUPTI_MAX_BUFFERS=2`, the
+/// stand-in holding two before any record): a 12.9 CUPTI is refused the next one, so
+/// every record is dropped, counted and told (the script's 3 and its 14); an older one
+/// (version 26, which crashes on a refusal) is given it, with a warning that memory
+/// grows, and every record arrives.
+#[test]
+fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let Some(headers) = common::cuda_headers() else {
+        return;
+    };
+    let dir = scratch_dir("record-cupti-bound");
+    let lib_dir = dir.join("lib");
+    let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
+    flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
+    compile_c("stand_in_cupti.c", &lib_dir.join("libcupti.so.12"), &flags);
+    let host = dir.join("cupti_host");
+    compile_c("cupti_host.c", &host, &["-ldl"]);
+    let script_path = dir.join("script.txt");
+    std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
+    for (version, refused) in [("28", true), ("27", true), ("26", false)] {
+        let log = dir.join(format!("stand-in-{version}.log"));
+        let session = dir.join(format!("session-{version}"));
+        let out = record_with(
+            &["-q", "--cupti"],
+            &session,
+            &host,
+            &["10"],
+            &[
+                ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+                ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
+                ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
+                ("STAND_IN_CUPTI_HOLD", "2"),
+                ("STAND_IN_CUPTI_VERSION", version),
+                ("OPSCOPE_CUPTI_MAX_BUFFERS", "2"),
+            ],
+        );
+        assert_ok(&out, &format!("cupti_host, CUPTI version {version}"));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let files = recorded(&session);
+        let kernels = files
+            .values()
+            .flat_map(|f| f["slices"].as_array().unwrap())
+            .filter(|s| s[1] == "cuda/kernel")
+            .count();
+        let lost: u64 = files
+            .values()
+            .flat_map(|f| f["instants"].as_array().unwrap())
+            .filter(|i| i[2] == "opscope: CUPTI records lost")
+            .map(|i| {
+                i.as_array().unwrap().last().unwrap()["dropped"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .sum();
+        let log = std::fs::read_to_string(&log).unwrap();
+        let held: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.strip_prefix("held "))
+            .collect();
+        assert_eq!(held, ["8388608", "8388608"], "version {version}: {log}");
+        if refused {
+            assert!(stderr.contains("records are dropped until"), "{stderr}");
+            assert!(log.lines().any(|l| l == "buffer 0"), "{log}");
+            assert_eq!(kernels, 0, "version {version}");
+            assert_eq!(lost, 3 + 14, "version {version}");
+        } else {
+            assert!(
+                stderr.contains("cannot be refused one, so memory grows"),
+                "{stderr}"
+            );
+            assert!(!log.lines().any(|l| l == "buffer 0"), "{log}");
+            assert_eq!(kernels, 4, "version {version}");
+            assert_eq!(lost, 3, "version {version}");
+        }
+    }
 }
 
 /// The process sampler's readings of a program that knows its own: one thread busy

@@ -8,7 +8,7 @@ mod record;
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::event::{Kind, Value};
@@ -45,6 +45,14 @@ const ENABLED_KINDS: [(u32, &str); 7] = [
 /// Activity buffers: CUPTI wants 8-byte alignment, 1–8 MiB.
 const BUFFER_SIZE: usize = 8 << 20;
 const BUFFER_ALIGN: usize = 8;
+/// Buffers handed to CUPTI and not yet back, at most (512 MiB), unless
+/// `OPSCOPE_CUPTI_MAX_BUFFERS` says otherwise: a program that makes records faster
+/// than they are handed back (or a CUPTI that stops handing them back) must not take
+/// the host's memory.
+const MAX_BUFFERS: usize = 64;
+/// The first `cuptiGetVersion` (CUPTI 12.9) that takes a refused buffer as "drop the
+/// records and count them"; older ones crash on it (pytorch/kineto#1275, #1534).
+const REFUSABLE_FROM_VERSION: u32 = 27;
 
 /// Where libcupti may be when the program has not mapped it yet, newest first.
 const LIBRARY_NAMES: [&str; 3] = ["libcupti.so.13", "libcupti.so.12", "libcupti.so"];
@@ -70,6 +78,7 @@ struct Cupti {
     subscribe: unsafe extern "C" fn(*mut *mut c_void, CallbackFunc, *mut c_void) -> CuptiResult,
     unsubscribe: unsafe extern "C" fn(*mut c_void) -> CuptiResult,
     callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult>,
+    get_version: Option<unsafe extern "C" fn(*mut u32) -> CuptiResult>,
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
@@ -95,6 +104,7 @@ fn start() -> Result<(), String> {
     let cupti = open()?;
     let cupti = CUPTI.get_or_init(|| cupti);
     check_no_other_subscriber(cupti)?;
+    bound_buffers(cupti);
     put_on_recording_clock(cupti);
     read_api_names(cupti);
     // SAFETY: both are `extern "C"` functions with the signatures CUPTI declares.
@@ -141,6 +151,68 @@ fn check_no_other_subscriber(cupti: &Cupti) -> Result<(), String> {
     // SAFETY: the handle cuptiSubscribe just gave.
     unsafe { (cupti.unsubscribe)(subscriber) };
     Ok(())
+}
+
+/// How many buffers CUPTI may hold at once, and whether past that it can be refused one.
+struct BufferBound {
+    outstanding: AtomicUsize,
+    max: AtomicUsize,
+    refusable: AtomicBool,
+    /// Whether the bound was told of (once).
+    told: AtomicBool,
+}
+
+static BUFFERS: BufferBound = BufferBound {
+    outstanding: AtomicUsize::new(0),
+    max: AtomicUsize::new(MAX_BUFFERS),
+    refusable: AtomicBool::new(false),
+    told: AtomicBool::new(false),
+};
+
+/// Sets the bound on outstanding buffers: `OPSCOPE_CUPTI_MAX_BUFFERS`, else
+/// [`MAX_BUFFERS`]; refused past it where CUPTI is 12.9 or newer.
+fn bound_buffers(cupti: &Cupti) {
+    if let Some(max) = std::env::var("OPSCOPE_CUPTI_MAX_BUFFERS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        BUFFERS.max.store(max.max(1), Ordering::Relaxed);
+    }
+    let mut version = 0u32;
+    let known = cupti
+        .get_version
+        // SAFETY: an out-pointer to a local.
+        .is_some_and(|get| unsafe { get(&mut version) } == SUCCESS);
+    BUFFERS.refusable.store(
+        known && version >= REFUSABLE_FROM_VERSION,
+        Ordering::Relaxed,
+    );
+}
+
+/// Counts a buffer handed to CUPTI, within the bound: `false` where it must be refused.
+fn take_buffer() -> bool {
+    let max = BUFFERS.max.load(Ordering::Relaxed);
+    let before = BUFFERS.outstanding.fetch_add(1, Ordering::Relaxed);
+    if before < max {
+        return true;
+    }
+    let refuse = BUFFERS.refusable.load(Ordering::Relaxed);
+    if !BUFFERS.told.swap(true, Ordering::Relaxed) {
+        let mib = max * BUFFER_SIZE >> 20;
+        if refuse {
+            crate::ffi::tell(format_args!(
+                "CUPTI holds {max} activity buffers ({mib} MiB) not yet handed back: records \
+                 are dropped until it hands some back (counted, in the session)"
+            ));
+        } else {
+            crate::ffi::tell(format_args!(
+                "CUPTI holds {max} activity buffers ({mib} MiB) not yet handed back; this \
+                 CUPTI (before 12.9) cannot be refused one, so memory grows"
+            ));
+        }
+    }
+    // (A refused buffer is given back to the count by the caller, as a failed one is.)
+    !refuse
 }
 
 /// Has CUPTI take its times from the recording clock, or failing that, measures the
@@ -319,6 +391,7 @@ fn resolve(handle: *mut c_void) -> Result<Cupti, &'static str> {
         subscribe: required!("cuptiSubscribe"),
         unsubscribe: required!("cuptiUnsubscribe"),
         callback_name: function!("cuptiGetCallbackName"),
+        get_version: function!("cuptiGetVersion"),
     })
 }
 
@@ -342,9 +415,16 @@ extern "C" fn buffer_requested(buffer: *mut *mut u8, size: *mut usize, max_recor
             return;
         }
         let layout = buffer_layout();
-        // SAFETY: a non-zero size; CUPTI hands the buffer back to `buffer_completed`,
-        // which frees it with the same layout.
-        let p = unsafe { alloc(layout) };
+        let p = match take_buffer() {
+            // SAFETY: a non-zero size; CUPTI hands the buffer back to
+            // `buffer_completed`, which frees it with the same layout.
+            true => unsafe { alloc(layout) },
+            // A null buffer: CUPTI (12.9+) drops what it would have held, and counts it.
+            false => std::ptr::null_mut(),
+        };
+        if p.is_null() {
+            BUFFERS.outstanding.fetch_sub(1, Ordering::Relaxed);
+        }
         // SAFETY: CUPTI passes valid out-pointers (checked non-null above).
         unsafe {
             *buffer = p;
@@ -368,6 +448,7 @@ extern "C" fn buffer_completed(
         if buffer.is_null() {
             return;
         }
+        BUFFERS.outstanding.fetch_sub(1, Ordering::Relaxed);
         if let Some(cupti) = CUPTI.get() {
             guard((), || {
                 // SAFETY: CUPTI filled `valid` bytes of our buffer with records whose
@@ -476,6 +557,9 @@ extern "C" fn flush_at_exit() {
         if let Some(cupti) = CUPTI.get() {
             // SAFETY: a documented flag; the completion callbacks run before it returns.
             unsafe { (cupti.flush_all)(FLUSH_FORCED) };
+            // Drops told after the last buffer came back (every one refused) are told
+            // here, never lost.
+            note_losses(cupti, std::ptr::null_mut(), 0, &Walked::default());
         }
     })
 }
