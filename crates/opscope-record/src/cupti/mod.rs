@@ -198,7 +198,7 @@ fn take_buffer() -> bool {
     }
     let refuse = BUFFERS.refusable.load(Ordering::Relaxed);
     if !BUFFERS.told.swap(true, Ordering::Relaxed) {
-        let mib = max * BUFFER_SIZE >> 20;
+        let mib = (max * BUFFER_SIZE) >> 20;
         if refuse {
             crate::ffi::tell(format_args!(
                 "CUPTI holds {max} activity buffers ({mib} MiB) not yet handed back: records \
