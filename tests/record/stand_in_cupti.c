@@ -27,7 +27,10 @@
  * STAND_IN_CUPTI_BUSY=1 plays a libcupti another subscriber already holds;
  * STAND_IN_CUPTI_HOLD=K has it ask for K buffers before any record and hand them back
  * only after the others (a device making records faster than buffers come back);
- * STAND_IN_CUPTI_VERSION=N is what cuptiGetVersion says (28, 12.9 Update 1, else). */
+ * STAND_IN_CUPTI_VERSION=N is what cuptiGetVersion says (28, 12.9 Update 1, else);
+ * STAND_IN_CUPTI_CLOCK=realtime plays a libcupti without the timestamp callback, its
+ * times on CLOCK_REALTIME (CUPTI's own default on Linux). Each flush is logged with the
+ * pid that asked for it. */
 #include <cuda.h>
 #include <cupti.h>
 #include <stdio.h>
@@ -58,10 +61,15 @@ static CUpti_BuffersCallbackCompleteFunc completed;
 static CUpti_TimestampCallbackFunc timestamp;
 static uint64_t origin;
 
+static int realtime(void) {
+    const char *clock = getenv("STAND_IN_CUPTI_CLOCK");
+    return clock && !strcmp(clock, "realtime");
+}
+
 static uint64_t now(void) {
     if (timestamp) return timestamp();
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(realtime() ? CLOCK_REALTIME : CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -252,6 +260,7 @@ CUptiResult CUPTIAPI cuptiGetCallbackName(CUpti_CallbackDomain domain, uint32_t 
 }
 
 CUptiResult CUPTIAPI cuptiActivityRegisterTimestampCallback(CUpti_TimestampCallbackFunc f) {
+    if (realtime()) return CUPTI_ERROR_NOT_SUPPORTED;
     timestamp = f;
     return CUPTI_SUCCESS;
 }
@@ -284,6 +293,7 @@ static int wanted(const Record *r) {
 
 CUptiResult CUPTIAPI cuptiActivityFlushAll(uint32_t flag) {
     (void)flag;
+    say("flush", (unsigned long long)getpid());
     if (!requested || !completed) return CUPTI_SUCCESS;
     const char *hold_text = getenv("STAND_IN_CUPTI_HOLD");
     size_t hold = hold_text ? (size_t)atoi(hold_text) : 0, held_n = 0;

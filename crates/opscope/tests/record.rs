@@ -1761,6 +1761,74 @@ fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
     }
 }
 
+/// A libcupti without the timestamp callback, on CLOCK_REALTIME (CUPTI's default on
+/// Linux): its records are moved onto the recording clock (CLOCK_MONOTONIC), the first
+/// call landing inside the host program's own span, their spacing kept to the ns. The
+/// program forks after CUDA started: the child's exit does not flush CUPTI (nothing of
+/// the parent's is handed over twice).
+#[test]
+fn cupti_on_its_own_clock_is_moved_to_ours_and_a_forked_child_does_not_flush() {
+    if !python_with(&["perfetto"]) {
+        return;
+    }
+    let Some(headers) = common::cuda_headers() else {
+        return;
+    };
+    let dir = scratch_dir("record-cupti-clock");
+    let lib_dir = dir.join("lib");
+    let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
+    flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
+    compile_c("stand_in_cupti.c", &lib_dir.join("libcupti.so.12"), &flags);
+    let host = dir.join("cupti_host");
+    compile_c("cupti_host.c", &host, &["-ldl"]);
+    let script_path = dir.join("script.txt");
+    std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
+    let log = dir.join("stand-in.log");
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti"],
+        &session,
+        &host,
+        &["20", "fork"],
+        &[
+            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
+            ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
+            ("STAND_IN_CUPTI_CLOCK", "realtime"),
+        ],
+    );
+    assert_ok(&out, "cupti_host on CUPTI's own clock, forking");
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (started, ended) = (
+        own["monotonic"][0].as_i64().unwrap(),
+        own["monotonic"][1].as_i64().unwrap(),
+    );
+    let slices: Vec<Value> = recorded(&session)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .collect();
+    let one = |name: &str| -> &Value {
+        let found: Vec<&Value> = slices.iter().filter(|s| s[2] == name).collect();
+        assert_eq!(found.len(), 1, "{name}: {slices:#?}");
+        found[0]
+    };
+    let launch = one("cudaLaunchKernel")[3].as_i64().unwrap();
+    assert!(
+        (started..ended).contains(&launch),
+        "the call at {launch} ns lies in the program's span {started}..{ended} (CLOCK_MONOTONIC)"
+    );
+    assert_eq!(one("gemm_a")[3].as_i64().unwrap() - launch, 20_000);
+    assert_eq!(slices.len(), 13, "each record once");
+    let log = std::fs::read_to_string(&log).unwrap();
+    let flushes: Vec<&str> = log.lines().filter(|l| l.starts_with("flush ")).collect();
+    assert_eq!(
+        flushes.len(),
+        1,
+        "only the process CUPTI started in flushes: {log}"
+    );
+}
+
 /// The process sampler's readings of a program that knows its own: one thread busy
 /// beside three waiting ones, 200 MB touched. CPU % must match the CPU the program
 /// measured itself using, the thread count its own, and resident memory at least the

@@ -8,7 +8,7 @@ mod record;
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::event::{Kind, Value};
@@ -82,6 +82,9 @@ struct Cupti {
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
+/// The process CUPTI was started in: a child forked from it inherits the exit handler,
+/// but not CUPTI's threads, and must not flush.
+static STARTED_IN: AtomicU32 = AtomicU32::new(0);
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
 
 /// Called by the CUDA driver in `cuInit` when `CUDA_INJECTION64_PATH` names us. Always
@@ -126,6 +129,7 @@ fn start() -> Result<(), String> {
     // Registered after libcupti was loaded, so it runs before libcupti's own exit
     // handlers, and after `session::start`'s, so the writer is still there to take
     // what the flush hands over.
+    STARTED_IN.store(std::process::id(), Ordering::Relaxed);
     // SAFETY: registering a plain `extern "C" fn()`.
     unsafe { libc::atexit(flush_at_exit) };
     Ok(())
@@ -224,13 +228,17 @@ fn put_on_recording_clock(cupti: &Cupti) {
             return;
         }
     }
+    // Their clock read between two reads of ours: the offset is taken at the middle
+    // (PyTorch brackets CUPTI's clock the same way).
     let mut theirs = 0u64;
+    let before = crate::clock::monotonic_ns();
     let read = cupti
         .get_timestamp
         // SAFETY: an out-pointer to a local.
         .is_some_and(|get| unsafe { get(&mut theirs) } == SUCCESS);
+    let after = crate::clock::monotonic_ns();
     if read {
-        let ours = crate::clock::monotonic_ns();
+        let ours = before + (after - before) / 2;
         record::set_clock_offset(ours.wrapping_sub(theirs) as i64);
     } else {
         crate::ffi::tell(format_args!(
@@ -554,6 +562,11 @@ fn note_losses(cupti: &Cupti, context: *mut c_void, stream: u32, walked: &Walked
 /// then our writer) goes.
 extern "C" fn flush_at_exit() {
     guard((), || {
+        // A forked child (a DataLoader worker) has CUPTI's state but none of its
+        // threads: flushing there could hang, or hand over the parent's records again.
+        if STARTED_IN.load(Ordering::Relaxed) != std::process::id() {
+            return;
+        }
         if let Some(cupti) = CUPTI.get() {
             // SAFETY: a documented flag; the completion callbacks run before it returns.
             unsafe { (cupti.flush_all)(FLUSH_FORCED) };
