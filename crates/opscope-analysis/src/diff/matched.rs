@@ -865,7 +865,7 @@ fn other_thread_label(trace: &Trace, track: u32) -> String {
         .and_then(|thread| {
             let name = trace.str(thread.name?);
             let name = name.replace(&thread.tid.to_string(), "");
-            let name = name.trim_matches(|c: char| c.is_whitespace() || "()-_:#".contains(c));
+            let name = name.trim_matches(|c: char| c.is_whitespace() || "()-_:#/".contains(c));
             (!name.is_empty()).then(|| name.to_string())
         });
     match name {
