@@ -132,16 +132,14 @@ static uint64_t at_us(const char *line, const char *key) {
     return origin + 1000ull * field(line, key, 0);
 }
 
-static void read_script(void) {
-    const char *path = getenv("STAND_IN_CUPTI_SCRIPT");
-    FILE *f = path ? fopen(path, "r") : NULL;
-    if (!f) return;
-    records = calloc(MAX_EVENTS, sizeof(Record));
-    char line[1024];
+/* One event of the script's form, as a record to hand over at the next flush. */
+static void add_line(const char *line) {
+    if (!records) records = calloc(MAX_EVENTS, sizeof(Record));
     uint32_t pid = (uint32_t)getpid(), tid = (uint32_t)syscall(SYS_gettid);
-    while (fgets(line, sizeof line, f) && n_records < MAX_EVENTS) {
+    {
         char kind[32] = "";
-        if (sscanf(line, "%31s", kind) != 1 || kind[0] == '#') continue;
+        if (n_records >= MAX_EVENTS) return;
+        if (sscanf(line, "%31s", kind) != 1 || kind[0] == '#') return;
         Record *r = &records[n_records];
         memset(r, 0, sizeof *r);
         if (!strcmp(kind, "runtime") || !strcmp(kind, "driver")) {
@@ -211,14 +209,31 @@ static void read_script(void) {
             unsigned long long n = 0;
             sscanf(line, "%*s %llu", &n);
             dropped_by_script += n;
-            continue;
+            dropped_unreported += n;
+            return;
         } else {
-            continue;
+            return;
         }
         n_records++;
     }
+}
+
+static void read_script(void) {
+    const char *path = getenv("STAND_IN_CUPTI_SCRIPT");
+    FILE *f = path ? fopen(path, "r") : NULL;
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) add_line(line);
     fclose(f);
 }
+
+/* For a stand-in CUDA driver (bench/gpu/stand_in_cuda.c): an event as it happens, in
+ * the script's form, and the time of now in the script's µs. */
+void stand_in_cupti_add(const char *line) {
+    if (requested) add_line(line);
+}
+
+uint64_t stand_in_cupti_now_us(void) { return (now() - origin) / 1000; }
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version) {
     const char *v = getenv("STAND_IN_CUPTI_VERSION");
@@ -276,7 +291,6 @@ CUptiResult CUPTIAPI cuptiActivityRegisterCallbacks(CUpti_BuffersCallbackRequest
     completed = c;
     origin = now();
     read_script();
-    dropped_unreported = dropped_by_script;
     return CUPTI_SUCCESS;
 }
 

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The GPU check: `opscope record --cupti` of a program that knows what it did.
+#
+#   bench/gpu/check.sh --bundle DIR   gather what a GPU node needs into DIR (here)
+#   bench/gpu/check.sh --stand-in     the same checks here, against stand-in libcuda
+#                                     and libcupti (no GPU)
+#   ./check.sh                        from DIR on the GPU node: the checks
+#
+# On the node nothing is built and nothing is fetched: DIR holds the opscope binary and
+# its injected library, the check's program (cuda_check: the CUDA driver API alone,
+# its kernels from PTX text the driver compiles), and libcupti from the pinned
+# nvidia-cuda-cupti-cu12 wheel; the node needs only the NVIDIA driver (libcuda.so.1).
+# Each check prints one line, `ok`, `FAIL` or `skip` (with why); the exit status is 1
+# when any failed.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+CUPTI_WHEEL="nvidia-cuda-cupti-cu12==12.9.79"
+MAX_BUNDLE_BYTES=$((64 << 20))
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+
+failed=0
+ok() { echo "ok    $*"; }
+fail() { echo "FAIL  $*"; failed=1; }
+skip() { echo "skip  $*"; }
+
+# The value of `key` lines of the program's report: `value KEY [NAME]`.
+value() { awk -v k="$1" -v n="${2:-}" '$1 == k && (n == "" || $2 == n) { print $NF; exit }' "$work/program.txt"; }
+
+# A kernel's (or copy's) column of `stats kernel --memory --format csv`: instances,
+# total_ns or avg_ns.
+kernel_stat() {
+    awk -F, -v name="$1" -v col="$2" '
+        NR == 1 { for (i = 1; i <= NF; i++) at[$i] = i; next }
+        $NF == name { print $(at[col]); exit }' "$work/kernels.csv"
+}
+
+# A direction's bytes in `gpu --format json`'s transfers (memcpy_h2d, memset, ...).
+transfer_bytes() {
+    tr -d ' \n' < "$work/gpu.json" |
+        { grep -o "\"direction\":\"$1\",\"count\":[0-9]*,\"bytes\":[0-9]*" || true; } |
+        sed 's/.*"bytes"://' | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# Records the program with `opscope record --cupti` and checks what it recorded.
+# Environment: opscope, program, work; LD_LIBRARY_PATH where libcupti (and on the
+# stand-in, libcuda) are.
+run_checks() {
+    mkdir -p "$work"
+    echo "== opscope record --cupti -- cuda_check (in $work)"
+    if ! "$opscope" record --cupti -q -o "$work/session" -- "$program" > "$work/program.txt" 2> "$work/record.txt"; then
+        cat "$work/record.txt" "$work/program.txt"
+        fail "the program or the recording failed"
+        return
+    fi
+    if grep -q '^error' "$work/program.txt"; then
+        fail "the program: $(grep '^error' "$work/program.txt" | head -1)"
+        return
+    fi
+    grep -v '^$' "$work/record.txt" | sed 's/^/      /' || true
+    "$opscope" stats kernel --memory --format csv -q "$work/session" > "$work/kernels.csv"
+    "$opscope" gpu --format json -q "$work/session" > "$work/gpu.json"
+    "$opscope" convert -q "$work/session" -o "$work/session.json" 2> /dev/null
+
+    # Kernels: each launch seen once, graph launches' kernels included.
+    for name in scale add; do
+        launched=$(value kernel "$name")
+        in_graphs=$(value graph_kernels "$name"); in_graphs=${in_graphs:-0}
+        seen=$(kernel_stat "$name" Instances); seen=${seen:-0}
+        want=$((launched + in_graphs))
+        if [ "$seen" = "$want" ]; then
+            ok "kernel $name: $seen seen, $launched launched + $in_graphs by graph launches"
+        else
+            fail "kernel $name: $seen seen, $want launched ($in_graphs by graph launches)"
+        fi
+        # Their time. Each kernel lies between the CUDA events recorded around it: the
+        # mean recorded is at most the mean between events; and the shortest recorded is
+        # at least half the shortest between events (the one with the least host delay
+        # in it; a loaded host stretches the others).
+        events_ns=$(value kernel_ns "$name")
+        events_min_ns=$(value kernel_min_ns "$name")
+        mean_ns=$(kernel_stat "$name" avg_ns)
+        min_ns=$(kernel_stat "$name" min_ns)
+        if [ -n "$mean_ns" ] && [ -n "$events_ns" ] && [ -n "$events_min_ns" ]; then
+            verdict=$(awk -v m="$mean_ns" -v e="$events_ns" -v n="$launched" \
+                -v lo="$min_ns" -v elo="$events_min_ns" 'BEGIN {
+                per = e / n
+                good = m <= per * 1.02 && lo >= elo * 0.5 && lo <= elo * 1.02
+                printf "%s %.0f %.0f %.0f %.0f", good ? "ok" : "FAIL", m, per, lo, elo }')
+            set -- $verdict
+            line="kernel $name: mean $2 ns recorded, $3 ns between events; shortest $4 ns recorded, $5 ns between events"
+            if [ "$1" = ok ]; then ok "$line"; else fail "$line"; fi
+        fi
+    done
+
+    # Copies by direction, and the memset, with their bytes.
+    for pair in htod:memcpy_h2d dtoh:memcpy_d2h dtod:memcpy_d2d memset:memset; do
+        key=${pair%%:*}; direction=${pair#*:}
+        if [ "$key" = memset ]; then want=$(value memset); else want=$(value copy "$key"); fi
+        got=$(transfer_bytes "$direction")
+        if [ "$got" = "$want" ]; then
+            ok "$key: $got bytes recorded, as made"
+        else
+            fail "$key: $got bytes recorded, $want made"
+        fi
+    done
+
+    # Records CUPTI dropped are told in the session.
+    lost=$({ grep -o '"dropped":[0-9]*' "$work/session.json" || true; } | sed 's/.*://' | awk '{ s += $1 } END { print s + 0 }')
+    if [ "$lost" = 0 ]; then
+        ok "dropped records: none"
+    else
+        fail "dropped records: $lost (the buffers could not keep up)"
+    fi
+
+    # The clock: the device's work lies inside the program's own run (CLOCK_MONOTONIC),
+    # which it synchronised with before it ended.
+    read -r _ start end < <(grep '^monotonic ' "$work/program.txt")
+    read -r first last < <(
+        { grep -E '"cat":"(kernel|gpu_memcpy|gpu_memset)"' "$work/session.json" || true; } |
+            grep -o '"ts":[0-9.]*,"dur":[0-9.]*' |
+            awk -F'[:,]' '{ s = $2 * 1000; e = s + $4 * 1000
+                            if (!n++ || s < a) a = s; if (e > b) b = e }
+                          END { if (n) printf "%.0f %.0f\n", a, b; else print "- -" }')
+    if [ "$first" != - ] && [ "$first" -ge "$start" ] && [ "$last" -le "$end" ]; then
+        ok "clock: the device's work ($first..$last ns) lies in the program's run ($start..$end ns, CLOCK_MONOTONIC)"
+    else
+        fail "clock: the device's work ($first..$last ns) is not inside the program's run ($start..$end ns)"
+    fi
+}
+
+case "${1:-}" in
+--bundle)
+    dir="${2:?--bundle DIR}"
+    repo="$(cd "$here/../.." && pwd)"
+    cache="${OPSCOPE_CACHE:-$HOME/.cache/opscope-ci}"
+    # The newer of the release and the test build (CI has only the latter).
+    opscope_bin="$repo/target/debug/opscope"
+    [ "$repo/target/release/opscope" -nt "$opscope_bin" ] && opscope_bin="$repo/target/release/opscope"
+    opscope_bin="${OPSCOPE_BIN:-$opscope_bin}"
+    record_lib="$(dirname "$opscope_bin")/libopscope_record.so"
+    [ -x "$opscope_bin" ] && [ -f "$record_lib" ] || {
+        echo "no opscope build: cargo build --release -p opscope -p opscope-record" >&2
+        exit 2
+    }
+    rm -rf "$dir"
+    mkdir -p "$dir/lib"
+    # libcupti from the pinned wheel (the wheel is ~11 MB; only libcupti.so.12 is kept).
+    wheels="$cache/cupti-wheel"
+    if [ ! -f "$wheels/libcupti.so.12" ]; then
+        mkdir -p "$wheels"
+        "${PIP:-pip}" download --quiet --disable-pip-version-check --no-deps -d "$wheels" "$CUPTI_WHEEL"
+        python3 -m zipfile -e "$wheels"/nvidia_cuda_cupti_cu12-*.whl "$wheels/unpacked"
+        cp "$wheels/unpacked/nvidia/cuda_cupti/lib/libcupti.so.12" "$wheels/"
+        rm -rf "$wheels/unpacked"
+    fi
+    cp "$wheels/libcupti.so.12" "$dir/lib/"
+    cc -O2 -o "$dir/cuda_check" "$here/cuda_check.c" -ldl
+    # Symbols are not needed on the node: stripped, the binary is a quarter the size.
+    strip -o "$dir/opscope" "$opscope_bin"
+    strip -o "$dir/libopscope_record.so" "$record_lib"
+    cp "$0" "$dir/check.sh"
+    echo "== $dir"
+    (cd "$dir" && find . -type f -printf '%10s  %p\n' | sort -k2)
+    total=$(find "$dir" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
+    echo "total $total bytes ($((total >> 20)) MiB; at most $((MAX_BUNDLE_BYTES >> 20)) MiB)"
+    [ "$total" -le "$MAX_BUNDLE_BYTES" ] || { echo "the bundle is too large" >&2; exit 1; }
+    echo "on the GPU node: cd $(basename "$dir") && ./check.sh"
+    ;;
+--stand-in)
+    repo="$(cd "$here/../.." && pwd)"
+    opscope="${OPSCOPE_BIN:-$repo/target/debug/opscope}"
+    export OPSCOPE_RECORD_LIB="${OPSCOPE_RECORD_LIB:-$(dirname "$opscope")/libopscope_record.so}"
+    headers="${OPSCOPE_CUDA_HEADERS:-$("$repo/tests/cuda-headers.sh" "${OPSCOPE_CACHE:-$HOME/.cache/opscope-ci}/cuda-headers" "${PIP:-pip}")}"
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    includes=()
+    IFS=: read -r -a dirs <<< "$headers"
+    for d in "${dirs[@]}"; do includes+=("-I$d"); done
+    mkdir -p "$work/lib"
+    cc -O2 -shared -fPIC "${includes[@]}" -o "$work/lib/libcupti.so.12" "$repo/tests/record/stand_in_cupti.c"
+    cc -O2 -shared -fPIC -o "$work/lib/libcuda.so.1" "$here/stand_in_cuda.c" -ldl
+    cc -O2 -o "$work/cuda_check" "$here/cuda_check.c" -ldl
+    program="$work/cuda_check"
+    # The PTX the driver will compile on the node, assembled here for three generations.
+    ptxas="${dirs[-1]%/include}/bin/ptxas"
+    if [ -x "$ptxas" ]; then
+        "$program" --ptx > "$work/check.ptx"
+        for arch in sm_50 sm_80 sm_90; do
+            if "$ptxas" -arch="$arch" "$work/check.ptx" -o "$work/check-$arch.cubin" 2> "$work/ptxas.txt"; then
+                ok "PTX: assembles for $arch (ptxas from the pinned nvcc wheel)"
+            else
+                fail "PTX: does not assemble for $arch: $(head -3 "$work/ptxas.txt")"
+            fi
+        done
+    else
+        skip "PTX: no ptxas beside the headers (tests/cuda-headers.sh keeps one)"
+    fi
+    export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "== against the stand-in libcuda and libcupti (no GPU)"
+    work="$work/run" run_checks
+    skip "NVML utilisation and per-process memory: not checked against a stand-in"
+    skip "torch: not checked against a stand-in"
+    exit $failed
+    ;;
+"")
+    opscope="$here/opscope"
+    export OPSCOPE_RECORD_LIB="$here/libopscope_record.so"
+    program="$here/cuda_check"
+    export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    work="$(mktemp -d)"
+    echo "== on $(hostname): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
+    run_checks
+    skip "NVML utilisation and per-process memory: not yet in this check"
+    skip "torch: not yet in this check"
+    echo "what was recorded: $work"
+    exit $failed
+    ;;
+-h | --help)
+    usage
+    ;;
+*)
+    usage >&2
+    exit 2
+    ;;
+esac
