@@ -53,6 +53,7 @@ fn ours(a: &Path, b: &Path, device: &str, iteration: Option<&str>) -> (Rows, Val
 
 #[test]
 fn by_name_equals_htas_trace_diff_on_its_own_pairs() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -126,6 +127,7 @@ fn by_name_equals_htas_trace_diff_on_its_own_pairs() {
 
 #[test]
 fn by_name_says_which_iterations_a_trace_lacks() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -143,14 +145,19 @@ fn by_name_says_which_iterations_a_trace_lacks() {
     );
 }
 
-/// The tests that record take turns: two at once would share the machine unevenly.
-static RECORDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The tests take turns: a test that records compares runs whose speeds must not
+/// depend on what another test does to the machine meanwhile (two loaded cores shared
+/// unevenly made an unchanged pair's steps differ by more than 5 %).
+static MACHINE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Records `tests/record/diff_program.py` once per variant, their loops started
 /// together (so that the machine's load, whatever it is, falls on every run alike);
 /// the sessions, in order.
 fn record_variants(dir: &Path, variants: &[&str]) -> Vec<std::path::PathBuf> {
-    let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let program = repo_root().join("tests/record/diff_program.py");
     let ready = dir.join("ready");
     let count = variants.len().to_string();
@@ -214,6 +221,7 @@ fn lines(diff: &Value) -> impl Iterator<Item = &Value> {
 /// gives one is recorded again once, and only a second false alarm fails.
 #[test]
 fn a_program_recorded_twice_unchanged_is_unchanged_within_noise() {
+    let _turn = turn();
     if !python_with(&["torch"]) {
         return;
     }
@@ -261,6 +269,7 @@ fn a_program_recorded_twice_unchanged_is_unchanged_within_noise() {
 /// Layers 4x wider in C: the matmuls of the wider layer come first.
 #[test]
 fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
+    let _turn = turn();
     if !python_with(&["torch"]) {
         return;
     }
@@ -349,6 +358,7 @@ fn kineto_steps(steps: usize, kernel: &str, kernel_us: u64, stream: u32) -> Stri
 /// (beyond 5 % of the 900 µs step), moved from stream 7 to stream 13.
 #[test]
 fn kernels_renamed_under_their_op_are_one_line() {
+    let _turn = turn();
     let dir = scratch_dir("diff-renamed");
     let a = dir.join("a.json");
     let b = dir.join("b.json");
@@ -466,6 +476,7 @@ fn kernels_renamed_under_their_op_are_one_line() {
 /// `opscope steps` gives that rank.
 #[test]
 fn each_rank_of_whole_traces_has_its_step_time() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -512,6 +523,7 @@ fn each_rank_of_whole_traces_has_its_step_time() {
 /// `diff CONTROL TEST` says (its step verdict and its table of every line).
 #[test]
 fn a_report_against_an_earlier_run_holds_their_diff() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -573,6 +585,7 @@ fn a_report_against_an_earlier_run_holds_their_diff() {
 /// rank 1's lines are those `--rank 1` finds.
 #[test]
 fn lines_of_every_rank_are_matched_rank_by_rank() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -689,10 +702,10 @@ fn lines_of_every_rank_are_matched_rank_by_rank() {
 /// rank's split of its mean step adds up.
 #[test]
 fn a_job_of_two_ranks_recorded_twice_meets_rank_by_rank() {
+    let _turn = turn();
     if !python_with(&["torch"]) {
         return;
     }
-    let _turn = RECORDING.lock().unwrap_or_else(|e| e.into_inner());
     let dir = scratch_dir("diff-ranks-recorded");
     let sessions: Vec<std::path::PathBuf> = ["same", "slow"]
         .iter()
@@ -779,6 +792,7 @@ fn a_job_of_two_ranks_recorded_twice_meets_rank_by_rank() {
 /// in its shapes: that alone is no change (before, 62 lines said their shapes changed).
 #[test]
 fn an_op_whose_input_shapes_changed_says_so() {
+    let _turn = turn();
     let Some(traces) = shared_traces() else {
         return;
     };
@@ -855,6 +869,7 @@ fn an_op_whose_input_shapes_changed_says_so() {
 /// train step` line that held the step's idle time too).
 #[test]
 fn a_framework_steps_range_is_the_step_not_a_line() {
+    let _turn = turn();
     let dir = scratch_dir("diff-framework-steps");
     let mut events = Vec::new();
     for k in 0..6u64 {

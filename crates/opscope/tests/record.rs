@@ -1535,19 +1535,22 @@ external kind=1 id=77 corr=1
 dropped 3
 ";
 
-/// `--cupti` against the stand-in libcupti playing `CUPTI_SCRIPT`: every record arrives
-/// as the script says (names, devices, streams, correlation ids, sizes, each time to
-/// the ns relative to the others), the drops are told, the buffers are opscope's.
-/// The expectations are the script's, not the decoder's.
-#[test]
-fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
+/// A scratch directory with the stand-in libcupti built (as `lib/libcupti.so.12`), the
+/// host program that plays the driver, and `CUPTI_SCRIPT` written out; `None` (the test
+/// skips) without the `perfetto` reader or NVIDIA's headers, off CI.
+struct StandIn {
+    dir: common::Scratch,
+    lib_dir: PathBuf,
+    host: PathBuf,
+    script_path: PathBuf,
+}
+
+fn stand_in_cupti(name: &str) -> Option<StandIn> {
     if !python_with(&["perfetto"]) {
-        return;
+        return None;
     }
-    let Some(headers) = common::cuda_headers() else {
-        return;
-    };
-    let dir = scratch_dir("record-cupti-script");
+    let headers = common::cuda_headers()?;
+    let dir = scratch_dir(name);
     let lib_dir = dir.join("lib");
     let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
     flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
@@ -1556,6 +1559,29 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
     compile_c("cupti_host.c", &host, &["-ldl"]);
     let script_path = dir.join("script.txt");
     std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
+    Some(StandIn {
+        dir,
+        lib_dir,
+        host,
+        script_path,
+    })
+}
+
+/// `--cupti` against the stand-in libcupti playing `CUPTI_SCRIPT`: every record arrives
+/// as the script says (names, devices, streams, correlation ids, sizes, each time to
+/// the ns relative to the others), the drops are told, the buffers are opscope's.
+/// The expectations are the script's, not the decoder's.
+#[test]
+fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
+    let Some(StandIn {
+        dir,
+        lib_dir,
+        host,
+        script_path,
+    }) = stand_in_cupti("record-cupti-script")
+    else {
+        return;
+    };
     let log = dir.join("stand-in.log");
     let session = dir.join("session");
     let out = record_with(
@@ -1688,21 +1714,15 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
 /// grows, and every record arrives.
 #[test]
 fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
-    if !python_with(&["perfetto"]) {
-        return;
-    }
-    let Some(headers) = common::cuda_headers() else {
+    let Some(StandIn {
+        dir,
+        lib_dir,
+        host,
+        script_path,
+    }) = stand_in_cupti("record-cupti-bound")
+    else {
         return;
     };
-    let dir = scratch_dir("record-cupti-bound");
-    let lib_dir = dir.join("lib");
-    let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
-    flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
-    compile_c("stand_in_cupti.c", &lib_dir.join("libcupti.so.12"), &flags);
-    let host = dir.join("cupti_host");
-    compile_c("cupti_host.c", &host, &["-ldl"]);
-    let script_path = dir.join("script.txt");
-    std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
     for (version, refused) in [("28", true), ("27", true), ("26", false)] {
         let log = dir.join(format!("stand-in-{version}.log"));
         let session = dir.join(format!("session-{version}"));
@@ -1768,21 +1788,15 @@ fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
 /// the parent's is handed over twice).
 #[test]
 fn cupti_on_its_own_clock_is_moved_to_ours_and_a_forked_child_does_not_flush() {
-    if !python_with(&["perfetto"]) {
-        return;
-    }
-    let Some(headers) = common::cuda_headers() else {
+    let Some(StandIn {
+        dir,
+        lib_dir,
+        host,
+        script_path,
+    }) = stand_in_cupti("record-cupti-clock")
+    else {
         return;
     };
-    let dir = scratch_dir("record-cupti-clock");
-    let lib_dir = dir.join("lib");
-    let mut flags: Vec<String> = vec!["-shared".into(), "-fPIC".into()];
-    flags.extend(headers.iter().map(|h| format!("-I{}", h.display())));
-    compile_c("stand_in_cupti.c", &lib_dir.join("libcupti.so.12"), &flags);
-    let host = dir.join("cupti_host");
-    compile_c("cupti_host.c", &host, &["-ldl"]);
-    let script_path = dir.join("script.txt");
-    std::fs::write(&script_path, CUPTI_SCRIPT).unwrap();
     let log = dir.join("stand-in.log");
     let session = dir.join("session");
     let out = record_with(

@@ -385,8 +385,12 @@ function drawAxis(W) {
   ctx.fillText(`${fmtDur(span)} shown`, 8, AXIS / 2);
 }
 
+// A message (the critical path's summary, an error) stays until another replaces it or
+// what it told of is undone; the periodic refresh shows the drawing's figures only
+// when there is none (it wiped the critical path's summary within half a second).
 function status(text) {
-  $('status').textContent = text || (
+  if (text !== undefined) state.message = text;
+  $('status').textContent = state.message || (
     `${state.meta.tracks.length} tracks · ${state.lastItems} items drawn · server ${state.lastServerMs.toFixed(1)} ms`);
 }
 
@@ -617,7 +621,7 @@ $('fit').addEventListener('click', fit);
 // The critical path (`opscope critical-path`): its slices outlined in red and joined by
 // red lines, or off again.
 async function toggleCritical() {
-  if (state.critical) { state.critical = null; changed(); return; }
+  if (state.critical) { state.critical = null; status(''); changed(); return; }
   try {
     const r = await getJSON('api/critical-path');
     if (r.error) { status('critical path: ' + r.error); return; }
@@ -642,6 +646,7 @@ async function follow() {
   let m;
   try { m = await loadMeta(); } catch (e) { status('the viewer stopped: ' + e); return; }
   if (m.note) status('live: ' + m.note);
+  else if ((state.message || '').startsWith('live: ')) status('');
   if (m.generation === state.generation) return;
   const shift = m.origin - state.meta.origin;
   state.generation = m.generation;
