@@ -113,6 +113,29 @@ run_checks() {
         fail "dropped records: $lost (the buffers could not keep up)"
     fi
 
+    # NVML: the device's utilisation and memory sampled through the run (GPU 0's
+    # counters); on a real GPU its memory in use holds at least what the program held.
+    read -r samples top_util top_used < <(
+        { grep '"ph":"C"' "$work/session.json" || true; } | grep '"pid":-1,' |
+            awk -F'[:,}]' '
+                # The value follows its name as a key of args: {"GPU utilisation %":37.0}.
+                function after(key,    i, v) { v = 0
+                    for (i = 1; i < NF; i++) if ($i ~ key && $(i + 1) + 0 > v) v = $(i + 1) + 0
+                    return v }
+                /"name":"GPU utilisation %"/ { n++; u = after("\"GPU utilisation %\"$"); if (u > mu) mu = u }
+                /"name":"GPU memory used bytes"/ { m = after("\"GPU memory used bytes\"$"); if (m > mm) mm = m }
+                END { printf "%d %.0f %.0f\n", n, mu, mm }')
+    allocated=$(value allocated)
+    if [ "$samples" -eq 0 ]; then
+        fail "NVML: no utilisation samples of GPU 0 in the session"
+    elif [ "$nvml_fixed" = 1 ]; then
+        ok "NVML: $samples utilisation samples of GPU 0 (up to $top_util %), memory used up to $top_used bytes (a stand-in's fixed readings)"
+    elif [ "$top_used" -ge "${allocated:-0}" ]; then
+        ok "NVML: $samples utilisation samples of GPU 0 (up to $top_util %), memory used up to $top_used bytes (the program held $allocated)"
+    else
+        fail "NVML: memory used up to $top_used bytes, less than the $allocated the program held"
+    fi
+
     # The clock: the device's work lies inside the program's own run (CLOCK_MONOTONIC),
     # which it synchronised with before it ended.
     read -r _ start end < <(grep '^monotonic ' "$work/program.txt")
@@ -180,6 +203,8 @@ case "${1:-}" in
     mkdir -p "$work/lib"
     cc -O2 -shared -fPIC "${includes[@]}" -o "$work/lib/libcupti.so.12" "$repo/tests/record/stand_in_cupti.c"
     cc -O2 -shared -fPIC -o "$work/lib/libcuda.so.1" "$here/stand_in_cuda.c" -ldl
+    cc -O2 -shared -fPIC -o "$work/lib/libnvidia-ml.so.1" "$repo/tests/record/fake_nvml.c"
+    nvml_fixed=1
     cc -O2 -o "$work/cuda_check" "$here/cuda_check.c" -ldl
     program="$work/cuda_check"
     # The PTX the driver will compile on the node, assembled here for three generations.
@@ -199,7 +224,7 @@ case "${1:-}" in
     export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     echo "== against the stand-in libcuda and libcupti (no GPU)"
     work="$work/run" run_checks
-    skip "NVML utilisation and per-process memory: not checked against a stand-in"
+    skip "per-process GPU memory (the agent's): not in this check yet"
     skip "torch: not checked against a stand-in"
     exit $failed
     ;;
@@ -210,8 +235,9 @@ case "${1:-}" in
     export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     work="$(mktemp -d)"
     echo "== on $(hostname): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
+    nvml_fixed=0
     run_checks
-    skip "NVML utilisation and per-process memory: not yet in this check"
+    skip "per-process GPU memory (the agent's): not in this check yet"
     skip "torch: not yet in this check"
     echo "what was recorded: $work"
     exit $failed

@@ -11,6 +11,7 @@
  *   copy htod|dtoh|dtod BYTES   copies by direction
  *   memset BYTES
  *   graph_kernels NAME N        kernels launched by graph launches
+ *   allocated BYTES             device memory it held for its last half second
  *   monotonic START END         CLOCK_MONOTONIC at the start and the end
  *
  * A failed call prints `error CALL CODE NAME` and exits 1. `cuda_check --ptx` prints
@@ -203,6 +204,10 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) CALL(CUresult(*)(CUgraphExec, CUstream), cuGraphLaunch, exec, s1);
     check(((CUresult(*)(void))need("cuCtxSynchronize"))(), "cuCtxSynchronize");
     printf("graph_kernels scale %d\n", 6);
+    /* Its memory held a while, so that NVML's samples (opscope's are 100 ms apart) see it. */
+    struct timespec hold = {0, 500000000};
+    nanosleep(&hold, NULL);
+    printf("allocated %zu\n", 3 * bytes);
     printf("monotonic %lld %lld\n", started, monotonic());
     free(host);
     return 0;
