@@ -433,38 +433,34 @@ fn pair_panel(pair: &pair::Pair) -> &str {
 
 /// `stats op` and `gpu` of the span `[start, end]` (ns after the model's origin).
 fn window(model: &ViewModel, start: i64, end: i64) -> String {
-    {
-        {
-            let start = model.origin + start;
-            let end = model.origin + end;
-            let window = Window::Span(start, end.max(start + 1));
-            let cx = model.context();
-            let ops = op_view(
-                &cx,
-                &OpViewOptions {
-                    stats: OpStatsOptions {
-                        window,
-                        ..OpStatsOptions::default()
-                    },
-                    columns: opscope_engine::reports::ops::TOP_OP_COLUMNS.to_vec(),
-                    limit: 30,
-                    ..OpViewOptions::default()
-                },
-            );
-            let gpu = gpu::analyze(
-                &cx,
-                &GpuOptions {
-                    window,
-                    ..GpuOptions::default()
-                },
-            );
-            format!(
-                "<h2>stats op</h2>\n{}<h2>gpu</h2>\n{}",
-                html::report(&ops.report()),
-                html::report(&gpu.report())
-            )
-        }
-    }
+    let start = model.origin + start;
+    let end = model.origin + end;
+    let window = Window::Span(start, end.max(start + 1));
+    let cx = model.context();
+    let ops = op_view(
+        &cx,
+        &OpViewOptions {
+            stats: OpStatsOptions {
+                window,
+                ..OpStatsOptions::default()
+            },
+            columns: opscope_engine::reports::ops::TOP_OP_COLUMNS.to_vec(),
+            limit: 30,
+            ..OpViewOptions::default()
+        },
+    );
+    let gpu = gpu::analyze(
+        &cx,
+        &GpuOptions {
+            window,
+            ..GpuOptions::default()
+        },
+    );
+    format!(
+        "<h2>stats op</h2>\n{}<h2>gpu</h2>\n{}",
+        html::report(&ops.report()),
+        html::report(&gpu.report())
+    )
 }
 
 /// The report commands `/api/report` runs: name, description, options.
