@@ -152,6 +152,18 @@ run_checks() {
     fi
 }
 
+# The injected library beside a build's opscope: `cargo build` puts it there, `cargo
+# test` (all CI does) only in deps/; the newer of the two.
+record_lib_of() {
+    local dir newest="" candidate
+    dir="$(dirname "$1")"
+    for candidate in "$dir/libopscope_record.so" "$dir/deps/libopscope_record.so"; do
+        [ -f "$candidate" ] || continue
+        if [ -z "$newest" ] || [ "$candidate" -nt "$newest" ]; then newest="$candidate"; fi
+    done
+    echo "${newest:-$dir/libopscope_record.so}"
+}
+
 case "${1:-}" in
 --bundle)
     dir="${2:?--bundle DIR}"
@@ -161,7 +173,7 @@ case "${1:-}" in
     opscope_bin="$repo/target/debug/opscope"
     [ "$repo/target/release/opscope" -nt "$opscope_bin" ] && opscope_bin="$repo/target/release/opscope"
     opscope_bin="${OPSCOPE_BIN:-$opscope_bin}"
-    record_lib="$(dirname "$opscope_bin")/libopscope_record.so"
+    record_lib="$(record_lib_of "$opscope_bin")"
     [ -x "$opscope_bin" ] && [ -f "$record_lib" ] || {
         echo "no opscope build: cargo build --release -p opscope -p opscope-record" >&2
         exit 2
@@ -193,7 +205,7 @@ case "${1:-}" in
 --stand-in)
     repo="$(cd "$here/../.." && pwd)"
     opscope="${OPSCOPE_BIN:-$repo/target/debug/opscope}"
-    export OPSCOPE_RECORD_LIB="${OPSCOPE_RECORD_LIB:-$(dirname "$opscope")/libopscope_record.so}"
+    export OPSCOPE_RECORD_LIB="${OPSCOPE_RECORD_LIB:-$(record_lib_of "$opscope")}"
     headers="${OPSCOPE_CUDA_HEADERS:-$("$repo/tests/cuda-headers.sh" "${OPSCOPE_CACHE:-$HOME/.cache/opscope-ci}/cuda-headers" "${PIP:-pip}")}"
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
