@@ -136,6 +136,23 @@ run_checks() {
         fail "NVML: memory used up to $top_used bytes, less than the $allocated the program held"
     fi
 
+    # NVML's list of the device's processes: the program's own memory on GPU 0, which on
+    # a GPU also holds its context, so at least what it allocated.
+    pid=$(value pid)
+    read -r held_samples held_top < <(
+        { grep '"ph":"C"' "$work/session.json" || true; } | grep "\"pid\":${pid:-none}," |
+            awk -F'[:,}]' '
+                /"name":"GPU 0 memory bytes"/ { for (i = 1; i < NF; i++)
+                    if ($i ~ /"GPU 0 memory bytes"$/) { n++; if ($(i + 1) + 0 > m) m = $(i + 1) + 0 } }
+                END { printf "%d %.0f\n", n, m }')
+    if [ "$held_samples" -eq 0 ]; then
+        fail "per-process GPU memory: no sample of the program's (pid ${pid:-?}) memory on GPU 0"
+    elif [ "$held_top" -ge "${allocated:-0}" ]; then
+        ok "per-process GPU memory: the program (pid $pid) held up to $held_top bytes on GPU 0 in $held_samples samples (it allocated $allocated)"
+    else
+        fail "per-process GPU memory: the program (pid $pid) held up to $held_top bytes on GPU 0, less than the $allocated it allocated"
+    fi
+
     # The clock: the device's work lies inside the program's own run (CLOCK_MONOTONIC),
     # which it synchronised with before it ended.
     read -r _ start end < <(grep '^monotonic ' "$work/program.txt")
@@ -234,9 +251,10 @@ case "${1:-}" in
         skip "PTX: no ptxas beside the headers (tests/cuda-headers.sh keeps one)"
     fi
     export LD_LIBRARY_PATH="$work/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    # The stand-in libcuda tells the stand-in NVML what the program holds, through a file.
+    export FAKE_NVML_PROCESSES="$work/gpu-processes.txt"
     echo "== against the stand-in libcuda and libcupti (no GPU)"
     work="$work/run" run_checks
-    skip "per-process GPU memory (the agent's): not in this check yet"
     skip "torch: not checked against a stand-in"
     exit $failed
     ;;
@@ -249,7 +267,6 @@ case "${1:-}" in
     echo "== on $(hostname): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
     nvml_fixed=0
     run_checks
-    skip "per-process GPU memory (the agent's): not in this check yet"
     skip "torch: not yet in this check"
     echo "what was recorded: $work"
     exit $failed

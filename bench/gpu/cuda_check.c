@@ -12,6 +12,7 @@
  *   memset BYTES
  *   graph_kernels NAME N        kernels launched by graph launches
  *   allocated BYTES             device memory it held for its last half second
+ *   pid PID                     its process id (NVML lists its memory under it)
  *   monotonic START END         CLOCK_MONOTONIC at the start and the end
  *
  * A failed call prints `error CALL CODE NAME` and exits 1. `cuda_check --ptx` prints
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -208,6 +210,7 @@ int main(int argc, char **argv) {
     struct timespec hold = {0, 500000000};
     nanosleep(&hold, NULL);
     printf("allocated %zu\n", 3 * bytes);
+    printf("pid %d\n", (int)getpid());
     printf("monotonic %lld %lld\n", started, monotonic());
     free(host);
     return 0;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -130,10 +131,23 @@ CUresult cuStreamCreate(void **stream, unsigned flags) {
     *stream = &streams[n_streams++];
     return 0;
 }
+/* What this process holds on the device, told to the stand-in NVML as the driver tells
+ * NVML (tests/record/fake_nvml.c reads FAKE_NVML_PROCESSES: "DEVICE PID BYTES"). */
+static void tell_nvml(size_t held) {
+    const char *path = getenv("FAKE_NVML_PROCESSES");
+    FILE *f = path ? fopen(path, "w") : NULL;
+    if (!f) return;
+    fprintf(f, "0 %d %zu\n", (int)getpid(), held);
+    fclose(f);
+}
 CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t bytes) {
     static CUdeviceptr next = 0x700000000000ull;
+    static size_t held = 0;
+    size_t rounded = (bytes + 0xfffff) & ~(size_t)0xfffff;
     *p = next;
-    next += (bytes + 0xfffff) & ~(CUdeviceptr)0xfffff;
+    next += rounded;
+    held += rounded;
+    tell_nvml(held);
     return 0;
 }
 

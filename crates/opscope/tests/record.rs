@@ -1941,7 +1941,10 @@ fn no_python_leaves_the_interpreter_alone() {
 /// Where an NVIDIA driver exists the sampler reads each GPU's utilisation and memory
 /// through NVML. No GPU here: a stand-in `libnvidia-ml.so.1` (tests/record/fake_nvml.c,
 /// its structs laid out from nvml.h) gives two devices fixed readings, and each must
-/// arrive as its GPU's counters, every sample.
+/// arrive as its GPU's counters, every sample. The driver's list of processes on each
+/// GPU (the stand-in's file, written by the recorded program with its own pid) gives
+/// the program's memory on each; another process's (pid 1) and a process whose memory
+/// the driver does not tell are not shown.
 #[test]
 fn gpu_readings_from_nvml_become_counters() {
     if !python_with(&["perfetto"]) {
@@ -1955,15 +1958,39 @@ fn gpu_readings_from_nvml_become_counters() {
         &["-shared", "-fPIC"],
     );
     let session = dir.join("session");
+    let users = dir.join("gpu-users.txt");
+    let program =
+        "printf '0 1 777\\n1 %s 5000000\\n0 %s -\\n' $$ $$ > \"$FAKE_NVML_PROCESSES\"; sleep 0.3";
     let out = record_with(
         &["-q", "--sample-ms", "20"],
         &session,
-        Path::new("sleep"),
-        &["0.3"],
-        &[("LD_LIBRARY_PATH", lib_dir.to_str().unwrap())],
+        Path::new("sh"),
+        &["-c", program],
+        &[
+            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+            ("FAKE_NVML_PROCESSES", users.to_str().unwrap()),
+        ],
     );
     assert_ok(&out, "opscope record with a stand-in NVML");
-    let values = &sampler_file(&session)["counter_values"];
+    let file = sampler_file(&session);
+    // The program's memory on GPU 1, as the driver listed it once the program wrote it.
+    let held = counter_samples(&file, "sh -c", "GPU 1 memory bytes");
+    assert!(
+        !held.is_empty() && held.iter().all(|&b| b == 5_000_000.0),
+        "{held:?}"
+    );
+    let values = &file["counter_values"];
+    let memory_tracks: Vec<&String> = values
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.ends_with(" memory bytes"))
+        .collect();
+    assert_eq!(
+        memory_tracks.len(),
+        1,
+        "only the program's, on GPU 1: {memory_tracks:?}"
+    );
     for (gpu, utilization, used) in [(0, 37.0, 123456789.0), (1, 81.0, 987654321.0)] {
         for (track, want) in [
             ("GPU utilisation %", utilization),

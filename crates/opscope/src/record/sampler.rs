@@ -1,6 +1,7 @@
 //! Samples every process of the recorded tree from `/proc` (CPU use, resident memory,
 //! threads), so that every process appears in the session, even those that never
-//! loaded the injected library, and each GPU through NVML where there is one; writes
+//! loaded the injected library, and each GPU through NVML where there is one (with the
+//! memory each process of the tree holds on it, as the driver lists it); writes
 //! the samples as counter tracks of a Perfetto file on the recording clock
 //! (`CLOCK_MONOTONIC`).
 
@@ -23,6 +24,8 @@ struct Seen {
     /// (time ns, CPU % of one core, resident bytes, threads)
     samples: Vec<(i64, f64, f64, f64)>,
     last_ticks: Option<(i64, u64)>,
+    /// Per GPU index: (time ns, bytes the driver says this process holds on it).
+    gpu_memory: BTreeMap<usize, Vec<(i64, f64)>>,
 }
 
 /// What the sampler collected: per process, and per GPU (when NVML exists) the time,
@@ -58,6 +61,7 @@ pub fn start(child: i32, interval_ms: u64) -> Sampler {
                         gpu.push((now, r.utilization_percent, r.memory_used_bytes));
                     }
                 }
+                held_on_gpus(&mut samples.processes, &nvml.users(), now);
             }
             if flag.load(Ordering::Relaxed) {
                 break;
@@ -266,6 +270,29 @@ fn sample(seen: &mut BTreeMap<i32, Seen>, child: i32) {
     }
 }
 
+/// Each process of the tree (those sampled) that the driver lists on a GPU, with the
+/// memory it holds there; others' processes on a shared GPU are not ours to show.
+fn held_on_gpus(
+    seen: &mut BTreeMap<i32, Seen>,
+    users: &[Vec<opscope_agent::system::nvml::DeviceUser>],
+    now: i64,
+) {
+    for (gpu, users) in users.iter().enumerate() {
+        for user in users {
+            let (Some(bytes), Some(process)) =
+                (user.memory_bytes, seen.get_mut(&(user.pid as i32)))
+            else {
+                continue;
+            };
+            process
+                .gpu_memory
+                .entry(gpu)
+                .or_default()
+                .push((now, bytes as f64));
+        }
+    }
+}
+
 /// Whether `stat` reads a process whose memory exists: one that exited (`Z`, `X`)
 /// or is between the two images of an `execve` (the new one not yet mapped) reads 0
 /// resident bytes, which is no sample of the program (the memory report took such a 0
@@ -300,6 +327,13 @@ fn to_trace(samples: &Samples, path: &Path, clocks: &MonotonicClocks) -> Trace {
         for &(ts, cpu, rss, threads) in &s.samples {
             for (track, value) in tracks.iter().zip([cpu, rss, threads]) {
                 trace.counters.push(*track, ts, value);
+            }
+        }
+        for (gpu, held) in &s.gpu_memory {
+            let name = trace.intern(&format!("GPU {gpu} memory bytes"));
+            let track = trace.named_track(Some(process), TrackKind::Counter, name, 0);
+            for &(ts, bytes) in held {
+                trace.counters.push(track, ts, bytes);
             }
         }
     }
