@@ -12,7 +12,9 @@
  *   memcpy copy=1 bytes=4096 stream=7 corr=3 start=90 end=95
  *   memset bytes=1024 value=0 stream=13 corr=4 start=100 end=101
  *   sync type=3 stream=7 corr=5 start=110 end=120
- *   external kind=1 id=77 corr=1
+ *   external kind=1 id=77 corr=1                 (also made for each API call made
+ *                                                  while the thread has an external id
+ *                                                  pushed, as libcupti makes them)
  *   dropped 5                                     records CUPTI could not keep
  *
  * Times are µs after the moment the subscriber registered its buffer callbacks, read
@@ -132,6 +134,25 @@ static uint64_t at_us(const char *line, const char *key) {
     return origin + 1000ull * field(line, key, 0);
 }
 
+/* The external ids each thread pushed, per external kind
+ * (cuptiActivityPushExternalCorrelationId): each API call made while one is pushed gets
+ * an EXTERNAL_CORRELATION record naming the top one of each kind, as libcupti makes. */
+enum { EXTERNAL_KINDS = 8, MAX_PUSHED = 64 };
+static __thread uint64_t pushed[EXTERNAL_KINDS][MAX_PUSHED];
+static __thread int n_pushed[EXTERNAL_KINDS];
+
+static void add_line(const char *line);
+
+static void add_externals(uint32_t correlation) {
+    for (int kind = 0; kind < EXTERNAL_KINDS; kind++) {
+        if (!n_pushed[kind]) continue;
+        char line[128];
+        snprintf(line, sizeof line, "external kind=%d id=%llu corr=%u", kind,
+                 (unsigned long long)pushed[kind][n_pushed[kind] - 1], correlation);
+        add_line(line);
+    }
+}
+
 /* One event of the script's form, as a record to hand over at the next flush. */
 static void add_line(const char *line) {
     if (!records) records = calloc(MAX_EVENTS, sizeof(Record));
@@ -143,6 +164,10 @@ static void add_line(const char *line) {
         Record *r = &records[n_records];
         memset(r, 0, sizeof *r);
         if (!strcmp(kind, "runtime") || !strcmp(kind, "driver")) {
+            add_externals((uint32_t)field(line, "corr", 0));
+            if (n_records >= MAX_EVENTS) return;
+            r = &records[n_records];
+            memset(r, 0, sizeof *r);
             r->api.kind = !strcmp(kind, "runtime") ? CUPTI_ACTIVITY_KIND_RUNTIME
                                                    : CUPTI_ACTIVITY_KIND_DRIVER;
             r->api.cbid = (CUpti_CallbackId)field(line, "cbid", 0);
@@ -365,6 +390,25 @@ CUptiResult CUPTIAPI cuptiActivityGetNextRecord(uint8_t *buffer, size_t valid,
     CUpti_Activity *r = (CUpti_Activity *)next;
     if (next + size_of(r->kind) > buffer + valid) return CUPTI_ERROR_MAX_LIMIT_REACHED;
     *record = r;
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPushExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                            uint64_t id) {
+    if ((unsigned)kind >= EXTERNAL_KINDS) return CUPTI_ERROR_INVALID_KIND;
+    if (n_pushed[kind] == MAX_PUSHED) return CUPTI_ERROR_OUT_OF_MEMORY;
+    pushed[kind][n_pushed[kind]++] = id;
+    say("pushed", id);
+    return CUPTI_SUCCESS;
+}
+
+CUptiResult CUPTIAPI cuptiActivityPopExternalCorrelationId(CUpti_ExternalCorrelationKind kind,
+                                                           uint64_t *last) {
+    if ((unsigned)kind >= EXTERNAL_KINDS) return CUPTI_ERROR_INVALID_KIND;
+    if (!n_pushed[kind]) return CUPTI_ERROR_QUEUE_EMPTY;
+    uint64_t id = pushed[kind][--n_pushed[kind]];
+    if (last) *last = id;
+    say("popped", id);
     return CUPTI_SUCCESS;
 }
 

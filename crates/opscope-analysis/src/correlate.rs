@@ -2,11 +2,11 @@
 //! runtime or driver call that launched it, and through that call to the framework op
 //! around it. Uses what the trace offers: launch flows (Kineto `ac2g`) first, then
 //! equal `correlation` ids (XPlane: `correlation_id`) between host and device slices of
-//! one source, then (for
-//! TensorFlow timelines) the graph node `name` the device work and its op share. With
-//! no ids at all (HIP and SYCL traces of the original tracer), the in-order queue rule:
-//! on an in-order queue work runs in launch order, so the n-th launch is the n-th piece
-//! of work.
+//! one source, then (for TensorFlow timelines) the graph node `name` the device work and
+//! its op share, then the id of the range or op the work was queued in (`external_id`).
+//! With no ids at all (HIP and SYCL traces of the original tracer), the in-order queue
+//! rule: on an in-order queue work runs in launch order, so the n-th launch is the n-th
+//! piece of work.
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
@@ -164,6 +164,8 @@ pub fn correlate(trace: &Trace) -> Correlation {
         }
     }
 
+    external_id_rule(trace, &launch, &mut op_link);
+
     if unlinked(&launch, &op_link) {
         in_order_queue_rule(trace, &mut launch, &op_link);
     }
@@ -185,6 +187,53 @@ pub fn correlate(trace: &Trace) -> Correlation {
         }
     }
     result
+}
+
+/// Device work still unlinked that carries the id of the range or op it was queued in:
+/// opscope's `external_id` (the NVTX range CUPTI named for the launching call) to the
+/// range with that `external_id`; Kineto's lowercase `external id` (2021 traces) to the
+/// op whose `External id` it is. Current Kineto writes `External id` on kernels too, but
+/// there it is the correlation id, not an op's: it is not used.
+fn external_id_rule(trace: &Trace, launch: &[u32], op_link: &mut [u32]) {
+    let s = &trace.slices;
+    let n = s.len();
+    let on_host = |i: usize| trace.tracks[s.track[i] as usize].kind == TrackKind::Thread;
+    for (work_key, owner_key) in [
+        ("external_id", "external_id"),
+        ("external id", "External id"),
+    ] {
+        let (Some(work_key), Some(owner_key)) =
+            (trace.strings.find(work_key), trace.strings.find(owner_key))
+        else {
+            continue;
+        };
+        let waiting: Vec<usize> = (0..n)
+            .filter(|&i| launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i))
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        let id_of = |i: usize, key| trace.args.find(s.args[i], key).and_then(ArgValue::as_i64);
+        let mut owners: HashMap<(Option<SourceId>, i64), u32> = HashMap::new();
+        for i in 0..n {
+            let owner_kind = matches!(
+                s.kind(i),
+                SliceKind::Op | SliceKind::Collective | SliceKind::Annotation | SliceKind::Step
+            );
+            if owner_kind && on_host(i) {
+                if let Some(id) = id_of(i, owner_key) {
+                    owners.entry((source_of(trace, i), id)).or_insert(i as u32);
+                }
+            }
+        }
+        for i in waiting {
+            if let Some(&owner) =
+                id_of(i, work_key).and_then(|id| owners.get(&(source_of(trace, i), id)))
+            {
+                op_link[i] = owner;
+            }
+        }
+    }
 }
 
 /// Whether a host call launches device work, by its name: `hipLaunchKernel`,

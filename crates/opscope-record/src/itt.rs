@@ -365,13 +365,22 @@ pub unsafe fn range_begin(category: *const c_char, name: *const c_char) {
     guard((), || {
         // SAFETY: guaranteed by the caller.
         let (category, name) = unsafe { (cstr(category), cstr(name)) };
-        session::record(Kind::Begin, 0, &[category], name, |_| {})
+        // Device work queued inside takes the range's external id (CUPTI's stack).
+        let external = crate::cupti::range_opened();
+        session::record(Kind::Begin, 0, &[category], name, |b| {
+            if let Some(external) = external {
+                b.arg(b"external_id", Value::U64(external));
+            }
+        })
     })
 }
 
 /// Ends the calling thread's innermost task (see [`range_begin`]).
 pub fn range_end() {
-    guard((), || session::record(Kind::End, 0, &[], b"", |_| {}))
+    guard((), || {
+        session::record(Kind::End, 0, &[], b"", |_| {});
+        crate::cupti::range_closed();
+    })
 }
 
 extern "C" fn task_end(_domain: *const Domain) {

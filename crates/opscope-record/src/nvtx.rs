@@ -346,7 +346,14 @@ fn attribute_args(b: &mut Builder, attr: &EventAttributes, domain: *const Domain
     }
 }
 
-fn event(kind: Kind, id: u64, domain: *const Domain, attr: *const EventAttributes) {
+/// Records an NVTX event; a push range with the external id CUPTI took for it.
+fn event(
+    kind: Kind,
+    id: u64,
+    domain: *const Domain,
+    attr: *const EventAttributes,
+    external: Option<u64>,
+) {
     if !session::enabled() {
         return;
     }
@@ -360,12 +367,31 @@ fn event(kind: Kind, id: u64, domain: *const Domain, attr: *const EventAttribute
     crate::ring::emit(kind, MAX_RECORD, |bytes| {
         let mut b = Builder::new(bytes, kind, ts, id, &[category_of(domain)], text);
         attribute_args(&mut b, attr, domain);
+        if let Some(external) = external {
+            b.arg(b"external_id", Value::U64(external));
+        }
         b.finish().len()
     });
 }
 
 fn plain(kind: Kind, id: u64, text: &[u8]) {
     session::record(kind, id, &[SOURCE], text, |_| {})
+}
+
+/// A push range named by a plain message, with the external id CUPTI took for it.
+fn pushed_plain(text: &[u8]) {
+    let external = crate::cupti::range_opened();
+    session::record(Kind::Begin, 0, &[SOURCE], text, |b| {
+        if let Some(external) = external {
+            b.arg(b"external_id", Value::U64(external));
+        }
+    })
+}
+
+/// A push range's end: its id leaves CUPTI's stack.
+fn popped() {
+    session::record(Kind::End, 0, &[], b"", |_| {});
+    crate::cupti::range_closed();
 }
 
 thread_local! {
@@ -395,7 +421,7 @@ fn pop_level() -> c_int {
 }
 
 extern "C" fn mark_ex(attr: *const EventAttributes) {
-    guard((), || event(Kind::Instant, 0, std::ptr::null(), attr))
+    guard((), || event(Kind::Instant, 0, std::ptr::null(), attr, None))
 }
 extern "C" fn mark_a(text: *const c_char) {
     // SAFETY: a NUL-terminated message.
@@ -412,7 +438,7 @@ fn next_range_id() -> u64 {
 extern "C" fn range_start_ex(attr: *const EventAttributes) -> u64 {
     guard(0, || {
         let id = next_range_id();
-        event(Kind::AsyncBegin, id, std::ptr::null(), attr);
+        event(Kind::AsyncBegin, id, std::ptr::null(), attr, None);
         id
     })
 }
@@ -436,26 +462,32 @@ extern "C" fn range_end(id: u64) {
 }
 extern "C" fn range_push_ex(attr: *const EventAttributes) -> c_int {
     guard(-2, || {
-        event(Kind::Begin, 0, std::ptr::null(), attr);
+        event(
+            Kind::Begin,
+            0,
+            std::ptr::null(),
+            attr,
+            crate::cupti::range_opened(),
+        );
         push_level()
     })
 }
 extern "C" fn range_push_a(text: *const c_char) -> c_int {
     guard(-2, || {
         // SAFETY: a NUL-terminated message.
-        plain(Kind::Begin, 0, unsafe { cstr(text) });
+        pushed_plain(unsafe { cstr(text) });
         push_level()
     })
 }
 extern "C" fn range_push_w(text: *const libc::wchar_t) -> c_int {
     guard(-2, || {
-        plain(Kind::Begin, 0, wide(text, &mut [0; MAX_STRING]));
+        pushed_plain(wide(text, &mut [0; MAX_STRING]));
         push_level()
     })
 }
 extern "C" fn range_pop() -> c_int {
     guard(-2, || {
-        plain(Kind::End, 0, b"");
+        popped();
         pop_level()
     })
 }
@@ -493,12 +525,12 @@ extern "C" fn name_os_thread_w(tid: u32, name: *const libc::wchar_t) {
 }
 
 extern "C" fn domain_mark_ex(domain: *const Domain, attr: *const EventAttributes) {
-    guard((), || event(Kind::Instant, 0, domain, attr))
+    guard((), || event(Kind::Instant, 0, domain, attr, None))
 }
 extern "C" fn domain_range_start_ex(domain: *const Domain, attr: *const EventAttributes) -> u64 {
     guard(0, || {
         let id = next_range_id();
-        event(Kind::AsyncBegin, id, domain, attr);
+        event(Kind::AsyncBegin, id, domain, attr, None);
         id
     })
 }
@@ -509,13 +541,13 @@ extern "C" fn domain_range_end(domain: *const Domain, id: u64) {
 }
 extern "C" fn domain_range_push_ex(domain: *const Domain, attr: *const EventAttributes) -> c_int {
     guard(-2, || {
-        event(Kind::Begin, 0, domain, attr);
+        event(Kind::Begin, 0, domain, attr, crate::cupti::range_opened());
         push_level()
     })
 }
 extern "C" fn domain_range_pop(_domain: *const Domain) -> c_int {
     guard(-2, || {
-        session::record(Kind::End, 0, &[], b"", |_| {});
+        popped();
         pop_level()
     })
 }

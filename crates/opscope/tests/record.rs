@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -1935,6 +1935,99 @@ fn no_python_leaves_the_interpreter_alone() {
     assert!(
         plain[1].ends_with("libopscope_record.so"),
         "--no-python: {plain:?}"
+    );
+}
+
+/// External correlation: a Python program (the `nvtx` package) makes API calls inside
+/// nested NVTX ranges on two threads, and the stand-in libcupti names, for each call,
+/// the external id the thread had pushed, as libcupti does. Each kernel then carries
+/// the id of the innermost range its launch was made in, as the program says (none
+/// outside any range), every push is popped, and `stats op` charges each kernel to
+/// that range.
+#[test]
+fn cupti_kernels_carry_the_nvtx_range_their_launch_was_made_in() {
+    if !python_with(&["nvtx"]) {
+        return;
+    }
+    let Some(StandIn { dir, lib_dir, .. }) = stand_in_cupti("record-cupti-ranges") else {
+        return;
+    };
+    let log = dir.join("stand-in.log");
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti", "--no-stacks"],
+        &session,
+        Path::new(&python()),
+        &[&script("cupti_ranges.py")],
+        &[
+            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+            ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
+        ],
+    );
+    assert_ok(&out, "cupti_ranges.py with the stand-in libcupti");
+    let made_in: BTreeMap<String, Option<String>> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(made_in.len(), 5);
+    let slices: Vec<Value> = recorded(&session)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .collect();
+    // The id each range was pushed with, by its name.
+    let range_ids: HashMap<String, u64> = slices
+        .iter()
+        .filter(|s| ["outer", "inner", "worker"].contains(&s[2].as_str().unwrap_or_default()))
+        .map(|s| {
+            let id = s[5]["external_id"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("a range without its external id: {s}"));
+            (s[2].as_str().unwrap().to_string(), id)
+        })
+        .collect();
+    assert_eq!(range_ids.len(), 3, "{range_ids:?}");
+    let distinct: HashSet<u64> = range_ids.values().copied().collect();
+    assert_eq!(distinct.len(), 3, "{range_ids:?}");
+    for (correlation, range) in &made_in {
+        let name = format!("k{correlation}");
+        let kernel = slices
+            .iter()
+            .find(|s| s[1] == "cuda/kernel" && s[2] == name.as_str())
+            .unwrap_or_else(|| panic!("no kernel {name}: {slices:#?}"));
+        let want = range.as_ref().map(|r| range_ids[r]);
+        assert_eq!(kernel[5]["external_id"].as_u64(), want, "{name}: {kernel}");
+    }
+    let log = std::fs::read_to_string(&log).unwrap();
+    let pushed: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("pushed "))
+        .collect();
+    let mut popped: Vec<&str> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("popped "))
+        .collect();
+    assert_eq!(pushed.len(), 3, "{log}");
+    popped.sort();
+    let mut sorted = pushed.clone();
+    sorted.sort();
+    assert_eq!(sorted, popped, "every pushed id popped: {log}");
+    // The session's model charges each kernel to its range (the worker's to "worker").
+    let stats = common::opscope_ok(&[
+        "stats",
+        "op",
+        "--format",
+        "json",
+        "-q",
+        session.to_str().unwrap(),
+    ]);
+    let rows: Vec<Value> = serde_json::from_slice(&stats.stdout).unwrap();
+    let device_ns = |name: &str| -> i64 {
+        rows.iter()
+            .find(|r| r["name"] == name)
+            .map_or(0, |r| r["accelerator_ns"].as_i64().unwrap())
+    };
+    // Each stand-in kernel lasts 2 µs.
+    assert_eq!(
+        (device_ns("outer"), device_ns("inner"), device_ns("worker")),
+        (4_000, 2_000, 2_000),
+        "{rows:#?}"
     );
 }
 

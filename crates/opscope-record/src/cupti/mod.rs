@@ -3,6 +3,7 @@
 //! and records kernels, copies, memsets, API calls and host waits from its buffers.
 
 pub mod activity;
+mod external;
 pub mod layout;
 mod record;
 
@@ -15,6 +16,7 @@ use crate::event::{Kind, Value};
 use crate::ffi::{cstr, guard};
 use crate::session;
 
+pub(crate) use external::{range_closed, range_opened};
 pub use record::record_activity;
 
 /// `CUptiResult`, a C enum.
@@ -79,6 +81,8 @@ struct Cupti {
     unsubscribe: unsafe extern "C" fn(*mut c_void) -> CuptiResult,
     callback_name: Option<unsafe extern "C" fn(u32, u32, *mut *const c_char) -> CuptiResult>,
     get_version: Option<unsafe extern "C" fn(*mut u32) -> CuptiResult>,
+    push_external: Option<unsafe extern "C" fn(u32, u64) -> CuptiResult>,
+    pop_external: Option<unsafe extern "C" fn(u32, *mut u64) -> CuptiResult>,
 }
 
 static CUPTI: OnceLock<Cupti> = OnceLock::new();
@@ -130,6 +134,7 @@ fn start() -> Result<(), String> {
     // handlers, and after `session::start`'s, so the writer is still there to take
     // what the flush hands over.
     STARTED_IN.store(std::process::id(), Ordering::Relaxed);
+    external::activate(cupti);
     // SAFETY: registering a plain `extern "C" fn()`.
     unsafe { libc::atexit(flush_at_exit) };
     Ok(())
@@ -400,6 +405,8 @@ fn resolve(handle: *mut c_void) -> Result<Cupti, &'static str> {
         unsubscribe: required!("cuptiUnsubscribe"),
         callback_name: function!("cuptiGetCallbackName"),
         get_version: function!("cuptiGetVersion"),
+        push_external: function!("cuptiActivityPushExternalCorrelationId"),
+        pop_external: function!("cuptiActivityPopExternalCorrelationId"),
     })
 }
 
@@ -567,6 +574,23 @@ extern "C" fn flush_at_exit() {
         if STARTED_IN.load(Ordering::Relaxed) != std::process::id() {
             return;
         }
+        // glibc runs the exiting thread's thread-local destructors before the atexit
+        // handlers: a thread that recorded anything (an NVTX range, an op) has lost
+        // its event buffer by now, and what the flush hands over would be dropped
+        // there. A thread of its own records it; the writer drains that thread's
+        // buffer at its own exit handler, which runs after this one.
+        let on_its_own = std::thread::Builder::new()
+            .name("opscope-cupti".into())
+            .spawn(flush_all)
+            .map(|thread| thread.join());
+        if on_its_own.is_err() {
+            flush_all();
+        }
+    })
+}
+
+fn flush_all() {
+    guard((), || {
         if let Some(cupti) = CUPTI.get() {
             // SAFETY: a documented flag; the completion callbacks run before it returns.
             unsafe { (cupti.flush_all)(FLUSH_FORCED) };

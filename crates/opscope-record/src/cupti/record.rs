@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 
 use super::activity::{self, Activity, ApiKind, CopyKind, SyncKind, TooShort};
+use super::external;
 use crate::event::{Builder, Kind, Value};
 use crate::ffi::cstr;
 use crate::session;
@@ -158,7 +159,11 @@ fn placement<'b, 'a>(
     b.arg(b"device", u64_of(device))
         .arg(b"stream", u64_of(stream))
         .arg(b"context", u64_of(context))
-        .arg(b"correlation", u64_of(correlation))
+        .arg(b"correlation", u64_of(correlation));
+    if let Some(range) = external::of(correlation) {
+        b.arg(b"external_id", Value::U64(range));
+    }
+    b
 }
 
 /// CUPTI leaves a time at zero when it could not take it (work still running at a
@@ -274,6 +279,10 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 },
             );
         }
+        Activity::ExternalCorrelation(e) if e.external_kind == external::KIND => {
+            external::correlated(e.correlation, e.external_id);
+            return Ok(false);
+        }
         _ => return Ok(false),
     }
     Ok(true)
@@ -320,5 +329,22 @@ mod tests {
             dims([i32::MIN, i32::MIN, i32::MIN], &mut buf),
             b"[-2147483648, -2147483648, -2147483648]"
         );
+    }
+}
+
+#[cfg(test)]
+mod external_tests {
+    use super::*;
+
+    #[test]
+    fn an_external_correlation_record_is_kept_for_its_call() {
+        let mut record = [0u8; 24];
+        record[..4].copy_from_slice(&activity::kind::EXTERNAL_CORRELATION.to_le_bytes());
+        record[4..8].copy_from_slice(&external::KIND.to_le_bytes());
+        record[8..16].copy_from_slice(&99u64.to_le_bytes());
+        record[16..20].copy_from_slice(&17u32.to_le_bytes());
+        // SAFETY: no name pointer in this kind.
+        assert_eq!(unsafe { record_activity(&record) }, Ok(false));
+        assert_eq!(external::of(17), Some(99));
     }
 }
