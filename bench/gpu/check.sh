@@ -93,6 +93,19 @@ run_checks() {
         fi
     done
 
+    # Graph kernels: each names the graph node it ran as; every launch of the graph runs
+    # each of its nodes once.
+    in_graphs=$(value graph_kernels scale); nodes=$(value graph_nodes)
+    read -r graphed distinct < <(
+        { grep '"cat":"kernel"' "$work/session.json" || true; } |
+            { grep -o '"graph_node_id":[0-9]*' || true; } | sort | uniq -c |
+            awk '{ n += $1; k++ } END { printf "%d %d\n", n, k }')
+    if [ "$graphed" = "${in_graphs:-0}" ] && [ "$distinct" = "${nodes:-0}" ]; then
+        ok "graph nodes: $graphed kernels ran as $distinct nodes of a graph, as launched"
+    else
+        fail "graph nodes: $graphed kernels ran as $distinct graph nodes; ${in_graphs:-?} ran as ${nodes:-?} nodes"
+    fi
+
     # Copies by direction, and the memset, with their bytes.
     for pair in htod:memcpy_h2d dtoh:memcpy_d2h dtod:memcpy_d2d memset:memset; do
         key=${pair%%:*}; direction=${pair#*:}

@@ -206,6 +206,7 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) CALL(CUresult(*)(CUgraphExec, CUstream), cuGraphLaunch, exec, s1);
     check(((CUresult(*)(void))need("cuCtxSynchronize"))(), "cuCtxSynchronize");
     printf("graph_kernels scale %d\n", 6);
+    printf("graph_nodes %d\n", 3);
     /* Its memory held a while, so that NVML's samples (opscope's are 100 ms apart) see it. */
     struct timespec hold = {0, 500000000};
     nanosleep(&hold, NULL);

@@ -8,7 +8,7 @@
  * The script (STAND_IN_CUPTI_SCRIPT) has one event per line, `kind key=value ...`:
  *
  *   runtime cbid=211 corr=1 start=10 end=15       an API call (driver: `driver`)
- *   kernel name=gemm stream=7 corr=1 start=30 end=80 grid=128,1,1 block=256,1,1 graph=0
+ *   kernel name=gemm stream=7 corr=1 start=30 end=80 grid=128,1,1 block=256,1,1 graph=0 node=0
  *   memcpy copy=1 bytes=4096 stream=7 corr=3 start=90 end=95
  *   memset bytes=1024 value=0 stream=13 corr=4 start=100 end=101
  *   sync type=3 stream=7 corr=5 start=110 end=120
@@ -206,6 +206,7 @@ static void add_line(const char *line) {
             r->memcpy.streamId = (uint32_t)field(line, "stream", 7);
             r->memcpy.correlationId = (uint32_t)field(line, "corr", 0);
             r->memcpy.graphId = (uint32_t)field(line, "graph", 0);
+            r->memcpy.graphNodeId = field(line, "node", 0);
         } else if (!strcmp(kind, "memset")) {
             r->memset.kind = CUPTI_ACTIVITY_KIND_MEMSET;
             r->memset.value = (uint32_t)field(line, "value", 0);
@@ -216,6 +217,8 @@ static void add_line(const char *line) {
             r->memset.contextId = (uint32_t)field(line, "context", 1);
             r->memset.streamId = (uint32_t)field(line, "stream", 7);
             r->memset.correlationId = (uint32_t)field(line, "corr", 0);
+            r->memset.graphId = (uint32_t)field(line, "graph", 0);
+            r->memset.graphNodeId = field(line, "node", 0);
         } else if (!strcmp(kind, "sync")) {
             r->sync.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
             r->sync.type = (CUpti_ActivitySynchronizationType)field(line, "type", 3);

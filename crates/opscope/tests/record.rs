@@ -1675,8 +1675,20 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
     assert_eq!(wait[5]["stream"], 7);
     // A graph launch: its kernels carry its correlation id.
     at(find("cuda/runtime", "cudaGraphLaunch", 9), 130, 131);
-    at(find("cuda/kernel", "graph_node_1", 9), 132, 140);
-    at(find("cuda/kernel", "graph_node_2", 9), 140, 150);
+    for (name, node, (start, end)) in [
+        ("graph_node_1", 1, (132, 140)),
+        ("graph_node_2", 2, (140, 150)),
+    ] {
+        let kernel = find("cuda/kernel", name, 9);
+        at(kernel, start, end);
+        // The graph and the node it ran as.
+        assert_eq!(
+            (&kernel[5]["graph_id"], &kernel[5]["graph_node_id"]),
+            (&Value::from(5), &Value::from(node)),
+            "{kernel}"
+        );
+    }
+    assert_eq!(a[5].get("graph_id"), None, "not in a graph: {a}");
     assert_eq!(slices.len(), 13, "one slice per timed record: {slices:#?}");
     // The drops are told, never silent.
     let lost: u64 = files

@@ -39,6 +39,17 @@ pub struct Kernel {
     pub dynamic_shared_memory: i32,
     /// Address of the CUPTI-owned `const char*` name (mangled); the caller reads it.
     pub name: u64,
+    pub graph: Graph,
+}
+
+/// The CUDA graph node a piece of device work ran as (zeros when it ran outside any
+/// graph): at the same offsets in every struct version CUPTI 12 and 13 write (Kernel5
+/// to Kernel13 at 144 and 156; Memcpy5 to 7 and Memset4 and 5 at 64 and 72). A record
+/// cut before them reads zeros.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Graph {
+    pub id: u32,
+    pub node: u64,
 }
 
 /// `CUpti_ActivityMemcpyKind`.
@@ -79,6 +90,7 @@ pub struct Memcpy {
     pub context: u32,
     pub stream: u32,
     pub correlation: u32,
+    pub graph: Graph,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -92,6 +104,7 @@ pub struct Memset {
     pub stream: u32,
     pub correlation: u32,
     pub memory_kind: u16,
+    pub graph: Graph,
 }
 
 /// Which API a call record is from.
@@ -265,6 +278,10 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, TooShort> {
             dynamic_shared_memory: f.i32(80),
             correlation: f.u32(92),
             name: f.u64(104),
+            graph: Graph {
+                id: f.u32(156),
+                node: f.u64(144),
+            },
         }),
         kind::MEMCPY => Activity::Memcpy(Memcpy {
             copy_kind: CopyKind::from_raw(f.u8(4)),
@@ -277,6 +294,10 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, TooShort> {
             context: f.u32(36),
             stream: f.u32(40),
             correlation: f.u32(44),
+            graph: Graph {
+                id: f.u32(72),
+                node: f.u64(64),
+            },
         }),
         kind::MEMSET => Activity::Memset(Memset {
             value: f.u32(4),
@@ -288,6 +309,10 @@ pub fn decode(bytes: &[u8]) -> Result<Activity, TooShort> {
             stream: f.u32(40),
             correlation: f.u32(44),
             memory_kind: f.u16(50),
+            graph: Graph {
+                id: f.u32(72),
+                node: f.u64(64),
+            },
         }),
         kind::DRIVER | kind::RUNTIME => Activity::Api(Api {
             api: if kind == kind::DRIVER {
@@ -354,6 +379,8 @@ mod tests {
             .u32(92, 42)
             .u64(96, 77) // gridId: not read
             .u64(104, 0xdead_beef_0000)
+            .u64(144, 1 << 33) // graphNodeId
+            .u32(156, 5) // graphId
             .u64(size - 8, u64::MAX) // later fields must not leak into the prefix
     }
 
@@ -376,6 +403,10 @@ mod tests {
                         static_shared_memory: 4096,
                         dynamic_shared_memory: 512,
                         name: 0xdead_beef_0000,
+                        graph: Graph {
+                            id: 5,
+                            node: 1 << 33,
+                        },
                     })),
                     "size {size}, kind {k}"
                 );
@@ -407,6 +438,8 @@ mod tests {
                     .u32(40, 13)
                     .u32(44, 99)
                     .u32(48, 98) // runtimeCorrelationId: not read
+                    .u64(64, 11) // graphNodeId
+                    .u32(72, 2) // graphId
                     .u64(size - 8, u64::MAX)
                     .0;
                 assert_eq!(
@@ -422,6 +455,7 @@ mod tests {
                         context: 1,
                         stream: 13,
                         correlation: 99,
+                        graph: Graph { id: 2, node: 11 },
                     }))
                 );
             }
@@ -442,6 +476,8 @@ mod tests {
                 .u32(44, 6)
                 .u16(48, 1)
                 .u16(50, 3)
+                .u64(64, 12) // graphNodeId
+                .u32(72, 3) // graphId
                 .u64(size - 8, u64::MAX)
                 .0;
             assert_eq!(
@@ -456,6 +492,7 @@ mod tests {
                     stream: 5,
                     correlation: 6,
                     memory_kind: 3,
+                    graph: Graph { id: 3, node: 12 },
                 }))
             );
         }

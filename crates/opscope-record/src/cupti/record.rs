@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 
-use super::activity::{self, Activity, ApiKind, CopyKind, SyncKind, TooShort};
+use super::activity::{self, Activity, ApiKind, CopyKind, Graph, SyncKind, TooShort};
 use super::external;
 use crate::event::{Builder, Kind, Value};
 use crate::ffi::cstr;
@@ -146,14 +146,15 @@ fn sync_name(kind: SyncKind) -> &'static [u8] {
     }
 }
 
-/// Where device work ran and the id of the call that launched it: the first args of
-/// every kernel, copy and memset.
+/// Where device work ran, the id of the call that launched it and the graph node it
+/// ran as: the first args of every kernel, copy and memset.
 fn placement<'b, 'a>(
     b: &'b mut Builder<'a>,
     device: u32,
     stream: u32,
     context: u32,
     correlation: u32,
+    graph: Graph,
 ) -> &'b mut Builder<'a> {
     let u64_of = |v: u32| Value::U64(v as u64);
     b.arg(b"device", u64_of(device))
@@ -162,6 +163,10 @@ fn placement<'b, 'a>(
         .arg(b"correlation", u64_of(correlation));
     if let Some(range) = external::of(correlation) {
         b.arg(b"external_id", Value::U64(range));
+    }
+    if graph.id != 0 {
+        b.arg(b"graph_id", u64_of(graph.id))
+            .arg(b"graph_node_id", Value::U64(graph.node));
     }
     b
 }
@@ -196,7 +201,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[b"cuda/kernel"],
                 name,
                 |b| {
-                    placement(b, k.device, k.stream, k.context, k.correlation)
+                    placement(b, k.device, k.stream, k.context, k.correlation, k.graph)
                         .arg(b"grid", Value::Str(grid))
                         .arg(b"block", Value::Str(block))
                         .arg(
@@ -219,7 +224,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[category],
                 name,
                 |b| {
-                    placement(b, m.device, m.stream, m.context, m.correlation)
+                    placement(b, m.device, m.stream, m.context, m.correlation, m.graph)
                         .arg(b"bytes", Value::U64(m.bytes));
                     if let CopyKind::Other(raw) = m.copy_kind {
                         b.arg(b"copy_kind", Value::U64(raw as u64));
@@ -235,7 +240,7 @@ pub unsafe fn record_activity(bytes: &[u8]) -> Result<bool, TooShort> {
                 &[b"cuda/memset"],
                 b"Memset",
                 |b| {
-                    placement(b, m.device, m.stream, m.context, m.correlation)
+                    placement(b, m.device, m.stream, m.context, m.correlation, m.graph)
                         .arg(b"bytes", Value::U64(m.bytes))
                         .arg(b"value", u64_of(m.value));
                 },
