@@ -16,6 +16,7 @@ pub mod error;
 pub mod gzip;
 pub mod importer;
 pub mod input;
+pub mod kernel_names;
 #[cfg(feature = "nsys")]
 pub mod nsys;
 #[cfg(feature = "parquet")]

@@ -233,6 +233,8 @@ pub(super) struct Reader<O> {
     text: String,
     /// Reused for each sampled stack.
     frames: Vec<SampledFrame>,
+    /// Recorded kernels' names demangled (CUPTI gives their symbols).
+    kernel_names: crate::kernel_names::Demangler,
 }
 
 impl<O> Reader<O> {
@@ -258,6 +260,7 @@ impl<O> Reader<O> {
             packets: 0,
             inflated: Vec::new(),
             kept: HashMap::new(),
+            kernel_names: Default::default(),
             text: String::new(),
             frames: Vec::new(),
         }
@@ -770,6 +773,17 @@ impl<O> Reader<O> {
         let category = self.category(ev, sink);
         let kind = annotated_kind(ev.annotations, &self.seq, &*sink)
             .or_else(|| recorded_kind(sink.text(category), sink.text(name)));
+        let name = match kind {
+            Some(SliceKind::Kernel) => match self.kernel_names.get(name) {
+                Some(done) => done,
+                None => {
+                    let text = sink.text(name).to_string();
+                    self.kernel_names
+                        .learn(name, &text, |d| sink.intern(d.as_bytes()))
+                }
+            },
+            _ => name,
+        };
         Event {
             name,
             category,
