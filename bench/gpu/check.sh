@@ -194,6 +194,39 @@ record_lib_of() {
     echo "${newest:-$dir/libopscope_record.so}"
 }
 
+# If the node has torch with CUDA: a small training loop recorded by opscope, and the
+# same loop under torch.profiler; each kernel name seen as often by both.
+# Environment: opscope, here, work, node_library_path (LD_LIBRARY_PATH as the node had
+# it: torch must load its own libcupti, not the bundle's).
+torch_checks() {
+    local python dir
+    python=$(command -v python3 || true)
+    if [ -z "$python" ] || ! LD_LIBRARY_PATH="$node_library_path" "$python" -c \
+        'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2> /dev/null; then
+        skip "torch: no python3 with torch and a CUDA device on this node"
+        return
+    fi
+    dir="$work/torch"
+    mkdir -p "$dir"
+    echo "== opscope record --cupti -- python3 torch_check.py plain (in $dir)"
+    if ! LD_LIBRARY_PATH="$node_library_path" "$opscope" record --cupti -q -o "$dir/session" \
+        -- "$python" "$here/torch_check.py" plain > "$dir/plain.txt" 2> "$dir/record.txt"; then
+        cat "$dir/record.txt" "$dir/plain.txt"
+        fail "torch: the recorded run failed"
+        return
+    fi
+    if ! LD_LIBRARY_PATH="$node_library_path" "$python" "$here/torch_check.py" profiled \
+        "$dir/profiler.json" > "$dir/profiled.txt" 2>&1; then
+        cat "$dir/profiled.txt"
+        fail "torch: the run under torch.profiler failed"
+        return
+    fi
+    "$opscope" stats kernel --format json -q "$dir/session" > "$dir/stats.json"
+    "$python" "$here/torch_check.py" stats "$dir/stats.json" > "$dir/ours.txt"
+    "$python" "$here/torch_check.py" kernels "$dir/profiler.json" > "$dir/theirs.txt"
+    "$python" "$here/torch_check.py" compare "$dir/ours.txt" "$dir/theirs.txt" || failed=1
+}
+
 case "${1:-}" in
 --bundle)
     dir="${2:?--bundle DIR}"
@@ -225,6 +258,7 @@ case "${1:-}" in
     strip -o "$dir/opscope" "$opscope_bin"
     strip -o "$dir/libopscope_record.so" "$record_lib"
     cp "$0" "$dir/check.sh"
+    cp "$here/torch_check.py" "$dir/"
     echo "== $dir"
     (cd "$dir" && find . -type f -printf '%10s  %p\n' | sort -k2)
     total=$(find "$dir" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }')
@@ -275,12 +309,13 @@ case "${1:-}" in
     opscope="$here/opscope"
     export OPSCOPE_RECORD_LIB="$here/libopscope_record.so"
     program="$here/cuda_check"
+    node_library_path="${LD_LIBRARY_PATH:-}"
     export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     work="$(mktemp -d)"
     echo "== on $(hostname): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
     nvml_fixed=0
     run_checks
-    skip "torch: not yet in this check"
+    torch_checks
     echo "what was recorded: $work"
     exit $failed
     ;;
