@@ -118,6 +118,17 @@ run_checks() {
         fi
     done
 
+    # Launches: each kernel, copy and memset linked to the driver call that queued it
+    # (CUPTI's correlation ids, through opscope's links).
+    work_items=$({ grep -cE '"cat":"(kernel|gpu_memcpy|gpu_memset)"' "$work/session.json" || true; })
+    linked=$(tr -d ' \n' < "$work/gpu.json" | { grep -o '"launched":[0-9]*' || true; } |
+        sed 's/.*://' | awk '{ s += $1 } END { print s + 0 }')
+    if [ "${work_items:-0}" -gt 0 ] && [ "$linked" = "$work_items" ]; then
+        ok "launches: each of the $work_items kernels, copies and memsets linked to the call that queued it"
+    else
+        fail "launches: $linked of ${work_items:-0} kernels, copies and memsets linked to the call that queued them"
+    fi
+
     # Records CUPTI dropped are told in the session.
     lost=$({ grep -o '"dropped":[0-9]*' "$work/session.json" || true; } | sed 's/.*://' | awk '{ s += $1 } END { print s + 0 }')
     if [ "$lost" = 0 ]; then
@@ -325,7 +336,11 @@ case "${1:-}" in
     work="$(mktemp -d)"
     echo "== on $(hostname): $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1 || echo 'no nvidia-smi')"
     nvml_fixed=0
-    run_checks
+    # Both module loading modes: lazy (the default since CUDA 12.2) loads each kernel at
+    # its first launch, after the context and the injection; eager at cuModuleLoad.
+    CUDA_MODULE_LOADING=LAZY work="$work/lazy" run_checks
+    echo "== again with CUDA_MODULE_LOADING=EAGER"
+    CUDA_MODULE_LOADING=EAGER work="$work/eager" run_checks
     torch_checks
     echo "what was recorded: $work"
     exit $failed
