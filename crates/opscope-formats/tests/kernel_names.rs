@@ -106,9 +106,18 @@ fn verbose(text: &str) -> String {
             "std::string",
             "std::basic_string<char, std::char_traits<char>, std::allocator<char> >",
         ),
-        ("std::istream", "std::basic_istream<char, std::char_traits<char> >"),
-        ("std::ostream", "std::basic_ostream<char, std::char_traits<char> >"),
-        ("std::iostream", "std::basic_iostream<char, std::char_traits<char> >"),
+        (
+            "std::istream",
+            "std::basic_istream<char, std::char_traits<char> >",
+        ),
+        (
+            "std::ostream",
+            "std::basic_ostream<char, std::char_traits<char> >",
+        ),
+        (
+            "std::iostream",
+            "std::basic_iostream<char, std::char_traits<char> >",
+        ),
     ];
     let mut out = text.to_string();
     for (short, full) in FULL {
