@@ -351,15 +351,16 @@ fn cupti_records_become_gpu_streams_api_calls_and_launch_flows() {
     assert_eq!(time(memset), (910, 10));
     assert_eq!(on_stream(memset, 0, 7), stream7);
 
-    let relu0 = find("_Z4reluPfi", t + 700);
-    let relu1 = find("_Z4reluPfi", t + 760);
+    // CUPTI names the kernel by its symbol; it is read demangled (as `c++filt` says).
+    let relu0 = find("relu(float*, int)", t + 700);
+    let relu1 = find("relu(float*, int)", t + 760);
     assert_eq!(on_stream(relu0, 0, 7), stream7);
     assert_eq!(on_stream(relu1, 0, 7), stream7);
 
     // Overlapping work of one stream: both kept, on the stream (the second on a lane
     // of it), with their own times.
     let a = find("ampere_sgemm_128x64_nn", t + 1000);
-    let b = find("_Z4reluPfi", t + 1050);
+    let b = find("relu(float*, int)", t + 1050);
     assert_eq!(on_stream(a, 1, 9), on_stream(b, 1, 9));
     assert_eq!((time(a), time(b)), ((1000, 100), (1050, 100)));
 

@@ -771,18 +771,19 @@ impl<O> Reader<O> {
             _ => StrId::EMPTY,
         };
         let category = self.category(ev, sink);
-        let kind = annotated_kind(ev.annotations, &self.seq, &*sink)
-            .or_else(|| recorded_kind(sink.text(category), sink.text(name)));
-        let name = match kind {
-            Some(SliceKind::Kernel) => match self.kernel_names.get(name) {
-                Some(done) => done,
-                None => {
-                    let text = sink.text(name).to_string();
-                    self.kernel_names
-                        .learn(name, &text, |d| sink.intern(d.as_bytes()))
-                }
-            },
-            _ => name,
+        let annotated = annotated_kind(ev.annotations, &self.seq, &*sink);
+        let kind = annotated.or_else(|| recorded_kind(sink.text(category), sink.text(name)));
+        // Kernels the recorder wrote carry CUPTI's symbols; a model exported by opscope
+        // (its kind annotated) keeps its names as they were.
+        let recorded_kernel = annotated.is_none() && kind == Some(SliceKind::Kernel);
+        let name = if !recorded_kernel {
+            name
+        } else if let Some(done) = self.kernel_names.get(name) {
+            done
+        } else {
+            let text = sink.text(name).to_string();
+            self.kernel_names
+                .learn(name, &text, |d| sink.intern(d.as_bytes()))
         };
         Event {
             name,
