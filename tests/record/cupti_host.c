@@ -3,9 +3,11 @@
  * InitializeInjection, as cuInit does; then waits argv[1] ms (the span of the call the
  * stand-in libcupti reports) and exits, which flushes the activity buffers. With
  * `fork` as argv[2] it forks after the injection, and the child exits at once (its
- * exit handlers run, as a DataLoader worker's do). Prints its CLOCK_MONOTONIC at the
- * start and the end, for the times of the records. */
+ * exit handlers run, as a DataLoader worker's do). With `term` it ends by SIGTERM
+ * instead of exiting (a job scheduler's stop): no exit handler runs. Prints its
+ * CLOCK_MONOTONIC at the start and the end, for the times of the records. */
 #include <dlfcn.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,5 +45,10 @@ int main(int argc, char **argv) {
     nanosleep(&wait, NULL);
     printf("{\"initialized\": %d, \"monotonic\": [%lld, %lld]}\n", status, started,
            monotonic());
+    fflush(stdout);
+    if (argc > 2 && strcmp(argv[2], "term") == 0) {
+        kill(getpid(), SIGTERM);
+        for (;;) pause(); /* SIGTERM ends the process before this returns */
+    }
     return 0;
 }

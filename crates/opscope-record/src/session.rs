@@ -369,13 +369,29 @@ fn writer_loop() {
         if STATE.load(Ordering::Acquire) != RUNNING {
             return;
         }
+        // The SIGTERM handler is waiting: the process ends once this drain is done.
+        let terminating = requested > FLUSHES_DONE.load(Ordering::Acquire);
+        if terminating {
+            // What CUPTI still holds, recorded on this thread before the drain (outside
+            // the writer's lock: a ring filled by it has the writer drain it).
+            crate::cupti::flush_before_terminate();
+        }
         let failed = with_slot(&WRITER, |w| {
             // Checked again under the lock: after `finish` wrote the last chunk, no
             // more may follow it.
             if STATE.load(Ordering::Acquire) != RUNNING {
                 return None;
             }
-            w.as_mut().and_then(|writer| writer.drain().err())
+            w.as_mut().and_then(|writer| {
+                let drained = writer.drain();
+                // Calls held for device work that will not come now are written as they are.
+                let held = if terminating {
+                    writer.write_held()
+                } else {
+                    Ok(())
+                };
+                drained.and(held).err()
+            })
         });
         FLUSHES_DONE.fetch_max(requested, Ordering::Release);
         let Some(failed) = failed else {

@@ -1950,6 +1950,60 @@ fn no_python_leaves_the_interpreter_alone() {
     );
 }
 
+/// A job stopped by SIGTERM (a scheduler's time limit, torchrun stopping its workers)
+/// runs no exit handler, so CUPTI is never flushed at exit: the library's SIGTERM
+/// handler has the writer take what CUPTI holds before the process ends. Every record
+/// of the script arrives, launches linked to their kernels, though the program died of
+/// the signal.
+#[test]
+fn cupti_records_survive_a_sigterm() {
+    let Some(StandIn {
+        dir,
+        lib_dir,
+        host,
+        script_path,
+    }) = stand_in_cupti("record-cupti-sigterm")
+    else {
+        return;
+    };
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti"],
+        &session,
+        &host,
+        &["20", "term"],
+        &[
+            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
+            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "the program dies of SIGTERM: {stderr}"
+    );
+    let own: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(own["initialized"], 1);
+    let slices: Vec<Value> = recorded(&session)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .collect();
+    // The script's 13 timed records (its external correlation is no slice).
+    assert_eq!(slices.len(), 13, "{stderr}\n{slices:#?}");
+    let names: HashSet<&str> = slices.iter().filter_map(|s| s[2].as_str()).collect();
+    for name in [
+        "gemm_a",
+        "gemm_b",
+        "cudaLaunchKernel",
+        "cuLaunchKernel",
+        "graph_node_2",
+    ] {
+        assert!(names.contains(name), "{name}: {names:?}");
+    }
+}
+
 /// External correlation: a Python program (the `nvtx` package) makes API calls inside
 /// nested NVTX ranges on two threads, and the stand-in libcupti names, for each call,
 /// the external id the thread had pushed, as libcupti does. Each kernel then carries

@@ -589,6 +589,14 @@ extern "C" fn flush_at_exit() {
     })
 }
 
+/// A SIGTERM is about to end the process, and no exit handler will run: CUPTI hands
+/// over what it holds now (called on the writer thread, before it drains).
+pub(crate) fn flush_before_terminate() {
+    if STARTED_IN.load(Ordering::Relaxed) == std::process::id() {
+        flush_all();
+    }
+}
+
 fn flush_all() {
     guard((), || {
         if let Some(cupti) = CUPTI.get() {
