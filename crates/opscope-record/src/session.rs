@@ -414,6 +414,9 @@ pub fn flush() {
     if STATE.load(Ordering::Acquire) != RUNNING {
         return;
     }
+    // No exit handler will flush CUPTI either: what it holds is recorded now, on this
+    // thread (still whole: `os._exit` has not begun), before the drain.
+    crate::cupti::flush_before_terminate();
     with_writer(|writer| {
         let _ = writer.drain().and_then(|()| writer.write_held());
     });

@@ -2004,6 +2004,33 @@ fn cupti_records_survive_a_sigterm() {
     }
 }
 
+/// A CUDA process that leaves by `os._exit` runs no exit handler either: the flush the
+/// Python bootstrap makes before it (`opscope_record_flush`) has CUPTI hand over what
+/// it holds first. The launch and its kernel arrive.
+#[test]
+fn cupti_records_survive_os_exit() {
+    let Some(StandIn { dir, lib_dir, .. }) = stand_in_cupti("record-cupti-os-exit") else {
+        return;
+    };
+    let session = dir.join("session");
+    let out = record_with(
+        &["-q", "--cupti", "--no-stacks"],
+        &session,
+        Path::new(&python()),
+        &[&script("cupti_os_exit.py")],
+        &[("LD_LIBRARY_PATH", lib_dir.to_str().unwrap())],
+    );
+    assert_ok(&out, "cupti_os_exit.py");
+    let names: Vec<String> = recorded(&session)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .map(|s| s[2].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.contains(&"k_exit".to_string()), "{names:?}");
+}
+
 /// External correlation: a Python program (the `nvtx` package) makes API calls inside
 /// nested NVTX ranges on two threads, and the stand-in libcupti names, for each call,
 /// the external id the thread had pushed, as libcupti does. Each kernel then carries

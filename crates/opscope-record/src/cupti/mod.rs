@@ -589,8 +589,8 @@ extern "C" fn flush_at_exit() {
     })
 }
 
-/// A SIGTERM is about to end the process, and no exit handler will run: CUPTI hands
-/// over what it holds now (called on the writer thread, before it drains).
+/// The process is about to end without exit handlers (SIGTERM, `os._exit`): CUPTI
+/// hands over what it holds now, before the writer's last drain.
 pub(crate) fn flush_before_terminate() {
     if STARTED_IN.load(Ordering::Relaxed) == std::process::id() {
         flush_all();
