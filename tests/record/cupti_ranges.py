@@ -12,13 +12,14 @@ import nvtx
 
 ctypes.CDLL(os.environ["CUDA_INJECTION64_PATH"]).InitializeInjection()
 cupti = ctypes.CDLL("libcupti.so.12")
-cupti.stand_in_cupti_now_us.restype = ctypes.c_uint64
+cupti.stand_in_cupti_now_ns.restype = ctypes.c_uint64
 made_in = {}
 
 
 def launch(correlation, range_name):
-    now = cupti.stand_in_cupti_now_us()
-    line = f"runtime cbid=211 corr={correlation} start={now} end={now + 1}"
+    # In ns, as libcupti times calls: a call inside a short range ends inside it.
+    now = cupti.stand_in_cupti_now_ns()
+    line = f"runtime cbid=211 corr={correlation} start_ns={now} end_ns={now + 100}"
     cupti.stand_in_cupti_add(line.encode())
     made_in[correlation] = range_name
 
@@ -41,7 +42,7 @@ thread.start()
 thread.join()
 
 for correlation in sorted(made_in):
-    now = cupti.stand_in_cupti_now_us()
-    line = f"kernel name=k{correlation} stream=7 corr={correlation} start={now} end={now + 2}"
+    now = cupti.stand_in_cupti_now_ns()
+    line = f"kernel name=k{correlation} stream=7 corr={correlation} start_ns={now} end_ns={now + 2000}"
     cupti.stand_in_cupti_add(line.encode())
 print(json.dumps(made_in))

@@ -17,7 +17,8 @@
  *                                                  pushed, as libcupti makes them)
  *   dropped 5                                     records CUPTI could not keep
  *
- * Times are µs after the moment the subscriber registered its buffer callbacks, read
+ * Times are µs (`start=`, `end=`; ns as `start_ns=`, `end_ns=`) after the moment the
+ * subscriber registered its buffer callbacks, read
  * from the timestamp callback the subscriber registered (as libcupti takes its times
  * from it), or CLOCK_MONOTONIC. Every record is handed over at the subscriber's
  * cuptiActivityFlushAll: as many per buffer as fit, a new buffer asked for when one
@@ -130,7 +131,12 @@ static const char *text(const char *line, const char *key) {
     return out; /* kept for the process's life, as libcupti keeps kernel names */
 }
 
+/* A time of the script: `key=` in µs, or `key_ns=` in ns (both after the origin). */
 static uint64_t at_us(const char *line, const char *key) {
+    char ns_key[40];
+    snprintf(ns_key, sizeof ns_key, "%s_ns", key);
+    unsigned long long ns = field(line, ns_key, ~0ull);
+    if (ns != ~0ull) return origin + ns;
     return origin + 1000ull * field(line, key, 0);
 }
 
@@ -262,6 +268,7 @@ void stand_in_cupti_add(const char *line) {
 }
 
 uint64_t stand_in_cupti_now_us(void) { return (now() - origin) / 1000; }
+uint64_t stand_in_cupti_now_ns(void) { return now() - origin; }
 
 CUptiResult CUPTIAPI cuptiGetVersion(uint32_t *version) {
     const char *v = getenv("STAND_IN_CUPTI_VERSION");
