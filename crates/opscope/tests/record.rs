@@ -1501,11 +1501,7 @@ fn cupti_activity_is_flushed_at_exit_and_a_busy_cupti_is_left_alone() {
     assert_ok(&out, "cupti_host with CUPTI held by another subscriber");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("CUPTI is already in use"), "{stderr}");
-    let cuda = recorded(&busy)
-        .values()
-        .flat_map(|f| f["slices"].as_array().unwrap().clone())
-        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
-        .count();
+    let cuda = cuda_slices(&busy).len();
     assert_eq!(
         cuda, 0,
         "nothing taken from a CUPTI another subscriber holds"
@@ -1567,33 +1563,43 @@ fn stand_in_cupti(name: &str) -> Option<StandIn> {
     })
 }
 
+impl StandIn {
+    /// `record --cupti` of the host program playing the stand-in's script, with `env`
+    /// besides the library path and the script.
+    fn record_script(&self, session: &Path, host_args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut all = vec![
+            ("LD_LIBRARY_PATH", self.lib_dir.to_str().unwrap()),
+            ("STAND_IN_CUPTI_SCRIPT", self.script_path.to_str().unwrap()),
+        ];
+        all.extend_from_slice(env);
+        record_with(&["-q", "--cupti"], session, &self.host, host_args, &all)
+    }
+}
+
+/// The CUPTI records of a session (categories `cuda/…`), every file's.
+fn cuda_slices(session: &Path) -> Vec<Value> {
+    recorded(session)
+        .values()
+        .flat_map(|f| f["slices"].as_array().unwrap().clone())
+        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+        .collect()
+}
+
 /// `--cupti` against the stand-in libcupti playing `CUPTI_SCRIPT`: every record arrives
 /// as the script says (names, devices, streams, correlation ids, sizes, each time to
 /// the ns relative to the others), the drops are told, the buffers are opscope's.
 /// The expectations are the script's, not the decoder's.
 #[test]
 fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
-    let Some(StandIn {
-        dir,
-        lib_dir,
-        host,
-        script_path,
-    }) = stand_in_cupti("record-cupti-script")
-    else {
+    let Some(stand_in) = stand_in_cupti("record-cupti-script") else {
         return;
     };
-    let log = dir.join("stand-in.log");
-    let session = dir.join("session");
-    let out = record_with(
-        &["-q", "--cupti"],
+    let log = stand_in.dir.join("stand-in.log");
+    let session = stand_in.dir.join("session");
+    let out = stand_in.record_script(
         &session,
-        &host,
         &["20"],
-        &[
-            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
-            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
-            ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
-        ],
+        &[("STAND_IN_CUPTI_LOG", log.to_str().unwrap())],
     );
     assert_ok(&out, "cupti_host with the stand-in libcupti");
     let files = recorded(&session);
@@ -1726,26 +1732,17 @@ fn cupti_records_in_libcuptis_own_layouts_arrive_as_the_script_says() {
 /// grows, and every record arrives.
 #[test]
 fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
-    let Some(StandIn {
-        dir,
-        lib_dir,
-        host,
-        script_path,
-    }) = stand_in_cupti("record-cupti-bound")
-    else {
+    let Some(stand_in) = stand_in_cupti("record-cupti-bound") else {
         return;
     };
+    let dir = &stand_in.dir;
     for (version, refused) in [("28", true), ("27", true), ("26", false)] {
         let log = dir.join(format!("stand-in-{version}.log"));
         let session = dir.join(format!("session-{version}"));
-        let out = record_with(
-            &["-q", "--cupti"],
+        let out = stand_in.record_script(
             &session,
-            &host,
             &["10"],
             &[
-                ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
-                ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
                 ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
                 ("STAND_IN_CUPTI_HOLD", "2"),
                 ("STAND_IN_CUPTI_VERSION", version),
@@ -1800,25 +1797,15 @@ fn cupti_buffers_past_the_bound_are_refused_from_12_9_only() {
 /// the parent's is handed over twice).
 #[test]
 fn cupti_on_its_own_clock_is_moved_to_ours_and_a_forked_child_does_not_flush() {
-    let Some(StandIn {
-        dir,
-        lib_dir,
-        host,
-        script_path,
-    }) = stand_in_cupti("record-cupti-clock")
-    else {
+    let Some(stand_in) = stand_in_cupti("record-cupti-clock") else {
         return;
     };
-    let log = dir.join("stand-in.log");
-    let session = dir.join("session");
-    let out = record_with(
-        &["-q", "--cupti"],
+    let log = stand_in.dir.join("stand-in.log");
+    let session = stand_in.dir.join("session");
+    let out = stand_in.record_script(
         &session,
-        &host,
         &["20", "fork"],
         &[
-            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
-            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
             ("STAND_IN_CUPTI_LOG", log.to_str().unwrap()),
             ("STAND_IN_CUPTI_CLOCK", "realtime"),
         ],
@@ -1829,11 +1816,7 @@ fn cupti_on_its_own_clock_is_moved_to_ours_and_a_forked_child_does_not_flush() {
         own["monotonic"][0].as_i64().unwrap(),
         own["monotonic"][1].as_i64().unwrap(),
     );
-    let slices: Vec<Value> = recorded(&session)
-        .values()
-        .flat_map(|f| f["slices"].as_array().unwrap().clone())
-        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
-        .collect();
+    let slices = cuda_slices(&session);
     let one = |name: &str| -> &Value {
         let found: Vec<&Value> = slices.iter().filter(|s| s[2] == name).collect();
         assert_eq!(found.len(), 1, "{name}: {slices:#?}");
@@ -1957,26 +1940,11 @@ fn no_python_leaves_the_interpreter_alone() {
 /// the signal.
 #[test]
 fn cupti_records_survive_a_sigterm() {
-    let Some(StandIn {
-        dir,
-        lib_dir,
-        host,
-        script_path,
-    }) = stand_in_cupti("record-cupti-sigterm")
-    else {
+    let Some(stand_in) = stand_in_cupti("record-cupti-sigterm") else {
         return;
     };
-    let session = dir.join("session");
-    let out = record_with(
-        &["-q", "--cupti"],
-        &session,
-        &host,
-        &["20", "term"],
-        &[
-            ("LD_LIBRARY_PATH", lib_dir.to_str().unwrap()),
-            ("STAND_IN_CUPTI_SCRIPT", script_path.to_str().unwrap()),
-        ],
-    );
+    let session = stand_in.dir.join("session");
+    let out = stand_in.record_script(&session, &["20", "term"], &[]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_ne!(
         out.status.code(),
@@ -1985,11 +1953,7 @@ fn cupti_records_survive_a_sigterm() {
     );
     let own: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(own["initialized"], 1);
-    let slices: Vec<Value> = recorded(&session)
-        .values()
-        .flat_map(|f| f["slices"].as_array().unwrap().clone())
-        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
-        .collect();
+    let slices = cuda_slices(&session);
     // The script's 13 timed records (its external correlation is no slice).
     assert_eq!(slices.len(), 13, "{stderr}\n{slices:#?}");
     let names: HashSet<&str> = slices.iter().filter_map(|s| s[2].as_str()).collect();
@@ -2021,10 +1985,8 @@ fn cupti_records_survive_os_exit() {
         &[("LD_LIBRARY_PATH", lib_dir.to_str().unwrap())],
     );
     assert_ok(&out, "cupti_os_exit.py");
-    let names: Vec<String> = recorded(&session)
-        .values()
-        .flat_map(|f| f["slices"].as_array().unwrap().clone())
-        .filter(|s| s[1].as_str().unwrap_or_default().starts_with("cuda/"))
+    let names: Vec<String> = cuda_slices(&session)
+        .iter()
         .map(|s| s[2].as_str().unwrap().to_string())
         .collect();
     assert_eq!(names.len(), 2, "{names:?}");
