@@ -1,9 +1,9 @@
-//! The model cache's payload (`crates/opscope/src/cache.rs` saves a finished model with
-//! postcard and refuses one that fails `Trace::check`): arbitrary bytes never panic nor
-//! exhaust memory when read back as a model and checked, and a model that reads back
-//! and passes the check saves and reads back again with the same tables. The cache
-//! checks a CRC-32 before decoding: this is the defence against a hostile entry, not a
-//! damaged one.
+//! A model saved with postcard, as the model cache saves the rest of one around its
+//! mapped columns (`crates/opscope-engine/src/cache.rs`): arbitrary bytes never panic
+//! nor exhaust memory when read back as a model and checked, and a model that reads
+//! back and passes the check saves and reads back again with the same tables. (The
+//! cache itself saves only models that pass the check and reads back only entries whose
+//! CRC-32s match, so what it maps is what it checked.)
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

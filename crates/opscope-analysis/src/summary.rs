@@ -279,7 +279,7 @@ pub fn summarize(cx: &Context) -> Summary {
             .filter(|&i| trace.samples.on_cpu(i))
             .count(),
         sampled_threads: {
-            let mut tracks = trace.samples.track.clone();
+            let mut tracks = trace.samples.track.to_vec();
             tracks.dedup();
             tracks.len()
         },

@@ -4,30 +4,43 @@
 //!
 //! An entry is found by a key naming this build of opscope and every file the import
 //! read, with its path, size, modification and change times and inode; any change to a
-//! file or to opscope is a miss. A damaged entry, or one whose model breaks an invariant
-//! ([`Trace::check`]), is a miss too: the cache can only save time, never change an
-//! answer or stop a command. The checksum covers the key with the model, so that an
-//! entry's model cannot be passed off under another entry's key; and a directory that
-//! another user owns or may write into is not used at all, since whoever can write
-//! there could plant a well-formed entry.
+//! file or to opscope is a miss. The model's columns lie in the entry aligned, as they
+//! are in memory, and are mapped, not copied: opening a cached model costs a map and a
+//! check of checksums, and a column is copied only if a command changes it.
+//!
+//! A damaged entry is a miss: the cache can only save time, never change an answer or
+//! stop a command. Only a model that keeps its invariants ([`Trace::check`]) is saved,
+//! and each column's CRC-32, and one over the key with the rest of the model, are
+//! checked on opening, so that what is read back is what was checked, under the key it
+//! was saved for. A directory that another user owns or may write into is not used at
+//! all, and entries are only read if they are this user's and no one else may write
+//! them: whoever could plant an entry with good checksums could as well replace the
+//! `opscope` executable.
 
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufWriter, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use opscope_model::Trace;
+use opscope_model::{column, Trace};
 
 /// Bumped whenever the saved form of the model changes meaning without changing the
 /// build identity (it is part of every key, with the binary's own size and times).
-const FORMAT_VERSION: u32 = 6;
+const FORMAT_VERSION: u32 = 7;
 
 const MAGIC: &[u8; 8] = b"OPSCMDL\n";
-/// After the payload: its length (u64) and the CRC-32 (u32) of the key and payload
-/// together, little-endian.
-const TRAILER_BYTES: usize = 12;
+/// The last bytes of an entry: where the rest of the model and the column table are,
+/// the number of columns, and the CRC-32 of the key, the rest and the table (see
+/// [`Trailer`]).
+const TRAILER_BYTES: usize = 32;
+/// Columns start at multiples of this in the file (and so in memory, mapped).
+const COLUMN_ALIGN: usize = 64;
+/// Per column in the table: its offset and length (u64) and CRC-32 (u32).
+const TABLE_ROW_BYTES: usize = 20;
 
 /// Inputs smaller than this parse in a few milliseconds: not worth an entry.
 pub const MIN_INPUT_BYTES: u64 = 1 << 20;
@@ -127,14 +140,7 @@ impl Entry {
         if meta.uid() != unsafe { libc::getuid() } || meta.mode() & 0o022 != 0 {
             return None;
         }
-        // SAFETY: read-only map of a file that writers only ever replace by renaming a
-        // finished one over it, never modify in place; it lives only for this function.
-        let bytes = unsafe { memmap2::Mmap::map(&file) }.ok()?;
-        let payload = payload_of(&bytes, &self.key)?;
-        let mut trace: Trace = postcard::from_bytes(payload).ok()?;
-        trace.check().ok()?;
-        // Vectors read back grow by doubling: give the slack back, as after parsing.
-        trace.shrink_to_fit();
+        let trace = map_entry(&file, &self.key)?;
         // Entries read recently are the last to be evicted.
         let _ = file.set_modified(SystemTime::now());
         Some(trace)
@@ -148,6 +154,8 @@ impl Entry {
         if parse_time.as_nanos() < MIN_PARSE_NS_PER_MODEL_BYTE * model_bytes as u128
             || model_bytes as u64 > MAX_TOTAL_BYTES / 2
             || key_of(&self.inputs).as_ref() != Some(&self.key)
+            // Entries are not checked again when read back, only their checksums.
+            || trace.check().is_err()
         {
             return;
         }
@@ -245,71 +253,195 @@ fn describe(path: &Path) -> String {
     }
 }
 
-/// `MAGIC`, the key's length and text, the payload, then the payload's length and
-/// CRC-32: the model streams out without a second copy of it in memory.
+/// `MAGIC`, the key's length and text, the columns (each at a multiple of
+/// [`COLUMN_ALIGN`]), the rest of the model (postcard, naming each column by its
+/// number), the column table, then the [`Trailer`]. Columns stream out from the model
+/// as they are, with no copy of them in memory.
 fn write_entry(file: File, key: &str, trace: &Trace) -> std::io::Result<()> {
     let mut out = BufWriter::with_capacity(1 << 20, file);
     out.write_all(MAGIC)?;
     out.write_all(&(key.len() as u32).to_le_bytes())?;
     out.write_all(key.as_bytes())?;
+    let sink = ColumnWriter {
+        out,
+        at: (MAGIC.len() + 4 + key.len()) as u64,
+        table: Vec::new(),
+    };
+    let (rest, sink) = column::save_columns(sink, || postcard::to_allocvec(trace));
+    let rest = rest.map_err(std::io::Error::other)?;
+    let ColumnWriter {
+        mut out,
+        at,
+        table: columns,
+    } = sink;
+    let mut table = Vec::with_capacity(columns.len() * TABLE_ROW_BYTES);
+    for (offset, len, crc) in &columns {
+        table.extend_from_slice(&offset.to_le_bytes());
+        table.extend_from_slice(&len.to_le_bytes());
+        table.extend_from_slice(&crc.to_le_bytes());
+    }
+    out.write_all(&rest)?;
+    out.write_all(&table)?;
     let mut crc = crc32fast::Hasher::new();
     crc.update(key.as_bytes());
-    let mut payload = Checksummed {
-        inner: out,
-        crc,
-        len: 0,
+    crc.update(&rest);
+    crc.update(&table);
+    let trailer = Trailer {
+        rest_at: at,
+        rest_len: rest.len() as u64,
+        table_at: at + rest.len() as u64,
+        columns: columns.len() as u32,
+        crc: crc.finalize(),
     };
-    postcard::to_io(trace, &mut payload).map_err(std::io::Error::other)?;
-    let Checksummed {
-        inner: mut out,
-        crc,
-        len,
-    } = payload;
-    out.write_all(&len.to_le_bytes())?;
-    out.write_all(&crc.finalize().to_le_bytes())?;
+    out.write_all(&trailer.to_bytes())?;
     // No fsync: after a crash, an entry cut short fails its length or CRC check and is
     // a miss; waiting for the disk would cost more than the cache saves.
     out.flush()
 }
 
-/// A writer that passes bytes on and keeps their count and CRC-32.
-struct Checksummed<W> {
-    inner: W,
-    crc: crc32fast::Hasher,
-    len: u64,
+/// Writes each column of a model being saved at the next multiple of [`COLUMN_ALIGN`]
+/// and keeps its offset, length and CRC-32.
+struct ColumnWriter {
+    out: BufWriter<File>,
+    at: u64,
+    table: Vec<(u64, u64, u32)>,
 }
 
-impl<W: Write> Write for Checksummed<W> {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(bytes)?;
-        self.crc.update(&bytes[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+impl column::ColumnSink for ColumnWriter {
+    fn put(&mut self, bytes: &[u8], _align: usize) -> std::io::Result<u32> {
+        let pad = (COLUMN_ALIGN - (self.at as usize % COLUMN_ALIGN)) % COLUMN_ALIGN;
+        self.out.write_all(&[0; COLUMN_ALIGN][..pad])?;
+        self.at += pad as u64;
+        self.out.write_all(bytes)?;
+        self.table
+            .push((self.at, bytes.len() as u64, crc32fast::hash(bytes)));
+        self.at += bytes.len() as u64;
+        u32::try_from(self.table.len() - 1).map_err(std::io::Error::other)
     }
 }
 
-/// The payload of an entry, if it holds `key`, is whole and its checksum (over the key
-/// and the payload) matches.
-fn payload_of<'a>(bytes: &'a [u8], key: &str) -> Option<&'a [u8]> {
+/// The end of an entry, little-endian.
+struct Trailer {
+    rest_at: u64,
+    rest_len: u64,
+    table_at: u64,
+    columns: u32,
+    /// Of the key, the rest and the table together.
+    crc: u32,
+}
+
+impl Trailer {
+    fn to_bytes(&self) -> [u8; TRAILER_BYTES] {
+        let mut out = [0; TRAILER_BYTES];
+        out[..8].copy_from_slice(&self.rest_at.to_le_bytes());
+        out[8..16].copy_from_slice(&self.rest_len.to_le_bytes());
+        out[16..24].copy_from_slice(&self.table_at.to_le_bytes());
+        out[24..28].copy_from_slice(&self.columns.to_le_bytes());
+        out[28..].copy_from_slice(&self.crc.to_le_bytes());
+        out
+    }
+
+    fn from_bytes(bytes: &[u8; TRAILER_BYTES]) -> Trailer {
+        let u64_at = |i: usize| u64::from_le_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let u32_at = |i: usize| u32::from_le_bytes(bytes[i..i + 4].try_into().expect("4 bytes"));
+        Trailer {
+            rest_at: u64_at(0),
+            rest_len: u64_at(8),
+            table_at: u64_at(16),
+            columns: u32_at(24),
+            crc: u32_at(28),
+        }
+    }
+}
+
+/// The model an entry holds, its columns mapped from `file`, if the entry holds `key`
+/// and every checksum matches.
+fn map_entry(file: &File, key: &str) -> Option<Trace> {
+    // SAFETY: a read-only map of a file that writers only ever replace by renaming a
+    // finished one over it, never change in place (nor does anything else write this
+    // user's private entries); the columns mapped from it keep it alive.
+    let map = unsafe { memmap2::MmapOptions::new().populate().map(file) }.ok()?;
+    let source = columns_of(&map, key)?;
+    let region: column::Region = Arc::new(map);
+    let (rest, columns) = source;
+    let rest = (*region).as_ref().get(rest)?;
+    column::map_columns(
+        column::ColumnSource {
+            region: region.clone(),
+            columns,
+        },
+        || postcard::from_bytes::<Trace>(rest).ok(),
+    )
+}
+
+/// Where the rest of the model and each column lie in `bytes`, if they hold `key`, are
+/// whole and every checksum matches.
+fn columns_of(bytes: &[u8], key: &str) -> Option<(Range<usize>, Vec<Range<usize>>)> {
     let rest = bytes.strip_prefix(MAGIC.as_slice())?;
     let (key_len, rest) = rest.split_first_chunk::<4>()?;
     let key_len = u32::from_le_bytes(*key_len) as usize;
     if rest.get(..key_len)? != key.as_bytes() {
         return None;
     }
-    let rest = &rest[key_len..];
-    let (payload, trailer) = rest.split_at_checked(rest.len().checked_sub(TRAILER_BYTES)?)?;
-    let (len, crc) = trailer.split_first_chunk::<8>()?;
-    let crc: [u8; 4] = crc.try_into().ok()?;
-    let whole = u64::from_le_bytes(*len) == payload.len() as u64;
-    let mut sum = crc32fast::Hasher::new();
-    sum.update(key.as_bytes());
-    sum.update(payload);
-    (whole && sum.finalize() == u32::from_le_bytes(crc)).then_some(payload)
+    let trailer_at = bytes.len().checked_sub(TRAILER_BYTES)?;
+    let trailer = Trailer::from_bytes(bytes[trailer_at..].try_into().ok()?);
+    let at = |offset: u64| usize::try_from(offset).ok();
+    let rest_range = at(trailer.rest_at)?..at(trailer.rest_at.checked_add(trailer.rest_len)?)?;
+    let table_len = (trailer.columns as usize).checked_mul(TABLE_ROW_BYTES)?;
+    let table_range = at(trailer.table_at)?..at(trailer.table_at)?.checked_add(table_len)?;
+    if rest_range.end != table_range.start || table_range.end != trailer_at {
+        return None;
+    }
+    let (rest, table) = (bytes.get(rest_range.clone())?, bytes.get(table_range)?);
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(key.as_bytes());
+    crc.update(rest);
+    crc.update(table);
+    if crc.finalize() != trailer.crc {
+        return None;
+    }
+    let header_end = MAGIC.len() + 4 + key_len;
+    let mut columns = Vec::with_capacity(trailer.columns as usize);
+    let mut sums = Vec::with_capacity(trailer.columns as usize);
+    for row in table.chunks_exact(TABLE_ROW_BYTES) {
+        let offset = at(u64::from_le_bytes(row[..8].try_into().ok()?))?;
+        let len = at(u64::from_le_bytes(row[8..16].try_into().ok()?))?;
+        let range = offset..offset.checked_add(len)?;
+        if range.start < header_end || range.end > rest_range.start {
+            return None;
+        }
+        sums.push(u32::from_le_bytes(row[16..].try_into().ok()?));
+        columns.push(range);
+    }
+    columns_intact(bytes, &columns, &sums).then_some((rest_range, columns))
+}
+
+/// Whether every column's CRC-32 matches, checked on two threads for a large model (the
+/// columns split by bytes).
+fn columns_intact(bytes: &[u8], columns: &[Range<usize>], sums: &[u32]) -> bool {
+    let total: usize = columns.iter().map(|r| r.len()).sum();
+    let mut half = 0;
+    let split = columns
+        .iter()
+        .position(|r| {
+            half += r.len();
+            half >= total / 2
+        })
+        .map_or(columns.len(), |i| i + 1);
+    let check = |range: Range<usize>| {
+        columns[range.clone()]
+            .iter()
+            .zip(&sums[range])
+            .all(|(r, &sum)| crc32fast::hash(&bytes[r.clone()]) == sum)
+    };
+    if total < 8 << 20 {
+        return check(0..columns.len());
+    }
+    std::thread::scope(|scope| {
+        let second = scope.spawn(|| check(split..columns.len()));
+        let first = check(0..split);
+        first && second.join().unwrap_or(false)
+    })
 }
 
 /// Deletes the least recently used entries until the rest fit in `limit` bytes, and
@@ -355,42 +487,8 @@ mod tests {
         trace
     }
 
-    fn entry_bytes(key: &str, trace: &Trace) -> Vec<u8> {
-        let path = std::env::temp_dir().join(format!(
-            "opscope-cache-entry-{}-{}",
-            std::process::id(),
-            key.len()
-        ));
-        write_entry(File::create(&path).unwrap(), key, trace).unwrap();
-        let bytes = std::fs::read(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        bytes
-    }
-
-    #[test]
-    fn an_entry_reads_back_only_with_its_key_and_intact() {
-        let trace = small_trace();
-        let bytes = entry_bytes("key A", &trace);
-        let payload = payload_of(&bytes, "key A").expect("an entry reads back");
-        let back: Trace = postcard::from_bytes(payload).unwrap();
-        assert_eq!(
-            back.strings.find("aten::mm").map(|id| back.str(id)),
-            Some("aten::mm")
-        );
-        assert_eq!(payload_of(&bytes, "key B"), None);
-        let middle = bytes.len() - TRAILER_BYTES - 1;
-        let mut damaged = bytes.clone();
-        damaged[middle] ^= 1;
-        assert_eq!(payload_of(&damaged, "key A"), None);
-        assert_eq!(payload_of(&bytes[..bytes.len() - 1], "key A"), None);
-        assert_eq!(payload_of(&bytes[..5], "key A"), None);
-    }
-
-    /// Sampled stacks come back whole, and the stack tree read back still keeps its
-    /// frames distinct when more are added (its look-ups are rebuilt, not saved).
-    #[test]
-    fn sampled_stacks_read_back_whole() {
-        use opscope_model::{SampleRow, TrackKind};
+    /// A model with one thread track, and the track.
+    fn one_thread() -> (Trace, opscope_model::TrackId) {
         let mut trace = small_trace();
         let clock_name = trace.intern("clock");
         let clock = trace.add_clock(opscope_model::ClockDomain {
@@ -409,7 +507,158 @@ mod tests {
         });
         let p = trace.process(source, 1);
         let th = trace.thread(p, 1);
-        let track = trace.thread_track(th, TrackKind::Thread);
+        let track = trace.thread_track(th, opscope_model::TrackKind::Thread);
+        (trace, track)
+    }
+
+    /// A finished model with `n` nested slices, each with a bag of args, a counter and
+    /// an instant: every kind of column.
+    fn model_of(n: usize) -> Trace {
+        use opscope_model::events::{InstantRow, SliceRow};
+        use opscope_model::{ArgValue, InstantScope, SliceKind, StrId};
+        let (mut trace, track) = one_thread();
+        let key = trace.intern("shape");
+        for i in 0..n {
+            let args = trace.args.push_bag(&[(key, ArgValue::Int(i as i64))]);
+            let name = trace.intern(&format!("op{}", i % 7));
+            trace.slices.push(SliceRow {
+                track,
+                ts: 1_000 + i as i64,
+                dur: (n - i) as i64 * 2,
+                name,
+                category: StrId::EMPTY,
+                kind: SliceKind::Op,
+                args,
+            });
+        }
+        trace.instants.push(InstantRow {
+            track,
+            ts: 5,
+            name: key,
+            category: StrId::EMPTY,
+            kind: SliceKind::Other,
+            scope: InstantScope::Global,
+            args: opscope_model::ArgsId::NONE,
+        });
+        trace.counters.push(track, 9, 0.5);
+        trace.finish();
+        trace.check().unwrap();
+        trace
+    }
+
+    /// A model read back has its columns mapped from the entry, equal to the model
+    /// saved; one changed after reading is copied first, so the entry stays as saved.
+    #[test]
+    fn columns_are_mapped_from_the_entry_and_copied_only_when_changed() {
+        let trace = model_of(1000);
+        let bytes = entry_bytes("key", &trace);
+        let mut back = read_back(&bytes, "key").expect("an entry reads back");
+        assert!(back.slices.ts.is_mapped() && back.slices.name.is_mapped());
+        assert!(back.instants.scope.is_mapped() && back.counters.value.is_mapped());
+        assert_eq!(back.check(), Ok(()));
+        assert_eq!(back.slices.ts, trace.slices.ts);
+        assert_eq!(back.slices.dur, trace.slices.dur);
+        assert_eq!(back.slices.parent, trace.slices.parent);
+        assert_eq!(back.instants.scope, trace.instants.scope);
+        let bag = |t: &Trace, i: usize| format!("{:?}", t.args.get(t.slices.args[i]).collect::<Vec<_>>());
+        assert_eq!(bag(&back, 999), bag(&trace, 999));
+        assert_eq!(back.str(back.slices.name[3]), trace.str(trace.slices.name[3]));
+        // Strings read back are found, and new ones do not take an old one's id.
+        assert_eq!(back.strings.find("op6"), trace.strings.find("op6"));
+        let fresh = back.intern("new");
+        assert_eq!(fresh.0 as usize, trace.strings.len());
+        back.slices.ts[0] = -1;
+        assert!(!back.slices.ts.is_mapped(), "changed, so copied");
+        assert_eq!(read_back(&bytes, "key").unwrap().slices.ts, trace.slices.ts);
+    }
+
+    /// Any byte of any column changed makes the entry a miss: columns are checked by
+    /// their own CRC-32, not only the rest of the model.
+    #[test]
+    fn a_damaged_column_is_a_miss() {
+        let trace = model_of(50);
+        let bytes = entry_bytes("key", &trace);
+        let (_, columns) = columns_of(&bytes, "key").expect("intact");
+        assert!(columns.len() >= 20, "every table's columns: {}", columns.len());
+        for range in columns.iter().filter(|r| !r.is_empty()) {
+            for at in [range.start, range.end - 1] {
+                let mut damaged = bytes.clone();
+                damaged[at] ^= 0x10;
+                assert!(
+                    read_back(&damaged, "key").is_none(),
+                    "byte {at} of column {range:?} changed, read back"
+                );
+            }
+        }
+    }
+
+    /// A model that breaks an invariant is not saved: entries are not checked again
+    /// when read back.
+    #[test]
+    fn a_model_that_fails_its_check_is_not_saved() {
+        let dir = std::env::temp_dir().join(format!("opscope-cache-check-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let entry = Entry::for_inputs(&dir, Vec::new()).unwrap();
+        let slow = Duration::from_secs(60);
+        let mut trace = model_of(10);
+        trace.slices.name[2] = opscope_model::StrId(1 << 30);
+        entry.write(&trace, slow);
+        assert!(!entry.path.exists(), "a broken model was saved");
+        entry.write(&model_of(10), slow);
+        assert!(entry.read().is_some(), "a good model was not saved");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn entry_bytes(key: &str, trace: &Trace) -> Vec<u8> {
+        let path = std::env::temp_dir().join(format!(
+            "opscope-cache-entry-{}-{}",
+            std::process::id(),
+            key.len()
+        ));
+        write_entry(File::create(&path).unwrap(), key, trace).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        bytes
+    }
+
+    /// The model in entry `bytes` under `key`, read as `Entry::read` reads it.
+    fn read_back(bytes: &[u8], key: &str) -> Option<Trace> {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "opscope-cache-read-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::write(&path, bytes).unwrap();
+        let trace = map_entry(&File::open(&path).unwrap(), key);
+        std::fs::remove_file(&path).unwrap();
+        trace
+    }
+
+    #[test]
+    fn an_entry_reads_back_only_with_its_key_and_intact() {
+        let trace = small_trace();
+        let bytes = entry_bytes("key A", &trace);
+        let back = read_back(&bytes, "key A").expect("an entry reads back");
+        assert_eq!(
+            back.strings.find("aten::mm").map(|id| back.str(id)),
+            Some("aten::mm")
+        );
+        assert!(read_back(&bytes, "key B").is_none());
+        let middle = bytes.len() - TRAILER_BYTES - 1;
+        let mut damaged = bytes.clone();
+        damaged[middle] ^= 1;
+        assert!(read_back(&damaged, "key A").is_none());
+        assert!(read_back(&bytes[..bytes.len() - 1], "key A").is_none());
+        assert!(read_back(&bytes[..5], "key A").is_none());
+    }
+
+    /// Sampled stacks come back whole, and the stack tree read back still keeps its
+    /// frames distinct when more are added (its look-ups are rebuilt, not saved).
+    #[test]
+    fn sampled_stacks_read_back_whole() {
+        use opscope_model::SampleRow;
+        let (mut trace, track) = one_thread();
         let (f, file) = (trace.intern("train"), trace.intern("t.py"));
         let frame = trace.stacks.frame(f, file, 3);
         let stack = trace.stacks.stack([frame]);
@@ -422,10 +671,10 @@ mod tests {
         });
         trace.finish();
         let bytes = entry_bytes("key", &trace);
-        let mut back: Trace = postcard::from_bytes(payload_of(&bytes, "key").unwrap()).unwrap();
+        let mut back = read_back(&bytes, "key").unwrap();
         assert_eq!(back.check(), Ok(()));
         assert_eq!(
-            (back.samples.ts.clone(), back.samples.period.clone()),
+            (back.samples.ts.to_vec(), back.samples.period.to_vec()),
             (vec![5], vec![10])
         );
         assert_eq!(back.samples.state, vec![7]);
@@ -448,8 +697,8 @@ mod tests {
         let header = MAGIC.len() + 4 + "key B".len();
         let mut forged = b[..header].to_vec();
         forged.extend_from_slice(&a[MAGIC.len() + 4 + "key A".len()..]);
-        assert_eq!(payload_of(&forged, "key B"), None);
-        assert!(payload_of(&a, "key A").is_some());
+        assert!(read_back(&forged, "key B").is_none());
+        assert!(read_back(&a, "key A").is_some());
     }
 
     #[test]

@@ -5,10 +5,12 @@
 
 use hashbrown::HashMap;
 
+use crate::column::Col;
 use crate::strings::StrId;
 
 /// Reference to one arg bag in [`Args`]; [`ArgsId::NONE`] for no args.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[repr(transparent)]
 pub struct ArgsId(pub u32);
 
 impl ArgsId {
@@ -59,7 +61,7 @@ type Shape = Box<[(StrId, u8)]>;
 #[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Args {
     #[serde(with = "crate::packed::column")]
-    bytes: Vec<u8>,
+    bytes: Col<u8>,
     shapes: Vec<Shape>,
     shape_index: HashMap<Shape, u32>,
     /// The shape of the bag being written; kept to reuse its allocation.
@@ -245,7 +247,7 @@ pub struct ArgsWriter<'a> {
 impl ArgsWriter<'_> {
     #[inline]
     pub fn push(&mut self, key: StrId, value: ArgValue) {
-        write_value(&mut self.args.bytes, value);
+        write_value(self.args.bytes.to_mut(), value);
         self.args.pending.push((key, tag_of(value)));
     }
 
@@ -267,7 +269,7 @@ impl ArgsWriter<'_> {
         } else {
             let mut number = Vec::new();
             write_varint(&mut number, shape as u64);
-            args.bytes.splice(self.start..self.start + 1, number);
+            args.bytes.to_mut().splice(self.start..self.start + 1, number);
         }
         ArgsId(self.start as u32)
     }
@@ -302,10 +304,10 @@ impl Args {
         if shape < 0x80 {
             self.bytes.push(shape as u8);
         } else {
-            write_varint(&mut self.bytes, shape as u64);
+            write_varint(self.bytes.to_mut(), shape as u64);
         }
         for &(_, value) in entries {
-            write_value(&mut self.bytes, value);
+            write_value(self.bytes.to_mut(), value);
         }
         ArgsId(start as u32)
     }

@@ -4,12 +4,13 @@
 use std::ops::Range;
 
 use crate::args::ArgsId;
+pub use crate::column::Col;
 use crate::dims::TrackId;
 use crate::kind::SliceKind;
 use crate::strings::StrId;
 use crate::NONE;
 
-/// Declares a columnar table once: the struct (a `Vec` per column, in the order given,
+/// Declares a columnar table once: the struct (a [`Col`] per column, in the order given,
 /// which is also the order it is saved in) and what every table has from its columns
 /// alone: `COLUMNS`, `len`, `is_empty`, `columns_agree`, `heap_bytes`,
 /// `spare_capacity`, `reserve`, `shrink_to_fit` and `permute`. Rows and accessors are written
@@ -27,10 +28,10 @@ macro_rules! columns {
         pub struct $table {
             $(#[$first_meta])*
             #[serde(with = "crate::packed::column")]
-            $first_vis $first: Vec<$first_ty>,
+            $first_vis $first: $crate::column::Col<$first_ty>,
             $($(#[$col_meta])*
             #[serde(with = "crate::packed::column")]
-            $col_vis $col: Vec<$col_ty>,)*
+            $col_vis $col: $crate::column::Col<$col_ty>,)*
         }
 
         impl $table {
@@ -119,7 +120,7 @@ pub trait AsColumn {
 
 macro_rules! as_column {
     ($($ty:ty => $variant:ident),*) => {$(
-        impl AsColumn for Vec<$ty> {
+        impl AsColumn for Col<$ty> {
             fn as_column(&self) -> Column<'_> {
                 Column::$variant(self)
             }
@@ -248,7 +249,10 @@ impl Slices {
 
 /// Pushes the address range of `column`'s spare capacity (allocated, not yet used),
 /// when it has some.
-pub(crate) fn push_spare<T>(column: &Vec<T>, out: &mut Vec<Range<usize>>) {
+pub(crate) fn push_spare<T: crate::column::Plain>(column: &Col<T>, out: &mut Vec<Range<usize>>) {
+    let Some(column) = column.owned() else {
+        return;
+    };
     let size = std::mem::size_of::<T>();
     let base = column.as_ptr() as usize;
     let (used, allocated) = (column.len() * size, column.capacity() * size);
@@ -258,7 +262,7 @@ pub(crate) fn push_spare<T>(column: &Vec<T>, out: &mut Vec<Range<usize>>) {
 }
 
 /// Replaces a column by its rows `order` (`new[i] = old[order[i]]`).
-pub(crate) fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
+pub(crate) fn apply<T: crate::column::Plain>(column: &mut Col<T>, order: &[u32]) {
     apply_via(column, order, &mut Vec::new());
 }
 
@@ -266,7 +270,8 @@ pub(crate) fn apply<T: Copy>(column: &mut Vec<T>, order: &[u32]) {
 /// reordered rows are written back into the column's own pages, where a new column
 /// per reordering would fault in fresh pages and unmap the old ones (most of the
 /// time of sorting a large trace).
-fn apply_via<T: Copy>(column: &mut Vec<T>, order: &[u32], scratch: &mut Vec<T>) {
+fn apply_via<T: crate::column::Plain>(column: &mut Col<T>, order: &[u32], scratch: &mut Vec<T>) {
+    let column = column.to_mut();
     scratch.clear();
     scratch.extend(order.iter().map(|&i| column[i as usize]));
     column.truncate(order.len());
@@ -278,6 +283,7 @@ const PARALLEL_ROWS: usize = 64 * 1024;
 
 /// Which part of the timeline an instant marks (Chrome's `s` field on `i` events).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[repr(u8)]
 pub enum InstantScope {
     // The codes are the saved form (see `packed`).
     Thread = 0,

@@ -3,11 +3,14 @@
 //! [`Trace`]'s builder methods and call [`Trace::finish`], which sorts slices and checks
 //! the invariants; analyses and exporters only read it.
 
-#![forbid(unsafe_code)]
+// Unsafe code only where columns are mapped from a file (`column`) and read as text
+// (`strings`).
+#![deny(unsafe_code)]
 
 pub mod args;
 mod check;
 pub mod clock;
+pub mod column;
 #[cfg(feature = "compare")]
 pub mod compare;
 pub mod dims;

@@ -5,29 +5,21 @@
 use std::marker::PhantomData;
 
 use crate::args::ArgsId;
+use crate::column::{Col, Plain};
 use crate::events::InstantScope;
 use crate::strings::StrId;
 
-/// A column element with a fixed-size little-endian form.
+/// A column element with a fixed-size little-endian form (its bytes: see
+/// [`crate::column::as_bytes`]).
 pub trait Packed: Sized {
-    /// The column as bytes.
-    fn pack(column: &[Self]) -> Vec<u8>;
     /// The column back, or `None` when the bytes cannot be one (a length that is no
     /// multiple of the element's size, a code no element has).
     fn unpack(bytes: &[u8]) -> Option<Vec<Self>>;
 }
 
 macro_rules! packed_numbers {
-    ($($ty:ty as $inner:ty => $bytes:literal, $wrap:expr, $unwrap:expr;)*) => {$(
+    ($($ty:ty as $inner:ty => $bytes:literal, $wrap:expr;)*) => {$(
         impl Packed for $ty {
-            fn pack(column: &[Self]) -> Vec<u8> {
-                let mut out = Vec::with_capacity(column.len() * $bytes);
-                for &value in column {
-                    out.extend_from_slice(&$unwrap(value).to_le_bytes());
-                }
-                out
-            }
-
             fn unpack(bytes: &[u8]) -> Option<Vec<Self>> {
                 let (chunks, rest) = bytes.as_chunks::<$bytes>();
                 rest.is_empty().then(|| {
@@ -46,19 +38,15 @@ fn same<T>(value: T) -> T {
 }
 
 packed_numbers! {
-    u8 as u8 => 1, same, same;
-    u32 as u32 => 4, same, same;
-    i64 as i64 => 8, same, same;
-    f64 as f64 => 8, same, same;
-    StrId as u32 => 4, StrId, |id: StrId| id.0;
-    ArgsId as u32 => 4, ArgsId, |id: ArgsId| id.0;
+    u8 as u8 => 1, same;
+    u32 as u32 => 4, same;
+    i64 as i64 => 8, same;
+    f64 as f64 => 8, same;
+    StrId as u32 => 4, StrId;
+    ArgsId as u32 => 4, ArgsId;
 }
 
 impl Packed for InstantScope {
-    fn pack(column: &[Self]) -> Vec<u8> {
-        column.iter().map(|&scope| scope as u8).collect()
-    }
-
     fn unpack(bytes: &[u8]) -> Option<Vec<Self>> {
         bytes
             .iter()
@@ -72,21 +60,33 @@ impl Packed for InstantScope {
     }
 }
 
-/// `#[serde(with = "crate::packed::column")]` on a `Vec` of a [`Packed`] type.
+/// `#[serde(with = "crate::packed::column")]` on a [`Col`] of a [`Packed`] type. While a
+/// model cache entry is written or mapped (see [`crate::column`]) a column is saved as
+/// its number in the entry's column area instead of its bytes.
 pub mod column {
     use super::*;
 
-    pub fn serialize<S: serde::Serializer, T: Packed>(
+    pub fn serialize<S: serde::Serializer, T: Packed + Plain>(
         column: &[T],
         serializer: S,
     ) -> Result<S::Ok, S::Error> {
-        serializer.serialize_bytes(&T::pack(column))
+        match crate::column::routed_put(column) {
+            Some(Ok(number)) => serializer.serialize_u32(number),
+            Some(Err(e)) => Err(serde::ser::Error::custom(e)),
+            None => serializer.serialize_bytes(crate::column::as_bytes(column)),
+        }
     }
 
-    pub fn deserialize<'de, D: serde::Deserializer<'de>, T: Packed>(
+    pub fn deserialize<'de, D: serde::Deserializer<'de>, T: Packed + Plain>(
         deserializer: D,
-    ) -> Result<Vec<T>, D::Error> {
-        deserializer.deserialize_bytes(ColumnVisitor(PhantomData))
+    ) -> Result<Col<T>, D::Error> {
+        if crate::column::mapping() {
+            let number = <u32 as serde::Deserialize>::deserialize(deserializer)?;
+            return crate::column::routed_get(number).map_err(serde::de::Error::custom);
+        }
+        deserializer
+            .deserialize_bytes(ColumnVisitor(PhantomData))
+            .map(Col::from)
     }
 }
 
@@ -122,16 +122,16 @@ impl<'de, T: Packed> serde::de::Visitor<'de> for ColumnVisitor<T> {
 /// A column borrowed for saving in a tuple (see [`crate::StringTable`]'s form).
 pub struct PackedRef<'a, T>(pub &'a [T]);
 
-impl<T: Packed> serde::Serialize for PackedRef<'_, T> {
+impl<T: Packed + Plain> serde::Serialize for PackedRef<'_, T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         column::serialize(self.0, serializer)
     }
 }
 
 /// A column read back from a tuple.
-pub struct PackedVec<T>(pub Vec<T>);
+pub struct PackedVec<T: Plain>(pub Col<T>);
 
-impl<'de, T: Packed> serde::Deserialize<'de> for PackedVec<T> {
+impl<'de, T: Packed + Plain> serde::Deserialize<'de> for PackedVec<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         column::deserialize(deserializer).map(PackedVec)
     }
@@ -141,8 +141,8 @@ impl<'de, T: Packed> serde::Deserialize<'de> for PackedVec<T> {
 mod tests {
     use super::*;
 
-    fn round_trip<T: Packed + PartialEq + std::fmt::Debug + Clone>(column: Vec<T>, width: usize) {
-        let bytes = T::pack(&column);
+    fn round_trip<T: Packed + Plain + PartialEq + std::fmt::Debug>(column: Vec<T>, width: usize) {
+        let bytes = crate::column::as_bytes(&column).to_vec();
         assert_eq!(bytes.len(), column.len() * width);
         assert_eq!(T::unpack(&bytes), Some(column));
     }
@@ -166,7 +166,7 @@ mod tests {
             ],
             1,
         );
-        let nan = f64::unpack(&f64::pack(&[f64::NAN])).unwrap();
+        let nan = f64::unpack(crate::column::as_bytes(&[f64::NAN])).unwrap();
         assert!(nan[0].is_nan());
     }
 
@@ -277,13 +277,13 @@ mod tests {
         #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
         struct Table {
             #[serde(with = "column")]
-            ts: Vec<i64>,
+            ts: Col<i64>,
             #[serde(with = "column")]
-            name: Vec<StrId>,
+            name: Col<StrId>,
         }
         let table = Table {
-            ts: vec![5, -3, i64::MAX],
-            name: vec![StrId(1), StrId(2), StrId(0)],
+            ts: vec![5, -3, i64::MAX].into(),
+            name: vec![StrId(1), StrId(2), StrId(0)].into(),
         };
         let bytes = postcard::to_allocvec(&table).unwrap();
         assert_eq!(postcard::from_bytes::<Table>(&bytes).unwrap(), table);

@@ -3,6 +3,9 @@
 
 use hashbrown::{DefaultHashBuilder, HashTable};
 use std::hash::BuildHasher;
+use std::sync::OnceLock;
+
+use crate::column::Col;
 
 /// Index of an interned string. `StrId::EMPTY` is the empty string.
 #[derive(
@@ -18,6 +21,7 @@ use std::hash::BuildHasher;
     serde::Serialize,
     serde::Deserialize,
 )]
+#[repr(transparent)]
 pub struct StrId(pub u32);
 
 impl StrId {
@@ -26,19 +30,22 @@ impl StrId {
 
 /// All strings of a trace in one buffer, with a hash table for de-duplication.
 pub struct StringTable {
-    bytes: String,
+    /// UTF-8, and every end offset is a character boundary (kept by `intern`, and
+    /// checked of a table read back).
+    bytes: Col<u8>,
     /// `ends[i]` is the end offset of string `i` in `bytes`; its start is `ends[i-1]`.
-    ends: Vec<u32>,
-    index: HashTable<u32>,
+    ends: Col<u32>,
+    /// Built on first use: a model read back from the cache is often only read by id.
+    index: OnceLock<HashTable<u32>>,
     hasher: DefaultHashBuilder,
 }
 
 impl Default for StringTable {
     fn default() -> Self {
         let mut table = StringTable {
-            bytes: String::new(),
-            ends: Vec::new(),
-            index: HashTable::new(),
+            bytes: Col::new(),
+            ends: Col::new(),
+            index: OnceLock::new(),
             hasher: DefaultHashBuilder::default(),
         };
         table.intern("");
@@ -48,9 +55,22 @@ impl Default for StringTable {
 
 impl StringTable {
     pub fn get(&self, id: StrId) -> &str {
-        let i = id.0 as usize;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
-        &self.bytes[start..self.ends[i] as usize]
+        string_at(&self.bytes, &self.ends, id.0 as usize)
+    }
+
+    /// The hash index of the strings, built on first use.
+    fn index(&self) -> &HashTable<u32> {
+        self.index.get_or_init(|| {
+            let mut index = HashTable::with_capacity(self.ends.len());
+            for i in 0..self.ends.len() as u32 {
+                let hash = self.hasher.hash_one(self.get(StrId(i)));
+                // A table read back whose strings repeat keeps the first id of each.
+                if index.find(hash, |&j| self.get(StrId(j)) == self.get(StrId(i))).is_none() {
+                    index.insert_unique(hash, i, |&j| self.hasher.hash_one(self.get(StrId(j))));
+                }
+            }
+            index
+        })
     }
 
     /// Returns the id of `s`, adding it if new.
@@ -59,23 +79,20 @@ impl StringTable {
     /// importers long before (they refuse single values over [`Self::MAX_STRING`]).
     pub fn intern(&mut self, s: &str) -> StrId {
         let hash = self.hasher.hash_one(s);
+        self.index();
         let (bytes, ends) = (&self.bytes, &self.ends);
-        let lookup = |&i: &u32| {
-            let i = i as usize;
-            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-            &bytes[start..ends[i] as usize] == s
-        };
-        if let Some(&i) = self.index.find(hash, lookup) {
+        let lookup = |&i: &u32| string_at(bytes, ends, i as usize) == s;
+        if let Some(&i) = self.index().find(hash, lookup) {
             return StrId(i);
         }
         let id = self.ends.len() as u32;
-        self.bytes.push_str(s);
+        self.bytes.extend_from_slice(s.as_bytes());
         self.ends.push(self.bytes.len() as u32);
         let (bytes, ends, hasher) = (&self.bytes, &self.ends, &self.hasher);
-        self.index.insert_unique(hash, id, |&i| {
-            let i = i as usize;
-            let start = if i == 0 { 0 } else { ends[i - 1] as usize };
-            hasher.hash_one(&bytes[start..ends[i] as usize])
+        let index = self.index.get_mut().expect("built above");
+        // Rehashing must hash each string as `intern` and `find` do: as a `str`.
+        index.insert_unique(hash, id, |&i| {
+            hasher.hash_one(string_at(bytes, ends, i as usize))
         });
         StrId(id)
     }
@@ -83,7 +100,7 @@ impl StringTable {
     /// Looks a string up without adding it.
     pub fn find(&self, s: &str) -> Option<StrId> {
         let hash = self.hasher.hash_one(s);
-        self.index
+        self.index()
             .find(hash, |&i| self.get(StrId(i)) == s)
             .map(|&i| StrId(i))
     }
@@ -99,7 +116,8 @@ impl StringTable {
 
     /// Bytes of memory held.
     pub fn heap_bytes(&self) -> usize {
-        self.bytes.capacity() + self.ends.capacity() * 4 + self.index.capacity() * 5
+        let index = self.index.get().map_or(0, |index| index.capacity() * 5);
+        self.bytes.capacity() + self.ends.capacity() * 4 + index
     }
 
     pub(crate) fn shrink_to_fit(&mut self) {
@@ -116,37 +134,60 @@ impl StringTable {
     }
 }
 
-/// Saved as the string bytes and their end offsets; the hash index is rebuilt on load.
+/// String `i` of a table's `bytes` and `ends`.
+fn string_at<'a>(bytes: &'a [u8], ends: &[u32], i: usize) -> &'a str {
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    let bytes = &bytes[start..ends[i] as usize];
+    // SAFETY: a table's `bytes` are UTF-8 and every end offset a character boundary
+    // (its invariant, kept by `intern` and checked of a table read back), so each
+    // string between two of them is UTF-8.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::str::from_utf8_unchecked(bytes)
+    }
+}
+
+/// Saved as the string bytes and their end offsets; the hash index is built again on
+/// first use.
 impl serde::Serialize for StringTable {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        (&self.bytes, crate::packed::PackedRef(&self.ends)).serialize(serializer)
+        (
+            crate::packed::PackedRef(&self.bytes),
+            crate::packed::PackedRef(&self.ends),
+        )
+            .serialize(serializer)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for StringTable {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         use serde::de::Error;
-        let (bytes, crate::packed::PackedVec(ends)): (String, crate::packed::PackedVec<u32>) =
-            serde::Deserialize::deserialize(deserializer)?;
-        let mut table = StringTable::default();
+        let (crate::packed::PackedVec(bytes), crate::packed::PackedVec(ends)): (
+            crate::packed::PackedVec<u8>,
+            crate::packed::PackedVec<u32>,
+        ) = serde::Deserialize::deserialize(deserializer)?;
+        let text = std::str::from_utf8(&bytes)
+            .map_err(|e| D::Error::custom(format!("string bytes: {e}")))?;
+        if ends.first() != Some(&0) {
+            return Err(D::Error::custom("string 0 is not the empty string"));
+        }
         let mut start = 0usize;
         for (i, &end) in ends.iter().enumerate() {
-            let s = bytes
-                .get(start..end as usize)
-                .ok_or_else(|| D::Error::custom(format!("string {i}: bad end offset {end}")))?;
-            // Interning anew rebuilds the index and checks that no string repeats, so
-            // every id keeps its meaning.
-            if table.intern(s).0 as usize != i {
-                return Err(D::Error::custom(format!(
-                    "string {i} repeats an earlier one"
-                )));
+            let end = end as usize;
+            if end < start || !text.is_char_boundary(end) {
+                return Err(D::Error::custom(format!("string {i}: bad end offset {end}")));
             }
-            start = end as usize;
+            start = end;
         }
         if start != bytes.len() {
             return Err(D::Error::custom("string bytes past the last string"));
         }
-        Ok(table)
+        Ok(StringTable {
+            bytes,
+            ends,
+            index: OnceLock::new(),
+            hasher: DefaultHashBuilder::default(),
+        })
     }
 }
 
@@ -179,5 +220,39 @@ mod tests {
             assert_eq!(t.get(id), s);
         }
         assert_eq!(t.len(), 10_003);
+        // After the index grew many times, every string is still found, not added again.
+        for i in 0..10_000 {
+            let s = format!("s{i}");
+            assert_eq!(t.find(&s).map(|id| t.get(id)), Some(s.as_str()));
+            t.intern(&s);
+        }
+        assert_eq!(t.len(), 10_003);
+    }
+
+    /// A table read back builds its index on first use: strings keep their ids, new
+    /// ones are added after them, and bytes that are no table are refused.
+    #[test]
+    fn a_table_read_back_finds_its_strings() {
+        let mut t = StringTable::default();
+        for i in 0..5_000 {
+            t.intern(&format!("kernel<{i}>"));
+        }
+        t.intern("é");
+        let saved = postcard::to_allocvec(&t).unwrap();
+        let mut back: StringTable = postcard::from_bytes(&saved).unwrap();
+        assert_eq!(back.find("kernel<4999>"), t.find("kernel<4999>"));
+        assert_eq!(back.intern("kernel<17>"), t.find("kernel<17>").unwrap());
+        assert_eq!(back.intern("é"), t.find("é").unwrap());
+        assert_eq!(back.intern("new").0 as usize, t.len());
+        // The two bytes of "é" split by an end offset: not UTF-8 strings.
+        let (bytes, mut ends) = (t.bytes.to_vec(), t.ends.to_vec());
+        let last = ends.len() - 1;
+        ends.insert(last, ends[last] - 1);
+        let split = postcard::to_allocvec(&(
+            crate::packed::PackedRef(&Col::from(bytes)),
+            crate::packed::PackedRef(&Col::from(ends)),
+        ))
+        .unwrap();
+        assert!(postcard::from_bytes::<StringTable>(&split).is_err());
     }
 }

@@ -584,7 +584,7 @@ mod tests {
         trace.unite_processes(&[recorded, profiled]);
 
         assert_eq!(trace.threads.len(), 1);
-        let tracks: Vec<u32> = trace.slices.track.clone();
+        let tracks: Vec<u32> = trace.slices.track.to_vec();
         assert_eq!(tracks, vec![call_track.0; 2], "both on the first track");
         let range = trace.track_slices(call_track);
         assert_eq!(range.len(), 2);

@@ -54,13 +54,15 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
     // a new file in its place: the same file with a fresh time shows a read.
     let saved_inode = inode(&saved[0]);
     set_age(&saved[0], Duration::from_secs(3600));
-    let commands: [&[&str]; 6] = [
+    let commands: [&[&str]; 8] = [
         &["info", trace, "--format", "json"],
         &["stats", "op", trace, "-output", "csv:outfile=/dev/stdout"],
         &["stats", "kernel", trace, "--format", "json"],
         &["gpu", trace, "--format", "json"],
         &["steps", trace, "--format", "json"],
         &["memory", trace, "--format", "json"],
+        &["advise", trace, "--format", "json"],
+        &["host", trace, "--format", "json"],
     ];
     for args in commands {
         let cached = opscope_ok_with_cache(&cache, args);
