@@ -12,15 +12,55 @@ use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
 use opscope_model::{SliceKind, SourceId, Trace, TrackKind, NONE};
 
+/// Per slice row, the row it links to, if any.
+#[derive(Clone, Debug, Default)]
+pub struct RowLinks(
+    /// The row plus one, 0 for none: a new table is zeroed memory, which the kernel maps
+    /// in only where a link is written (most rows of a large trace are host rows that
+    /// link to nothing, and filling them with a marker took most of `info` on a cached
+    /// 2 GB trace).
+    Vec<u32>,
+);
+
+impl RowLinks {
+    fn new(rows: usize) -> RowLinks {
+        RowLinks(vec![0; rows])
+    }
+
+    pub fn get(&self, row: usize) -> Option<usize> {
+        match self.0.get(row) {
+            Some(&to) if to != 0 => Some(to as usize - 1),
+            _ => None,
+        }
+    }
+
+    fn is_none(&self, row: usize) -> bool {
+        self.0[row] == 0
+    }
+
+    fn set(&mut self, row: usize, to: u32) {
+        self.0[row] = to + 1;
+    }
+
+    /// Every linked row with the row it links to, in row order.
+    pub fn iter(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.0
+            .iter()
+            .enumerate()
+            .filter(|(_, &to)| to != 0)
+            .map(|(row, &to)| (row, to as usize - 1))
+    }
+}
+
 /// The result of the pass, indexed by slice row.
 #[derive(Clone, Debug, Default)]
 pub struct Correlation {
-    /// The host call (runtime, driver) that launched each device slice, or [`NONE`].
-    pub launch: Vec<u32>,
+    /// The host call (runtime, driver) that launched each device slice.
+    pub launch: RowLinks,
     /// For device slices with no known launch call, the op that ran them when the trace
-    /// names it (TensorFlow's graph node name), or [`NONE`]. Not a launch: its start says
-    /// nothing about when the work was queued.
-    pub op_link: Vec<u32>,
+    /// names it (TensorFlow's graph node name). Not a launch: its start says nothing
+    /// about when the work was queued.
+    pub op_link: RowLinks,
     /// Device slices (kernels, copies, sets on GPU streams) seen.
     pub device_slices: usize,
     /// Device slices linked to neither a launch nor an op.
@@ -31,10 +71,7 @@ pub struct Correlation {
 
 impl Correlation {
     pub fn launch_of(&self, slice: usize) -> Option<usize> {
-        match self.launch.get(slice) {
-            Some(&l) if l != NONE => Some(l as usize),
-            _ => None,
-        }
+        self.launch.get(slice)
     }
 
     /// The op the device work belongs to: the innermost `Op` or `Collective` around
@@ -43,10 +80,7 @@ impl Correlation {
     /// by op name, that op.
     pub fn op_of(&self, trace: &Trace, slice: usize) -> Option<usize> {
         let Some(call) = self.launch_of(slice) else {
-            return match self.op_link.get(slice) {
-                Some(&op) if op != NONE => Some(op as usize),
-                _ => None,
-            };
+            return self.op_link.get(slice);
         };
         let s = &trace.slices;
         let mut range = None;
@@ -84,18 +118,47 @@ pub fn source_of(trace: &Trace, i: usize) -> Option<SourceId> {
     track.process.map(|p| trace.processes[p.index()].source)
 }
 
+/// The device work of a model ([`is_device_work`]), in row order: found through the GPU
+/// stream tracks' row ranges, so a large trace's host rows are not visited (a model not
+/// finished, without those ranges, is scanned row by row).
+pub fn device_work(trace: &Trace) -> Vec<u32> {
+    let track = |t: usize| trace.track_slices(opscope_model::TrackId(t as u32));
+    let ranged: usize = (0..trace.tracks.len()).map(|t| track(t).len()).sum();
+    if ranged != trace.slices.len() {
+        return (0..trace.slices.len())
+            .filter(|&i| is_device_work(trace, i))
+            .map(|i| i as u32)
+            .collect();
+    }
+    let mut rows: Vec<u32> = Vec::new();
+    for (t, info) in trace.tracks.iter().enumerate() {
+        if info.kind == TrackKind::GpuStream {
+            rows.extend(
+                track(t)
+                    .filter(|&i| trace.slices.kind(i).is_device_activity())
+                    .map(|i| i as u32),
+            );
+        }
+    }
+    if !rows.is_sorted() {
+        rows.sort_unstable();
+    }
+    rows
+}
+
 pub fn correlate(trace: &Trace) -> Correlation {
     let s = &trace.slices;
     let n = s.len();
-    let mut launch = vec![NONE; n];
-    let mut op_link = vec![NONE; n];
+    let mut launch = RowLinks::new(n);
+    let mut op_link = RowLinks::new(n);
     let on_host = |i: usize| trace.tracks[s.track[i] as usize].kind == TrackKind::Thread;
+    let device = device_work(trace);
 
     // Launch flows: host slice → device slice.
     for f in 0..trace.flows.len() {
         let (from, to) = (trace.flows.from[f] as usize, trace.flows.to[f] as usize);
-        if is_device_work(trace, to) && on_host(from) && launch[to] == NONE {
-            launch[to] = from as u32;
+        if is_device_work(trace, to) && on_host(from) && launch.is_none(to) {
+            launch.set(to, from as u32);
         }
     }
 
@@ -104,8 +167,10 @@ pub fn correlate(trace: &Trace) -> Correlation {
     // `correlation_id` on the host event of each launch (named after the kernel).
     // Each later rule only runs while some device work is still unlinked: reading
     // every slice's args is the costly part, and flows usually link everything.
-    let unlinked = |launch: &[u32], op_link: &[u32]| {
-        (0..n).any(|i| launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i))
+    let unlinked = |launch: &RowLinks, op_link: &RowLinks| {
+        device
+            .iter()
+            .any(|&i| launch.is_none(i as usize) && op_link.is_none(i as usize))
     };
     for (key_name, host_kinds_only) in [("correlation", true), ("correlation_id", false)] {
         let Some(key) = trace.strings.find(key_name) else {
@@ -124,10 +189,11 @@ pub fn correlate(trace: &Trace) -> Correlation {
                 }
             }
         }
-        for (i, slot) in launch.iter_mut().enumerate() {
-            if *slot == NONE && is_device_work(trace, i) {
+        for &i in &device {
+            let i = i as usize;
+            if launch.is_none(i) {
                 if let Some(&call) = id_of(i).and_then(|id| calls.get(&(source_of(trace, i), id))) {
-                    *slot = call;
+                    launch.set(i, call);
                 }
             }
         }
@@ -152,19 +218,20 @@ pub fn correlate(trace: &Trace) -> Correlation {
             }
         }
         if !ops.is_empty() {
-            for i in 0..n {
-                if launch[i] == NONE && is_device_work(trace, i) {
+            for &i in &device {
+                let i = i as usize;
+                if launch.is_none(i) {
                     if let Some(&op) =
                         node_of(i).and_then(|node| ops.get(&(source_of(trace, i), node)))
                     {
-                        op_link[i] = op;
+                        op_link.set(i, op);
                     }
                 }
             }
         }
     }
 
-    external_id_rule(trace, &launch, &mut op_link);
+    external_id_rule(trace, &device, &launch, &mut op_link);
 
     if unlinked(&launch, &op_link) {
         in_order_queue_rule(trace, &mut launch, &op_link);
@@ -175,14 +242,13 @@ pub fn correlate(trace: &Trace) -> Correlation {
         op_link,
         ..Correlation::default()
     };
-    for i in 0..n {
-        if is_device_work(trace, i) {
-            result.device_slices += 1;
-            if result.launch[i] == NONE && result.op_link[i] == NONE {
-                result.unattributed += 1;
-                if s.kind(i) == SliceKind::Kernel {
-                    result.unattributed_kernels += 1;
-                }
+    result.device_slices = device.len();
+    for &i in &device {
+        let i = i as usize;
+        if result.launch.is_none(i) && result.op_link.is_none(i) {
+            result.unattributed += 1;
+            if s.kind(i) == SliceKind::Kernel {
+                result.unattributed_kernels += 1;
             }
         }
     }
@@ -194,7 +260,7 @@ pub fn correlate(trace: &Trace) -> Correlation {
 /// range with that `external_id`; Kineto's lowercase `external id` (2021 traces) to the
 /// op whose `External id` it is. Current Kineto writes `External id` on kernels too, but
 /// there it is the correlation id, not an op's: it is not used.
-fn external_id_rule(trace: &Trace, launch: &[u32], op_link: &mut [u32]) {
+fn external_id_rule(trace: &Trace, device: &[u32], launch: &RowLinks, op_link: &mut RowLinks) {
     let s = &trace.slices;
     let n = s.len();
     let on_host = |i: usize| trace.tracks[s.track[i] as usize].kind == TrackKind::Thread;
@@ -207,8 +273,10 @@ fn external_id_rule(trace: &Trace, launch: &[u32], op_link: &mut [u32]) {
         else {
             continue;
         };
-        let waiting: Vec<usize> = (0..n)
-            .filter(|&i| launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i))
+        let waiting: Vec<usize> = device
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| launch.is_none(i) && op_link.is_none(i))
             .collect();
         if waiting.is_empty() {
             return;
@@ -230,7 +298,7 @@ fn external_id_rule(trace: &Trace, launch: &[u32], op_link: &mut [u32]) {
             if let Some(&owner) =
                 id_of(i, work_key).and_then(|id| owners.get(&(source_of(trace, i), id)))
             {
-                op_link[i] = owner;
+                op_link.set(i, owner);
             }
         }
     }
@@ -250,17 +318,17 @@ fn is_launch_call(name: &str) -> bool {
 /// in order, for each source whose unpaired work runs on a single queue: the n-th
 /// launch with the n-th piece of work, as long as no work would start before its
 /// launch.
-fn in_order_queue_rule(trace: &Trace, launch: &mut [u32], op_link: &[u32]) {
+fn in_order_queue_rule(trace: &Trace, launch: &mut RowLinks, op_link: &RowLinks) {
     let s = &trace.slices;
     let mut used = vec![false; s.len()];
-    for &l in launch.iter().filter(|&&l| l != NONE) {
-        used[l as usize] = true;
+    for (_, l) in launch.iter() {
+        used[l] = true;
     }
     // One pass: unpaired work and unused launch calls, per source.
     let mut work: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
     let mut calls: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
     for i in 0..s.len() {
-        if launch[i] == NONE && op_link[i] == NONE && is_device_work(trace, i) {
+        if launch.is_none(i) && op_link.is_none(i) && is_device_work(trace, i) {
             work.entry(source_of(trace, i)).or_default().push(i);
         } else if !used[i]
             && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver)
@@ -284,7 +352,7 @@ fn in_order_queue_rule(trace: &Trace, launch: &mut [u32], op_link: &[u32]) {
             continue;
         }
         for (&c, &w) in calls.iter().zip(&work) {
-            launch[w] = c as u32;
+            launch.set(w, c as u32);
         }
     }
 }
@@ -309,6 +377,39 @@ mod tests {
                 (trace.str(trace.slices.name[i]).to_string(), op)
             })
             .collect()
+    }
+
+    /// Device work found through the stream tracks' row ranges is what a scan of every
+    /// row finds, on a model with work on two streams between host rows; and the links
+    /// read back as written.
+    #[test]
+    fn device_work_through_track_ranges_is_every_device_row() {
+        let trace = import(
+            r#"[
+            {"ph":"M","name":"process_labels","pid":9,"args":{"labels":"GPU 0"}},
+            {"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":0,"dur":10},
+            {"ph":"X","cat":"cuda_runtime","name":"cudaLaunchKernel","pid":1,"tid":1,"ts":1,"dur":2,"args":{"correlation":7}},
+            {"ph":"X","cat":"kernel","name":"gemm","pid":9,"tid":2,"ts":15,"dur":5,"args":{"correlation":7}},
+            {"ph":"X","cat":"gpu_memcpy","name":"Memcpy HtoD","pid":9,"tid":1,"ts":16,"dur":5},
+            {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":2,"ts":20,"dur":10},
+            {"ph":"X","cat":"kernel","name":"add","pid":9,"tid":1,"ts":25,"dur":5}
+        ]"#,
+        );
+        let scanned: Vec<u32> = (0..trace.slices.len())
+            .filter(|&i| is_device_work(&trace, i))
+            .map(|i| i as u32)
+            .collect();
+        assert_eq!(scanned.len(), 3);
+        assert_eq!(device_work(&trace), scanned);
+        let c = correlate(&trace);
+        assert_eq!(c.device_slices, 3);
+        let launched: Vec<(usize, usize)> = c.launch.iter().collect();
+        assert_eq!(launched.len(), 1);
+        let (work, call) = launched[0];
+        assert_eq!(trace.str(trace.slices.name[work]), "gemm");
+        assert_eq!(trace.str(trace.slices.name[call]), "cudaLaunchKernel");
+        assert_eq!(c.launch_of(work), Some(call));
+        assert_eq!(c.launch_of(call), None);
     }
 
     /// HIP without correlation ids: the n-th launch on the only queue is the n-th kernel.

@@ -20,8 +20,8 @@
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::ops::Range;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -560,9 +560,13 @@ mod tests {
         assert_eq!(back.slices.dur, trace.slices.dur);
         assert_eq!(back.slices.parent, trace.slices.parent);
         assert_eq!(back.instants.scope, trace.instants.scope);
-        let bag = |t: &Trace, i: usize| format!("{:?}", t.args.get(t.slices.args[i]).collect::<Vec<_>>());
+        let bag =
+            |t: &Trace, i: usize| format!("{:?}", t.args.get(t.slices.args[i]).collect::<Vec<_>>());
         assert_eq!(bag(&back, 999), bag(&trace, 999));
-        assert_eq!(back.str(back.slices.name[3]), trace.str(trace.slices.name[3]));
+        assert_eq!(
+            back.str(back.slices.name[3]),
+            trace.str(trace.slices.name[3])
+        );
         // Strings read back are found, and new ones do not take an old one's id.
         assert_eq!(back.strings.find("op6"), trace.strings.find("op6"));
         let fresh = back.intern("new");
@@ -579,7 +583,11 @@ mod tests {
         let trace = model_of(50);
         let bytes = entry_bytes("key", &trace);
         let (_, columns) = columns_of(&bytes, "key").expect("intact");
-        assert!(columns.len() >= 20, "every table's columns: {}", columns.len());
+        assert!(
+            columns.len() >= 20,
+            "every table's columns: {}",
+            columns.len()
+        );
         for range in columns.iter().filter(|r| !r.is_empty()) {
             for at in [range.start, range.end - 1] {
                 let mut damaged = bytes.clone();

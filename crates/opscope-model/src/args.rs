@@ -269,7 +269,9 @@ impl ArgsWriter<'_> {
         } else {
             let mut number = Vec::new();
             write_varint(&mut number, shape as u64);
-            args.bytes.to_mut().splice(self.start..self.start + 1, number);
+            args.bytes
+                .to_mut()
+                .splice(self.start..self.start + 1, number);
         }
         ArgsId(self.start as u32)
     }

@@ -351,9 +351,7 @@ pub fn map_columns<R>(source: ColumnSource, read: impl FnOnce() -> R) -> R {
 /// How a column is saved right now: `Some(number)` when routed to a sink.
 pub(crate) fn routed_put<T: Plain>(column: &[T]) -> Option<std::io::Result<u32>> {
     ROUTING.with_borrow_mut(|routing| match routing {
-        Some(Routing::Save(sink)) => {
-            Some(sink.put(as_bytes(column), std::mem::align_of::<T>()))
-        }
+        Some(Routing::Save(sink)) => Some(sink.put(as_bytes(column), std::mem::align_of::<T>())),
         _ => None,
     })
 }
@@ -424,6 +422,9 @@ mod tests {
         // Bytes 6 and 7 are codes 1 and 2: scopes; byte 5 would be code 0 too.
         assert!(Col::<InstantScope>::mapped(&r, 5..8).is_some());
         let bad = region(vec![3]);
-        assert!(Col::<InstantScope>::mapped(&bad, 0..1).is_none(), "no scope 3");
+        assert!(
+            Col::<InstantScope>::mapped(&bad, 0..1).is_none(),
+            "no scope 3"
+        );
     }
 }

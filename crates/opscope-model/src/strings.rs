@@ -65,7 +65,10 @@ impl StringTable {
             for i in 0..self.ends.len() as u32 {
                 let hash = self.hasher.hash_one(self.get(StrId(i)));
                 // A table read back whose strings repeat keeps the first id of each.
-                if index.find(hash, |&j| self.get(StrId(j)) == self.get(StrId(i))).is_none() {
+                if index
+                    .find(hash, |&j| self.get(StrId(j)) == self.get(StrId(i)))
+                    .is_none()
+                {
                     index.insert_unique(hash, i, |&j| self.hasher.hash_one(self.get(StrId(j))));
                 }
             }
@@ -175,7 +178,9 @@ impl<'de> serde::Deserialize<'de> for StringTable {
         for (i, &end) in ends.iter().enumerate() {
             let end = end as usize;
             if end < start || !text.is_char_boundary(end) {
-                return Err(D::Error::custom(format!("string {i}: bad end offset {end}")));
+                return Err(D::Error::custom(format!(
+                    "string {i}: bad end offset {end}"
+                )));
             }
             start = end;
         }

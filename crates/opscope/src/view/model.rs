@@ -11,7 +11,7 @@ use opscope_analysis::markers::{self, Bounds};
 use opscope_analysis::memory::in_use_curves;
 use opscope_analysis::timeline::{Item, Sample, Series, Timeline, TrackLod};
 use opscope_analysis::Context;
-use opscope_model::{ArgValue, SliceKind, Trace, TrackKind, NONE};
+use opscope_model::{ArgValue, SliceKind, Trace, TrackKind};
 
 /// A track as the page lists it.
 pub struct TrackInfo {
@@ -102,10 +102,8 @@ impl ViewModel {
         self.links.get_or_init(|| {
             let correlation = correlate::correlate(&self.trace);
             let mut launched: hashbrown::HashMap<u32, Vec<u32>> = hashbrown::HashMap::new();
-            for (work, &call) in correlation.launch.iter().enumerate() {
-                if call != NONE {
-                    launched.entry(call).or_default().push(work as u32);
-                }
+            for (work, call) in correlation.launch.iter() {
+                launched.entry(call as u32).or_default().push(work as u32);
             }
             Links {
                 correlation,
