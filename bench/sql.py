@@ -1,5 +1,6 @@
 """`opscope sql` on DuckDB over a Parquet dataset against the CLI on the same data: the
-`gpu`, `kernels` and `steps` queries against `opscope gpu`, `stats kernel` and `steps`,
+`gpu`, `kernels` and `steps` queries against `opscope gpu`, `stats kernel` and `steps`
+(and `opscope info` alone: what opening a cached model costs),
 on a directory of eight rank traces (made from the shared two-rank `hta/trace_filter`)
 and on the 2 GB synthetic Kineto trace of bench/view.py. The CLI is timed as a whole
 process, warm (its model cache made by a first `info`) and cold (`--no-cache`, parsing
@@ -121,6 +122,12 @@ def main():
                 print(f"| {label} | {query} ({rows} rows) | {ms(warm)} | {ms(cold)} | {ms(duck)} | {ratio:.1f}× |")
                 results.append({"data": label, "query": query, "rows": rows, "cli_warm_s": warm,
                                 "cli_cold_s": cold, "duckdb_s": duck})
+            # Opening the cached model: `info` needs little analysis, so it is what a
+            # cached open costs (issue 39: at most 50 ms on the 2 GB trace).
+            warm = [timed([args.opscope, "info", "--format", "json", trace]) for _ in range(repeat)]
+            cold = [timed([args.opscope, "info", "--format", "json", "--no-cache", trace])]
+            print(f"| {label} | info (no SQL) | {ms(warm)} | {ms(cold)} | | |")
+            results.append({"data": label, "query": "info", "cli_warm_s": warm, "cli_cold_s": cold})
             print(f"| {label} | (convert --to parquet, once) | | | {convert:.1f} s, {size / 2**20:.0f} MiB | |")
             results.append({"data": label, "convert_s": convert, "dataset_bytes": size})
     runinfo.finish(run, results)

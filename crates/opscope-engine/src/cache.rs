@@ -49,11 +49,11 @@ pub const MIN_INPUT_BYTES: u64 = 1 << 20;
 const MAX_TOTAL_BYTES: u64 = 2 << 30;
 
 /// Models that parsed faster than this per byte of model are not saved. Writing an
-/// entry costs about 2 ns per byte and reading it back 0.5 ns here (a 2 GiB trace's
-/// 427 MB entry: 0.9 s and 0.22 s), so an entry pays back on its first read only for
-/// inputs slow to parse: JSON takes 10–20 ns per byte of the model it makes, while a
-/// CTF trace's binary events take about 2 (its 200 MB model would cost 0.4 s to save,
-/// against 0.35 s to parse).
+/// entry costs about 2 ns per byte (a 2 GiB trace's 427 MB entry: 0.9 s), while opening
+/// one costs only its checksums, about 0.05 ns per byte since its columns are mapped
+/// (23 ms): an entry pays back on its first read for inputs slow to parse, as JSON is
+/// (10–20 ns per byte of the model it makes), not for a CTF trace's binary events
+/// (about 2: its 200 MB model would cost 0.4 s to save, against 0.35 s to parse).
 const MIN_PARSE_NS_PER_MODEL_BYTE: u128 = 5;
 
 /// Entries being written that are older than this were left by a command that died.
@@ -140,7 +140,8 @@ impl Entry {
         if meta.uid() != unsafe { libc::getuid() } || meta.mode() & 0o022 != 0 {
             return None;
         }
-        let trace = map_entry(&file, &self.key)?;
+        let name = format!("the model cache's {}", self.path.display());
+        let trace = map_entry(&file, &self.key, &name)?;
         // Entries read recently are the last to be evicted.
         let _ = file.set_modified(SystemTime::now());
         Some(trace)
@@ -356,14 +357,14 @@ impl Trailer {
 
 /// The model an entry holds, its columns mapped from `file`, if the entry holds `key`
 /// and every checksum matches.
-fn map_entry(file: &File, key: &str) -> Option<Trace> {
+fn map_entry(file: &File, key: &str, name: &str) -> Option<Trace> {
     // SAFETY: a read-only map of a file that writers only ever replace by renaming a
     // finished one over it, never change in place (nor does anything else write this
     // user's private entries); the columns mapped from it keep it alive.
     let map = unsafe { memmap2::MmapOptions::new().populate().map(file) }.ok()?;
-    let source = columns_of(&map, key)?;
-    let region: column::Region = Arc::new(map);
-    let (rest, columns) = source;
+    let named = crate::load::cut_files::register(&map, name);
+    let (rest, columns) = columns_of(&map, key)?;
+    let region: column::Region = Arc::new(MappedEntry { map, _named: named });
     let rest = (*region).as_ref().get(rest)?;
     column::map_columns(
         column::ColumnSource {
@@ -372,6 +373,19 @@ fn map_entry(file: &File, key: &str) -> Option<Trace> {
         },
         || postcard::from_bytes::<Trace>(rest).ok(),
     )
+}
+
+/// An entry's mapping, named for the SIGBUS handler while any column of it lives (were
+/// the file cut short under a command, it says so instead of "Bus error").
+struct MappedEntry {
+    map: memmap2::Mmap,
+    _named: crate::load::cut_files::Registered,
+}
+
+impl AsRef<[u8]> for MappedEntry {
+    fn as_ref(&self) -> &[u8] {
+        &self.map
+    }
 }
 
 /// Where the rest of the model and each column lie in `bytes`, if they hold `key`, are
@@ -638,7 +652,7 @@ mod tests {
             N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::write(&path, bytes).unwrap();
-        let trace = map_entry(&File::open(&path).unwrap(), key);
+        let trace = map_entry(&File::open(&path).unwrap(), key, "entry");
         std::fs::remove_file(&path).unwrap();
         trace
     }
