@@ -54,7 +54,7 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
     // a new file in its place: the same file with a fresh time shows a read.
     let saved_inode = inode(&saved[0]);
     set_age(&saved[0], Duration::from_secs(3600));
-    let commands: [&[&str]; 8] = [
+    let commands: [&[&str]; 9] = [
         &["info", trace, "--format", "json"],
         &["stats", "op", trace, "-output", "csv:outfile=/dev/stdout"],
         &["stats", "kernel", trace, "--format", "json"],
@@ -63,6 +63,7 @@ fn a_saved_model_answers_every_command_as_parsing_does() {
         &["memory", trace, "--format", "json"],
         &["advise", trace, "--format", "json"],
         &["host", trace, "--format", "json"],
+        &["critical-path", trace, "--format", "json"],
     ];
     for args in commands {
         let cached = opscope_ok_with_cache(&cache, args);

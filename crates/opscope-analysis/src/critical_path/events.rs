@@ -68,7 +68,7 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
         if crate::correlate::source_of_track(trace, track) != Some(source) {
             continue;
         }
-        let cat = trace.str(s.category[i]).to_string();
+        let cat = hta_category(trace.str(s.category[i])).to_string();
         let process = track.process.map(|p| &trace.processes[p.index()]);
         let thread = track.thread.map(|th| &trace.threads[th.index()]);
         let device_side = track.kind == TrackKind::GpuStream || cat == "cuda_sync";
@@ -119,6 +119,20 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
         };
     }
     out
+}
+
+/// The category as current Kineto names it: traces written before PyTorch 1.10 name
+/// ops, runtime calls and device work `Operator`, `Runtime`, `Kernel`, `Memcpy` and
+/// `Memset` (HTA 0.5.0 reads no graph from them: it stops at their first copy).
+fn hta_category(cat: &str) -> &str {
+    match cat {
+        "Operator" => "cpu_op",
+        "Runtime" => "cuda_runtime",
+        "Kernel" => "kernel",
+        "Memcpy" => "gpu_memcpy",
+        "Memset" => "gpu_memset",
+        other => other,
+    }
 }
 
 /// An event's start and duration as HTA holds them, in ns. A trace whose timestamps are

@@ -79,7 +79,12 @@ pub struct CriticalPath {
 pub enum Error {
     NoSource,
     NoAnnotation(String),
-    NoInstance { annotation: String, found: usize },
+    NoInstance {
+        annotation: String,
+        found: usize,
+    },
+    /// No op, runtime call or device work with its call in the window.
+    Empty,
     Cycle,
 }
 
@@ -91,6 +96,11 @@ impl std::fmt::Display for Error {
             Error::NoInstance { annotation, found } => write!(
                 f,
                 "`{annotation}` has {found} instance(s); instances count from 0"
+            ),
+            Error::Empty => write!(
+                f,
+                "no op, runtime call or device work (with its launch) in the chosen window: \
+                 nothing to find a path through"
             ),
             Error::Cycle => write!(f, "the dependency graph has a cycle"),
         }
@@ -157,6 +167,9 @@ pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<Crit
         })
         .collect();
     let g = graph::build(&all, &clipped);
+    if g.nodes.is_empty() {
+        return Err(Error::Empty);
+    }
     let path = graph::longest_path(&g).ok_or(Error::Cycle)?;
     let event_ref = |k: usize| EventRef {
         slice: all[k].slice,

@@ -86,7 +86,12 @@ pub fn import_reader(
     path: &str,
     trace: &mut Trace,
 ) -> Result<SourceId, ImportError> {
-    run(Input::Reader(Box::new(reader)), path, trace, SMALL_CHUNK_BYTES)
+    run(
+        Input::Reader(Box::new(reader)),
+        path,
+        trace,
+        SMALL_CHUNK_BYTES,
+    )
 }
 
 /// `import_reader` handing events over every `chunk_bytes` bytes instead of every
