@@ -217,10 +217,22 @@ pub fn summarize(cx: &Context) -> Summary {
     }
     let mut by_code = [0usize; SliceKind::ALL.len()];
     let mut ns_by_code = [0i64; SliceKind::ALL.len()];
-    for i in 0..trace.slices.len() {
-        let code = trace.slices.kind(i).code() as usize;
+    // Over the columns, not row by row through `kind(i)`: a large cached trace's `info`
+    // is mostly this pass.
+    let other = SliceKind::Other.code() as usize;
+    for (&code, &dur) in trace
+        .slices
+        .kind_codes()
+        .iter()
+        .zip(trace.slices.dur.iter())
+    {
+        let code = if (code as usize) < SliceKind::ALL.len() {
+            code as usize
+        } else {
+            other
+        };
         by_code[code] += 1;
-        ns_by_code[code] += trace.slices.dur[i];
+        ns_by_code[code] += dur;
     }
     let slices_by_kind = SliceKind::ALL
         .iter()

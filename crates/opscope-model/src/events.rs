@@ -178,6 +178,12 @@ impl Slices {
         self.kind[i] = kind.code();
     }
 
+    /// Each row's kind as its code ([`SliceKind::code`]; a code past
+    /// [`SliceKind::ALL`] reads as `Other`), for a pass over every row.
+    pub fn kind_codes(&self) -> &[u8] {
+        &self.kind
+    }
+
     /// Nesting depth on its track (0 = top level), from the parent chain.
     pub fn depth(&self, i: usize) -> usize {
         let mut depth = 0;

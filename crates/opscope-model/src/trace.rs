@@ -281,9 +281,9 @@ impl Trace {
     pub fn time_span(&self) -> Option<(i64, i64)> {
         let mut lo = i64::MAX;
         let mut hi = i64::MIN;
-        for i in 0..self.slices.len() {
-            lo = lo.min(self.slices.ts[i]);
-            hi = hi.max(self.slices.end(i));
+        for (&ts, &dur) in self.slices.ts.iter().zip(self.slices.dur.iter()) {
+            lo = lo.min(ts);
+            hi = hi.max(ts.saturating_add(dur));
         }
         for &t in self
             .instants
