@@ -327,10 +327,10 @@ fn in_order_queue_rule(trace: &Trace, launch: &mut RowLinks, op_link: &RowLinks)
     // One pass: unpaired work and unused launch calls, per source.
     let mut work: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
     let mut calls: HashMap<Option<SourceId>, Vec<usize>> = HashMap::new();
-    for i in 0..s.len() {
+    for (i, &used) in used.iter().enumerate() {
         if launch.is_none(i) && op_link.is_none(i) && is_device_work(trace, i) {
             work.entry(source_of(trace, i)).or_default().push(i);
-        } else if !used[i]
+        } else if !used
             && matches!(s.kind(i), SliceKind::Runtime | SliceKind::Driver)
             && trace.tracks[s.track[i] as usize].kind == TrackKind::Thread
             && is_launch_call(trace.str(s.name[i]))

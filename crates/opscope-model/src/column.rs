@@ -97,8 +97,8 @@ impl<T: Plain> Col<T> {
     pub fn mapped(region: &Region, range: Range<usize>) -> Option<Col<T>> {
         let bytes = (**region).as_ref().get(range)?;
         let size = std::mem::size_of::<T>();
-        if bytes.len() % size != 0
-            || bytes.as_ptr() as usize % std::mem::align_of::<T>() != 0
+        if !bytes.len().is_multiple_of(size)
+            || !(bytes.as_ptr() as usize).is_multiple_of(std::mem::align_of::<T>())
             || !T::valid(bytes)
         {
             return None;
