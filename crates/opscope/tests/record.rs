@@ -134,6 +134,29 @@ fn counter_samples(file: &Value, owner: &str, track: &str) -> Vec<f64> {
         .collect()
 }
 
+/// `record --cupti` of a program that never initialises CUDA says that no GPU work was
+/// recorded (it said nothing: the session looked like a recording that had failed).
+#[test]
+fn cupti_on_a_program_without_cuda_says_no_gpu_work_was_recorded() {
+    let dir = scratch_dir("record-cupti-no-cuda");
+    let session = dir.join("session");
+    let out = record_with(
+        &["--cupti"],
+        &session,
+        &built("dataflow"),
+        &["--steps", "2"],
+        &[],
+    );
+    assert_ok(&out, "recording the example with --cupti");
+    let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        summary.contains("--cupti: no kernel, copy or memset was recorded"),
+        "{summary}"
+    );
+    // Its ops are recorded and summarised all the same.
+    assert!(summary.contains("top ops by total time"), "{summary}");
+}
+
 /// The pids the process sampler saw (every process of the recorded tree).
 fn sampled_pids(dir: &Path) -> Vec<i64> {
     sampler_file(dir)["pids"]
@@ -244,6 +267,7 @@ fn the_example_workload_is_recorded_as_it_accounts_for_itself() {
     // The summary: the steps on a line of their own, and in the table every op type
     // the example ran (it has eight, under ten rows), no step.
     let summary = String::from_utf8_lossy(&out.stderr);
+    assert!(!summary.contains("--cupti"), "{summary}");
     assert!(
         summary.contains(&format!("steps: {steps} (from step markers)")),
         "{summary}"

@@ -217,7 +217,7 @@ pub fn run(options: &Options) -> Result<u8> {
                 list.join(", ")
             );
         }
-        summarise(&dir);
+        summarise(&dir, options.cupti);
     }
     Ok(exit_code(status))
 }
@@ -261,7 +261,7 @@ pub fn run_attached(options: &Options, pid: i32) -> Result<u8> {
         }
     }
     if !options.quiet {
-        summarise(&dir);
+        summarise(&dir, false);
     }
     Ok(0)
 }
@@ -494,8 +494,8 @@ fn stepped_aside(dir: &Path) -> Vec<(String, usize, Vec<String>)> {
 }
 
 /// Prints where the session is, what it holds and its top ops (to stderr: stdout is
-/// the program's).
-fn summarise(dir: &Path) {
+/// the program's); with `cupti`, says so when no GPU work was recorded.
+fn summarise(dir: &Path, cupti: bool) {
     let trace = match opscope_engine::load::load(
         &[dir.to_path_buf()],
         // Saved in the model cache: the user's next command is likely on this session.
@@ -539,6 +539,20 @@ fn summarise(dir: &Path) {
             "counter samples"
         ),
     );
+    let gpu_work = trace.tracks.iter().enumerate().any(|(t, track)| {
+        track.kind == opscope_model::TrackKind::GpuStream
+            && !trace
+                .track_slices(opscope_model::TrackId(t as u32))
+                .is_empty()
+    });
+    if cupti && !gpu_work {
+        // CUDA loads CUPTI, and so opscope's library, only in a process that initialises
+        // it: a CPU run records nothing on the GPU, and silence would read as a failure.
+        eprintln!(
+            "--cupti: no kernel, copy or memset was recorded: the program did not run CUDA \
+             work (a CPU run, or CUDA was never initialised in the processes recorded)"
+        );
+    }
     if trace.slices.is_empty() {
         // Nothing the program ran was of a kind opscope hooks: say what it records, so
         // that "0 slices" is not taken for a failure.
