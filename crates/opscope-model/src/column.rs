@@ -128,13 +128,6 @@ impl<T: Plain> Col<T> {
         }
     }
 
-    pub fn into_vec(self) -> Vec<T> {
-        match self.repr {
-            Repr::Owned(v) => v,
-            Repr::Mapped { .. } => self.deref().to_vec(),
-        }
-    }
-
     pub fn push(&mut self, value: T) {
         self.to_mut().push(value);
     }
