@@ -27,6 +27,7 @@ mod read_ahead;
 pub mod registry;
 pub mod run_metadata;
 pub mod speedscope;
+pub mod watch;
 pub mod xplane;
 
 #[cfg(test)]

@@ -58,7 +58,7 @@ const TAG_JSON: u8 = 7;
 type Shape = Box<[(StrId, u8)]>;
 
 /// The shared buffer of all arg bags of a trace.
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Args {
     #[serde(with = "crate::packed::column")]
     bytes: Col<u8>,

@@ -24,7 +24,7 @@ macro_rules! columns {
         }
     ) => {
         $(#[$meta])*
-        #[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
+        #[derive(Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
         pub struct $table {
             $(#[$first_meta])*
             #[serde(with = "crate::packed::column")]

@@ -62,7 +62,7 @@ columns! {
 
 /// The stack tree, with the look-ups that keep frames and nodes distinct while an
 /// importer adds them (not saved: a model read back only reads them).
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Stacks {
     pub frames: Frames,
     pub nodes: StackNodes,

@@ -53,6 +53,19 @@ impl Default for StringTable {
     }
 }
 
+/// A copy without the hash index: it is built again when the copy first looks a string
+/// up (a copy made to be drawn is only read by id).
+impl Clone for StringTable {
+    fn clone(&self) -> Self {
+        StringTable {
+            bytes: self.bytes.clone(),
+            ends: self.ends.clone(),
+            index: OnceLock::new(),
+            hasher: self.hasher.clone(),
+        }
+    }
+}
+
 impl StringTable {
     pub fn get(&self, id: StrId) -> &str {
         string_at(&self.bytes, &self.ends, id.0 as usize)

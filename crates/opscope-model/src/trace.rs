@@ -67,7 +67,7 @@ pub struct Room {
     pub args_bytes: usize,
 }
 
-#[derive(Default, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Default, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Trace {
     pub strings: StringTable,
     pub args: Args,

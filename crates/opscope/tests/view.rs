@@ -762,3 +762,129 @@ fn two_runs_one_above_the_other_with_their_first_steps_together() {
     assert!(diff_at < panels.find("What the trace holds").unwrap());
     assert!(panels.contains("launch latency (median per step)"));
 }
+
+/// A trace is drawn while it loads: the viewer serves at once, the page shows the events
+/// read so far and that it is loading, and the whole trace replaces the draft when the
+/// load ends. The trace comes through a FIFO, so the test decides when the rest arrives
+/// (before: nothing was served until the whole trace was read).
+#[test]
+fn a_trace_is_drawn_while_it_loads() {
+    use std::io::{BufRead, Write};
+    let scratch = scratch_dir("view-while-loading");
+    let fifo = scratch.join("growing.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let n = 30_000;
+    let mut doc = String::from("{\"traceEvents\": [\n");
+    for i in 0..n {
+        let sep = if i + 1 < n { "," } else { "" };
+        doc.push_str(&format!(
+            "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 5, \"name\": \"op{}\"}}{sep}\n",
+            i % 2,
+            10 * i,
+            i % 7
+        ));
+    }
+    doc.push_str("]}\n");
+    // More than a few of the loader's pieces (256 KiB), cut inside an event.
+    let first_part = doc.len() / 2 + 7;
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_opscope"))
+        .args(["view", "--no-open", "-q"])
+        .arg(&fifo)
+        .env("OPSCOPE_CACHE_DIR", "off")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut url)
+        .unwrap();
+    let viewer = common::viewer::Viewer {
+        child,
+        url: url.trim().to_string(),
+    };
+    // Served before a byte of the trace is read.
+    let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
+    assert!(!meta["loading"].is_null(), "{meta}");
+    assert_eq!(meta["events"], 0);
+
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(&doc.as_bytes()[..first_part]).unwrap();
+    writer.flush().unwrap();
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let draft = loop {
+        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
+        if meta["events"].as_u64().unwrap() > 0 {
+            break meta;
+        }
+        assert!(std::time::Instant::now() < deadline, "no draft: {meta}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(!draft["loading"].is_null(), "{draft}");
+    let drafted = draft["events"].as_u64().unwrap();
+    assert!(
+        drafted < n as u64 / 2 + 1,
+        "{drafted} events of the first half"
+    );
+    // Its views are answered from what is loaded.
+    let tracks: Vec<String> = draft["tracks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["id"].to_string())
+        .collect();
+    let view = http_json(
+        &viewer.url,
+        &format!(
+            "api/view?start=0&end={}&px=1000&tracks={}",
+            draft["span"],
+            tracks.join(",")
+        ),
+    );
+    assert!(view.to_string().contains("op3"), "{view}");
+
+    // The page says it is loading, and shows the draft.
+    let browser = chromium().map(|chromium| {
+        let mut b = Browser::start(chromium, scratch.join("profile"), 1200, 700);
+        b.navigate(&viewer.url);
+        b.wait_for(
+            &format!(
+                "!!{STATE} && {STATE}.meta && {STATE}.meta.events > 0 && {STATE}.answered >= 1"
+            ),
+            PATIENCE,
+        );
+        let said = b.eval("document.getElementById('status').textContent");
+        assert!(said.as_str().unwrap().starts_with("loading: "), "{said}");
+        b
+    });
+
+    writer.write_all(&doc.as_bytes()[first_part..]).unwrap();
+    drop(writer);
+    let whole = loop {
+        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
+        if meta["loading"].is_null() {
+            break meta;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still loading: {meta}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(whole["events"], n);
+    if let Some(mut b) = browser {
+        b.wait_for(
+            &format!(
+                "{STATE}.meta.loading === null && {STATE}.meta.events === {n} && !{STATE}.inFlight"
+            ),
+            PATIENCE,
+        );
+        let said = b.eval("document.getElementById('status').textContent");
+        assert!(!said.as_str().unwrap().starts_with("loading"), "{said}");
+    }
+}

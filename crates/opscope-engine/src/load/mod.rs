@@ -12,7 +12,7 @@ mod walk;
 use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use opscope_formats::ImportError;
+use opscope_formats::{watch, ImportError};
 use opscope_model::Trace;
 
 use crate::cache;
@@ -146,15 +146,25 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
     let bar = progress_bar(total, options);
     let mut trace = Trace::new();
     let mut failed = Vec::new();
-    for file in files {
+    watch::begin(total);
+    let mut base = 0;
+    for (i, file) in files.iter().enumerate() {
         let shown = read::shown(&file.path);
         bar.set_message(shown.clone());
+        watch::file_begins(base);
         match read::load_file(file, &shown, &mut trace) {
             Ok(()) => {}
             Err(e) if file.how == How::InDirectory => failed.push(e),
             Err(e) => return Err(e),
         }
-        bar.inc(read::input_bytes(&file.path));
+        let bytes = read::input_bytes(&file.path);
+        bar.inc(bytes);
+        base += bytes;
+        watch::file_begins(base);
+        // Formats that do not offer copies while they read are drawn file by file.
+        if i + 1 < files.len() {
+            watch::offer(&trace, |_| {});
+        }
     }
     bar.finish_and_clear();
     if !failed.is_empty() && failed.len() == files.len() {

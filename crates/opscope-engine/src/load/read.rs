@@ -70,7 +70,14 @@ fn map_file(file: &Path, shown: &str) -> Result<Option<Mapped>, LoadError> {
 pub(super) fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<(), LoadError> {
     let path = &file.path;
     if file.how == How::Stream {
-        let bytes = read_stream(path, shown)?;
+        let bytes = match read_stream(path, shown)? {
+            Stream::Read(bytes) => bytes,
+            Stream::Reading(import, head, reader) => {
+                let mut stream = std::io::Read::chain(std::io::Cursor::new(head), reader);
+                import(&mut stream, shown, trace)?;
+                return Ok(());
+            }
+        };
         opscope_formats::import_bytes(&bytes, shown, trace)
             .map_err(|e| explained(e, &[(shown.to_string(), &bytes)]))?;
         return Ok(());
@@ -136,18 +143,31 @@ fn explained(e: opscope_formats::ImportError, files: &[(String, &[u8])]) -> Load
 /// How long a named FIFO may stay without a writer before reading it is given up.
 const FIFO_WAIT: Duration = Duration::from_secs(10);
 
-/// Reads a pipe, a FIFO or standard input (`-`) to its end. Its first bytes must look
-/// like a trace, so an endless stream of something else (`/dev/urandom` through `cat`)
-/// is refused at once rather than read until memory runs out. A named FIFO that no
-/// writer opens within [`FIFO_WAIT`] is an error, not a hang.
-fn read_stream(path: &Path, shown: &str) -> Result<Vec<u8>, LoadError> {
+/// A pipe's trace: read to its end, or being read by a format that reads as it goes.
+enum Stream {
+    Read(Vec<u8>),
+    /// The format's importer, the first bytes read, and the rest.
+    Reading(
+        opscope_formats::importer::ReaderImporter,
+        Vec<u8>,
+        Box<dyn std::io::Read + Send>,
+    ),
+}
+
+/// Opens a pipe, a FIFO or standard input (`-`). Its first bytes must look like a
+/// trace, so an endless stream of something else (`/dev/urandom` through `cat`) is
+/// refused at once rather than read until memory runs out. A format that reads as it
+/// goes (Chrome JSON) is handed the stream, so that the text is never held whole and a
+/// viewer can draw what has come; others' streams are read to their end. A named FIFO
+/// that no writer opens within [`FIFO_WAIT`] is an error, not a hang.
+fn read_stream(path: &Path, shown: &str) -> Result<Stream, LoadError> {
     use std::io::{IsTerminal, Read};
-    let mut reader: Box<dyn Read> = if path.as_os_str() == "-" {
+    let mut reader: Box<dyn Read + Send> = if path.as_os_str() == "-" {
         let stdin = std::io::stdin();
         if stdin.is_terminal() {
             refuse!("{shown}: is a terminal; pipe a trace into it (`opscope info - < trace.json`)");
         }
-        Box::new(stdin.lock())
+        Box::new(std::io::stdin())
     } else {
         Box::new(open_fifo(path, shown)?)
     };
@@ -162,13 +182,18 @@ fn read_stream(path: &Path, shown: &str) -> Result<Vec<u8>, LoadError> {
     }
     // Whatever a format claims by its first bytes (gzip as a container; XPlane's
     // planes are told later).
-    if opscope_formats::registry::for_bytes(shown, &bytes).is_none() {
+    let Some(format) = opscope_formats::registry::for_bytes(shown, &bytes) else {
         refuse!(
             "{shown}: not a trace opscope can read (neither JSON nor a Perfetto protobuf, from byte 0); from a pipe, opscope reads JSON, gzip'd JSON, Perfetto, XPlane and Nsight Systems exports"
         );
+    };
+    if format.container().is_none() {
+        if let Some(import) = format.reader_importer() {
+            return Ok(Stream::Reading(import, bytes, reader));
+        }
     }
     reader.read_to_end(&mut bytes).map_err(read_error)?;
-    Ok(bytes)
+    Ok(Stream::Read(bytes))
 }
 
 /// Opens a FIFO (or a pipe, as `/dev/fd/N`) for reading without blocking in `open`

@@ -802,76 +802,11 @@ impl<'t> Builder<'t> {
         for (_, (track, o)) in open {
             self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
         }
-        self.assign_devices();
+        assign_devices(self.trace, self.source);
         self.trace.finish();
         self.bind_flows();
         self.trace.finish();
         Ok(())
-    }
-
-    /// Gives device-backed processes their device, and makes the tracks that carry
-    /// device activity GPU streams; refines TF timeline op kinds on stream and memcpy
-    /// lanes.
-    fn assign_devices(&mut self) {
-        let source = self.source;
-        let mut lanes: HashMap<ProcessId, TfLane> = HashMap::new();
-        for p in 0..self.trace.processes.len() {
-            let process = &self.trace.processes[p];
-            if process.source != source {
-                continue;
-            }
-            let label = process.labels.map(|l| self.trace.str(l).to_string());
-            let name = process.name.map(|n| self.trace.str(n).to_string());
-            let device = label
-                .as_deref()
-                .and_then(kinds::device_of)
-                .or_else(|| name.as_deref().and_then(kinds::device_of));
-            if let Some(lane) = name.as_deref().and_then(kinds::tf_lane) {
-                lanes.insert(ProcessId(p as u32), lane);
-            }
-            if let Some((kind, index)) = device {
-                let d = self.trace.device(source, kind, index);
-                self.trace.processes[p].device = Some(d);
-            }
-        }
-        let mut device_activity = vec![false; self.trace.tracks.len()];
-        for i in 0..self.trace.slices.len() {
-            let track = self.trace.slices.track[i] as usize;
-            let process = self.trace.tracks[track].process;
-            if let Some(lane) = process.and_then(|p| lanes.get(&p)) {
-                let kind = self.trace.slices.kind(i);
-                if kind == SliceKind::Op {
-                    let name = self.trace.str(self.trace.slices.name[i]);
-                    // The merged lane repeats work the stream lanes hold: kept for
-                    // viewers, left out of device time so nothing counts twice.
-                    let refined = if *lane == TfLane::AllStreams {
-                        SliceKind::Other
-                    } else if name.to_ascii_uppercase().contains("MEMCPY")
-                        || *lane == TfLane::Memcpy
-                    {
-                        SliceKind::Memcpy(kinds::memcpy_direction(name))
-                    } else {
-                        SliceKind::Kernel
-                    };
-                    self.trace.slices.set_kind(i, refined);
-                }
-            }
-            if self.trace.slices.kind(i).is_device_activity() {
-                device_activity[track] = true;
-            }
-        }
-        for (t, track) in self.trace.tracks.iter_mut().enumerate() {
-            let Some(process) = track.process else {
-                continue;
-            };
-            if self.trace.processes[process.index()].source != source {
-                continue;
-            }
-            track.device = self.trace.processes[process.index()].device;
-            if track.kind == TrackKind::Thread && (device_activity[t] || track.device.is_some()) {
-                track.kind = TrackKind::GpuStream;
-            }
-        }
     }
 
     /// Binds each flow event to a slice and links consecutive events of a chain: `s`
@@ -890,6 +825,68 @@ impl<'t> Builder<'t> {
         self.flows.bind(&mut self.trace.repairs, |l| {
             flows.push(l.from, l.to, l.to_label.name, l.id.0)
         });
+    }
+}
+
+/// Gives device-backed processes of `source` their device, and makes the tracks that
+/// carry device activity GPU streams; refines TF timeline op kinds on stream and memcpy
+/// lanes. Also run on copies of a model loaded part way, for a viewer.
+pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
+    let mut lanes: HashMap<ProcessId, TfLane> = HashMap::new();
+    for p in 0..trace.processes.len() {
+        let process = &trace.processes[p];
+        if process.source != source {
+            continue;
+        }
+        let label = process.labels.map(|l| trace.str(l).to_string());
+        let name = process.name.map(|n| trace.str(n).to_string());
+        let device = label
+            .as_deref()
+            .and_then(kinds::device_of)
+            .or_else(|| name.as_deref().and_then(kinds::device_of));
+        if let Some(lane) = name.as_deref().and_then(kinds::tf_lane) {
+            lanes.insert(ProcessId(p as u32), lane);
+        }
+        if let Some((kind, index)) = device {
+            let d = trace.device(source, kind, index);
+            trace.processes[p].device = Some(d);
+        }
+    }
+    let mut device_activity = vec![false; trace.tracks.len()];
+    for i in 0..trace.slices.len() {
+        let track = trace.slices.track[i] as usize;
+        let process = trace.tracks[track].process;
+        if let Some(lane) = process.and_then(|p| lanes.get(&p)) {
+            let kind = trace.slices.kind(i);
+            if kind == SliceKind::Op {
+                let name = trace.str(trace.slices.name[i]);
+                // The merged lane repeats work the stream lanes hold: kept for
+                // viewers, left out of device time so nothing counts twice.
+                let refined = if *lane == TfLane::AllStreams {
+                    SliceKind::Other
+                } else if name.to_ascii_uppercase().contains("MEMCPY") || *lane == TfLane::Memcpy {
+                    SliceKind::Memcpy(kinds::memcpy_direction(name))
+                } else {
+                    SliceKind::Kernel
+                };
+                trace.slices.set_kind(i, refined);
+            }
+        }
+        if trace.slices.kind(i).is_device_activity() {
+            device_activity[track] = true;
+        }
+    }
+    for (t, track) in trace.tracks.iter_mut().enumerate() {
+        let Some(process) = track.process else {
+            continue;
+        };
+        if trace.processes[process.index()].source != source {
+            continue;
+        }
+        track.device = trace.processes[process.index()].device;
+        if track.kind == TrackKind::Thread && (device_activity[t] || track.device.is_some()) {
+            track.kind = TrackKind::GpuStream;
+        }
     }
 }
 

@@ -165,6 +165,9 @@ fn run(
     chunk_bytes: usize,
 ) -> Result<SourceId, ImportError> {
     let source = new_source(trace, path);
+    // A stream's offsets are in its inflated text, not in the file the load counts.
+    let offsets_in_file = matches!(input, Input::Bytes(_));
+    let watched = crate::watch::is_watched();
     let mut builder = Builder::new(trace, source, path);
     // One thread reads (inflates), splits and parses events; this one builds the model
     // from them: the two cores of a typical machine share the work, and only a few
@@ -191,6 +194,12 @@ fn run(
                     break 'chunks;
                 }
                 builder.index += 1;
+            }
+            if watched {
+                if offsets_in_file {
+                    crate::watch::read_in_file(chunk.base + chunk.text.len() as u64);
+                }
+                crate::watch::offer(builder.trace, move |t| builder::assign_devices(t, source));
             }
             let _ = recycler.send(chunk.into_spare());
         }

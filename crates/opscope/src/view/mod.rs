@@ -4,6 +4,7 @@
 //! through an SSH tunnel. A live view reloads the job from the agent and the page
 //! follows it.
 
+mod loading;
 mod model;
 mod pair;
 mod stacks;
@@ -53,16 +54,63 @@ struct Shared {
     /// The `Host` headers a request may carry: the loopback names with our port. A page
     /// from elsewhere that rebinds its own name to 127.0.0.1 sends its own name.
     hosts: [String; 3],
+    /// How far the load is, while the page shows drafts of it.
+    progress: loading::Progress,
 }
 
 impl Shared {
+    fn new(
+        model: Arc<ViewModel>,
+        pair: Option<pair::Pair>,
+        live: bool,
+        port: u16,
+    ) -> Result<Shared> {
+        Ok(Shared {
+            model: RwLock::new(model),
+            pair,
+            generation: AtomicU64::new(0),
+            live,
+            note: Mutex::new(String::new()),
+            token: opscope_agent::new_token()?,
+            hosts: [
+                format!("127.0.0.1:{port}"),
+                format!("localhost:{port}"),
+                format!("[::1]:{port}"),
+            ],
+            progress: loading::Progress::default(),
+        })
+    }
+
     fn model(&self) -> Arc<ViewModel> {
         self.model.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    /// Shows `model` from now on (a new generation for the page). A draft of a load is
+    /// shown only while the load runs; the whole model ends it. Whether it was shown.
+    fn install(&self, model: Arc<ViewModel>, draft: bool) -> bool {
+        let mut shown = self.model.write().unwrap_or_else(|e| e.into_inner());
+        if draft && !self.progress.loading.load(Ordering::Acquire) {
+            return false;
+        }
+        *shown = model;
+        if !draft {
+            self.progress.loading.store(false, Ordering::Release);
+        }
+        self.generation.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    fn url(&self, port: u16) -> String {
+        format!("http://127.0.0.1:{port}/{}/", self.token)
+    }
 }
 
-/// Loads the inputs, serves them until interrupted.
+/// Loads the inputs, serves them until interrupted. Files are served at once and drawn
+/// while they load; a live job and two runs compared are loaded first.
 pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
+    if inputs.live.is_none() && options.against.is_empty() {
+        return serve_while_loading(inputs, options);
+    }
     let started = Instant::now();
     let trace = inputs.load_owned()?;
     let before = match options.against.as_slice() {
@@ -91,39 +139,10 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
         None => (Arc::new(model), None),
     };
     let summarised = started.elapsed() - loaded;
-    let server = tiny_http::Server::http(("127.0.0.1", options.port))
-        .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{}: {e}", options.port))?;
-    let port = server
-        .server_addr()
-        .to_ip()
-        .map_or(options.port, |a| a.port());
-    let token = opscope_agent::new_token()?;
-    eprintln!(
-        "opscope view: {} events on {} tracks; loaded in {:.2} s, summaries built in {:.2} s",
-        pair.as_ref()
-            .map_or(vec![&model], |p| vec![&p.before, &p.after])
-            .iter()
-            .map(|m| m.trace.slices.len() + m.trace.instants.len() + m.trace.counters.len())
-            .sum::<usize>(),
-        pair.as_ref()
-            .map_or(model.tracks.len(), pair::Pair::track_count),
-        loaded.as_secs_f64(),
-        summarised.as_secs_f64()
-    );
+    let (server, port) = listen(options.port)?;
     let live = inputs.live.is_some();
-    let shared = Arc::new(Shared {
-        model: RwLock::new(model),
-        pair,
-        generation: AtomicU64::new(0),
-        live,
-        note: Mutex::new(String::new()),
-        token,
-        hosts: [
-            format!("127.0.0.1:{port}"),
-            format!("localhost:{port}"),
-            format!("[::1]:{port}"),
-        ],
-    });
+    let shared = Arc::new(Shared::new(model, pair, live, port)?);
+    say_loaded(&shared, loaded, summarised);
     // Launch links are not needed for the first picture: computed beside it.
     let first = shared.model();
     std::thread::spawn(move || {
@@ -135,7 +154,7 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
             before.links();
         });
     }
-    let url = format!("http://127.0.0.1:{port}/{}/", shared.token);
+    let url = shared.url(port);
     println!("{url}");
     eprintln!("Ctrl-C stops the viewer.");
     if options.open {
@@ -146,8 +165,60 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
         let title = options.title.clone();
         std::thread::spawn(move || reload(inputs, title, options.reload_every, &shared));
     }
+    for worker in answer_requests(server, &shared) {
+        let _ = worker.join();
+    }
+    Ok(())
+}
+
+/// Serves at once and loads meanwhile: the page shows drafts of what has been read, and
+/// how much remains, until the whole model is built. A load that fails ends the viewer
+/// with its error, as before the address was given.
+fn serve_while_loading(inputs: Inputs, options: ServeOptions) -> Result<()> {
+    let started = Instant::now();
+    let (server, port) = listen(options.port)?;
+    let empty = ViewModel::build(opscope_model::Trace::new(), options.title.clone());
+    let shared = Arc::new(Shared::new(Arc::new(empty), None, false, port)?);
+    shared.progress.loading.store(true, Ordering::Release);
+    let url = shared.url(port);
+    println!("{url}");
+    eprintln!("Ctrl-C stops the viewer.");
+    if options.open {
+        open_browser(&url);
+    }
+    let workers = answer_requests(server, &shared);
+    let drafts = loading::Drafts::start(shared.clone(), options.title.clone());
+    let trace = opscope_formats::watch::watching(drafts.clone(), || inputs.load_owned());
+    drafts.stop();
+    let trace = trace?;
+    let loaded = started.elapsed();
+    let model = Arc::new(ViewModel::build(trace, options.title.clone()));
+    let summarised = started.elapsed() - loaded;
+    shared.install(model.clone(), false);
+    say_loaded(&shared, loaded, summarised);
+    std::thread::spawn(move || {
+        model.links();
+    });
+    for worker in workers {
+        let _ = worker.join();
+    }
+    Ok(())
+}
+
+fn listen(port: u16) -> Result<(tiny_http::Server, u16)> {
+    let server = tiny_http::Server::http(("127.0.0.1", port))
+        .map_err(|e| anyhow::anyhow!("cannot listen on 127.0.0.1:{port}: {e}"))?;
+    let port = server.server_addr().to_ip().map_or(port, |a| a.port());
+    Ok((server, port))
+}
+
+/// Four threads answering the page's requests until the server stops.
+fn answer_requests(
+    server: tiny_http::Server,
+    shared: &Arc<Shared>,
+) -> Vec<std::thread::JoinHandle<()>> {
     let server = Arc::new(server);
-    let workers: Vec<_> = (0..4)
+    (0..4)
         .map(|_| {
             let (server, shared) = (server.clone(), shared.clone());
             std::thread::spawn(move || {
@@ -156,11 +227,29 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
                 }
             })
         })
-        .collect();
-    for worker in workers {
-        let _ = worker.join();
-    }
-    Ok(())
+        .collect()
+}
+
+/// The line a benchmark reads: events, tracks, and where the time went.
+fn say_loaded(shared: &Shared, loaded: Duration, summarised: Duration) {
+    let model = shared.model();
+    let models = shared
+        .pair
+        .as_ref()
+        .map_or(vec![&model], |p| vec![&p.before, &p.after]);
+    eprintln!(
+        "opscope view: {} events on {} tracks; loaded in {:.2} s, summaries built in {:.2} s",
+        models
+            .iter()
+            .map(|m| m.trace.slices.len() + m.trace.instants.len() + m.trace.counters.len())
+            .sum::<usize>(),
+        shared
+            .pair
+            .as_ref()
+            .map_or(model.tracks.len(), pair::Pair::track_count),
+        loaded.as_secs_f64(),
+        summarised.as_secs_f64()
+    );
 }
 
 /// A live view: reads the job again every `every`; the page sees a new generation.
@@ -171,8 +260,7 @@ fn reload(inputs: Inputs, title: String, every: Duration, shared: &Shared) {
             Ok(trace) => {
                 let model = Arc::new(ViewModel::build(trace, title.clone()));
                 model.links();
-                *shared.model.write().unwrap_or_else(|e| e.into_inner()) = model;
-                shared.generation.fetch_add(1, Ordering::Relaxed);
+                shared.install(model, false);
                 shared
                     .note
                     .lock()
@@ -279,7 +367,11 @@ fn answer(url: &str, shared: &Shared) -> Result<Answer> {
             let generation = shared.generation.load(Ordering::Relaxed);
             let meta = match &shared.pair {
                 Some(pair) => pair.meta_json(generation, &note),
-                None => shared.model().meta_json(shared.live, generation, &note),
+                None => {
+                    shared
+                        .model()
+                        .meta_json(shared.live, generation, &note, shared.progress.get())
+                }
             };
             json(format!(
                 "{{\"kinds\":{},\"meta\":{meta}}}",

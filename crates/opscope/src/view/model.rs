@@ -119,7 +119,14 @@ impl ViewModel {
     }
 
     /// `{title, span, tracks: [...]}`: what the page needs before its first view.
-    pub fn meta_json(&self, live: bool, generation: u64, note: &str) -> String {
+    /// `loading`: bytes read and in all, while the model is a draft of a load.
+    pub fn meta_json(
+        &self,
+        live: bool,
+        generation: u64,
+        note: &str,
+        loading: Option<(u64, u64)>,
+    ) -> String {
         let tracks: Vec<serde_json::Value> = self
             .tracks
             .iter()
@@ -148,6 +155,7 @@ impl ViewModel {
             "live": live,
             "generation": generation,
             "note": note,
+            "loading": loading.map(|(done, total)| serde_json::json!({"done": done, "total": total})),
         })
         .to_string()
     }

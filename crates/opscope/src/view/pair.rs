@@ -72,8 +72,8 @@ impl Pair {
         let mut tracks = Vec::new();
         let mut events = 0u64;
         for (side, m) in SIDES.iter().zip(self.sides()) {
-            let mut meta: Value =
-                serde_json::from_str(&m.meta_json(false, generation, note)).unwrap_or_default();
+            let mut meta: Value = serde_json::from_str(&m.meta_json(false, generation, note, None))
+                .unwrap_or_default();
             events += meta["events"].as_u64().unwrap_or(0);
             for mut track in meta["tracks"]
                 .as_array_mut()

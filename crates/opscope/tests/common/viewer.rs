@@ -37,5 +37,12 @@ pub fn start_viewer(args: &[&str]) -> Viewer {
         url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
         "the viewer printed {url:?}"
     );
+    // Files are served while they load: a test looks at the whole trace.
+    while !super::http_json(&url, "api/meta")["meta"]["loading"].is_null() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the viewer ended while loading: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     Viewer { child, url }
 }

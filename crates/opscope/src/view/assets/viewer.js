@@ -642,17 +642,47 @@ async function loadMeta() {
   return m.meta;
 }
 
+function fmtBytes(b) {
+  return b >= 1e9 ? (b / 1e9).toFixed(2) + ' GB' : (b / 1e6).toFixed(b >= 1e7 ? 0 : 1) + ' MB';
+}
+
+function showTitle() {
+  const m = state.meta;
+  $('title').textContent = `${m.title} · ${m.events.toLocaleString()} events · ${fmtDur(m.span)}`;
+}
+
+// While the trace loads the server shows drafts of it: what has been read so far.
+function loadingStatus(m) {
+  if (m.loading) {
+    const { done, total } = m.loading;
+    const pct = total ? Math.min(100, Math.floor(100 * done / total)) : 0;
+    status(`loading: ${pct} % of ${fmtBytes(total)} read; showing the ` +
+      `${m.events.toLocaleString()} events read so far`);
+  } else if ((state.message || '').startsWith('loading: ')) status('');
+}
+
 async function follow() {
   let m;
   try { m = await loadMeta(); } catch (e) { status('the viewer stopped: ' + e); return; }
   if (m.note) status('live: ' + m.note);
   else if ((state.message || '').startsWith('live: ')) status('');
-  if (m.generation === state.generation) return;
+  const wasLoading = state.meta.loading;
+  state.meta.loading = m.loading;
+  if (m.generation === state.generation) { loadingStatus(state.meta); return; }
   const shift = m.origin - state.meta.origin;
   state.generation = m.generation;
   state.meta = m;
+  showTitle();
+  loadingStatus(m);
   layout();
-  if ($('follow').checked) {
+  if (wasLoading) {
+    // Slices are numbered anew in each draft: a selection would point elsewhere.
+    state.selected = null;
+    if (!state.moved) {
+      fit(false);
+      loadSteps().catch((e) => state.errors.push(String(e)));
+    } else setView(state.start - shift, state.end - shift, false);
+  } else if ($('follow').checked) {
     const width = state.end - state.start;
     setView(m.span - width, m.span);
   } else {
@@ -666,7 +696,7 @@ async function start() {
   state.meta = await loadMeta();
   state.generation = state.meta.generation;
   document.title = 'opscope view: ' + state.meta.title;
-  $('title').textContent = `${state.meta.title} · ${state.meta.events.toLocaleString()} events · ${fmtDur(state.meta.span)}`;
+  showTitle();
   resize();
   layout();
   new ResizeObserver(() => { resize(); changed(); }).observe(canvas);
@@ -675,6 +705,12 @@ async function start() {
   if (state.meta.live) {
     $('followbox').hidden = false;
     setInterval(follow, 1000);
+  } else if (state.meta.loading) {
+    loadingStatus(state.meta);
+    const timer = setInterval(async () => {
+      await follow();
+      if (!state.meta.loading) clearInterval(timer);
+    }, 250);
   }
 }
 
