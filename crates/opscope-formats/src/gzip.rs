@@ -5,6 +5,8 @@
 //! never holding the whole text; the others get the inflated buffer.
 
 use std::io::Read;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use opscope_model::{SourceId, Trace};
 
@@ -78,9 +80,18 @@ fn inflate_and_dispatch(
     if let Some(read) = streamed {
         // Inflating takes a sixth of the reading thread's time: a thread of its own
         // lets it overlap with splitting and scanning the text.
-        let imported = std::thread::scope(|scope| {
-            let mut inflated = ReadAhead::spawn(scope, flate2::read::MultiGzDecoder::new(bytes));
-            read(&mut inflated, shown, trace)
+        let position = Arc::new(AtomicU64::new(0));
+        let compressed = Counted {
+            bytes,
+            at: 0,
+            position: position.clone(),
+        };
+        let imported = crate::watch::with_position(position, || {
+            std::thread::scope(|scope| {
+                let decoder = flate2::read::MultiGzDecoder::new(compressed);
+                let mut inflated = ReadAhead::spawn(scope, decoder);
+                read(&mut inflated, shown, trace)
+            })
         });
         return imported
             .map_err(|e| input::gzip_fault(bytes, shown).unwrap_or(input::in_decompressed(e)));
@@ -89,4 +100,20 @@ fn inflate_and_dispatch(
     dispatch
         .import_bytes(&inflated, shown, trace)
         .map_err(input::in_decompressed)
+}
+
+/// The compressed bytes, keeping where their reading is for a watcher of the load.
+struct Counted<'a> {
+    bytes: &'a [u8],
+    at: usize,
+    position: Arc<AtomicU64>,
+}
+
+impl Read for Counted<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        let n = (&self.bytes[self.at..]).read(out)?;
+        self.at += n;
+        self.position.store(self.at as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }

@@ -4,6 +4,7 @@
 //! report it here, and nothing is done when no one watches.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use opscope_model::Trace;
@@ -25,8 +26,11 @@ pub trait Watcher: Send + Sync {
 /// A model loaded part way, and what makes it whole enough to draw.
 pub struct Partial {
     pub trace: Trace,
-    finish: Option<Box<dyn FnOnce(&mut Trace) + Send>>,
+    finish: Option<Finish>,
 }
+
+/// An importer's finishing of its part of a copy.
+type Finish = Box<dyn FnOnce(&mut Trace) + Send>;
 
 impl Partial {
     /// The importer's own finishing of its part (devices, kinds) and the model's
@@ -44,6 +48,9 @@ thread_local! {
     static WATCHER: RefCell<Option<Arc<dyn Watcher>>> = const { RefCell::new(None) };
     /// Bytes of the files read before the one being read.
     static BASE: Cell<u64> = const { Cell::new(0) };
+    /// Where the reading of a compressed file is, in the file: kept by the thread that
+    /// inflates it, told by the one that builds the model.
+    static POSITION: RefCell<Option<Arc<AtomicU64>>> = const { RefCell::new(None) };
 }
 
 /// Runs `load` with `watcher` told of its progress (on this thread: the one that builds
@@ -82,6 +89,26 @@ pub fn file_begins(base: u64) {
 pub fn read_in_file(offset: u64) {
     let base = BASE.with(Cell::get);
     with(|w| w.read(base + offset));
+}
+
+/// Runs `read` with `position` as where the file being read is (its compressed bytes
+/// read, for an importer that sees only the inflated text).
+pub fn with_position<R>(position: Arc<AtomicU64>, read: impl FnOnce() -> R) -> R {
+    struct Unset(Option<Arc<AtomicU64>>);
+    impl Drop for Unset {
+        fn drop(&mut self) {
+            POSITION.with(|p| *p.borrow_mut() = self.0.take());
+        }
+    }
+    let _unset = Unset(POSITION.with(|p| p.borrow_mut().replace(position)));
+    read()
+}
+
+/// Tells the watcher where the file being read is, when that is known.
+pub(crate) fn read_to_position() {
+    if let Some(at) = POSITION.with(|p| p.borrow().clone()) {
+        read_in_file(at.load(Ordering::Relaxed));
+    }
 }
 
 /// Offers the model as it stands; `finish` is the importer's finishing of its part,
@@ -126,16 +153,13 @@ mod tests {
         }
         fn copy(&self, copy: Partial) {
             let trace = copy.finish();
+            trace.check().unwrap();
             self.copies.lock().unwrap().push(trace.slices.len());
         }
     }
 
-    /// A Chrome trace read as a whole tells its progress and offers copies of what it
-    /// has read, each sorted and usable, and nothing is told once the watch is over.
-    #[test]
-    fn a_load_tells_its_progress_and_offers_what_it_has_read() {
+    fn document(n: usize) -> String {
         let mut doc = String::from("{\"traceEvents\": [");
-        let n = 40_000;
         for i in 0..n {
             let sep = if i + 1 < n { "," } else { "" };
             doc.push_str(&format!(
@@ -146,24 +170,54 @@ mod tests {
             ));
         }
         doc.push_str("]}");
+        doc
+    }
+
+    /// `bytes` imported as the file `path` under a watcher: what it was told.
+    fn watched(bytes: &[u8], path: &str) -> (Arc<Seen>, Trace) {
         let seen = Arc::new(Seen::default());
         let mut trace = Trace::new();
         watching(seen.clone(), || {
-            begin(doc.len() as u64);
+            begin(bytes.len() as u64);
             file_begins(0);
-            crate::chrome::import(doc.as_bytes(), "t.json", &mut trace).unwrap();
+            crate::registry::import_bytes(bytes, path, &mut trace).unwrap();
         });
-        assert_eq!(*seen.total.lock().unwrap(), doc.len() as u64);
-        let read = seen.read.lock().unwrap().clone();
-        assert!(read.len() > 2, "{read:?}");
-        assert!(read.windows(2).all(|w| w[0] <= w[1]), "{read:?}");
-        assert!(*read.last().unwrap() <= doc.len() as u64);
-        let copies = seen.copies.lock().unwrap().clone();
-        assert!(!copies.is_empty());
-        assert!(copies.windows(2).all(|w| w[0] < w[1]), "{copies:?}");
-        assert!(copies[0] < n && *copies.last().unwrap() <= n, "{copies:?}");
-        assert_eq!(trace.slices.len(), n);
+        (seen, trace)
+    }
+
+    /// A Chrome trace read as a whole, or inflated from gzip as it is read, tells its
+    /// progress (in the file's bytes) and offers copies of what it has read, each sorted
+    /// and passing the model's checks; nothing is told once the watch is over.
+    #[test]
+    fn a_load_tells_its_progress_and_offers_what_it_has_read() {
+        use std::io::Write;
+        let n = 40_000;
+        let doc = document(n);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(doc.as_bytes()).unwrap();
+        let gz = gz.finish().unwrap();
+        for (bytes, path) in [(doc.as_bytes(), "t.json"), (&gz[..], "t.json.gz")] {
+            let (seen, trace) = watched(bytes, path);
+            assert_eq!(*seen.total.lock().unwrap(), bytes.len() as u64);
+            let read = seen.read.lock().unwrap().clone();
+            assert!(
+                read.iter().filter(|&&r| r > 0).count() > 2,
+                "{path}: {read:?}"
+            );
+            assert!(read.windows(2).all(|w| w[0] <= w[1]), "{path}: {read:?}");
+            assert!(*read.last().unwrap() <= bytes.len() as u64, "{path}");
+            let copies = seen.copies.lock().unwrap().clone();
+            assert!(!copies.is_empty(), "{path}");
+            assert!(copies.windows(2).all(|w| w[0] < w[1]), "{path}: {copies:?}");
+            assert!(
+                copies[0] < n && *copies.last().unwrap() <= n,
+                "{path}: {copies:?}"
+            );
+            assert_eq!(trace.slices.len(), n);
+        }
         assert!(!is_watched());
+        assert!(POSITION.with(|p| p.borrow().is_none()));
+        let (seen, _) = watched(doc.as_bytes(), "t.json");
         let before = seen.read.lock().unwrap().len();
         crate::chrome::import(doc.as_bytes(), "t.json", &mut Trace::new()).unwrap();
         assert_eq!(seen.read.lock().unwrap().len(), before);

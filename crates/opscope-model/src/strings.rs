@@ -61,7 +61,7 @@ impl Clone for StringTable {
             bytes: self.bytes.clone(),
             ends: self.ends.clone(),
             index: OnceLock::new(),
-            hasher: self.hasher.clone(),
+            hasher: self.hasher,
         }
     }
 }

@@ -198,6 +198,8 @@ fn run(
             if watched {
                 if offsets_in_file {
                     crate::watch::read_in_file(chunk.base + chunk.text.len() as u64);
+                } else {
+                    crate::watch::read_to_position();
                 }
                 crate::watch::offer(builder.trace, move |t| builder::assign_devices(t, source));
             }

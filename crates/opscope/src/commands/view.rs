@@ -17,7 +17,9 @@ use crate::view::{self, ServeOptions};
                   Ctrl+wheel, pan with A/D, drag or Shift+wheel; click a slice for its args, \
                   launch or kernels and its name's totals; drag on the time axis to see the \
                   `stats op` and `gpu` reports of that span. The server answers each view from \
-                  summaries built at load, so a 2 GB trace zooms as fast as a small one.",
+                  summaries built at load, so a 2 GB trace zooms as fast as a small one. The \
+                  page is served at once and draws the trace while it loads: what has been \
+                  read so far, and how much remains.",
     after_help = "Examples:\n  opscope view trace.json.gz\n  opscope view ranks/ --no-open   (then open the printed address, e.g. through `ssh -L`)\n  opscope view after/ --against before/   (two runs, one above the other)\n  opscope view --live              (every running job of yours, from the agent)\n  opscope view --live train --last 30s"
 )]
 pub struct Args {

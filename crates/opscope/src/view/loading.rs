@@ -18,9 +18,12 @@ const FIRST_GAP: Duration = Duration::from_millis(250);
 /// ...and at most one part in this many of the time goes to them (copying, sorting and
 /// summarising what is loaded so far), so that the whole model is late by little.
 const GAP_PER_COST: u32 = 8;
-/// No draft when the rest of the load should take less than this: the whole model is
-/// about to come, and a draft would only delay it.
-const NEAR_THE_END: Duration = Duration::from_millis(1500);
+/// No draft when the rest of the load should take less than this many times what the
+/// draft would cost (the last one's, grown with what has been read since): the whole
+/// model is about to come, and a draft would only delay it.
+const LEFT_PER_COST: u32 = 8;
+/// Drafts of at least this many bytes read tell what a later one will cost.
+const ESTIMATE_FROM: u64 = 64 << 20;
 
 /// How far the load is, for the page.
 #[derive(Default)]
@@ -49,15 +52,21 @@ struct Schedule {
     gap: Duration,
     /// A draft is being copied or drawn: none is asked for meanwhile.
     busy: bool,
-    /// When the copy being made was asked for (its cost counts the copying).
-    asked: Option<Instant>,
+    /// When the copy being made was asked for (its cost counts the copying), and the
+    /// bytes read then.
+    asked: Option<(Instant, u64)>,
+    /// What the last draft cost, and the bytes read when it was asked for.
+    last: Option<(Duration, u64)>,
 }
+
+/// A copy to draw, when it was asked for and the bytes read then.
+type Asked = (Partial, (Instant, u64));
 
 /// The watcher of a load that the viewer draws while it runs.
 pub struct Drafts {
     shared: Arc<Shared>,
     schedule: Mutex<Schedule>,
-    to_draw: Mutex<Option<SyncSender<(Partial, Instant)>>>,
+    to_draw: Mutex<Option<SyncSender<Asked>>>,
 }
 
 impl Drafts {
@@ -72,6 +81,7 @@ impl Drafts {
                 gap: FIRST_GAP,
                 busy: false,
                 asked: None,
+                last: None,
             }),
             to_draw: Mutex::new(Some(sender)),
         });
@@ -89,12 +99,12 @@ impl Drafts {
         self.schedule.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn lock_sender(&self) -> std::sync::MutexGuard<'_, Option<SyncSender<(Partial, Instant)>>> {
+    fn lock_sender(&self) -> std::sync::MutexGuard<'_, Option<SyncSender<Asked>>> {
         self.to_draw.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn draw(&self, drafts: Receiver<(Partial, Instant)>, title: &str) {
-        for (partial, asked) in drafts {
+    fn draw(&self, drafts: Receiver<Asked>, title: &str) {
+        for (partial, (asked, done)) in drafts {
             let model = Arc::new(ViewModel::build(partial.finish(), title.to_string()));
             // The whole model may have come meanwhile: a draft never replaces it.
             if self.shared.install(model, true) {
@@ -103,6 +113,11 @@ impl Drafts {
                 let now = schedule.started.elapsed();
                 schedule.next = now + schedule.gap.max(cost * GAP_PER_COST);
                 schedule.gap *= 2;
+                // A small draft's cost is mostly fixed (a thread to wake on two busy
+                // cores), not a guide to a larger one's.
+                if done >= ESTIMATE_FROM {
+                    schedule.last = Some((cost, done));
+                }
             }
             self.lock_schedule().busy = false;
         }
@@ -131,14 +146,15 @@ impl Watcher for Drafts {
             return false;
         }
         let (done, total) = self.shared.progress.get().unwrap_or((0, 0));
-        if total > 0 && done > 0 {
+        if let Some((cost, then)) = schedule.last.filter(|_| total > 0 && done > 0) {
             let left = elapsed.mul_f64(total.saturating_sub(done) as f64 / done as f64);
-            if left < NEAR_THE_END {
+            let next_cost = cost.mul_f64(done as f64 / then.max(1) as f64);
+            if left < next_cost * LEFT_PER_COST {
                 return false;
             }
         }
         schedule.busy = true;
-        schedule.asked = Some(Instant::now());
+        schedule.asked = Some((Instant::now(), done));
         true
     }
 
@@ -147,7 +163,7 @@ impl Watcher for Drafts {
             .lock_schedule()
             .asked
             .take()
-            .unwrap_or_else(Instant::now);
+            .unwrap_or((Instant::now(), 0));
         let sent = match self.lock_sender().as_ref() {
             Some(sender) => sender.try_send((copy, asked)),
             None => Err(TrySendError::Disconnected((copy, asked))),

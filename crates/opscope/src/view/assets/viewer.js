@@ -655,9 +655,11 @@ function showTitle() {
 function loadingStatus(m) {
   if (m.loading) {
     const { done, total } = m.loading;
-    const pct = total ? Math.min(100, Math.floor(100 * done / total)) : 0;
-    status(`loading: ${pct} % of ${fmtBytes(total)} read; showing the ` +
-      `${m.events.toLocaleString()} events read so far`);
+    // A pipe's size is not known, nor, until a file ends, how far a format that does
+    // not say it is.
+    const read = total && done ? `${Math.min(100, Math.floor(100 * done / total))} % of ${fmtBytes(total)} read`
+      : total ? `${fmtBytes(total)}` : 'from a pipe';
+    status(`loading: ${read}; showing the ${m.events.toLocaleString()} events read so far`);
   } else if ((state.message || '').startsWith('loading: ')) status('');
 }
 
