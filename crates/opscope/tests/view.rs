@@ -769,7 +769,7 @@ fn two_runs_one_above_the_other_with_their_first_steps_together() {
 /// (before: nothing was served until the whole trace was read).
 #[test]
 fn a_trace_is_drawn_while_it_loads() {
-    use std::io::{BufRead, Write};
+    use std::io::Write;
     let scratch = scratch_dir("view-while-loading");
     let fifo = scratch.join("growing.json");
     let made = std::process::Command::new("mkfifo")
@@ -792,22 +792,7 @@ fn a_trace_is_drawn_while_it_loads() {
     // More than a few of the loader's pieces (256 KiB), cut inside an event.
     let first_part = doc.len() / 2 + 7;
 
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_opscope"))
-        .args(["view", "--no-open", "-q"])
-        .arg(&fifo)
-        .env("OPSCOPE_CACHE_DIR", "off")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut url)
-        .unwrap();
-    let viewer = common::viewer::Viewer {
-        child,
-        url: url.trim().to_string(),
-    };
+    let viewer = common::viewer::launch_viewer(&[fifo.to_str().unwrap()]);
     // Served before a byte of the trace is read.
     let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
     assert!(!meta["loading"].is_null(), "{meta}");

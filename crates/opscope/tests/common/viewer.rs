@@ -18,7 +18,21 @@ impl Drop for Viewer {
     }
 }
 
+/// `opscope view ARGS`, once it has given its address and shows the whole trace.
 pub fn start_viewer(args: &[&str]) -> Viewer {
+    let mut viewer = launch_viewer(args);
+    // Files are served while they load: a test looks at the whole trace.
+    while !super::http_json(&viewer.url, "api/meta")["meta"]["loading"].is_null() {
+        if let Ok(Some(status)) = viewer.child.try_wait() {
+            panic!("the viewer ended while loading: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    viewer
+}
+
+/// `opscope view ARGS`, as soon as it has given its address (it may still be loading).
+pub fn launch_viewer(args: &[&str]) -> Viewer {
     let mut child = Command::new(env!("CARGO_BIN_EXE_opscope"))
         .arg("view")
         .arg("--no-open")
@@ -37,12 +51,5 @@ pub fn start_viewer(args: &[&str]) -> Viewer {
         url.starts_with("http://127.0.0.1:") && url.ends_with('/'),
         "the viewer printed {url:?}"
     );
-    // Files are served while they load: a test looks at the whole trace.
-    while !super::http_json(&url, "api/meta")["meta"]["loading"].is_null() {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("the viewer ended while loading: {status}");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
     Viewer { child, url }
 }
