@@ -657,9 +657,9 @@ function loadingStatus(m) {
     const { done, total } = m.loading;
     // A pipe's size is not known, nor, until a file ends, how far a format that does
     // not say it is.
-    const read = total && done ? `${Math.min(100, Math.floor(100 * done / total))} % of ${fmtBytes(total)} read`
-      : total ? `${fmtBytes(total)}` : 'from a pipe';
-    status(`loading: ${read}; showing the ${m.events.toLocaleString()} events read so far`);
+    const read = total && done ? `${Math.min(100, Math.floor(100 * done / total))} % of ${fmtBytes(total)} read; `
+      : total ? `${fmtBytes(total)}; ` : '';
+    status(`loading: ${read}showing the ${m.events.toLocaleString()} events read so far`);
   } else if ((state.message || '').startsWith('loading: ')) status('');
 }
 
