@@ -124,6 +124,17 @@ pub fn offer(trace: &Trace, finish: impl FnOnce(&mut Trace) + Send + 'static) {
     });
 }
 
+/// Offers what a failed load read before its error, whether or not a copy is due: the
+/// load returns no model, and a watcher may show this instead.
+pub fn offer_last(trace: &Trace) {
+    with(|w| {
+        w.copy(Partial {
+            trace: trace.clone(),
+            finish: None,
+        })
+    });
+}
+
 /// Whether anyone watches this thread's load (so that an importer makes no copy).
 pub fn is_watched() -> bool {
     WATCHER.with(|w| w.borrow().is_some())

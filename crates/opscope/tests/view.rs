@@ -873,3 +873,70 @@ fn a_trace_is_drawn_while_it_loads() {
         assert!(!said.as_str().unwrap().starts_with("loading"), "{said}");
     }
 }
+
+/// A trace cut short: what was read before the cut stays on the page, the error said in
+/// its status line and on stderr, and the viewer goes on serving (before: it ended with
+/// the error, and the page with it).
+#[test]
+fn a_load_that_fails_part_way_shows_what_it_read() {
+    use std::io::Write;
+    let scratch = scratch_dir("view-cut-short");
+    let fifo = scratch.join("cut.json");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let n = 20_000;
+    let events: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": {}, \"dur\": 5, \"name\": \"op{}\"}}",
+                10 * i,
+                i % 5
+            )
+        })
+        .collect();
+    let doc = format!("{{\"traceEvents\": [\n{}\n]}}", events.join(",\n"));
+    let viewer = common::viewer::launch_viewer(&[fifo.to_str().unwrap()]);
+    let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    writer.write_all(&doc.as_bytes()[..doc.len() / 2]).unwrap();
+    drop(writer);
+    let deadline = std::time::Instant::now() + PATIENCE;
+    let meta = loop {
+        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
+        if meta["loading"].is_null() {
+            break meta;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still loading: {meta}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let shown = meta["events"].as_u64().unwrap();
+    assert!(shown > n as u64 / 3 && shown < n as u64, "{meta}");
+    assert!(
+        meta["note"]
+            .as_str()
+            .unwrap()
+            .contains("the JSON ends early"),
+        "{meta}"
+    );
+    let view = http_json(
+        &viewer.url,
+        &format!("api/view?start=0&end={}&px=800&tracks=0", meta["span"]),
+    );
+    assert!(view.to_string().contains("op3"), "{view}");
+    if let Some(chromium) = chromium() {
+        let mut b = Browser::start(chromium, scratch.join("profile"), 1200, 700);
+        b.navigate(&viewer.url);
+        b.wait_for(
+            &format!(
+                "!!{STATE} && {STATE}.answered >= 1 && \
+                 document.getElementById('status').textContent.startsWith('stopped: ')"
+            ),
+            PATIENCE,
+        );
+    }
+}

@@ -155,7 +155,14 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
         match read::load_file(file, &shown, &mut trace) {
             Ok(()) => {}
             Err(e) if file.how == How::InDirectory => failed.push(e),
-            Err(e) => return Err(e),
+            Err(e) => {
+                // What was read before the error, for a watcher that shows it.
+                if watch::is_watched() {
+                    trace.finish();
+                    watch::offer_last(&trace);
+                }
+                return Err(e);
+            }
         }
         let bytes = read::input_bytes(&file.path);
         bar.inc(bytes);

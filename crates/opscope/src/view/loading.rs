@@ -67,6 +67,7 @@ pub struct Drafts {
     shared: Arc<Shared>,
     schedule: Mutex<Schedule>,
     to_draw: Mutex<Option<SyncSender<Asked>>>,
+    drawer: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl Drafts {
@@ -84,15 +85,28 @@ impl Drafts {
                 last: None,
             }),
             to_draw: Mutex::new(Some(sender)),
+            drawer: Mutex::new(None),
         });
         let drawer = this.clone();
-        std::thread::spawn(move || drawer.draw(drafts, &title));
+        let handle = std::thread::spawn(move || drawer.draw(drafts, &title));
+        *this.drawer.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle);
         this
     }
 
-    /// No more drafts: the drawing thread ends after the one it may be drawing.
+    /// No more drafts: the drawing thread ends after those it holds. The whole model
+    /// does not wait for it (a draft drawn after it is dropped).
     pub fn stop(&self) {
         self.lock_sender().take();
+    }
+
+    /// No more drafts, once those offered are shown: after a failed load, the last one
+    /// holds what was read before the error.
+    pub fn stop_and_wait(&self) {
+        self.stop();
+        let drawer = self.drawer.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(drawer) = drawer {
+            let _ = drawer.join();
+        }
     }
 
     fn lock_schedule(&self) -> std::sync::MutexGuard<'_, Schedule> {

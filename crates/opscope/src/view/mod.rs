@@ -189,8 +189,30 @@ fn serve_while_loading(inputs: Inputs, options: ServeOptions) -> Result<()> {
     let workers = answer_requests(server, &shared);
     let drafts = loading::Drafts::start(shared.clone(), options.title.clone());
     let trace = opscope_formats::watch::watching(drafts.clone(), || inputs.load_owned());
-    drafts.stop();
-    let trace = trace?;
+    let trace = match trace {
+        Ok(trace) => {
+            drafts.stop();
+            trace
+        }
+        Err(e) => {
+            // What was read before the error stays on the page, with the error; with
+            // nothing read, the viewer ends with it as before.
+            drafts.stop_and_wait();
+            let shown = shared.model();
+            let events = shown.trace.slices.len() + shown.trace.instants.len();
+            if events == 0 {
+                return Err(e);
+            }
+            eprintln!("opscope: error: {e:#}");
+            eprintln!("opscope view: showing the {events} events read before the error");
+            *shared.note.lock().unwrap_or_else(|e| e.into_inner()) = format!("{e:#}");
+            shared.install(shown, false);
+            for worker in workers {
+                let _ = worker.join();
+            }
+            return Ok(());
+        }
+    };
     let loaded = started.elapsed();
     let model = Arc::new(ViewModel::build(trace, options.title.clone()));
     let summarised = started.elapsed() - loaded;

@@ -663,19 +663,25 @@ function loadingStatus(m) {
   } else if ((state.message || '').startsWith('loading: ')) status('');
 }
 
+// A live job's reload that failed, or a load that stopped part way.
+function noteStatus(m) {
+  const noted = m.live ? 'live: ' : 'stopped: ';
+  if (m.note) status(noted + m.note + (m.live ? '' : ` (showing the ${m.events.toLocaleString()} events read before)`));
+  else if ((state.message || '').startsWith(noted)) status('');
+}
+
 async function follow() {
   let m;
   try { m = await loadMeta(); } catch (e) { status('the viewer stopped: ' + e); return; }
-  if (m.note) status('live: ' + m.note);
-  else if ((state.message || '').startsWith('live: ')) status('');
+  noteStatus(m);
   const wasLoading = state.meta.loading;
   state.meta.loading = m.loading;
-  if (m.generation === state.generation) { loadingStatus(state.meta); return; }
+  if (m.generation === state.generation) { if (!m.note) loadingStatus(state.meta); return; }
   const shift = m.origin - state.meta.origin;
   state.generation = m.generation;
   state.meta = m;
   showTitle();
-  loadingStatus(m);
+  if (!m.note) loadingStatus(m);
   layout();
   if (wasLoading) {
     // Slices are numbered anew in each draft: a selection would point elsewhere.
@@ -707,6 +713,8 @@ async function start() {
   if (state.meta.live) {
     $('followbox').hidden = false;
     setInterval(follow, 1000);
+  } else if (state.meta.note) {
+    noteStatus(state.meta);
   } else if (state.meta.loading) {
     loadingStatus(state.meta);
     const timer = setInterval(async () => {
