@@ -763,6 +763,46 @@ fn two_runs_one_above_the_other_with_their_first_steps_together() {
     assert!(panels.contains("launch latency (median per step)"));
 }
 
+/// A FIFO named `name` in `dir`: a trace written into it arrives when the test says.
+fn fifo_at(dir: &Path, name: &str) -> std::path::PathBuf {
+    let fifo = dir.join(name);
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    fifo
+}
+
+/// A Chrome trace of `n` complete events, one per line, on `threads` threads, named
+/// `op0`…`op{names - 1}` in turn.
+fn trace_of(n: usize, threads: usize, names: usize) -> String {
+    let events: Vec<String> = (0..n)
+        .map(|i| {
+            format!(
+                "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 5, \"name\": \"op{}\"}}",
+                i % threads,
+                10 * i,
+                i % names
+            )
+        })
+        .collect();
+    format!("{{\"traceEvents\": [\n{}\n]}}\n", events.join(",\n"))
+}
+
+/// The viewer's `meta` once `ready` holds of it (waiting up to [`PATIENCE`]).
+fn meta_once(url: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + PATIENCE;
+    loop {
+        let meta = http_json(url, "api/meta")["meta"].clone();
+        if ready(&meta) {
+            return meta;
+        }
+        assert!(std::time::Instant::now() < deadline, "waited for: {meta}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// A trace is drawn while it loads: the viewer serves at once, the page shows the events
 /// read so far and that it is loading, and the whole trace replaces the draft when the
 /// load ends. The trace comes through a FIFO, so the test decides when the rest arrives
@@ -771,24 +811,9 @@ fn two_runs_one_above_the_other_with_their_first_steps_together() {
 fn a_trace_is_drawn_while_it_loads() {
     use std::io::Write;
     let scratch = scratch_dir("view-while-loading");
-    let fifo = scratch.join("growing.json");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let fifo = fifo_at(&scratch, "growing.json");
     let n = 30_000;
-    let mut doc = String::from("{\"traceEvents\": [\n");
-    for i in 0..n {
-        let sep = if i + 1 < n { "," } else { "" };
-        doc.push_str(&format!(
-            "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 5, \"name\": \"op{}\"}}{sep}\n",
-            i % 2,
-            10 * i,
-            i % 7
-        ));
-    }
-    doc.push_str("]}\n");
+    let doc = trace_of(n, 2, 7);
     // More than a few of the loader's pieces (256 KiB), cut inside an event.
     let first_part = doc.len() / 2 + 7;
 
@@ -801,15 +826,7 @@ fn a_trace_is_drawn_while_it_loads() {
     let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     writer.write_all(&doc.as_bytes()[..first_part]).unwrap();
     writer.flush().unwrap();
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let draft = loop {
-        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
-        if meta["events"].as_u64().unwrap() > 0 {
-            break meta;
-        }
-        assert!(std::time::Instant::now() < deadline, "no draft: {meta}");
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let draft = meta_once(&viewer.url, |m| m["events"].as_u64() > Some(0));
     assert!(!draft["loading"].is_null(), "{draft}");
     let drafted = draft["events"].as_u64().unwrap();
     assert!(
@@ -850,17 +867,7 @@ fn a_trace_is_drawn_while_it_loads() {
 
     writer.write_all(&doc.as_bytes()[first_part..]).unwrap();
     drop(writer);
-    let whole = loop {
-        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
-        if meta["loading"].is_null() {
-            break meta;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still loading: {meta}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let whole = meta_once(&viewer.url, |m| m["loading"].is_null());
     assert_eq!(whole["events"], n);
     if let Some(mut b) = browser {
         b.wait_for(
@@ -881,39 +888,14 @@ fn a_trace_is_drawn_while_it_loads() {
 fn a_load_that_fails_part_way_shows_what_it_read() {
     use std::io::Write;
     let scratch = scratch_dir("view-cut-short");
-    let fifo = scratch.join("cut.json");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    let fifo = fifo_at(&scratch, "cut.json");
     let n = 20_000;
-    let events: Vec<String> = (0..n)
-        .map(|i| {
-            format!(
-                "{{\"ph\": \"X\", \"pid\": 1, \"tid\": 1, \"ts\": {}, \"dur\": 5, \"name\": \"op{}\"}}",
-                10 * i,
-                i % 5
-            )
-        })
-        .collect();
-    let doc = format!("{{\"traceEvents\": [\n{}\n]}}", events.join(",\n"));
+    let doc = trace_of(n, 1, 5);
     let viewer = common::viewer::launch_viewer(&[fifo.to_str().unwrap()]);
     let mut writer = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
     writer.write_all(&doc.as_bytes()[..doc.len() / 2]).unwrap();
     drop(writer);
-    let deadline = std::time::Instant::now() + PATIENCE;
-    let meta = loop {
-        let meta = http_json(&viewer.url, "api/meta")["meta"].clone();
-        if meta["loading"].is_null() {
-            break meta;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "still loading: {meta}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let meta = meta_once(&viewer.url, |m| m["loading"].is_null());
     let shown = meta["events"].as_u64().unwrap();
     assert!(shown > n as u64 / 3 && shown < n as u64, "{meta}");
     assert!(
