@@ -165,13 +165,23 @@ fn track_time_order<K: Ord>(
         order[next[t as usize] as usize] = i as u32;
         next[t as usize] += 1;
     }
+    let mut keyed = Vec::new();
     for t in 0..tracks {
         let rows = &mut order[starts[t] as usize..starts[t + 1] as usize];
         if !rows
             .windows(2)
             .all(|w| key(w[0] as usize) <= key(w[1] as usize))
         {
-            rows.sort_by_key(|&i| key(i as usize));
+            // Keys beside their rows, not read through them: sorting by an indirect key
+            // missed the cache at every comparison (a third of a 1 GB trace's
+            // finishing). The rows ascend, so ties broken by row keep equal keys in
+            // their order, as a stable sort would.
+            keyed.clear();
+            keyed.extend(rows.iter().map(|&i| (key(i as usize), i)));
+            keyed.sort_unstable();
+            for (row, (_, i)) in rows.iter_mut().zip(&keyed) {
+                *row = *i;
+            }
         }
     }
     Some(order)

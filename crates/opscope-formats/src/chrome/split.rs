@@ -228,23 +228,25 @@ impl Splitter {
                     } else {
                         let (mark, origin) = (batch.part.mark(), batch.origin);
                         let start = *batch.origin.get_or_insert(pos);
-                        match scan::scan_event(
-                            bytes,
-                            pos,
-                            start,
-                            &mut batch.part.side,
-                            &mut batch.part.args,
-                        ) {
+                        match scan::scan_event(bytes, pos, start, &mut batch.part) {
                             // A number may go on in the data not read yet.
-                            Ok((rec, end))
-                                if rec.not_an_object && end == bytes.len() && !at_eof =>
+                            Ok(end)
+                                if end == bytes.len()
+                                    && !at_eof
+                                    && batch
+                                        .part
+                                        .events
+                                        .last()
+                                        .is_some_and(|r| r.not_an_object) =>
                             {
+                                batch.part.events.pop();
                                 batch.part.roll_back(mark);
                                 batch.origin = origin;
                                 return self.cut(state, pos, at_eof, bytes.len());
                             }
-                            Ok((rec, end)) => {
+                            Ok(end) => {
                                 if end - pos > self.max_event_bytes {
+                                    batch.part.events.pop();
                                     return error(
                                         pos,
                                         &format!(
@@ -254,7 +256,6 @@ impl Splitter {
                                         ),
                                     );
                                 }
-                                batch.part.events.push(rec);
                                 batch.end = end;
                                 found += end - pos;
                                 pos = end;
