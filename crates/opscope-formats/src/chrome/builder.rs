@@ -803,7 +803,16 @@ impl<'t> Builder<'t> {
             self.push_slice(track, o.ts, end.saturating_sub(o.ts), o);
         }
         assign_devices(self.trace, self.source);
-        self.trace.finish();
+        // The flow events' sort needs no slices: beside the slices' sorting and nesting.
+        let (flows, trace) = (&mut self.flows, &mut *self.trace);
+        if flows.len() >= crate::common::flow_binder::PARALLEL_ENDS {
+            std::thread::scope(|scope| {
+                scope.spawn(|| flows.sort());
+                trace.finish();
+            });
+        } else {
+            trace.finish();
+        }
         self.bind_flows();
         self.trace.finish();
         Ok(())
