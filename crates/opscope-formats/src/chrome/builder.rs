@@ -813,8 +813,9 @@ impl<'t> Builder<'t> {
         } else {
             trace.finish();
         }
+        // Binding adds only flows between the finished slices: finishing again (sorting
+        // checks, nesting, kinds) would change nothing.
         self.bind_flows();
-        self.trace.finish();
         Ok(())
     }
 
