@@ -28,6 +28,7 @@ run() {
 
 only=("$@")
 run info "$PY" bench/vs_peers.py --task info
+run load python3 bench/load.py
 run gpu "$PY" bench/vs_peers.py --task gpu
 run ctf "$PY" bench/vs_peers.py --task ctf
 run ctf-own "$PY" bench/vs_peers.py --task ctf-own
