@@ -807,7 +807,8 @@ impl<'t> Builder<'t> {
         let (flows, trace) = (&mut self.flows, &mut *self.trace);
         if flows.len() >= crate::common::flow_binder::PARALLEL_ENDS {
             std::thread::scope(|scope| {
-                scope.spawn(|| flows.sort());
+                // One flow event per event, whose index is its order.
+                scope.spawn(|| flows.sort_unique());
                 trace.finish();
             });
         } else {
