@@ -438,7 +438,7 @@ pub(crate) fn scan_event(
         ..Rec::default()
     });
     let rec = events.last_mut().expect("just pushed");
-    let read = read_event(bytes, pos, side, args, rec, origin);
+    let read = read_event(bytes, pos, origin, side, args, rec);
     if read.is_err() {
         events.pop();
     }
@@ -448,10 +448,10 @@ pub(crate) fn scan_event(
 fn read_event(
     bytes: &[u8],
     pos: usize,
+    origin: usize,
     side: &mut String,
     args: &mut Vec<ArgRec>,
     rec: &mut Rec,
-    origin: usize,
 ) -> Result<usize> {
     let mut c = Cursor { bytes, pos };
     if c.peek() != Some(b'{') {
@@ -625,6 +625,10 @@ pub(crate) fn object_entries<'a>(text: &'a str, mut f: impl FnMut(&str, &'a str)
 mod tests {
     use std::borrow::Cow;
 
+    use super::*;
+    use crate::chrome::chunk::{Chunk, Part};
+    use crate::chrome::parse::{Element, RawEvent};
+
     #[test]
     fn integers_read_as_str_parse_reads_them() {
         for text in [
@@ -643,17 +647,9 @@ mod tests {
             "-",
             "",
         ] {
-            assert_eq!(
-                super::integer(text.as_bytes()),
-                text.parse::<i64>().ok(),
-                "{text}"
-            );
+            assert_eq!(integer(text.as_bytes()), text.parse::<i64>().ok(), "{text}");
         }
     }
-
-    use super::*;
-    use crate::chrome::chunk::{Chunk, Part};
-    use crate::chrome::parse::{Element, RawEvent};
 
     fn summary(ev: &RawEvent) -> String {
         // An id2 with neither id means no id2.
