@@ -38,6 +38,35 @@ pub struct StringTable {
     /// Built on first use: a model read back from the cache is often only read by id.
     index: OnceLock<HashTable<u32>>,
     hasher: DefaultHashBuilder,
+    /// The ids of strings interned lately, by a cheap hash of their bytes: importers
+    /// intern the same few names, categories and arg keys over and over, and a hit here
+    /// costs one comparison instead of a full hash and a probe of the index. Empty
+    /// until the first `intern`.
+    recent: Vec<u32>,
+}
+
+/// Slots of [`StringTable::recent`].
+const RECENT_SLOTS: usize = 1 << 12;
+
+/// The slot of `s` in [`StringTable::recent`]: its length and its first and last eight
+/// bytes (or four, or each), mixed. Strings that differ only in the middle share a
+/// slot, and take turns in it.
+#[inline]
+fn recent_slot(s: &[u8]) -> usize {
+    let n = s.len();
+    let word = |b: &[u8]| u64::from_le_bytes(b.try_into().expect("eight bytes"));
+    let half = |b: &[u8]| u32::from_le_bytes(b.try_into().expect("four bytes")) as u64;
+    let (head, tail) = if n >= 8 {
+        (word(&s[..8]), word(&s[n - 8..]))
+    } else if n >= 4 {
+        (half(&s[..4]), half(&s[n - 4..]))
+    } else {
+        let at = |i: usize| s.get(i).map_or(0, |&b| b as u64);
+        (at(0) | at(1) << 8 | at(2) << 16, 0)
+    };
+    let mixed = (head ^ tail.rotate_left(31) ^ (n as u64).rotate_left(58))
+        .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    (mixed >> (64 - 12)) as usize
 }
 
 impl Default for StringTable {
@@ -47,6 +76,7 @@ impl Default for StringTable {
             ends: Col::new(),
             index: OnceLock::new(),
             hasher: DefaultHashBuilder::default(),
+            recent: Vec::new(),
         };
         table.intern("");
         table
@@ -62,6 +92,7 @@ impl Clone for StringTable {
             ends: self.ends.clone(),
             index: OnceLock::new(),
             hasher: self.hasher,
+            recent: Vec::new(),
         }
     }
 }
@@ -94,6 +125,25 @@ impl StringTable {
     /// Strings are limited to 4 GiB in total; a trace that needs more is cut by the
     /// importers long before (they refuse single values over [`Self::MAX_STRING`]).
     pub fn intern(&mut self, s: &str) -> StrId {
+        if self.recent.is_empty() {
+            self.recent = vec![0; RECENT_SLOTS];
+        }
+        // Slots only ever hold ids of this table (it never drops a string), and a hit is
+        // checked against the string itself.
+        let slot = recent_slot(s.as_bytes());
+        let recent = self.recent[slot];
+        if (recent as usize) < self.ends.len()
+            && string_at(&self.bytes, &self.ends, recent as usize) == s
+        {
+            return StrId(recent);
+        }
+        let id = self.intern_indexed(s);
+        self.recent[slot] = id.0;
+        id
+    }
+
+    /// `intern` through the hash index.
+    fn intern_indexed(&mut self, s: &str) -> StrId {
         let hash = self.hasher.hash_one(s);
         self.index();
         let (bytes, ends) = (&self.bytes, &self.ends);
@@ -205,6 +255,7 @@ impl<'de> serde::Deserialize<'de> for StringTable {
             ends,
             index: OnceLock::new(),
             hasher: DefaultHashBuilder::default(),
+            recent: Vec::new(),
         })
     }
 }
@@ -218,6 +269,40 @@ impl std::fmt::Debug for StringTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_sharing_a_recent_slot_keep_their_own_ids() {
+        // Same length, same first and last eight bytes: the same slot of `recent`.
+        let (a, b) = ("aaaaaaaa_X_bbbbbbbb", "aaaaaaaa_Y_bbbbbbbb");
+        assert_eq!(recent_slot(a.as_bytes()), recent_slot(b.as_bytes()));
+        let mut t = StringTable::default();
+        let mut reference: std::collections::HashMap<String, StrId> = Default::default();
+        // Many strings, short and long, repeating in an order that makes them evict each
+        // other; each id must be the one a plain map gives.
+        for round in 0..3 {
+            for i in 0..20_000u32 {
+                let s = match i % 4 {
+                    0 => a.to_string(),
+                    1 => b.to_string(),
+                    2 => format!("{}", i % 97),
+                    _ => format!("aten::op_{}_{round}", i % 5_000),
+                };
+                let id = t.intern(&s);
+                let expected = *reference.entry(s.clone()).or_insert(id);
+                assert_eq!(id, expected, "{s}");
+                assert_eq!(t.get(id), s);
+            }
+        }
+        assert_eq!(
+            t.len(),
+            reference.len() + usize::from(!reference.contains_key(""))
+        );
+        // A copy and a table read back start with no recent ids and intern the same.
+        let copy = t.clone();
+        let mut copy = copy;
+        assert_eq!(copy.intern(a), reference[a]);
+        assert_eq!(copy.intern(""), StrId::EMPTY);
+    }
 
     #[test]
     fn interning_dedups_and_round_trips() {

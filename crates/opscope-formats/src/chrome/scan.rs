@@ -144,6 +144,21 @@ impl<'a> Cursor<'a> {
     fn value(&mut self) -> Result<usize> {
         self.skip_ws();
         let start = self.pos;
+        // Scalars first: most values are, and the container walk's bracket stack is not
+        // free to set up.
+        match self.peek() {
+            None => return self.fail("the event ends early"),
+            Some(b'{' | b'[') => {}
+            Some(b'"') => {
+                self.skip_string()?;
+                return Ok(start);
+            }
+            Some(b'}' | b']' | b',' | b':') => return self.fail("expected a value"),
+            Some(_) => {
+                self.scalar()?;
+                return Ok(start);
+            }
+        }
         // The closing bracket of each open container (on the stack: `Input Dims` and
         // `Input type` arrays come with every PyTorch op).
         let mut open = Brackets::default();
@@ -460,29 +475,147 @@ fn read_event(
         return Ok(c.pos);
     }
     let mut spans = Spans { origin, side, args };
-    c.members(|c, key| {
-        match c.key_bytes(&key) {
-            b"ph" => rec.ph = spans.lenient_string(c)?,
-            b"name" => rec.name = spans.lenient_string(c)?,
-            b"cat" => rec.cat = spans.lenient_string(c)?,
-            b"bp" => rec.bp = spans.lenient_string(c)?,
-            b"s" => rec.s = spans.lenient_string(c)?,
-            b"pid" => rec.pid = spans.lenient_id(c)?,
-            b"tid" => rec.tid = spans.lenient_id(c)?,
-            b"id" => rec.id = spans.lenient_id(c)?,
-            b"ts" => rec.ts = Some(spans.raw(c)?),
-            b"dur" => rec.dur = Some(spans.raw(c)?),
-            b"args" => spans.args(c, rec)?,
-            b"id2" => {
-                (rec.id2_local, rec.id2_global) = spans.id2(c)?.unwrap_or((None, None));
+    c.pos += 1;
+    c.skip_ws();
+    if c.peek() == Some(b'}') {
+        c.pos += 1;
+        return Ok(c.pos);
+    }
+    loop {
+        c.skip_ws();
+        if c.peek() != Some(b'"') {
+            return c.fail("expected a key");
+        }
+        let field = c.field()?;
+        c.skip_ws();
+        match field {
+            Field::Ph => rec.ph = spans.lenient_string(&mut c)?,
+            Field::Name => rec.name = spans.lenient_string(&mut c)?,
+            Field::Cat => rec.cat = spans.lenient_string(&mut c)?,
+            Field::Bp => rec.bp = spans.lenient_string(&mut c)?,
+            Field::S => rec.s = spans.lenient_string(&mut c)?,
+            Field::Pid => rec.pid = spans.lenient_id(&mut c)?,
+            Field::Tid => rec.tid = spans.lenient_id(&mut c)?,
+            Field::Id => rec.id = spans.lenient_id(&mut c)?,
+            Field::Ts => rec.ts = Some(spans.raw(&mut c)?),
+            Field::Dur => rec.dur = Some(spans.raw(&mut c)?),
+            Field::Args => spans.args(&mut c, rec)?,
+            Field::Id2 => {
+                (rec.id2_local, rec.id2_global) = spans.id2(&mut c)?.unwrap_or((None, None));
             }
-            _ => {
+            Field::Other => {
                 c.value()?;
             }
         }
-        Ok(true)
-    })?;
-    Ok(c.pos)
+        c.skip_ws();
+        match c.peek() {
+            Some(b',') => c.pos += 1,
+            Some(b'}') => {
+                c.pos += 1;
+                return Ok(c.pos);
+            }
+            _ => return c.fail("expected ',' or '}' in an object"),
+        }
+    }
+}
+
+/// The event fields the reader keeps.
+#[derive(Copy, Clone)]
+enum Field {
+    Ph,
+    Name,
+    Cat,
+    Bp,
+    S,
+    Pid,
+    Tid,
+    Id,
+    Ts,
+    Dur,
+    Args,
+    Id2,
+    Other,
+}
+
+impl Field {
+    /// The field a key names, by its bytes.
+    fn of(key: &[u8]) -> Field {
+        match key {
+            b"ph" => Field::Ph,
+            b"name" => Field::Name,
+            b"cat" => Field::Cat,
+            b"bp" => Field::Bp,
+            b"s" => Field::S,
+            b"pid" => Field::Pid,
+            b"tid" => Field::Tid,
+            b"id" => Field::Id,
+            b"ts" => Field::Ts,
+            b"dur" => Field::Dur,
+            b"args" => Field::Args,
+            b"id2" => Field::Id2,
+            _ => Field::Other,
+        }
+    }
+}
+
+/// `"key":` as a little-endian word and the mask of its bytes: every field name is short
+/// enough for the quotes and the colon to fit in eight bytes.
+const fn key_word(key: &[u8]) -> (u64, u64, usize) {
+    let mut word = [0u8; 8];
+    word[0] = b'"';
+    let mut i = 0;
+    while i < key.len() {
+        word[i + 1] = key[i];
+        i += 1;
+    }
+    word[key.len() + 1] = b'"';
+    word[key.len() + 2] = b':';
+    let len = key.len() + 3;
+    let mask = if len == 8 {
+        u64::MAX
+    } else {
+        (1u64 << (len * 8)) - 1
+    };
+    (u64::from_le_bytes(word), mask, len)
+}
+
+impl Cursor<'_> {
+    /// The key at the cursor (on its opening quote) and its colon. Keys written as
+    /// Kineto and Chrome write them (`"ph":`, no escapes, no space before the colon)
+    /// are recognised from one eight-byte load; anything else is read as a string.
+    #[inline]
+    fn field(&mut self) -> Result<Field> {
+        if let Some(eight) = self.bytes.get(self.pos..self.pos + 8) {
+            let word = u64::from_le_bytes(eight.try_into().expect("eight bytes"));
+            macro_rules! known {
+                ($($key:literal => $field:expr),+) => {{
+                    $({
+                        const K: (u64, u64, usize) = key_word($key);
+                        if word & K.1 == K.0 {
+                            self.pos += K.2;
+                            return Ok($field);
+                        }
+                    })+
+                }};
+            }
+            match eight[1] {
+                b'p' => known!(b"ph" => Field::Ph, b"pid" => Field::Pid),
+                b'n' => known!(b"name" => Field::Name),
+                b'c' => known!(b"cat" => Field::Cat),
+                b't' => known!(b"tid" => Field::Tid, b"ts" => Field::Ts),
+                b'd' => known!(b"dur" => Field::Dur),
+                b'a' => known!(b"args" => Field::Args),
+                b'i' => known!(b"id" => Field::Id, b"id2" => Field::Id2),
+                b'b' => known!(b"bp" => Field::Bp),
+                b's' => known!(b"s" => Field::S),
+                _ => {}
+            }
+        }
+        let key = self.string()?;
+        let field = Field::of(self.key_bytes(&key));
+        self.expect(b':', "expected ':' after a key")?;
+        Ok(field)
+    }
 }
 
 /// The next `"` or `\\` at or after `from`. Most strings in traces are short keys and
@@ -563,9 +696,7 @@ fn number_len(b: &[u8]) -> Option<usize> {
     }
     let digits = |i: &mut usize| {
         let start = *i;
-        while b.get(*i).is_some_and(u8::is_ascii_digit) {
-            *i += 1;
-        }
+        *i = digits_end(b, start);
         *i > start
     };
     if b.get(i) == Some(&b'0') {
@@ -589,6 +720,31 @@ fn number_len(b: &[u8]) -> Option<usize> {
         }
     }
     Some(i)
+}
+
+/// Where the run of ASCII digits that starts at `from` ends. Timestamps and ids are
+/// long runs of digits: eight bytes are checked at a time.
+#[inline]
+fn digits_end(b: &[u8], from: usize) -> usize {
+    const LOW: u64 = u64::from_ne_bytes([0x30; 8]);
+    const SIX: u64 = u64::from_ne_bytes([0x06; 8]);
+    const HIGH_NIBBLES: u64 = u64::from_ne_bytes([0xf0; 8]);
+    let mut i = from;
+    while let Some(eight) = b.get(i..i + 8) {
+        // A digit is 0x30..=0x39: after `^ 0x30`, its high nibble is zero and adding 6
+        // keeps it so. A carry out of a byte that is not a digit can only mark the
+        // bytes after it, so the lowest mark is exact.
+        let x = u64::from_le_bytes(eight.try_into().expect("eight bytes")) ^ LOW;
+        let not_digits = (x | x.wrapping_add(SIX)) & HIGH_NIBBLES;
+        if not_digits != 0 {
+            return i + (not_digits.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while b.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
 }
 
 /// Calls `f` with each key and raw value of the JSON object `text` until it returns
@@ -758,6 +914,14 @@ mod tests {
             r#"{"a": [}"#,
             r#"{"a": -}"#,
             r#"{"a": {"b": 1,}}"#,
+            // Keys the eight-byte match must not take for fields, or must take exactly.
+            r#"{"phx":"B","ph":"X","names":1,"name":"n","s":"p","s2":"q","id2x":1,"id2":{"local":3},"tsx":9,"ts":1,"cats":"z","cat":"c"}"#,
+            r#"{"ph" :"X","pid" : 1,"tid":2,"ts":3,"dur":4,"args":{"ph":"x"},"bp":"e","id":5}"#,
+            r#"{"ph":"X","name":"m","tid":"t","s":"g"}"#,
+            r#"{"ts":1}"#,
+            r#"{"s":1}"#,
+            r#"{"ph":"#,
+            r#"{"ph":"X","pid":123456789012345678,"tid":-0,"ts":1712195500577678.888,"dur":0.001}"#,
         ];
         for case in cases {
             let ours = scan_whole(case);
@@ -772,6 +936,26 @@ mod tests {
                     "{case}: scanner {ours:?} but serde {:?}",
                     reference.as_ref().map_err(|e| e.to_string())
                 ),
+            }
+        }
+    }
+
+    #[test]
+    fn digit_runs_end_at_the_first_other_byte() {
+        // Every byte value, at every position of a run that crosses eight-byte words.
+        for len in 0..20 {
+            for other in 0..=255u8 {
+                let mut text = vec![b'7'; len];
+                text.push(other);
+                text.extend_from_slice(b"12345678");
+                for from in 0..=len.min(3) {
+                    let naive = from
+                        + text[from..]
+                            .iter()
+                            .position(|b| !b.is_ascii_digit())
+                            .unwrap_or(text.len() - from);
+                    assert_eq!(digits_end(&text, from), naive, "{len} {other} {from}");
+                }
             }
         }
     }
