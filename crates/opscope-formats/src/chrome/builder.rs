@@ -62,7 +62,16 @@ pub(crate) struct Builder<'t> {
     arg_entries: Vec<(StrId, ArgValue)>,
     synthetic_tids: HashMap<(ProcessId, String), i64>,
     max_ts: i64,
+    /// The kinds of (category, name) pairs met lately, by a hash of their ids:
+    /// [`kinds::kind_of`] lower-cases the category and matches the name, per slice.
+    recent_kinds: Vec<Option<(StrId, StrId, Option<SliceKind>)>>,
+    /// Whether an args object opened with opscope's own-category entry
+    /// ([`super::export::CATEGORY_ARG`]); until one does, no slice needs the look.
+    saw_category_arg: bool,
 }
+
+/// Slots of [`Builder::recent_kinds`].
+const RECENT_KINDS: usize = 1 << 10;
 
 impl<'t> Builder<'t> {
     pub fn new(trace: &'t mut Trace, source: SourceId, path: &str) -> Self {
@@ -84,6 +93,8 @@ impl<'t> Builder<'t> {
             malformed_here: 0,
             synthetic_tids: HashMap::new(),
             max_ts: i64::MIN,
+            recent_kinds: vec![None; RECENT_KINDS],
+            saw_category_arg: false,
         }
     }
 
@@ -227,6 +238,9 @@ impl<'t> Builder<'t> {
     fn split_args(&mut self, split: ArgEntries) -> Result<ArgsId, ImportError> {
         let mut entries = std::mem::take(&mut self.arg_entries);
         entries.clear();
+        if let Some(first) = split.entries.first() {
+            self.saw_category_arg |= split.texts.of(first.key) == super::export::CATEGORY_ARG;
+        }
         for e in split.entries {
             let key = self.string(split.texts.of(e.key))?;
             let value = match e.kind {
@@ -258,7 +272,7 @@ impl<'t> Builder<'t> {
     }
 
     /// Handles one event.
-    pub fn add(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    pub fn add(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let phase = match ev.ph.as_deref().map(str::as_bytes) {
             Some([p]) => *p,
             _ => {
@@ -293,14 +307,29 @@ impl<'t> Builder<'t> {
         Ok((name, category))
     }
 
+    /// [`kinds::kind_of`] of a slice's category and name, remembered.
+    fn kind_of(&mut self, category: StrId, name: StrId) -> Option<SliceKind> {
+        let mixed =
+            (u64::from(category.0) << 32 | u64::from(name.0)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let slot = (mixed >> 54) as usize % RECENT_KINDS;
+        match self.recent_kinds[slot] {
+            Some((c, n, kind)) if c == category && n == name => kind,
+            _ => {
+                let kind = kinds::kind_of(self.trace.str(category), self.trace.str(name));
+                self.recent_kinds[slot] = Some((category, name, kind));
+                kind
+            }
+        }
+    }
+
     fn push_slice(&mut self, track: TrackId, ts: i64, dur: i64, open: OpenSlice) {
-        let name = self.trace.str(open.name);
-        let category = self.trace.str(open.category);
-        let kind = match kinds::kind_of(category, name) {
+        let kind = match self.kind_of(open.category, open.name) {
             Some(kind) => kind,
             // The legacy autograd profiler writes ops with no category under the
             // process "CPU functions".
-            None if category.is_empty() && self.is_legacy_autograd(track) => SliceKind::Op,
+            None if open.category == StrId::EMPTY && self.is_legacy_autograd(track) => {
+                SliceKind::Op
+            }
             None => {
                 self.trace.note_unknown_category(open.category);
                 SliceKind::Other
@@ -322,6 +351,9 @@ impl<'t> Builder<'t> {
     /// read back as the same kind, and keeps the own one as the first arg
     /// ([`super::export::CATEGORY_ARG`]): the slice gets it back, and loses the arg.
     fn own_category(&mut self, category: StrId, args: ArgsId) -> (StrId, ArgsId) {
+        if !self.saw_category_arg {
+            return (category, args);
+        }
         let Some((key, ArgValue::Str(own))) = self.trace.args.get(args).next() else {
             return (category, args);
         };
@@ -347,7 +379,7 @@ impl<'t> Builder<'t> {
             .is_some_and(|n| self.trace.str(n) == "CPU functions")
     }
 
-    fn complete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn complete(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
@@ -363,9 +395,9 @@ impl<'t> Builder<'t> {
             None => 0,
         };
         self.max_ts = self.max_ts.max(ts.saturating_add(dur));
-        let (_, track) = self.thread_track(&ev)?;
-        let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(&ev)?;
+        let (_, track) = self.thread_track(ev)?;
+        let (name, category) = self.name_and_category(ev)?;
+        let args = self.args(ev)?;
         let open = OpenSlice {
             ts,
             name,
@@ -376,14 +408,14 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn begin(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn begin(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
         };
-        let (_, track) = self.thread_track(&ev)?;
-        let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(&ev)?;
+        let (_, track) = self.thread_track(ev)?;
+        let (name, category) = self.name_and_category(ev)?;
+        let args = self.args(ev)?;
         self.open.begin(
             track,
             OpenSlice {
@@ -396,17 +428,17 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn end(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn end(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
         };
-        let (_, track) = self.thread_track(&ev)?;
+        let (_, track) = self.thread_track(ev)?;
         let Some(mut open) = self.open.end(track, &mut self.trace.repairs) else {
             return Ok(());
         };
         // Args on the `E` event are merged into the slice's, as Chrome does.
-        let end_args = self.args(&ev)?;
+        let end_args = self.args(ev)?;
         open.args = self.merge_args(open.args, end_args);
         self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
@@ -432,18 +464,18 @@ impl<'t> Builder<'t> {
         w.finish()
     }
 
-    fn instant(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn instant(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
         };
-        let (_, track) = self.thread_track(&ev)?;
+        let (_, track) = self.thread_track(ev)?;
         let scope = match ev.s.as_deref() {
             Some("g") => InstantScope::Global,
             Some("p") => InstantScope::Process,
             _ => InstantScope::Thread,
         };
-        self.push_instant(track, ts, scope, &ev)
+        self.push_instant(track, ts, scope, ev)
     }
 
     fn push_instant(
@@ -475,7 +507,7 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn counter(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn counter(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
@@ -511,7 +543,7 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn metadata(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn metadata(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let kind = ev.name.as_deref().unwrap_or("");
         let wanted = match kind {
             "process_name" | "thread_name" => "name",
@@ -567,17 +599,17 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn flow(&mut self, ev: RawEvent, phase: u8) -> Result<(), ImportError> {
+    fn flow(&mut self, ev: &RawEvent, phase: u8) -> Result<(), ImportError> {
         let Some(ts) = self.timestamp(ev.ts) else {
             self.malformed("no valid \"ts\"");
             return Ok(());
         };
-        let (process, track) = self.thread_track(&ev)?;
-        let Some((id, local)) = self.event_id(&ev) else {
+        let (process, track) = self.thread_track(ev)?;
+        let Some((id, local)) = self.event_id(ev) else {
             self.malformed("no \"id\"");
             return Ok(());
         };
-        let (name, category) = self.name_and_category(&ev)?;
+        let (name, category) = self.name_and_category(ev)?;
         let role = match phase {
             b's' => FlowRole::Start,
             b't' => FlowRole::Step,
@@ -640,15 +672,15 @@ impl<'t> Builder<'t> {
         Ok(Some((track, category)))
     }
 
-    fn async_begin(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn async_begin(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let lane = self.async_track(&ev)?;
+        let lane = self.async_track(ev)?;
         let (Some(ts), Some((track, category))) = (ts, lane) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
         let name = self.string(ev.name.as_deref().unwrap_or(""))?;
-        let args = self.args(&ev)?;
+        let args = self.args(ev)?;
         self.open_async.begin(
             (track, category),
             OpenSlice {
@@ -661,9 +693,9 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn async_end(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn async_end(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let lane = self.async_track(&ev)?;
+        let lane = self.async_track(ev)?;
         let (Some(ts), Some((track, category))) = (ts, lane) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
@@ -679,20 +711,20 @@ impl<'t> Builder<'t> {
         let Some(mut open) = closed else {
             return Ok(());
         };
-        let end_args = self.args(&ev)?;
+        let end_args = self.args(ev)?;
         open.args = self.merge_args(open.args, end_args);
         self.push_slice(track, open.ts, ts.saturating_sub(open.ts), open);
         Ok(())
     }
 
-    fn async_instant(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn async_instant(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let lane = self.async_track(&ev)?;
+        let lane = self.async_track(ev)?;
         let (Some(ts), Some((track, _))) = (ts, lane) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
-        self.push_instant(track, ts, InstantScope::Thread, &ev)
+        self.push_instant(track, ts, InstantScope::Thread, ev)
     }
 
     /// Objects (TF tensors) live on one async track per process and object name.
@@ -708,15 +740,15 @@ impl<'t> Builder<'t> {
         Ok(Some((process, category, id)))
     }
 
-    fn object_new(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn object_new(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let key = self.object_key(&ev)?;
+        let key = self.object_key(ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
         };
-        let (name, category) = self.name_and_category(&ev)?;
-        let args = self.args(&ev)?;
+        let (name, category) = self.name_and_category(ev)?;
+        let args = self.args(ev)?;
         let track = self
             .trace
             .named_track(Some(key.0), TrackKind::Async, name, key.2.lane());
@@ -733,9 +765,9 @@ impl<'t> Builder<'t> {
         Ok(())
     }
 
-    fn object_snapshot(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn object_snapshot(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let key = self.object_key(&ev)?;
+        let key = self.object_key(ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());
@@ -749,18 +781,23 @@ impl<'t> Builder<'t> {
             }
         };
         // Snapshots often omit the name: they belong to the object they snapshot.
-        let mut ev = ev;
-        if ev.name.is_none() {
-            if let Some((_, open)) = self.open_objects.get(&key) {
-                ev.name = Some(self.trace.str(open.name).to_string().into());
+        let named;
+        let ev = match (&ev.name, self.open_objects.get(&key)) {
+            (None, Some((_, open))) => {
+                named = RawEvent {
+                    name: Some(self.trace.str(open.name).to_string().into()),
+                    ..ev.clone()
+                };
+                &named
             }
-        }
-        self.push_instant(track, ts, InstantScope::Thread, &ev)
+            _ => ev,
+        };
+        self.push_instant(track, ts, InstantScope::Thread, ev)
     }
 
-    fn object_delete(&mut self, ev: RawEvent) -> Result<(), ImportError> {
+    fn object_delete(&mut self, ev: &RawEvent) -> Result<(), ImportError> {
         let ts = self.timestamp(ev.ts);
-        let key = self.object_key(&ev)?;
+        let key = self.object_key(ev)?;
         let (Some(ts), Some(key)) = (ts, key) else {
             self.malformed("no valid \"ts\" or \"id\"");
             return Ok(());

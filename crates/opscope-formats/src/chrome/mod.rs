@@ -182,7 +182,7 @@ fn run(
             for rec in chunk.events() {
                 builder.event_offset = Some(chunk.base + rec.offset as u64);
                 let added = match chunk.event(rec) {
-                    Some(ev) => builder.add(ev),
+                    Some(ev) => builder.add(&ev),
                     None => {
                         builder.malformed("an element of the event array that is not an object");
                         Ok(())

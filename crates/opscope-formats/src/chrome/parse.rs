@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 
 /// One trace event as written. Reading is lenient: a field of the wrong type reads as
 /// absent (the builder then counts the event as malformed) instead of failing the file.
-#[derive(Default, Debug)]
+#[derive(Default, Debug, Clone)]
 pub(crate) struct RawEvent<'a> {
     pub ph: Option<Cow<'a, str>>,
     pub name: Option<Cow<'a, str>>,

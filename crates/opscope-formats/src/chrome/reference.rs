@@ -146,7 +146,7 @@ pub fn import_reference(
                         texts: Texts::side_only(&side),
                     });
                 }
-                builder.add(ev)
+                builder.add(&ev)
             }
         };
         if let Err(e) = added {
