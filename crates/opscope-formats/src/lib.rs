@@ -17,6 +17,7 @@ pub mod gzip;
 pub mod importer;
 pub mod input;
 pub mod kernel_names;
+mod map_ahead;
 #[cfg(feature = "nsys")]
 pub mod nsys;
 #[cfg(feature = "parquet")]

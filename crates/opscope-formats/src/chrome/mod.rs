@@ -19,6 +19,7 @@ use opscope_model::args::ArgValue;
 use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
 
 use crate::error::ImportError;
+use crate::map_ahead::MapAhead;
 use builder::Builder;
 use chunk::{Batch, Chunk, Part, Spare};
 pub use export::{export, export_selected};
@@ -283,29 +284,46 @@ fn read_events<'a>(
     };
     match input {
         Input::Bytes(bytes) => {
-            let mut offset = 0;
-            while offset < bytes.len() || !splitter.is_done() {
-                let rest = &bytes[offset..];
-                let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
-                if let Some(origin) = batch.origin.filter(|_| !batch.part.events.is_empty()) {
-                    // Events before an error are still delivered.
-                    let text = utf8(&rest[origin..batch.end]).map_err(|valid| {
-                        syntax((offset + origin + valid) as u64, NOT_UTF8.into())
-                    })?;
-                    send(
-                        &mut batch,
-                        &mut pool,
-                        Cow::Borrowed(text),
-                        (offset + origin) as u64,
-                    )?;
+            // Large mapped inputs: their pages are mapped in by a thread of their own.
+            let ahead = MapAhead::new(bytes);
+            std::thread::scope(|scope| {
+                let mapper = (bytes.len() >= LARGE_INPUT).then(|| scope.spawn(|| ahead.run()));
+                let mut read = || -> Result<(), ImportError> {
+                    let mut offset = 0;
+                    while offset < bytes.len() || !splitter.is_done() {
+                        let rest = &bytes[offset..];
+                        let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
+                        if let Some(origin) = batch.origin.filter(|_| !batch.part.events.is_empty())
+                        {
+                            // Events before an error are still delivered.
+                            let text = utf8(&rest[origin..batch.end]).map_err(|valid| {
+                                syntax((offset + origin + valid) as u64, NOT_UTF8.into())
+                            })?;
+                            send(
+                                &mut batch,
+                                &mut pool,
+                                Cow::Borrowed(text),
+                                (offset + origin) as u64,
+                            )?;
+                        }
+                        let consumed =
+                            scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
+                        if consumed == 0 {
+                            break;
+                        }
+                        offset += consumed;
+                        if let Some(mapper) = &mapper {
+                            ahead.reached(offset, mapper.thread());
+                        }
+                    }
+                    Ok(())
+                };
+                let read = read();
+                if let Some(mapper) = &mapper {
+                    ahead.stop(mapper.thread());
                 }
-                let consumed =
-                    scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
-                if consumed == 0 {
-                    break;
-                }
-                offset += consumed;
-            }
+                read
+            })?;
         }
         Input::Reader(mut reader) => {
             // `window[..filled]` is the text not yet consumed. The bytes after it are
