@@ -154,6 +154,81 @@ impl Splitter {
                 return Ok(pos);
             }
             let c = bytes[pos];
+            // Events and the commas between them, the bulk of a document, without
+            // moving the state out and back in (it may hold a key).
+            match self.state {
+                State::Event { first, bare } => {
+                    if c == b']' && first {
+                        self.state = if bare { State::End } else { State::AfterValue };
+                        pos += 1;
+                        continue;
+                    }
+                    if c == b']' || c == b',' {
+                        return error(pos, "expected an event");
+                    }
+                    let (mark, origin) = (batch.part.mark(), batch.origin);
+                    let start = *batch.origin.get_or_insert(pos);
+                    match scan::scan_event(bytes, pos, start, &mut batch.part) {
+                        // A number may go on in the data not read yet.
+                        Ok(end)
+                            if end == bytes.len()
+                                && !at_eof
+                                && batch.part.events.last().is_some_and(|r| r.not_an_object) =>
+                        {
+                            batch.part.events.pop();
+                            batch.part.roll_back(mark);
+                            batch.origin = origin;
+                            return self.cut(
+                                State::Event { first, bare },
+                                pos,
+                                at_eof,
+                                bytes.len(),
+                            );
+                        }
+                        Ok(end) => {
+                            if end - pos > self.max_event_bytes {
+                                batch.part.events.pop();
+                                return error(
+                                    pos,
+                                    &format!(
+                                        "an event of {} bytes, over the limit of {}",
+                                        end - pos,
+                                        self.max_event_bytes
+                                    ),
+                                );
+                            }
+                            batch.end = end;
+                            found += end - pos;
+                            pos = end;
+                            self.state = State::AfterEvent { bare };
+                            continue;
+                        }
+                        Err(e) => {
+                            batch.part.roll_back(mark);
+                            batch.origin = origin;
+                            // Tell a broken event from one that is only cut off
+                            // by the end of the data read so far.
+                            return match value_end(bytes, pos, at_eof) {
+                                None => {
+                                    self.cut(State::Event { first, bare }, pos, at_eof, bytes.len())
+                                }
+                                Some(_) => error(e.offset, &e.message),
+                            };
+                        }
+                    }
+                }
+                State::AfterEvent { bare } => {
+                    self.state = match c {
+                        b',' => State::Event { first: false, bare },
+                        b']' if bare => State::End,
+                        b']' => State::AfterValue,
+                        _ => return error(pos, "expected ',' or ']' after an event"),
+                    };
+                    pos += 1;
+                    continue;
+                }
+                _ => {}
+            }
             let state = std::mem::replace(&mut self.state, State::End);
             self.state = match state {
                 State::Start => match c {
@@ -216,71 +291,9 @@ impl Splitter {
                     b'}' => State::End,
                     _ => return error(pos, "expected ',' or '}' in the top-level object"),
                 },
-                State::Event { first, bare } => {
-                    if c == b']' && first {
-                        if bare {
-                            State::End
-                        } else {
-                            State::AfterValue
-                        }
-                    } else if c == b']' || c == b',' {
-                        return error(pos, "expected an event");
-                    } else {
-                        let (mark, origin) = (batch.part.mark(), batch.origin);
-                        let start = *batch.origin.get_or_insert(pos);
-                        match scan::scan_event(bytes, pos, start, &mut batch.part) {
-                            // A number may go on in the data not read yet.
-                            Ok(end)
-                                if end == bytes.len()
-                                    && !at_eof
-                                    && batch
-                                        .part
-                                        .events
-                                        .last()
-                                        .is_some_and(|r| r.not_an_object) =>
-                            {
-                                batch.part.events.pop();
-                                batch.part.roll_back(mark);
-                                batch.origin = origin;
-                                return self.cut(state, pos, at_eof, bytes.len());
-                            }
-                            Ok(end) => {
-                                if end - pos > self.max_event_bytes {
-                                    batch.part.events.pop();
-                                    return error(
-                                        pos,
-                                        &format!(
-                                            "an event of {} bytes, over the limit of {}",
-                                            end - pos,
-                                            self.max_event_bytes
-                                        ),
-                                    );
-                                }
-                                batch.end = end;
-                                found += end - pos;
-                                pos = end;
-                                self.state = State::AfterEvent { bare };
-                                continue;
-                            }
-                            Err(e) => {
-                                batch.part.roll_back(mark);
-                                batch.origin = origin;
-                                // Tell a broken event from one that is only cut off
-                                // by the end of the data read so far.
-                                return match value_end(bytes, pos, at_eof) {
-                                    None => self.cut(state, pos, at_eof, bytes.len()),
-                                    Some(_) => error(e.offset, &e.message),
-                                };
-                            }
-                        }
-                    }
+                State::Event { .. } | State::AfterEvent { .. } => {
+                    unreachable!("handled above")
                 }
-                State::AfterEvent { bare } => match c {
-                    b',' => State::Event { first: false, bare },
-                    b']' if bare => State::End,
-                    b']' => State::AfterValue,
-                    _ => return error(pos, "expected ',' or ']' after an event"),
-                },
                 State::End => return error(pos, "data after the end of the JSON document"),
             };
             pos += 1;
