@@ -172,6 +172,12 @@ fn track_time_order<K: Ord>(
             .windows(2)
             .all(|w| key(w[0] as usize) <= key(w[1] as usize))
         {
+            if rows.len() < KEYED_SORT_ROWS {
+                // Small enough for the keys to stay in the cache: sorted through them,
+                // with no copy of the keys at the peak of a small trace's memory.
+                rows.sort_by_key(|&i| key(i as usize));
+                continue;
+            }
             // Keys beside their rows, not read through them: sorting by an indirect key
             // missed the cache at every comparison (a third of a 1 GB trace's
             // finishing). The rows ascend, so ties broken by row keep equal keys in
@@ -186,6 +192,9 @@ fn track_time_order<K: Ord>(
     }
     Some(order)
 }
+
+/// Rows of one track from which its sort copies the keys beside the rows.
+const KEYED_SORT_ROWS: usize = 1 << 18;
 
 fn track_ranges(track_column: &[u32], tracks: usize) -> Vec<Range<u32>> {
     let mut ranges = vec![0..0; tracks];
@@ -290,14 +299,20 @@ mod tests {
             seed ^= seed << 17;
             seed % n
         };
-        for case in 0..200 {
+        for case in 0..204 {
             let tracks = 1 + next(6) as usize;
-            let n = next(300) as usize;
+            // The last cases have tracks long enough for the keys to be copied beside
+            // their rows.
+            let n = if case < 200 {
+                next(300) as usize
+            } else {
+                2 * super::KEYED_SORT_ROWS + next(4 * super::KEYED_SORT_ROWS as u64) as usize
+            };
             let track: Vec<u32> = (0..n).map(|_| next(tracks as u64) as u32).collect();
             // Interleaved in time (as importers emit), then some rows out of order.
             let mut ts: Vec<i64> = (0..n as i64).map(|i| i / 3).collect();
-            if case % 2 == 1 {
-                for _ in 0..next(5) {
+            if case % 2 == 1 || case >= 200 {
+                for _ in 0..next(5) + (n / 1000) as u64 {
                     let (a, b) = (
                         next(n.max(1) as u64) as usize,
                         next(n.max(1) as u64) as usize,
