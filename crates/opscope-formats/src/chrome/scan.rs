@@ -917,7 +917,7 @@ mod tests {
             // Keys the eight-byte match must not take for fields, or must take exactly.
             r#"{"phx":"B","ph":"X","names":1,"name":"n","s":"p","s2":"q","id2x":1,"id2":{"local":3},"tsx":9,"ts":1,"cats":"z","cat":"c"}"#,
             r#"{"ph" :"X","pid" : 1,"tid":2,"ts":3,"dur":4,"args":{"ph":"x"},"bp":"e","id":5}"#,
-            r#"{"ph":"X","name":"m","tid":"t","s":"g"}"#,
+            r#"{"p\u0068":"X","na\u006de":"m","tid":"t","s":"g"}"#,
             r#"{"ts":1}"#,
             r#"{"s":1}"#,
             r#"{"ph":"#,
