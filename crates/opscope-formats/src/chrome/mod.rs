@@ -14,6 +14,7 @@ mod split;
 use std::borrow::Cow;
 use std::io::Read;
 use std::sync::mpsc::{Receiver, SyncSender};
+use std::thread::Thread;
 
 use opscope_model::args::ArgValue;
 use opscope_model::{ClockDomain, LinearTransform, Source, SourceId, Trace};
@@ -170,6 +171,12 @@ fn run(
     let offsets_in_file = matches!(input, Input::Bytes(_));
     let watched = crate::watch::is_watched();
     let mut builder = Builder::new(trace, source, path);
+    // A large mapped input's pages are mapped in ahead of the reader, by a thread of
+    // their own.
+    let ahead = match &input {
+        Input::Bytes(bytes) if bytes.len() >= LARGE_INPUT => Some(MapAhead::new(bytes)),
+        _ => None,
+    };
     // One thread reads (inflates), splits and parses events; this one builds the model
     // from them: the two cores of a typical machine share the work, and only a few
     // chunks of text are in memory at a time (two waiting: four held 2 MB more at the
@@ -177,7 +184,12 @@ fn run(
     let (outline, build_error) = std::thread::scope(|scope| {
         let (sender, chunks) = std::sync::mpsc::sync_channel::<Chunk>(2);
         let (recycler, recycled) = std::sync::mpsc::channel::<Spare>();
-        let reader = scope.spawn(move || read_events(input, path, chunk_bytes, &sender, &recycled));
+        let mapper = ahead
+            .as_ref()
+            .map(|ahead| (ahead, scope.spawn(|| ahead.run()).thread().clone()));
+        let map_ahead = mapper.clone();
+        let reader = scope
+            .spawn(move || read_events(input, path, chunk_bytes, &sender, &recycled, map_ahead));
         let mut build_error = None;
         'chunks: for chunk in chunks.iter() {
             for rec in chunk.events() {
@@ -207,7 +219,11 @@ fn run(
             let _ = recycler.send(chunk.into_spare());
         }
         drop(chunks);
-        let outline = reader.join().unwrap_or_else(|_| {
+        let outline = reader.join();
+        if let Some((ahead, thread)) = &mapper {
+            ahead.stop(thread);
+        }
+        let outline = outline.unwrap_or_else(|_| {
             Err(ImportError::Io {
                 path: path.to_string(),
                 message: "the reading thread failed".into(),
@@ -253,6 +269,7 @@ fn read_events<'a>(
     chunk_bytes: usize,
     sender: &SyncSender<Chunk<'a>>,
     recycled: &Receiver<Spare>,
+    map_ahead: Option<(&MapAhead, Thread)>,
 ) -> Result<Outline, ImportError> {
     let syntax = |offset: u64, message: String| ImportError::Syntax {
         path: path.to_string(),
@@ -284,46 +301,32 @@ fn read_events<'a>(
     };
     match input {
         Input::Bytes(bytes) => {
-            // Large mapped inputs: their pages are mapped in by a thread of their own.
-            let ahead = MapAhead::new(bytes);
-            std::thread::scope(|scope| {
-                let mapper = (bytes.len() >= LARGE_INPUT).then(|| scope.spawn(|| ahead.run()));
-                let mut read = || -> Result<(), ImportError> {
-                    let mut offset = 0;
-                    while offset < bytes.len() || !splitter.is_done() {
-                        let rest = &bytes[offset..];
-                        let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
-                        if let Some(origin) = batch.origin.filter(|_| !batch.part.events.is_empty())
-                        {
-                            // Events before an error are still delivered.
-                            let text = utf8(&rest[origin..batch.end]).map_err(|valid| {
-                                syntax((offset + origin + valid) as u64, NOT_UTF8.into())
-                            })?;
-                            send(
-                                &mut batch,
-                                &mut pool,
-                                Cow::Borrowed(text),
-                                (offset + origin) as u64,
-                            )?;
-                        }
-                        let consumed =
-                            scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
-                        if consumed == 0 {
-                            break;
-                        }
-                        offset += consumed;
-                        if let Some(mapper) = &mapper {
-                            ahead.reached(offset, mapper.thread());
-                        }
-                    }
-                    Ok(())
-                };
-                let read = read();
-                if let Some(mapper) = &mapper {
-                    ahead.stop(mapper.thread());
+            let mut offset = 0;
+            while offset < bytes.len() || !splitter.is_done() {
+                let rest = &bytes[offset..];
+                let scanned = splitter.scan(rest, true, chunk_bytes, &mut batch);
+                if let Some(origin) = batch.origin.filter(|_| !batch.part.events.is_empty()) {
+                    // Events before an error are still delivered.
+                    let text = utf8(&rest[origin..batch.end]).map_err(|valid| {
+                        syntax((offset + origin + valid) as u64, NOT_UTF8.into())
+                    })?;
+                    send(
+                        &mut batch,
+                        &mut pool,
+                        Cow::Borrowed(text),
+                        (offset + origin) as u64,
+                    )?;
                 }
-                read
-            })?;
+                let consumed =
+                    scanned.map_err(|e| syntax((offset + e.offset) as u64, e.message))?;
+                if consumed == 0 {
+                    break;
+                }
+                offset += consumed;
+                if let Some((ahead, mapper)) = &map_ahead {
+                    ahead.reached(offset, mapper);
+                }
+            }
         }
         Input::Reader(mut reader) => {
             // `window[..filled]` is the text not yet consumed. The bytes after it are
