@@ -13,7 +13,7 @@ use opscope_model::{
 
 use super::chunk::{ArgEntries, ArgKind};
 use super::kinds::{self, TfLane};
-use super::parse::{micros_to_ns, Id, RawEvent};
+use super::parse::{Id, Micros, RawEvent};
 use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
 use crate::error::ImportError;
 
@@ -201,8 +201,8 @@ impl<'t> Builder<'t> {
         Ok(found)
     }
 
-    fn timestamp(&mut self, raw: Option<&str>) -> Option<i64> {
-        let ts = micros_to_ns(raw?)?;
+    fn timestamp(&mut self, raw: Option<Micros>) -> Option<i64> {
+        let ts = raw?.ns()?;
         self.max_ts = self.max_ts.max(ts);
         Some(ts)
     }
@@ -385,7 +385,7 @@ impl<'t> Builder<'t> {
             return Ok(());
         };
         let dur = match ev.dur {
-            Some(raw) => match micros_to_ns(raw) {
+            Some(raw) => match raw.ns() {
                 Some(d) => d,
                 None => {
                     self.malformed("\"dur\" is not a number");

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use super::parse::{Id, Id2, RawEvent};
+use super::parse::{Id, Id2, Micros, RawEvent};
 
 /// Part of a string field: a range of the chunk's text, or of its side buffer for
 /// strings that had escapes.
@@ -20,6 +20,13 @@ pub(crate) struct Span {
 pub(crate) enum IdSpan {
     Int(i64),
     Str(Span),
+}
+
+/// A `ts` or `dur`: converted to nanoseconds already, or its text.
+#[derive(Copy, Clone, Debug)]
+pub(crate) enum MicrosSpan {
+    Ns(i64),
+    Text(Span),
 }
 
 /// One entry of an event's `args` object, split on the reading thread: its key and its
@@ -51,8 +58,8 @@ pub(crate) struct Rec {
     pub cat: Option<Span>,
     pub bp: Option<Span>,
     pub s: Option<Span>,
-    pub ts: Option<Span>,
-    pub dur: Option<Span>,
+    pub ts: Option<MicrosSpan>,
+    pub dur: Option<MicrosSpan>,
     pub args: Option<Span>,
     /// When `args` is an object: its entries, a range of the chunk's [`ArgRec`]s.
     pub arg_entries: Option<(u32, u32)>,
@@ -168,6 +175,13 @@ impl<'a> Chunk<'a> {
         &self.part.events
     }
 
+    fn micros(&self, m: MicrosSpan) -> Micros<'_> {
+        match m {
+            MicrosSpan::Ns(ns) => Micros::Ns(ns),
+            MicrosSpan::Text(s) => Micros::Text(self.text_of(s)),
+        }
+    }
+
     fn id(&self, id: Option<IdSpan>) -> Option<Id<'_>> {
         Some(match id? {
             IdSpan::Int(i) => Id::Int(i),
@@ -193,8 +207,8 @@ impl<'a> Chunk<'a> {
             cat: cow(rec.cat),
             pid: self.id(rec.pid),
             tid: self.id(rec.tid),
-            ts: text(rec.ts),
-            dur: text(rec.dur),
+            ts: rec.ts.map(|t| self.micros(t)),
+            dur: rec.dur.map(|d| self.micros(d)),
             id: self.id(rec.id),
             id2,
             bp: cow(rec.bp),

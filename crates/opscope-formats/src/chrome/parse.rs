@@ -17,9 +17,8 @@ pub(crate) struct RawEvent<'a> {
     pub cat: Option<Cow<'a, str>>,
     pub pid: Option<Id<'a>>,
     pub tid: Option<Id<'a>>,
-    /// Raw JSON text of the number (or string) as written.
-    pub ts: Option<&'a str>,
-    pub dur: Option<&'a str>,
+    pub ts: Option<Micros<'a>>,
+    pub dur: Option<Micros<'a>>,
     pub id: Option<Id<'a>>,
     pub id2: Option<Id2<'a>>,
     pub bp: Option<Cow<'a, str>>,
@@ -59,8 +58,12 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
                         "id" => ev.id = map.next_value::<Lenient<Id<'de>>>()?.0,
                         "bp" => ev.bp = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
                         "s" => ev.s = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
-                        "ts" => ev.ts = Some(map.next_value::<&'de RawValue>()?.get()),
-                        "dur" => ev.dur = Some(map.next_value::<&'de RawValue>()?.get()),
+                        "ts" => {
+                            ev.ts = Some(Micros::Text(map.next_value::<&'de RawValue>()?.get()))
+                        }
+                        "dur" => {
+                            ev.dur = Some(Micros::Text(map.next_value::<&'de RawValue>()?.get()))
+                        }
                         "args" => ev.args = Some(map.next_value::<&'de RawValue>()?.get()),
                         "id2" => {
                             let raw: &'de RawValue = map.next_value()?;
@@ -239,6 +242,25 @@ pub(crate) struct Id2<'a> {
     pub local: Option<Id<'a>>,
     #[serde(borrow, default)]
     pub global: Option<Id<'a>>,
+}
+
+/// A `ts` or `dur` as read: nanoseconds the reading thread converted already (a plain
+/// number, see `scan::plain_micros`), or the JSON text as written.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) enum Micros<'a> {
+    Ns(i64),
+    Text(&'a str),
+}
+
+impl Micros<'_> {
+    /// Exact nanoseconds, or `None` where [`micros_to_ns`] has none.
+    #[inline]
+    pub fn ns(self) -> Option<i64> {
+        match self {
+            Micros::Ns(ns) => Some(ns),
+            Micros::Text(text) => micros_to_ns(text),
+        }
+    }
 }
 
 /// Parses a JSON number of microseconds into exact nanoseconds: `1712195495505583.0`,

@@ -5,7 +5,7 @@
 
 use memchr::memchr2;
 
-use super::chunk::{ArgKind, ArgRec, IdSpan, Part, Rec, Span};
+use super::chunk::{ArgKind, ArgRec, IdSpan, MicrosSpan, Part, Rec, Span};
 
 /// A syntax error at `offset` in the text scanned.
 #[derive(Debug, PartialEq)]
@@ -420,6 +420,17 @@ impl Spans<'_> {
         Ok(())
     }
 
+    /// A `ts` or `dur`: in nanoseconds when it is a plain number (this thread has its
+    /// digits at hand), else its text for the builder's exact conversion.
+    #[inline(always)]
+    fn micros(&mut self, c: &mut Cursor) -> Result<MicrosSpan> {
+        if let Some((ns, end)) = plain_micros(c.bytes, c.pos) {
+            c.pos = end;
+            return Ok(MicrosSpan::Ns(ns));
+        }
+        self.raw(c).map(MicrosSpan::Text)
+    }
+
     /// A raw value's text.
     fn raw(&mut self, c: &mut Cursor) -> Result<Span> {
         let start = c.value()?;
@@ -518,8 +529,8 @@ fn read_event(
             Field::Pid => rec.pid = spans.lenient_id(&mut c)?,
             Field::Tid => rec.tid = spans.lenient_id(&mut c)?,
             Field::Id => rec.id = spans.lenient_id(&mut c)?,
-            Field::Ts => rec.ts = Some(spans.raw(&mut c)?),
-            Field::Dur => rec.dur = Some(spans.raw(&mut c)?),
+            Field::Ts => rec.ts = Some(spans.micros(&mut c)?),
+            Field::Dur => rec.dur = Some(spans.micros(&mut c)?),
             Field::Args => spans.args(&mut c, rec)?,
             Field::Id2 => {
                 (rec.id2_local, rec.id2_global) = spans.id2(&mut c)?.unwrap_or((None, None));
@@ -744,6 +755,46 @@ fn number_len(b: &[u8]) -> Option<usize> {
     Some(i)
 }
 
+/// The number of microseconds at `pos` in nanoseconds, and where it ends, when it is
+/// written plainly, as traces write times: 1 to 16 digits (no leading zero), then
+/// maybe a point and 1 to 3 digits, and no byte after it that [`Cursor::scalar`] would
+/// refuse or read on (an exponent). Equal to [`super::parse::micros_to_ns`] of the text;
+/// `None` for anything else, which takes the general path.
+#[inline(always)]
+fn plain_micros(b: &[u8], pos: usize) -> Option<(i64, usize)> {
+    let whole_end = digits_end(b, pos);
+    let n = whole_end - pos;
+    if !(1..=16).contains(&n) || (n > 1 && b[pos] == b'0') {
+        return None;
+    }
+    let whole = digits_value(&b[pos..whole_end]).checked_mul(1000)?;
+    let (frac, end) = if b.get(whole_end) == Some(&b'.') {
+        let frac_end = digits_end(b, whole_end + 1);
+        let k = frac_end - whole_end - 1;
+        if !(1..=3).contains(&k) {
+            return None;
+        }
+        let scale = [1, 100, 10, 1][k];
+        (digits_value(&b[whole_end + 1..frac_end]) * scale, frac_end)
+    } else {
+        (0, whole_end)
+    };
+    if b.get(end)
+        .is_some_and(|c| matches!(c, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E' | b'a'..=b'z'))
+    {
+        return None;
+    }
+    Some((whole.checked_add(frac)?, end))
+}
+
+/// The value of a run of at most 16 ASCII digits.
+#[inline(always)]
+fn digits_value(digits: &[u8]) -> i64 {
+    digits
+        .iter()
+        .fold(0, |value, &d| value * 10 + (d - b'0') as i64)
+}
+
 /// Where the run of ASCII digits that starts at `from` ends. Timestamps and ids are
 /// long runs of digits: eight bytes are checked at a time.
 #[inline]
@@ -805,7 +856,7 @@ mod tests {
 
     use super::*;
     use crate::chrome::chunk::{Chunk, Part};
-    use crate::chrome::parse::{Element, RawEvent};
+    use crate::chrome::parse::{Element, Micros, RawEvent};
 
     #[test]
     fn integers_read_as_str_parse_reads_them() {
@@ -829,6 +880,87 @@ mod tests {
         }
     }
 
+    /// Where the reading thread converts a time itself, it reads the same number as
+    /// the scalar check and gets what the builder's exact conversion gets; and it does
+    /// on the times traces write.
+    #[test]
+    fn plain_micros_agree_with_the_exact_conversion() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        let alphabet = b"0123456789000111999..-+eE ,}xa";
+        let mut texts: Vec<String> = [
+            "1712195520148961.616,",
+            "48.279}",
+            "0",
+            "0.5",
+            "00",
+            "01.5",
+            "1.",
+            "1.2345",
+            "1e3",
+            "1.5E-3,",
+            "-5",
+            "9223372036854775",
+            "9223372036854776",
+            "9223372036854775.807",
+            "9223372036854775.808",
+            "9999999999999999.999",
+            "12345678901234567",
+            "1.5x",
+            "7 ,",
+        ]
+        .iter()
+        .map(|t| t.to_string())
+        .collect();
+        for _ in 0..200_000 {
+            let len = next(24) as usize;
+            let text: Vec<u8> = (0..len)
+                .map(|_| alphabet[next(alphabet.len() as u64) as usize])
+                .collect();
+            texts.push(String::from_utf8(text).unwrap());
+        }
+        let mut converted = 0;
+        for text in &texts {
+            let bytes = text.as_bytes();
+            let Some((ns, end)) = plain_micros(bytes, 0) else {
+                continue;
+            };
+            converted += 1;
+            let mut c = Cursor { bytes, pos: 0 };
+            assert_eq!(c.scalar().ok(), Some(end), "{text:?}");
+            assert_eq!(
+                crate::chrome::parse::micros_to_ns(&text[..end]),
+                Some(ns),
+                "{text:?}"
+            );
+        }
+        assert!(converted > 5_000, "only {converted} converted");
+        for (text, ns) in [
+            ("1712195520148961.616,", 1_712_195_520_148_961_616),
+            ("48.279}", 48_279),
+            ("0.5", 500),
+            ("7 ,", 7000),
+        ] {
+            assert_eq!(plain_micros(text.as_bytes(), 0).map(|(ns, _)| ns), Some(ns));
+        }
+        for text in [
+            "00",
+            "1.",
+            "1.2345",
+            "1e3",
+            "-5",
+            "9223372036854776",
+            "1.5x",
+        ] {
+            assert_eq!(plain_micros(text.as_bytes(), 0), None, "{text}");
+        }
+    }
+
     fn summary(ev: &RawEvent) -> String {
         // An id2 with neither id means no id2.
         let id2 = ev
@@ -837,7 +969,18 @@ mod tests {
             .filter(|id2| id2.local.is_some() || id2.global.is_some());
         format!(
             "{:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?} {:?}",
-            ev.ph, ev.name, ev.cat, ev.pid, ev.tid, ev.ts, ev.dur, ev.id, id2, ev.bp, ev.s, ev.args
+            ev.ph,
+            ev.name,
+            ev.cat,
+            ev.pid,
+            ev.tid,
+            ev.ts.map(Micros::ns),
+            ev.dur.map(Micros::ns),
+            ev.id,
+            id2,
+            ev.bp,
+            ev.s,
+            ev.args
         )
     }
 
