@@ -239,11 +239,30 @@ impl Trace {
 
     /// The deepest slice on `track` that contains `ts` (start and end inclusive).
     pub fn enclosing_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
+        self.enclosing_slice_near(track, ts, &mut Finger::default())
+    }
+
+    /// The first slice on `track` starting at or after `ts`.
+    pub fn next_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
+        self.next_slice_near(track, ts, &mut Finger::default())
+    }
+
+    /// [`Self::enclosing_slice`] for look-ups that come in about time order, as a
+    /// trace's flow events do: the search starts where `finger` left the last one on
+    /// this track, and costs the log of the distance from there instead of the log of
+    /// the track's length (whose rows a binary search misses the cache on).
+    pub fn enclosing_slice_near(
+        &self,
+        track: TrackId,
+        ts: i64,
+        finger: &mut Finger,
+    ) -> Option<u32> {
         let range = self.track_slices(track);
         let starts = &self.slices.ts[range.clone()];
         // Last slice starting at or before ts; among equal starts the shortest (deepest)
         // sorts last.
-        let n = starts.partition_point(|&s| s <= ts);
+        let n = partition_point_near(starts, finger.at(track), |s| s <= ts);
+        finger.set(track, n);
         if n == 0 {
             return None;
         }
@@ -259,10 +278,12 @@ impl Trace {
         }
     }
 
-    /// The first slice on `track` starting at or after `ts`.
-    pub fn next_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
+    /// [`Self::next_slice`] for look-ups in about time order (see
+    /// [`Self::enclosing_slice_near`]).
+    pub fn next_slice_near(&self, track: TrackId, ts: i64, finger: &mut Finger) -> Option<u32> {
         let range = self.track_slices(track);
-        let n = self.slices.ts[range.clone()].partition_point(|&s| s < ts);
+        let n = partition_point_near(&self.slices.ts[range.clone()], finger.at(track), |s| s < ts);
+        finger.set(track, n);
         (range.start + n < range.end).then_some((range.start + n) as u32)
     }
 
@@ -533,6 +554,70 @@ impl Trace {
     }
 }
 
+/// Where the last look-up of [`Trace::enclosing_slice_near`] or
+/// [`Trace::next_slice_near`] ended on each track: the next one starts there.
+#[derive(Clone, Debug, Default)]
+pub struct Finger {
+    rows: Vec<usize>,
+}
+
+impl Finger {
+    fn at(&self, track: TrackId) -> usize {
+        self.rows.get(track.index()).copied().unwrap_or(0)
+    }
+
+    fn set(&mut self, track: TrackId, row: usize) {
+        let t = track.index();
+        if t >= self.rows.len() {
+            self.rows.resize(t + 1, 0);
+        }
+        self.rows[t] = row;
+    }
+}
+
+/// `v.partition_point(pred)` (`pred` holds on a prefix of `v`), searched outward from
+/// `from` in doubling steps, then by halves between the last two probes.
+fn partition_point_near(v: &[i64], from: usize, pred: impl Fn(i64) -> bool) -> usize {
+    let n = v.len();
+    let from = from.min(n);
+    // `pred` holds below `lo`, and fails from `hi` on.
+    let (mut lo, mut hi);
+    if from < n && pred(v[from]) {
+        lo = from + 1;
+        let mut step = 1;
+        loop {
+            let probe = from.saturating_add(step);
+            if probe >= n {
+                hi = n;
+                break;
+            }
+            if !pred(v[probe]) {
+                hi = probe;
+                break;
+            }
+            lo = probe + 1;
+            step *= 2;
+        }
+    } else {
+        hi = from;
+        let mut step = 1;
+        loop {
+            if step > from {
+                lo = 0;
+                break;
+            }
+            let probe = from - step;
+            if pred(v[probe]) {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+            step *= 2;
+        }
+    }
+    lo + v[lo..hi].partition_point(|&s| pred(s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -548,6 +633,98 @@ mod tests {
             world_size: None,
             metadata: ArgsId::NONE,
         })
+    }
+
+    /// The search from a finger finds what a binary search finds, from any finger, on
+    /// runs of equal values, at both ends and on empty slices.
+    #[test]
+    fn searches_near_a_finger_find_the_partition_point() {
+        let mut seed = 0x853c_49e6_748f_ea9bu64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..3000 {
+            let len = next(70) as usize;
+            let mut v: Vec<i64> = (0..len).map(|_| next(40) as i64).collect();
+            v.sort();
+            for _ in 0..20 {
+                let (from, t) = (next(len as u64 + 5) as usize, next(44) as i64 - 2);
+                for pred in [|s: i64, t: i64| s <= t, |s: i64, t: i64| s < t] {
+                    assert_eq!(
+                        partition_point_near(&v, from, |s| pred(s, t)),
+                        v.partition_point(|&s| pred(s, t)),
+                        "{v:?} from {from} t {t}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Look-ups through a finger, in any order and across tracks, find the slices a
+    /// scan of the track finds.
+    #[test]
+    fn look_ups_near_a_finger_find_what_a_scan_finds() {
+        let mut trace = Trace::new();
+        let src = source(&mut trace, "t.json");
+        let p = trace.process(src, 1);
+        let tracks: Vec<TrackId> = (0..3)
+            .map(|tid| {
+                let t = trace.thread(p, tid);
+                trace.thread_track(t, TrackKind::Thread)
+            })
+            .collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for i in 0..3000i64 {
+            let track = tracks[next(3) as usize];
+            // Nested and overlapping slices, ties among their starts.
+            trace.slices.push(SliceRow {
+                track,
+                ts: i / 2 * 10,
+                dur: next(60) as i64,
+                name: StrId::EMPTY,
+                category: StrId::EMPTY,
+                kind: crate::SliceKind::Op,
+                args: ArgsId::NONE,
+            });
+        }
+        trace.finish();
+        // By a scan of the track's rows.
+        let scanned = |track: TrackId, ts: i64| {
+            let rows = trace.track_slices(track);
+            let next = rows.clone().find(|&i| trace.slices.ts[i] >= ts);
+            let mut enclosing = rows.filter(|&i| trace.slices.ts[i] <= ts).next_back();
+            while let Some(i) = enclosing.filter(|&i| trace.slices.end(i) < ts) {
+                let parent = trace.slices.parent[i];
+                enclosing = (parent != NONE).then_some(parent as usize);
+            }
+            (enclosing.map(|i| i as u32), next.map(|i| i as u32))
+        };
+        let mut finger = Finger::default();
+        for n in 0..20_000u64 {
+            let track = tracks[next(3) as usize];
+            // Mostly forward in time, sometimes far back.
+            let ts = if n % 7 == 0 {
+                next(16_000) as i64 - 100
+            } else {
+                (n as i64 * 3 / 4) + next(30) as i64
+            };
+            let (enclosing, next) = scanned(track, ts);
+            assert_eq!(
+                trace.enclosing_slice_near(track, ts, &mut finger),
+                enclosing
+            );
+            assert_eq!(trace.next_slice_near(track, ts, &mut finger), next);
+            assert_eq!(trace.enclosing_slice(track, ts), enclosing);
+        }
     }
 
     /// A thread that two files describe (a framework's op on one, the library call

@@ -6,6 +6,7 @@ use hashbrown::HashMap;
 
 use opscope_model::args::ArgValue;
 use opscope_model::events::{InstantRow, SliceRow};
+use opscope_model::trace::Finger;
 use opscope_model::{
     ArgsId, InstantScope, ProcessId, SliceKind, SourceId, StrId, StringTable, ThreadId, Trace,
     TrackId, TrackKind,
@@ -861,12 +862,14 @@ impl<'t> Builder<'t> {
     /// starts a chain, `t` continues it, `f` ends it.
     fn bind_flows(&mut self) {
         let trace = &*self.trace;
-        self.flows.place(|e| {
+        // In id order, which is about time order on each track (ids are handed out as
+        // time goes): each look-up starts where the last one on its track ended.
+        self.flows.place(Finger::default, |e, finger| {
             let at = &e.label;
             if at.enclosing {
-                trace.enclosing_slice(at.track, e.ts)
+                trace.enclosing_slice_near(at.track, e.ts, finger)
             } else {
-                trace.next_slice(at.track, e.ts)
+                trace.next_slice_near(at.track, e.ts, finger)
             }
         });
         let flows = &mut self.trace.flows;

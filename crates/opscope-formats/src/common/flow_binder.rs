@@ -115,14 +115,20 @@ impl<K: Copy + Ord, L> FlowBinder<K, L> {
 
     /// Sets the slice of every event added so far, for formats whose flow events name
     /// a place (a track and time) that only the sorted slices resolve.
-    pub fn place(&mut self, slice: impl Fn(&FlowEnd<K, L>) -> Option<u32> + Sync)
-    where
+    /// `slice` is given a state of each thread's own (`state()`), for look-ups that
+    /// carry something from one event to the next.
+    pub fn place<S>(
+        &mut self,
+        state: impl Fn() -> S + Sync,
+        slice: impl Fn(&FlowEnd<K, L>, &mut S) -> Option<u32> + Sync,
+    ) where
         K: Send,
         L: Send,
     {
         let place = |ends: &mut [FlowEnd<K, L>]| {
+            let mut state = state();
             for e in ends {
-                e.slice = slice(e);
+                e.slice = slice(e, &mut state);
             }
         };
         if self.ends.len() < PARALLEL_ENDS {
