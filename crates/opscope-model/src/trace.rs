@@ -701,7 +701,7 @@ mod tests {
         let scanned = |track: TrackId, ts: i64| {
             let rows = trace.track_slices(track);
             let next = rows.clone().find(|&i| trace.slices.ts[i] >= ts);
-            let mut enclosing = rows.filter(|&i| trace.slices.ts[i] <= ts).next_back();
+            let mut enclosing = rows.rev().find(|&i| trace.slices.ts[i] <= ts);
             while let Some(i) = enclosing.filter(|&i| trace.slices.end(i) < ts) {
                 let parent = trace.slices.parent[i];
                 enclosing = (parent != NONE).then_some(parent as usize);
