@@ -374,11 +374,19 @@ impl Spans<'_> {
                 let end = c.scalar()?;
                 let digits = &c.bytes[start..end];
                 // The grammar check leaves only ASCII.
-                let id = integer(digits)
-                    .or_else(|| number_id(std::str::from_utf8(digits).unwrap_or("")));
+                let text = std::str::from_utf8(digits).unwrap_or("");
+                let id = integer(digits).or_else(|| number_id(text));
                 Ok(Some(match id {
                     Some(i) => IdSpan::Int(i),
-                    None => IdSpan::Str(self.text(start, end)),
+                    // An integer past i64 as written when it fits a u64, any other number
+                    // as the shortest form of the f64 serde reads (`22.30` is `22.3`;
+                    // serde's f64 of a long integer is not always the nearest): so the
+                    // same id whichever reader reads the file.
+                    None if text.parse::<u64>().is_ok() => IdSpan::Str(self.text(start, end)),
+                    None => match serde_json::from_str::<f64>(text) {
+                        Ok(v) => IdSpan::Str(self.string(Str::Decoded(v.to_string()))),
+                        Err(_) => IdSpan::Str(self.text(start, end)),
+                    },
                 }))
             }
             Some(b't') => c.scalar().map(|_| Some(IdSpan::Int(1))),
@@ -1046,6 +1054,9 @@ mod tests {
             r#"{"ph": 5, "name": ["x"], "pid": {"a": 1}, "tid": true, "ts": "12", "unknown": {"deep": [[[]]]}}"#,
             r#"{"id2": {"global": 7, "other": [1]}, "id": 18446744073709551615, "pid": false}"#,
             r#"{"id2": {"local": null}}"#,
+            // Ids that are numbers but not integers: serde reads them as f64s.
+            r#"{"pid": 22.30, "tid": 1.5e3, "id": 123456789012345678901234, "id2": {"local": 0.10}}"#,
+            r#"{"pid": -18446744073709551616, "tid": 9007199254740993.0, "id": 2.5E-1}"#,
             r#"{"id2": {"local": null, "global": 5}}"#,
             r#"{"id2": {"global": 5, "global": null}}"#,
             r#"{"id2": {}}"#,
