@@ -295,13 +295,7 @@ mod tests {
     /// interleaved and shuffled rows, ties included.
     #[test]
     fn track_time_order_is_a_stable_sort() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::testing::numbers(0x2545_f491_4f6c_dd1du64);
         for case in 0..204 {
             let tracks = 1 + next(6) as usize;
             // The last cases have tracks long enough for the keys to be copied beside

@@ -25,3 +25,14 @@ pub(crate) fn one_thread() -> (Trace, TrackId) {
     let track = trace.thread_track(thread, TrackKind::Thread);
     (trace, track)
 }
+
+/// A xorshift generator of numbers below `n`, from `seed`: the same sequence on every
+/// run, for tests that try many cases.
+pub(crate) fn numbers(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}

@@ -639,13 +639,7 @@ mod tests {
     /// runs of equal values, at both ends and on empty slices.
     #[test]
     fn searches_near_a_finger_find_the_partition_point() {
-        let mut seed = 0x853c_49e6_748f_ea9bu64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::testing::numbers(0x853c_49e6_748f_ea9bu64);
         for _ in 0..3000 {
             let len = next(70) as usize;
             let mut v: Vec<i64> = (0..len).map(|_| next(40) as i64).collect();
@@ -676,13 +670,7 @@ mod tests {
                 trace.thread_track(t, TrackKind::Thread)
             })
             .collect();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = crate::testing::numbers(0x2545_f491_4f6c_dd1du64);
         for i in 0..3000i64 {
             let track = tracks[next(3) as usize];
             // Nested and overlapping slices, ties among their starts.
