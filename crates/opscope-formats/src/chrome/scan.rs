@@ -1,7 +1,8 @@
 //! A hand-written reader for one trace event object, run on the bytes as they arrive:
 //! it records each field it needs as a span of the text (or of a side buffer, for the
-//! rare string with escapes), keeps `ts`, `dur` and `args` as raw JSON text, and checks
-//! the syntax of the rest without building it. This is the hottest path of every import.
+//! rare string with escapes), converts plain `ts` and `dur` to nanoseconds (others stay
+//! JSON text, as `args` does, with its entries split), and checks the syntax of the rest
+//! without building it. This is the hottest path of every import.
 
 use memchr::memchr2;
 
