@@ -239,12 +239,18 @@ impl Trace {
 
     /// The deepest slice on `track` that contains `ts` (start and end inclusive).
     pub fn enclosing_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
-        self.enclosing_slice_near(track, ts, &mut Finger::default())
+        let range = self.track_slices(track);
+        // Last slice starting at or before ts; among equal starts the shortest (deepest)
+        // sorts last.
+        let n = self.slices.ts[range.clone()].partition_point(|&s| s <= ts);
+        self.enclosing_of(range.start, n, ts)
     }
 
     /// The first slice on `track` starting at or after `ts`.
     pub fn next_slice(&self, track: TrackId, ts: i64) -> Option<u32> {
-        self.next_slice_near(track, ts, &mut Finger::default())
+        let range = self.track_slices(track);
+        let n = self.slices.ts[range.clone()].partition_point(|&s| s < ts);
+        (range.start + n < range.end).then_some((range.start + n) as u32)
     }
 
     /// [`Self::enclosing_slice`] for look-ups that come in about time order, as a
@@ -258,24 +264,11 @@ impl Trace {
         finger: &mut Finger,
     ) -> Option<u32> {
         let range = self.track_slices(track);
-        let starts = &self.slices.ts[range.clone()];
-        // Last slice starting at or before ts; among equal starts the shortest (deepest)
-        // sorts last.
-        let n = partition_point_near(starts, finger.at(track), |s| s <= ts);
+        let n = partition_point_near(&self.slices.ts[range.clone()], finger.at(track), |s| {
+            s <= ts
+        });
         finger.set(track, n);
-        if n == 0 {
-            return None;
-        }
-        let mut i = (range.start + n - 1) as u32;
-        loop {
-            if self.slices.end(i as usize) >= ts {
-                return Some(i);
-            }
-            i = self.slices.parent[i as usize];
-            if i == NONE {
-                return None;
-            }
-        }
+        self.enclosing_of(range.start, n, ts)
     }
 
     /// [`Self::next_slice`] for look-ups in about time order (see
@@ -285,6 +278,25 @@ impl Trace {
         let n = partition_point_near(&self.slices.ts[range.clone()], finger.at(track), |s| s < ts);
         finger.set(track, n);
         (range.start + n < range.end).then_some((range.start + n) as u32)
+    }
+
+    /// The deepest slice containing `ts` among the first `n` of a track's rows (from row
+    /// `first`) and their ancestors: the last of them, or the nearest ancestor that
+    /// still runs at `ts`.
+    fn enclosing_of(&self, first: usize, n: usize, ts: i64) -> Option<u32> {
+        if n == 0 {
+            return None;
+        }
+        let mut i = (first + n - 1) as u32;
+        loop {
+            if self.slices.end(i as usize) >= ts {
+                return Some(i);
+            }
+            i = self.slices.parent[i as usize];
+            if i == NONE {
+                return None;
+            }
+        }
     }
 
     /// Sorts slices by track and time, computes nesting, repairs what breaks the
@@ -712,6 +724,7 @@ mod tests {
             );
             assert_eq!(trace.next_slice_near(track, ts, &mut finger), next);
             assert_eq!(trace.enclosing_slice(track, ts), enclosing);
+            assert_eq!(trace.next_slice(track, ts), next);
         }
     }
 
