@@ -131,6 +131,7 @@ impl<'a> Texts<'a> {
         Texts { text: "", side }
     }
 
+    #[inline]
     pub fn of(&self, span: Span) -> &'a str {
         let (start, end) = (span.start as usize, (span.start + span.len) as usize);
         if span.side {
@@ -160,10 +161,12 @@ impl<'a> Chunk<'a> {
         Chunk { text, part, base }
     }
 
+    #[inline(always)]
     fn text_of(&self, span: Span) -> &str {
         self.texts().of(span)
     }
 
+    #[inline(always)]
     fn texts(&self) -> Texts<'_> {
         Texts {
             text: &self.text,
@@ -175,22 +178,25 @@ impl<'a> Chunk<'a> {
         &self.part.events
     }
 
-    fn micros(&self, m: MicrosSpan) -> Micros<'_> {
+    #[inline(always)]
+    fn micros(&self, m: &MicrosSpan) -> Micros<'_> {
         match m {
-            MicrosSpan::Ns(ns) => Micros::Ns(ns),
-            MicrosSpan::Text(s) => Micros::Text(self.text_of(s)),
+            MicrosSpan::Ns(ns) => Micros::Ns(*ns),
+            MicrosSpan::Text(s) => Micros::Text(self.text_of(*s)),
         }
     }
 
-    fn id(&self, id: Option<IdSpan>) -> Option<Id<'_>> {
-        Some(match id? {
-            IdSpan::Int(i) => Id::Int(i),
-            IdSpan::Str(s) => Id::Str(Cow::Borrowed(self.text_of(s))),
+    #[inline(always)]
+    fn id(&self, id: &Option<IdSpan>) -> Option<Id<'_>> {
+        Some(match id.as_ref()? {
+            IdSpan::Int(i) => Id::Int(*i),
+            IdSpan::Str(s) => Id::Str(Cow::Borrowed(self.text_of(*s))),
         })
     }
 
     /// The event of `rec`, borrowing this chunk; `None` for an array element that is
     /// not an object.
+    #[inline(always)]
     pub fn event(&self, rec: &Rec) -> Option<RawEvent<'_>> {
         if rec.not_an_object {
             return None;
@@ -198,18 +204,18 @@ impl<'a> Chunk<'a> {
         let text = |s: Option<Span>| s.map(|s| self.text_of(s));
         let cow = |s: Option<Span>| s.map(|s| Cow::Borrowed(self.text_of(s)));
         let id2 = (rec.id2_local.is_some() || rec.id2_global.is_some()).then(|| Id2 {
-            local: self.id(rec.id2_local),
-            global: self.id(rec.id2_global),
+            local: self.id(&rec.id2_local),
+            global: self.id(&rec.id2_global),
         });
         Some(RawEvent {
             ph: cow(rec.ph),
             name: cow(rec.name),
             cat: cow(rec.cat),
-            pid: self.id(rec.pid),
-            tid: self.id(rec.tid),
-            ts: rec.ts.map(|t| self.micros(t)),
-            dur: rec.dur.map(|d| self.micros(d)),
-            id: self.id(rec.id),
+            pid: self.id(&rec.pid),
+            tid: self.id(&rec.tid),
+            ts: rec.ts.as_ref().map(|t| self.micros(t)),
+            dur: rec.dur.as_ref().map(|d| self.micros(d)),
+            id: self.id(&rec.id),
             id2,
             bp: cow(rec.bp),
             s: cow(rec.s),

@@ -364,31 +364,49 @@ impl Spans<'_> {
     }
 
     /// A pid, tid or id: a number or a string; `None` for other types.
+    // The integer case is inlined into the event loop (pids and tids are two in every
+    // event); the rest is not.
+    #[inline(always)]
     fn lenient_id(&mut self, c: &mut Cursor) -> Result<Option<IdSpan>> {
+        if let Some(b'-' | b'0'..=b'9') = c.peek() {
+            let start = c.pos;
+            let end = c.scalar()?;
+            return Ok(Some(match integer(&c.bytes[start..end]) {
+                Some(i) => IdSpan::Int(i),
+                None => self.number_id(&c.bytes[start..end], start),
+            }));
+        }
+        self.other_id(c)
+    }
+
+    /// A numeric id that is not an `i64` as written: an integer past i64 as written
+    /// when it fits a u64, any other number as the shortest form of the f64 serde reads
+    /// (`22.30` is `22.3`; serde's f64 of a long integer is not always the nearest): so
+    /// the same id whichever reader reads the file.
+    #[inline(never)]
+    fn number_id(&mut self, digits: &[u8], start: usize) -> IdSpan {
+        let end = start + digits.len();
+        // The grammar check leaves only ASCII.
+        let text = std::str::from_utf8(digits).unwrap_or("");
+        if let Some(i) = number_id(text) {
+            return IdSpan::Int(i);
+        }
+        if text.parse::<u64>().is_ok() {
+            return IdSpan::Str(self.text(start, end));
+        }
+        match serde_json::from_str::<f64>(text) {
+            Ok(v) => IdSpan::Str(self.string(Str::Decoded(v.to_string()))),
+            Err(_) => IdSpan::Str(self.text(start, end)),
+        }
+    }
+
+    /// [`Self::lenient_id`] for an id that is not a number.
+    #[inline(never)]
+    fn other_id(&mut self, c: &mut Cursor) -> Result<Option<IdSpan>> {
         match c.peek() {
             Some(b'"') => {
                 let s = c.string()?;
                 Ok(Some(IdSpan::Str(self.string(s))))
-            }
-            Some(b'-' | b'0'..=b'9') => {
-                let start = c.pos;
-                let end = c.scalar()?;
-                let digits = &c.bytes[start..end];
-                // The grammar check leaves only ASCII.
-                let text = std::str::from_utf8(digits).unwrap_or("");
-                let id = integer(digits).or_else(|| number_id(text));
-                Ok(Some(match id {
-                    Some(i) => IdSpan::Int(i),
-                    // An integer past i64 as written when it fits a u64, any other number
-                    // as the shortest form of the f64 serde reads (`22.30` is `22.3`;
-                    // serde's f64 of a long integer is not always the nearest): so the
-                    // same id whichever reader reads the file.
-                    None if text.parse::<u64>().is_ok() => IdSpan::Str(self.text(start, end)),
-                    None => match serde_json::from_str::<f64>(text) {
-                        Ok(v) => IdSpan::Str(self.string(Str::Decoded(v.to_string()))),
-                        Err(_) => IdSpan::Str(self.text(start, end)),
-                    },
-                }))
             }
             Some(b't') => c.scalar().map(|_| Some(IdSpan::Int(1))),
             Some(b'f') => c.scalar().map(|_| Some(IdSpan::Int(0))),
@@ -701,6 +719,19 @@ fn integer(text: &[u8]) -> Option<i64> {
     if digits.is_empty() || digits.len() > 19 {
         return None;
     }
+    // Up to 18 digits cannot overflow: no check per digit (ids and args are mostly
+    // short integers, read once per event each).
+    if digits.len() <= 18 {
+        let mut value: i64 = 0;
+        for &d in digits {
+            let d = d.wrapping_sub(b'0');
+            if d > 9 {
+                return None;
+            }
+            value = value * 10 + d as i64;
+        }
+        return Some(if negative { -value } else { value });
+    }
     // Accumulated below zero, so that i64::MIN fits.
     let mut value: i64 = 0;
     for &d in digits {
@@ -880,6 +911,16 @@ mod tests {
             "-9223372036854775809",
             "18446744073709551615",
             "12345678901234567890123",
+            "999999999999999999",
+            "-999999999999999999",
+            "1000000000000000000",
+            "-1000000000000000000",
+            "40000014788",
+            "12a",
+            "-a",
+            "1/",
+            "1:",
+            "--1",
             "1.5",
             "1e3",
             "-",
