@@ -30,6 +30,10 @@ pub type BytesImporter = fn(&[u8], &str, &mut Trace) -> Result<SourceId, ImportE
 pub type ReaderImporter =
     fn(&mut (dyn io::Read + Send), &str, &mut Trace) -> Result<SourceId, ImportError>;
 
+/// Imports one plain (not compressed) file, read with `read` as it goes (`path` names
+/// it in messages), for a format that does better so than from a mapping.
+pub type FileImporter = fn(std::fs::File, &str, &mut Trace) -> Result<SourceId, ImportError>;
+
 /// A format opscope reads.
 pub trait Importer: Sync {
     /// The format's name, as its sources record it (`Source::format`).
@@ -83,6 +87,14 @@ pub trait Importer: Sync {
     /// How it reads one file's bytes from a stream (a gzip'd file as it is inflated),
     /// for a format that reads as it goes; `None`: the stream is read whole first.
     fn reader_importer(&self) -> Option<ReaderImporter> {
+        None
+    }
+
+    /// How it reads one plain file whose first bytes it claims, with `read` rather than
+    /// from the caller's mapping of it; `None`: mapped. A mapping's pages count in the
+    /// process's memory and cost page faults and an unmapping: for a format read once
+    /// front to back, `read` into a few reused buffers is cheaper (Chrome JSON).
+    fn file_importer(&self) -> Option<FileImporter> {
         None
     }
 

@@ -86,6 +86,17 @@ pub fn files_of(path: &Path) -> Vec<PathBuf> {
     }
 }
 
+/// How a plain file whose first bytes (as read, not inflated) are `raw_head` is read
+/// with `read` as it goes, where its format reads files so
+/// ([`Importer::file_importer`]); `None`: it is mapped and imported through [`import`].
+/// `shown` names it, as in [`import_bytes`], which this agrees with on the format.
+pub fn file_importer(shown: &str, raw_head: &[u8]) -> Option<crate::importer::FileImporter> {
+    if crate::perfetto::looks_like_packets(raw_head) {
+        return None;
+    }
+    for_bytes(shown, raw_head).and_then(|importer| importer.file_importer())
+}
+
 /// Imports one input through `importer`: its own import where it has one, else the
 /// input's one file through the format its bytes say (gzip'd ones through the gzip
 /// container).

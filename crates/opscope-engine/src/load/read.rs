@@ -86,6 +86,12 @@ pub(super) fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<
         File::open(path).map_err(io(shown, "cannot open"))?;
         refuse!("{shown}: the file is empty (0 bytes)");
     }
+    if !path.is_dir() {
+        if let Some((file, import)) = opened_for_its_format(path, shown)? {
+            import(file, shown, trace)?;
+            return Ok(());
+        }
+    }
     let importer = registry::for_path(path).map_err(io(shown, "cannot open"))?;
     let Some(importer) = importer else {
         // No format claims it: the one entry point says what it is not.
@@ -125,6 +131,29 @@ pub(super) fn load_file(file: &Found, shown: &str, trace: &mut Trace) -> Result<
     registry::import(importer, &input, trace).map_err(|e| explained(e, &files))?;
     Ok(())
 }
+
+/// The file, open at its start, with its format's importer that reads it with `read`
+/// rather than from a mapping, when its format does so (Chrome JSON); `None`: mapped.
+fn opened_for_its_format(
+    path: &Path,
+    shown: &str,
+) -> Result<Option<(File, opscope_formats::importer::FileImporter)>, LoadError> {
+    use std::io::{Read, Seek};
+    let mut file = File::open(path).map_err(io(shown, "cannot open"))?;
+    let mut head = Vec::with_capacity(HEAD);
+    (&mut file)
+        .take(HEAD as u64)
+        .read_to_end(&mut head)
+        .map_err(io(shown, "cannot read"))?;
+    let Some(import) = registry::file_importer(shown, &head) else {
+        return Ok(None);
+    };
+    file.rewind().map_err(io(shown, "cannot read"))?;
+    Ok(Some((file, import)))
+}
+
+/// Bytes of a file's start that tell its format.
+const HEAD: usize = 512;
 
 /// An import's error, or what it comes of where it is plain: a file that went through
 /// a text conversion fails at some varint or length, which says nothing of why.
