@@ -88,14 +88,18 @@ fn partitions(dir: &Path) -> Vec<PathBuf> {
         .collect()
 }
 
-/// Imports every partition of the dataset at `dir`; the first source is returned.
+/// Imports every partition of the dataset at `dir` and finishes the model, as every
+/// import does; the first source is returned.
 pub fn import(dir: &Path, shown: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     let parts = partitions(dir);
     let mut first = None;
     for part in &parts {
-        let source = Partition::read(part, dir, shown, trace)?;
+        let source = Partition::read(part, dir, shown, trace);
+        // Partitions read before an error stay usable.
+        let source = source.inspect_err(|_| trace.finish())?;
         first = first.or(source);
     }
+    trace.finish();
     first.ok_or_else(|| ImportError::UnknownFormat {
         path: shown.to_string(),
         message: "a Parquet dataset without sources (its metadata.parquet is empty)".into(),
