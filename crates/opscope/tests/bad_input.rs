@@ -753,57 +753,76 @@ fn pipes_fifos_and_devices() {
     }
 }
 
-/// A trace cut short by another process while opscope reads it (a profiler writing it
-/// again): the kernel's SIGBUS becomes an error naming the file and the byte, not
-/// "Bus error (core dumped)". The file is cut once opscope has mapped it, while it
-/// parses its 300 MB.
-#[test]
-fn a_file_cut_while_it_is_read_is_named_with_the_byte() {
-    let dir = scratch_dir("cut-while-read");
-    let path = dir.join("growing.json");
-    {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
-        out.write_all(b"{\"traceEvents\": [\n").unwrap();
-        let mut written = 0usize;
-        let mut i = 0u64;
-        while written < 300 << 20 {
-            let event = format!(
-                "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op{}\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 3, \"args\": {{\"External id\": {i}}}}},\n",
-                i % 97,
-                i % 4,
-                i * 5
-            );
-            out.write_all(event.as_bytes()).unwrap();
-            written += event.len();
-            i += 1;
-        }
-        out.write_all(b"{\"ph\": \"i\", \"name\": \"end\", \"pid\": 1, \"tid\": 0, \"ts\": 0}]}\n")
-            .unwrap();
+/// 300 MB of Kineto-like events into `out`, as a whole trace.
+fn write_long_trace(out: &mut impl Write) {
+    out.write_all(b"{\"traceEvents\": [\n").unwrap();
+    let mut written = 0usize;
+    let mut i = 0u64;
+    while written < 300 << 20 {
+        let event = format!(
+            "{{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::op{}\", \"pid\": 1, \"tid\": {}, \"ts\": {}, \"dur\": 3, \"args\": {{\"External id\": {i}}}}},\n",
+            i % 97,
+            i % 4,
+            i * 5
+        );
+        out.write_all(event.as_bytes()).unwrap();
+        written += event.len();
+        i += 1;
     }
+    out.write_all(b"{\"ph\": \"i\", \"name\": \"end\", \"pid\": 1, \"tid\": 0, \"ts\": 0}]}\n")
+        .unwrap();
+}
+
+/// Runs `opscope info` on `path`, cuts the file to `cut_at` bytes once `started` says
+/// it is being read, and returns what opscope wrote on stderr (it must fail).
+fn cut_while_read(path: &Path, cut_at: u64, started: impl Fn(u32) -> bool) -> String {
     let child = Command::new(env!("CARGO_BIN_EXE_opscope"))
         .args(["info", "--no-cache", "--quiet"])
-        .arg(&path)
+        .arg(path)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let maps = format!("/proc/{}/maps", child.id());
-    let name = path.to_str().unwrap();
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !std::fs::read_to_string(&maps).is_ok_and(|m| m.contains(name)) {
-        assert!(Instant::now() < deadline, "opscope never mapped {name}");
+    while !started(child.id()) {
+        assert!(
+            Instant::now() < deadline,
+            "opscope never began reading {}",
+            path.display()
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
-    let cut_at = 4096u64;
     std::fs::OpenOptions::new()
         .write(true)
-        .open(&path)
+        .open(path)
         .unwrap()
         .set_len(cut_at)
         .unwrap();
     let out = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(1), "{stderr}");
+    stderr
+}
+
+/// A mapped trace cut short by another process while opscope reads it (a profiler
+/// writing it again): the kernel's SIGBUS becomes an error naming the file and the
+/// byte, not "Bus error (core dumped)". The file (gzip'd JSON, which is mapped and
+/// inflated) is cut once opscope has mapped it, while it reads its 300 MB of text.
+#[test]
+fn a_mapped_file_cut_while_it_is_read_is_named_with_the_byte() {
+    let dir = scratch_dir("cut-while-mapped");
+    let path = dir.join("growing.json.gz");
+    {
+        let file = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let mut gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        write_long_trace(&mut gz);
+        gz.finish().unwrap();
+    }
+    let name = path.to_str().unwrap();
+    let cut_at = 4096u64;
+    let stderr = cut_while_read(&path, cut_at, |pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/maps")).is_ok_and(|m| m.contains(name))
+    });
     assert!(
         stderr.contains(&format!(
             "{name}: the file was cut short while it was read (reading byte "
@@ -818,6 +837,53 @@ fn a_file_cut_while_it_is_read_is_named_with_the_byte() {
         .unwrap_or_else(|| panic!("no byte in: {stderr}"));
     // The first byte the kernel refuses is past the page the file still has.
     assert!(byte >= cut_at, "{stderr}");
+}
+
+/// A JSON trace (read, not mapped) cut short by another process while opscope reads
+/// it: the error names the file, says it was cut while read and how long it was, and
+/// gives the byte where it then ended, not only that the JSON ends early.
+#[test]
+fn a_json_file_cut_while_it_is_read_is_named_with_the_byte() {
+    let dir = scratch_dir("cut-while-read");
+    let path = dir.join("growing.json");
+    write_long_trace(&mut std::io::BufWriter::new(
+        std::fs::File::create(&path).unwrap(),
+    ));
+    let len = std::fs::metadata(&path).unwrap().len();
+    let cut_at = 4096u64;
+    // Cut once opscope has read some of it.
+    let stderr = cut_while_read(&path, cut_at, |pid| {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|target| target == path)
+                && std::fs::read_to_string(format!(
+                    "/proc/{pid}/fdinfo/{}",
+                    fd.file_name().to_string_lossy()
+                ))
+                .is_ok_and(|info| {
+                    info.lines()
+                        .find_map(|l| l.strip_prefix("pos:"))
+                        .and_then(|p| p.trim().parse::<u64>().ok())
+                        .is_some_and(|pos| pos > 512)
+                })
+        })
+    });
+    let name = path.to_str().unwrap();
+    let expected =
+        format!(": the file was cut short while it was read (it had {len} bytes when opened)");
+    assert!(
+        stderr.contains(&format!("{name}: byte ")) && stderr.contains(&expected),
+        "{stderr}"
+    );
+    let byte: u64 = stderr
+        .split(": byte ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no byte in: {stderr}"));
+    assert!(byte >= cut_at && byte < len, "{stderr}");
 }
 
 /// What a tool that reads a binary file as UTF-8 text leaves of it: every byte above

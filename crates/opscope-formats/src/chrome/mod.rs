@@ -103,10 +103,40 @@ pub fn import_file(
         SMALL_CHUNK_BYTES
     };
     let input = Input::Stream {
-        reader: Box::new(file),
+        reader: Box::new(WholeFile {
+            file,
+            opened_len: len,
+            read: 0,
+        }),
         in_file: true,
     };
     run(input, path, trace, chunk_bytes)
+}
+
+/// A file read to its end that tells one cut short meanwhile (a profiler writing it
+/// again) from one that ends there: an end before the length it had when opened is an
+/// error of kind `UnexpectedEof`.
+struct WholeFile {
+    file: std::fs::File,
+    opened_len: u64,
+    read: u64,
+}
+
+impl Read for WholeFile {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.file.read(buf)?;
+        if n == 0 && !buf.is_empty() && self.read < self.opened_len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the file was cut short while it was read (it had {} bytes when opened)",
+                    self.opened_len
+                ),
+            ));
+        }
+        self.read += n as u64;
+        Ok(n)
+    }
 }
 
 /// Imports a Chrome trace JSON document from a stream (e.g. a gzip decoder), reading it
@@ -455,7 +485,9 @@ fn read_events<'a>(
                 }
                 base += consumed as u64;
                 if let Some(e) = read_error {
-                    let message = if in_file {
+                    let message = if in_file && e.kind() == std::io::ErrorKind::UnexpectedEof {
+                        e.to_string()
+                    } else if in_file {
                         format!("the file cannot be read further ({e})")
                     } else {
                         format!("the data cannot be read further ({e}): a corrupt or truncated compressed file")
