@@ -498,15 +498,18 @@ fn read_events<'a>(
                     break;
                 }
                 // A value longer than the window: read more before scanning again.
+                // (No more than one byte past the limit is held to tell it is past.)
                 want = if consumed == 0 {
-                    filled * 2
+                    (filled * 2).min(MAX_VALUE_BYTES + 1)
                 } else {
                     chunk_bytes
                 };
                 if filled > MAX_VALUE_BYTES {
                     return Err(syntax(
                         base,
-                        format!("a value of over {MAX_VALUE_BYTES} bytes, over the limit"),
+                        format!(
+                            "a value longer than the limit of {MAX_VALUE_BYTES} bytes starts here"
+                        ),
                     ));
                 }
             }
