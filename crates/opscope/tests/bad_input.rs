@@ -829,12 +829,7 @@ fn a_mapped_file_cut_while_it_is_read_is_named_with_the_byte() {
         )),
         "{stderr}"
     );
-    let byte: u64 = stderr
-        .split("(reading byte ")
-        .nth(1)
-        .and_then(|rest| rest.split(' ').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no byte in: {stderr}"));
+    let byte = number_after(&stderr, "(reading byte ", ' ');
     // The first byte the kernel refuses is past the page the file still has.
     assert!(byte >= cut_at, "{stderr}");
 }
@@ -877,13 +872,17 @@ fn a_json_file_cut_while_it_is_read_is_named_with_the_byte() {
         stderr.contains(&format!("{name}: byte ")) && stderr.contains(&expected),
         "{stderr}"
     );
-    let byte: u64 = stderr
-        .split(": byte ")
-        .nth(1)
-        .and_then(|rest| rest.split(':').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no byte in: {stderr}"));
+    let byte = number_after(&stderr, ": byte ", ':');
     assert!(byte >= cut_at && byte < len, "{stderr}");
+}
+
+/// The number in `text` between `marker` and `end`.
+fn number_after(text: &str, marker: &str, end: char) -> u64 {
+    text.split(marker)
+        .nth(1)
+        .and_then(|rest| rest.split(end).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no number after {marker:?} in: {text}"))
 }
 
 /// What a tool that reads a binary file as UTF-8 text leaves of it: every byte above

@@ -661,7 +661,23 @@ pub(crate) fn micros_to_ns_for_tests(raw: &str) -> Option<i64> {
 
 #[cfg(test)]
 mod tests {
-    use opscope_model::Trace;
+    use opscope_model::{SourceId, Trace};
+
+    /// Both imports succeeded, or both failed with the same message.
+    fn assert_same_outcome(
+        got: &Result<SourceId, String>,
+        expected: &Result<SourceId, String>,
+        what: &str,
+    ) {
+        assert_eq!(
+            got.is_ok(),
+            expected.is_ok(),
+            "{what}: {got:?} {expected:?}"
+        );
+        if let (Err(a), Err(b)) = (got, expected) {
+            assert_eq!(a, b, "{what}");
+        }
+    }
 
     /// A plain file read with `read` in pieces (on a thread of its own, each piece
     /// after room for the event the last one cut) reads as its bytes do whole: the same
@@ -699,14 +715,7 @@ mod tests {
             let mut from_file = Trace::new();
             let file = std::fs::File::open(&path).unwrap();
             let got = super::import_file(file, "t.json", &mut from_file).map_err(|e| e.to_string());
-            assert_eq!(
-                got.is_ok(),
-                expected.is_ok(),
-                "{what}: {got:?} {expected:?}"
-            );
-            if let (Err(a), Err(b)) = (&got, &expected) {
-                assert_eq!(a, b, "{what}");
-            }
+            assert_same_outcome(&got, &expected, what);
             // Text that is not UTF-8 drops the events of the chunk it is in, and the
             // chunks differ (a piece read, or a budget of events).
             if what != "not UTF-8" {
@@ -744,14 +753,7 @@ mod tests {
                 let got = super::import_reader_in_pieces(doc, "t.json", &mut streamed, pieces)
                     .map_err(|e| e.to_string());
                 let shown = String::from_utf8_lossy(doc);
-                assert_eq!(
-                    got.is_ok(),
-                    expected.is_ok(),
-                    "{shown} in pieces of {pieces}"
-                );
-                if let (Err(a), Err(b)) = (&got, &expected) {
-                    assert_eq!(a, b, "{shown} in pieces of {pieces}");
-                }
+                assert_same_outcome(&got, &expected, &format!("{shown} in pieces of {pieces}"));
                 assert_eq!(
                     streamed.slices.len(),
                     whole.slices.len(),
