@@ -102,3 +102,75 @@ fn fetch(
         start = headroom;
     }
 }
+
+/// The text the scanner has not consumed yet: `bytes[..filled]`, starting at `base` in
+/// the document. Each piece read is put after it without copying the piece: the window's
+/// text goes into the room before the piece, and the piece's buffer becomes the window;
+/// the piece is copied only onto a window too long for that room.
+#[derive(Default)]
+pub(crate) struct Window {
+    bytes: Vec<u8>,
+    pub filled: usize,
+    pub base: u64,
+    /// The short buffer a handed-over window's unconsumed end is kept in.
+    carry: Vec<u8>,
+}
+
+impl Window {
+    pub fn text(&self) -> &[u8] {
+        &self.bytes[..self.filled]
+    }
+
+    /// Puts the piece `buf[start..start + len]` after the window's text.
+    pub fn take(
+        &mut self,
+        mut buf: Vec<u8>,
+        start: usize,
+        len: usize,
+        fetcher: &Fetcher,
+        chunk_bytes: usize,
+    ) {
+        // Spaces before the text (JSON whitespace: the window starts between tokens)
+        // fill the room it leaves, and move where the window starts in the document.
+        let pad = start.wrapping_sub(self.filled);
+        if self.filled <= start && pad as u64 <= self.base {
+            buf[pad..start].copy_from_slice(self.text());
+            buf[..pad].fill(b' ');
+            self.base -= pad as u64;
+            self.filled = start + len;
+            let old = std::mem::replace(&mut self.bytes, buf);
+            // A piece's buffer goes back to be read into; the short one a carried end
+            // was in carries the next.
+            if old.capacity() >= chunk_bytes {
+                fetcher.give_back(old);
+            } else {
+                self.carry = old;
+            }
+        } else {
+            self.bytes.truncate(self.filled);
+            self.bytes.extend_from_slice(&buf[start..start + len]);
+            self.filled += len;
+            fetcher.give_back(buf);
+        }
+    }
+
+    /// The window's buffer, to be handed over whole; the window keeps its text from
+    /// `rest` on (still at `base`, until [`Window::consumed`] moves it).
+    pub fn hand_over(&mut self, rest: usize) -> Vec<u8> {
+        let mut tail = std::mem::take(&mut self.carry);
+        tail.clear();
+        tail.extend_from_slice(&self.bytes[rest..self.filled]);
+        self.filled = tail.len();
+        std::mem::replace(&mut self.bytes, tail)
+    }
+
+    /// The scanner consumed `consumed` bytes of the text; `drop_them` when the text is
+    /// still in the window (not handed over).
+    pub fn consumed(&mut self, consumed: usize, drop_them: bool) {
+        if drop_them {
+            self.bytes.copy_within(consumed..self.filled, 0);
+            self.filled -= consumed;
+        }
+        self.base += consumed as u64;
+    }
+}
