@@ -142,10 +142,7 @@ pub fn head_of_bytes(bytes: &[u8]) -> Vec<u8> {
 
 /// The first bytes of the file at `path`, as [`head_of_bytes`] gives them.
 pub fn head_of_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    let mut raw = Vec::with_capacity(HEAD);
-    std::fs::File::open(path)?
-        .take(HEAD as u64)
-        .read_to_end(&mut raw)?;
+    let raw = raw_head(&mut std::fs::File::open(path)?)?;
     if !raw.starts_with(&GZIP_MAGIC) {
         return Ok(raw);
     }
@@ -155,6 +152,13 @@ pub fn head_of_file(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
         .take(HEAD as u64)
         .read_to_end(&mut head);
     Ok(head)
+}
+
+/// The first bytes of `file` from where it is, as they are (not inflated).
+pub(crate) fn raw_head(file: &mut std::fs::File) -> std::io::Result<Vec<u8>> {
+    let mut raw = Vec::with_capacity(HEAD);
+    file.by_ref().take(HEAD as u64).read_to_end(&mut raw)?;
+    Ok(raw)
 }
 
 /// How many first bytes [`head_of_file`] reads.

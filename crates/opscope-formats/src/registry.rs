@@ -86,15 +86,22 @@ pub fn files_of(path: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// How a plain file whose first bytes (as read, not inflated) are `raw_head` is read
-/// with `read` as it goes, where its format reads files so
+/// How the plain file `file` (open at its start) is read with `read` as it goes, where
+/// the format its first bytes (as read, not inflated) say reads files so
 /// ([`Importer::file_importer`]); `None`: it is mapped and imported through [`import`].
-/// `shown` names it, as in [`import_bytes`], which this agrees with on the format.
-pub fn file_importer(shown: &str, raw_head: &[u8]) -> Option<crate::importer::FileImporter> {
-    if crate::perfetto::looks_like_packets(raw_head) {
-        return None;
+/// `shown` names it, as in [`import_bytes`], which this agrees with on the format. The
+/// file is left at its start.
+pub fn file_importer(
+    file: &mut std::fs::File,
+    shown: &str,
+) -> io::Result<Option<crate::importer::FileImporter>> {
+    use std::io::Seek;
+    let head = input::raw_head(file)?;
+    file.rewind()?;
+    if crate::perfetto::looks_like_packets(&head) {
+        return Ok(None);
     }
-    for_bytes(shown, raw_head).and_then(|importer| importer.file_importer())
+    Ok(for_bytes(shown, &head).and_then(|importer| importer.file_importer()))
 }
 
 /// Imports one input through `importer`: its own import where it has one, else the

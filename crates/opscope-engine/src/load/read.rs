@@ -138,22 +138,10 @@ fn opened_for_its_format(
     path: &Path,
     shown: &str,
 ) -> Result<Option<(File, opscope_formats::importer::FileImporter)>, LoadError> {
-    use std::io::{Read, Seek};
     let mut file = File::open(path).map_err(io(shown, "cannot open"))?;
-    let mut head = Vec::with_capacity(HEAD);
-    (&mut file)
-        .take(HEAD as u64)
-        .read_to_end(&mut head)
-        .map_err(io(shown, "cannot read"))?;
-    let Some(import) = registry::file_importer(shown, &head) else {
-        return Ok(None);
-    };
-    file.rewind().map_err(io(shown, "cannot read"))?;
-    Ok(Some((file, import)))
+    let import = registry::file_importer(&mut file, shown).map_err(io(shown, "cannot read"))?;
+    Ok(import.map(|import| (file, import)))
 }
-
-/// Bytes of a file's start that tell its format.
-const HEAD: usize = 512;
 
 /// An import's error, or what it comes of where it is plain: a file that went through
 /// a text conversion fails at some varint or length, which says nothing of why.

@@ -373,7 +373,7 @@ impl Spans<'_> {
             let end = c.scalar()?;
             return Ok(Some(match integer(&c.bytes[start..end]) {
                 Some(i) => IdSpan::Int(i),
-                None => self.number_id(&c.bytes[start..end], start),
+                None => self.unusual_number_id(&c.bytes[start..end], start),
             }));
         }
         self.other_id(c)
@@ -384,7 +384,7 @@ impl Spans<'_> {
     /// (`22.30` is `22.3`; serde's f64 of a long integer is not always the nearest): so
     /// the same id whichever reader reads the file.
     #[inline(never)]
-    fn number_id(&mut self, digits: &[u8], start: usize) -> IdSpan {
+    fn unusual_number_id(&mut self, digits: &[u8], start: usize) -> IdSpan {
         let end = start + digits.len();
         // The grammar check leaves only ASCII.
         let text = std::str::from_utf8(digits).unwrap_or("");
