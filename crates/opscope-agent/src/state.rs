@@ -49,6 +49,11 @@ pub struct Job {
     /// When the last chunk arrived and when the step search last ran (agent ns).
     pub last_chunk_ns: u64,
     pub searched_ns: u64,
+    /// Where the next step search starts reading (chunks that arrived from then on; 0:
+    /// all the flight recorder holds): the start of the step the last search left running,
+    /// or, when it found none, where that search started (what it read may hold the
+    /// start of the first step).
+    pub search_from_ns: u64,
     /// The sampler tick of the next search, and the wait after the last.
     pub search_at_tick: u64,
     pub search_wait_ticks: u64,
@@ -248,6 +253,7 @@ impl State {
             events: 0,
             last_chunk_ns: now,
             searched_ns: 0,
+            search_from_ns: 0,
             search_at_tick: 0,
             search_wait_ticks: 0,
             unreadable_chunks: 0,

@@ -1091,8 +1091,10 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     // the loader's by the same period search on the same ops; Keras's from its batches
     // as the bootstrap marks them, in the chunks; JAX's from the calls of its jitted
     // step (the bootstrap marks each call; JAX's own record is written only when its
-    // profiler stops), searched in the last seconds of the job as the loader's are. A
-    // JAX job had no events, ops or steps live before. Its last step is left out: live,
+    // profiler stops), searched in what the job's chunks added since the last search,
+    // as the loader's are (on a loaded machine the agent, at idle priority, may search
+    // only after the jobs ended: all of them still). A JAX job had no events, ops or
+    // steps live before. Its last step is left out: live,
     // its end is estimated (JAX's record of the wait for its result is in the
     // session's profile only).
     for (name, found_by, but_last) in [
