@@ -14,7 +14,12 @@ import json
 import os
 import sys
 
-import tensorflow as tf
+# TensorFlow records allocator events from its oneDNN allocator (`mklcpu`); its default
+# turns oneDNN on for some CPUs only (on on the Intel machines the test was written on,
+# off on an AMD EPYC, where the XPlane then held no allocator events at all).
+os.environ["TF_ENABLE_ONEDNN_OPTS"] = "1"
+
+import tensorflow as tf  # noqa: E402  (after the setting it reads at import)
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 
