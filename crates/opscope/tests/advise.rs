@@ -830,7 +830,8 @@ fn alone() -> std::sync::MutexGuard<'static, ()> {
 /// rank 1 spending 100 ms more per step: without a collective per step rank 1 falls
 /// behind step after step, and `step_drift` names it with the drift the ranks' own
 /// clocks measured at their steps' starts; all-reducing every step, the ranks stay in
-/// lockstep and the rule is silent.
+/// lockstep and the rule is silent (on a busy CI host one of their step starts came
+/// 15 ms late: a single late step is no drift).
 #[test]
 fn step_drift_on_two_ranks_of_a_fresh_program() {
     if !python_with(&["torch"]) {
@@ -855,15 +856,28 @@ fn step_drift_on_two_ranks_of_a_fresh_program() {
             .map(|l| l.parse().unwrap())
             .collect()
     };
-    let offsets: Vec<i64> = starts(1)
+    // The ranks' own clocks, fitted as the rule fits: the median of the slopes between
+    // every two steps (one step that starts late on a busy host moves it little), over
+    // rank 0's span.
+    let (zero, one) = (starts(0), starts(1));
+    let offsets: Vec<(f64, f64)> = zero
         .iter()
-        .zip(starts(0))
-        .map(|(one, zero)| one - zero)
+        .zip(&one)
+        .map(|(z, o)| (*z as f64, (o - z) as f64))
         .collect();
-    let theirs = offsets.iter().max().unwrap() - offsets.iter().min().unwrap();
+    let mut slopes: Vec<f64> = Vec::new();
+    for (i, a) in offsets.iter().enumerate() {
+        for b in &offsets[i + 1..] {
+            slopes.push((b.1 - a.1) / (b.0 - a.0));
+        }
+    }
+    slopes.sort_by(f64::total_cmp);
+    let n = slopes.len();
+    let slope = (slopes[(n - 1) / 2] + slopes[n / 2]) / 2.0;
+    let theirs = (slope * (zero[zero.len() - 1] - zero[0]) as f64).abs();
     let ours = figure(f, "drift_ns");
     assert!(
-        (ours - theirs as f64).abs() <= 2e6_f64.max(0.02 * theirs as f64),
+        (ours - theirs).abs() <= 2e6_f64.max(0.02 * theirs),
         "drift {ours} ns, the ranks' own clocks {theirs} ns: {f}"
     );
 }
