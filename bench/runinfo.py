@@ -1,6 +1,8 @@
 """When, where and on what a benchmark ran: the line every script under bench/ prints
 above its tables, and the raw results it writes beside them. A busy machine skews every
-figure; the load average at the start and at the end says whether it was busy."""
+figure; the load average at the start and at the end says whether it was busy, and the
+processor says which kind of machine it was (two 2-core guests ran the same load 3x
+apart)."""
 
 import json
 import os
@@ -12,6 +14,24 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 
 
+def processor() -> str:
+    """The processor's model name, family and whether it runs under a hypervisor, from
+    /proc/cpuinfo ("?" where there is none)."""
+    fields = {}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            fields.setdefault(key.strip(), value.strip())
+            if not line.strip():
+                break
+    except OSError:
+        return "?"
+    name = fields.get("model name", "?")
+    family = fields.get("cpu family")
+    guest = " (a guest)" if "hypervisor" in fields.get("flags", "").split() else ""
+    return f"{name}{f', family {family}' if family else ''}{guest}"
+
+
 def start(**settings) -> dict:
     """Prints the run's header line and returns it as the raw results' head."""
     commit = subprocess.run(["git", "-C", str(REPO), "describe", "--always", "--dirty"],
@@ -21,11 +41,12 @@ def start(**settings) -> dict:
         "command": " ".join(["python3", f"bench/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "commit": commit,
         "cores": os.cpu_count(),
+        "processor": processor(),
         "load_average_at_start": round(os.getloadavg()[0], 2),
         **settings,
     }
     extra = "".join(f"; {k} {v}" for k, v in settings.items())
-    print(f"{run['date']} · `{run['command']}` · opscope {commit} · {run['cores']} cores · "
+    print(f"{run['date']} · `{run['command']}` · opscope {commit} · {run['cores']} cores of {run['processor']} · "
           f"load average {run['load_average_at_start']:.2f} at the start{extra}", flush=True)
     return run
 
