@@ -52,12 +52,25 @@ pub fn refresh_unseen(shared: &Shared, now: u64, stale: Duration) {
     );
 }
 
+/// One process's search, taken under the agent's lock and run outside it.
+struct Search {
+    key: JobKey,
+    process: ProcessKey,
+    pid: u32,
+    /// Whether the process is still connected (its last step may still run).
+    connected: bool,
+    /// Whether `bytes` hold every chunk from `since` on.
+    whole: bool,
+    /// Where the read began: where the next search starts if this finds no steps.
+    since: u64,
+    bytes: Vec<u8>,
+}
+
 /// Searches the jobs `due` says; with the sampler's `tick`, schedules each one's next
 /// search (sooner when it found steps).
 fn run(shared: &Shared, now: u64, due: impl Fn(&Job) -> bool, tick: Option<u64>) {
     let margin = MARGIN.as_nanos() as u64;
-    type Work = (JobKey, ProcessKey, u32, bool, bool, u64, Vec<u8>);
-    let work: Vec<Work> = {
+    let work: Vec<Search> = {
         let state = shared.state();
         state
             .jobs
@@ -70,21 +83,28 @@ fn run(shared: &Shared, now: u64, due: impl Fn(&Job) -> bool, tick: Option<u64>)
                 let since = job.search_from_ns;
                 let (bytes, left_out) =
                     super::recent_bytes(&state.flight, process, p, since, MAX_BYTES)?;
-                // Whether it reads every chunk from where the last search left off.
-                let whole = left_out == 0;
-                Some((
-                    key.clone(),
+                Some(Search {
+                    key: key.clone(),
                     process,
-                    p.pid,
-                    p.connected,
-                    whole,
+                    pid: p.pid,
+                    connected: p.connected,
+                    whole: left_out == 0,
                     since,
                     bytes,
-                ))
+                })
             })
             .collect()
     };
-    for (key, process, pid, connected, whole, since, bytes) in work {
+    for Search {
+        key,
+        process,
+        pid,
+        connected,
+        whole,
+        since,
+        bytes,
+    } in work
+    {
         let found = search(bytes, pid);
         let mut state = shared.state();
         let Some(job) = state.jobs.get_mut(&key) else {

@@ -100,7 +100,7 @@ fn check(facts: &Facts, out: &mut Out) {
 /// `points` are (the reference's step start, the offset of this rank's start), in
 /// step order. Above `MAX_POINTS` steps an even sample of them is fitted, so the
 /// pairs stay within a few tens of thousands.
-pub(crate) fn trend_ns(points: &[(i64, i64)]) -> i64 {
+fn trend_ns(points: &[(i64, i64)]) -> i64 {
     const MAX_POINTS: usize = 256;
     let sample: Vec<(i64, i64)> = if points.len() > MAX_POINTS {
         (0..MAX_POINTS)
