@@ -266,7 +266,7 @@ fn a_program_recorded_twice_unchanged_is_unchanged_within_noise() {
 
 /// The data loader sleeps 15 ms per batch in B: `diff` names the loader's line first,
 /// slower, its median change the 15 ms slept within 5 %. The step grows by more than
-/// that (every op ran 10-30 % slower after a sleep: caches went cold while the other
+/// that (every op ran 10-50 % slower after a sleep: caches went cold while the other
 /// run used them), and the lines and the time between ops add up to its change.
 /// Layers 4x wider in C: the matmuls of the wider layer come first.
 #[test]
@@ -301,9 +301,15 @@ fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
         explained >= 0.6 * total && explained <= 1.05 * total,
         "{path} explains {explained} ns of {total} ns"
     );
-    // Nothing else is named slower by more than noise allows.
+    // Other lines may be truly slower: after the sleep the ops run on cold caches (in
+    // one CI run at load, aten::mm's median went from 1.24 to 1.91 ms, higher in nearly
+    // every step, and "slower" was the right verdict). What must hold is that none of
+    // them rivals the deliberate change: each is under a tenth of the sleep.
     for line in lines(&diff).skip(1) {
-        assert_ne!(line["verdict"], "slower", "{line:#}");
+        if line["verdict"] == "slower" {
+            let mean = line["mean_change_ns"].as_f64().unwrap();
+            assert!(mean < 0.1 * slept, "{line:#}");
+        }
     }
 
     let sessions = record_variants(&dir.join("wide"), &["same", "wide"]);
