@@ -4,7 +4,10 @@ the steps only), or with its middle layer 4x wider (`wide`). argv[1] is the vari
 
 With argv[2] and argv[3] (a directory and a count), the loop starts only once that
 many runs are ready to start theirs, so that runs compared side by side share the
-machine alike."""
+machine alike. With `--log PATH`, the program writes its own timing of each step to
+PATH at the end, one line per step: the nanoseconds its data loader took to hand over
+the batch, then the whole step's (the tests' reference for what `diff` measures from
+the trace, taken in the same run and so under the same load)."""
 
 import os
 import sys
@@ -13,7 +16,13 @@ import time
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-VARIANT = sys.argv[1]
+ARGS = sys.argv[1:]
+LOG = None
+if "--log" in ARGS:
+    at = ARGS.index("--log")
+    LOG = ARGS[at + 1]
+    del ARGS[at : at + 2]
+VARIANT = ARGS[0]
 STEPS = 60
 
 
@@ -40,9 +49,9 @@ def build():
 
 
 def wait_for_the_others():
-    if len(sys.argv) < 4:
+    if len(ARGS) < 3:
         return
-    ready, count = sys.argv[2], int(sys.argv[3])
+    ready, count = ARGS[1], int(ARGS[2])
     os.makedirs(ready, exist_ok=True)
     open(os.path.join(ready, str(os.getpid())), "w").close()
     while len(os.listdir(ready)) < count:
@@ -54,8 +63,20 @@ torch.set_num_threads(1)
 model = build()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 wait_for_the_others()
-for x, y in DataLoader(Data(), batch_size=32):
+batches = iter(DataLoader(Data(), batch_size=32))
+timings = []
+while True:
+    start = time.perf_counter_ns()
+    try:
+        x, y = next(batches)
+    except StopIteration:
+        break
+    loaded = time.perf_counter_ns()
     loss = torch.nn.functional.mse_loss(model(x), y)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    timings.append((loaded - start, time.perf_counter_ns() - start))
+if LOG:
+    with open(LOG, "w") as log:
+        log.writelines(f"{loader} {step}\n" for loader, step in timings)

@@ -380,3 +380,29 @@ pub fn is_recorders_file(name: &str) -> bool {
         .and_then(|n| n.strip_suffix(".pftrace"))
         .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
 }
+
+/// `tests/record/diff_program.py`'s own timing of its steps (its `--log`): per step, the
+/// nanoseconds its data loader took and the whole step's.
+pub fn diff_program_timings(log: &Path) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    text.lines()
+        .map(|line| {
+            let mut numbers = line.split(' ').map(|n| n.parse::<f64>().unwrap());
+            (numbers.next().unwrap(), numbers.next().unwrap())
+        })
+        .collect()
+}
+
+/// The median of `values` (the mean of the middle two of an even count), as `diff`
+/// takes it.
+pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    assert!(!v.is_empty(), "the median of nothing");
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
