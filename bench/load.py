@@ -10,6 +10,12 @@ and, on the smallest trace, Python's `json.load` (what any Python reader pays fi
 Ratios are opscope's time over the reference's.
 
     python3 bench/load.py [--sizes 0.25,1,4] [--repeat 3] [--opscope target/release/opscope]
+                          [--against OTHER_BUILD]
+
+With `--against`, another build of opscope runs in the same rounds, each right after
+this one, and a second table gives per size the median ratio of the pairs (this build's
+time over the other's): on a machine whose speed drifts from minute to minute, a ratio
+taken pair by pair holds where two runs of this script one after the other do not.
 """
 
 import argparse
@@ -54,6 +60,7 @@ def main():
     parser.add_argument("--shared", type=Path,
                         default=Path(os.environ.get("OPSCOPE_SHARED") or REPO.parent / "shared"))
     parser.add_argument("--no-json-load", action="store_true", help="skip the json.load reference")
+    parser.add_argument("--against", type=Path, help="another opscope build, timed in the same rounds")
     args = parser.parse_args()
     sizes = [float(s) for s in args.sizes.split(",")]
     traces = [synthetic_trace(args.shared, size) for size in sizes]
@@ -73,15 +80,22 @@ def main():
         timed(read)  # warm the page cache
         report = subprocess.run(command, check=True, capture_output=True, text=True).stdout
         model_bytes = json.loads(report).get("model_bytes")
-        ours, reads = [], []
+        ours, reads, others = [], [], []
+        other = [str(args.against)] + command[1:] if args.against else None
+        if other:
+            timed(other)  # its warm-up
         for _ in range(args.repeat):
             reads.append(timed(read))
             ours.append(timed(command))
+            if other:
+                others.append(timed(other))
         wall, cpu = median(ours, "wall"), median(ours, "cpu")
         row = {
             "size_gb": size, "bytes": nbytes, "events": info["events"], "opscope": ours, "read": reads,
             "model_bytes": model_bytes,
         }
+        if other:
+            row["against"] = others
         peer = ""
         if not args.no_json_load and size == min(sizes):
             code = f"import json; json.load(open({str(trace)!r}))"
@@ -95,6 +109,17 @@ def main():
               f"{cpu / (nbytes / GB):.2f} | {median(ours, 'rss_mib'):.0f} MiB | {per_event:.0f} | "
               f"{median(reads, 'wall'):.2f} s | {wall / median(reads, 'wall'):.1f}× | {peer} |", flush=True)
         results.append(row)
+    if args.against:
+        print()
+        print(f"against `{args.against}`, in the same rounds (ratios: this build over it, median of the pairs):")
+        print()
+        print("| trace | this build wall | other wall | wall ratio | CPU ratio |")
+        print("|---|---|---|---|---|")
+        for row in results:
+            pairs = list(zip(row["opscope"], row["against"]))
+            ratio = lambda key: statistics.median(a[key] / b[key] for a, b in pairs)
+            print(f"| {row['bytes'] / GB:.2f} GB | {median(row['opscope'], 'wall'):.2f} s | "
+                  f"{median(row['against'], 'wall'):.2f} s | {ratio('wall'):.3f} | {ratio('cpu'):.3f} |")
     runinfo.finish(run, results)
 
 
