@@ -75,12 +75,17 @@ fn fetch(
         let mut buf = empties.try_recv().unwrap_or_default();
         // Buffers that come back hold old text: reading over it needs no zeroing. Their
         // length is settled before their address is used, so they never move after.
-        let room = headroom + PAGE + chunk_bytes;
+        // Pieces under a page (tests and fuzzing cut streams into bytes) are not put in
+        // phase: the room for it would be most of their buffer.
+        let phase_room = if chunk_bytes >= PAGE { PAGE } else { 0 };
+        let room = headroom + phase_room + chunk_bytes;
         if buf.len() < room {
             buf.resize(room, 0);
         }
         let start = if first {
             0
+        } else if phase_room == 0 {
+            headroom
         } else {
             headroom + page_phase(buf.as_ptr() as usize + headroom, position)
         };
