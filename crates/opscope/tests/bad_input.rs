@@ -942,3 +942,49 @@ fn a_binary_file_that_went_through_a_text_conversion_is_named_as_such() {
         assert_error(&run, &format!("tf/run_meta: {said}"));
     }
 }
+
+/// A bare event array with no closing `]`, written as Chrome's py_trace_event writes it
+/// (each event followed by a comma, so that a process killed while tracing leaves a
+/// whole trace; the Trace Event Format makes the `]` optional), reads whole, as a file
+/// and on standard input. Cut inside an event it is still truncated. Before: "the JSON
+/// ends early: the file looks truncated" for all three.
+#[test]
+fn a_bare_array_without_its_closing_bracket_is_a_whole_trace() {
+    let dir = case_dir("bare-array-open");
+    let mut text = String::from("[");
+    for i in 0..3 {
+        text.push_str(&format!(
+            "{{\"ph\":\"X\",\"name\":\"op{i}\",\"pid\":1,\"tid\":1,\"ts\":{},\"dur\":5}},\n",
+            10 * i
+        ));
+    }
+    std::fs::write(dir.join("open.json"), &text).unwrap();
+    let slices = |run: &Run| {
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        assert_eq!(run.stderr, "");
+        let info: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        info["slices"].as_u64().unwrap()
+    };
+    let run = opscope_in(
+        &dir,
+        &["info", "--format", "json", "open.json"],
+        Input::Nothing,
+    );
+    assert_eq!(slices(&run), 3);
+    let piped = opscope_in(
+        &dir,
+        &["info", "--format", "json", "-"],
+        Input::Bytes(text.clone().into_bytes()),
+    );
+    assert_eq!(slices(&piped), 3);
+    let cut = text.len() - 10;
+    std::fs::write(dir.join("cut.json"), &text[..cut]).unwrap();
+    let run = opscope_in(&dir, &["info", "cut.json"], Input::Nothing);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.stderr
+            .contains(&format!("cut.json: byte {cut}: the JSON ends early")),
+        "{}",
+        run.stderr
+    );
+}

@@ -115,6 +115,19 @@ impl Splitter {
         }
     }
 
+    /// Whether the text so far is a top-level array of one or more whole events, after
+    /// the last one or a comma after it.
+    fn ends_between_bare_events(&self) -> bool {
+        matches!(
+            self.state,
+            State::AfterEvent { bare: true }
+                | State::Event {
+                    first: false,
+                    bare: true
+                }
+        )
+    }
+
     /// Whether the whole document has been seen.
     pub fn is_done(&self) -> bool {
         self.state == State::End
@@ -145,6 +158,12 @@ impl Splitter {
                 pos += 1;
             }
             if pos == bytes.len() {
+                if at_eof && self.ends_between_bare_events() {
+                    // The Trace Event Format makes a bare array's `]` optional, so that
+                    // a process killed while tracing leaves a whole trace (Chrome's
+                    // py_trace_event writes none, each event followed by a comma).
+                    self.state = State::End;
+                }
                 if at_eof && self.state != State::End {
                     return error(pos, "the JSON ends early: the file looks truncated");
                 }
@@ -386,6 +405,34 @@ mod tests {
         assert!(events.is_empty() && !s.saw_events);
         let (events, _) = split_all(b"{\"traceEvents\": []}", 1).unwrap();
         assert!(events.is_empty());
+    }
+
+    /// A bare array may end without its `]` (the Trace Event Format allows it), after
+    /// an event or the comma after one; cut inside an event, or before any, it is still
+    /// truncated, and so is an object cut anywhere.
+    #[test]
+    fn a_bare_array_needs_no_closing_bracket() {
+        for text in [
+            &b"[{\"a\":1},{\"b\":2}"[..],
+            b"[{\"a\":1},{\"b\":2},",
+            b"[{\"a\":1},\n{\"b\":2},\n",
+        ] {
+            let (events, s) = split_all(text, 3).unwrap();
+            assert_eq!(events, [r#"{"a":1}"#, r#"{"b":2}"#]);
+            assert!(s.saw_events && s.is_done());
+        }
+        for text in [
+            &b"[{\"a\":1},{\"b\""[..],
+            b"[",
+            b"[\n",
+            br#"{"traceEvents": [{"a":1},"#,
+            br#"{"traceEvents": [{"a":1}]"#,
+        ] {
+            let Err(error) = split_all(text, 3) else {
+                panic!("{text:?} read whole");
+            };
+            assert!(error.message.contains("ends early"), "{error:?}");
+        }
     }
 
     #[test]
