@@ -52,6 +52,8 @@ pub(crate) struct Splitter {
     pub metadata: Vec<(String, Vec<u8>)>,
     /// Whether an event array was found.
     pub saw_events: bool,
+    /// Whether the last whole element of the event array was an object.
+    last_was_object: bool,
 }
 
 /// The end of the string that starts at `pos` (just past its closing quote), or `None`
@@ -112,20 +114,22 @@ impl Splitter {
             max_event_bytes,
             metadata: Vec::new(),
             saw_events: false,
+            last_was_object: false,
         }
     }
 
-    /// Whether the text so far is a top-level array of one or more whole events, after
-    /// the last one or a comma after it.
+    /// Whether the text so far is a top-level array of one or more whole elements, the
+    /// last an object (an event: `[1, 2` is no trace), after it or a comma after it.
     fn ends_between_bare_events(&self) -> bool {
-        matches!(
-            self.state,
-            State::AfterEvent { bare: true }
-                | State::Event {
-                    first: false,
-                    bare: true
-                }
-        )
+        self.last_was_object
+            && matches!(
+                self.state,
+                State::AfterEvent { bare: true }
+                    | State::Event {
+                        first: false,
+                        bare: true
+                    }
+            )
     }
 
     /// Whether the whole document has been seen.
@@ -219,6 +223,7 @@ impl Splitter {
                             batch.end = end;
                             found += end - pos;
                             pos = end;
+                            self.last_was_object = c == b'{';
                             self.state = State::AfterEvent { bare };
                             continue;
                         }
@@ -427,6 +432,8 @@ mod tests {
             b"[\n",
             br#"{"traceEvents": [{"a":1},"#,
             br#"{"traceEvents": [{"a":1}]"#,
+            b"[1, 2",
+            b"[{\"a\":1}, 2,",
         ] {
             let Err(error) = split_all(text, 3) else {
                 panic!("{text:?} read whole");
