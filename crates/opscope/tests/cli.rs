@@ -1131,19 +1131,13 @@ fn steps_summarise_ranks() {
     let medians: Vec<f64> = files
         .iter()
         .map(|f| {
-            let mut d: Vec<f64> = expected[f.to_str().unwrap()]["steps"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|s| s["dur_ns"].as_f64().unwrap())
-                .collect();
-            d.sort_by(f64::total_cmp);
-            let n = d.len();
-            if n % 2 == 1 {
-                d[n / 2]
-            } else {
-                (d[n / 2 - 1] + d[n / 2]) / 2.0
-            }
+            median(
+                expected[f.to_str().unwrap()]["steps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|s| s["dur_ns"].as_f64().unwrap()),
+            )
         })
         .collect();
     let report = steps_json(&dir, &[]);

@@ -124,11 +124,7 @@ impl Splitter {
         self.last_was_object
             && matches!(
                 self.state,
-                State::AfterEvent { bare: true }
-                    | State::Event {
-                        first: false,
-                        bare: true
-                    }
+                State::AfterEvent { bare: true } | State::Event { bare: true, .. }
             )
     }
 
