@@ -230,6 +230,7 @@ pub fn write_slow_step_diff(dir: &Path) {
         let options = opscope_engine::load::LoadOptions {
             quiet: true,
             cache: false,
+            partial: false,
         };
         let trace = opscope_engine::load::load(&[dir.to_path_buf()], &options)?;
         let cx = opscope_analysis::Context::new(&trace);

@@ -19,7 +19,11 @@ pub fn load(inputs: &[PathBuf], cache: bool) -> Result<Trace> {
     crate::malloc::keep_freed_memory();
     Ok(opscope_engine::load::load(
         inputs,
-        &opscope_engine::load::LoadOptions { quiet: true, cache },
+        &opscope_engine::load::LoadOptions {
+            quiet: true,
+            cache,
+            partial: false,
+        },
     )?)
 }
 

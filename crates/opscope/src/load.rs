@@ -94,6 +94,11 @@ pub struct Inputs {
     /// OPSCOPE_CACHE_DIR=off turns it off).
     #[arg(long)]
     pub no_cache: bool,
+    /// When a file named here cannot be read to its end (cut off while it was written,
+    /// damaged), analyse what was read before the error, with a warning, instead of
+    /// stopping.
+    #[arg(long)]
+    pub partial: bool,
     /// Where the agent is, for --live (a socket, or an agent over TCP and its token).
     #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
     pub agent: opscope_agent::client::AgentAddress,
@@ -136,6 +141,7 @@ impl Inputs {
                 let options = LoadOptions {
                     quiet: true,
                     cache: false,
+                    partial: false,
                 };
                 load(&paths, &options)?
             }
@@ -148,6 +154,7 @@ impl Inputs {
         LoadOptions {
             quiet: self.quiet,
             cache: !self.no_cache,
+            partial: self.partial,
         }
     }
 }

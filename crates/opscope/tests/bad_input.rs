@@ -583,9 +583,10 @@ fn damaged_gzip_is_blamed_on_the_gzip_data() {
         run.stderr
             .starts_with("opscope: error: flipped.json.gz: byte ")
             && run.stderr.contains(": the gzip data is corrupt (")
-            && run
-                .stderr
-                .ends_with(" bytes of decompressed data came before this point of the file\n"),
+            && run.stderr.ends_with(
+                " bytes of decompressed data came before this point of the file \
+                 (5000 slices, instants and samples came before the error: --partial analyses them)\n"
+            ),
         "{}",
         run.stderr
     );
@@ -986,5 +987,89 @@ fn a_bare_array_without_its_closing_bracket_is_a_whole_trace() {
             .contains(&format!("cut.json: byte {cut}: the JSON ends early")),
         "{}",
         run.stderr
+    );
+}
+
+/// A real Kineto trace cut while it was written (at 60 %, inside an event). Named alone
+/// it is an error that says how many events came before the cut and that `--partial`
+/// analyses them. With `--partial` it is a warning, and `info`, `gpu` and `steps` say
+/// what they say of the same file ended by hand after its last whole event, the rank
+/// included (Kineto writes `distributedInfo` before the events). Before: no count and
+/// no flag, and a cut file lost its rank even when read from a directory.
+#[test]
+fn a_cut_kineto_trace_is_analysed_in_part_with_partial() {
+    let Some(traces) = common::shared_traces() else {
+        return;
+    };
+    let dir = case_dir("cut-kineto");
+    let gz = std::fs::read(traces.join("kineto/hta/df_index_resolver/df_index_resolver.json.gz"))
+        .unwrap();
+    let mut whole = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut whole).unwrap();
+    let cut = whole.len() * 3 / 5;
+    // Kineto ends each event with a line `  },`: the prefix up to the last one before
+    // the cut, closed, is the trace of the events written whole.
+    let last_end = whole[..cut]
+        .windows(5)
+        .rposition(|w| w == b"\n  },")
+        .expect("an event ends before the cut");
+    assert!(last_end + 5 < cut, "the cut is inside an event");
+    let mut ended = whole[..last_end + 4].to_vec();
+    ended.extend_from_slice(b"\n]}\n");
+    std::fs::write(dir.join("cut.json"), &whole[..cut]).unwrap();
+    std::fs::write(dir.join("ended.json"), &ended).unwrap();
+
+    let json = |args: &[&str]| -> serde_json::Value {
+        let run = opscope_in(&dir, args, Input::Nothing);
+        assert_eq!(run.code, Some(0), "{args:?}: {}", run.stderr);
+        let mut value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+        // The only difference allowed: the file's name.
+        fn unname(v: &mut serde_json::Value) {
+            match v {
+                serde_json::Value::String(s) if s == "cut.json" || s == "ended.json" => {
+                    *s = "FILE".into()
+                }
+                serde_json::Value::Array(a) => a.iter_mut().for_each(unname),
+                serde_json::Value::Object(o) => o.values_mut().for_each(unname),
+                _ => {}
+            }
+        }
+        unname(&mut value);
+        value
+    };
+    let info = json(&["info", "--no-cache", "--format", "json", "ended.json"]);
+    assert_eq!(info["files"][0]["rank"], 1, "{info}");
+    let events = ["slices", "instants", "counter_samples"]
+        .iter()
+        .map(|k| info[k].as_u64().unwrap())
+        .sum::<u64>();
+
+    let run = opscope_in(&dir, &["info", "--no-cache", "cut.json"], Input::Nothing);
+    assert_error(
+        &run,
+        &format!(
+            "cut.json: byte {cut}: the JSON ends early: the file looks truncated \
+             ({events} slices, instants and samples came before the error: --partial analyses them)"
+        ),
+    );
+    for command in [&["info"][..], &["gpu"], &["steps"]] {
+        let args = |file| [command, &["--no-cache", "--format", "json", file]].concat();
+        assert_eq!(
+            json(&args("ended.json")),
+            json(&[&args("cut.json")[..], &["--partial"]].concat()),
+            "{command:?}"
+        );
+    }
+    let run = opscope_in(
+        &dir,
+        &["info", "--no-cache", "--partial", "cut.json"],
+        Input::Nothing,
+    );
+    assert_eq!(
+        run.stderr,
+        format!(
+            "opscope: warning: cut.json: byte {cut}: the JSON ends early: the file looks \
+             truncated; what was read before it is analysed\n"
+        )
     );
 }

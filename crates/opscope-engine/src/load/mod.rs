@@ -29,6 +29,10 @@ pub struct LoadOptions {
     /// Read the model from the model cache when it holds these very files, and save
     /// it there after parsing them (see [`crate::cache`]).
     pub cache: bool,
+    /// A file named on the command line that cannot be read to its end (cut off while
+    /// it was written, damaged) is a warning, and what was read before the error is
+    /// analysed, as for a file found in a directory.
+    pub partial: bool,
 }
 
 /// Why inputs could not be loaded. Each names the input (the file, or `standard
@@ -49,6 +53,9 @@ pub enum LoadError {
     /// An input opscope does not read, and why.
     #[error("{0}")]
     Refused(String),
+    /// A named file failed after part of it was read; how many events were.
+    #[error("{} ({read} slices, instants and samples came before the error: --partial analyses them)", .error.chain())]
+    ReadInPart { error: Box<LoadError>, read: usize },
     /// Every file found in the directories given failed; the first one's error.
     #[error("none of the {n} trace files could be read; the first")]
     NoneRead {
@@ -152,16 +159,17 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
         let shown = read::shown(&file.path);
         bar.set_message(shown.clone());
         watch::file_begins(base);
+        let before = events_in(&trace);
         match read::load_file(file, &shown, &mut trace) {
             Ok(()) => {}
-            Err(e) if file.how == How::InDirectory => failed.push(e),
+            Err(e) if file.how == How::InDirectory || options.partial => failed.push(e),
             Err(e) => {
                 // What was read before the error, for a watcher that shows it.
                 if watch::is_watched() {
                     trace.finish();
                     watch::offer_last(&trace);
                 }
-                return Err(e);
+                return Err(read_in_part(e, events_in(&trace) - before));
             }
         }
         let bytes = read::input_bytes(&file.path);
@@ -174,19 +182,28 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
         }
     }
     bar.finish_and_clear();
-    if !failed.is_empty() && failed.len() == files.len() {
+    // With --partial, what the failed files held before their errors is enough.
+    let nothing_read = !options.partial || events_in(&trace) == 0;
+    if !failed.is_empty() && failed.len() == files.len() && nothing_read {
         let n = failed.len();
         let first = failed.swap_remove(0);
-        if n == 1 {
-            return Err(first);
-        }
-        return Err(LoadError::NoneRead {
-            n,
-            first: Box::new(first),
-        });
+        let error = if n == 1 {
+            first
+        } else {
+            LoadError::NoneRead {
+                n,
+                first: Box::new(first),
+            }
+        };
+        return Err(read_in_part(error, events_in(&trace)));
     }
     for e in &failed {
-        warn(&format!("{}; the other files are still read", e.chain()));
+        let go_on = if options.partial {
+            "what was read before it is analysed"
+        } else {
+            "the other files are still read"
+        };
+        warn(&format!("{}; {go_on}", e.chain()));
     }
     // Every import finishes the model it read (`every_import_leaves_its_model_finished`):
     // again, it would change nothing and cost 30 ms a GB of Kineto JSON. A failed one
@@ -203,6 +220,22 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
         entry.write(&trace, parse_started.elapsed());
     }
     Ok(trace)
+}
+
+/// `error`, saying that `--partial` would analyse the `read` events before it, if any.
+fn read_in_part(error: LoadError, read: usize) -> LoadError {
+    if read == 0 {
+        return error;
+    }
+    LoadError::ReadInPart {
+        error: Box::new(error),
+        read,
+    }
+}
+
+/// Events of every kind in `trace` (slices, instants, counter values, stack samples).
+fn events_in(trace: &Trace) -> usize {
+    trace.slices.len() + trace.instants.len() + trace.counters.len() + trace.samples.len()
 }
 
 fn print_warnings(trace: &Trace) {
@@ -311,6 +344,7 @@ mod tests {
                 let options = super::LoadOptions {
                     quiet: true,
                     cache: false,
+                    partial: false,
                 };
                 let trace = super::load(&[traces.join(input)], &options).unwrap();
                 let dataset = dir.join(input.replace('/', "_"));

@@ -295,11 +295,9 @@ fn run(
         if let Some((ahead, thread)) = &mapper {
             ahead.stop(thread);
         }
-        let outline = outline.unwrap_or_else(|_| {
-            Err(ImportError::Io {
-                path: path.to_string(),
-                message: "the reading thread failed".into(),
-            })
+        let outline = outline.map_err(|_| ImportError::Io {
+            path: path.to_string(),
+            message: "the reading thread failed".into(),
         });
         (outline, build_error)
     });
@@ -308,10 +306,18 @@ fn run(
         return Err(error);
     }
     match outline {
-        Ok(Outline {
-            metadata,
-            saw_events: false,
-        }) => {
+        Ok((Outline { metadata, .. }, Some(e))) => {
+            builder.finish()?;
+            apply_metadata(trace, source, &metadata);
+            Err(e)
+        }
+        Ok((
+            Outline {
+                metadata,
+                saw_events: false,
+            },
+            None,
+        )) => {
             let keys: Vec<&str> = metadata.iter().take(6).map(|(k, _)| k.as_str()).collect();
             Err(ImportError::UnknownFormat {
                 path: path.to_string(),
@@ -321,7 +327,7 @@ fn run(
                 ),
             })
         }
-        Ok(Outline { metadata, .. }) => {
+        Ok((Outline { metadata, .. }, None)) => {
             builder.finish()?;
             apply_metadata(trace, source, &metadata);
             Ok(source)
@@ -334,7 +340,9 @@ fn run(
 }
 
 /// The reading thread: splits the document into events, scans them and sends them on
-/// in chunks; returns the top-level metadata.
+/// in chunks; returns the top-level metadata, and the error that stopped it, if one
+/// did. The metadata before an error is kept: Kineto writes `distributedInfo` (the
+/// rank) before the events, so a file cut in its events still knows its rank.
 fn read_events<'a>(
     input: Input<'a>,
     path: &str,
@@ -342,7 +350,47 @@ fn read_events<'a>(
     sender: &SyncSender<Chunk<'a>>,
     recycled: &Receiver<Spare>,
     map_ahead: Option<(&MapAhead, Thread)>,
-) -> Result<Outline, ImportError> {
+) -> (Outline, Option<ImportError>) {
+    let mut splitter = Splitter::new(MAX_VALUE_BYTES);
+    let read = split_input(
+        input,
+        path,
+        chunk_bytes,
+        sender,
+        recycled,
+        map_ahead,
+        &mut splitter,
+    );
+    let not_utf8 = splitter
+        .metadata
+        .iter()
+        .find(|(_, value)| std::str::from_utf8(value).is_err())
+        .map(|(key, _)| ImportError::Syntax {
+            path: path.to_string(),
+            offset: 0,
+            message: format!("the value of \"{key}\" is not UTF-8 text"),
+        });
+    splitter
+        .metadata
+        .retain(|(_, value)| std::str::from_utf8(value).is_ok());
+    let outline = Outline {
+        metadata: splitter.metadata,
+        saw_events: splitter.saw_events,
+    };
+    (outline, read.err().or(not_utf8))
+}
+
+/// [`read_events`]' work: every event of `input` through `splitter` and on to the
+/// builder.
+fn split_input<'a>(
+    input: Input<'a>,
+    path: &str,
+    chunk_bytes: usize,
+    sender: &SyncSender<Chunk<'a>>,
+    recycled: &Receiver<Spare>,
+    map_ahead: Option<(&MapAhead, Thread)>,
+    splitter: &mut Splitter,
+) -> Result<(), ImportError> {
     let syntax = |offset: u64, message: String| ImportError::Syntax {
         path: path.to_string(),
         offset,
@@ -352,7 +400,6 @@ fn read_events<'a>(
         path: path.to_string(),
         message: "stopped".into(),
     };
-    let mut splitter = Splitter::new(MAX_VALUE_BYTES);
     let mut pool = Pool {
         recycled,
         parts: Vec::new(),
@@ -476,18 +523,7 @@ fn read_events<'a>(
             Ok(())
         })?,
     }
-    for (key, value) in &splitter.metadata {
-        if std::str::from_utf8(value).is_err() {
-            return Err(syntax(
-                0,
-                format!("the value of \"{key}\" is not UTF-8 text"),
-            ));
-        }
-    }
-    Ok(Outline {
-        metadata: splitter.metadata,
-        saw_events: splitter.saw_events,
-    })
+    Ok(())
 }
 
 /// Buffers the builder gave back, kept apart by use so that none is dropped: the event

@@ -48,6 +48,11 @@ pub struct Args {
     /// Parse the inputs even when the model cache holds them, and do not save them there.
     #[arg(long)]
     no_cache: bool,
+    /// When a file named here cannot be read to its end (cut off while it was written,
+    /// damaged), convert what was read before the error, with a warning, instead of
+    /// stopping.
+    #[arg(long)]
+    partial: bool,
     /// Replace OUT when it exists (never when it is one of the inputs; a directory only
     /// when it holds a CTF trace and nothing else, for CTF output).
     #[arg(long, short)]
@@ -81,6 +86,7 @@ pub fn run_with(
     let options = LoadOptions {
         quiet: args.quiet,
         cache: !args.no_cache,
+        partial: args.partial,
     };
     let mut trace = load::load_model(&inputs, &options)?;
     if !adjust(&mut trace)? {

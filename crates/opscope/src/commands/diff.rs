@@ -117,6 +117,11 @@ pub struct Args {
     /// Parse the files even when the model cache holds them.
     #[arg(long)]
     no_cache: bool,
+    /// When a file named here cannot be read to its end (cut off while it was written,
+    /// damaged), analyse what was read before the error, with a warning, instead of
+    /// stopping.
+    #[arg(long)]
+    partial: bool,
 }
 
 /// Each side's value of a twice-given option: A's then B's, or one for both.
@@ -142,6 +147,7 @@ pub fn run(args: Args) -> Result<()> {
             let options = LoadOptions {
                 quiet: true,
                 cache: false,
+                partial: false,
             };
             (load(&[dump.path().to_path_buf()], &options)?, None)
         }
@@ -149,6 +155,7 @@ pub fn run(args: Args) -> Result<()> {
             let options = LoadOptions {
                 quiet: args.quiet,
                 cache: !args.no_cache,
+                partial: args.partial,
             };
             let a = load(&args.traces[..1], &options)?;
             let b = match args.traces.len() {

@@ -48,13 +48,7 @@ pub fn run(args: Args) -> Result<()> {
         .clone()
         .unwrap_or_else(|| shown(&args.inputs.traces));
     if !args.against.is_empty() {
-        let before = opscope_engine::load::load(
-            &args.against,
-            &opscope_engine::load::LoadOptions {
-                quiet: args.inputs.quiet,
-                cache: !args.inputs.no_cache,
-            },
-        )?;
+        let before = opscope_engine::load::load(&args.against, &args.inputs.options())?;
         let against = shown(&args.against);
         // A comparison that cannot be made (a side without steps) is said in its
         // section; the report is written all the same.

@@ -502,6 +502,7 @@ fn summarise(dir: &Path, cupti: bool) {
         &opscope_engine::load::LoadOptions {
             quiet: true,
             cache: true,
+            partial: false,
         },
     ) {
         Ok(t) => t,

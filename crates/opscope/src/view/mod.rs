@@ -115,13 +115,7 @@ pub fn serve(inputs: Inputs, options: ServeOptions) -> Result<()> {
     let trace = inputs.load_owned()?;
     let before = match options.against.as_slice() {
         [] => None,
-        paths => Some(opscope_engine::load::load(
-            paths,
-            &opscope_engine::load::LoadOptions {
-                quiet: inputs.quiet,
-                cache: !inputs.no_cache,
-            },
-        )?),
+        paths => Some(opscope_engine::load::load(paths, &inputs.options())?),
     };
     let loaded = started.elapsed();
     let model = ViewModel::build(trace, options.title.clone());
