@@ -134,10 +134,15 @@ class Trace:
         return f"<opscope.Trace {', '.join(self.inputs)}: {counts}>"
 
 
-def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
+def load(
+    *inputs: PathLike | Iterable[PathLike], cache: bool = True, partial: bool = False
+) -> Trace:
     """Loads trace files or directories of them (e.g. one file per rank) into one
     model, as ``opscope info INPUTS`` reads them, from opscope's model cache when it
-    holds them (``cache=False`` parses them again)."""
+    holds them (``cache=False`` parses them again). A file that cannot be read to its
+    end (cut off while it was written) raises ``opscope.Error``; with ``partial=True``
+    it gives what was read before the error, with a warning on stderr, as
+    ``--partial`` does."""
     def path(item: Any) -> str:
         # Bytes are a path as the OS spells it (os.listdir(b".") gives them).
         if isinstance(item, (str, bytes, os.PathLike)):
@@ -156,7 +161,7 @@ def load(*inputs: PathLike | Iterable[PathLike], cache: bool = True) -> Trace:
             paths.append(path(item))
     if not paths:
         raise ValueError("load: give at least one trace file or directory")
-    return Trace(_opscope.load(paths, cache), paths)
+    return Trace(_opscope.load(paths, cache, partial), paths)
 
 
 def _flags(command: str, options: dict[str, Any]) -> list[str]:

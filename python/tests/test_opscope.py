@@ -297,13 +297,10 @@ def test_errors_name_what_is_wrong(tmp_path):
         opscope.load(tmp_path / "no-such-trace.json")
     cut = tmp_path / "cut.json"
     cut.write_text('{"traceEvents": [{"ph": "X", "name": "a", "ts": 1, "dur": 2, "pid": 1, "tid": 1}, {"ph": "X", "na')
-    try:
-        t = opscope.load(cut, cache=False)
-    except opscope.Error as e:
-        assert "cut.json" in str(e)
-    else:
-        # A truncated file keeps what was read before the cut.
-        assert t.slices.num_rows == 1
+    # A truncated file is an error that offers what was read before the cut.
+    with pytest.raises(opscope.Error, match=r"cut\.json: byte 97: .*1 slices, .*--partial"):
+        opscope.load(cut, cache=False)
+    assert opscope.load(cut, cache=False, partial=True).slices.num_rows == 1
     if TWO_RANKS.exists():
         t = opscope.load(TWO_RANKS)
         with pytest.raises(opscope.Error, match="no-such-option"):

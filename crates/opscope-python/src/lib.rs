@@ -386,12 +386,13 @@ impl Report {
 }
 
 /// Loads traces (files, or directories of them) into one model, as the command line
-/// reads them: from the model cache when it holds them and `cache` is true.
+/// reads them: from the model cache when it holds them and `cache` is true; with
+/// `partial`, a file that fails part way gives what was read before the error.
 #[pyfunction]
-#[pyo3(signature = (inputs, cache = true))]
-fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool) -> PyResult<Model> {
+#[pyo3(signature = (inputs, cache = true, partial = false))]
+fn load(py: Python<'_>, inputs: Vec<PathBuf>, cache: bool, partial: bool) -> PyResult<Model> {
     let reading = inputs.clone();
-    let trace = interruptible(py, move || opscope::embed::load(&reading, cache))?
+    let trace = interruptible(py, move || opscope::embed::load(&reading, cache, partial))?
         .map_err(|e| error(format!("{e:#}")))?;
     Ok(Model {
         trace: Arc::new(trace),

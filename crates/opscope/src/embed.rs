@@ -13,16 +13,17 @@ use crate::{cli, load, output};
 
 /// Loads `inputs` (files or directories of them) as `opscope info INPUTS…` would: from
 /// the model cache when it holds them and `cache` is on, with hosts merged onto one
-/// clock; no progress bar. The process's malloc keeps freed memory from then on, as
-/// the executable's does (see [`crate::malloc`]).
-pub fn load(inputs: &[PathBuf], cache: bool) -> Result<Trace> {
+/// clock; no progress bar. With `partial`, a file that fails part way gives what was
+/// read before the error, as `--partial` does. The process's malloc keeps freed memory
+/// from then on, as the executable's does (see [`crate::malloc`]).
+pub fn load(inputs: &[PathBuf], cache: bool, partial: bool) -> Result<Trace> {
     crate::malloc::keep_freed_memory();
     Ok(opscope_engine::load::load(
         inputs,
         &opscope_engine::load::LoadOptions {
             quiet: true,
             cache,
-            partial: false,
+            partial,
         },
     )?)
 }

@@ -17,7 +17,7 @@ fn reports_on_a_loaded_model_are_the_executables() {
         return;
     };
     let ranks = traces.join("kineto/hta/trace_filter");
-    let trace = Arc::new(opscope::embed::load(std::slice::from_ref(&ranks), false).unwrap());
+    let trace = Arc::new(opscope::embed::load(std::slice::from_ref(&ranks), false, false).unwrap());
     let path = ranks.to_str().unwrap();
     for command in [
         &["gpu", "--exclude-last-step"][..],

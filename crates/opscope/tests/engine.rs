@@ -29,7 +29,7 @@ fn query_encoded(s: &str) -> String {
 /// to say of it), and its model.
 fn two_ranks() -> Option<(std::path::PathBuf, opscope_model::Trace)> {
     let trace = shared_traces()?.join("kineto/hta/trace_filter");
-    let loaded = opscope::embed::load(std::slice::from_ref(&trace), false).unwrap();
+    let loaded = opscope::embed::load(std::slice::from_ref(&trace), false, false).unwrap();
     Some((trace, loaded))
 }
 
