@@ -54,7 +54,7 @@ pub enum LoadError {
     #[error("{0}")]
     Refused(String),
     /// A named file failed after part of it was read; how many events were.
-    #[error("{} ({read} slices, instants and samples came before the error: --partial analyses them)", .error.chain())]
+    #[error("{} ({} came before the error: --partial analyses {})", .error.chain(), read_before(*.read), if *.read == 1 { "it" } else { "them" })]
     ReadInPart { error: Box<LoadError>, read: usize },
     /// Every file found in the directories given failed; the first one's error.
     #[error("none of the {n} trace files could be read; the first")]
@@ -230,6 +230,15 @@ fn read_in_part(error: LoadError, read: usize) -> LoadError {
     LoadError::ReadInPart {
         error: Box::new(error),
         read,
+    }
+}
+
+/// "1 slice, instant or sample", "N slices, instants and samples".
+fn read_before(read: usize) -> String {
+    if read == 1 {
+        "1 slice, instant or sample".into()
+    } else {
+        format!("{read} slices, instants and samples")
     }
 }
 
