@@ -1030,10 +1030,16 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     );
     let ddp = kinds("ddp");
     assert_eq!(ddp[1..], ["rank 0", "rank 1"]);
-    assert!(
-        ddp[0].starts_with("python3 torchrun --standalone"),
-        "{ddp:?}"
+    // The launcher is named by the interpreter its script's `#!` line runs: pip writes
+    // `bin/python3` there, uv `bin/python`.
+    let shebang = std::fs::read_to_string(&torchrun).unwrap();
+    let interpreter = shebang.lines().next().unwrap().trim_start_matches("#!");
+    let interpreter = Path::new(interpreter.split_whitespace().next().unwrap());
+    let launcher = format!(
+        "{} torchrun --standalone",
+        interpreter.file_name().unwrap().to_string_lossy()
     );
+    assert!(ddp[0].starts_with(&launcher), "{ddp:?}, not {launcher}");
 
     // Each process's events are its file's, every one.
     for name in ["loader", "ddp", "keras", "jax"] {
