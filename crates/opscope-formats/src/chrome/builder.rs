@@ -227,12 +227,9 @@ impl<'t> Builder<'t> {
 
     /// Writes one bag of entries; the list goes back for reuse.
     fn seal_args(&mut self, entries: Vec<(StrId, ArgValue)>) -> ArgsId {
-        let mut w = self.trace.args.writer();
-        for &(k, v) in &entries {
-            w.push(k, v);
-        }
+        let args = self.trace.args.push_bag(&entries);
         self.arg_entries = entries;
-        w.finish()
+        args
     }
 
     /// Args the reading thread split into entries (string values already decoded).
