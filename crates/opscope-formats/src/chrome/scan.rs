@@ -693,6 +693,9 @@ impl Cursor<'_> {
 
 /// The next `"` or `\\` at or after `from`. Most strings in traces are short keys and
 /// names: eight bytes at a time beats setting up a vectorised search for those.
+// Inlined into each string read: called, it was 4 % of a load's samples on its own
+// (CPU 0.97-0.98 inlined, in pairs on the 0.27 and 1.09 GB traces).
+#[inline(always)]
 pub(crate) fn find_quote_or_backslash(bytes: &[u8], from: usize) -> Option<usize> {
     const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
     const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
