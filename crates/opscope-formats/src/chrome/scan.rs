@@ -276,6 +276,24 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// After a member of an object: past its `,` (false), or past the object's closing
+    /// `}` (true).
+    #[inline(always)]
+    fn member_end(&mut self) -> Result<bool> {
+        self.skip_ws();
+        match self.peek() {
+            Some(b',') => {
+                self.pos += 1;
+                Ok(false)
+            }
+            Some(b'}') => {
+                self.pos += 1;
+                Ok(true)
+            }
+            _ => self.fail("expected ',' or '}' in an object"),
+        }
+    }
+
     /// The bytes of a key read by `string`.
     fn key_bytes<'k>(&self, key: &'k Str) -> &'k [u8]
     where
@@ -567,14 +585,8 @@ fn read_event(
                 c.pos += K.2;
                 c.skip_ws();
                 $read;
-                c.skip_ws();
-                match c.peek() {
-                    Some(b',') => c.pos += 1,
-                    Some(b'}') => {
-                        c.pos += 1;
-                        return Ok(c.pos);
-                    }
-                    _ => return c.fail("expected ',' or '}' in an object"),
+                if c.member_end()? {
+                    return Ok(c.pos);
                 }
                 c.skip_ws();
             }};
@@ -612,14 +624,8 @@ fn read_event(
                 c.value()?;
             }
         }
-        c.skip_ws();
-        match c.peek() {
-            Some(b',') => c.pos += 1,
-            Some(b'}') => {
-                c.pos += 1;
-                return Ok(c.pos);
-            }
-            _ => return c.fail("expected ',' or '}' in an object"),
+        if c.member_end()? {
+            return Ok(c.pos);
         }
     }
 }
@@ -1050,13 +1056,7 @@ mod tests {
     /// on the times traces write.
     #[test]
     fn plain_micros_agree_with_the_exact_conversion() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = below(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"0123456789000111999..-+eE ,}xa";
         let mut texts: Vec<String> = [
             "1712195520148961.616,",
@@ -1131,13 +1131,7 @@ mod tests {
     /// the text (where the loads cannot reach back).
     #[test]
     fn digit_values_from_words_equal_the_digits() {
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = below(0x2545_f491_4f6c_dd1d);
         for n in 1..=16 {
             for before in 0..20 {
                 for _ in 0..40 {
@@ -1165,13 +1159,7 @@ mod tests {
     /// the integers traces write.
     #[test]
     fn plain_integers_agree_with_the_general_path() {
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = below(0x9e37_79b9_7f4a_7c15);
         let alphabet = b"0123456789000111999..-+eE ,}xa";
         let mut texts: Vec<Vec<u8>> = Vec::new();
         for _ in 0..200_000 {
@@ -1205,6 +1193,16 @@ mod tests {
         }
         for text in ["01", "1.5", "1e3", "-", "12345678901234567", "7a"] {
             assert_eq!(plain_integer(text.as_bytes(), 0), None, "{text}");
+        }
+    }
+
+    /// A xorshift generator of numbers below the bound it is given each call.
+    fn below(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
         }
     }
 
