@@ -276,24 +276,6 @@ impl<'a> Cursor<'a> {
         }
     }
 
-    /// After a member of an object: past its `,` (false), or past the object's closing
-    /// `}` (true).
-    #[inline(always)]
-    fn member_end(&mut self) -> Result<bool> {
-        self.skip_ws();
-        match self.peek() {
-            Some(b',') => {
-                self.pos += 1;
-                Ok(false)
-            }
-            Some(b'}') => {
-                self.pos += 1;
-                Ok(true)
-            }
-            _ => self.fail("expected ',' or '}' in an object"),
-        }
-    }
-
     /// The bytes of a key read by `string`.
     fn key_bytes<'k>(&self, key: &'k Str) -> &'k [u8]
     where
@@ -585,8 +567,14 @@ fn read_event(
                 c.pos += K.2;
                 c.skip_ws();
                 $read;
-                if c.member_end()? {
-                    return Ok(c.pos);
+                c.skip_ws();
+                match c.peek() {
+                    Some(b',') => c.pos += 1,
+                    Some(b'}') => {
+                        c.pos += 1;
+                        return Ok(c.pos);
+                    }
+                    _ => return c.fail("expected ',' or '}' in an object"),
                 }
                 c.skip_ws();
             }};
@@ -624,8 +612,14 @@ fn read_event(
                 c.value()?;
             }
         }
-        if c.member_end()? {
-            return Ok(c.pos);
+        c.skip_ws();
+        match c.peek() {
+            Some(b',') => c.pos += 1,
+            Some(b'}') => {
+                c.pos += 1;
+                return Ok(c.pos);
+            }
+            _ => return c.fail("expected ',' or '}' in an object"),
         }
     }
 }
