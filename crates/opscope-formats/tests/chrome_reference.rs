@@ -176,3 +176,55 @@ fn rewritten_traces_read_as_the_reference_reads_them() {
         );
     }
 }
+
+/// Complete (`X`) events in every shape the fast reader hands the builder directly or
+/// not (ids absent, zero, numeric or strings; `ts` and `dur` as plain numbers, text,
+/// absent; names absent; args of every kind), interleaved so that the last thread
+/// looked up is reused across the two paths.
+#[test]
+fn complete_events_of_every_shape_read_as_the_reference_reads_them() {
+    let shapes = [
+        r#"{"ph":"X","name":"a","cat":"cpu_op","pid":1,"tid":2,"ts":10,"dur":5,"args":{"External id":7,"Ev Idx":0}}"#,
+        r#"{"ph":"X","name":"b","pid":1,"tid":2,"ts":11,"dur":1}"#,
+        r#"{"ph":"X","cat":"kernel","pid":0,"tid":0,"ts":12.5,"dur":2.25}"#,
+        r#"{"ph":"X","name":"no ids","ts":13,"dur":1}"#,
+        r#"{"ph":"X","name":"only pid","pid":0,"ts":14,"dur":1}"#,
+        r#"{"ph":"X","name":"no dur","pid":1,"tid":2,"ts":15}"#,
+        r#"{"ph":"X","name":"text dur","pid":1,"tid":2,"ts":16,"dur":1.5e1}"#,
+        r#"{"ph":"X","name":"text ts","pid":1,"tid":2,"ts":1.7e1,"dur":1}"#,
+        r#"{"ph":"X","name":"bad dur","pid":1,"tid":2,"ts":18,"dur":"x"}"#,
+        r#"{"ph":"X","name":"bad ts","pid":1,"tid":2,"ts":"x","dur":1}"#,
+        r#"{"ph":"X","name":"no ts","pid":1,"tid":2,"dur":1}"#,
+        r#"{"ph":"X","name":"string pid","pid":"Traces","tid":2,"ts":19,"dur":1}"#,
+        r#"{"ph":"X","name":"string tid","pid":1,"tid":"stream 7","ts":20,"dur":1}"#,
+        r#"{"ph":"X","name":"numeric string pid","pid":"1","tid":2,"ts":21,"dur":1}"#,
+        r#"{"ph":"X","name":"negative","pid":-1,"tid":-2,"ts":-22,"dur":1}"#,
+        r#"{"ph":"\u0058","name":"escaped ph","pid":1,"tid":2,"ts":23,"dur":1}"#,
+        r#"{"ph":"XX","name":"long ph","pid":1,"tid":2,"ts":24,"dur":1}"#,
+        r#"{"ph":"X","name":"args array","pid":1,"tid":2,"ts":25,"dur":1,"args":[1,2]}"#,
+        r#"{"ph":"X","name":"args of all kinds","pid":1,"tid":2,"ts":26,"dur":1,"args":{"s":"v","f":1.5,"b":true,"n":null,"o":{"x":[1]},"big":18446744073709551615}}"#,
+        r#"{"ph":"X","name":"with id","id":3,"bp":"e","pid":1,"tid":2,"ts":27,"dur":1}"#,
+        r#"{"ph":"X","name":"x","cat":"python_function","pid":3,"tid":3,"ts":28,"dur":100,"args":{"Python id":1}}"#,
+        r#"{"ph":"B","name":"open","pid":1,"tid":2,"ts":29}"#,
+        r#"{"ph":"X","name":"inside","pid":1,"tid":2,"ts":30,"dur":1}"#,
+        r#"{"ph":"E","pid":1,"tid":2,"ts":31}"#,
+    ];
+    // Every shape after every other one: the thread cache and the strings' recent
+    // slots see each transition between the two paths.
+    let mut events = Vec::new();
+    for a in &shapes {
+        for b in &shapes {
+            events.push(*a);
+            events.push(*b);
+        }
+    }
+    let text = format!("[{}]", events.join(",\n"));
+    assert!(same_model(
+        "complete events of every shape",
+        text.as_bytes()
+    ));
+    let mut trace = Trace::new();
+    chrome::import(text.as_bytes(), "t.json", &mut trace).unwrap();
+    assert!(trace.slices.len() > 2 * shapes.len() * 15);
+    assert!(trace.repairs.malformed_events > 0, "the bad ts and dur");
+}

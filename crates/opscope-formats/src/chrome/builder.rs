@@ -12,7 +12,7 @@ use opscope_model::{
     TrackId, TrackKind,
 };
 
-use super::chunk::{ArgEntries, ArgKind};
+use super::chunk::{ArgEntries, ArgKind, Complete};
 use super::kinds::{self, TfLane};
 use super::parse::{Id, Micros, RawEvent};
 use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
@@ -187,18 +187,31 @@ impl<'t> Builder<'t> {
             Some(Id::Int(i)) => Some(*i),
             Some(Id::Str(_)) => None,
         };
-        let key = numeric(ev.pid.as_ref()).zip(numeric(ev.tid.as_ref()));
-        if let (Some(key), Some((last, found))) = (key, self.last_thread) {
+        if let Some((pid, tid)) = numeric(ev.pid.as_ref()).zip(numeric(ev.tid.as_ref())) {
+            return self.numeric_thread_track(pid, tid);
+        }
+        let process = self.process(ev.pid.as_ref())?;
+        let thread = self.thread(process, ev.tid.as_ref())?;
+        Ok((process, self.trace.thread_track(thread, TrackKind::Thread)))
+    }
+
+    /// [`Self::thread_track`] of numeric ids (an absent one is 0, as there).
+    #[inline]
+    fn numeric_thread_track(
+        &mut self,
+        pid: i64,
+        tid: i64,
+    ) -> Result<(ProcessId, TrackId), ImportError> {
+        let key = (pid, tid);
+        if let Some((last, found)) = self.last_thread {
             if key == last {
                 return Ok(found);
             }
         }
-        let process = self.process(ev.pid.as_ref())?;
-        let thread = self.thread(process, ev.tid.as_ref())?;
+        let process = self.process(Some(&Id::Int(pid)))?;
+        let thread = self.thread(process, Some(&Id::Int(tid)))?;
         let found = (process, self.trace.thread_track(thread, TrackKind::Thread));
-        if let Some(key) = key {
-            self.last_thread = Some((key, found));
-        }
+        self.last_thread = Some((key, found));
         Ok(found)
     }
 
@@ -209,11 +222,21 @@ impl<'t> Builder<'t> {
     }
 
     fn args(&mut self, ev: &RawEvent) -> Result<ArgsId, ImportError> {
-        // The scanner splits every args object into entries.
-        if let Some(split) = ev.arg_entries {
+        self.args_of(ev.arg_entries, ev.args)
+    }
+
+    /// An event's args from its entries (the scanner splits every args object), else
+    /// from the raw text of its `args`.
+    #[inline]
+    fn args_of(
+        &mut self,
+        entries: Option<ArgEntries>,
+        raw: Option<&str>,
+    ) -> Result<ArgsId, ImportError> {
+        if let Some(split) = entries {
             return self.split_args(split);
         }
-        let Some(raw) = ev.args else {
+        let Some(raw) = raw else {
             return Ok(ArgsId::NONE);
         };
         // Args that are not an object are kept whole under one key.
@@ -396,6 +419,25 @@ impl<'t> Builder<'t> {
         let (_, track) = self.thread_track(ev)?;
         let (name, category) = self.name_and_category(ev)?;
         let args = self.args(ev)?;
+        let open = OpenSlice {
+            ts,
+            name,
+            category,
+            args,
+        };
+        self.push_slice(track, ts, dur, open);
+        Ok(())
+    }
+
+    /// A complete event of the usual shape, as [`Self::add`] of its [`RawEvent`] would
+    /// handle it (its `ts` is valid, so it is never malformed).
+    pub fn add_complete(&mut self, ev: &Complete) -> Result<(), ImportError> {
+        let (ts, dur) = (ev.ts, ev.dur);
+        self.max_ts = self.max_ts.max(ts).max(ts.saturating_add(dur));
+        let (_, track) = self.numeric_thread_track(ev.pid, ev.tid)?;
+        let name = self.string(ev.name)?;
+        let category = self.string(ev.cat)?;
+        let args = self.args_of(ev.arg_entries, ev.args)?;
         let open = OpenSlice {
             ts,
             name,

@@ -149,6 +149,21 @@ pub(crate) struct ArgEntries<'a> {
     pub texts: Texts<'a>,
 }
 
+/// A complete (`X`) event of the usual shape, as [`Chunk::complete`] finds it: what
+/// the builder's `complete` reads of a [`RawEvent`], with absent names and ids as the
+/// builder reads them (empty, 0).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Complete<'a> {
+    pub ts: i64,
+    pub dur: i64,
+    pub pid: i64,
+    pub tid: i64,
+    pub name: &'a str,
+    pub cat: &'a str,
+    pub args: Option<&'a str>,
+    pub arg_entries: Option<ArgEntries<'a>>,
+}
+
 /// Buffers of a used chunk, for the next ones.
 #[derive(Default)]
 pub(crate) struct Spare {
@@ -191,6 +206,46 @@ impl<'a> Chunk<'a> {
         Some(match id.as_ref()? {
             IdSpan::Int(i) => Id::Int(*i),
             IdSpan::Str(s) => Id::Str(Cow::Borrowed(self.text_of(*s))),
+        })
+    }
+
+    /// `rec` as a [`Complete`] when it is a complete (`X`) event of the usual shape:
+    /// a `ts` (and `dur`) already in nanoseconds and numeric (or absent) pid and tid.
+    /// The builder takes these fields as they are, where a [`RawEvent`] of them would
+    /// be built and dropped per event (8 % of a Kineto load's samples).
+    #[inline(always)]
+    pub fn complete(&self, rec: &Rec) -> Option<Complete<'_>> {
+        let ph = rec.ph?;
+        let Some(MicrosSpan::Ns(ts)) = rec.ts else {
+            return None;
+        };
+        let dur = match rec.dur {
+            None => 0,
+            Some(MicrosSpan::Ns(dur)) => dur,
+            Some(MicrosSpan::Text(_)) => return None,
+        };
+        let int = |id: Option<IdSpan>| match id {
+            None => Some(0),
+            Some(IdSpan::Int(i)) => Some(i),
+            Some(IdSpan::Str(_)) => None,
+        };
+        let (pid, tid) = (int(rec.pid)?, int(rec.tid)?);
+        if ph.len != 1 || rec.not_an_object || self.text_of(ph) != "X" {
+            return None;
+        }
+        let text = |s: Option<Span>| s.map_or("", |s| self.text_of(s));
+        Some(Complete {
+            ts,
+            dur,
+            pid,
+            tid,
+            name: text(rec.name),
+            cat: text(rec.cat),
+            args: rec.args.map(|s| self.text_of(s)),
+            arg_entries: rec.arg_entries.map(|(start, len)| ArgEntries {
+                entries: &self.part.args[start as usize..(start + len) as usize],
+                texts: self.texts(),
+            }),
         })
     }
 

@@ -266,12 +266,16 @@ fn run(
         'chunks: for chunk in chunks.iter() {
             for rec in chunk.events() {
                 builder.event_offset = Some(chunk.base + rec.offset as u64);
-                let added = match chunk.event(rec) {
-                    Some(ev) => builder.add(&ev),
-                    None => {
-                        builder.malformed("an element of the event array that is not an object");
-                        Ok(())
-                    }
+                let added = match chunk.complete(rec) {
+                    Some(complete) => builder.add_complete(&complete),
+                    None => match chunk.event(rec) {
+                        Some(ev) => builder.add(&ev),
+                        None => {
+                            builder
+                                .malformed("an element of the event array that is not an object");
+                            Ok(())
+                        }
+                    },
                 };
                 if let Err(e) = added {
                     build_error = Some(e);
