@@ -18,12 +18,19 @@ struct Facts {
 fn facts(trace: &Trace, process: ProcessId) -> Facts {
     let me = &trace.processes[process.index()];
     let host = trace.sources[me.source.index()].host;
-    let same: Vec<usize> = (0..trace.processes.len())
-        .filter(|&i| {
-            let p = &trace.processes[i];
-            p.pid == me.pid && p.device.is_none() && trace.sources[p.source.index()].host == host
-        })
-        .collect();
+    // A made-up pid names a process of its own file only: rank 1's "Spans" is not
+    // rank 0's, though both files number it alike.
+    let same: Vec<usize> = match me.has_synthetic_pid() {
+        true => vec![process.index()],
+        false => (0..trace.processes.len())
+            .filter(|&i| {
+                let p = &trace.processes[i];
+                p.pid == me.pid
+                    && p.device.is_none()
+                    && trace.sources[p.source.index()].host == host
+            })
+            .collect(),
+    };
     let loader = trace.threads.iter().any(|t| {
         same.contains(&t.process.index())
             && t.tid == me.pid
@@ -69,7 +76,7 @@ pub fn short_command(command: &str) -> String {
 /// The one name of a process in every command: a device's (Kineto's GPU "process") by
 /// the device; a DataLoader worker by its main thread's name (it inherits its rank's
 /// environment, rank included); a rank's process by its rank; any other by its command
-/// line; each with its pid.
+/// line; each with its pid. A process a file names by a string has that name.
 pub fn process_name(trace: &Trace, process: ProcessId) -> String {
     let p = &trace.processes[process.index()];
     let rank = trace.sources[p.source.index()].rank;
@@ -82,6 +89,16 @@ pub fn process_name(trace: &Trace, process: ProcessId) -> String {
     }
     let facts = facts(trace, process);
     let pid = p.pid;
+    // A process a file names by a string (Kineto's "Spans", "Traces") is that name; its
+    // number was made up on reading.
+    if p.has_synthetic_pid() {
+        if let Some(name) = facts.command.as_deref().filter(|n| !n.is_empty()) {
+            return match rank {
+                Some(r) => format!("rank {r}'s {name}"),
+                None => name.to_string(),
+            };
+        }
+    }
     match (facts.loader, facts.rank.or(rank), facts.command) {
         (true, _, _) => format!("DataLoader worker (pid {pid})"),
         (false, Some(r), _) => format!("rank {r} (pid {pid})"),
@@ -134,6 +151,41 @@ pub fn is_loader(trace: &Trace, src: SourceId) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every Kineto file numbers its "Spans" and "Traces" processes alike: rank 1's
+    /// are rank 1's, not rank 0's (they were named by the first file's rank), and are
+    /// called by their names, not by the numbers reading gave them.
+    #[test]
+    fn processes_named_by_strings_belong_to_their_own_file() {
+        let mut trace = Trace::new();
+        for rank in [0, 1] {
+            let json = format!(
+                r#"{{"distributedInfo":{{"backend":"gloo","rank":{rank},"world_size":2}},
+                "traceEvents":[
+                {{"ph":"X","name":"aten::mm","cat":"cpu_op","pid":{pid},"tid":{pid},"ts":1,"dur":5}},
+                {{"ph":"X","name":"a span","cat":"user_annotation","pid":"Spans","tid":"x","ts":2,"dur":1}},
+                {{"ph":"i","s":"g","name":"Record Window End","pid":"","tid":"","ts":9}}]}}"#,
+                pid = 100 + rank
+            );
+            let path = format!("rank{rank}.json");
+            opscope_formats::chrome::import(json.as_bytes(), &path, &mut trace).unwrap();
+        }
+        let mut names: Vec<String> = (0..trace.processes.len())
+            .map(|p| process_name(&trace, ProcessId(p as u32)))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "rank 0 (pid 100)",
+                "rank 0 (pid 1073741825)",
+                "rank 0's Spans",
+                "rank 1 (pid 101)",
+                "rank 1 (pid 1073741825)",
+                "rank 1's Spans"
+            ]
+        );
+    }
 
     #[test]
     fn command_lines_are_shortened() {

@@ -41,6 +41,18 @@ pub struct Process {
     pub device: Option<DeviceId>,
 }
 
+/// Pids from here up are numbers an importer gave to processes that a file names by a
+/// string (Kineto's `"Spans"` and `"Traces"`): no system's pid, and nothing outside
+/// their own file (every Kineto file has its `"Spans"` under the same number).
+pub const SYNTHETIC_PID_BASE: i64 = 1 << 30;
+
+impl Process {
+    /// Whether the pid is one an importer made up ([`SYNTHETIC_PID_BASE`]).
+    pub fn has_synthetic_pid(&self) -> bool {
+        self.pid >= SYNTHETIC_PID_BASE
+    }
+}
+
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Thread {
     pub process: ProcessId,

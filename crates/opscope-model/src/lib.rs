@@ -29,7 +29,7 @@ pub use args::{ArgValue, Args, ArgsId, ArgsWriter};
 pub use clock::{ClockDomain, ClockId, LinearTransform};
 pub use dims::{
     Device, DeviceId, DeviceKind, Process, ProcessId, Source, SourceId, Thread, ThreadId, Track,
-    TrackId, TrackKind,
+    TrackId, TrackKind, SYNTHETIC_PID_BASE,
 };
 pub use events::{CounterSamples, Flows, InstantScope, Instants, Slices};
 pub use kind::{CopyDirection, SliceKind};

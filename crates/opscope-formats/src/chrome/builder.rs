@@ -20,7 +20,7 @@ use crate::error::ImportError;
 
 /// Numbers given to string pids and tids that are not numbers ("Traces", "stream 7"):
 /// high enough not to clash with real ones, low enough for Perfetto's int32 pids.
-const SYNTHETIC_ID_BASE: i64 = 1 << 30;
+const SYNTHETIC_ID_BASE: i64 = opscope_model::SYNTHETIC_PID_BASE;
 
 struct OpenSlice {
     ts: i64,
