@@ -1,5 +1,6 @@
 //! Step markers: the slices that say where a step begins and ends — `ProfilerStep#N`
-//! (kind `Step`), else user ranges named like steps (`train_step_3`, `step#3`). Below
+//! (kind `Step`), else user ranges named like steps (`train_step_3`, `step#3`), else
+//! user ranges named a step with no number (`train_step`). Below
 //! the analyses: the window a command looks at and the steps analysis both start here.
 
 use opscope_model::{SliceKind, Trace, TrackKind};
@@ -27,12 +28,13 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
 }
 
 /// The step markers among `host` slices, in time order: `ProfilerStep#N` (kind `Step`),
-/// else user ranges named like steps.
+/// else user ranges named like steps, else user ranges named a step with no number.
 fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     let s = &trace.slices;
     for kinds_match in [
         (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
         |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
+        |k, name| k == SliceKind::Annotation && is_bare_step_name(name),
     ] {
         let mut found: Vec<usize> = host
             .iter()
@@ -113,7 +115,25 @@ pub(crate) fn similarity(a: &[opscope_model::StrId], b: &[opscope_model::StrId])
 /// sequence with or without markers).
 pub(crate) fn is_marker(trace: &Trace, i: usize) -> bool {
     let s = &trace.slices;
-    s.kind(i) == SliceKind::Step || is_step_name(trace.str(s.name[i]))
+    let name = trace.str(s.name[i]);
+    s.kind(i) == SliceKind::Step
+        || is_step_name(name)
+        || (s.kind(i) == SliceKind::Annotation && is_bare_step_name(name))
+}
+
+/// The names of a user range around each iteration that say "step" with no number
+/// (`record_function("train_step")`, `nvtx.annotate("training step")`), in any case.
+pub(crate) const BARE_STEP_NAMES: [&str; 5] = [
+    "train_step",
+    "training_step",
+    "trainstep",
+    "train step",
+    "training step",
+];
+
+/// Whether a user range's name is one of [`BARE_STEP_NAMES`].
+pub(crate) fn is_bare_step_name(name: &str) -> bool {
+    BARE_STEP_NAMES.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// User ranges that name a step: `train_step_3`, `TrainStep 3`, `step#3`.
@@ -158,5 +178,78 @@ mod tests {
         ] {
             assert!(!is_step_name(no), "{no}");
         }
+        for yes in ["train_step", "Training Step", "TRAINSTEP", "training_step"] {
+            assert!(is_bare_step_name(yes), "{yes}");
+        }
+        for no in [
+            "step",
+            "train_step_fn",
+            "train",
+            "Optimizer.step",
+            "train_steps",
+        ] {
+            assert!(!is_bare_step_name(no), "{no}");
+        }
+    }
+
+    fn markers_of(events: &[String]) -> Vec<Bounds> {
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        trace.finish();
+        step_markers(&trace).remove(0)
+    }
+
+    /// `record_function("train_step")` around each iteration marks the steps, the
+    /// last one too, though no data fetch follows it (the repeating ops made three
+    /// steps of the four: the last was judged unlike the others). Only user ranges
+    /// count so (an op or a Python function may be called `train_step` below the
+    /// step), and numbered names come first.
+    #[test]
+    fn user_ranges_named_a_step_without_a_number_mark_steps() {
+        let range = |cat: &str, name: &str, ts: i64, dur: i64| {
+            format!(
+                r#"{{"ph":"X","cat":"{cat}","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#
+            )
+        };
+        let mut events = Vec::new();
+        for k in 0..4 {
+            events.push(range("user_annotation", "train_step", 100 * k, 60));
+            events.push(range("cpu_op", "aten::mm", 100 * k + 5, 20));
+            if k < 3 {
+                events.push(range(
+                    "user_annotation",
+                    "enumerate(DataLoader)#_Iter.__next__",
+                    100 * k + 70,
+                    20,
+                ));
+            }
+        }
+        let found = markers_of(&events);
+        let starts: Vec<i64> = found.iter().map(|b| b.1).collect();
+        assert_eq!(starts, [0, 100_000, 200_000, 300_000]);
+        assert!(found
+            .iter()
+            .all(|b| b.0 == "train_step" && b.2 - b.1 == 60_000));
+
+        let ops: Vec<String> = events
+            .iter()
+            .map(|e| {
+                e.replace(
+                    "user_annotation\",\"name\":\"train_step",
+                    "cpu_op\",\"name\":\"train_step",
+                )
+            })
+            .collect();
+        assert!(ops
+            .iter()
+            .any(|e| e.contains(r#""cpu_op","name":"train_step""#)));
+        assert!(markers_of(&ops).is_empty(), "an op named train_step");
+
+        let mut numbered = events.clone();
+        numbered.push(range("user_annotation", "step_1", 0, 390));
+        let found = markers_of(&numbered);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, "step_1");
     }
 }

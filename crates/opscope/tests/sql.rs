@@ -448,6 +448,56 @@ fn collective_launch(dir: &Path) -> PathBuf {
     ranks
 }
 
+/// A rank whose loop marks each iteration with `record_function("train_step")` and
+/// no number, its data fetched between them; the first iteration's fetch came before
+/// the profile, the last one's after it. The command takes the four ranges as the
+/// steps (the repeating ops gave three: the last range, no fetch after it, was judged
+/// unlike the others).
+fn bare_step_markers(dir: &Path) -> PathBuf {
+    let file = dir.join("bare-step-markers.json");
+    let mut events = Vec::new();
+    for k in 0..4i64 {
+        let ts = 1000 * k;
+        let dur = if k == 3 { 300 } else { 700 };
+        events.extend([
+            serde_json::json!({"ph": "X", "cat": "user_annotation", "name": "train_step", "pid": 10, "tid": 10, "ts": ts, "dur": dur}),
+            serde_json::json!({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 10, "tid": 10, "ts": ts + 10, "dur": 200}),
+            serde_json::json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 10, "tid": 10, "ts": ts + 20, "dur": 5, "args": {"correlation": k + 1}}),
+            serde_json::json!({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": ts + 30, "dur": 150, "args": {"correlation": k + 1, "device": 0, "stream": 7}}),
+        ]);
+        if k < 3 {
+            events.push(serde_json::json!({"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", "pid": 10, "tid": 10, "ts": ts + 800, "dur": 100}));
+        }
+    }
+    let doc = serde_json::json!({"traceEvents": events});
+    std::fs::write(&file, serde_json::to_string(&doc).unwrap()).unwrap();
+    let steps = json(&["steps", file.to_str().unwrap(), "--format", "json"]);
+    let source = &steps["sources"][0];
+    assert_eq!(source["found_by"]["kind"], "markers", "{steps}");
+    let found: Vec<(i64, i64)> = source["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["start_ns"].as_i64().unwrap(),
+                s["dur_ns"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let start = found[0].0;
+    assert_eq!(
+        found,
+        [
+            (start, 700_000),
+            (start + 1_000_000, 700_000),
+            (start + 2_000_000, 700_000),
+            (start + 3_000_000, 300_000)
+        ]
+    );
+    file
+}
+
 #[test]
 fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
     let Some(traces) = shared_traces() else {
@@ -484,6 +534,7 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
         cases.push(prepare(&dir, name, traces.join(path)));
     }
     cases.push(prepare(&dir, "collective-launch", collective_launch(&dir)));
+    cases.push(prepare(&dir, "bare-step-markers", bare_step_markers(&dir)));
     // As a cluster job would write it: each rank converted on its own into one dataset,
     // so that ids and source numbers repeat across partitions.
     let two = traces.join("kineto/hta/trace_filter");

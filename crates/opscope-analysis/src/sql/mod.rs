@@ -184,6 +184,15 @@ fn fill(sql: &str, dialect: Dialect) -> String {
         Dialect::DuckDb => format!("regexp_matches(lower(s.name), {step_pattern})"),
         Dialect::Spark => format!("lower(s.name) rlike {step_pattern}"),
     };
+    // `markers::BARE_STEP_NAMES`.
+    let bare_step_name = format!(
+        "lower(s.name) in ({})",
+        crate::markers::BARE_STEP_NAMES
+            .iter()
+            .map(|n| literal(dialect, n))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     sql.replace("{{FROM}}", &quote("from"))
         .replace("{{TO}}", &quote("to"))
         .replace(
@@ -192,6 +201,7 @@ fn fill(sql: &str, dialect: Dialect) -> String {
         )
         .replace("{{COLLECTIVE_OP_NAME}}", &collective.join(" or "))
         .replace("{{STEP_NAME}}", &format!("({step_name})"))
+        .replace("{{BARE_STEP_NAME}}", &format!("({bare_step_name})"))
 }
 
 #[cfg(test)]

@@ -1,14 +1,18 @@
 -- Steps from the trace's markers: ProfilerStep#N (kind step, on threads or, for
--- process-wide ranges, async lanes), else ranges named like steps (train_step_3), per
--- source, and each step's device time by class, its work clipped to the step.
+-- process-wide ranges, async lanes), else ranges named like steps (train_step_3), else
+-- user ranges named a step with no number (train_step), per source, and each step's
+-- device time by class, its work clipped to the step.
 step_mark as (
   select s.host, s.rank, t.source, s.id, s.name, s.ts as start_ns, s.ts + s.dur as end_ns,
-         case when s.kind = 'step' then 1 else 2 end as preference
+         case when s.kind = 'step' then 1
+              when s.kind in ('annotation', 'op') and {{STEP_NAME}} then 2
+              else 3 end as preference
   from slices s
   join tracks t on s.host = t.host and s.rank = t.rank and s.track = t.id
   where (t.kind = 'thread'
          and (s.kind = 'step'
-              or (s.kind in ('annotation', 'op') and {{STEP_NAME}})))
+              or (s.kind in ('annotation', 'op') and {{STEP_NAME}})
+              or (s.kind = 'annotation' and {{BARE_STEP_NAME}})))
      or (t.kind = 'async' and s.kind = 'step')
 ),
 step_marked as (
