@@ -22,11 +22,15 @@ fn check(facts: &Facts, out: &mut Out) {
     // (host self time and its device work) is what it costs, and the shares add up.
     let mut rows = facts.op_rows().to_vec();
     let own = |r: &crate::op_stats::OpRow| r.self_cpu_ns + r.accelerator_ns;
-    // Steps are no op type (a recording's step ranges reach op_stats as ranges).
-    let steps: hashbrown::HashSet<&str> = (0..s.len())
+    // Steps are no op type (a recording's step ranges reach op_stats as ranges), nor
+    // are the user ranges that mark them (`train_step_3`, `train_step`): each holds its
+    // whole step's time.
+    let cx = facts.context();
+    let mut steps: hashbrown::HashSet<&str> = (0..s.len())
         .filter(|&i| s.kind(i) == opscope_model::SliceKind::Step)
         .map(|i| facts.name(i))
         .collect();
+    steps.extend(cx.step_markers().iter().flatten().map(|b| b.0.as_str()));
     rows.retain(|r| !steps.contains(r.name.as_str()) && !r.name.starts_with("ProfilerStep#"));
     let total: i64 = rows.iter().map(own).sum();
     if total <= 0 {
@@ -54,4 +58,51 @@ fn check(facts: &Facts, out: &mut Out) {
         .to_string();
     f.more = format!("opscope stats op {}", facts.files());
     out.finding(f);
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    use crate::advise::{advise, AdviseOptions};
+    use crate::context::Context;
+
+    /// The user ranges that mark the steps hold each step's whole time: they are no
+    /// op type to start with (`train_step` came first, at a third of the time).
+    #[test]
+    fn step_markers_are_no_op_type() {
+        for marker in ["train_step", "train_step_7"] {
+            let mut events = Vec::new();
+            for k in 0..4 {
+                let ts = 100 * k;
+                events.push(format!(
+                    r#"{{"ph":"X","cat":"user_annotation","name":"{marker}","pid":1,"tid":1,"ts":{ts},"dur":90}}"#
+                ));
+                for (name, at, dur) in [("aten::mm", 5, 50), ("aten::add", 60, 20)] {
+                    events.push(format!(
+                        r#"{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{},"dur":{dur}}}"#,
+                        ts + at
+                    ));
+                }
+            }
+            let json = format!("[{}]", events.join(","));
+            let mut trace = Trace::new();
+            opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+            let options = AdviseOptions {
+                rules: vec!["expensive_ops".into()],
+                ..AdviseOptions::default()
+            };
+            let advice = advise(&Context::new(&trace), &options);
+            let finding = advice
+                .findings
+                .iter()
+                .find(|f| f.rule == "expensive_ops")
+                .expect("a finding");
+            assert!(
+                finding.evidence[0].starts_with("aten::mm ") && finding.evidence.len() == 2,
+                "{marker}: {:?}",
+                finding.evidence
+            );
+        }
+    }
 }
