@@ -34,7 +34,7 @@ fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
     for kinds_match in [
         (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
         |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_step_name(name),
-        |k, name| k == SliceKind::Annotation && is_bare_step_name(name),
+        |k, name| matches!(k, SliceKind::Annotation | SliceKind::Op) && is_bare_step_name(name),
     ] {
         let mut found: Vec<usize> = host
             .iter()
@@ -118,7 +118,7 @@ pub(crate) fn is_marker(trace: &Trace, i: usize) -> bool {
     let name = trace.str(s.name[i]);
     s.kind(i) == SliceKind::Step
         || is_step_name(name)
-        || (s.kind(i) == SliceKind::Annotation && is_bare_step_name(name))
+        || (matches!(s.kind(i), SliceKind::Annotation | SliceKind::Op) && is_bare_step_name(name))
 }
 
 /// The names of a user range around each iteration that say "step" with no number
@@ -202,9 +202,10 @@ mod tests {
 
     /// `record_function("train_step")` around each iteration marks the steps, the
     /// last one too, though no data fetch follows it (the repeating ops made three
-    /// steps of the four: the last was judged unlike the others). Only user ranges
-    /// count so (an op or a Python function may be called `train_step` below the
-    /// step), and numbered names come first.
+    /// steps of four: the last was judged unlike the others). Kineto calls such a
+    /// range a user annotation, `opscope record` an op (PyTorch's ITT tasks); a Python
+    /// function of that name (a frame of `with_stack`) is no range around a step.
+    /// Numbered names come first.
     #[test]
     fn user_ranges_named_a_step_without_a_number_mark_steps() {
         let range = |cat: &str, name: &str, ts: i64, dur: i64| {
@@ -232,19 +233,24 @@ mod tests {
             .iter()
             .all(|b| b.0 == "train_step" && b.2 - b.1 == 60_000));
 
-        let ops: Vec<String> = events
-            .iter()
-            .map(|e| {
-                e.replace(
-                    "user_annotation\",\"name\":\"train_step",
-                    "cpu_op\",\"name\":\"train_step",
-                )
-            })
-            .collect();
+        let as_category = |cat: &str| -> Vec<String> {
+            events
+                .iter()
+                .map(|e| {
+                    e.replace(
+                        "user_annotation\",\"name\":\"train_step",
+                        &format!("{cat}\",\"name\":\"train_step"),
+                    )
+                })
+                .collect()
+        };
+        let ops = as_category("cpu_op");
         assert!(ops
             .iter()
             .any(|e| e.contains(r#""cpu_op","name":"train_step""#)));
-        assert!(markers_of(&ops).is_empty(), "an op named train_step");
+        assert_eq!(markers_of(&ops).len(), 4, "a recorded range (an op)");
+        let frames = as_category("python_function");
+        assert!(markers_of(&frames).is_empty(), "a Python function");
 
         let mut numbered = events.clone();
         numbered.push(range("user_annotation", "step_1", 0, 390));

@@ -163,17 +163,12 @@ pub fn headline(sources: &[SourceSteps]) -> Option<Line> {
     let count = if sources.len() == 1 {
         counts[0].to_string()
     } else if counts.iter().all(|&c| c == counts[0]) {
-        let what = if sources.iter().all(|s| s.rank.is_some()) {
-            "ranks"
+        let (one, many) = if sources.iter().all(|s| s.rank.is_some()) {
+            ("rank", "ranks")
         } else {
-            "processes"
+            ("process", "processes")
         };
-        format!(
-            "{} per {}, {} {what}",
-            counts[0],
-            &what[..what.len() - 1],
-            sources.len()
-        )
+        format!("{} per {one}, {} {many}", counts[0], sources.len())
     } else {
         sources
             .iter()
@@ -999,6 +994,35 @@ mod tests {
         assert_eq!(
             bounds,
             [(100_000, 300_000), (300_000, 500_000), (500_000, 650_000)]
+        );
+    }
+
+    /// Processes of no known rank with as many steps each: "2 per process" (it said
+    /// "per processe").
+    #[test]
+    fn the_headline_counts_steps_per_process_or_rank() {
+        let mut trace = Trace::new();
+        for pid in [1, 2] {
+            let events: Vec<String> = (0..2)
+                .map(|k| {
+                    format!(
+                        r#"{{"ph":"X","cat":"user_annotation","name":"train_step_{k}","pid":{pid},"tid":{pid},"ts":{},"dur":90}}"#,
+                        100 * k
+                    )
+                })
+                .collect();
+            let json = format!("[{}]", events.join(","));
+            let path = format!("p{pid}.json");
+            opscope_formats::chrome::import(json.as_bytes(), &path, &mut trace).unwrap();
+        }
+        let found = steps(&Context::new(&trace), &StepOptions::default());
+        let line = headline(&found).unwrap();
+        let Some(crate::report::Piece::Text(text)) = line.0.first() else {
+            panic!("{line:?}");
+        };
+        assert!(
+            text.starts_with("steps: 2 per process, 2 processes ("),
+            "{text}"
         );
     }
 

@@ -12,7 +12,7 @@ step_mark as (
   where (t.kind = 'thread'
          and (s.kind = 'step'
               or (s.kind in ('annotation', 'op') and {{STEP_NAME}})
-              or (s.kind = 'annotation' and {{BARE_STEP_NAME}})))
+              or (s.kind in ('annotation', 'op') and {{BARE_STEP_NAME}})))
      or (t.kind = 'async' and s.kind = 'step')
 ),
 step_marked as (

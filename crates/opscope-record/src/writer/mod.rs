@@ -99,6 +99,27 @@ struct OpenRange {
     annotations: Vec<u8>,
 }
 
+/// A thread's track, as its descriptor gave it.
+struct ThreadTrack {
+    uuid: u64,
+    /// The thread's `pthread_t`, or 0.
+    handle: u64,
+    name: Vec<u8>,
+    /// Whether a record named the thread (ITT, NVTX): that name stays; else the name is
+    /// the thread's own, read again now and then.
+    given: bool,
+}
+
+/// How often the threads' own names are read again.
+const NAMES_READ_EVERY_NS: u64 = 1_000_000_000;
+
+/// Thread `tid`'s own name (`/proc/self/task/TID/comm`), when it still runs.
+fn thread_comm(tid: i32) -> Option<Vec<u8>> {
+    let mut comm = std::fs::read(format!("/proc/self/task/{tid}/comm")).ok()?;
+    comm.truncate(comm.trim_ascii_end().len());
+    Some(comm)
+}
+
 pub struct Writer {
     /// None when streaming to the agent only (`--live-only`).
     file: Option<File>,
@@ -121,8 +142,9 @@ pub struct Writer {
     next_sequence: u64,
     next_uuid: u64,
     process_uuid: u64,
-    /// tid → (track uuid, the `pthread_t` its descriptor gave, or 0).
-    thread_tracks: Map<i32, (u64, u64)>,
+    thread_tracks: Map<i32, ThreadTrack>,
+    /// When the threads' names were last read again ([`Writer::refresh_thread_names`]).
+    names_read_at: u64,
     counters: Map<(Vec<u8>, Vec<u8>), u64>,
     lanes: Map<Vec<u8>, Lanes>,
     open_ranges: Map<(Vec<u8>, u64), OpenRange>,
@@ -175,6 +197,7 @@ impl Writer {
             next_uuid: 1,
             process_uuid: 0,
             thread_tracks: Map::default(),
+            names_read_at: clock::monotonic_ns(),
             counters: Map::default(),
             lanes: Map::default(),
             open_ranges: Map::default(),
@@ -261,24 +284,65 @@ impl Writer {
     /// The track of thread `tid`, described (again) when it is new, renamed, or its
     /// `pthread_t` (`handle`, 0 when not known) is newly known.
     fn thread_track(&mut self, tid: i32, handle: u64, name: Option<&[u8]>) -> u64 {
-        let known = self.thread_tracks.get(&tid).copied();
-        let (uuid, handle) = match known {
-            Some((uuid, written)) if name.is_none() && (handle == 0 || handle == written) => {
-                return uuid;
+        let known = match self.thread_tracks.get(&tid) {
+            Some(t) if name.is_none() && (handle == 0 || handle == t.handle) => {
+                return t.uuid;
             }
-            Some((uuid, written)) => (uuid, if handle == 0 { written } else { handle }),
-            None => (self.uuid(), handle),
+            Some(t) => Some((t.uuid, t.handle, t.given.then(|| t.name.clone()))),
+            None => None,
         };
-        self.thread_tracks.insert(tid, (uuid, handle));
-        let comm = match name {
-            Some(n) => n.to_vec(),
-            None => std::fs::read(format!("/proc/self/task/{tid}/comm"))
-                .map(|mut c| {
-                    c.truncate(c.trim_ascii_end().len());
-                    c
-                })
-                .unwrap_or_default(),
+        let (uuid, handle, given_before) = match known {
+            Some((uuid, written, given)) => {
+                (uuid, if handle == 0 { written } else { handle }, given)
+            }
+            None => (self.uuid(), handle, None),
         };
+        // A name a record gave stays; else the thread's own (which may change).
+        let (comm, given) = match (name, given_before) {
+            (Some(n), _) => (n.to_vec(), true),
+            (None, Some(before)) => (before, true),
+            (None, None) => (thread_comm(tid).unwrap_or_default(), false),
+        };
+        self.describe_thread_track(uuid, tid, handle, &comm);
+        self.thread_tracks.insert(
+            tid,
+            ThreadTrack {
+                uuid,
+                handle,
+                name: comm,
+                given,
+            },
+        );
+        uuid
+    }
+
+    /// Describes the threads again whose own names changed since they were described:
+    /// PyTorch names a DataLoader worker's main thread `pt_data_worker` (which tells
+    /// the worker from its rank) after the thread's first records, in a spawned worker.
+    /// At most once a second, and at the end: a read of `/proc` per thread.
+    fn refresh_thread_names(&mut self, now: u64) {
+        self.names_read_at = now;
+        let mut renamed = Vec::new();
+        for (&tid, t) in &self.thread_tracks {
+            if t.given {
+                continue;
+            }
+            if let Some(comm) = thread_comm(tid).filter(|c| !c.is_empty() && *c != t.name) {
+                renamed.push((tid, comm));
+            }
+        }
+        for (tid, comm) in renamed {
+            let Some(t) = self.thread_tracks.get_mut(&tid) else {
+                continue;
+            };
+            t.name = comm.clone();
+            let (uuid, handle) = (t.uuid, t.handle);
+            self.describe_thread_track(uuid, tid, handle, &comm);
+        }
+    }
+
+    /// Writes the descriptor of thread `tid`'s track.
+    fn describe_thread_track(&mut self, uuid: u64, tid: i32, handle: u64, comm: &[u8]) {
         let pid = self.pid as u64;
         self.descriptor(|d| {
             uint(d, pb::TRACK_UUID, uuid);
@@ -292,16 +356,19 @@ impl Writer {
                 uint(t, pb::THREAD_PID, pid);
                 uint(t, pb::THREAD_TID, tid as u64);
                 if !comm.is_empty() {
-                    pb::bytes(t, pb::THREAD_NAME, &comm);
+                    pb::bytes(t, pb::THREAD_NAME, comm);
                 }
             });
         });
-        uuid
     }
 
     /// Drains every thread's ring and appends what it held to the file.
     pub fn drain(&mut self) -> std::io::Result<()> {
         self.clock.update();
+        let now = clock::monotonic_ns();
+        if now.saturating_sub(self.names_read_at) >= NAMES_READ_EVERY_NS {
+            self.refresh_thread_names(now);
+        }
         for buffer in ring::registry() {
             if buffer.holds_no_thread() {
                 continue;
@@ -784,6 +851,7 @@ impl Writer {
 
     /// Ranges still open at the end are written as begun and never ended.
     pub fn finish(&mut self) -> std::io::Result<()> {
+        self.refresh_thread_names(clock::monotonic_ns());
         self.drain()?;
         self.close()
     }
@@ -988,6 +1056,61 @@ mod tests {
             "the child wrote into the parent's file"
         );
         assert!(after_parent > before, "the parent's own write went nowhere");
+    }
+
+    /// A thread's own name is read again: PyTorch renames a spawned DataLoader
+    /// worker's main thread `pt_data_worker` after its first records (the file kept
+    /// "python", and the worker counted its batches as steps). A name a record gave
+    /// (ITT, NVTX) stays.
+    #[test]
+    fn threads_renamed_after_their_first_records_are_described_again() {
+        let path =
+            std::env::temp_dir().join(format!("opscope-rename-{}.pftrace", std::process::id()));
+        let file = std::fs::File::create(&path).unwrap();
+        let pid = std::process::id() as i32;
+        let mut w = Writer::new(file, pid, b"test", &[]);
+        let (tids, tid) = std::sync::mpsc::channel();
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let stopped = std::sync::Arc::new(std::sync::Mutex::new(stopped));
+        let threads: Vec<_> = (0..2)
+            .map(|_| {
+                let (tids, stopped) = (tids.clone(), stopped.clone());
+                std::thread::spawn(move || {
+                    // SAFETY: gettid has no preconditions.
+                    tids.send(unsafe { libc::gettid() }).unwrap();
+                    let _ = stopped.lock().unwrap().recv();
+                })
+            })
+            .collect();
+        let (own, given) = (tid.recv().unwrap(), tid.recv().unwrap());
+        w.describe_thread(own, 0);
+        w.thread_track(given, 0, Some(b"given name"));
+        let rename = |tid: i32, name: &str| {
+            std::fs::write(format!("/proc/self/task/{tid}/comm"), name).unwrap();
+        };
+        rename(own, "pt_data_worker");
+        rename(given, "other");
+        w.refresh_thread_names(clock::monotonic_ns());
+        // Not `finish`: its drain would take in what other tests left in their rings.
+        w.close().unwrap();
+        drop(stop);
+        for t in threads {
+            t.join().unwrap();
+        }
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let mut trace = opscope_model::Trace::new();
+        opscope_formats::perfetto::import(&bytes, "rename.pftrace", &mut trace).unwrap();
+        let name_of = |tid: i32| {
+            let t = trace
+                .threads
+                .iter()
+                .find(|t| t.tid == i64::from(tid))
+                .unwrap_or_else(|| panic!("thread {tid}"));
+            t.name.map(|n| trace.str(n).to_string())
+        };
+        assert_eq!(name_of(own).as_deref(), Some("pt_data_worker"));
+        assert_eq!(name_of(given).as_deref(), Some("given name"));
     }
 
     /// Compact begins name their slices by ids the thread defined; the writer interns
