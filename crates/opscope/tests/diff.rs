@@ -335,9 +335,12 @@ fn a_deliberate_change_comes_first_with_the_step_time_it_explains() {
         (change - own_change).abs() <= 0.05 * slept,
         "{path} changed by {change} ns; by the program's own clock, {own_change} ns"
     );
+    // The rest of the step may also come out a little faster in the run that sleeps
+    // (in a clean-clone CI run the loader's 15.09 ms came in a step 14.11 ms longer):
+    // up to a tenth of the sleep.
     let explained = first["mean_change_ns"].as_f64().unwrap();
     assert!(
-        explained >= 0.6 * total && explained <= 1.05 * total,
+        explained >= 0.6 * total && explained <= total + 0.1 * slept,
         "{path} explains {explained} ns of {total} ns"
     );
     // Other lines may be truly slower: after the sleep the ops run on cold caches (in
