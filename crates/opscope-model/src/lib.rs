@@ -19,6 +19,7 @@ pub mod kind;
 mod packed;
 mod refine;
 pub mod repair;
+pub mod runs;
 pub mod samples;
 pub mod strings;
 #[cfg(test)]

@@ -143,10 +143,10 @@ fn sort_slices(trace: &mut Trace) {
 /// rows nearly in time order, interleaved with other tracks: a stable bucketing by
 /// track (linear) leaves only the few unsorted tracks to sort. Every track must be
 /// below `tracks` (dangling rows are dropped before).
-fn track_time_order<K: Ord>(
+fn track_time_order<K: Ord + Copy + Send>(
     track: &[u32],
     tracks: usize,
-    key: impl Fn(usize) -> K,
+    key: impl Fn(usize) -> K + Sync,
 ) -> Option<Vec<u32>> {
     let n = track.len();
     if (1..n).all(|i| (track[i - 1], key(i - 1)) <= (track[i], key(i))) {
@@ -165,35 +165,82 @@ fn track_time_order<K: Ord>(
         order[next[t as usize] as usize] = i as u32;
         next[t as usize] += 1;
     }
-    let mut keyed = Vec::new();
+    // Each track's rows, apart.
+    let mut rest = &mut order[..];
+    let mut rows_of: Vec<&mut [u32]> = Vec::with_capacity(tracks);
     for t in 0..tracks {
-        let rows = &mut order[starts[t] as usize..starts[t + 1] as usize];
-        if !rows
-            .windows(2)
-            .all(|w| key(w[0] as usize) <= key(w[1] as usize))
-        {
-            if rows.len() < KEYED_SORT_ROWS {
-                // Small enough for the keys to stay in the cache: sorted through them,
-                // with no copy of the keys at the peak of a small trace's memory.
-                rows.sort_by_key(|&i| key(i as usize));
-                continue;
-            }
-            // Keys beside their rows, not read through them: sorting by an indirect key
-            // missed the cache at every comparison (a third of a 1 GB trace's
-            // finishing). The rows ascend, so ties broken by row keep equal keys in
-            // their order, as a stable sort would.
-            keyed.clear();
-            keyed.extend(rows.iter().map(|&i| (key(i as usize), i)));
-            // A merging sort: a track's rows come as a few long runs already in time
-            // order (a 1 GB Kineto trace: 87 descents in 1.8 million rows), which it
-            // merges where a quicksort partitions all (66 ms against 113 ms there).
-            keyed.sort();
-            for (row, (_, i)) in rows.iter_mut().zip(&keyed) {
-                *row = *i;
-            }
+        let (rows, after) = rest.split_at_mut((starts[t + 1] - starts[t]) as usize);
+        rows_of.push(rows);
+        rest = after;
+    }
+    if n < PARALLEL_ROWS {
+        let mut keyed = Vec::new();
+        for rows in rows_of {
+            sort_track(rows, &key, &mut keyed);
+        }
+        return Some(order);
+    }
+    // The tracks are sorted on two threads, each taking the largest track left until
+    // it holds half the rows.
+    rows_of.sort_by_key(|rows| std::cmp::Reverse(rows.len()));
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    let (mut first_rows, mut second_rows) = (0, 0);
+    for rows in rows_of {
+        if first_rows <= second_rows {
+            first_rows += rows.len();
+            first.push(rows);
+        } else {
+            second_rows += rows.len();
+            second.push(rows);
         }
     }
+    let key = &key;
+    let sort_all = move |tracks: Vec<&mut [u32]>| {
+        let mut keyed = Vec::new();
+        for rows in tracks {
+            sort_track(rows, key, &mut keyed);
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| sort_all(second));
+        sort_all(first);
+    });
     Some(order)
+}
+
+/// Sorts one track's rows (ascending) by `key`, keeping equal rows in their order.
+/// `keyed` is room for the keys, reused from track to track.
+fn sort_track<K: Ord + Copy>(
+    rows: &mut [u32],
+    key: &impl Fn(usize) -> K,
+    keyed: &mut Vec<(K, u32)>,
+) {
+    if rows
+        .windows(2)
+        .all(|w| key(w[0] as usize) <= key(w[1] as usize))
+    {
+        return;
+    }
+    if rows.len() < KEYED_SORT_ROWS {
+        // Small enough for the keys to stay in the cache: sorted through them, with no
+        // copy of the keys at the peak of a small trace's memory.
+        crate::runs::sort_runs_by_key(rows, |&i| key(i as usize));
+        return;
+    }
+    // Keys beside their rows, not read through them: sorting by an indirect key missed
+    // the cache at every comparison (a third of a 1 GB trace's finishing). The rows
+    // ascend, so ties broken by row keep equal keys in their order, as a stable sort
+    // would.
+    keyed.clear();
+    keyed.extend(rows.iter().map(|&i| (key(i as usize), i)));
+    // A track's rows come as a few long runs already in time order (a 1 GB Kineto
+    // trace: 87 descents in 1.8 million rows), and most of them reach into no other: a
+    // quicksort partitioned all (113 ms there), a merging sort merged every run into the
+    // next (66 ms), these sort only where runs meet.
+    crate::runs::sort_runs_by_key(keyed, |&row| row);
+    for (row, (_, i)) in rows.iter_mut().zip(keyed.iter()) {
+        *row = *i;
+    }
 }
 
 /// Rows of one track from which its sort copies the keys beside the rows.

@@ -13,9 +13,10 @@ use opscope_model::{
 };
 
 use super::chunk::{ArgEntries, ArgKind, Complete};
+use super::flows::{FlowGroups, FlowPlace};
 use super::kinds::{self, TfLane};
 use super::parse::{Id, Micros, RawEvent};
-use crate::common::{FlowBinder, FlowEnd, FlowRole, SliceStack};
+use crate::common::{FlowEnd, FlowRole, SliceStack};
 use crate::error::ImportError;
 
 /// Numbers given to string pids and tids that are not numbers ("Traces", "stream 7"):
@@ -29,18 +30,6 @@ struct OpenSlice {
     args: ArgsId,
 }
 
-/// Events with the same key form one flow chain: category, id, and the process of a
-/// process-local id.
-type FlowKey = (StrId, IdKey, Option<ProcessId>);
-
-/// Where a flow event binds, once the slices are sorted, and its name.
-struct FlowPlace {
-    track: TrackId,
-    /// `bp: "e"`: bind to the enclosing slice rather than the next one.
-    enclosing: bool,
-    name: StrId,
-}
-
 pub(crate) struct Builder<'t> {
     pub trace: &'t mut Trace,
     pub source: SourceId,
@@ -52,7 +41,7 @@ pub(crate) struct Builder<'t> {
     open_async: SliceStack<(TrackId, StrId), OpenSlice>,
     open_objects: HashMap<(ProcessId, StrId, IdKey), (TrackId, OpenSlice)>,
     string_ids: HashMap<String, u32>,
-    flows: FlowBinder<FlowKey, FlowPlace>,
+    flows: FlowGroups,
     synthetic_pids: HashMap<String, i64>,
     last_thread: Option<((i64, i64), (ProcessId, TrackId))>,
     /// Where the event being handled starts in the input, when known.
@@ -85,7 +74,7 @@ impl<'t> Builder<'t> {
             open_async: SliceStack::new(),
             open_objects: HashMap::new(),
             string_ids: HashMap::new(),
-            flows: FlowBinder::new(),
+            flows: FlowGroups::default(),
             synthetic_pids: HashMap::new(),
             arg_entries: Vec::new(),
             last_thread: None,
@@ -982,7 +971,7 @@ pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
 
 /// A flow, async or object id: Chrome traces use numbers and strings.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-enum IdKey {
+pub(super) enum IdKey {
     Int(i64),
     /// The n-th distinct string id of the file.
     Str(u32),

@@ -6,6 +6,7 @@ mod builder;
 mod chunk;
 mod export;
 mod fetch;
+mod flows;
 mod kinds;
 mod parse;
 mod reference;

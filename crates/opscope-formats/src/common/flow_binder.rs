@@ -95,8 +95,9 @@ impl<K: Copy + Ord, L> FlowBinder<K, L> {
     pub fn sort(&mut self) {
         // Stable, so that an event naming one id twice keeps its order; at one time and
         // place an event's outgoing ids come before its terminating ones.
-        self.ends
-            .sort_by_key(|e| (e.id, e.ts, e.order, e.role == FlowRole::End));
+        opscope_model::runs::sort_runs_by_key(&mut self.ends, |e| {
+            (e.id, e.ts, e.order, e.role == FlowRole::End)
+        });
         self.sorted = true;
     }
 
@@ -104,8 +105,9 @@ impl<K: Copy + Ord, L> FlowBinder<K, L> {
     /// per `order`): in place, with no buffer of half the events beside the model (30 MiB
     /// at the peak of a 1 GB Kineto trace's load).
     pub fn sort_unique(&mut self) {
-        self.ends
-            .sort_unstable_by_key(|e| (e.id, e.ts, e.order, e.role == FlowRole::End));
+        opscope_model::runs::sort_distinct_runs_by_key(&mut self.ends, |e| {
+            (e.id, e.ts, e.order, e.role == FlowRole::End)
+        });
         debug_assert!(self
             .ends
             .windows(2)
