@@ -137,7 +137,8 @@ columns! {
         pub track: u32,
         pub name: StrId,
         pub category: StrId,
-        kind: u8,
+        /// Codes of [`SliceKind`]: read through [`Slices::kind`] outside the model.
+        pub(crate) kind: u8,
         /// Index of the enclosing slice, or [`NONE`]; set by [`crate::Trace::finish`].
         pub parent: u32,
         pub args: ArgsId,
@@ -211,9 +212,10 @@ impl Slices {
         }
     }
 
-    /// [`Slices::permute`] for a large table: through one scratch per column type,
-    /// half the columns on a second thread.
-    pub(crate) fn permute_in_halves(&mut self, order: &[u32]) {
+    /// [`Slices::permute`] for a large table, through one scratch per column type, half
+    /// the columns on a second thread; but the parents, which only lose the rows past
+    /// the new length: they are for nesting to compute again after a reordering.
+    pub(crate) fn permute_but_parents(&mut self, order: &[u32]) {
         let Slices {
             ts,
             dur,
@@ -232,9 +234,8 @@ impl Slices {
             apply_via(kind, order, &mut bytes);
         };
         let mut ids = move || {
-            let mut numbers = Vec::new();
-            apply_via(track, order, &mut numbers);
-            apply_via(parent, order, &mut numbers);
+            apply(track, order);
+            parent.to_mut().truncate(order.len());
             let mut texts = Vec::new();
             apply_via(name, order, &mut texts);
             apply_via(category, order, &mut texts);
@@ -273,15 +274,14 @@ pub(crate) fn apply<T: crate::column::Plain>(column: &mut Col<T>, order: &[u32])
 }
 
 /// [`apply`] through `scratch`, which the caller reuses for its other columns: the
-/// reordered rows are written back into the column's own pages, where a new column
-/// per reordering would fault in fresh pages and unmap the old ones (most of the
-/// time of sorting a large trace).
+/// reordered rows become the column, and the column's old pages the scratch for the
+/// next, where a new column per reordering would fault in fresh pages and unmap the
+/// old ones (most of the time of sorting a large trace).
 fn apply_via<T: crate::column::Plain>(column: &mut Col<T>, order: &[u32], scratch: &mut Vec<T>) {
     let column = column.to_mut();
     scratch.clear();
     scratch.extend(order.iter().map(|&i| column[i as usize]));
-    column.truncate(order.len());
-    column.copy_from_slice(scratch);
+    std::mem::swap(column, scratch);
 }
 
 /// Rows from which reordering a table's columns takes two threads.

@@ -32,10 +32,7 @@ pub(crate) fn finish(trace: &mut Trace) {
         }
         sort_slices(trace);
         let ranges = track_ranges(&trace.slices.track, tracks);
-        for (t, range) in ranges.iter().enumerate() {
-            let nest_strictly = trace.tracks[t].kind == TrackKind::Thread;
-            nest(trace, range.clone(), nest_strictly);
-        }
+        nest_tracks(trace, &ranges);
         trace.set_track_slices(ranges);
         sort_instants(trace);
         drop_dangling_samples(trace);
@@ -116,7 +113,7 @@ fn reorder_slices(trace: &mut Trace, order: &[u32]) {
     for (new, &old) in order.iter().enumerate() {
         new_index[old as usize] = new as u32;
     }
-    trace.slices.permute_in_halves(order);
+    trace.slices.permute_but_parents(order);
     let flows = &mut trace.flows;
     for i in 0..flows.len() {
         flows.from[i] = new_index
@@ -261,57 +258,150 @@ fn track_ranges(track_column: &[u32], tracks: usize) -> Vec<Range<u32>> {
     ranges
 }
 
-/// Sets the parent of the slices in `range` (one track, sorted). With
-/// `strict`, a slice that outlives its parent is clipped to the parent's end;
-/// otherwise it is attached to the nearest ancestor that contains it.
-fn nest(trace: &mut Trace, range: Range<u32>, strict: bool) {
+/// Sets every slice's parent, track by track ([`Rows::nest_track`]): a large trace's
+/// tracks on two threads, split at the track that starts nearest its middle row.
+fn nest_tracks(trace: &mut Trace, ranges: &[Range<u32>]) {
+    let strict: Vec<bool> = (trace.tracks.iter())
+        .map(|t| t.kind == TrackKind::Thread)
+        .collect();
     let s = &mut trace.slices;
-    let mut stack: Vec<u32> = Vec::new();
-    for i in range {
-        let iu = i as usize;
-        let ts = s.ts[iu];
-        while let Some(&top) = stack.last() {
-            let top_end = s.end(top as usize);
-            if top_end <= ts {
-                stack.pop();
-            } else {
-                break;
-            }
+    let (ts, kind) = (&s.ts[..], &s.kind[..]);
+    let (dur, parent) = (s.dur.to_mut(), s.parent.to_mut());
+    let rows = Rows {
+        first: 0,
+        ts,
+        kind,
+        dur,
+        parent,
+    };
+    let n = ts.len();
+    // The track that starts nearest the middle row, if rows are on both sides.
+    let split = (0..ranges.len())
+        .min_by_key(|&t| (ranges[t].start as usize).abs_diff(n / 2))
+        .filter(|&t| n >= PARALLEL_ROWS && ranges[t].start > 0);
+    let clipped = match split {
+        None => rows.nest(ranges, &strict),
+        Some(t) => {
+            let (before, after) = rows.split_at(ranges[t].start as usize);
+            let (strict_before, strict_after) = strict.split_at(t);
+            let (ranges_before, ranges_after) = ranges.split_at(t);
+            std::thread::scope(|scope| {
+                let other = scope.spawn(move || after.nest(ranges_after, strict_after));
+                let here = before.nest(ranges_before, strict_before);
+                here + other.join().expect("nesting does not panic")
+            })
         }
-        if strict {
-            // A Python frame (torch.profiler's `with_stack`) that a framework range
-            // crosses gives way: the frames are the profiler's own bookkeeping around
-            // `prof.step()`, the range is a step; clipping the range would cut it to µs.
-            if s.kind(iu) != SliceKind::PythonFunction {
+    };
+    trace.repairs.clipped_overlaps += clipped;
+}
+
+/// The columns nesting reads and sets, for rows from `first` on.
+struct Rows<'a> {
+    first: usize,
+    ts: &'a [i64],
+    kind: &'a [u8],
+    dur: &'a mut [i64],
+    parent: &'a mut [u32],
+}
+
+impl<'a> Rows<'a> {
+    /// The rows before `row` and those from it on.
+    fn split_at(self, row: usize) -> (Rows<'a>, Rows<'a>) {
+        let at = row - self.first;
+        let (ts, ts_after) = self.ts.split_at(at);
+        let (kind, kind_after) = self.kind.split_at(at);
+        let (dur, dur_after) = self.dur.split_at_mut(at);
+        let (parent, parent_after) = self.parent.split_at_mut(at);
+        let before = Rows {
+            first: self.first,
+            ts,
+            kind,
+            dur,
+            parent,
+        };
+        let after = Rows {
+            first: row,
+            ts: ts_after,
+            kind: kind_after,
+            dur: dur_after,
+            parent: parent_after,
+        };
+        (before, after)
+    }
+
+    /// [`Rows::nest_track`] of each track of `ranges` (whose kinds `strict` says), all
+    /// within these rows; how many slices were clipped.
+    fn nest(mut self, ranges: &[Range<u32>], strict: &[bool]) -> u64 {
+        (ranges.iter().zip(strict))
+            .map(|(range, &strict)| self.nest_track(range.clone(), strict))
+            .sum()
+    }
+
+    fn kind(&self, i: usize) -> SliceKind {
+        SliceKind::from_code(self.kind[i])
+    }
+
+    fn end(&self, i: usize) -> i64 {
+        self.ts[i].saturating_add(self.dur[i])
+    }
+
+    /// Sets the parent of the slices in `range` (one track, sorted); how many slices
+    /// were clipped. With `strict`, a slice that outlives its parent is clipped to the
+    /// parent's end; otherwise it is attached to the nearest ancestor that contains it.
+    fn nest_track(&mut self, range: Range<u32>, strict: bool) -> u64 {
+        let mut clipped = 0;
+        let mut stack: Vec<u32> = Vec::new();
+        // Rows are counted from `first` here; parents are rows of the whole table.
+        let local = |row: u32| row as usize - self.first;
+        for i in range {
+            let iu = local(i);
+            let ts = self.ts[iu];
+            while let Some(&top) = stack.last() {
+                if self.end(local(top)) <= ts {
+                    stack.pop();
+                } else {
+                    break;
+                }
+            }
+            if strict {
+                // A Python frame (torch.profiler's `with_stack`) that a framework range
+                // crosses gives way: the frames are the profiler's own bookkeeping
+                // around `prof.step()`, the range is a step; clipping the range would
+                // cut it to µs.
+                if self.kind(iu) != SliceKind::PythonFunction {
+                    while let Some(&top) = stack.last() {
+                        let top = local(top);
+                        if self.kind(top) == SliceKind::PythonFunction
+                            && self.end(iu) > self.end(top)
+                        {
+                            self.dur[top] = ts - self.ts[top];
+                            clipped += 1;
+                            stack.pop();
+                        } else {
+                            break;
+                        }
+                    }
+                }
+                if let Some(&top) = stack.last() {
+                    let top_end = self.end(local(top));
+                    if self.end(iu) > top_end {
+                        self.dur[iu] = top_end - ts;
+                        clipped += 1;
+                    }
+                }
+            } else {
                 while let Some(&top) = stack.last() {
-                    let top = top as usize;
-                    if s.kind(top) == SliceKind::PythonFunction && s.end(iu) > s.end(top) {
-                        s.dur[top] = ts - s.ts[top];
-                        trace.repairs.clipped_overlaps += 1;
+                    if self.end(iu) > self.end(local(top)) {
                         stack.pop();
                     } else {
                         break;
                     }
                 }
             }
-            if let Some(&top) = stack.last() {
-                let top_end = s.end(top as usize);
-                if s.end(iu) > top_end {
-                    s.dur[iu] = top_end - ts;
-                    trace.repairs.clipped_overlaps += 1;
-                }
-            }
-        } else {
-            while let Some(&top) = stack.last() {
-                if s.end(iu) > s.end(top as usize) {
-                    stack.pop();
-                } else {
-                    break;
-                }
-            }
+            self.parent[iu] = stack.last().copied().unwrap_or(NONE);
+            stack.push(i);
         }
-        s.parent[iu] = stack.last().copied().unwrap_or(NONE);
-        stack.push(i);
+        clipped
     }
 }
 
@@ -417,6 +507,94 @@ mod tests {
         t.finish();
         assert_eq!(t.repairs.clipped_overlaps, 1);
         assert_eq!(t.slices.ts, vec![10, 15, 25, 40]);
+    }
+
+    /// A trace large enough for its tracks to be sorted and nested on two threads ends
+    /// as when each track is finished alone: same rows, parents, clipped durations.
+    #[test]
+    fn a_large_trace_finishes_as_its_tracks_alone() {
+        // Slices of every kind of nesting: children, overlaps to clip, Python frames
+        // crossed by ranges, on thread tracks and a GPU stream, interleaved.
+        fn fill(t: &mut Trace, tracks: &[crate::TrackId], rows: usize, seed: u64) {
+            let mut state = seed;
+            let mut next = move |below: u64| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 33) % below
+            };
+            for i in 0..rows {
+                let track = tracks[next(tracks.len() as u64) as usize];
+                let ts = (i as i64 / 4) * 10 + next(30) as i64;
+                let mut row = slice(track, ts, next(60) as i64);
+                if next(5) == 0 {
+                    row.kind = SliceKind::PythonFunction;
+                }
+                t.slices.push(row);
+            }
+        }
+        let build = |only: Option<usize>| {
+            let mut t = Trace::new();
+            let p = t.process(SourceId(0), 1);
+            let mut tracks = Vec::new();
+            for k in 0..4 {
+                let th = t.thread(p, k);
+                let kind = if k == 3 {
+                    TrackKind::GpuStream
+                } else {
+                    TrackKind::Thread
+                };
+                tracks.push(t.thread_track(th, kind));
+            }
+            // Each track's rows, or only those of track `only` (the others' rows are
+            // drawn alike but dropped), so that one track alone can be compared.
+            let mut all = Trace::new();
+            let ap = all.process(SourceId(0), 1);
+            for k in 0..4 {
+                let th = all.thread(ap, k);
+                let kind = if k == 3 {
+                    TrackKind::GpuStream
+                } else {
+                    TrackKind::Thread
+                };
+                all.thread_track(th, kind);
+            }
+            fill(&mut all, &tracks, 300_000, 7);
+            for i in 0..all.slices.len() {
+                let row = all.slices.row(i);
+                if only.is_none_or(|k| row.track == tracks[k]) {
+                    t.slices.push(row);
+                }
+            }
+            t.finish();
+            (t, tracks)
+        };
+        let (whole, tracks) = build(None);
+        assert!(whole.slices.len() >= super::PARALLEL_ROWS);
+        let mut clipped = 0;
+        for (k, &track) in tracks.iter().enumerate() {
+            let (alone, _) = build(Some(k));
+            clipped += alone.repairs.clipped_overlaps;
+            let rows = whole.track_slices(track);
+            assert_eq!(rows.len(), alone.slices.len(), "track {k}");
+            let first = rows.start;
+            for (i, row) in rows.enumerate() {
+                assert_eq!(
+                    whole.slices.row(row),
+                    alone.slices.row(i),
+                    "track {k} row {i}"
+                );
+                let parent = whole.slices.parent[row];
+                let expected = alone.slices.parent[i];
+                assert_eq!(
+                    (parent != NONE).then(|| parent as usize - first),
+                    (expected != NONE).then_some(expected as usize),
+                    "track {k} row {i}"
+                );
+            }
+        }
+        assert!(clipped > 0);
+        assert_eq!(whole.repairs.clipped_overlaps, clipped);
     }
 
     /// torch.profiler's `with_stack` frames cross its step ranges: `prof.step()` opens
