@@ -53,6 +53,8 @@ pub(crate) struct Rec {
     /// Where the element starts in the chunk's text.
     pub offset: u32,
     pub not_an_object: bool,
+    /// `{}`: the element TensorFlow's and xprof's trace writers end the array with.
+    pub empty: bool,
     pub ph: Option<Span>,
     pub name: Option<Span>,
     pub cat: Option<Span>,

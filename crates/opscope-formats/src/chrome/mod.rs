@@ -269,6 +269,8 @@ fn run(
                 builder.event_offset = Some(chunk.base + rec.offset as u64);
                 let added = match chunk.complete(rec) {
                     Some(complete) => builder.add_complete(&complete),
+                    // Nothing to import, and no damage to report.
+                    None if rec.empty => Ok(()),
                     None => match chunk.event(rec) {
                         Some(ev) => builder.add(&ev),
                         None => {
@@ -735,6 +737,34 @@ mod tests {
     /// same outcome, the same error offset and the same events, including around errors
     /// that fall in a later piece than the last event (found by fuzzing: a stale end
     /// of the previous piece was used to cut the window).
+    /// TensorFlow's and xprof's trace writers end the event array with `{}` (every JAX
+    /// `*.trace.json.gz`): nothing to import and nothing damaged, so no warning, where
+    /// an object with no field of an event still is one.
+    #[test]
+    fn the_empty_object_that_ends_xprofs_arrays_is_no_damage() {
+        let event = r#"{"ph":"X","pid":1,"tid":1,"ts":1,"dur":2,"name":"a"}"#;
+        for (events, malformed) in [
+            (format!("{event},{{}}"), 0),
+            (format!("{{ }},{event}"), 0),
+            (format!("{event},{{\"Ph\":\"X\"}}"), 1),
+        ] {
+            let doc = format!("{{\"traceEvents\":[{events}]}}");
+            for reference in [false, true] {
+                let mut trace = Trace::new();
+                let read = if reference {
+                    super::reference::import_reference(doc.as_bytes(), "t.json", &mut trace)
+                } else {
+                    super::import(doc.as_bytes(), "t.json", &mut trace)
+                };
+                read.expect("the document reads");
+                let what = format!("{events} (reference reader: {reference})");
+                assert_eq!(trace.slices.len(), 1, "{what}");
+                assert_eq!(trace.repairs.malformed_events, malformed, "{what}");
+                assert_eq!(trace.warnings.len() as u64, malformed, "{what}");
+            }
+        }
+    }
+
     #[test]
     fn pieces_of_any_size_read_like_the_whole() {
         let docs: [&[u8]; 6] = [

@@ -35,6 +35,8 @@ pub(crate) struct RawEvent<'a> {
 pub(crate) enum Element<'a> {
     Event(RawEvent<'a>),
     NotAnObject,
+    /// `{}`: the element TensorFlow's and xprof's trace writers end the array with.
+    Empty,
 }
 
 /// The reference reader the hand-written scanner is tested against.
@@ -48,7 +50,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
             }
             fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut ev = RawEvent::default();
+                let mut empty = true;
                 while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    empty = false;
                     match key.as_ref() {
                         "ph" => ev.ph = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
                         "name" => ev.name = map.next_value::<Lenient<Cow<'de, str>>>()?.0,
@@ -74,7 +78,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Element<'a> {
                         }
                     }
                 }
-                Ok(Element::Event(ev))
+                Ok(if empty {
+                    Element::Empty
+                } else {
+                    Element::Event(ev)
+                })
             }
             fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
                 while seq.next_element::<de::IgnoredAny>()?.is_some() {}

@@ -118,6 +118,7 @@ pub fn import_reference(
                 builder.malformed("an element of the event array that is not an object");
                 Ok(())
             }
+            Element::Empty => Ok(()),
             Element::Event(mut ev) => {
                 side.clear();
                 entries.clear();

@@ -548,6 +548,7 @@ fn read_event(
     c.skip_ws();
     if c.peek() == Some(b'}') {
         c.pos += 1;
+        rec.empty = true;
         return Ok(c.pos);
     }
     // Kineto writes the keys of every complete event in one order: they are read in that
@@ -1237,6 +1238,9 @@ mod tests {
             return c.fail("data after the end of an event");
         }
         let chunk = Chunk::new(Cow::Borrowed(text), 0, part);
+        if chunk.events()[0].empty {
+            return Ok(Some("{}".into()));
+        }
         let event = chunk.event(&chunk.events()[0]);
         if let Some(ev) = &event {
             check_split_args(ev);
@@ -1352,6 +1356,7 @@ mod tests {
             let ours = scan_whole(case);
             let reference = serde_json::from_str::<Element>(case).map(|e| match e {
                 Element::Event(ev) => Some(summary(&ev)),
+                Element::Empty => Some("{}".into()),
                 Element::NotAnObject => None,
             });
             match (&ours, &reference) {
