@@ -533,32 +533,24 @@ mod tests {
                 t.slices.push(row);
             }
         }
+        // Three thread tracks and a GPU stream.
+        fn four_tracks(t: &mut Trace) -> Vec<crate::TrackId> {
+            let p = t.process(SourceId(0), 1);
+            (0..4)
+                .map(|k| {
+                    let th = t.thread(p, k);
+                    let kind = [TrackKind::Thread, TrackKind::GpuStream][usize::from(k == 3)];
+                    t.thread_track(th, kind)
+                })
+                .collect()
+        }
         let build = |only: Option<usize>| {
             let mut t = Trace::new();
-            let p = t.process(SourceId(0), 1);
-            let mut tracks = Vec::new();
-            for k in 0..4 {
-                let th = t.thread(p, k);
-                let kind = if k == 3 {
-                    TrackKind::GpuStream
-                } else {
-                    TrackKind::Thread
-                };
-                tracks.push(t.thread_track(th, kind));
-            }
+            let tracks = four_tracks(&mut t);
             // Each track's rows, or only those of track `only` (the others' rows are
             // drawn alike but dropped), so that one track alone can be compared.
             let mut all = Trace::new();
-            let ap = all.process(SourceId(0), 1);
-            for k in 0..4 {
-                let th = all.thread(ap, k);
-                let kind = if k == 3 {
-                    TrackKind::GpuStream
-                } else {
-                    TrackKind::Thread
-                };
-                all.thread_track(th, kind);
-            }
+            four_tracks(&mut all);
             fill(&mut all, &tracks, 300_000, 7);
             for i in 0..all.slices.len() {
                 let row = all.slices.row(i);
