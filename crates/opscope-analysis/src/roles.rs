@@ -154,7 +154,8 @@ mod tests {
 
     /// Every Kineto file numbers its "Spans" and "Traces" processes alike: rank 1's
     /// are rank 1's, not rank 0's (they were named by the first file's rank), and are
-    /// called by their names, not by the numbers reading gave them.
+    /// called by their names, not by the numbers reading gave them; the one of the
+    /// trace-wide instants (`"pid": ""`) is called "global", not by its number.
     #[test]
     fn processes_named_by_strings_belong_to_their_own_file() {
         let mut trace = Trace::new();
@@ -178,11 +179,11 @@ mod tests {
             names,
             [
                 "rank 0 (pid 100)",
-                "rank 0 (pid 1073741825)",
                 "rank 0's Spans",
+                "rank 0's global",
                 "rank 1 (pid 101)",
-                "rank 1 (pid 1073741825)",
-                "rank 1's Spans"
+                "rank 1's Spans",
+                "rank 1's global"
             ]
         );
     }

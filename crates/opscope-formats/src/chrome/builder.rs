@@ -23,6 +23,18 @@ use crate::error::ImportError;
 /// high enough not to clash with real ones, low enough for Perfetto's int32 pids.
 const SYNTHETIC_ID_BASE: i64 = opscope_model::SYNTHETIC_PID_BASE;
 
+/// The name a string pid or tid gives its process or thread. Kineto puts its
+/// trace-wide instants (`Record Window End`, `"s": "g"`) on `"pid": "", "tid": ""`,
+/// which would be a nameless process in every PyTorch trace; Perfetto shows such
+/// instants on one global track.
+fn named(label: &str) -> &str {
+    if label.is_empty() {
+        "global"
+    } else {
+        label
+    }
+}
+
 struct OpenSlice {
     ts: i64,
     name: StrId,
@@ -136,7 +148,7 @@ impl<'t> Builder<'t> {
         let process = self.trace.process(self.source, number);
         if let Some(label) = label {
             if self.trace.processes[process.index()].name.is_none() {
-                let label = self.string(&label)?;
+                let label = self.string(named(&label))?;
                 self.trace.processes[process.index()].name = Some(label);
             }
         }
@@ -162,7 +174,7 @@ impl<'t> Builder<'t> {
         let thread = self.trace.thread(process, number);
         if let Some(label) = label {
             if self.trace.threads[thread.index()].name.is_none() {
-                let label = self.string(&label)?;
+                let label = self.string(named(&label))?;
                 self.trace.threads[thread.index()].name = Some(label);
             }
         }
