@@ -65,6 +65,23 @@ pub unsafe extern "C" fn opscope_record_range_begin(
     unsafe { itt::range_begin(category, name) };
 }
 
+/// Labels this process `KEY=VALUE` (`rank=1`): the Python bootstrap gives the rank and
+/// world size that `torch.distributed` was initialised with, which a process started
+/// by `torch.multiprocessing.spawn` has in no variable. A label whose key the process
+/// already has (from `RANK`, …) is ignored.
+///
+/// # Safety
+/// `label` is null or a NUL-terminated string that outlives the call.
+#[no_mangle]
+pub unsafe extern "C" fn opscope_record_label(label: *const std::ffi::c_char) {
+    if label.is_null() {
+        return;
+    }
+    // SAFETY: the caller's guarantee: a NUL-terminated string alive for the call.
+    let label = unsafe { std::ffi::CStr::from_ptr(label) };
+    session::label(label.to_bytes());
+}
+
 /// Ends the calling thread's innermost task (see `opscope_record_range_begin`).
 #[no_mangle]
 pub extern "C" fn opscope_record_range_end() {

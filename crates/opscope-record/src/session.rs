@@ -161,6 +161,20 @@ fn writer_panicked() {
     ));
 }
 
+/// Labels the process from now on (see [`Writer::label`]), whether or not recording
+/// is paused; nothing when it does not record. Only `KEY=VALUE` labels of a sane
+/// length are taken (the importer splits labels at commas).
+pub fn label(label: &[u8]) {
+    let sane = label.len() <= 256 && label.contains(&b'=') && !label.contains(&b',');
+    if !sane {
+        return;
+    }
+    if STATE.load(Ordering::Acquire) == IDLE {
+        start();
+    }
+    with_writer(|w| w.label(label));
+}
+
 /// Opens this process's file and starts the writer thread, once per process.
 pub fn start() {
     // Before any thread may record: the clock decides what the events' times mean.

@@ -242,6 +242,38 @@ fn assert_steps_match_but_first(
     worst
 }
 
+/// Ranks that `torch.multiprocessing.spawn` starts (their rank an argument, in no
+/// variable) are called by the rank `init_process_group` was given, as the program
+/// says each pid's rank is; their parent is no rank (they were called by their
+/// `spawn_main` command lines).
+#[test]
+fn ranks_started_by_spawn_are_called_ranks() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let session = scratch_dir("steps-spawned").join("session");
+    let log = record(&session, "ranks_spawned.py", &[]);
+    let mut want: Vec<String> = log
+        .iter()
+        .map(|l| format!("rank {} (pid {})", l["rank"], l["pid"]))
+        .collect();
+    want.sort();
+    assert_eq!(want.len(), 2, "{log:?}");
+    let report = steps_json(&session);
+    let mut ranks: Vec<String> = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap().to_string())
+        .filter(|r| r.starts_with("rank"))
+        .collect();
+    ranks.sort();
+    assert_eq!(ranks, want);
+    let info = common::opscope_ok(&["info", session.to_str().unwrap()]);
+    let info = String::from_utf8_lossy(&info.stdout);
+    assert_eq!(info.matches(" of 2, host ").count(), 2, "{info}");
+}
+
 /// `steps` says what each process is: the DataLoader's workers (the pids the program
 /// saw its workers run as) are called workers and left out of the comparison across
 /// ranks, though they inherit their rank's `RANK`; the rank the launcher gave is the

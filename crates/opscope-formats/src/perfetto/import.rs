@@ -153,6 +153,13 @@ impl Sink for Scan {
             if named(&n.process_name) {
                 o.process_name.clone_from(&n.process_name);
             }
+            // Labels given later (opscope's recorder labels a process with the rank
+            // `torch.distributed` was initialised with) add to those before.
+            for label in &n.process_labels {
+                if !o.process_labels.contains(label) {
+                    o.process_labels.push(label.clone());
+                }
+            }
         }
         if let (Some(o), Some(n)) = (&mut old.thread, &desc.thread) {
             if named(&n.thread_name) {

@@ -142,6 +142,9 @@ pub struct Writer {
     next_sequence: u64,
     next_uuid: u64,
     process_uuid: u64,
+    /// The process's name and labels, written again with a label added later.
+    process_name: Vec<u8>,
+    labels: Vec<Vec<u8>>,
     thread_tracks: Map<i32, ThreadTrack>,
     /// When the threads' names were last read again ([`Writer::refresh_thread_names`]).
     names_read_at: u64,
@@ -196,6 +199,8 @@ impl Writer {
             next_sequence: GLOBAL_SEQUENCE + 1,
             next_uuid: 1,
             process_uuid: 0,
+            process_name: process_name.to_vec(),
+            labels: labels.to_vec(),
             thread_tracks: Map::default(),
             names_read_at: clock::monotonic_ns(),
             counters: Map::default(),
@@ -229,17 +234,7 @@ impl Writer {
             });
         });
         w.process_uuid = w.uuid();
-        let (uuid, pid) = (w.process_uuid, pid as u64);
-        w.descriptor(|d| {
-            uint(d, pb::TRACK_UUID, uuid);
-            message(d, pb::TRACK_PROCESS, |p| {
-                uint(p, pb::PROCESS_PID, pid);
-                pb::bytes(p, pb::PROCESS_NAME, process_name);
-                for label in labels {
-                    pb::bytes(p, pb::PROCESS_LABELS, label);
-                }
-            });
-        });
+        w.describe_process();
         if w.live.is_some() {
             w.preamble.extend_from_slice(&w.packets);
         }
@@ -247,6 +242,38 @@ impl Writer {
         // says whose it is.
         let _ = w.write_chunk();
         w
+    }
+
+    /// The process's track: its pid, name and labels.
+    fn describe_process(&mut self) {
+        let (uuid, pid) = (self.process_uuid, self.pid as u64);
+        let (name, labels) = (
+            std::mem::take(&mut self.process_name),
+            std::mem::take(&mut self.labels),
+        );
+        self.descriptor(|d| {
+            uint(d, pb::TRACK_UUID, uuid);
+            message(d, pb::TRACK_PROCESS, |p| {
+                uint(p, pb::PROCESS_PID, pid);
+                pb::bytes(p, pb::PROCESS_NAME, &name);
+                for label in &labels {
+                    pb::bytes(p, pb::PROCESS_LABELS, label);
+                }
+            });
+        });
+        (self.process_name, self.labels) = (name, labels);
+    }
+
+    /// Labels the process `KEY=VALUE` from now on (its track is described again, with
+    /// every label), unless a label already gives `KEY`: the launcher's variables that
+    /// the labels began with win.
+    pub fn label(&mut self, label: &[u8]) {
+        let key = |l: &[u8]| l.split(|&b| b == b'=').next().map(<[u8]>::to_vec);
+        if self.labels.iter().any(|l| key(l) == key(label)) {
+            return;
+        }
+        self.labels.push(label.to_vec());
+        self.describe_process();
     }
 
     pub fn totals(&self) -> Totals {
@@ -1056,6 +1083,42 @@ mod tests {
             "the child wrote into the parent's file"
         );
         assert!(after_parent > before, "the parent's own write went nowhere");
+    }
+
+    /// A label given after the file began (the rank `init_process_group` was given, in
+    /// a process `mp.spawn` started) reads back as the source's rank and world size;
+    /// a key the launcher's variables gave already keeps their value.
+    #[test]
+    fn labels_given_later_read_back_and_the_launchers_win() {
+        let path =
+            std::env::temp_dir().join(format!("opscope-label-{}.pftrace", std::process::id()));
+        let read_back = |labels: &[Vec<u8>], later: &[&[u8]]| {
+            let file = std::fs::File::create(&path).unwrap();
+            let mut w = Writer::new(file, 4321, b"test", labels);
+            feed(&mut w, Kind::Instant, 1_000, 1_000, &[]);
+            w.write_chunk().unwrap();
+            for label in later {
+                w.label(label);
+            }
+            feed(&mut w, Kind::Instant, 2_000, 2_000, &[]);
+            w.close().unwrap();
+            let bytes = std::fs::read(&path).unwrap();
+            let mut trace = opscope_model::Trace::new();
+            opscope_formats::perfetto::import(&bytes, "label.pftrace", &mut trace).unwrap();
+            assert_eq!(trace.processes.len(), 1, "one process, described twice");
+            let source = &trace.sources[0];
+            (source.rank, source.world_size)
+        };
+        assert_eq!(read_back(&[], &[]), (None, None));
+        assert_eq!(
+            read_back(&[], &[b"rank=1", b"world_size=2", b"rank=5"]),
+            (Some(1), Some(2))
+        );
+        assert_eq!(
+            read_back(&[b"rank=3".to_vec()], &[b"rank=1", b"world_size=4"]),
+            (Some(3), Some(4))
+        );
+        let _ = std::fs::remove_file(&path);
     }
 
     /// A thread's own name is read again: PyTorch renames a spawned DataLoader

@@ -233,6 +233,44 @@ def _warm_up(torch):
             break
 
 
+def _label_ranks(torch):
+    """A process that `torch.multiprocessing.spawn` starts is given its rank as an
+    argument, not in `RANK`: once `init_process_group` has set the group up, the rank
+    and world size it was given label the process's file, as `RANK` would have."""
+    library = os.environ.get("INTEL_LIBITTNOTIFY64")
+    dist = getattr(torch, "distributed", None)
+    if not library or dist is None:
+        return
+    try:
+        import ctypes
+        import functools
+
+        if not dist.is_available():
+            return
+        import torch.distributed.distributed_c10d as c10d
+
+        label = ctypes.CDLL(library).opscope_record_label
+        label.argtypes = [ctypes.c_char_p]
+        label.restype = None
+        real = c10d.init_process_group
+    except Exception:
+        return
+
+    @functools.wraps(real)
+    def init_process_group(*args, **kwargs):
+        result = real(*args, **kwargs)
+        try:
+            label(b"rank=%d" % dist.get_rank())
+            label(b"world_size=%d" % dist.get_world_size())
+        except Exception:
+            pass
+        return result
+
+    for module in (dist, c10d):
+        if getattr(module, "init_process_group", None) is real:
+            module.init_process_group = init_process_group
+
+
 def _on_torch(torch):
     if not hasattr(torch.autograd.profiler, "emit_itt"):
         return
@@ -241,6 +279,7 @@ def _on_torch(torch):
     modes.start()
     _mark_profiler_steps(torch, modes)
     _warm_up(torch)
+    _label_ranks(torch)
     import atexit
 
     def stop_at_exit():
