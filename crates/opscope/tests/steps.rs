@@ -83,6 +83,18 @@ fn steps_json(trace: &Path) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
+/// What a steps report calls each of its sources, sorted.
+fn roles_of(report: &Value) -> Vec<String> {
+    let mut roles: Vec<String> = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["role"].as_str().unwrap().to_string())
+        .collect();
+    roles.sort();
+    roles
+}
+
 /// The source of a steps report whose steps lie where the program's log does (a
 /// session also holds DataLoader workers, the sampler, …).
 fn source_for<'a>(report: &'a Value, log: &[(i64, i64)]) -> &'a Value {
@@ -259,15 +271,8 @@ fn ranks_started_by_spawn_are_called_ranks() {
         .collect();
     want.sort();
     assert_eq!(want.len(), 2, "{log:?}");
-    let report = steps_json(&session);
-    let mut ranks: Vec<String> = report["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["role"].as_str().unwrap().to_string())
-        .filter(|r| r.starts_with("rank"))
-        .collect();
-    ranks.sort();
+    let mut ranks = roles_of(&steps_json(&session));
+    ranks.retain(|r| r.starts_with("rank"));
     assert_eq!(ranks, want);
     let info = common::opscope_ok(&["info", session.to_str().unwrap()]);
     let info = String::from_utf8_lossy(&info.stdout);
@@ -306,13 +311,7 @@ fn processes_are_called_what_they_are() {
     workers.sort();
     assert_eq!(workers.len(), 2);
     let report = steps_json(&session);
-    let mut roles: Vec<String> = report["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["role"].as_str().unwrap().to_string())
-        .collect();
-    roles.sort();
+    let roles = roles_of(&report);
     let (found_workers, others): (Vec<String>, Vec<String>) = roles
         .into_iter()
         .partition(|r| r.starts_with("DataLoader worker"));
@@ -345,13 +344,7 @@ fn processes_are_called_what_they_are() {
     // Without a launcher, no rank at all.
     let plain = scratch.join("plain");
     record(&plain, "steps_torch_dataloader.py", &[]);
-    let report = steps_json(&plain);
-    let roles: Vec<&str> = report["sources"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["role"].as_str().unwrap())
-        .collect();
+    let roles = roles_of(&steps_json(&plain));
     assert!(!roles.iter().any(|r| r.starts_with("rank")), "{roles:?}");
     assert_eq!(
         roles
