@@ -6,6 +6,7 @@
 
 pub mod across;
 pub mod advise;
+pub mod aside;
 pub mod attribution;
 pub mod clock_merge;
 pub mod clock_sync;

@@ -6,6 +6,7 @@
 use opscope_model::{SliceKind, Trace, TrackKind};
 
 use crate::correlate;
+use crate::intervals::IntervalSet;
 
 /// A step as found: name, start and end.
 pub type Bounds = (String, i64, i64);
@@ -24,12 +25,16 @@ pub fn step_markers(trace: &Trace) -> Vec<Vec<Bounds>> {
             }
         }
     }
-    host.iter().map(|h| markers(trace, h)).collect()
+    let aside = crate::aside::of_sources(trace);
+    host.iter()
+        .zip(&aside)
+        .map(|(h, aside)| markers(trace, h, &aside.times))
+        .collect()
 }
 
 /// The step markers among `host` slices, in time order: `ProfilerStep#N` (kind `Step`),
 /// else user ranges named like steps, else user ranges named a step with no number.
-fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
+fn markers(trace: &Trace, host: &[usize], aside: &IntervalSet) -> Vec<Bounds> {
     let s = &trace.slices;
     for kinds_match in [
         (|k: SliceKind, _: &str| k == SliceKind::Step) as fn(SliceKind, &str) -> bool,
@@ -50,6 +55,23 @@ fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
         // step the program never ran, unlike the step before it (a trace that carries
         // its steps' markers and nothing else keeps them all).
         if let [.., before, last] = found[..] {
+            let (start, end) = (s.ts[last], s.end(last));
+            // Where opscope stood aside for the program's profiler it saw no ops, so
+            // only the time tells: the step the last `step()` opens and `stop()` closes
+            // is a moment, a step of the loop is as long as the ones before.
+            if aside.clipped(start, end).total() * 2 > end - start {
+                let before: Vec<i64> = found[..found.len() - 1]
+                    .iter()
+                    .rev()
+                    .take(3)
+                    .map(|&i| s.dur[i])
+                    .collect();
+                let longest = before.iter().copied().max().unwrap_or(0);
+                if (end - start) * 2 < longest {
+                    found.pop();
+                }
+                return bounds_of(trace, found);
+            }
             let ran = children(trace, last);
             let alike = found[..found.len() - 1]
                 .iter()
@@ -62,12 +84,16 @@ fn markers(trace: &Trace, host: &[usize]) -> Vec<Bounds> {
                 found.pop();
             }
         }
-        return found
-            .into_iter()
-            .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
-            .collect();
+        return bounds_of(trace, found);
     }
     Vec::new()
+}
+
+fn bounds_of(trace: &Trace, rows: Vec<usize>) -> Vec<Bounds> {
+    let s = &trace.slices;
+    rows.into_iter()
+        .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+        .collect()
 }
 
 /// The names of the slices right inside slice `i` on its track (a track's slices are in

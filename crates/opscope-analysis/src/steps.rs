@@ -57,6 +57,17 @@ pub struct Step {
     /// The host threads' time within the step: what a run without device work shows
     /// (collectives on CPUs are its communication).
     pub host: HostTime,
+    /// Time within the step in which `opscope record` stood aside for a profiler the
+    /// program ran itself: the ops are in the program's profile, so the time without
+    /// them is no idle time.
+    pub aside_ns: i64,
+}
+
+impl Step {
+    /// Whether opscope stood aside for most of the step: its breakdown says little.
+    pub fn mostly_aside(&self) -> bool {
+        self.aside_ns * 2 > self.dur_ns
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -71,6 +82,9 @@ pub struct SourceSteps {
     /// the host threads'.
     pub on_device: bool,
     pub steps: Vec<Step>,
+    /// The program's own profilers that `opscope record` stood aside for during some
+    /// of the steps (`a PyTorch profiler`): those steps' ops are in their profiles.
+    pub aside_for: Vec<String>,
 }
 
 /// Steps of every source, and with two or more sources (ranks) their spread.
@@ -102,7 +116,12 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
         // A DataLoader worker's batches are no training steps to compare with a rank's.
         .filter(|s| !s.steps.is_empty() && !is_loader(s))
         .map(|s| {
-            let of = |f: fn(&Step) -> i64| median(s.steps.iter().map(|x| f(x) as f64).collect());
+            // Steps whose ops the program's own profiler holds have no breakdown here.
+            let measured: Vec<&Step> = match s.steps.iter().all(Step::mostly_aside) {
+                true => s.steps.iter().collect(),
+                false => s.steps.iter().filter(|x| !x.mostly_aside()).collect(),
+            };
+            let of = |f: fn(&Step) -> i64| median(measured.iter().map(|x| f(x) as f64).collect());
             // A run without device work is compared by its host threads' time.
             let figures = if s.on_device {
                 vec![
@@ -218,6 +237,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
     for list in &mut work {
         list.sort_by_key(|&i| (s.ts[i], i));
     }
+    let aside = crate::aside::of_sources(trace);
     let mut classifier = classify::Classifier::new(trace);
     let hosts = HostSets::of_sources(trace);
     for (src_index, source) in trace.sources.iter().enumerate() {
@@ -276,9 +296,14 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
                     end,
                 );
                 step.host = hosts[src_index].within(start, end);
+                step.aside_ns = aside[src_index].times.clipped(start, end).total();
                 step
             })
             .collect();
+        let aside_for = match steps.iter().any(|s| s.aside_ns > 0) {
+            true => aside[src_index].what.clone(),
+            false => Vec::new(),
+        };
         result.push(SourceSteps {
             file: source.path.clone(),
             rank: source.rank,
@@ -286,6 +311,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             found_by,
             on_device: steps.iter().any(|s| s.kernels > 0 || s.device_busy_ns > 0),
             steps,
+            aside_for,
         });
     }
     result
@@ -579,6 +605,7 @@ fn step_breakdown(
         memory_ns: sets[2].total(),
         kernels,
         host: HostTime::default(),
+        aside_ns: 0,
     }
 }
 
@@ -802,6 +829,31 @@ fn periodic_on(
     None
 }
 
+/// The steps opscope mostly stood aside for, by runs of consecutive steps:
+/// `8 steps: ProfilerStep#1 to ProfilerStep#4, ProfilerStep#6 to ProfilerStep#9`.
+fn aside_runs(steps: &[Step]) -> Option<String> {
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for (k, _) in steps.iter().enumerate().filter(|(_, s)| s.mostly_aside()) {
+        match runs.last_mut() {
+            Some(run) if run.1 + 1 == k => run.1 = k,
+            _ => runs.push((k, k)),
+        }
+    }
+    let count: usize = runs.iter().map(|(a, b)| b - a + 1).sum();
+    let named: Vec<String> = runs
+        .iter()
+        .map(|&(a, b)| match a == b {
+            true => steps[a].name.clone(),
+            false => format!("{} to {}", steps[a].name, steps[b].name),
+        })
+        .collect();
+    match count {
+        0 => None,
+        1 => Some(named.join("")),
+        n => Some(format!("{n} steps: {}", named.join(", "))),
+    }
+}
+
 /// How `steps` reads: per source how its steps were found, their times, and a row per
 /// step; then the spread across ranks.
 impl Reported for StepsReport {
@@ -852,6 +904,13 @@ impl Reported for StepsReport {
                         .value(Value::Duration(d.max)),
                 );
             }
+            if let Some(which) = aside_runs(&source.steps) {
+                report.line(Line::of(format!(
+                    "{which}: opscope stood aside for the program's own profiler ({}), \
+                     whose profile holds their ops: no breakdown of them here",
+                    source.aside_for.join(", ")
+                )));
+            }
             let origin = source.steps.first().map_or(0, |s| s.start_ns);
             // A CPU-only run has no device to be idle: its steps show where the host
             // threads' time went instead (its collectives are its communication).
@@ -892,9 +951,14 @@ impl Reported for StepsReport {
             let mut table = Table::new(columns);
             let ns = |n: i64| Value::Duration(n as f64);
             for s in &source.steps {
-                let share = |n: i64| Value::share_of(n as f64, s.dur_ns.max(1) as f64, 0);
                 let mut row = vec![Value::text(&s.name), ns(s.start_ns - origin), ns(s.dur_ns)];
-                if device_work {
+                let share = |n: i64| Value::share_of(n as f64, s.dur_ns.max(1) as f64, 0);
+                if s.mostly_aside() {
+                    // What opscope saw of such a step is a part (ITT's oneDNN
+                    // primitives, …): no breakdown rather than a wrong one.
+                    let columns = table.columns.len() - row.len();
+                    row.extend((0..columns).map(|_| Value::text("aside")));
+                } else if device_work {
                     row.extend([
                         share(s.device_busy_ns),
                         share(s.device_idle_ns),
@@ -995,6 +1059,79 @@ mod tests {
             bounds,
             [(100_000, 300_000), (300_000, 500_000), (500_000, 650_000)]
         );
+    }
+
+    /// Steps in which `opscope record` stood aside for the program's profiler (an
+    /// async range of category `opscope`) have no ops of their own: they are called
+    /// aside, by runs, and get no breakdown, instead of 100 % idle host time; the last
+    /// one is a step (it was dropped as empty) unless it is a moment.
+    #[test]
+    fn steps_opscope_stood_aside_for_are_no_idle_time() {
+        let mut events = Vec::new();
+        for k in 0..6 {
+            let ts = 100 * k;
+            events.push(format!(
+                r#"{{"ph":"X","cat":"user_annotation","name":"train_step_{k}","pid":1,"tid":1,"ts":{ts},"dur":100}}"#
+            ));
+            if ![2, 3, 5].contains(&k) {
+                events.push(format!(
+                    r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":60}}"#,
+                    ts + 10
+                ));
+            }
+        }
+        // What the last `step()` opens and `stop()` closes: a moment, no step.
+        events.push(
+            r#"{"ph":"X","cat":"user_annotation","name":"train_step_6","pid":1,"tid":1,"ts":600,"dur":2}"#
+                .to_string(),
+        );
+        for (id, (start, end)) in [(195, 402), (499, 603)].into_iter().enumerate() {
+            let name = "opscope stood aside for a PyTorch profiler";
+            events.push(format!(
+                r#"{{"ph":"b","cat":"opscope","id":{id},"name":"{name}","pid":1,"tid":1,"ts":{start}}}"#
+            ));
+            events.push(format!(
+                r#"{{"ph":"e","cat":"opscope","id":{id},"name":"{name}","pid":1,"tid":1,"ts":{end}}}"#
+            ));
+        }
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "aside.json", &mut trace).unwrap();
+        trace.finish();
+        let report = report(&Context::new(&trace), &StepOptions::default());
+        let found = &report.sources[0];
+        let aside: Vec<usize> = (0..found.steps.len())
+            .filter(|&k| found.steps[k].mostly_aside())
+            .collect();
+        assert_eq!(found.steps.len(), 6);
+        assert_eq!(aside, [2, 3, 5]);
+        assert_eq!(found.steps[1].aside_ns, 5_000, "the edge of step 1");
+        assert_eq!(found.aside_for, ["a PyTorch profiler"]);
+        let shown = report.report();
+        let lines: Vec<String> = shown
+            .blocks
+            .iter()
+            .filter_map(|b| match b {
+                crate::report::Block::Line(line) => Some(format!("{:?}", line.0)),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            lines.iter().any(|l| l.contains(
+                "3 steps: train_step_2 to train_step_3, train_step_5: opscope stood aside for \
+                 the program's own profiler (a PyTorch profiler)"
+            )),
+            "{lines:?}"
+        );
+        let table = shown.csv_table().unwrap();
+        for (k, row) in table.rows.iter().enumerate() {
+            let asides = row.iter().filter(|v| **v == Value::text("aside")).count();
+            let want = match aside.contains(&k) {
+                true => table.columns.len() - 3,
+                false => 0,
+            };
+            assert_eq!(asides, want, "step {k}: {row:?}");
+        }
     }
 
     /// Processes of no known rank with as many steps each: "2 per process" (it said

@@ -375,6 +375,51 @@ pub unsafe fn range_begin(category: *const c_char, name: *const c_char) {
     })
 }
 
+/// The time in which the Python bootstrap stood aside for a profiler the program
+/// started itself (its ops are in the program's profile, not here): an async range of
+/// category `opscope`, one per framework, so that it may end on another thread.
+///
+/// # Safety
+/// `framework` and `name` are null or NUL-terminated strings that outlive the call.
+pub unsafe fn aside_begin(framework: *const c_char, name: *const c_char) {
+    guard((), || {
+        // SAFETY: guaranteed by the caller.
+        let (framework, name) = unsafe { (cstr(framework), cstr(name)) };
+        session::record(
+            Kind::AsyncBegin,
+            aside_key(framework),
+            &[b"opscope"],
+            name,
+            |_| {},
+        )
+    })
+}
+
+/// Ends the range [`aside_begin`] began for `framework`.
+///
+/// # Safety
+/// `framework` is null or a NUL-terminated string that outlives the call.
+pub unsafe fn aside_end(framework: *const c_char) {
+    guard((), || {
+        // SAFETY: guaranteed by the caller.
+        let framework = unsafe { cstr(framework) };
+        session::record(
+            Kind::AsyncEnd,
+            aside_key(framework),
+            &[b"opscope"],
+            b"",
+            |_| {},
+        )
+    })
+}
+
+/// One key per framework (FNV-1a), apart from ITT's ids by category.
+fn aside_key(framework: &[u8]) -> u64 {
+    framework.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
 /// Ends the calling thread's innermost task (see [`range_begin`]).
 pub fn range_end() {
     guard((), || {

@@ -82,6 +82,32 @@ pub unsafe extern "C" fn opscope_record_label(label: *const std::ffi::c_char) {
     session::label(label.to_bytes());
 }
 
+/// Begins the time in which the Python bootstrap stands aside for a profiler the
+/// program started itself (`framework`: `torch`, `tensorflow`, `jax`), named `name`
+/// (`opscope stood aside for a PyTorch profiler`): `steps` says which steps the
+/// program's own profile holds instead of calling them idle.
+///
+/// # Safety
+/// `framework` and `name` are null or NUL-terminated strings that outlive the call.
+#[no_mangle]
+pub unsafe extern "C" fn opscope_record_aside_begin(
+    framework: *const std::ffi::c_char,
+    name: *const std::ffi::c_char,
+) {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { itt::aside_begin(framework, name) };
+}
+
+/// Ends what `opscope_record_aside_begin` began for `framework`, on any thread.
+///
+/// # Safety
+/// `framework` is null or a NUL-terminated string that outlives the call.
+#[no_mangle]
+pub unsafe extern "C" fn opscope_record_aside_end(framework: *const std::ffi::c_char) {
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { itt::aside_end(framework) };
+}
+
 /// Ends the calling thread's innermost task (see `opscope_record_range_begin`).
 #[no_mangle]
 pub extern "C" fn opscope_record_range_end() {

@@ -571,6 +571,86 @@ fn torch_steps_stay_while_the_programs_profiler_records() {
         stderr.contains(&format!("steps: {} (from step markers)", want.len())),
         "{stderr}"
     );
+    // The schedule (wait 1, warm-up 1, active 3, twice) has the profiler on from each
+    // warm-up to the end of its active steps.
+    assert_eq!(mostly_aside(found), [1, 2, 3, 4, 6, 7, 8, 9]);
+    assert_eq!(
+        found["aside_for"],
+        serde_json::json!(["a PyTorch profiler"])
+    );
+}
+
+/// The steps of a steps report's source in which opscope stood aside for most of the
+/// step, by index.
+fn mostly_aside(source: &Value) -> Vec<usize> {
+    let steps = source["steps"].as_array().unwrap();
+    (0..steps.len())
+        .filter(|&k| {
+            2 * steps[k]["aside_ns"].as_i64().unwrap() > steps[k]["dur_ns"].as_i64().unwrap()
+        })
+        .collect()
+}
+
+/// A PyTorch program whose steps are `record_function` ranges of its own, under its own
+/// torch.profiler started and stopped by hand around steps 6 to 9
+/// (tests/record/steps_torch_ranges_profiled.py): all 14 steps are found, each holding
+/// its iteration as the program logged it, and 6 to 9 are said to be aside, with no
+/// breakdown, the others not. Before: steps 6 to 9 were missing (the ranges reached
+/// opscope through emit_itt, which stood aside), and a step in which opscope stood aside
+/// showed as 100 % idle host time.
+#[test]
+fn a_programs_own_step_ranges_stay_while_its_profiler_records() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("steps-torch-ranges-profiled");
+    let session = scratch.join("session");
+    let exported = scratch.join("program-trace.json");
+    let (log, _) = record_with_args(
+        &session,
+        "steps_torch_ranges_profiled.py",
+        &[&exported],
+        &[],
+    );
+    let report = steps_json(&session);
+    let want = log_steps(&log, &report);
+    let found = source_for(&report, &want);
+    let names: Vec<&str> = found["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..14).map(|k| format!("train_step_{k}")).collect();
+    assert_eq!(names, expected, "every step the loop ran, no other");
+    for (k, (g, w)) in intervals(&found["steps"]).iter().zip(&want).enumerate() {
+        assert!(
+            g.0 <= w.0 && w.1 <= g.1,
+            "step {k}: the iteration {w:?} lies outside the step found {g:?}"
+        );
+    }
+    assert_eq!(mostly_aside(found), [6, 7, 8, 9]);
+    let text = common::opscope_ok(&["steps", session.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains(
+            "4 steps: train_step_6 to train_step_9: opscope stood aside for the program's own \
+             profiler (a PyTorch profiler), whose profile holds their ops"
+        ),
+        "{text}"
+    );
+    for line in text.lines().filter(|l| l.starts_with("train_step_")) {
+        let aside = [
+            "train_step_6 ",
+            "train_step_7 ",
+            "train_step_8 ",
+            "train_step_9 ",
+        ]
+        .iter()
+        .any(|n| line.starts_with(n));
+        assert_eq!(line.contains("aside"), aside, "{line}");
+        assert_eq!(line.contains('%'), !aside, "{line}");
+    }
 }
 
 /// A Keras program under its own TensorBoard profiler (tests/record/steps_keras_profiled.py:
@@ -610,6 +690,9 @@ fn keras_steps_stay_while_its_tensorboard_callback_profiles() {
         "{stderr}"
     );
     assert!(stderr.contains("tf.profiler"), "{stderr}");
+    // TensorBoard's `profile_batch` counts from 1: batches 3 to 6 are steps 2 to 5.
+    assert_eq!(mostly_aside(found), [2, 3, 4, 5]);
+    assert_eq!(found["aside_for"], serde_json::json!(["tf.profiler"]));
 }
 
 /// A 2-rank `torchrun` job on gloo (tests/record/ranks_gloo_steps.py): its collectives

@@ -53,6 +53,7 @@ class _Marks(object):
 
     def __init__(self):
         self.begin = self.end = None
+        self.aside_begin = self.aside_end = None
         library = os.environ.get("INTEL_LIBITTNOTIFY64")
         if not library:
             return
@@ -64,6 +65,11 @@ class _Marks(object):
             begin.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
             begin.restype = end.restype = None
             self.begin, self.end = begin, end
+            aside_begin, aside_end = lib.opscope_record_aside_begin, lib.opscope_record_aside_end
+            aside_begin.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+            aside_end.argtypes = [ctypes.c_char_p]
+            aside_begin.restype = aside_end.restype = None
+            self.aside_begin, self.aside_end = aside_begin, aside_end
         except Exception:
             pass
 
@@ -81,7 +87,12 @@ def _marks():
 def _note_aside(framework, what, where=None):
     """Appends to the session's list of the program's own profilers that opscope
     stepped aside for, with the directory its profile goes to where the program named
-    one (`opscope record` names them in its summary)."""
+    one (`opscope record` names them in its summary), and marks in the recording the
+    time it stands aside (`opscope stood aside for …`, until `_back_from_aside`): the
+    steps in it have their ops in the program's profile, not in opscope's."""
+    marks = _marks()
+    if marks is not None and marks.aside_begin is not None:
+        _guarded(marks.aside_begin, framework.encode(), ("opscope stood aside for " + what).encode())
     try:
         notes = os.path.join(_SESSION, ".opscope", "aside-%d.txt" % os.getpid())
         where = os.path.abspath(os.fspath(where)) if where else ""
@@ -89,6 +100,13 @@ def _note_aside(framework, what, where=None):
             f.write("%s\t%s\t%s\n" % (framework, what, where.replace("\t", " ").replace("\n", " ")))
     except Exception:
         pass
+
+
+def _back_from_aside(framework):
+    """Ends the time `_note_aside` marked: opscope records again."""
+    marks = _marks()
+    if marks is not None and marks.aside_end is not None:
+        _guarded(marks.aside_end, framework.encode())
 
 
 class _TorchModes(object):
@@ -142,6 +160,7 @@ class _TorchModes(object):
     def after_program_stopped(self):
         if self._theirs() and self.aside and self.context is None:
             self.aside = False
+            _back_from_aside("torch")
             self.start()
 
     def patch(self, torch):
@@ -278,6 +297,7 @@ def _on_torch(torch):
     modes.patch(torch)
     modes.start()
     _mark_profiler_steps(torch, modes)
+    _mark_ranges_while_aside(torch, modes)
     _warm_up(torch)
     _label_ranks(torch)
     import atexit
@@ -287,6 +307,49 @@ def _on_torch(torch):
             modes.stop()
 
     atexit.register(stop_at_exit)
+
+
+def _mark_ranges_while_aside(torch, modes):
+    """The program's `record_function` ranges reach opscope through emit_itt too, so
+    while opscope stands aside for the program's profiler it marks them itself (category
+    `opscope`): a program whose steps are ranges of its own (`train_step_6`) keeps them.
+    `ProfilerStep#N` is `_mark_profiler_steps`'s. A range that was open when opscope
+    stood aside, or came back, is left as emit_itt has it."""
+    import threading
+
+    marks = _marks()
+    record_function = getattr(torch.autograd.profiler, "record_function", None)
+    real_enter = getattr(record_function, "__enter__", None)
+    real_exit = getattr(record_function, "__exit__", None)
+    if marks is None or real_enter is None or getattr(real_enter, "_opscope", False):
+        return
+
+    def open_mark(rf):
+        name = getattr(rf, "name", None)
+        if isinstance(name, str) and not name.startswith("ProfilerStep#"):
+            marks.begin(b"opscope", name.encode("utf-8", "replace"))
+            rf._opscope_open = True
+
+    def close_mark(rf):
+        rf._opscope_open = False
+        marks.end()
+
+    def enter(self):
+        result = real_enter(self)
+        # On emit_itt's thread only, as emit_itt would have.
+        if modes.aside and threading.get_ident() == modes.thread:
+            _guarded(open_mark, self)
+        return result
+
+    def exit(self, *args):
+        try:
+            return real_exit(self, *args)
+        finally:
+            if getattr(self, "_opscope_open", False):
+                _guarded(close_mark, self)
+
+    enter._opscope = True
+    record_function.__enter__, record_function.__exit__ = enter, exit
 
 
 def _mark_profiler_steps(torch, modes):
@@ -382,6 +445,7 @@ class _TslProfiler(object):
             self.aside.discard(why)
             if self.aside:
                 return
+            _back_from_aside(self.framework)
             try:
                 self.resume()
             except Exception as e:
