@@ -94,11 +94,85 @@ fn check(facts: &Facts, out: &mut Out) {
             time(spent),
             time(updates_ns)
         ));
-        f.fix = "use the multi-tensor or fused implementation: torch.optim.AdamW(..., \
-                 foreach=True) or fused=True"
-            .to_string();
+        let mut classes: Vec<&str> = single
+            .iter()
+            .filter_map(|&i| optimizer_class(facts.name(i)))
+            .collect();
+        classes.dedup();
+        f.fix = fix(&classes);
         f.more = format!("opscope stats op {}", facts.files());
         f.figures.insert("steps", single.len() as f64);
         out.finding(f);
+    }
+}
+
+/// The optimizer class a step's name says: `Optimizer.step#SGD.step` (torch's range)
+/// or `_single_tensor_adamw` (its Python frame).
+fn optimizer_class(name: &str) -> Option<&str> {
+    if let Some(class) = name
+        .strip_prefix("Optimizer.step#")
+        .and_then(|rest| rest.strip_suffix(".step"))
+    {
+        return Some(class);
+    }
+    let function = name.strip_prefix("_single_tensor_")?;
+    // torch.optim's functions by class (`_single_tensor_<lowercase class>`).
+    const CLASSES: [&str; 11] = [
+        "Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Adamax", "NAdam", "RAdam", "ASGD",
+        "Adadelta", "Rprop",
+    ];
+    let function = function
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .next()?;
+    CLASSES
+        .into_iter()
+        .find(|c| c.eq_ignore_ascii_case(function))
+}
+
+/// What to change, for the classes found (`SGD`): the multi-tensor implementation, and
+/// the fused one where torch has it (Adam, AdamW, SGD, Adagrad).
+fn fix(classes: &[&str]) -> String {
+    let Some(&class) = classes.first() else {
+        return "use the multi-tensor or fused implementation of the optimizer: \
+                foreach=True or fused=True"
+            .to_string();
+    };
+    let fused = ["Adam", "AdamW", "SGD", "Adagrad"].contains(&class);
+    let mut fix =
+        format!("use the multi-tensor implementation: torch.optim.{class}(..., foreach=True)");
+    if fused {
+        fix.push_str(", or the fused one: fused=True");
+    }
+    if classes.len() > 1 {
+        fix.push_str(&format!(" (also for {})", classes[1..].join(", ")));
+    }
+    fix
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The fix names the optimizer the program uses: it said `torch.optim.AdamW` for
+    /// every optimizer (a fresh program's SGD among them).
+    #[test]
+    fn the_fix_names_the_programs_optimizer() {
+        assert_eq!(optimizer_class("Optimizer.step#SGD.step"), Some("SGD"));
+        assert_eq!(optimizer_class("_single_tensor_adamw"), Some("AdamW"));
+        assert_eq!(
+            optimizer_class("_single_tensor_rmsprop (torch/optim/rmsprop.py:300)"),
+            Some("RMSprop")
+        );
+        assert_eq!(optimizer_class("aten::add_"), None);
+        assert_eq!(
+            fix(&["SGD"]),
+            "use the multi-tensor implementation: torch.optim.SGD(..., foreach=True), or the \
+             fused one: fused=True"
+        );
+        assert_eq!(
+            fix(&["RMSprop"]),
+            "use the multi-tensor implementation: torch.optim.RMSprop(..., foreach=True)"
+        );
+        assert!(fix(&[]).contains("foreach=True"));
     }
 }
