@@ -173,12 +173,36 @@ impl Stream {
         true
     }
 
-    /// Gives the process the decoder's preamble when it grew (new track descriptors).
+    /// Gives the process the decoder's preamble when it grew (new track descriptors),
+    /// and the rank its descriptors came to say.
     fn copy_preamble(&mut self, p: &mut Process) {
         if self.decoder.preamble().len() != self.preamble_len {
             self.preamble_len = self.decoder.preamble().len();
             p.preamble = self.decoder.preamble().to_vec();
+            let labels = self.decoder.tracks().flat_map(|t| t.labels.iter());
+            take_rank_labels(&mut p.hello, labels.map(String::as_str));
         }
+    }
+}
+
+/// A process that `torch.multiprocessing.spawn` started learns its rank after it
+/// greeted the agent: the recorder then labels its process descriptor (`rank=1`,
+/// `world_size=2`). What the greeting had from the launcher's variables stays.
+fn take_rank_labels<'a>(hello: &mut Hello, labels: impl Iterator<Item = &'a str>) {
+    for label in labels {
+        let Some((key, value)) = label.split_once('=') else {
+            continue;
+        };
+        let Ok(value) = value.trim().parse::<u32>() else {
+            continue;
+        };
+        let field = match key {
+            "rank" => &mut hello.rank,
+            "local_rank" => &mut hello.local_rank,
+            "world_size" => &mut hello.world_size,
+            _ => continue,
+        };
+        field.get_or_insert(value);
     }
 }
 
@@ -233,6 +257,23 @@ mod tests {
             end_ns,
             depth: 0,
         }
+    }
+
+    /// Labels given after the greeting name the rank; the launcher's variables win.
+    #[test]
+    fn a_rank_labelled_later_names_the_process() {
+        let mut hello = Hello::default();
+        take_rank_labels(
+            &mut hello,
+            ["job=x", "rank=1", "world_size=2", "rank=zero"].into_iter(),
+        );
+        assert_eq!(
+            (hello.rank, hello.world_size, hello.local_rank),
+            (Some(1), Some(2), None)
+        );
+        hello.rank = Some(3);
+        take_rank_labels(&mut hello, ["rank=1"].into_iter());
+        assert_eq!(hello.rank, Some(3));
     }
 
     /// A gloo all-reduce the recorder wrote as an op is a collective live as in the

@@ -928,6 +928,11 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
             &[&script("steps_keras.py"), &log("keras.log")],
         ),
         start("jax", &python, &[&script("steps_jax.py"), &log("jax.log")]),
+        start(
+            "spawned",
+            &python,
+            &[&script("ranks_spawned.py"), &log("spawned.log")],
+        ),
     ];
     for (name, run) in runs {
         let out = run.wait_with_output().unwrap();
@@ -939,22 +944,25 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     }
     // Every process gone, and the period search run since.
     let top = agent.top_until(PATIENCE, |top| {
-        ["loader", "ddp", "keras", "jax"].iter().all(|name| {
-            job(top, name).is_some_and(|j| {
-                j["processes"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .all(|p| p["connected"] == false)
+        ["loader", "ddp", "keras", "jax", "spawned"]
+            .iter()
+            .all(|name| {
+                job(top, name).is_some_and(|j| {
+                    j["processes"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .all(|p| p["connected"] == false)
+                })
             })
-        }) && ["loader", "keras", "jax"].iter().all(|name| {
-            // The final search after the process went has run.
-            let steps = &job(top, name).unwrap()["steps"];
-            steps["count"].as_u64() > Some(0)
-                && steps["counted"].as_str() != Some("")
-                && steps["search_pending"] == false
-                && job(top, name).unwrap()["ended"] == true
-        })
+            && ["loader", "keras", "jax"].iter().all(|name| {
+                // The final search after the process went has run.
+                let steps = &job(top, name).unwrap()["steps"];
+                steps["count"].as_u64() > Some(0)
+                    && steps["counted"].as_str() != Some("")
+                    && steps["search_pending"] == false
+                    && job(top, name).unwrap()["ended"] == true
+            })
     });
     // Each process has one name, live and in every command on its session: `info`
     // names every process of the session as `top` names it (before: `worker`,
@@ -980,7 +988,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
         named.sort();
         named
     };
-    for name in ["loader", "ddp", "keras", "jax"] {
+    for name in ["loader", "ddp", "keras", "jax", "spawned"] {
         // The files of record's own samplers (stacks, and each process's CPU and
         // memory) may add a process no recorder spoke for, which the agent never saw:
         // a short-lived child of no Python (ctypes' `ldconfig -p`, run by torch at
@@ -1030,6 +1038,9 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     );
     let ddp = kinds("ddp");
     assert_eq!(ddp[1..], ["rank 0", "rank 1"]);
+    // Ranks that torch.multiprocessing.spawn started learn their rank after they
+    // connected: named ranks live too (before: by their command line).
+    assert_eq!(kinds("spawned")[1..], ["rank 0", "rank 1"]);
     // The launcher is named by the interpreter its script's `#!` line runs: pip writes
     // `bin/python3` there, uv `bin/python`.
     let shebang = std::fs::read_to_string(&torchrun).unwrap();
@@ -1042,7 +1053,7 @@ fn python_jobs_at_once_show_their_ranks_workers_ops_and_steps() {
     assert!(ddp[0].starts_with(&launcher), "{ddp:?}, not {launcher}");
 
     // Each process's events are its file's, every one.
-    for name in ["loader", "ddp", "keras", "jax"] {
+    for name in ["loader", "ddp", "keras", "jax", "spawned"] {
         let j = job(&top, name).unwrap();
         for p in j["processes"].as_array().unwrap() {
             let file = dir.join(name).join(p["file"].as_str().unwrap());
