@@ -27,6 +27,43 @@ pub struct AgentAddress {
     pub token: Option<String>,
 }
 
+/// [`AgentAddress`] for the commands that ask the agent only with `--live`: under a
+/// heading of its own in their help, which ends with them. (A heading given where a
+/// command flattens them, or on this struct, held every option declared after them:
+/// `--format`, `--port`.)
+#[derive(Clone, Debug, Default)]
+pub struct LiveAgentAddress {
+    pub address: AgentAddress,
+}
+
+impl LiveAgentAddress {
+    const HEADING: &'static str = "Where the agent is (with --live)";
+}
+
+impl clap::Args for LiveAgentAddress {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        AgentAddress::augment_args(cmd.next_help_heading(Self::HEADING))
+            .next_help_heading(None::<&'static str>)
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        AgentAddress::augment_args_for_update(cmd.next_help_heading(Self::HEADING))
+            .next_help_heading(None::<&'static str>)
+    }
+}
+
+impl clap::FromArgMatches for LiveAgentAddress {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        Ok(LiveAgentAddress {
+            address: AgentAddress::from_arg_matches(matches)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        self.address.update_from_arg_matches(matches)
+    }
+}
+
 /// A connection to the agent.
 enum Connection {
     Unix(UnixStream),

@@ -71,7 +71,8 @@ pub fn hot(trace: &Trace, options: HotOptions) -> Hot {
         stack.extend(
             stacks
                 .frames_of(samples.stack[i])
-                .filter(|&f| options.native || !trace.is_native_frame(f)),
+                .filter(|&f| options.native || !trace.is_native_frame(f))
+                .filter(|&f| !trace.is_recorder_frame(f)),
         );
         let native_only = stack.is_empty() && samples.stack[i] != opscope_model::NONE;
         if native_only && !options.native {

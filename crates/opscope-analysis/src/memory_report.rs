@@ -17,11 +17,9 @@ impl Reported for MemoryReport {
         let origin = self.origin_ns;
         let at = |ns: i64| Value::Duration((ns - origin) as f64);
         for r in &self.allocators {
-            let who = r.rank.map_or_else(String::new, |k| format!("rank {k}, "));
             report.line(Line::of(format!(
-                "== {}{} ({} {})",
-                who,
-                r.allocator,
+                "== {} ({} {})",
+                heading(r.rank, &r.allocator),
                 r.events,
                 match r.data {
                     "events" => "allocation events",
@@ -157,4 +155,31 @@ fn steps(r: &AllocatorReport, report: &mut Report) {
         ]);
     }
     report.table(table);
+}
+
+/// Whose memory a section is: the rank, then the allocator, unless the allocator's
+/// name (a process's, for its resident memory) says the rank already.
+fn heading(rank: Option<u32>, allocator: &str) -> String {
+    match rank {
+        Some(k) if !allocator.starts_with(&format!("rank {k} ")) => {
+            format!("rank {k}, {allocator}")
+        }
+        _ => allocator.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A rank's resident memory, whose allocator is the process named by its rank, says
+    /// the rank once (it read "== rank 1, rank 1 (pid 7)").
+    #[test]
+    fn the_heading_says_the_rank_once() {
+        assert_eq!(super::heading(Some(1), "rank 1 (pid 7)"), "rank 1 (pid 7)");
+        assert_eq!(super::heading(Some(1), "cuda 0"), "rank 1, cuda 0");
+        assert_eq!(
+            super::heading(Some(1), "rank 10 (pid 7)"),
+            "rank 1, rank 10 (pid 7)"
+        );
+        assert_eq!(super::heading(None, "cpu"), "cpu");
+    }
 }

@@ -61,6 +61,9 @@ pub struct Step {
     /// program ran itself: the ops are in the program's profile, so the time without
     /// them is no idle time.
     pub aside_ns: i64,
+    /// Whether the step ends after the data of a file cut short (`--partial`): what
+    /// ran in it after the cut is missing, so its breakdown would show it as idle.
+    pub cut: bool,
 }
 
 impl Step {
@@ -68,10 +71,17 @@ impl Step {
     pub fn mostly_aside(&self) -> bool {
         self.aside_ns * 2 > self.dur_ns
     }
+
+    /// Whether its breakdown tells how the step went: neither stood aside for nor cut.
+    pub fn measured(&self) -> bool {
+        !self.mostly_aside() && !self.cut
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SourceSteps {
+    #[serde(skip)]
+    pub source: SourceId,
     pub file: String,
     pub rank: Option<u32>,
     /// What the source's process is: `rank 3` only where the trace says so, else
@@ -85,6 +95,10 @@ pub struct SourceSteps {
     /// The program's own profilers that `opscope record` stood aside for during some
     /// of the steps (`a PyTorch profiler`): those steps' ops are in their profiles.
     pub aside_for: Vec<String>,
+    /// Whether the source's file was cut short (`--partial`): its steps past the end
+    /// of its data are [`Step::cut`], and those before may lack events the file held
+    /// after the cut.
+    pub cut_short: bool,
 }
 
 /// Steps of every source, and with two or more sources (ranks) their spread.
@@ -116,10 +130,11 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
         // A DataLoader worker's batches are no training steps to compare with a rank's.
         .filter(|s| !s.steps.is_empty() && !is_loader(s))
         .map(|s| {
-            // Steps whose ops the program's own profiler holds have no breakdown here.
-            let measured: Vec<&Step> = match s.steps.iter().all(Step::mostly_aside) {
-                true => s.steps.iter().collect(),
-                false => s.steps.iter().filter(|x| !x.mostly_aside()).collect(),
+            // Steps whose ops the program's own profiler holds, or that a cut file
+            // ended in, have no breakdown here.
+            let measured: Vec<&Step> = match s.steps.iter().any(Step::measured) {
+                false => s.steps.iter().collect(),
+                true => s.steps.iter().filter(|x| x.measured()).collect(),
             };
             let of = |f: fn(&Step) -> i64| median(measured.iter().map(|x| f(x) as f64).collect());
             // A run without device work is compared by its host threads' time.
@@ -283,6 +298,10 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             continue;
         }
         let longest = source_work.iter().map(|&i| s.dur[i]).max().unwrap_or(0);
+        let data_end = match trace.is_cut(src) {
+            true => end_of_data(trace, &host[src_index], source_work),
+            false => i64::MAX,
+        };
         let steps: Vec<Step> = bounds
             .into_iter()
             .map(|(name, start, end)| {
@@ -297,6 +316,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
                 );
                 step.host = hosts[src_index].within(start, end);
                 step.aside_ns = aside[src_index].times.clipped(start, end).total();
+                step.cut = end > data_end;
                 step
             })
             .collect();
@@ -305,6 +325,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             false => Vec::new(),
         };
         result.push(SourceSteps {
+            source: src,
             file: source.path.clone(),
             rank: source.rank,
             role,
@@ -312,6 +333,7 @@ pub fn steps(cx: &Context, options: &StepOptions) -> Vec<SourceSteps> {
             on_device: steps.iter().any(|s| s.kernels > 0 || s.device_busy_ns > 0),
             steps,
             aside_for,
+            cut_short: trace.is_cut(src),
         });
     }
     result
@@ -331,6 +353,16 @@ pub const KERAS_BATCH_MARK: &str = "keras train step";
 /// How the bootstrap names the range around each call of a function the program jitted
 /// with `jax.jit`: this, then the function's name.
 pub const JAX_CALL_MARK: &str = "jax call ";
+
+/// Whether a range is one the bootstrap of `opscope record` marks around a framework's
+/// calls (Keras's train function and batches, JAX's jitted calls, the time it stood
+/// aside): no op of the program, though it holds the program's time.
+pub fn is_bootstrap_mark(name: &str) -> bool {
+    name == KERAS_STEP_MARK
+        || name == KERAS_BATCH_MARK
+        || name.starts_with(JAX_CALL_MARK)
+        || name.starts_with(crate::aside::ASIDE_MARK)
+}
 
 /// The training function Keras runs once per step (`steps_per_execution` batches): its
 /// TensorFlow function names under Keras 3 and Keras 2.
@@ -606,7 +638,27 @@ fn step_breakdown(
         kernels,
         host: HostTime::default(),
         aside_ns: 0,
+        cut: false,
     }
+}
+
+/// Where the data of a source cut short ends: the earliest of the last ends of its host
+/// ops and of its device work (a file may hold each in a block of its own, so the cut
+/// may have taken the end of one and not the other). Step markers are left out: their
+/// ranges are written whole, with their starts.
+fn end_of_data(trace: &Trace, host: &[usize], work: &[usize]) -> i64 {
+    let s = &trace.slices;
+    let ops = host
+        .iter()
+        .filter(|&&i| !matches!(s.kind(i), SliceKind::Step | SliceKind::Annotation))
+        .map(|&i| s.end(i))
+        .max();
+    let device = work.iter().map(|&i| s.end(i)).max();
+    [ops, device]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(i64::MIN)
 }
 
 /// The smallest similarity of consecutive steps (the median over the steps) for a cut
@@ -691,6 +743,12 @@ fn periodic_steps(
         .find_map(|track| periodic_on(trace, track, source_end))
 }
 
+/// Whether a range is an optimizer's update as PyTorch names it
+/// (`Optimizer.step#SGD.step`): once per training step.
+fn is_optimizer_update(name: &str) -> bool {
+    name.starts_with("Optimizer.step#")
+}
+
 /// The period search on one thread.
 ///
 /// A step runs some ops exactly once, so the step count is the number of times such an
@@ -725,6 +783,15 @@ fn periodic_on(
         .collect();
     counts.sort_unstable();
     counts.dedup();
+    // An optimizer's update runs once a step: its count is tried first. From the fewest
+    // up, an op run once an epoch (with two epochs, the DataLoader's `__iter__`) cut the
+    // loop into epochs, as alike as steps are.
+    let updates: Vec<usize> = positions
+        .iter()
+        .filter(|(name, _)| is_optimizer_update(trace.str(**name)))
+        .map(|(_, p)| p.len())
+        .collect();
+    counts.sort_by_key(|c| (!updates.contains(c), *c));
     for count in counts {
         // Ties (every op of a step is as evenly spaced) go to the op that comes first,
         // so that the result does not depend on hash order.
@@ -829,11 +896,11 @@ fn periodic_on(
     None
 }
 
-/// The steps opscope mostly stood aside for, by runs of consecutive steps:
+/// The steps for which `which` holds, by runs of consecutive steps:
 /// `8 steps: ProfilerStep#1 to ProfilerStep#4, ProfilerStep#6 to ProfilerStep#9`.
-fn aside_runs(steps: &[Step]) -> Option<String> {
+fn runs_of(steps: &[Step], which: impl Fn(&Step) -> bool) -> Option<String> {
     let mut runs: Vec<(usize, usize)> = Vec::new();
-    for (k, _) in steps.iter().enumerate().filter(|(_, s)| s.mostly_aside()) {
+    for (k, _) in steps.iter().enumerate().filter(|(_, s)| which(s)) {
         match runs.last_mut() {
             Some(run) if run.1 + 1 == k => run.1 = k,
             _ => runs.push((k, k)),
@@ -891,7 +958,12 @@ impl Reported for StepsReport {
             if matches!(source.found_by, StepSource::None | StepSource::Loader) {
                 continue;
             }
-            let durations: Vec<f64> = source.steps.iter().map(|s| s.dur_ns as f64).collect();
+            let durations: Vec<f64> = source
+                .steps
+                .iter()
+                .filter(|s| !s.cut)
+                .map(|s| s.dur_ns as f64)
+                .collect();
             if let Some(d) = Distribution::of(&durations) {
                 report.line(
                     Line::of("step time: mean ")
@@ -904,11 +976,25 @@ impl Reported for StepsReport {
                         .value(Value::Duration(d.max)),
                 );
             }
-            if let Some(which) = aside_runs(&source.steps) {
+            if let Some(which) = runs_of(&source.steps, |s| s.mostly_aside() && !s.cut) {
                 report.line(Line::of(format!(
                     "{which}: opscope stood aside for the program's own profiler ({}), \
                      whose profile holds their ops: no breakdown of them here",
                     source.aside_for.join(", ")
+                )));
+            }
+            if source.cut_short {
+                let past = match runs_of(&source.steps, |s| s.cut) {
+                    Some(which) => format!(
+                        "{which} ended after its data: what ran in them after the cut is \
+                         missing, so they have no breakdown and no part in the step times; \
+                         the steps before"
+                    ),
+                    None => "the steps".to_string(),
+                };
+                report.line(Line::of(format!(
+                    "the file was cut short (--partial): {past} may lack events it held after \
+                     the cut (a profiler need not write its events in time order)"
                 )));
             }
             let origin = source.steps.first().map_or(0, |s| s.start_ns);
@@ -953,11 +1039,12 @@ impl Reported for StepsReport {
             for s in &source.steps {
                 let mut row = vec![Value::text(&s.name), ns(s.start_ns - origin), ns(s.dur_ns)];
                 let share = |n: i64| Value::share_of(n as f64, s.dur_ns.max(1) as f64, 0);
-                if s.mostly_aside() {
+                if s.cut || s.mostly_aside() {
                     // What opscope saw of such a step is a part (ITT's oneDNN
                     // primitives, …): no breakdown rather than a wrong one.
                     let columns = table.columns.len() - row.len();
-                    row.extend((0..columns).map(|_| Value::text("aside")));
+                    let why = if s.cut { "cut" } else { "aside" };
+                    row.extend((0..columns).map(|_| Value::text(why)));
                 } else if device_work {
                     row.extend([
                         share(s.device_busy_ns),
@@ -999,14 +1086,7 @@ impl Reported for StepsReport {
                 |_, v| Value::Duration(v),
             ));
             if let Some(st) = &across.straggler {
-                report.line(
-                    Line::of(format!("straggler: {} computes ", st.at))
-                        .value(Value::Duration(st.value))
-                        .text(" per step, ")
-                        .value(Value::percent(st.above_median_pct, 1))
-                        .text(" above the median ")
-                        .value(Value::Duration(st.median)),
-                );
+                report.line(st.line(" per step"));
             }
         }
         report
@@ -1059,6 +1139,56 @@ mod tests {
             bounds,
             [(100_000, 300_000), (300_000, 500_000), (500_000, 650_000)]
         );
+    }
+
+    /// A loop over two epochs without step markers is cut into its iterations, not its
+    /// epochs: the optimizer's update runs once a step. (An op run once an epoch, the
+    /// DataLoader's `__iter__`, cut a fresh two-epoch program into 2 "steps" of 32
+    /// iterations, at a 100 % match.)
+    #[test]
+    fn a_loop_of_two_epochs_has_a_step_per_iteration() {
+        // (name, duration µs) in order, each 5 µs after the one before.
+        let mut ops: Vec<(&str, i64)> = Vec::new();
+        for _epoch in 0..2 {
+            ops.push((
+                "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__iter__",
+                300,
+            ));
+            for _ in 0..8 {
+                ops.extend([
+                    (
+                        "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+                        20,
+                    ),
+                    ("Optimizer.zero_grad#SGD.zero_grad", 5),
+                    ("aten::linear", 50),
+                    ("aten::cross_entropy_loss", 10),
+                    ("autograd::engine::evaluate_function: AddmmBackward0", 60),
+                    ("Optimizer.step#SGD.step", 15),
+                ]);
+            }
+        }
+        let (mut events, mut heads, mut ts) = (Vec::new(), Vec::new(), 0);
+        for (name, dur) in ops {
+            if name.ends_with("__next__") {
+                heads.push(ts * 1000);
+            }
+            events.push(format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"{name}","pid":1,"tid":1,"ts":{ts},"dur":{dur}}}"#
+            ));
+            ts += dur + 5;
+        }
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "epochs.json", &mut trace).unwrap();
+        let found = steps(&Context::new(&trace), &StepOptions::default());
+        assert!(
+            matches!(found[0].found_by, StepSource::Period { .. }),
+            "{:?}",
+            found[0].found_by
+        );
+        let starts: Vec<i64> = found[0].steps.iter().map(|s| s.start_ns).collect();
+        assert_eq!(starts, heads);
     }
 
     /// Steps in which `opscope record` stood aside for the program's profiler (an

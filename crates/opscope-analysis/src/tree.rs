@@ -180,11 +180,12 @@ fn path(trace: &Trace, kind: TreeKind, op: usize, keys: &Keys) -> Vec<String> {
             if frames.is_empty() {
                 let track = opscope_model::TrackId(s.track[op]);
                 if let Some(at) = trace.samples.during(track, s.ts[op], s.end(op)) {
-                    // Python frames: the code's lines, not the native code under them.
+                    // Python frames: the code's lines, not the native code under them
+                    // nor the recorder's wrappers between them.
                     frames = trace
                         .stacks
                         .frames_of(trace.samples.stack[at])
-                        .filter(|&f| !trace.is_native_frame(f))
+                        .filter(|&f| !trace.is_native_frame(f) && !trace.is_recorder_frame(f))
                         .map(|f| crate::flame::sampled_frame_text(trace, f as usize))
                         .collect();
                     frames.reverse();
@@ -446,15 +447,16 @@ impl TreeColumn {
             .collect()
     }
 
+    /// Its title in the header; pairs say so (`ops`, one count, is no pair).
     fn legend(self) -> &'static str {
         match self {
-            TreeColumn::Micros => "cpu time | accelerator time",
-            TreeColumn::CpuMicros => "cpu time",
-            TreeColumn::AcceleratorMicros => "accelerator time",
-            TreeColumn::Bytes => "requested bytes",
-            TreeColumn::PeakBytes => "peak bytes",
-            TreeColumn::ResidualBytes => "residual bytes",
-            TreeColumn::OutputBytes => "output bytes",
+            TreeColumn::Micros => "cpu time (self/total) | accelerator time (self/total)",
+            TreeColumn::CpuMicros => "cpu time (self/total)",
+            TreeColumn::AcceleratorMicros => "accelerator time (self/total)",
+            TreeColumn::Bytes => "requested bytes (self/total)",
+            TreeColumn::PeakBytes => "peak bytes (self/total)",
+            TreeColumn::ResidualBytes => "residual bytes (self/total)",
+            TreeColumn::OutputBytes => "output bytes (self/total)",
             TreeColumn::Occurrence => "ops",
         }
     }
@@ -612,6 +614,98 @@ mod tests {
             tree.nodes[node].total_cpu_ns = total_us * 1000;
         }
         tree
+    }
+
+    /// An op's sampled stack in the code tree holds the program's frames, not the
+    /// wrappers of `opscope record`'s bootstrap between them (`_wrapped` showed under the
+    /// program's loop in a fresh program's tree).
+    #[test]
+    fn the_recorders_frames_are_no_code_of_the_program() {
+        use opscope_model::events::SliceRow;
+        use opscope_model::samples::state;
+        use opscope_model::{ArgsId, SampleRow, SliceKind, TrackKind};
+        let mut t = Trace::new();
+        let source = t.add_source(opscope_model::Source {
+            path: "run.pftrace".into(),
+            format: "perfetto".into(),
+            clock: opscope_model::ClockId(0),
+            host: None,
+            rank: None,
+            world_size: None,
+            metadata: ArgsId::NONE,
+        });
+        let p = t.process(source, 1);
+        let th = t.thread(p, 1);
+        let track = t.thread_track(th, TrackKind::Thread);
+        let (program, ours) = (
+            t.intern("train.py"),
+            t.intern("/tmp/run/.opscope/python/sitecustomize.py"),
+        );
+        let frame = |t: &mut Trace, name: &str, file, line| {
+            let name = t.intern(name);
+            t.stacks.frame(name, file, line)
+        };
+        let main = frame(&mut t, "main", program, 3);
+        let wrapper = frame(&mut t, "_wrapped", ours, 40);
+        let step = frame(&mut t, "step", program, 9);
+        let stack = t.stacks.stack([main, wrapper, step]);
+        t.samples.push(SampleRow {
+            ts: 50,
+            track,
+            stack,
+            period: 10,
+            state: state::ACTIVE_KNOWN | state::ACTIVE,
+        });
+        let name = t.intern("aten::mm");
+        t.slices.push(SliceRow {
+            track,
+            ts: 0,
+            dur: 100,
+            name,
+            category: name,
+            kind: SliceKind::Op,
+            args: ArgsId::NONE,
+        });
+        t.finish();
+        let tree = build(
+            &Context::new(&t),
+            TreeKind::Code,
+            Window::Whole,
+            Timing::Exact,
+        );
+        let all = names(&tree, &TreeDisplay::default());
+        assert_eq!(
+            all,
+            [
+                "_TFProfRoot",
+                " main (train.py:3)",
+                "  step (train.py:9)",
+                "   aten::mm"
+            ]
+        );
+    }
+
+    /// The header calls the pairs self/total, and the count of ops one number (it read
+    /// "cpu time | accelerator time | ops (self/total)", over rows whose count is one).
+    #[test]
+    fn only_the_pairs_are_self_and_total() {
+        let tree = sample();
+        let shown = display(&tree, &TreeDisplay::default());
+        let columns = [TreeColumn::Micros, TreeColumn::Occurrence];
+        let report = TreeView {
+            tree: &tree,
+            shown: &shown,
+            columns: &columns,
+        }
+        .report();
+        let legend = report.blocks.iter().find_map(|b| match b {
+            crate::report::Block::Tree(t) => Some(t.legend.clone()),
+            _ => None,
+        });
+        assert_eq!(
+            legend.as_deref(),
+            Some("cpu time (self/total) | accelerator time (self/total) | ops")
+        );
     }
 
     fn names(tree: &Tree, options: &TreeDisplay) -> Vec<String> {

@@ -182,7 +182,8 @@ fn median_steps_chart(cx: &Cx) -> String {
     }
     out.push_str("</p>\n");
     out.push_str(&html::hbars(&bars, "ms"));
-    if let Some(s) = report.across.as_ref().and_then(|a| a.straggler.as_ref()) {
+    let straggler = report.across.as_ref().and_then(|a| a.straggler.as_ref());
+    if let Some(s) = straggler.filter(|s| s.stands_out()) {
         out.push_str(&format!(
             "<p>Straggler: <b>{}</b>, {:.1} % above the median rank's computation per step.</p>\n",
             html::escape(&s.at),

@@ -161,7 +161,7 @@ fn sparkline(values: &[u32], width: usize) -> String {
 }
 
 fn write_tree(tree: &Tree, out: &mut (impl Write + ?Sized)) -> std::io::Result<()> {
-    writeln!(out, "node name | {} (self/total)", tree.legend)?;
+    writeln!(out, "node name | {}", tree.legend)?;
     for row in &tree.rows {
         let parts: Vec<String> = row
             .parts

@@ -252,6 +252,14 @@ impl crate::Trace {
         let file = self.str(frames.file[f]);
         frames.line[f] == 0 && !file.ends_with(".py") && !file.starts_with('<')
     }
+
+    /// Whether sampled frame `f` is opscope's own: the Python bootstrap `opscope record`
+    /// puts in the session (`.opscope/python/sitecustomize.py`), whose wrappers stand
+    /// between the program's frames and are no code of the program.
+    pub fn is_recorder_frame(&self, f: u32) -> bool {
+        let file = self.str(self.stacks.frames.file[f as usize]);
+        file.ends_with(".opscope/python/sitecustomize.py")
+    }
 }
 
 #[cfg(test)]

@@ -98,9 +98,21 @@ pub struct Trace {
     device_index: HashMap<(SourceId, DeviceKind, u32), DeviceId>,
 }
 
+/// How the warning begins that marks a source whose file ended in an error and was
+/// kept in part (`--partial`, or one file of a directory): what came after the error is
+/// missing, so the end of its data is no end of its run.
+pub const CUT_SHORT: &str = "cut short: ";
+
 impl Trace {
     pub fn new() -> Trace {
         Trace::default()
+    }
+
+    /// Whether `source`'s file was cut short ([`CUT_SHORT`]).
+    pub fn is_cut(&self, source: SourceId) -> bool {
+        self.warnings
+            .iter()
+            .any(|(s, w)| *s == source && w.starts_with(CUT_SHORT))
     }
 
     pub fn intern(&mut self, s: &str) -> StrId {

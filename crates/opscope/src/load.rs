@@ -100,8 +100,8 @@ pub struct Inputs {
     #[arg(long)]
     pub partial: bool,
     /// Where the agent is, for --live (a socket, or an agent over TCP and its token).
-    #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
-    pub agent: opscope_agent::client::AgentAddress,
+    #[command(flatten)]
+    pub agent: opscope_agent::client::LiveAgentAddress,
 }
 
 impl Inputs {
@@ -117,7 +117,7 @@ impl Inputs {
     pub fn load_owned(&self) -> Result<Trace> {
         let trace = match &self.live {
             Some(job) => {
-                let address = &self.agent;
+                let address = &self.agent.address;
                 let last_ns = self.last.map(|d| d.as_nanos() as u64);
                 let jobs = if job.is_empty() {
                     let jobs: Vec<String> = address

@@ -1054,12 +1054,48 @@ fn a_cut_kineto_trace_is_analysed_in_part_with_partial() {
     );
     for command in [&["info"][..], &["gpu"], &["steps"]] {
         let args = |file| [command, &["--no-cache", "--format", "json", file]].concat();
-        assert_eq!(
+        let (mut ended, mut cut) = (
             json(&args("ended.json")),
             json(&[&args("cut.json")[..], &["--partial"]].concat()),
-            "{command:?}"
         );
+        if command == ["steps"] {
+            // Only the file known to be cut has steps ending after its data, marked so
+            // (the last one showed whole, with its missing work as idle time); they
+            // are the last steps.
+            let cut_steps = |report: &mut serde_json::Value| -> Vec<bool> {
+                let mut flags = Vec::new();
+                for source in report["sources"].as_array_mut().unwrap() {
+                    let short = source.as_object_mut().unwrap().remove("cut_short");
+                    flags.push(short.unwrap().as_bool().unwrap());
+                    for step in source["steps"].as_array_mut().unwrap() {
+                        let step = step.as_object_mut().unwrap();
+                        flags.push(step.remove("cut").unwrap().as_bool().unwrap());
+                    }
+                }
+                flags
+            };
+            // Each source's flag comes first, then its steps'.
+            assert!(!cut_steps(&mut ended).contains(&true), "{ended}");
+            let flags = cut_steps(&mut cut);
+            assert!(flags[0], "{cut}");
+            let first = 1 + flags[1..].iter().position(|&c| c).expect("a step cut");
+            assert!(flags[first..].iter().all(|&c| c) && first > 1, "{flags:?}");
+            for report in [&mut ended, &mut cut] {
+                report["across"] = serde_json::Value::Null;
+            }
+        }
+        assert_eq!(ended, cut, "{command:?}");
     }
+    let text = opscope_in(
+        &dir,
+        &["steps", "--no-cache", "--partial", "cut.json"],
+        Input::Nothing,
+    );
+    assert!(
+        text.stdout.contains("the file was cut short (--partial): 3 steps: ProfilerStep#4 to ProfilerStep#6 ended after its data"),
+        "{}",
+        text.stdout
+    );
     let run = opscope_in(
         &dir,
         &["info", "--no-cache", "--partial", "cut.json"],

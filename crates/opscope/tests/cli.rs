@@ -473,6 +473,46 @@ fn help_has_examples() {
     }
 }
 
+/// Every command's "Where the agent is" section holds the agent's options only:
+/// `--format`, `--port` and the rest of a command's own options came under it in every
+/// command that reads a trace or the agent (`opscope diff --help` showed 12 of them).
+#[test]
+fn the_agents_heading_holds_its_options_only() {
+    let help = |args: &[&str]| String::from_utf8(opscope(args).stdout).unwrap();
+    let top = help(&["--help"]);
+    let commands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() > 10, "{top}");
+    let mut with_heading = 0;
+    for command in commands.iter().flat_map(|c| match *c {
+        // The groups of report commands: their first reads traces as the others do.
+        "stats" => vec!["stats op", "stats kernel"],
+        c => vec![c],
+    }) {
+        let args: Vec<&str> = command.split(' ').chain(["--help"]).collect();
+        let text = help(&args);
+        let Some(at) = text.find("Where the agent is") else {
+            continue;
+        };
+        with_heading += 1;
+        let section: Vec<&str> = text[at..]
+            .lines()
+            .skip(1)
+            .take_while(|l| l.is_empty() || l.starts_with(' '))
+            .filter_map(|l| l.trim_start().strip_prefix("--"))
+            .map(|l| l.split([' ', '=']).next().unwrap())
+            .collect();
+        assert_eq!(section, ["socket", "connect", "token"], "{command}: {text}");
+    }
+    assert!(with_heading >= 8, "{with_heading}");
+}
+
 /// The example trace's events, parsed here with serde_json, as the independent count.
 fn example_events() -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(repo_root().join("examples/traces/mlp-train.json")).unwrap();

@@ -212,3 +212,84 @@ fn a_missing_annotation_or_instance_is_said() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// A trace without `ProfilerStep` (a TensorFlow timeline's categories, the program's own
+/// `train_step_N` ranges) has the path of the step `steps` finds: through the thread's
+/// three ops one after another, their time (HTA weighs the step from one op's end to
+/// the next op's start 0), all bound by the host. It said
+/// "no event's name contains `ProfilerStep`" for every recording and XPlane trace.
+#[test]
+fn a_trace_without_profiler_steps_has_the_path_of_its_steps() {
+    let dir = scratch_dir("critical-path-steps");
+    let mut events = vec![
+        serde_json::json!({"ph": "M", "name": "process_name", "pid": 7, "args": {"name": "train"}}),
+    ];
+    // Three steps of 1 ms, each three ops of 200 µs with 50 µs between them.
+    for step in 0..3i64 {
+        let start = 1_000 + step * 1_000;
+        events.push(
+            serde_json::json!({"ph": "X", "name": format!("train_step_{step}"),
+            "cat": "user_annotation", "ts": start, "dur": 1_000, "pid": 7, "tid": 1}),
+        );
+        for (k, op) in ["Conv2D", "Relu", "MatMul"].iter().enumerate() {
+            events.push(serde_json::json!({"ph": "X", "name": op, "cat": "Op",
+                "ts": start + 100 + 250 * k as i64, "dur": 200, "pid": 7, "tid": 1}));
+        }
+    }
+    let file = dir.join("steps.json");
+    std::fs::write(
+        &file,
+        serde_json::json!({ "traceEvents": events }).to_string(),
+    )
+    .unwrap();
+    let file = file.to_str().unwrap();
+    let json = |args: &[&str]| -> Value {
+        let out = opscope_ok(&[&["critical-path", "--format", "json"], args, &[file]].concat());
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    for (args, step, start_us) in [
+        (&[][..], "train_step_0", 1_000),
+        (&["--step", "2"][..], "train_step_2", 3_000),
+        (&["--instance", "1"][..], "train_step_1", 2_000),
+    ] {
+        let path = json(args);
+        assert_eq!(path["step"], step, "{args:?}: {path}");
+        assert_eq!(path["start_ns"], start_us * 1000, "{path}");
+        assert_eq!(path["length_ns"], 3 * 200 * 1000, "{args:?}: {path}");
+        let kinds: Vec<&str> = path["edges"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "operator",
+                "dependency",
+                "operator",
+                "dependency",
+                "operator"
+            ]
+        );
+        let summary = path["summary"].as_array().unwrap();
+        assert_eq!(summary.len(), 1, "{path}");
+        assert_eq!(summary[0]["bound_by"], "cpu_bound");
+        for e in path["edges"].as_array().unwrap() {
+            let attributed = e["attributed"]["name"].as_str().unwrap_or("");
+            assert!(
+                ["", "Conv2D", "Relu", "MatMul"].contains(&attributed),
+                "{e}"
+            );
+        }
+    }
+    // A step number not among them names those there are.
+    let out = opscope(&["critical-path", "--step", "9", file]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no step found is numbered 9")
+            && err.contains("train_step_0, train_step_1, train_step_2"),
+        "{err}"
+    );
+}

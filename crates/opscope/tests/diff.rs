@@ -964,3 +964,56 @@ fn a_framework_steps_range_is_the_step_not_a_line() {
     // The 900 µs step: 300 µs more in the op, 300 µs less between ops.
     assert_eq!(diff["between_ops_ns"], -300_000.0);
 }
+
+/// Steps whose ops opscope did not record (it stood aside for the program's own
+/// profiler) are no steps to compare: a diff that names only such steps on a side is
+/// an error that says why, and one whose range holds some leaves them out and says so.
+/// (`diff --steps 2 --steps 6` of a recording showed every op as "appeared".)
+#[test]
+fn steps_opscope_stood_aside_for_are_not_compared() {
+    let dir = scratch_dir("diff-aside");
+    let mut events = Vec::new();
+    for k in 0..10 {
+        let ts = 100 * k;
+        events.push(format!(
+            r#"{{"ph":"X","cat":"user_annotation","name":"train_step_{k}","pid":1,"tid":1,"ts":{ts},"dur":100}}"#
+        ));
+        if !(5..8).contains(&k) {
+            events.push(format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":60}}"#,
+                ts + 10
+            ));
+        }
+    }
+    let name = "opscope stood aside for a PyTorch profiler";
+    events.push(format!(
+        r#"{{"ph":"b","cat":"opscope","id":1,"name":"{name}","pid":1,"tid":1,"ts":495}}"#
+    ));
+    events.push(format!(
+        r#"{{"ph":"e","cat":"opscope","id":1,"name":"{name}","pid":1,"tid":1,"ts":805}}"#
+    ));
+    let file = dir.join("run.json");
+    std::fs::write(&file, format!("[{}]", events.join(","))).unwrap();
+    let file = file.to_str().unwrap();
+    let out = opscope(&["diff", file, file, "--steps", "2", "--steps", "6", "-q"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("its ops in train_step_6 are not in the trace (opscope stood aside for"),
+        "{err}"
+    );
+    let out = opscope_ok(&[
+        "diff", file, file, "--steps", "0..3", "--steps", "3..9", "--format", "json", "-q",
+    ]);
+    let diff: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let b = &diff["sides"][1];
+    assert_eq!(b["step_numbers"], serde_json::json!([3, 4, 8]), "{b}");
+    assert!(
+        b["part"]
+            .as_str()
+            .unwrap()
+            .starts_with("left out train_step_5, train_step_6, train_step_7 (opscope stood aside"),
+        "{b}"
+    );
+    assert!(lines(&diff).all(|l| l["verdict"] != "appeared"), "{diff}");
+}

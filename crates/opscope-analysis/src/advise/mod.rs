@@ -158,6 +158,9 @@ pub struct Rule {
     pub anchor: &'static str,
     /// What it looks for, for `--help` and the docs.
     pub about: &'static str,
+    /// Whether it reads device work or the calls that drive it: on a trace with
+    /// neither (a run on CPUs) it is not checked, and said so.
+    pub needs_device: bool,
     pub check: fn(&Facts, &mut Out),
 }
 
@@ -166,11 +169,15 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
     if options.rules.is_empty() {
         facts.prefetch();
     }
-    let chosen: Vec<&Rule> = rules::RULES
+    let asked: Vec<&Rule> = rules::RULES
         .iter()
         .copied()
         .filter(|rule| options.rules.is_empty() || options.rules.iter().any(|r| r == rule.name))
         .collect();
+    let device = has_device(cx.trace());
+    let (chosen, no_device): (Vec<&Rule>, Vec<&Rule>) = asked
+        .into_iter()
+        .partition(|rule| device || !rule.needs_device);
     // The rules side by side, their outputs in the table's order.
     let outs: Vec<Out> = chosen
         .par_iter()
@@ -182,6 +189,9 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
         .collect();
     let run: Vec<&'static str> = chosen.iter().map(|r| r.name).collect();
     let mut out = Out::default();
+    for rule in no_device {
+        out.not_checked(rule.name, NO_DEVICE);
+    }
     for o in outs {
         out.findings.extend(o.findings);
         out.not_checked.extend(o.not_checked);
@@ -209,6 +219,21 @@ pub fn advise(cx: &Context, options: &AdviseOptions) -> Advice {
         rules: run,
         tfprof: tfprof::checkers(cx),
     }
+}
+
+/// Why a rule about devices is not checked on a trace without them.
+pub const NO_DEVICE: &str = "the trace has no device work and no call that drives a device \
+    (a run on CPUs)";
+
+/// Whether a trace holds device work or runtime or driver calls.
+fn has_device(trace: &opscope_model::Trace) -> bool {
+    use opscope_model::SliceKind;
+    let device = |code: u8| {
+        SliceKind::ALL.get(code as usize).is_some_and(|k| {
+            k.is_device_activity() || matches!(k, SliceKind::Runtime | SliceKind::Driver)
+        })
+    };
+    trace.slices.kind_codes().iter().any(|&c| device(c))
 }
 
 /// One finding per rule and fix however many ranks (or files) it fires on: the one

@@ -66,8 +66,16 @@ impl Reported for Advice {
         if !self.not_checked.is_empty() {
             r.blank();
             r.line(Line::of("not checked:"));
+            // Rules left out for one reason (the device rules on a CPU run) share a line.
+            let mut reasons: Vec<(&str, Vec<&str>)> = Vec::new();
             for n in &self.not_checked {
-                r.line(Line::of(format!("  {}: {}", n.rule, n.reason)));
+                match reasons.iter_mut().find(|(reason, _)| *reason == n.reason) {
+                    Some((_, rules)) => rules.push(n.rule),
+                    None => reasons.push((&n.reason, vec![n.rule])),
+                }
+            }
+            for (reason, rules) in reasons {
+                r.line(Line::of(format!("  {}: {reason}", rules.join(", "))));
             }
         }
         if !self.tfprof.is_empty() {

@@ -5,7 +5,7 @@
 
 use hashbrown::HashMap;
 use opscope_model::args::ArgValue;
-use opscope_model::{SourceId, Trace, TrackKind};
+use opscope_model::{SliceKind, SourceId, Trace, TrackKind};
 
 #[derive(Clone, Debug)]
 pub struct Event {
@@ -62,6 +62,10 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
                 == Some(source)
     });
     let mut out = Vec::new();
+    // The host ops of a source written by no Kineto (a recording, XPlane, a TensorFlow
+    // timeline) are its ops by kind, so that its path runs along them as along Kineto's
+    // `cpu_op`s; a Kineto source keeps HTA's reading exactly.
+    let mut by_kind: Vec<Option<&'static str>> = Vec::new();
     for i in 0..s.len() {
         let t = s.track[i] as usize;
         let track = &trace.tracks[t];
@@ -78,6 +82,14 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
             -1
         };
         let (ts, dur) = hta_times(s.ts[i], s.dur[i], rounded);
+        by_kind.push(match s.kind(i) {
+            SliceKind::Op | SliceKind::Collective if track.kind == TrackKind::Thread => {
+                Some("cpu_op")
+            }
+            SliceKind::Runtime if track.kind == TrackKind::Thread => Some("cuda_runtime"),
+            SliceKind::Driver if track.kind == TrackKind::Thread => Some("cuda_driver"),
+            _ => None,
+        });
         out.push(Event {
             slice: i,
             ts,
@@ -92,6 +104,16 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
             wait_on_stream: int(i, wait_stream_key),
             wait_on_record: int(i, wait_record_key),
         });
+    }
+    if !out
+        .iter()
+        .any(|e| KINETO_CATEGORIES.contains(&e.cat.as_str()))
+    {
+        for (e, cat) in out.iter_mut().zip(by_kind) {
+            if let Some(cat) = cat {
+                e.cat = cat.to_string();
+            }
+        }
     }
     out.sort_by_key(|e| (e.ts, std::cmp::Reverse(e.dur), e.slice));
     // Host calls and device events of one correlation id are partners.
@@ -120,6 +142,16 @@ pub fn events(trace: &Trace, source: SourceId) -> Vec<Event> {
     }
     out
 }
+
+/// The categories of the events HTA's graph is built of, as Kineto names them.
+const KINETO_CATEGORIES: [&str; 6] = [
+    "cpu_op",
+    "cuda_runtime",
+    "cuda_driver",
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+];
 
 /// The category as current Kineto names it: traces written before PyTorch 1.10 name
 /// ops, runtime calls and device work `Operator`, `Runtime`, `Kernel`, `Memcpy` and

@@ -65,6 +65,10 @@ pub struct BoundBy {
 pub struct CriticalPath {
     pub file: String,
     pub rank: Option<u32>,
+    /// The step `opscope steps` found that bounds the window, where no event named by
+    /// the annotation was there to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub step: Option<String>,
     /// The window: the annotation instance's span.
     pub start_ns: i64,
     pub end_ns: i64,
@@ -83,6 +87,11 @@ pub enum Error {
         annotation: String,
         found: usize,
     },
+    /// No step of that number among the steps found (where no `ProfilerStep` is).
+    NoStep {
+        number: u64,
+        found: Vec<String>,
+    },
     /// No op, runtime call or device work with its call in the window.
     Empty,
     Cycle,
@@ -97,6 +106,12 @@ impl std::fmt::Display for Error {
                 f,
                 "`{annotation}` has {found} instance(s); instances count from 0"
             ),
+            Error::NoStep { number, found } => write!(
+                f,
+                "no `ProfilerStep` marks steps here, and no step found is numbered {number}: \
+                 the steps are {}",
+                abbreviated(found)
+            ),
             Error::Empty => write!(
                 f,
                 "no op, runtime call or device work (with its launch) in the chosen window: \
@@ -107,14 +122,102 @@ impl std::fmt::Display for Error {
     }
 }
 
+/// The first and last few of many names.
+fn abbreviated(names: &[String]) -> String {
+    if names.len() <= 6 {
+        return names.join(", ");
+    }
+    format!(
+        "{}, … {} (of {})",
+        names[..3].join(", "),
+        names[names.len() - 2..].join(", "),
+        names.len()
+    )
+}
+
+/// A step found by `opscope steps`, where no `ProfilerStep` marks one.
+struct FoundStep {
+    source: SourceId,
+    name: String,
+    start_ns: i64,
+    dur_ns: i64,
+}
+
+/// The step `options` asks for among those `opscope steps` finds: of the asked rank, else
+/// of the first source with steps (a rank's before a DataLoader worker's); `ProfilerStep#N`
+/// is the step numbered N, else the `instance`-th.
+fn found_step(cx: &Context, options: &CriticalPathOptions) -> Result<FoundStep, Error> {
+    let sources = crate::steps::steps(cx, &crate::steps::StepOptions::default());
+    let chosen = sources
+        .iter()
+        .filter(|s| !s.steps.is_empty() && s.found_by != crate::steps::StepSource::Loader)
+        .find(|s| options.rank.is_none() || s.rank == options.rank)
+        .ok_or_else(|| Error::NoAnnotation(options.annotation.clone()))?;
+    let number = options
+        .annotation
+        .strip_prefix(STEP_ANNOTATION)
+        .and_then(|rest| rest.strip_prefix('#'))
+        .and_then(|n| n.parse::<u64>().ok());
+    // Steps with no number in their names (`multi_step_on_iterator`) are numbered by
+    // their place, from 0.
+    let unnumbered = chosen
+        .steps
+        .iter()
+        .all(|s| crate::window::step_number(&s.name).is_none());
+    let step = match number {
+        Some(n) if unnumbered => chosen.steps.get(n as usize).ok_or(Error::NoStep {
+            number: n,
+            found: vec![format!("{} steps, numbered from 0", chosen.steps.len())],
+        })?,
+        Some(n) => chosen
+            .steps
+            .iter()
+            .find(|s| crate::window::step_number(&s.name) == Some(n))
+            .ok_or(Error::NoStep {
+                number: n,
+                found: chosen.steps.iter().map(|s| s.name.clone()).collect(),
+            })?,
+        None => chosen
+            .steps
+            .get(options.instance)
+            .ok_or(Error::NoInstance {
+                annotation: format!("the steps found ({})", steps_found_by(&chosen.found_by)),
+                found: chosen.steps.len(),
+            })?,
+    };
+    Ok(FoundStep {
+        source: chosen.source,
+        name: step.name.clone(),
+        start_ns: step.start_ns,
+        dur_ns: step.dur_ns,
+    })
+}
+
+/// How the steps were found, in a few words.
+fn steps_found_by(found_by: &crate::steps::StepSource) -> String {
+    use crate::steps::StepSource;
+    match found_by {
+        StepSource::Markers => "by their markers".to_string(),
+        StepSource::Framework { calls } => format!("as {calls}"),
+        StepSource::Period { period, .. } => format!("as a sequence of {period} ops repeating"),
+        StepSource::None | StepSource::Loader => "none".to_string(),
+    }
+}
+
 /// Whether a kernel is communication, as HTA tells it (its name has `nccl`).
 fn is_comm_kernel(name: &str) -> bool {
     name.to_ascii_lowercase().contains("nccl")
 }
 
+/// The annotation that stands for a step. Where no event's name holds it (a recording,
+/// XPlane, a program without `torch.profiler`'s schedule), the steps `opscope steps`
+/// finds bound the window instead: the program's own step ranges, Keras's and JAX's
+/// calls, the repeating op sequence.
+pub const STEP_ANNOTATION: &str = "ProfilerStep";
+
 pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<CriticalPath, Error> {
     let trace = cx.trace();
-    let source = match options.rank {
+    let mut source = match options.rank {
         Some(r) => trace.sources.iter().position(|s| s.rank == Some(r)),
         None => trace
             .sources
@@ -124,7 +227,8 @@ pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<Crit
     }
     .map(|i| SourceId(i as u32))
     .ok_or(Error::NoSource)?;
-    let all = events::events(trace, source);
+    let mut all = events::events(trace, source);
+    let mut step = None;
     // The window: the instance of the annotation, or everything.
     let (start, end) = if options.annotation.is_empty() {
         (
@@ -136,14 +240,25 @@ pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<Crit
             .iter()
             .filter(|e| e.name.contains(&options.annotation))
             .collect();
-        if instances.is_empty() {
-            return Err(Error::NoAnnotation(options.annotation.clone()));
+        if instances.is_empty() && options.annotation.starts_with(STEP_ANNOTATION) {
+            let found = found_step(cx, options)?;
+            if found.source != source {
+                source = found.source;
+                all = events::events(trace, source);
+            }
+            let bounds = (found.start_ns, found.start_ns + found.dur_ns);
+            step = Some(found.name);
+            bounds
+        } else {
+            if instances.is_empty() {
+                return Err(Error::NoAnnotation(options.annotation.clone()));
+            }
+            let e = instances.get(options.instance).ok_or(Error::NoInstance {
+                annotation: options.annotation.clone(),
+                found: instances.len(),
+            })?;
+            (e.ts, e.end())
         }
-        let e = instances.get(options.instance).ok_or(Error::NoInstance {
-            annotation: options.annotation.clone(),
-            found: instances.len(),
-        })?;
-        (e.ts, e.end())
     };
     // HTA's clipping: host events that start in the window and last; device work whose
     // launch does; stream waits.
@@ -231,6 +346,7 @@ pub fn critical_path(cx: &Context, options: &CriticalPathOptions) -> Result<Crit
     Ok(CriticalPath {
         file: src.path.clone(),
         rank: src.rank,
+        step,
         start_ns: start,
         end_ns: end,
         length_ns: total,
@@ -259,7 +375,14 @@ impl Reported for CriticalPath {
                 self.nodes,
                 self.graph_edges
             ))
-            .value(Value::Duration((self.end_ns - self.start_ns) as f64)),
+            .value(Value::Duration((self.end_ns - self.start_ns) as f64))
+            .text(match &self.step {
+                Some(name) => format!(
+                    " of {name} (no ProfilerStep marks steps: the step as `opscope steps` \
+                     finds it)"
+                ),
+                None => String::new(),
+            }),
         );
         let mut summary = Table::new(vec![
             Column::text("bound by"),

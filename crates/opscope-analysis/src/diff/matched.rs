@@ -548,6 +548,39 @@ fn measure(
             ));
         }
     }
+    // Steps whose ops opscope did not record (it stood aside for the program's own
+    // profiler) or a cut file lost would show every op as gone: left out, and said.
+    let unmeasured: Vec<&str> = picked
+        .iter()
+        .filter(|(_, st)| !st.measured())
+        .map(|(_, st)| st.name.as_str())
+        .collect();
+    if !unmeasured.is_empty() {
+        let mut whys = Vec::new();
+        if picked.iter().any(|(_, st)| st.cut) {
+            whys.push("the file was cut short in them");
+        }
+        if picked.iter().any(|(_, st)| st.mostly_aside() && !st.cut) {
+            whys.push(
+                "opscope stood aside for the program's own profiler, whose profile holds their ops",
+            );
+        }
+        let why = whys.join("; ");
+        if unmeasured.len() == picked.len() {
+            return Err(format!(
+                "{}: its ops in {} are not in the trace ({why}): choose other steps \
+                 (opscope steps shows them)",
+                side.label,
+                unmeasured.join(", ")
+            ));
+        }
+        let left_out = format!("left out {} ({why})", unmeasured.join(", "));
+        part = Some(match part {
+            Some(p) => format!("{p}; {left_out}"),
+            None => left_out,
+        });
+        picked.retain(|(_, st)| st.measured());
+    }
     let windows: Vec<(i64, i64)> = picked
         .iter()
         .map(|(_, st)| (st.start_ns, st.start_ns + st.dur_ns))

@@ -39,14 +39,7 @@ impl Reported for GpuReport {
                 },
             ));
             if let Some(st) = &across.straggler {
-                report.line(
-                    Line::of(format!("straggler: {} computes ", st.at))
-                        .value(Value::Duration(st.value))
-                        .text(", ")
-                        .value(Value::percent(st.above_median_pct, 1))
-                        .text(" above the median ")
-                        .value(Value::Duration(st.median)),
-                );
+                report.line(st.line(""));
             }
             report.blank();
         }

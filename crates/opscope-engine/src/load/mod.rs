@@ -160,9 +160,19 @@ pub fn load_model(files: &[Found], options: &LoadOptions) -> Result<Trace, LoadE
         bar.set_message(shown.clone());
         watch::file_begins(base);
         let before = events_in(&trace);
+        let sources_before = trace.sources.len();
         match read::load_file(file, &shown, &mut trace) {
             Ok(()) => {}
-            Err(e) if file.how == How::InDirectory || options.partial => failed.push(e),
+            Err(e) if file.how == How::InDirectory || options.partial => {
+                // What the file held after the error is missing: analyses that read
+                // the end of a run (its last step) must know.
+                for source in sources_before..trace.sources.len() {
+                    let source = opscope_model::SourceId(source as u32);
+                    let warning = format!("{}{shown}", opscope_model::trace::CUT_SHORT);
+                    trace.warnings.push((source, warning));
+                }
+                failed.push(e)
+            }
             Err(e) => {
                 // What was read before the error, for a watcher that shows it.
                 if watch::is_watched() {
@@ -248,7 +258,9 @@ fn events_in(trace: &Trace) -> usize {
 }
 
 fn print_warnings(trace: &Trace) {
-    for (_, warning) in &trace.warnings {
+    // A file cut short was told of with its error.
+    let told = |w: &str| w.starts_with(opscope_model::trace::CUT_SHORT);
+    for (_, warning) in trace.warnings.iter().filter(|(_, w)| !told(w)) {
         eprintln!("opscope: warning: {warning}");
     }
 }

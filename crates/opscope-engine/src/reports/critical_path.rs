@@ -50,13 +50,17 @@ pub struct Options {
     #[arg(long, value_name = "N")]
     rank: Option<u32>,
     /// The window: an instance of the events whose name contains this (HTA's
-    /// `annotation`); empty for the whole trace.
+    /// `annotation`); empty for the whole trace. Where no event holds `ProfilerStep`
+    /// (a recording, XPlane, a program without torch.profiler), the steps
+    /// `opscope steps` finds stand for it.
     #[arg(long, default_value = "ProfilerStep", value_name = "TEXT")]
     annotation: String,
     /// Which instance of the annotation, from 0 in start order.
     #[arg(long, default_value_t = 0, value_name = "K")]
     instance: usize,
-    /// The step ProfilerStep#N (sets the annotation to that step's marker).
+    /// The step ProfilerStep#N (sets the annotation to that step's marker), or where
+    /// no ProfilerStep is, the step numbered N that `opscope steps` finds
+    /// (`train_step_N`, `step N`).
     #[arg(long, value_name = "N", conflicts_with_all = ["annotation", "instance"])]
     step: Option<u64>,
 }

@@ -71,9 +71,6 @@ pub struct Args {
     #[arg(long, value_name = "DURATION", default_value = "60s", requires = "live",
           value_parser = opscope_agent::triggers::parse_duration)]
     window: std::time::Duration,
-    /// Where the agent is, for --live.
-    #[command(flatten, next_help_heading = "Where the agent is (with --live)")]
-    agent: opscope_agent::client::AgentAddress,
     /// The rank of each side: twice (A's, then B's), or once for both [default: the
     /// lowest rank of each trace].
     #[arg(long, value_name = "RANK", action = clap::ArgAction::Append, value_delimiter = ',')]
@@ -122,6 +119,9 @@ pub struct Args {
     /// stopping.
     #[arg(long)]
     partial: bool,
+    /// Where the agent is, for --live.
+    #[command(flatten)]
+    agent: opscope_agent::client::LiveAgentAddress,
 }
 
 /// Each side's value of a twice-given option: A's then B's, or one for both.
@@ -143,7 +143,7 @@ pub fn run(args: Args) -> Result<()> {
     let (a, b) = match &args.live {
         // The agent's dump is read at once: its files may go when `dump` does.
         Some(job) => {
-            let dump = opscope_agent::client::LiveDump::fetch(&args.agent, job, None)?;
+            let dump = opscope_agent::client::LiveDump::fetch(&args.agent.address, job, None)?;
             let options = LoadOptions {
                 quiet: true,
                 cache: false,

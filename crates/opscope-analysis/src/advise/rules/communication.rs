@@ -8,6 +8,7 @@ pub static RULE: Rule = Rule {
     name: "communication",
     anchor: "PyTorch profiler plugin (communication > 10 % of the step)",
     about: "collective communication that computation does not hide",
+    needs_device: false,
     check,
 };
 

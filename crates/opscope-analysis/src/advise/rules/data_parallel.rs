@@ -12,6 +12,7 @@ pub static RULE: Rule = Rule {
     name: "data_parallel",
     anchor: "PyTorch profiler plugin (DataParallel with > 1 device)",
     about: "torch.nn.DataParallel driving several GPUs from one process",
+    needs_device: true,
     check,
 };
 

@@ -4,6 +4,8 @@
 //! `enumerate(DataLoader)#…` ranges inside steps. tf.data's counterpart is the training
 //! thread's time in `IteratorGetNext` (XProf's "waiting for input", at the same 5 %),
 //! which runs on the host whatever the device, so it is checked on CPU jobs too.
+//! A loader that already has workers is told apart: its first batch waits for their
+//! start-up, which is no step's lasting cost, and its fix is not "use workers".
 
 use opscope_model::{SliceKind, TrackKind, NONE};
 
@@ -13,6 +15,7 @@ pub static RULE: Rule = Rule {
     name: "dataloader",
     anchor: "PyTorch profiler plugin (DataLoader time > 5 % of the step); XProf (tf.data)",
     about: "the training loop waiting for its DataLoader or tf.data pipeline",
+    needs_device: false,
     check,
 };
 
@@ -25,7 +28,28 @@ fn is_tf_data(name: &str) -> bool {
     name.contains("IteratorGetNext")
 }
 
+/// The range PyTorch names around each batch of a DataLoader with worker processes.
+fn has_workers(name: &str) -> bool {
+    is_torch_loader(name) && name.contains("MultiProcessing")
+}
+
 const THRESHOLD_PCT: f64 = 5.0;
+
+/// A first wait this many times the median of the others is the workers' start-up.
+const START_UP_FACTOR: i64 = 4;
+
+/// Of a loader's waits in start order, the first where it is the workers' start-up
+/// (their processes forked, each filling its prefetch): far longer than the rest.
+fn start_up(durations: &[i64]) -> Option<i64> {
+    let (&first, rest) = durations.split_first()?;
+    let mut rest = rest.to_vec();
+    if rest.len() < 2 {
+        return None;
+    }
+    rest.sort_unstable();
+    let median = rest[rest.len() / 2];
+    (first > START_UP_FACTOR * median.max(1)).then_some(first)
+}
 
 fn check(facts: &Facts, out: &mut Out) {
     let trace = facts.trace();
@@ -57,7 +81,16 @@ fn check(facts: &Facts, out: &mut Out) {
         if steps == 0 {
             continue;
         }
-        let rows = super::sync_apis::in_steps(facts, source, rows);
+        let mut rows = super::sync_apis::in_steps(facts, source, rows);
+        rows.sort_by_key(|&i| (s.ts[i], i));
+        let workers = rows.iter().any(|&i| has_workers(trace.str(s.name[i])));
+        let start_up = match workers {
+            true => start_up(&rows.iter().map(|&i| s.dur[i]).collect::<Vec<_>>()),
+            false => None,
+        };
+        if start_up.is_some() {
+            rows.remove(0);
+        }
         let loader: i64 = rows.iter().map(|&i| s.dur[i]).sum();
         let pct = facts.share(source, loader);
         if pct <= THRESHOLD_PCT {
@@ -87,10 +120,20 @@ fn check(facts: &Facts, out: &mut Out) {
             },
             time(loader / steps as i64)
         ));
+        if let Some(first) = start_up {
+            f.evidence.push(format!(
+                "left out: the first batch's {}, the workers' start-up",
+                time(first)
+            ));
+        }
         f.fix = if tf {
             "make the pipeline parallel and ahead of the step: \
              dataset.map(f, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE); \
              cache() what does not change; no Python (tf.py_function) in map"
+        } else if workers {
+            "the DataLoader's workers do not keep up: more of them (num_workers up to the \
+             CPU cores per GPU), prefetch_factor above 2, pin_memory=True, and cheaper \
+             samples (the dataset's __getitem__ and collate_fn, decoding done once)"
         } else {
             "load batches in worker processes: DataLoader(num_workers=N, \
              pin_memory=True, persistent_workers=True), N up to the CPU cores per GPU"
@@ -101,5 +144,71 @@ fn check(facts: &Facts, out: &mut Out) {
             f.figures.insert(k, v);
         }
         out.finding(f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use opscope_model::Trace;
+
+    use crate::advise::{advise, AdviseOptions};
+    use crate::context::Context;
+
+    /// The findings of the rule on 6 steps of 10 ms, each waiting `waits[k]` µs for
+    /// the loader named `iter`.
+    fn findings(iter: &str, waits: &[i64]) -> Vec<crate::advise::Finding> {
+        let mut events = Vec::new();
+        for (k, wait) in waits.iter().enumerate() {
+            let ts = 10_000 * k as i64;
+            events.push(format!(
+                r#"{{"ph":"X","cat":"user_annotation","name":"ProfilerStep#{k}","pid":1,"tid":1,"ts":{ts},"dur":10000}}"#
+            ));
+            events.push(format!(
+                r#"{{"ph":"X","cat":"user_annotation","name":"enumerate(DataLoader)#{iter}.__next__","pid":1,"tid":1,"ts":{},"dur":{wait}}}"#,
+                ts + 1
+            ));
+            events.push(format!(
+                r#"{{"ph":"X","cat":"cpu_op","name":"aten::mm","pid":1,"tid":1,"ts":{},"dur":5000}}"#,
+                ts + wait + 2
+            ));
+        }
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "t.json", &mut trace).unwrap();
+        let options = AdviseOptions {
+            rules: vec!["dataloader".into()],
+            ..AdviseOptions::default()
+        };
+        advise(&Context::new(&trace), &options)
+            .findings
+            .into_iter()
+            .filter(|f| f.rule == "dataloader")
+            .collect()
+    }
+
+    /// A loader with workers waits long for its first batch only while they start: no
+    /// finding (with the first wait at 4 ms of 60 ms it said "use num_workers" to a
+    /// program that had 2 workers). The same first wait without workers is the
+    /// loader's own, and lasting waits with workers get a fix that is not "add workers".
+    #[test]
+    fn the_workers_start_up_is_no_lasting_wait() {
+        let first_slow = [4_000, 20, 20, 20, 20, 20];
+        assert!(findings("_MultiProcessingDataLoaderIter", &first_slow).is_empty());
+        let single = findings("_SingleProcessDataLoaderIter", &first_slow);
+        assert_eq!(single.len(), 1);
+        assert!(single[0].fix.contains("num_workers=N"), "{}", single[0].fix);
+        let slow = findings(
+            "_MultiProcessingDataLoaderIter",
+            &[4_000, 900, 900, 900, 900, 900],
+        );
+        assert_eq!(slow.len(), 1);
+        assert!(slow[0]
+            .fix
+            .starts_with("the DataLoader's workers do not keep up"));
+        assert!(
+            slow[0].evidence[1].contains("the workers' start-up"),
+            "{:?}",
+            slow[0].evidence
+        );
     }
 }

@@ -14,6 +14,7 @@ pub static RULE: Rule = Rule {
     name: "extra_copies",
     anchor: "torch.profiler _pattern_matcher ExtraCUDACopyPattern",
     about: "tensors created on the host and copied to the device at once",
+    needs_device: true,
     check,
 };
 

@@ -15,6 +15,7 @@ pub static RULE: Rule = Rule {
     name: "full_queue",
     anchor: "HTA queue length (blocked while 1,024 launches are outstanding)",
     about: "launch queues full enough to block the host",
+    needs_device: true,
     check,
 };
 

@@ -10,6 +10,7 @@ pub static RULE: Rule = Rule {
     name: "gpu_gaps",
     anchor: "Nsight Systems expert rule gpu_gaps (gap >= 500 ms)",
     about: "long periods in which a device runs nothing",
+    needs_device: true,
     check,
 };
 

@@ -11,6 +11,7 @@ pub static RULE: Rule = Rule {
     name: "gpu_time_util",
     anchor: "Nsight Systems expert rule gpu_time_util (30 chunks, < 50 %)",
     about: "stretches of a device's span where it is mostly idle",
+    needs_device: true,
     check,
 };
 

@@ -10,6 +10,7 @@ pub static RULE: Rule = Rule {
     name: "gpu_utilization",
     anchor: "tfprof AcceleratorUtilizationChecker; PyTorch profiler plugin (utilization < 0.5)",
     about: "a device busy less than half of its span",
+    needs_device: true,
     check,
 };
 

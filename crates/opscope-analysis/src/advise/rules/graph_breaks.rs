@@ -16,6 +16,7 @@ pub static RULE: Rule = Rule {
     name: "graph_breaks",
     anchor: "torch.compile graph breaks (a compiled region resumed inside another)",
     about: "torch.compile splitting a function into several graphs every step",
+    needs_device: false,
     check,
 };
 

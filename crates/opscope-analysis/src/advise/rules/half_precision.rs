@@ -12,6 +12,7 @@ pub static RULE: Rule = Rule {
     name: "half_precision",
     anchor: "XProf overview page (16-bit share of device compute < 10 %)",
     about: "devices that compute almost nothing in 16-bit precision",
+    needs_device: true,
     check,
 };
 

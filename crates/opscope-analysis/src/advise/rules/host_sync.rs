@@ -12,6 +12,7 @@ pub static RULE: Rule = Rule {
     name: "host_sync",
     anchor: "PyTorch performance tuning guide (avoid unnecessary CPU-GPU synchronization)",
     about: "a synchronisation of the host with the device in every step",
+    needs_device: true,
     check,
 };
 

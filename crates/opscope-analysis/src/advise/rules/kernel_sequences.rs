@@ -16,6 +16,7 @@ pub static RULE: Rule = Rule {
     name: "kernel_sequences",
     anchor: "HTA frequent CUDA kernel sequences (min_pattern_len 3)",
     about: "the same op launching the same kernels again and again",
+    needs_device: true,
     check,
 };
 

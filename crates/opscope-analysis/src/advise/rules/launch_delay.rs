@@ -11,6 +11,7 @@ pub static RULE: Rule = Rule {
     name: "launch_delay",
     anchor: "HTA kernel launch statistics (launch delay > 100 us)",
     about: "kernels that start long after their launch returned",
+    needs_device: true,
     check,
 };
 

@@ -9,6 +9,7 @@ pub static RULE: Rule = Rule {
     name: "memcpy_pageable",
     anchor: "Nsight Systems expert rule cuda_memcpy_async",
     about: "asynchronous copies from pageable memory, which run synchronously",
+    needs_device: true,
     check,
 };
 

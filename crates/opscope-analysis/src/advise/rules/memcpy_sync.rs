@@ -10,6 +10,7 @@ pub static RULE: Rule = Rule {
     name: "memcpy_sync",
     anchor: "Nsight Systems expert rule cuda_memcpy_sync",
     about: "copies whose call blocks the host",
+    needs_device: true,
     check,
 };
 

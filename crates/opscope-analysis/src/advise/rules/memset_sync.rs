@@ -11,6 +11,7 @@ pub static RULE: Rule = Rule {
     name: "memset_sync",
     anchor: "Nsight Systems expert rule cuda_memset_sync",
     about: "memsets on pinned or managed memory whose call blocks the host",
+    needs_device: true,
     check,
 };
 

@@ -13,6 +13,7 @@ pub static RULE: Rule = Rule {
     name: "optimizer",
     anchor: "torch.profiler _pattern_matcher OptimizerSingleTensorPattern",
     about: "optimizers that update parameters one tensor at a time",
+    needs_device: false,
     check,
 };
 

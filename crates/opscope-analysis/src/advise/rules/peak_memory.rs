@@ -9,6 +9,7 @@ pub static RULE: Rule = Rule {
     name: "peak_memory",
     anchor: "PyTorch profiler plugin (peak memory > 90 % of the device)",
     about: "device memory in use near the device's total",
+    needs_device: true,
     check,
 };
 

@@ -11,6 +11,7 @@ pub static RULE: Rule = Rule {
     name: "recompile",
     anchor: "JAX and torch.compile recompilation (compilation after the first step)",
     about: "compilation inside the training loop after its first step",
+    needs_device: false,
     check,
 };
 

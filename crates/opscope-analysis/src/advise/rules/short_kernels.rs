@@ -11,6 +11,7 @@ pub static RULE: Rule = Rule {
     name: "short_kernels",
     anchor: "HTA kernel launch statistics (CPU <= 50 us, GPU < CPU)",
     about: "kernels that run for less time than their launch takes",
+    needs_device: true,
     check,
 };
 

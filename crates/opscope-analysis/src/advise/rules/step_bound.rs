@@ -19,6 +19,7 @@ pub static RULE: Rule = Rule {
     name: "step_bound",
     anchor: "XProf input-pipeline analysis (input 5/20 %, launch, all others, collectives 3/15 %)",
     about: "whether steps wait for input, kernel launches, the host's own work or collectives",
+    needs_device: false,
     check,
 };
 

@@ -12,6 +12,7 @@ pub static RULE: Rule = Rule {
     name: "step_drift",
     anchor: "opscope across ranks (step starts that move apart)",
     about: "ranks whose step starts move apart step after step",
+    needs_device: false,
     check,
 };
 

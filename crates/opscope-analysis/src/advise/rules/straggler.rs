@@ -9,10 +9,11 @@ pub static RULE: Rule = Rule {
     name: "straggler",
     anchor: "opscope across ranks (HTA's and XProf's straggler views)",
     about: "one rank computing more per step than the others, who wait for it",
+    needs_device: false,
     check,
 };
 
-const THRESHOLD_PCT: f64 = 5.0;
+const THRESHOLD_PCT: f64 = crate::across::STRAGGLER_PCT;
 
 fn check(facts: &Facts, out: &mut Out) {
     let report = facts.steps();
@@ -22,7 +23,7 @@ fn check(facts: &Facts, out: &mut Out) {
     let Some(straggler) = &across.straggler else {
         return;
     };
-    if straggler.above_median_pct <= THRESHOLD_PCT {
+    if !straggler.stands_out() {
         return;
     }
     let Some(steps) = report.sources.iter().find(|s| {

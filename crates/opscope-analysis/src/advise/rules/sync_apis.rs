@@ -12,6 +12,7 @@ pub static RULE: Rule = Rule {
     name: "sync_apis",
     anchor: "Nsight Systems expert rule cuda_api_sync",
     about: "device- and stream-wide synchronisation calls that block the host",
+    needs_device: true,
     check,
 };
 

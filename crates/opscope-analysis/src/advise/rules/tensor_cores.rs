@@ -13,6 +13,7 @@ pub static RULE: Rule = Rule {
     name: "tensor_cores",
     anchor: "PyTorch profiler plugin (TC-eligible ops, no tensor-core kernels, CC >= 7.0)",
     about: "matrix multiplications and convolutions not using tensor cores",
+    needs_device: true,
     check,
 };
 

@@ -9,6 +9,7 @@ pub static RULE: Rule = Rule {
     name: "tf_operations",
     anchor: "tfprof OperationChecker (unfused BatchNorm, NHWC on GPU)",
     about: "TensorFlow ops with a faster form: FusedBatchNorm, NCHW on GPUs",
+    needs_device: false,
     check,
 };
 

@@ -10,6 +10,7 @@ pub static RULE: Rule = Rule {
     name: "zero_grad",
     anchor: "torch.profiler _pattern_matcher GradNotSetToNonePattern",
     about: "zero_grad writing zeros into gradients instead of dropping them",
+    needs_device: false,
     check,
 };
 
