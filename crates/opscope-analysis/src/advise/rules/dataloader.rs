@@ -35,20 +35,22 @@ fn has_workers(name: &str) -> bool {
 
 const THRESHOLD_PCT: f64 = 5.0;
 
-/// A first wait this many times the median of the others is the workers' start-up.
+/// A wait this many times the median of a loader's waits is its workers' start-up.
 const START_UP_FACTOR: i64 = 4;
 
-/// Of a loader's waits in start order, the first where it is the workers' start-up
-/// (their processes forked, each filling its prefetch): far longer than the rest.
-fn start_up(durations: &[i64]) -> Option<i64> {
-    let (&first, rest) = durations.split_first()?;
-    let mut rest = rest.to_vec();
-    if rest.len() < 2 {
-        return None;
+/// Of a loader's waits (by their durations), those that are its workers' start-up:
+/// their processes forked and each filling its prefetch, at the first batch of every
+/// epoch unless the workers persist. Far longer than the rest.
+fn start_ups(durations: &[i64]) -> Vec<usize> {
+    if durations.len() < 3 {
+        return Vec::new();
     }
-    rest.sort_unstable();
-    let median = rest[rest.len() / 2];
-    (first > START_UP_FACTOR * median.max(1)).then_some(first)
+    let mut sorted = durations.to_vec();
+    sorted.sort_unstable();
+    let median = sorted[sorted.len() / 2].max(1);
+    (0..durations.len())
+        .filter(|&k| durations[k] > START_UP_FACTOR * median)
+        .collect()
 }
 
 fn check(facts: &Facts, out: &mut Out) {
@@ -84,12 +86,46 @@ fn check(facts: &Facts, out: &mut Out) {
         let mut rows = super::sync_apis::in_steps(facts, source, rows);
         rows.sort_by_key(|&i| (s.ts[i], i));
         let workers = rows.iter().any(|&i| has_workers(trace.str(s.name[i])));
-        let start_up = match workers {
-            true => start_up(&rows.iter().map(|&i| s.dur[i]).collect::<Vec<_>>()),
-            false => None,
+        let start_ups: Vec<usize> = match workers {
+            true => start_ups(&rows.iter().map(|&i| s.dur[i]).collect::<Vec<_>>()),
+            false => Vec::new(),
         };
-        if start_up.is_some() {
-            rows.remove(0);
+        let start_up_ns: i64 = start_ups.iter().map(|&k| s.dur[rows[k]]).sum();
+        let kept: Vec<usize> = (0..rows.len())
+            .filter(|k| !start_ups.contains(k))
+            .map(|k| rows[k])
+            .collect();
+        let rows = kept;
+        // Workers started again at every epoch (no persistent_workers) cost the
+        // start-up each time: a finding of its own where that passes the threshold.
+        let restart_pct = facts.share(source, start_up_ns);
+        if start_ups.len() > 1 && restart_pct > THRESHOLD_PCT {
+            let mut f = Finding::of(
+                &RULE,
+                facts.label(source, None),
+                format!(
+                    "{restart_pct:.1} % of the step time waits for the DataLoader's workers \
+                     to start, {} times (at each epoch)",
+                    start_ups.len()
+                ),
+            )
+            .saving(facts, source, start_up_ns);
+            f.severity = Severity::of_share(restart_pct, THRESHOLD_PCT, 20.0);
+            f.evidence.push(format!(
+                "{} in {} batches over {}× the median wait (of {} batches), as the first \
+                 batch of an epoch waits for the workers to start",
+                time(start_up_ns),
+                start_ups.len(),
+                START_UP_FACTOR,
+                start_ups.len() + rows.len()
+            ));
+            f.fix = "keep the workers across epochs: DataLoader(..., persistent_workers=True)"
+                .to_string();
+            f.more = format!("opscope steps {}", facts.files());
+            for (k, v) in [("start_up_ns", start_up_ns as f64), ("pct", restart_pct)] {
+                f.figures.insert(k, v);
+            }
+            out.finding(f);
         }
         let loader: i64 = rows.iter().map(|&i| s.dur[i]).sum();
         let pct = facts.share(source, loader);
@@ -120,10 +156,14 @@ fn check(facts: &Facts, out: &mut Out) {
             },
             time(loader / steps as i64)
         ));
-        if let Some(first) = start_up {
+        if !start_ups.is_empty() {
             f.evidence.push(format!(
-                "left out: the first batch's {}, the workers' start-up",
-                time(first)
+                "left out: {} of the workers' start-up, in {} batch{} (each over {}× the \
+                 median wait)",
+                time(start_up_ns),
+                start_ups.len(),
+                if start_ups.len() == 1 { "" } else { "es" },
+                START_UP_FACTOR,
             ));
         }
         f.fix = if tf {
@@ -209,6 +249,19 @@ mod tests {
             slow[0].evidence[1].contains("the workers' start-up"),
             "{:?}",
             slow[0].evidence
+        );
+        // Workers started again in the fourth step (a second epoch): that is a finding
+        // of its own, whose fix keeps them.
+        let restarted = findings(
+            "_MultiProcessingDataLoaderIter",
+            &[4_000, 20, 20, 4_000, 20, 20],
+        );
+        assert_eq!(restarted.len(), 1, "{restarted:?}");
+        assert!(restarted[0].fix.contains("persistent_workers=True"));
+        assert!(
+            restarted[0].title.contains("to start, 2 times"),
+            "{}",
+            restarted[0].title
         );
     }
 }
