@@ -639,7 +639,7 @@ mod tests {
         let track = t.thread_track(th, TrackKind::Thread);
         let (program, ours) = (
             t.intern("train.py"),
-            t.intern("/tmp/run/.opscope/python/sitecustomize.py"),
+            t.intern("session/.opscope/python/sitecustomize.py"),
         );
         let frame = |t: &mut Trace, name: &str, file, line| {
             let name = t.intern(name);
