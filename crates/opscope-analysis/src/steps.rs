@@ -520,11 +520,31 @@ fn jax_steps(trace: &Trace, host: &[usize]) -> Option<(String, Vec<Bounds>)> {
         }
     }
     // An iteration runs from one call to the next: what the loop does between calls
-    // (waiting for the result, logging, loading the next batch) is the step's.
+    // (waiting for the result, logging, loading the next batch) is the step's. A loop
+    // that does not wait for each result dispatches ahead of the computation: there a
+    // step begins when the computation before it ends, not at its call (which came
+    // microseconds after the one before, while the first still ran).
+    let mut starts: Vec<i64> = Vec::with_capacity(spans.len());
+    let mut done = i64::MIN;
+    for span in &spans {
+        let start = span
+            .start
+            .max(done)
+            .max(starts.last().copied().unwrap_or(i64::MIN));
+        starts.push(start);
+        if let Some((_, end)) = span.execution {
+            done = done.max(end);
+        }
+    }
+    let last = spans.len() - 1;
     let bounds = (0..spans.len())
         .map(|k| {
-            let end = spans.get(k + 1).map_or(spans[k].end, |next| next.start);
-            (format!("{function} call {k}"), spans[k].start, end)
+            let end = starts.get(k + 1).copied().unwrap_or(spans[last].end);
+            (
+                format!("{function} call {k}"),
+                starts[k],
+                end.max(starts[k]),
+            )
         })
         .collect();
     Some((format!("calls of the jitted {function}"), bounds))
@@ -536,6 +556,24 @@ struct CallSpan {
     call_end: i64,
     end: i64,
     track: opscope_model::TrackId,
+    /// The run of its XLA module the call started, where ops name their run
+    /// (`run_id`): from its first op's start to its last op's end.
+    execution: Option<(i64, i64)>,
+}
+
+/// The runs of an XLA module, from its ops (`(start, end, run_id)`): each run's first
+/// start and last end, in time order.
+fn executions(ops: &[(i64, i64, Option<u64>)]) -> Vec<(i64, i64)> {
+    let mut runs: hashbrown::HashMap<u64, (i64, i64)> = Default::default();
+    for &(a, b, run) in ops {
+        if let Some(run) = run {
+            let r = runs.entry(run).or_insert((a, b));
+            *r = (r.0.min(a), r.1.max(b));
+        }
+    }
+    let mut runs: Vec<(i64, i64)> = runs.into_values().collect();
+    runs.sort_unstable();
+    runs
 }
 
 /// Each call of a jitted function with the end of its work: the call returns before its
@@ -552,29 +590,44 @@ fn call_spans(
 ) -> Vec<CallSpan> {
     let s = &trace.slices;
     let module = trace.strings.find(&format!("jit_{function}"));
-    let mut ops: Vec<(i64, i64)> = match (module, key) {
+    let run_key = trace.strings.find("run_id");
+    let run_of = |i: usize| match trace.args.find(s.args[i], run_key?)? {
+        // Only told apart, never ordered: the bits are the run.
+        opscope_model::ArgValue::Int(run) => Some(run as u64),
+        opscope_model::ArgValue::UInt(run) => Some(run),
+        _ => None,
+    };
+    let mut ops: Vec<(i64, i64, Option<u64>)> = match (module, key) {
         (Some(module), Some(key)) => host
             .iter()
             .copied()
             .filter(|&i| {
                 trace.args.find(s.args[i], key) == Some(opscope_model::ArgValue::Str(module))
             })
-            .map(|i| (s.ts[i], s.end(i)))
+            .map(|i| (s.ts[i], s.end(i), run_of(i)))
             .collect(),
         _ => Vec::new(),
     };
     ops.sort_unstable();
+    // Each call starts the next run that begins after it (runs of a module on one
+    // device go in the order of their calls).
+    let mut runs = executions(&ops).into_iter().peekable();
     calls
         .iter()
         .enumerate()
         .map(|(k, &i)| {
             let next = calls.get(k + 1).map_or(i64::MAX, |&n| s.ts[n]);
+            while runs.next_if(|r| r.0 < s.ts[i]).is_some() {}
+            let execution = runs.next();
             let from = ops.partition_point(|o| o.0 < s.ts[i]);
             let mut end = ops[from..]
                 .iter()
                 .take_while(|o| o.0 < next)
                 .map(|o| o.1)
                 .fold(s.end(i), i64::max);
+            if let Some((_, run_end)) = execution {
+                end = end.max(run_end);
+            }
             // Only a wait begun by the step counts: what encloses the call (the
             // program's loop, the profiler's session) would stretch the last step,
             // which no next call bounds, to its own end.
@@ -592,6 +645,7 @@ fn call_spans(
                 call_end: s.end(i),
                 end,
                 track,
+                execution,
             }
         })
         .collect()
@@ -1138,6 +1192,55 @@ mod tests {
         assert_eq!(
             bounds,
             [(100_000, 300_000), (300_000, 500_000), (500_000, 650_000)]
+        );
+    }
+
+    /// A JAX loop that does not wait for each result dispatches all its calls within
+    /// microseconds while the runs of its module follow one after another: each step
+    /// is one run (from the end of the run before), not the 10 µs of its call. (The
+    /// steps were the calls: a median of 24 µs in a fresh program whose runs took
+    /// 1.3-3 ms each, and the last step held all the work.)
+    #[test]
+    fn jax_steps_of_a_loop_that_runs_ahead_are_its_module_runs() {
+        let mut events = Vec::new();
+        for k in 0..5 {
+            let start = 100 + 20 * k;
+            events.push(format!(
+                r#"{{"ph":"X","name":"PjitFunction(update)","pid":1,"tid":1,"ts":{start},"dur":10}}"#
+            ));
+            // Run k: two ops on a pool thread, 1 ms from its start to its end.
+            let run = 1000 + 1000 * k;
+            for (at, dur) in [(0, 600), (650, 350)] {
+                events.push(format!(
+                    r#"{{"ph":"X","name":"fusion","pid":1,"tid":2,"ts":{},"dur":{dur},"args":{{"hlo_module":"jit_update","run_id":{}}}}}"#,
+                    run + at,
+                    7_000 + k
+                ));
+            }
+        }
+        events.push(
+            r#"{"ph":"X","name":"block_until_ready","pid":1,"tid":1,"ts":200,"dur":5900}"#
+                .to_string(),
+        );
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), "jax.json", &mut trace).unwrap();
+        trace.finish();
+        let found = steps(&Context::new(&trace), &StepOptions::default());
+        let bounds: Vec<(i64, i64)> = found[0]
+            .steps
+            .iter()
+            .map(|s| (s.start_ns / 1000, (s.start_ns + s.dur_ns) / 1000))
+            .collect();
+        assert_eq!(
+            bounds,
+            [
+                (100, 2000),
+                (2000, 3000),
+                (3000, 4000),
+                (4000, 5000),
+                (5000, 6100)
+            ]
         );
     }
 

@@ -36,20 +36,24 @@ const MAX_TRACK_DEPTH: u32 = 64;
 /// before the cut, counts the cut one in `trace.repairs.malformed_events` and warns
 /// of the bytes lost, naming the offset of the cut; any other
 /// damage to the framing or to a packet is an [`ImportError::Syntax`] at the offset of
-/// the packet.
+/// the packet, after the packets before it are read into `trace` (for `--partial`).
 pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, ImportError> {
     let mut scan = Scan::default();
     let mut reader = Reader::globals_only(Limits::NONE);
-    let cut = match reader.read(bytes, 0, path, &mut scan)? {
-        Walked::Complete => None,
-        Walked::Truncated { packets: 0, offset } => {
+    let (cut, damage) = match reader.read(bytes, 0, path, &mut scan) {
+        Ok(Walked::Complete) => (None, None),
+        Ok(Walked::Truncated { packets: 0, offset }) => {
             return Err(syntax(
                 path,
                 offset,
                 "the data ends inside the first packet (truncated or not a Perfetto trace)".into(),
             ))
         }
-        Walked::Truncated { packets, offset } => Some((packets, offset)),
+        Ok(Walked::Truncated { packets, offset }) => (Some((packets, offset)), None),
+        // The packets before a damaged one are whole: they are read, and the error
+        // still ends the import, so that only `--partial` goes on with them.
+        Err(e @ ImportError::Syntax { offset, .. }) if offset > 0 => (None, Some((offset, e))),
+        Err(e) => return Err(e),
     };
 
     let primary = reader.primary_clock();
@@ -97,7 +101,10 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     // The first pass checked the framing and what it decoded; a packet can still fail
     // here in fields only this pass reads. What was read before it is kept, finished.
     let mut reader = reader.rewind();
-    let read = reader.read(bytes, 0, path, &mut model);
+    let end = damage
+        .as_ref()
+        .map_or(bytes.len(), |(offset, _)| *offset as usize);
+    let read = reader.read(&bytes[..end], 0, path, &mut model);
     reader.finish(&mut model);
     let counted = reader.repairs();
     let repairs = &mut model.trace.repairs;
@@ -106,7 +113,11 @@ pub fn import(bytes: &[u8], path: &str, trace: &mut Trace) -> Result<SourceId, I
     repairs.malformed_events += counted.malformed_events;
     model.bind_flows();
     trace.finish();
-    read.map(|_| source)
+    read?;
+    match damage {
+        Some((_, e)) => Err(e),
+        None => Ok(source),
+    }
 }
 
 /// The first pass's sink: the track descriptors.

@@ -1446,3 +1446,31 @@ fn perfetto_packets_cut_inside_compressed_ones_are_counted_alike() {
     assert_eq!(t.repairs.malformed_events, 1);
     assert_eq!(streamed(&bytes), (expected, 1));
 }
+
+/// A damaged packet amid whole ones (here compressed data that does not inflate) ends
+/// the import with an error at its offset, and the packets before it are in the trace,
+/// as read from a file that ends there: `--partial` analyses them.
+#[test]
+fn perfetto_damaged_packet_keeps_the_packets_before_it() {
+    let plain = export_bytes(&sample_trace());
+    let mut bytes = in_compressed_packet(&plain);
+    let at = bytes.len();
+    let damaged = TracePacketGlobals {
+        compressed_packets: Some(vec![0x78, 0x9c, 0xff, 0xff]),
+        ..Default::default()
+    };
+    bytes.push(0x0a);
+    damaged.encode_length_delimited(&mut bytes).expect("encode");
+    bytes.extend(in_compressed_packet(&plain));
+
+    let mut t = Trace::new();
+    let err = import(&bytes, "test.perfetto", &mut t).expect_err("a damaged packet");
+    assert!(
+        matches!(err, ImportError::Syntax { offset, .. } if offset == at as u64),
+        "{err}"
+    );
+    let before = import_bytes(&bytes[..at]).expect("the whole packets before it");
+    assert!(!before.slices.is_empty());
+    assert_eq!(canonical(&t), canonical(&before));
+    assert_eq!(t.sources.len(), 1);
+}
