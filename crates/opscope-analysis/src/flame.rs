@@ -126,11 +126,12 @@ fn sampled(cx: &Context, options: FlameOptions) -> Vec<(String, u64)> {
     if options.device {
         let s = &trace.slices;
         let mut ops = Vec::new();
+        let stacks = attribution::OpStacks::new(trace);
         let op_node = |tree: &mut Tree, op: usize| {
             let track = TrackId(s.track[op]);
             // Device work hangs under its op, under the Python frames that ran it.
-            let mut node = match trace.samples.during(track, s.ts[op], s.end(op)) {
-                Some(j) => sample_node(trace, tree, j).0,
+            let mut node = match stacks.of(op) {
+                Some(stack) => stack_node(trace, tree, track.0, stack.frames).0,
                 None => tree.thread_root(trace, track.0),
             };
             ops_at(trace, track, s.ts[op], &mut ops);
@@ -199,9 +200,14 @@ fn add_device_work(
 /// (a thread that ran no Python) is all node.
 fn sample_node(trace: &Trace, tree: &mut Tree, i: usize) -> (u32, Vec<u32>) {
     let samples = &trace.samples;
-    let mut node = tree.thread_root(trace, samples.track[i]);
     let mut frames: Vec<u32> = trace.stacks.frames_of(samples.stack[i]).collect();
     frames.reverse();
+    stack_node(trace, tree, samples.track[i], frames)
+}
+
+/// As [`sample_node`], for the `frames` (outermost first) of a stack on `track`.
+fn stack_node(trace: &Trace, tree: &mut Tree, track: u32, mut frames: Vec<u32>) -> (u32, Vec<u32>) {
+    let mut node = tree.thread_root(trace, track);
     let split = frames
         .iter()
         .rposition(|&f| !trace.is_native_frame(f))
@@ -307,11 +313,20 @@ fn frame_text(trace: &Trace, frame: Frame) -> String {
 /// A sampled frame as py-spy names one: `function (file.py:line)`, the file without
 /// its folders.
 pub fn sampled_frame_text(trace: &Trace, f: usize) -> String {
+    function_at_line(trace, f, trace.stacks.frames.line[f])
+}
+
+/// As [`sampled_frame_text`], for a function whose running line is not known.
+pub fn frame_text_without_line(trace: &Trace, f: usize) -> String {
+    function_at_line(trace, f, 0)
+}
+
+fn function_at_line(trace: &Trace, f: usize, line: u32) -> String {
     let frames = &trace.stacks.frames;
     let file = trace.str(frames.file[f]);
     let file = file.rsplit('/').next().unwrap_or(file);
     let function = trace.str(frames.function[f]);
-    match frames.line[f] {
+    match line {
         0 if file.is_empty() => function.to_string(),
         0 => format!("{function} ({file})"),
         line => format!("{function} ({file}:{line})"),

@@ -205,18 +205,6 @@ impl StackSamples {
         lo..hi
     }
 
-    /// A sample of `track` taken while `[start, end]` ran, or else the last one before
-    /// it (once sorted): the stack that ran an op.
-    pub fn during(&self, track: TrackId, start: i64, end: i64) -> Option<usize> {
-        let rows = self.of_track(track);
-        let ts = &self.ts[rows.clone()];
-        let first_after = ts.partition_point(|&t| t < start);
-        if first_after < ts.len() && ts[first_after] <= end {
-            return Some(rows.start + first_after);
-        }
-        (first_after > 0).then(|| rows.start + first_after - 1)
-    }
-
     /// Whether the sample counts in a CPU-time view: active, or not known not to be.
     pub fn on_cpu(&self, i: usize) -> bool {
         let s = self.state[i];
