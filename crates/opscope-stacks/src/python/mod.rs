@@ -58,6 +58,11 @@ pub struct ThreadStack {
     /// Whether the kernel had it running or ready to run (`R` in
     /// `/proc/PID/task/TID/stat`) rather than waiting: py-spy's and austin's "active".
     pub active: bool,
+    /// When its innermost frame was found, in ns after [`PythonProcess::stacks`] was
+    /// called: a read of many threads, or one retried, takes up to milliseconds, and
+    /// the stack is of that moment, not of the read's middle.
+    #[serde(skip)]
+    pub read_after_ns: u64,
     pub frames: Vec<Frame>,
 }
 
@@ -182,9 +187,10 @@ impl<M: Memory> PythonProcess<M> {
     /// runs on while it is read: a frame popped meanwhile can leave a pointer to memory
     /// already reused, so a walk that meets what is not a frame is read again.
     pub fn stacks(&self) -> Result<Vec<ThreadStack>> {
+        let called = std::time::Instant::now();
         let mut tries = 0;
         let mut stacks = loop {
-            match self.walk() {
+            match self.walk(called) {
                 Err(Error::Layout { .. } | Error::Read { .. }) if tries < 8 => tries += 1,
                 done => break done?,
             }
@@ -196,7 +202,7 @@ impl<M: Memory> PythonProcess<M> {
         Ok(stacks)
     }
 
-    fn walk(&self) -> Result<Vec<ThreadStack>> {
+    fn walk(&self, called: std::time::Instant) -> Result<Vec<ThreadStack>> {
         let l = &self.layout;
         let m = &self.memory;
         let mut out = Vec::new();
@@ -216,6 +222,7 @@ impl<M: Memory> PythonProcess<M> {
                     },
                     layout::CurrentFrame::Direct(at) => m.u64_at(thread.wrapping_add(at))?,
                 };
+                let read_after_ns = called.elapsed().as_nanos() as u64;
                 let thread_id = m.u64_at(thread.wrapping_add(l.thread_id))?;
                 let native_thread_id = match l.native_thread_id {
                     Some(at) => m.u64_at(thread.wrapping_add(at))?,
@@ -226,6 +233,7 @@ impl<M: Memory> PythonProcess<M> {
                     native_thread_id,
                     holds_gil: holder == Some(thread),
                     active: false,
+                    read_after_ns,
                     frames: self.frames(frame)?,
                 });
                 thread = m.u64_at(thread.wrapping_add(l.thread_next))?;

@@ -257,9 +257,10 @@ impl Tree {
                 // A reader's bug must cost one sample, not the session's stacks.
                 let read =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.process.stacks()));
-                // The middle of the read (first reads of a function's strings take a
-                // while): what ran then, beside the ops recorded in the process.
-                let ts = before + (super::sampler::monotonic_ns() - before) / 2;
+                // When the read began: each thread's stack is of the moment its frame
+                // was found, `read_after_ns` later (the read's middle, taken before,
+                // put 5 % of a fresh program's samples in the op after or before theirs).
+                let ts = before;
                 // A failed read (frames changing faster than they could be read, most
                 // often in deep, busy stacks) is kept as lost time: counted for the
                 // next sample's stack, it would favour the stacks that read easily.

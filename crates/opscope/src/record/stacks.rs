@@ -15,11 +15,20 @@ use opscope_stacks::ThreadStack;
 /// One read of a process's threads, at a `CLOCK_MONOTONIC` time.
 #[derive(Clone)]
 pub struct Sample {
+    /// When the read began; each thread's stack is of [`Sample::at`].
     pub ts: i64,
     pub threads: Vec<ThreadStack>,
     /// The read failed: the time since each thread's previous sample is counted for
     /// none.
     pub lost: bool,
+}
+
+impl Sample {
+    /// The moment thread `t`'s stack was found.
+    pub fn at(&self, t: &ThreadStack) -> i64 {
+        self.ts
+            .saturating_add(i64::try_from(t.read_after_ns).unwrap_or(i64::MAX))
+    }
 }
 
 /// What was sampled of one process.
@@ -159,7 +168,7 @@ fn reads_by_thread(sampled: &Sampled) -> Reads<'_> {
     let mut reads: Reads = hashbrown::HashMap::new();
     for sample in sampled.samples.iter().filter(|s| !s.lost) {
         for t in &sample.threads {
-            let read = (sample.ts, t.frames.first());
+            let read = (sample.at(t), t.frames.first());
             reads.entry(t.native_thread_id).or_default().push(read);
         }
     }
@@ -226,7 +235,7 @@ fn learn_callees<'a>(
             let k = index.entry(tid).or_default();
             let this = *k;
             *k += 1;
-            let Some(n) = nearest(native, tid, sample.ts, window).filter(|_| t.active) else {
+            let Some(n) = nearest(native, tid, sample.at(t), window).filter(|_| t.active) else {
                 continue;
             };
             if !same_call_across(&reads[&tid], this, n.ts) {
@@ -301,18 +310,19 @@ fn add_process(
             }
         }
         for t in &sample.threads {
+            let at = sample.at(t);
             let (track, previous, open) = *last.entry(t.native_thread_id).or_insert_with(|| {
                 let thread = trace.thread(process, t.native_thread_id as i64);
                 let track = trace.thread_track(thread, TrackKind::Thread);
-                (track, sample.ts - 2 * half, None)
+                (track, at - 2 * half, None)
             });
-            close(trace, open, sample.ts);
+            close(trace, open, at);
             let tid = t.native_thread_id;
             let k = read_index.entry(tid).or_default();
             let this = *k;
             *k += 1;
             let candidate = match t.active {
-                true => nearest(native, tid, sample.ts, window),
+                true => nearest(native, tid, at, window),
                 false => None,
             };
             let merged = candidate
@@ -336,13 +346,13 @@ fn add_process(
             }
             let row = trace.samples.len();
             trace.samples.push(SampleRow {
-                ts: sample.ts,
+                ts: at,
                 track,
                 stack,
-                period: ((sample.ts - previous) / 2).max(0),
+                period: ((at - previous) / 2).max(0),
                 state,
             });
-            last.insert(t.native_thread_id, (track, sample.ts, Some(row)));
+            last.insert(t.native_thread_id, (track, at, Some(row)));
         }
     }
     for (_, _, open) in last.into_values() {
@@ -406,6 +416,7 @@ mod tests {
             native_thread_id: tid,
             holds_gil: false,
             active: true,
+            read_after_ns: 0,
             frames: innermost_first.iter().map(|n| frame(n)).collect(),
         }
     }
@@ -473,6 +484,53 @@ mod tests {
             ]
         );
         assert!(trace.slices.is_empty());
+    }
+
+    /// A read of several threads takes a while: each thread's sample is at the moment
+    /// its frame was found, and stands for half the time to its own neighbours.
+    #[test]
+    fn each_thread_is_sampled_when_its_frame_was_found() {
+        let mut late = thread(9, &["helper"]);
+        late.read_after_ns = 40;
+        let mut later = late.clone();
+        later.read_after_ns = 20;
+        let sampled = Sampled {
+            pid: 7,
+            name: "python".into(),
+            interval_ns: 100,
+            samples: vec![
+                Sample {
+                    ts: 1000,
+                    threads: vec![thread(7, &["main"]), late],
+                    lost: false,
+                },
+                Sample {
+                    ts: 1100,
+                    threads: vec![thread(7, &["main"]), later],
+                    lost: false,
+                },
+            ],
+        };
+        let trace = trace_of(sampled);
+        let s = &trace.samples;
+        let tid = |i: usize| {
+            let th = trace.tracks[s.track[i] as usize].thread.unwrap();
+            trace.threads[th.index()].tid
+        };
+        let mut rows: Vec<(i64, i64, i64)> = (0..s.len())
+            .map(|i| (tid(i), s.ts[i], s.period[i]))
+            .collect();
+        rows.sort_unstable();
+        assert_eq!(
+            rows,
+            vec![
+                (7, 1000, 100),
+                (7, 1100, 100),
+                // 1040 and 1120: 80 apart, each half an interval out at its far end.
+                (9, 1040, 90),
+                (9, 1120, 90),
+            ]
+        );
     }
 
     /// A thread that ended (missing from the next read) stands for half the time to
