@@ -54,6 +54,9 @@ pub struct OpStack {
     pub caller: Option<u32>,
 }
 
+/// An op's track, name and enclosing op's name: its calls from one place.
+type OpKey = (u32, StrId, Option<StrId>);
+
 /// The stacks that ran ops, from the samples of their threads (`opscope record`,
 /// `attach`). An op a sample fell in has that sample's stack. Most ops are shorter
 /// than the time between samples: one takes the stack of the nearest op of its name
@@ -65,7 +68,7 @@ pub struct OpStacks<'t> {
     trace: &'t Trace,
     /// Per (track, name, enclosing op's name), the ops a sample fell in: (start,
     /// sample row), by start.
-    sampled: HashMap<(u32, StrId, Option<StrId>), Vec<(i64, usize)>>,
+    sampled: HashMap<OpKey, Vec<(i64, usize)>>,
 }
 
 impl<'t> OpStacks<'t> {
@@ -121,7 +124,7 @@ impl<'t> OpStacks<'t> {
         self.around(op)
     }
 
-    fn key(trace: &Trace, op: usize) -> (u32, StrId, Option<StrId>) {
+    fn key(trace: &Trace, op: usize) -> OpKey {
         let s = &trace.slices;
         let p = s.parent[op];
         let parent = (p != NONE).then(|| s.name[p as usize]);

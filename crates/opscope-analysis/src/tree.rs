@@ -701,16 +701,8 @@ mod tests {
         );
     }
 
-    /// An op no sample fell in belongs to what the samples around it share, not to
-    /// the stack sampled last before it: a DataLoader's `__next__` between two
-    /// samples showed under the `backward` of the step before (14 of 66 in a fresh
-    /// two-epoch program). The loop that called it is named without a line, which no
-    /// sample saw; an op far past the last sample has no stack.
-    #[test]
-    fn an_op_between_samples_has_the_frames_they_share() {
-        use opscope_model::events::SliceRow;
-        use opscope_model::samples::state;
-        use opscope_model::{ArgsId, SampleRow, SliceKind, TrackKind};
+    /// A trace of one recorded process with one thread, and its track.
+    fn one_sampled_thread() -> (Trace, opscope_model::TrackId) {
         let mut t = Trace::new();
         let source = t.add_source(opscope_model::Source {
             path: "run.pftrace".into(),
@@ -719,11 +711,54 @@ mod tests {
             host: None,
             rank: None,
             world_size: None,
-            metadata: ArgsId::NONE,
+            metadata: opscope_model::ArgsId::NONE,
         });
         let p = t.process(source, 1);
         let th = t.thread(p, 1);
-        let track = t.thread_track(th, TrackKind::Thread);
+        let track = t.thread_track(th, opscope_model::TrackKind::Thread);
+        (t, track)
+    }
+
+    /// A running thread's sample of `frames` (outermost first).
+    fn push_sample(
+        t: &mut Trace,
+        track: opscope_model::TrackId,
+        ts: i64,
+        frames: &[u32],
+        period: i64,
+    ) {
+        use opscope_model::samples::state;
+        let stack = t.stacks.stack(frames.iter().copied());
+        t.samples.push(opscope_model::SampleRow {
+            ts,
+            track,
+            stack,
+            period,
+            state: state::ACTIVE_KNOWN | state::ACTIVE,
+        });
+    }
+
+    fn push_op(t: &mut Trace, track: opscope_model::TrackId, name: &str, ts: i64, dur: i64) {
+        let name = t.intern(name);
+        t.slices.push(opscope_model::events::SliceRow {
+            track,
+            ts,
+            dur,
+            name,
+            category: name,
+            kind: opscope_model::SliceKind::Op,
+            args: opscope_model::ArgsId::NONE,
+        });
+    }
+
+    /// An op no sample fell in belongs to what the samples around it share, not to
+    /// the stack sampled last before it: a DataLoader's `__next__` between two
+    /// samples showed under the `backward` of the step before (14 of 66 in a fresh
+    /// two-epoch program). The loop that called it is named without a line, which no
+    /// sample saw; an op far past the last sample has no stack.
+    #[test]
+    fn an_op_between_samples_has_the_frames_they_share() {
+        let (mut t, track) = one_sampled_thread();
         let file = t.intern("train.py");
         let frame = |t: &mut Trace, name: &str, line| {
             let name = t.intern(name);
@@ -736,26 +771,10 @@ mod tests {
             (1_000, [main, train_backward, backward]),
             (11_000, [main, train_forward, forward]),
         ] {
-            let stack = t.stacks.stack(frames);
-            t.samples.push(SampleRow {
-                ts,
-                track,
-                stack,
-                period: 10_000,
-                state: state::ACTIVE_KNOWN | state::ACTIVE,
-            });
+            push_sample(&mut t, track, ts, &frames, 10_000);
         }
         for (name, ts) in [("__next__", 5_000), ("close", 40_000)] {
-            let name = t.intern(name);
-            t.slices.push(SliceRow {
-                track,
-                ts,
-                dur: 100,
-                name,
-                category: name,
-                kind: SliceKind::Op,
-                args: ArgsId::NONE,
-            });
+            push_op(&mut t, track, name, ts, 100);
         }
         t.finish();
         let tree = build(
@@ -784,22 +803,7 @@ mod tests {
     /// alternates two 4 ms phases.
     #[test]
     fn an_unsampled_op_has_the_stack_of_its_sampled_calls() {
-        use opscope_model::events::SliceRow;
-        use opscope_model::samples::state;
-        use opscope_model::{ArgsId, SampleRow, SliceKind, TrackKind};
-        let mut t = Trace::new();
-        let source = t.add_source(opscope_model::Source {
-            path: "run.pftrace".into(),
-            format: "perfetto".into(),
-            clock: opscope_model::ClockId(0),
-            host: None,
-            rank: None,
-            world_size: None,
-            metadata: ArgsId::NONE,
-        });
-        let p = t.process(source, 1);
-        let th = t.thread(p, 1);
-        let track = t.thread_track(th, TrackKind::Thread);
+        let (mut t, track) = one_sampled_thread();
         let file = t.intern("phases.py");
         let frame = |t: &mut Trace, name: &str, line| {
             let name = t.intern(name);
@@ -818,25 +822,9 @@ mod tests {
             ("phase_beta", 8_000, Some(beta)),
             ("phase_alpha", 12_000, Some(alpha)),
         ] {
-            let id = t.intern(name);
-            t.slices.push(SliceRow {
-                track,
-                ts,
-                dur: 4_000,
-                name: id,
-                category: id,
-                kind: SliceKind::Op,
-                args: ArgsId::NONE,
-            });
+            push_op(&mut t, track, name, ts, 4_000);
             if let Some(phase) = sampled {
-                let stack = t.stacks.stack([main, phase, spin]);
-                t.samples.push(SampleRow {
-                    ts: ts + 2_000,
-                    track,
-                    stack,
-                    period: 5_000,
-                    state: state::ACTIVE_KNOWN | state::ACTIVE,
-                });
+                push_sample(&mut t, track, ts + 2_000, &[main, phase, spin], 5_000);
             }
         }
         t.finish();
