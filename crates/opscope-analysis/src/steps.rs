@@ -595,6 +595,8 @@ fn call_spans(
         // Only told apart, never ordered: the bits are the run.
         opscope_model::ArgValue::Int(run) => Some(run as u64),
         opscope_model::ArgValue::UInt(run) => Some(run),
+        // xprof's trace viewer JSON writes every stat as a string.
+        opscope_model::ArgValue::Str(run) => trace.str(run).parse().ok(),
         _ => None,
     };
     let mut ops: Vec<(i64, i64, Option<u64>)> = match (module, key) {
@@ -1151,6 +1153,15 @@ impl Reported for StepsReport {
 mod tests {
     use super::*;
 
+    /// The steps found in a Chrome trace of `events` (JSON objects), named `file`.
+    fn steps_of_events(events: &[String], file: &str) -> Vec<SourceSteps> {
+        let json = format!("[{}]", events.join(","));
+        let mut trace = Trace::new();
+        opscope_formats::chrome::import(json.as_bytes(), file, &mut trace).unwrap();
+        trace.finish();
+        steps(&Context::new(&trace), &StepOptions::default())
+    }
+
     /// Each call of a jitted function starts a step that lasts until the next call (the
     /// loop's iteration); the last one ends when the wait for its result does, though
     /// nothing after it bounds it: what encloses every call (the program's loop) does
@@ -1173,11 +1184,7 @@ mod tests {
                 start + 20
             ));
         }
-        let json = format!("[{}]", events.join(","));
-        let mut trace = Trace::new();
-        opscope_formats::chrome::import(json.as_bytes(), "jax.json", &mut trace).unwrap();
-        trace.finish();
-        let found = steps(&Context::new(&trace), &StepOptions::default());
+        let found = steps_of_events(&events, "jax.json");
         let bounds: Vec<(i64, i64)> = found[0]
             .steps
             .iter()
@@ -1222,11 +1229,7 @@ mod tests {
             r#"{"ph":"X","name":"block_until_ready","pid":1,"tid":1,"ts":200,"dur":5900}"#
                 .to_string(),
         );
-        let json = format!("[{}]", events.join(","));
-        let mut trace = Trace::new();
-        opscope_formats::chrome::import(json.as_bytes(), "jax.json", &mut trace).unwrap();
-        trace.finish();
-        let found = steps(&Context::new(&trace), &StepOptions::default());
+        let found = steps_of_events(&events, "jax.json");
         let bounds: Vec<(i64, i64)> = found[0]
             .steps
             .iter()
@@ -1281,10 +1284,7 @@ mod tests {
             ));
             ts += dur + 5;
         }
-        let json = format!("[{}]", events.join(","));
-        let mut trace = Trace::new();
-        opscope_formats::chrome::import(json.as_bytes(), "epochs.json", &mut trace).unwrap();
-        let found = steps(&Context::new(&trace), &StepOptions::default());
+        let found = steps_of_events(&events, "epochs.json");
         assert!(
             matches!(found[0].found_by, StepSource::Period { .. }),
             "{:?}",

@@ -943,10 +943,18 @@ pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
             trace.processes[p].device = Some(d);
         }
     }
+    let planes = xprof_planes(trace, source);
+    let keys = XprofKeys {
+        hlo_op: trace.strings.find("hlo_op"),
+        long_name: trace.strings.find("long_name"),
+    };
     let mut device_activity = vec![false; trace.tracks.len()];
     for i in 0..trace.slices.len() {
         let track = trace.slices.track[i] as usize;
         let process = trace.tracks[track].process;
+        if let Some(&on_device) = process.and_then(|p| planes.get(&p)) {
+            xprof_kind(trace, i, on_device, &keys);
+        }
         if let Some(lane) = process.and_then(|p| lanes.get(&p)) {
             let kind = trace.slices.kind(i);
             if kind == SliceKind::Op {
@@ -977,6 +985,68 @@ pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
         track.device = trace.processes[process.index()].device;
         if track.kind == TrackKind::Thread && (device_activity[t] || track.device.is_some()) {
             track.kind = TrackKind::GpuStream;
+        }
+    }
+}
+
+/// The processes of `source` that are xprof's planes (`/host:CPU`, `/device:GPU:0`),
+/// each with whether it is a device's: the trace viewer's JSON of a TensorFlow or JAX
+/// profile (`*.trace.json.gz`), whose events have no category.
+fn xprof_planes(trace: &Trace, source: SourceId) -> HashMap<ProcessId, bool> {
+    let mut planes = HashMap::new();
+    for (p, process) in trace.processes.iter().enumerate() {
+        let name = process.name.map_or("", |n| trace.str(n));
+        if process.source == source && (name.starts_with("/host:") || name.starts_with("/device:"))
+        {
+            planes.insert(ProcessId(p as u32), name.starts_with("/device:"));
+        }
+    }
+    planes
+}
+
+/// The keys of the args that tell an xprof event's kind, where any slice has them.
+struct XprofKeys {
+    hlo_op: Option<StrId>,
+    long_name: Option<StrId>,
+}
+
+/// Gives slice `i` of an xprof plane, if its category is none, the kind its XPlane's
+/// event gets ([`crate::xplane::kinds::event_kind`]), by its thread (the plane's line),
+/// its name, its `long_name` and its `hlo_op` arg; it is no longer an unknown
+/// category's.
+fn xprof_kind(trace: &mut Trace, i: usize, on_device: bool, keys: &XprofKeys) {
+    let s = &trace.slices;
+    if s.category[i] != StrId::EMPTY || s.kind(i) != SliceKind::Other {
+        return;
+    }
+    let track = &trace.tracks[s.track[i] as usize];
+    let line = track
+        .thread
+        .and_then(|t| trace.threads[t.index()].name)
+        .map_or("", |n| trace.str(n));
+    let runs_hlo_op = keys
+        .hlo_op
+        .is_some_and(|key| trace.args.find(s.args[i], key).is_some());
+    let name = trace.str(s.name[i]);
+    let full_name = match keys
+        .long_name
+        .and_then(|key| trace.args.find(s.args[i], key))
+    {
+        Some(ArgValue::Str(long)) => trace.str(long),
+        _ => name,
+    };
+    let kind = crate::xplane::kinds::event_kind(&crate::xplane::kinds::Event {
+        on_device,
+        line,
+        name,
+        full_name,
+        runs_hlo_op,
+    });
+    trace.slices.set_kind(i, kind);
+    if let Some(count) = trace.unknown_categories.get_mut(&StrId::EMPTY) {
+        *count -= 1;
+        if *count == 0 {
+            trace.unknown_categories.remove(&StrId::EMPTY);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 mod derived;
 mod derived_gpu;
+pub(crate) mod kinds;
 mod proto;
 pub mod threads;
 
@@ -13,8 +14,7 @@ use std::collections::HashMap;
 
 use opscope_model::args::ArgValue;
 use opscope_model::{
-    ArgsId, ClockDomain, CopyDirection, DeviceKind, LinearTransform, SliceKind, Source, SourceId,
-    Trace, TrackKind,
+    ArgsId, ClockDomain, DeviceKind, LinearTransform, SliceKind, Source, SourceId, Trace, TrackKind,
 };
 use prost::Message;
 
@@ -227,55 +227,6 @@ fn plane_device(name: &str) -> Option<(DeviceKind, u32)> {
     Some((kind, index.parse().ok()?))
 }
 
-/// A TensorFlow op's TraceMe name: `node/name:OpType`.
-fn tf_op(name: &str) -> Option<(&str, &str)> {
-    let (node, op) = name.rsplit_once(':')?;
-    let op_like = op
-        .chars()
-        .next()
-        .is_some_and(|c| c.is_ascii_uppercase() || c == '_')
-        && op.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    (op_like && !node.is_empty() && !node.contains("::")).then_some((node, op))
-}
-
-fn event_kind(on_device: bool, line: &str, name: &str) -> SliceKind {
-    let lower_line = line.to_ascii_lowercase();
-    if on_device {
-        if lower_line.starts_with("stream") {
-            let lower = format!("{lower_line} {}", name.to_ascii_lowercase());
-            return if lower.contains("memcpy") {
-                SliceKind::Memcpy(if lower.contains("h2d") || lower.contains("htod") {
-                    CopyDirection::H2D
-                } else if lower.contains("d2h") || lower.contains("dtoh") {
-                    CopyDirection::D2H
-                } else if lower.contains("d2d") || lower.contains("dtod") {
-                    CopyDirection::D2D
-                } else if lower.contains("p2p") || lower.contains("ptop") {
-                    CopyDirection::P2P
-                } else {
-                    CopyDirection::Unknown
-                })
-            } else if lower.contains("memset") {
-                SliceKind::Memset
-            } else {
-                SliceKind::Kernel
-            };
-        }
-        return if lower_line == "steps" {
-            SliceKind::Step
-        } else {
-            SliceKind::Annotation
-        };
-    }
-    if lower_line.starts_with("python") {
-        SliceKind::PythonFunction
-    } else if tf_op(name).is_some() {
-        SliceKind::Op
-    } else {
-        SliceKind::Annotation
-    }
-}
-
 fn import_plane(
     trace: &mut Trace,
     source: SourceId,
@@ -331,6 +282,7 @@ fn import_plane(
         }
         let step_names = tensor_core && line_name == "Steps";
         let step_num = stat_id(&stat_names, "step_num");
+        let hlo_op = stat_id(&stat_names, "hlo_op");
         let thread = trace.thread(process, line.id);
         let line_str = trace.intern(&line_name);
         trace.threads[thread.index()].name = Some(line_str);
@@ -366,10 +318,21 @@ fn import_plane(
                     .cloned()
                     .unwrap_or_default()
             };
-            let kind = event_kind(on_device, &line_name, &name_text);
+            let metadata = plane.event_metadata.get(&event.metadata_id);
+            let of_its_kind = metadata.map(|m| m.stats.as_slice()).unwrap_or_default();
+            let runs_hlo_op = hlo_op.is_some()
+                && (event.stats.iter().chain(of_its_kind)).any(|st| Some(st.metadata_id) == hlo_op);
+            let full_name = metadata.map(|m| text(&m.name));
+            let kind = kinds::event_kind(&kinds::Event {
+                on_device,
+                line: &line_name,
+                name: &name_text,
+                full_name: full_name.as_deref().unwrap_or(&name_text),
+                runs_hlo_op,
+            });
             let name = trace.intern(&name_text);
             let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
-            if let Some((node, op)) = tf_op(&name_text).filter(|_| kind == SliceKind::Op) {
+            if let Some((node, op)) = kinds::tf_op(&name_text).filter(|_| kind == SliceKind::Op) {
                 let (k1, v1) = (trace.intern("name"), trace.intern(node));
                 let (k2, v2) = (trace.intern("op"), trace.intern(op));
                 entries.push((k1, ArgValue::Str(v1)));
@@ -715,7 +678,7 @@ fn add_derived_lines(trace: &mut Trace, target: &DerivedTarget, lines: Vec<deriv
             };
             if let Some(long) = &e.long_name {
                 if framework_ops {
-                    if let Some((node, op)) = tf_op(long) {
+                    if let Some((node, op)) = kinds::tf_op(long) {
                         kind = SliceKind::Op;
                         let (k1, v1) = (trace.intern("name"), trace.intern(node));
                         let (k2, v2) = (trace.intern("op"), trace.intern(op));
@@ -976,6 +939,88 @@ mod tests {
                 );
             }
             assert!(matched > 20_000, "{file}: {matched} of {total}");
+        }
+    }
+
+    /// Kinds of the slices of `trace`, by (plane, line, name): each with how many.
+    fn kinds_by_event(
+        trace: &Trace,
+    ) -> HashMap<(String, String, String), Vec<opscope_model::SliceKind>> {
+        let mut kinds: HashMap<_, Vec<opscope_model::SliceKind>> = HashMap::new();
+        for i in 0..trace.slices.len() {
+            let track = &trace.tracks[trace.slices.track[i] as usize];
+            let (Some(p), Some(th)) = (track.process, track.thread) else {
+                continue;
+            };
+            let name_of = |n: Option<opscope_model::StrId>| n.map_or("", |n| trace.str(n));
+            let key = (
+                name_of(trace.processes[p.index()].name).to_string(),
+                name_of(trace.threads[th.index()].name).to_string(),
+                trace.str(trace.slices.name[i]).to_string(),
+            );
+            let kind = trace.slices.kind(i);
+            let seen = kinds.entry(key).or_default();
+            if !seen.contains(&kind) {
+                seen.push(kind);
+            }
+        }
+        kinds
+    }
+
+    /// xprof's trace viewer JSON of a profile (what TensorBoard and JAX write as
+    /// `*.trace.json.gz`, with no categories) gives each event the kind its XPlane gives
+    /// it: ops, Python functions, kernels and copies, annotations. (It gave every event
+    /// the kind `other`: no ops, 0 % host busy.)
+    #[test]
+    fn xprofs_json_has_the_kinds_of_its_xplane() {
+        let Some(shared) = crate::shared_data::shared() else {
+            return;
+        };
+        let cases = [
+            (
+                "generated-here/keras-cpu-tf2.21/vm.xplane.pb",
+                "keras-cpu-tf2.21",
+            ),
+            (
+                "GPU-multi-worker/34.83.195.179_6003.xplane.pb",
+                "GPU-multi-worker",
+            ),
+        ];
+        for (file, golden_dir) in cases {
+            let load = |path: std::path::PathBuf| {
+                let bytes = std::fs::read(&path).unwrap();
+                let mut trace = Trace::new();
+                crate::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
+                trace
+            };
+            let xplane = load(shared.join("traces/xplane").join(file));
+            let json = load(
+                shared
+                    .join("traces/xplane/xprof-golden")
+                    .join(golden_dir)
+                    .join("trace_viewer.json.gz"),
+            );
+            assert!(json.unknown_categories.is_empty(), "{golden_dir}");
+            let want = kinds_by_event(&xplane);
+            let got = kinds_by_event(&json);
+            let mut kinds_seen = std::collections::BTreeSet::new();
+            for (key, kinds) in &got {
+                // Events xprof made (the spans of `ThreadpoolListener` region pairs)
+                // have no XPlane event to compare with.
+                let Some(theirs) = want.get(key) else {
+                    continue;
+                };
+                assert_eq!(kinds, theirs, "{golden_dir}: {key:?}");
+                kinds_seen.extend(kinds.iter().map(|k| k.name()));
+            }
+            let expected: &[&str] = if golden_dir.starts_with("GPU") {
+                &["annotation", "kernel", "memcpy_h2d", "op", "step"]
+            } else {
+                &["annotation", "op", "python_function"]
+            };
+            for kind in expected {
+                assert!(kinds_seen.contains(kind), "{golden_dir}: {kinds_seen:?}");
+            }
         }
     }
 
