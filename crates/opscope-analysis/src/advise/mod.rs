@@ -276,7 +276,11 @@ fn merge_across_sources(findings: Vec<Finding>) -> Vec<Finding> {
                     others.join(", ")
                 }
             ));
-            top.scope = format!("{} and {} more", top.scope, n - 1);
+            // Two read as two ("rank 0 and rank 1", not "rank 0 and 1 more").
+            top.scope = match g.as_slice() {
+                [other] => format!("{} and {}", top.scope, other.scope),
+                _ => format!("{} and {} more", top.scope, n - 1),
+            };
             top.severity = g
                 .iter()
                 .map(|f| f.severity)

@@ -74,3 +74,26 @@ fn device_rules_are_not_checked_on_a_cpu_run() {
     assert!(device.iter().all(|rule| gpu.rules.contains(rule)));
     assert!(!gpu.not_checked.iter().any(|n| n.reason == super::NO_DEVICE));
 }
+
+/// A finding on two ranks names both ("rank 0 and 1 more" read as if a third were
+/// hidden); on more, the one that saves most and how many others.
+#[test]
+fn a_finding_on_two_ranks_names_both() {
+    let rule = &RULES[0];
+    let on = |ranks: &[(&str, i64)]| {
+        let findings = ranks
+            .iter()
+            .map(|&(scope, saving)| {
+                let mut f = super::Finding::of(rule, scope, "slow");
+                f.saving_ns = saving;
+                f
+            })
+            .collect();
+        super::merge_across_sources(findings).remove(0).scope
+    };
+    assert_eq!(on(&[("rank 0", 5), ("rank 1", 9)]), "rank 1 and rank 0");
+    assert_eq!(
+        on(&[("rank 0", 5), ("rank 1", 9), ("rank 2", 1)]),
+        "rank 1 and 2 more"
+    );
+}
