@@ -1,5 +1,7 @@
 //! Correlation on an XPlane with GPUs: every kernel and copy is linked, through
-//! `correlation_id`, to a host launch event that carries the same id and starts before it.
+//! `correlation_id`, to a host launch event that carries the same id and starts before it;
+//! so in xprof's trace viewer JSON of the same profile, which writes every stat as a
+//! string.
 
 mod common;
 
@@ -7,13 +9,25 @@ use common::{load, shared};
 use opscope_analysis::correlate;
 use opscope_model::args::ArgValue;
 
+/// The GPU profile as an XPlane and as xprof's trace viewer JSON of it.
+const GPU_PROFILES: [&str; 2] = [
+    "traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb",
+    "traces/xplane/xprof-golden/GPU-multi-worker/trace_viewer.json.gz",
+];
+
 #[test]
 fn xplane_gpu_work_is_linked_to_its_launch() {
     let Some(shared) = shared() else {
         return;
     };
-    let trace = load(&shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"));
-    let c = correlate::correlate(&trace);
+    for file in GPU_PROFILES {
+        let trace = load(&shared.join(file));
+        work_is_linked_to_its_launch(&trace);
+    }
+}
+
+fn work_is_linked_to_its_launch(trace: &opscope_model::Trace) {
+    let c = correlate::correlate(trace);
     assert!(c.device_slices > 1500, "{} device slices", c.device_slices);
     assert_eq!(c.unattributed, 0);
     let key = trace.strings.find("correlation_id").unwrap();
@@ -21,7 +35,7 @@ fn xplane_gpu_work_is_linked_to_its_launch() {
         Some(ArgValue::Int(v)) => v,
         other => panic!("slice {i}: correlation_id {other:?}"),
     };
-    for i in (0..trace.slices.len()).filter(|&i| correlate::is_device_work(&trace, i)) {
+    for i in (0..trace.slices.len()).filter(|&i| correlate::is_device_work(trace, i)) {
         let call = c.launch_of(i).unwrap();
         assert_eq!(id(call), id(i));
         assert!(
@@ -101,15 +115,20 @@ fn kernel_stats_agree_with_xprof() {
 /// transfer table adds up to the sizes those strings give.
 #[test]
 fn xplane_copy_bytes_come_from_memcpy_details() {
-    use opscope_analysis::gpu::{self, GpuOptions};
-    use std::collections::HashMap;
     let Some(shared) = shared() else {
         return;
     };
-    let trace = load(&shared.join("traces/xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb"));
+    for file in GPU_PROFILES {
+        copy_bytes_come_from_memcpy_details(&load(&shared.join(file)));
+    }
+}
+
+fn copy_bytes_come_from_memcpy_details(trace: &opscope_model::Trace) {
+    use opscope_analysis::gpu::{self, GpuOptions};
+    use std::collections::HashMap;
     let key = trace.strings.find("memcpy_details").unwrap();
     let mut want: HashMap<(String, String), u64> = HashMap::new();
-    for i in (0..trace.slices.len()).filter(|&i| correlate::is_device_work(&trace, i)) {
+    for i in (0..trace.slices.len()).filter(|&i| correlate::is_device_work(trace, i)) {
         if let Some(ArgValue::Str(d)) = trace.args.find(trace.slices.args[i], key) {
             let size: u64 = trace
                 .str(d)
@@ -129,7 +148,7 @@ fn xplane_copy_bytes_come_from_memcpy_details() {
         }
     }
     let report = gpu::analyze(
-        &opscope_analysis::Context::new(&trace),
+        &opscope_analysis::Context::new(trace),
         &GpuOptions::default(),
     );
     let mut got: HashMap<(String, String), u64> = HashMap::new();

@@ -947,6 +947,7 @@ pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
     let keys = XprofKeys {
         hlo_op: trace.strings.find("hlo_op"),
         long_name: trace.strings.find("long_name"),
+        memcpy_details: trace.strings.find("memcpy_details"),
     };
     let mut device_activity = vec![false; trace.tracks.len()];
     for i in 0..trace.slices.len() {
@@ -1008,6 +1009,7 @@ fn xprof_planes(trace: &Trace, source: SourceId) -> HashMap<ProcessId, bool> {
 struct XprofKeys {
     hlo_op: Option<StrId>,
     long_name: Option<StrId>,
+    memcpy_details: Option<StrId>,
 }
 
 /// Gives slice `i` of an xprof plane, if its category is none, the kind its XPlane's
@@ -1048,6 +1050,46 @@ fn xprof_kind(trace: &mut Trace, i: usize, on_device: bool, keys: &XprofKeys) {
         if *count == 0 {
             trace.unknown_categories.remove(&StrId::EMPTY);
         }
+    }
+    xprof_args(trace, i, keys);
+}
+
+/// xprof writes every stat as a string: slice `i`'s integers become integers again, as
+/// in its XPlane (the `correlation_id` that ties a launch to its kernel), and a copy's
+/// `memcpy_details` (`size:112 dest:4 async:0`) gives its `bytes`, as there.
+fn xprof_args(trace: &mut Trace, i: usize, keys: &XprofKeys) {
+    let args = trace.slices.args[i];
+    if args.is_none() {
+        return;
+    }
+    let mut changed = false;
+    let mut bytes = None;
+    let mut entries: Vec<(StrId, ArgValue)> = Vec::new();
+    for (key, value) in trace.args.get(args) {
+        let value = match value {
+            ArgValue::Str(text) => {
+                let text = trace.str(text);
+                if Some(key) == keys.memcpy_details {
+                    bytes = crate::xplane::detail_number(text, "size");
+                }
+                match text.parse::<i64>() {
+                    Ok(n) if n.to_string() == text => {
+                        changed = true;
+                        ArgValue::Int(n)
+                    }
+                    _ => value,
+                }
+            }
+            _ => value,
+        };
+        entries.push((key, value));
+    }
+    if let Some(bytes) = bytes {
+        entries.push((trace.intern("bytes"), ArgValue::Int(bytes)));
+        changed = true;
+    }
+    if changed {
+        trace.slices.args[i] = trace.args.push_bag(&entries);
     }
 }
 

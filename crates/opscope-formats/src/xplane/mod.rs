@@ -741,7 +741,7 @@ fn memory_args(trace: &mut Trace, entries: &mut Vec<(opscope_model::StrId, ArgVa
 }
 
 /// The number after `key:` in a `key:value key:value` details string.
-fn detail_number(details: &str, key: &str) -> Option<i64> {
+pub(crate) fn detail_number(details: &str, key: &str) -> Option<i64> {
     details
         .split_whitespace()
         .find_map(|part| part.strip_prefix(key)?.strip_prefix(':')?.parse().ok())
