@@ -89,10 +89,23 @@ fn markers(trace: &Trace, host: &[usize], aside: &IntervalSet) -> Vec<Bounds> {
     Vec::new()
 }
 
+/// Each marker's name, time and end. A marker whose number is an arg (TSL's
+/// `step_num`: JAX's `StepTraceAnnotation("train", step_num=3)`) is named with it, as
+/// `ProfilerStep#3` is, so that `--step 3` finds it.
 fn bounds_of(trace: &Trace, rows: Vec<usize>) -> Vec<Bounds> {
     let s = &trace.slices;
+    let step_num = trace.strings.find("step_num");
     rows.into_iter()
-        .map(|i| (trace.str(s.name[i]).to_string(), s.ts[i], s.end(i)))
+        .map(|i| {
+            let name = trace.str(s.name[i]);
+            let number = step_num.and_then(|key| trace.args.find(s.args[i], key));
+            let name = match number.and_then(opscope_model::args::ArgValue::as_i64) {
+                // A name that ends in its number already has it.
+                Some(n) if !name.ends_with(|c: char| c.is_ascii_digit()) => format!("{name}#{n}"),
+                _ => name.to_string(),
+            };
+            (name, s.ts[i], s.end(i))
+        })
         .collect()
 }
 

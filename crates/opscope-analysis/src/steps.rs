@@ -1247,6 +1247,49 @@ mod tests {
         );
     }
 
+    /// JAX's `StepTraceAnnotation("train", step_num=k)` marks the steps (an XPlane's
+    /// `step_num` stat; a string arg in xprof's JSON of it), before the calls of any
+    /// jitted function: here a helper's, called once a step too, whose first call
+    /// compiles (it was taken for the loop's function, its compile a step).
+    #[test]
+    fn jax_step_annotations_are_the_steps() {
+        let mut events = vec![
+            r#"{"ph":"M","pid":7,"name":"process_name","args":{"name":"/host:CPU"}}"#.to_string(),
+            r#"{"ph":"M","pid":7,"tid":1,"name":"thread_name","args":{"name":"python"}}"#
+                .to_string(),
+        ];
+        for k in 0..4 {
+            let start = if k == 0 { 0 } else { 5000 + 1000 * k };
+            let end = 5000 + 1000 * (k + 1);
+            events.push(format!(
+                r#"{{"ph":"X","name":"train","pid":7,"tid":1,"ts":{start},"dur":{},"args":{{"step_num":"{k}"}}}}"#,
+                end - start
+            ));
+            let helper = if k == 0 { 4000 } else { 20 };
+            for (name, at, dur) in [("_normal", start + 5, helper), ("update", end - 300, 250)] {
+                events.push(format!(
+                    r#"{{"ph":"X","name":"PjitFunction({name})","pid":7,"tid":1,"ts":{at},"dur":{dur}}}"#
+                ));
+            }
+        }
+        let found = steps_of_events(&events, "vm.trace.json.gz");
+        assert_eq!(found[0].found_by, StepSource::Markers);
+        let steps: Vec<(&str, i64)> = found[0]
+            .steps
+            .iter()
+            .map(|s| (s.name.as_str(), s.start_ns / 1000))
+            .collect();
+        assert_eq!(
+            steps,
+            [
+                ("train#0", 0),
+                ("train#1", 6000),
+                ("train#2", 7000),
+                ("train#3", 8000)
+            ]
+        );
+    }
+
     /// A loop over two epochs without step markers is cut into its iterations, not its
     /// epochs: the optimizer's update runs once a step. (An op run once an epoch, the
     /// DataLoader's `__iter__`, cut a fresh two-epoch program into 2 "steps" of 32

@@ -948,12 +948,15 @@ pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
         hlo_op: trace.strings.find("hlo_op"),
         long_name: trace.strings.find("long_name"),
         memcpy_details: trace.strings.find("memcpy_details"),
+        step_num: trace.strings.find("step_num"),
     };
     let mut device_activity = vec![false; trace.tracks.len()];
     for i in 0..trace.slices.len() {
         let track = trace.slices.track[i] as usize;
         let process = trace.tracks[track].process;
-        if let Some(&on_device) = process.and_then(|p| planes.get(&p)) {
+        // (Most traces have no xprof plane: no look-up per slice for them.)
+        let plane = process.filter(|_| !planes.is_empty());
+        if let Some(&on_device) = plane.and_then(|p| planes.get(&p)) {
             xprof_kind(trace, i, on_device, &keys);
         }
         if let Some(lane) = process.and_then(|p| lanes.get(&p)) {
@@ -1010,11 +1013,12 @@ struct XprofKeys {
     hlo_op: Option<StrId>,
     long_name: Option<StrId>,
     memcpy_details: Option<StrId>,
+    step_num: Option<StrId>,
 }
 
 /// Gives slice `i` of an xprof plane, if its category is none, the kind its XPlane's
 /// event gets ([`crate::xplane::kinds::event_kind`]), by its thread (the plane's line),
-/// its name, its `long_name` and its `hlo_op` arg; it is no longer an unknown
+/// its name, its `long_name` and its `hlo_op` and `step_num` args; it is no longer an unknown
 /// category's.
 fn xprof_kind(trace: &mut Trace, i: usize, on_device: bool, keys: &XprofKeys) {
     let s = &trace.slices;
@@ -1026,9 +1030,7 @@ fn xprof_kind(trace: &mut Trace, i: usize, on_device: bool, keys: &XprofKeys) {
         .thread
         .and_then(|t| trace.threads[t.index()].name)
         .map_or("", |n| trace.str(n));
-    let runs_hlo_op = keys
-        .hlo_op
-        .is_some_and(|key| trace.args.find(s.args[i], key).is_some());
+    let has = |key: Option<StrId>| key.is_some_and(|key| trace.args.find(s.args[i], key).is_some());
     let name = trace.str(s.name[i]);
     let full_name = match keys
         .long_name
@@ -1042,7 +1044,8 @@ fn xprof_kind(trace: &mut Trace, i: usize, on_device: bool, keys: &XprofKeys) {
         line,
         name,
         full_name,
-        runs_hlo_op,
+        runs_hlo_op: has(keys.hlo_op),
+        marks_step: has(keys.step_num),
     });
     trace.slices.set_kind(i, kind);
     if let Some(count) = trace.unknown_categories.get_mut(&StrId::EMPTY) {

@@ -32,6 +32,9 @@ pub(crate) struct Event<'a> {
     /// It has an `hlo_op` stat, as each op XLA runs on a CPU has (JAX on CPUs: `dot.2`,
     /// `add_tanh_fusion` on the pool threads or the caller's).
     pub runs_hlo_op: bool,
+    /// It has a `step_num` stat: a step the program marked (JAX's
+    /// `StepTraceAnnotation`, TensorFlow's `tf.profiler.experimental.Trace`).
+    pub marks_step: bool,
 }
 
 /// The kind of an event of a device plane or the host plane.
@@ -42,6 +45,7 @@ pub(crate) fn event_kind(event: &Event) -> SliceKind {
         name,
         full_name,
         runs_hlo_op,
+        marks_step,
     } = *event;
     let lower_line = line.to_ascii_lowercase();
     if on_device {
@@ -71,7 +75,9 @@ pub(crate) fn event_kind(event: &Event) -> SliceKind {
             SliceKind::Annotation
         };
     }
-    if runs_hlo_op {
+    if marks_step {
+        SliceKind::Step
+    } else if runs_hlo_op {
         SliceKind::Op
     } else if lower_line.starts_with("python") || name.starts_with('$') {
         // `$file.py:12 function`: the profiler's Python tracer.
@@ -98,6 +104,7 @@ mod tests {
             name,
             full_name: name,
             runs_hlo_op,
+            marks_step: false,
         })
     }
 
@@ -119,8 +126,19 @@ mod tests {
             name: "_MklNativeFusedMatMul",
             full_name: "sequential_1/dense_1/Relu:_MklNativeFusedMatMul",
             runs_hlo_op: false,
+            marks_step: false,
         };
         assert_eq!(event_kind(&shown_as_its_type), SliceKind::Op);
+        // JAX's `StepTraceAnnotation("train", step_num=3)` on the Python thread.
+        let marked = Event {
+            on_device: false,
+            line: "python",
+            name: "train",
+            full_name: "train",
+            runs_hlo_op: false,
+            marks_step: true,
+        };
+        assert_eq!(event_kind(&marked), SliceKind::Step);
         assert_eq!(
             kind(false, "python3", "PjitFunction(step)", false),
             SliceKind::PythonFunction

@@ -320,15 +320,19 @@ fn import_plane(
             };
             let metadata = plane.event_metadata.get(&event.metadata_id);
             let of_its_kind = metadata.map(|m| m.stats.as_slice()).unwrap_or_default();
-            let runs_hlo_op = hlo_op.is_some()
-                && (event.stats.iter().chain(of_its_kind)).any(|st| Some(st.metadata_id) == hlo_op);
+            let has = |stat: Option<i64>| {
+                stat.is_some()
+                    && (event.stats.iter().chain(of_its_kind))
+                        .any(|st| Some(st.metadata_id) == stat)
+            };
             let full_name = metadata.map(|m| text(&m.name));
             let kind = kinds::event_kind(&kinds::Event {
                 on_device,
                 line: &line_name,
                 name: &name_text,
                 full_name: full_name.as_deref().unwrap_or(&name_text),
-                runs_hlo_op,
+                runs_hlo_op: has(hlo_op),
+                marks_step: has(step_num),
             });
             let name = trace.intern(&name_text);
             let mut entries: Vec<(opscope_model::StrId, ArgValue)> = Vec::new();
