@@ -860,6 +860,27 @@ mod tests {
         lines
     }
 
+    /// Shared XPlanes (under `traces/xplane`) with the directory of xprof's conversion of
+    /// each (under `traces/xplane/xprof-golden`).
+    const GOLDEN_PAIRS: [(&str, &str); 2] = [
+        (
+            "generated-here/keras-cpu-tf2.21/vm.xplane.pb",
+            "keras-cpu-tf2.21",
+        ),
+        (
+            "GPU-multi-worker/34.83.195.179_6003.xplane.pb",
+            "GPU-multi-worker",
+        ),
+    ];
+
+    /// The trace in the file at `path`.
+    fn load(path: &std::path::Path) -> Trace {
+        let bytes = std::fs::read(path).unwrap();
+        let mut trace = Trace::new();
+        crate::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
+        trace
+    }
+
     /// Every event of xprof's own conversion (its `trace_viewer` output, 2.24.2) is in
     /// ours, at the same nanosecond, except the spans xprof makes from
     /// `ThreadpoolListener::StartRegion`/`StopRegion` instant pairs (one per pair).
@@ -868,21 +889,9 @@ mod tests {
         let Some(shared) = crate::shared_data::shared() else {
             return;
         };
-        let cases = [
-            (
-                "generated-here/keras-cpu-tf2.21/vm.xplane.pb",
-                "keras-cpu-tf2.21",
-            ),
-            (
-                "GPU-multi-worker/34.83.195.179_6003.xplane.pb",
-                "GPU-multi-worker",
-            ),
-        ];
-        for (file, golden_dir) in cases {
+        for (file, golden_dir) in GOLDEN_PAIRS {
             let path = shared.join("traces/xplane").join(file);
-            let bytes = std::fs::read(&path).unwrap();
-            let mut trace = Trace::new();
-            crate::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
+            let trace = load(&path);
             let want = golden(
                 &shared
                     .join("traces/xplane/xprof-golden")
@@ -980,26 +989,10 @@ mod tests {
         let Some(shared) = crate::shared_data::shared() else {
             return;
         };
-        let cases = [
-            (
-                "generated-here/keras-cpu-tf2.21/vm.xplane.pb",
-                "keras-cpu-tf2.21",
-            ),
-            (
-                "GPU-multi-worker/34.83.195.179_6003.xplane.pb",
-                "GPU-multi-worker",
-            ),
-        ];
-        for (file, golden_dir) in cases {
-            let load = |path: std::path::PathBuf| {
-                let bytes = std::fs::read(&path).unwrap();
-                let mut trace = Trace::new();
-                crate::import_bytes(&bytes, &path.display().to_string(), &mut trace).unwrap();
-                trace
-            };
-            let xplane = load(shared.join("traces/xplane").join(file));
+        for (file, golden_dir) in GOLDEN_PAIRS {
+            let xplane = load(&shared.join("traces/xplane").join(file));
             let json = load(
-                shared
+                &shared
                     .join("traces/xplane/xprof-golden")
                     .join(golden_dir)
                     .join("trace_viewer.json.gz"),
