@@ -921,7 +921,8 @@ impl<'t> Builder<'t> {
 
 /// Gives device-backed processes of `source` their device, and makes the tracks that
 /// carry device activity GPU streams; refines TF timeline op kinds on stream and memcpy
-/// lanes. Also run on copies of a model loaded part way, for a viewer.
+/// lanes, and gives the events of xprof's planes their kinds ([`xprof_kind`]). Also run
+/// on copies of a model loaded part way, for a viewer.
 pub(crate) fn assign_devices(trace: &mut Trace, source: SourceId) {
     let mut lanes: HashMap<ProcessId, TfLane> = HashMap::new();
     for p in 0..trace.processes.len() {
