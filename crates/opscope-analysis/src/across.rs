@@ -87,6 +87,23 @@ fn median(sorted: &[f64]) -> f64 {
     }
 }
 
+/// The items to compare, as groups of indices into `keys` in order of first
+/// appearance: items with one key are one rank (or device) seen in several files;
+/// an item without a key is a group of its own.
+pub fn groups<K: PartialEq>(keys: &[Option<K>]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<Vec<usize>> = Vec::new();
+    for (i, key) in keys.iter().enumerate() {
+        let found = key
+            .as_ref()
+            .and_then(|key| groups.iter_mut().find(|g| keys[g[0]].as_ref() == Some(key)));
+        match found {
+            Some(group) => group.push(i),
+            None => groups.push(vec![i]),
+        }
+    }
+    groups
+}
+
 /// The spread of `values` (one per device, with its label); `None` when empty.
 pub fn spread(metric: &'static str, values: &[(String, f64)]) -> Option<Spread> {
     let mut sorted: Vec<f64> = values.iter().map(|v| v.1).collect();

@@ -253,7 +253,48 @@ pub fn op_stats(cx: &Context, options: &OpStatsOptions) -> Vec<OpRow> {
             row(&mut rows, trace, s.name[op]).peak_bytes += peak;
         }
     }
-    rows.into_values().collect()
+    // torch's `key_averages` counts every `ProfilerStep#…` as one `ProfilerStep*`: a
+    // row per step would fill the top of the table with the steps.
+    let (steps, mut rows): (Vec<OpRow>, Vec<OpRow>) = rows
+        .into_values()
+        .partition(|r| r.name.starts_with("ProfilerStep#"));
+    if let Some(all) = steps.into_iter().reduce(OpRow::with) {
+        rows.push(OpRow {
+            name: "ProfilerStep*".to_string(),
+            ..all
+        });
+    }
+    rows
+}
+
+impl OpRow {
+    /// This row and `other` counted as one.
+    fn with(mut self, other: OpRow) -> OpRow {
+        self.occurrence += other.occurrence;
+        self.cpu_ns += other.cpu_ns;
+        self.self_cpu_ns += other.self_cpu_ns;
+        self.accelerator_ns += other.accelerator_ns;
+        self.bytes += other.bytes;
+        self.residual_bytes += other.residual_bytes;
+        self.peak_bytes += other.peak_bytes;
+        self.output_bytes += other.output_bytes;
+        self.float_ops += other.float_ops;
+        for device in other.devices {
+            if !self.devices.contains(&device) {
+                self.devices.push(device);
+            }
+        }
+        self.devices.sort();
+        for (shape, n) in other.input_shapes {
+            match self.input_shapes.iter_mut().find(|s| s.0 == shape) {
+                Some(s) => s.1 += n,
+                None => self.input_shapes.push((shape, n)),
+            }
+        }
+        self.input_shapes
+            .sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        self
+    }
 }
 
 /// One allocation made inside an op.

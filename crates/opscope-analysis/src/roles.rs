@@ -142,6 +142,32 @@ pub fn role(trace: &Trace, src: SourceId) -> String {
     }
 }
 
+/// The process a file describes, as a key that every file of that process shares: its
+/// host, the pid of its first host process with a pid of the system's and the rank
+/// known of that pid. Files with one key are one process seen more than once (a
+/// profiler schedule's successive windows, a recorded file beside the profile its
+/// program wrote): one rank, not ranks to compare with each other. `None` for a file
+/// that names no host (pids repeat across machines and containers) or no pid of the
+/// system's (an XPlane numbers its planes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessKey {
+    host: opscope_model::StrId,
+    pid: i64,
+    rank: Option<u32>,
+}
+
+pub fn process_key(trace: &Trace, src: SourceId) -> Option<ProcessKey> {
+    let source = &trace.sources[src.index()];
+    let host = source.host.filter(|_| source.format != "xplane")?;
+    let process =
+        host_processes(trace, src).find(|&p| !trace.processes[p.index()].has_synthetic_pid())?;
+    Some(ProcessKey {
+        host,
+        pid: trace.processes[process.index()].pid,
+        rank: source.rank.or(facts(trace, process).rank),
+    })
+}
+
 /// Whether a source's process is a DataLoader worker: its batches are its training
 /// process's steps, not steps of its own.
 pub fn is_loader(trace: &Trace, src: SourceId) -> bool {

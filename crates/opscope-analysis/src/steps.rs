@@ -125,20 +125,45 @@ fn median(mut values: Vec<f64>) -> f64 {
 /// [`steps`] and the summary across ranks.
 pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
     let sources = steps(cx, options);
-    let figures: Vec<(String, Vec<(&'static str, f64)>)> = sources
+    StepsReport {
+        across: across(cx.trace(), &sources),
+        sources,
+    }
+}
+
+/// The ranks' per-step medians compared. The files of one process (a profiler's
+/// successive windows, a recorded file beside the program's own profile) are one rank:
+/// their steps are pooled, else a process would be its own straggler.
+fn across(trace: &Trace, sources: &[SourceSteps]) -> Option<crate::across::Across> {
+    // A DataLoader worker's batches are no training steps to compare with a rank's.
+    let ranks: Vec<&SourceSteps> = sources
         .iter()
-        // A DataLoader worker's batches are no training steps to compare with a rank's.
         .filter(|s| !s.steps.is_empty() && !is_loader(s))
-        .map(|s| {
+        .collect();
+    let keys: Vec<_> = ranks
+        .iter()
+        .map(|s| crate::roles::process_key(trace, s.source))
+        .collect();
+    let figures: Vec<(String, Vec<(&'static str, f64)>)> = crate::across::groups(&keys)
+        .into_iter()
+        .map(|group| {
+            let members: Vec<&SourceSteps> = group.iter().map(|&i| ranks[i]).collect();
+            // A run with device work is compared by it, from the files that have it.
+            let on_device = members.iter().any(|s| s.on_device);
+            let all: Vec<&Step> = members
+                .iter()
+                .filter(|s| s.on_device == on_device)
+                .flat_map(|s| &s.steps)
+                .collect();
             // Steps whose ops the program's own profiler holds, or that a cut file
             // ended in, have no breakdown here.
-            let measured: Vec<&Step> = match s.steps.iter().any(Step::measured) {
-                false => s.steps.iter().collect(),
-                true => s.steps.iter().filter(|x| x.measured()).collect(),
+            let measured: Vec<&Step> = match all.iter().any(|x| x.measured()) {
+                false => all,
+                true => all.into_iter().filter(|x| x.measured()).collect(),
             };
             let of = |f: fn(&Step) -> i64| median(measured.iter().map(|x| f(x) as f64).collect());
             // A run without device work is compared by its host threads' time.
-            let figures = if s.on_device {
+            let figures = if on_device {
                 vec![
                     ("median_step_ns", of(|x| x.dur_ns)),
                     ("median_computation_ns", of(|x| x.computation_ns)),
@@ -153,13 +178,11 @@ pub fn report(cx: &Context, options: &StepOptions) -> StepsReport {
                     ("median_host_idle_ns", of(|x| x.host.idle_ns)),
                 ]
             };
-            (crate::across::label(&s.file, s.rank, None), figures)
+            let first = members[0];
+            (crate::across::label(&first.file, first.rank, None), figures)
         })
         .collect();
-    StepsReport {
-        across: crate::across::summarize(&figures, "median_computation_ns"),
-        sources,
-    }
+    crate::across::summarize(&figures, "median_computation_ns")
 }
 
 /// Whether a source's steps are a DataLoader worker's batches, no training steps.

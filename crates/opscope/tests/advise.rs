@@ -556,6 +556,95 @@ fn pytorch_patterns_on_a_fresh_program() {
     }
 }
 
+/// A PyTorch program written for this check whose own profiler runs on a schedule: its
+/// two windows are two files of one process at different times, not two ranks. Before,
+/// `steps` compared them as ranks and `advise` called one the other's straggler, and
+/// each finding named the process twice. And `stats op` agrees with torch's own
+/// `key_averages()` of each window on every row (calls, CPU total and self CPU), its
+/// `ProfilerStep*` row included, which counts the window's steps as one op.
+#[test]
+fn a_profiler_schedules_windows_are_one_process() {
+    if !python_with(&["torch"]) {
+        return;
+    }
+    let scratch = scratch_dir("advise-torch-windows");
+    run_program("torch_profiler_windows.py", &[scratch.as_os_str()]);
+    let windows: Vec<String> = (0..2)
+        .map(|n| {
+            scratch
+                .join(format!("window-{n}.json"))
+                .display()
+                .to_string()
+        })
+        .collect();
+
+    let steps: Value = serde_json::from_slice(
+        &opscope_ok(&["steps", &windows[0], &windows[1], "--format", "json"]).stdout,
+    )
+    .unwrap();
+    let counts: Vec<usize> = steps["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["steps"].as_array().unwrap().len())
+        .collect();
+    assert_eq!(counts, [3, 3], "{steps}");
+    assert!(steps["across"].is_null(), "{}", steps["across"]);
+
+    let report = advise(&[&windows[0], &windows[1]]);
+    assert!(findings(&report, "straggler").is_empty(), "{report}");
+    let optimizer = findings(&report, "optimizer");
+    assert_eq!(optimizer.len(), 1, "{report}");
+    let scope = optimizer[0]["scope"].as_str().unwrap();
+    assert!(
+        scope.starts_with("python") && !scope.contains(" and ") && !scope.contains(".json"),
+        "{scope}"
+    );
+    assert!(
+        optimizer[0]["evidence"]
+            .to_string()
+            .contains("found in 2 files of it, each of another time"),
+        "{}",
+        optimizer[0]
+    );
+
+    for (n, window) in windows.iter().enumerate() {
+        let ours: Vec<Value> = serde_json::from_slice(
+            &opscope_ok(&["stats", "op", window, "--format", "json"]).stdout,
+        )
+        .unwrap();
+        let torch: Vec<Value> = serde_json::from_str(
+            &std::fs::read_to_string(scratch.join(format!("window-{n}.key_averages.json")))
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(torch
+            .iter()
+            .any(|r| r["name"] == "ProfilerStep*" && r["count"] == 3));
+        assert_eq!(ours.len(), torch.len(), "window {n}: rows");
+        for row in &torch {
+            let name = row["name"].as_str().unwrap();
+            let mine = ours
+                .iter()
+                .find(|r| r["name"] == name)
+                .unwrap_or_else(|| panic!("window {n}: no row {name}"));
+            let calls = row["count"].as_f64().unwrap();
+            assert_eq!(mine["occurrence"].as_f64().unwrap(), calls, "{name}");
+            // torch sums the same events' µs; ours are ns from them: 1 µs a call.
+            for (theirs, key) in [("cpu_us", "cpu_ns"), ("self_cpu_us", "self_cpu_ns")] {
+                let (t, o) = (
+                    row[theirs].as_f64().unwrap(),
+                    mine[key].as_f64().unwrap() / 1e3,
+                );
+                assert!(
+                    (t - o).abs() <= calls.max(1.0),
+                    "window {n}: {name} {key}: {o} µs against torch's {t}"
+                );
+            }
+        }
+    }
+}
+
 /// A `torch.compile`d loop written for this check, under its own profiler: with two
 /// graph breaks in its forward, `graph_breaks` finds as many breaks per step, at the
 /// lines `torch._dynamo.explain` gives; with the batch changing once, `recompile`

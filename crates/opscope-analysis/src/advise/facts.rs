@@ -48,7 +48,7 @@ pub struct Facts<'c, 't> {
     device_work: OnceLock<Vec<DeviceWork>>,
     props: OnceLock<Vec<DeviceProps>>,
     selected: OnceLock<Vec<bool>>,
-    spans: OnceLock<Vec<i64>>,
+    bounds: OnceLock<Vec<[i64; 2]>>,
     by_kind: OnceLock<Vec<Vec<usize>>>,
     op_rows: OnceLock<Vec<crate::op_stats::OpRow>>,
 }
@@ -65,7 +65,7 @@ impl<'c, 't> Facts<'c, 't> {
             device_work: OnceLock::new(),
             props: OnceLock::new(),
             selected: OnceLock::new(),
-            spans: OnceLock::new(),
+            bounds: OnceLock::new(),
             by_kind: OnceLock::new(),
             op_rows: OnceLock::new(),
         }
@@ -198,9 +198,20 @@ impl<'c, 't> Facts<'c, 't> {
     pub fn label(&self, source: SourceId, device: Option<DeviceId>) -> String {
         let trace = self.trace();
         let src = &trace.sources[source.index()];
+        // A process that several files show (a profiler's successive windows) is
+        // named once, by itself, so that its findings in each file add up.
+        let shown_more_than_once = || {
+            crate::roles::process_key(trace, source).is_some_and(|key| {
+                (0..trace.sources.len()).any(|other| {
+                    other != source.index()
+                        && crate::roles::process_key(trace, SourceId(other as u32)) == Some(key)
+                })
+            })
+        };
         let who = match src.rank {
             Some(rank) => format!("rank {rank}"),
             None if trace.sources.len() == 1 => file_name(&src.path).to_string(),
+            None if shown_more_than_once() => crate::roles::role(trace, source),
             None => format!(
                 "{} ({})",
                 crate::roles::role(trace, source),
@@ -257,17 +268,24 @@ impl<'c, 't> Facts<'c, 't> {
 
     /// From the first event of a source (in the window) to its last end.
     pub fn span_of(&self, source: SourceId) -> i64 {
-        self.spans.get_or_init(|| {
+        let [start, end] = self.bounds_of(source);
+        (end - start).max(0)
+    }
+
+    /// Where a source's events (in the window) start and end; `end` below `start`
+    /// for one without events.
+    pub fn bounds_of(&self, source: SourceId) -> [i64; 2] {
+        self.bounds.get_or_init(|| {
             let trace = self.trace();
             let s = &trace.slices;
-            let mut bounds = vec![(i64::MAX, i64::MIN); trace.sources.len()];
+            let mut bounds = vec![[i64::MAX, i64::MIN]; trace.sources.len()];
             for (i, &keep) in self.selected().iter().enumerate() {
                 if let Some(src) = correlate::source_of(trace, i).filter(|_| keep) {
                     let b = &mut bounds[src.index()];
-                    *b = (b.0.min(s.ts[i]), b.1.max(s.end(i)));
+                    *b = [b[0].min(s.ts[i]), b[1].max(s.end(i))];
                 }
             }
-            bounds.iter().map(|b| (b.1 - b.0).max(0)).collect()
+            bounds
         })[source.index()]
     }
 

@@ -103,6 +103,10 @@ pub struct Finding {
     pub span: Option<[i64; 2]>,
     /// The rule's own figures (`calls`, `blocked_ns`, `gaps`), for scripts and tests.
     pub figures: std::collections::BTreeMap<&'static str, f64>,
+    /// Where the events of the file the saving was found in start and end: findings
+    /// of one scope in files of overlapping times saw the same time twice.
+    #[serde(skip)]
+    pub(crate) looked_at: Option<[i64; 2]>,
 }
 
 /// A rule that could not be checked, and why.
@@ -241,7 +245,7 @@ fn has_device(trace: &opscope_model::Trace) -> bool {
 /// Ranks run side by side, so the saving is the largest one, not their sum.
 fn merge_across_sources(findings: Vec<Finding>) -> Vec<Finding> {
     let mut groups: Vec<Vec<Finding>> = Vec::new();
-    for f in findings {
+    for f in merge_within_scopes(findings) {
         match groups
             .iter_mut()
             .find(|g| g[0].rule == f.rule && g[0].fix == f.fix)
@@ -288,6 +292,91 @@ fn merge_across_sources(findings: Vec<Finding>) -> Vec<Finding> {
             top
         })
         .collect()
+}
+
+/// One finding per rule, fix and scope: a scope that several files show (a rank's
+/// successive profiler windows, a recorded file beside its program's own profile) has
+/// one finding per file.
+fn merge_within_scopes(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut groups: Vec<Vec<Finding>> = Vec::new();
+    for f in findings {
+        let same = |g: &&mut Vec<Finding>| {
+            g[0].rule == f.rule && g[0].fix == f.fix && g[0].scope == f.scope
+        };
+        match groups.iter_mut().find(same) {
+            Some(g) => g.push(f),
+            None => groups.push(vec![f]),
+        }
+    }
+    groups.into_iter().map(one_scope).collect()
+}
+
+/// The findings of one scope as one. Files whose times overlap saw the same time twice,
+/// and the largest saving among them stands for them; files of different times (a
+/// profiler's windows) add up, and the share is of all their time. The finding that
+/// saves most gives the evidence.
+fn one_scope(mut group: Vec<Finding>) -> Finding {
+    if group.len() == 1 {
+        return group.remove(0);
+    }
+    let files = group.len();
+    // A finding of unknown time may overlap any: all are then one time.
+    let start = |f: &Finding| f.looked_at.map_or(i64::MIN, |b| b[0]);
+    let end = |f: &Finding| f.looked_at.map_or(i64::MAX, |b| b[1]);
+    group.sort_by_key(start);
+    // Each run of overlapping times, by its largest saving.
+    let mut times: Vec<(i64, usize)> = Vec::new();
+    let mut reach = i64::MIN;
+    for (i, f) in group.iter().enumerate() {
+        match times.last_mut() {
+            Some(last) if start(f) < reach => {
+                if f.saving_ns > group[last.1].saving_ns {
+                    last.1 = i;
+                }
+            }
+            _ => times.push((start(f), i)),
+        }
+        reach = reach.max(end(f));
+    }
+    let kept: Vec<usize> = times.iter().map(|t| t.1).collect();
+    let saving: i64 = kept.iter().map(|&i| group[i].saving_ns).sum();
+    // The time a finding's share is of, back from the share.
+    let looked_at: i64 = kept
+        .iter()
+        .map(|&i| &group[i])
+        .filter(|f| f.saving_pct > 0.0)
+        .map(|f| (f.saving_ns as f64 * 100.0 / f.saving_pct) as i64)
+        .sum();
+    let severity = group
+        .iter()
+        .map(|f| f.severity)
+        .fold(Severity::Info, Severity::max);
+    let best = kept
+        .iter()
+        .copied()
+        .max_by_key(|&i| (group[i].saving_ns, std::cmp::Reverse(i)))
+        .expect("at least one");
+    let mut top = group.swap_remove(best);
+    top.severity = severity;
+    if kept.len() > 1 {
+        top.saving_ns = saving;
+        if looked_at > 0 {
+            top.saving_pct = 100.0 * saving as f64 / looked_at as f64;
+        }
+        let times = match kept.len() == files {
+            true => "each of another time".to_string(),
+            false => format!("of {} different times", kept.len()),
+        };
+        top.evidence.push(format!(
+            "found in {files} files of it, {times} (the numbers above are one file's); the \
+             saving is theirs together"
+        ));
+    } else {
+        top.evidence.push(format!(
+            "found in {files} files of it that cover the same time; the saving is the largest"
+        ));
+    }
+    top
 }
 
 /// The names of every rule, for option checks.

@@ -97,3 +97,55 @@ fn a_finding_on_two_ranks_names_both() {
         "rank 1 and 2 more"
     );
 }
+
+/// Findings of one scope in several files: files of different times (a profiler's
+/// windows) add their savings, with the share of all their time; files of the same
+/// time (a recorded file and the program's own profile) saw it twice, and the largest
+/// saving stands.
+#[test]
+fn a_scope_in_several_files_adds_up_only_across_times() {
+    let rule = &RULES[0];
+    let merged = |files: &[([i64; 2], i64, f64)]| {
+        let findings = files
+            .iter()
+            .map(|&(looked_at, saving, pct)| {
+                let mut f = super::Finding::of(rule, "python (pid 7)", "slow");
+                (f.saving_ns, f.saving_pct, f.looked_at) = (saving, pct, Some(looked_at));
+                f
+            })
+            .collect();
+        let mut out = super::merge_across_sources(findings);
+        assert_eq!(out.len(), 1);
+        let f = out.remove(0);
+        assert_eq!(f.scope, "python (pid 7)");
+        (f.saving_ns, f.saving_pct)
+    };
+    // Two windows of 1000 ns each: 100 + 300 of 2000.
+    assert_eq!(
+        merged(&[([0, 1000], 100, 10.0), ([5000, 6000], 300, 30.0)]),
+        (400, 20.0)
+    );
+    // The same time twice: the larger saving and its share.
+    assert_eq!(
+        merged(&[([0, 1000], 100, 10.0), ([200, 900], 300, 30.0)]),
+        (300, 30.0)
+    );
+    // Two windows, one of them seen twice.
+    assert_eq!(
+        merged(&[
+            ([0, 1000], 100, 10.0),
+            ([5000, 6000], 50, 5.0),
+            ([5100, 5900], 80, 8.0)
+        ]),
+        (180, 9.0)
+    );
+}
+
+#[test]
+fn groups_put_one_key_together_and_keyless_items_apart() {
+    let keys = [Some(1), None, Some(2), Some(1), None, Some(2)];
+    assert_eq!(
+        crate::across::groups(&keys),
+        vec![vec![0, 3], vec![1], vec![2, 5], vec![4]]
+    );
+}

@@ -121,6 +121,7 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
     }
     groups.sort_by_key(|g| (g.0 .0, g.0 .1.map(|d| d.0)));
     let mut ranks = Vec::new();
+    let mut keys = Vec::new();
     let mut classifier = classify::Classifier::with(
         trace,
         Some(correlation),
@@ -162,6 +163,17 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
                     .collect()
             },
         );
+        keys.push(
+            crate::roles::process_key(trace, opscope_model::SourceId(src_index as u32)).map(
+                |process| {
+                    let device = device.map(|d| {
+                        let d = &trace.devices[d.index()];
+                        (d.kind.name(), d.index)
+                    });
+                    (process, device)
+                },
+            ),
+        );
         ranks.push(RankReport {
             file: source.path.clone(),
             rank: source.rank,
@@ -178,18 +190,31 @@ pub fn analyze(cx: &Context, options: &GpuOptions) -> GpuReport {
             streams,
         });
     }
-    let figures: Vec<(String, Vec<(&'static str, f64)>)> = ranks
-        .iter()
-        .map(|r| {
-            let t = &r.temporal;
+    // The files of one process on one device (a profiler's successive windows) are
+    // one device to compare, with the time of all of them.
+    let figures: Vec<(String, Vec<(&'static str, f64)>)> = crate::across::groups(&keys)
+        .into_iter()
+        .map(|group| {
+            let sum = |f: fn(&utilization::Temporal) -> i64| {
+                group.iter().map(|&i| f(&ranks[i].temporal)).sum::<i64>()
+            };
+            let (span, idle) = (sum(|t| t.span_ns), sum(|t| t.idle_ns));
+            let first = &ranks[group[0]];
             (
-                crate::across::label(&r.file, r.rank, r.device.as_deref()),
+                crate::across::label(&first.file, first.rank, first.device.as_deref()),
                 vec![
-                    ("busy_ns", t.busy_ns as f64),
-                    ("compute_ns", t.compute_ns as f64),
-                    ("non_compute_ns", t.non_compute_ns as f64),
-                    ("idle_ns", t.idle_ns as f64),
-                    ("idle_pct", t.idle_pct),
+                    ("busy_ns", sum(|t| t.busy_ns) as f64),
+                    ("compute_ns", sum(|t| t.compute_ns) as f64),
+                    ("non_compute_ns", sum(|t| t.non_compute_ns) as f64),
+                    ("idle_ns", idle as f64),
+                    (
+                        "idle_pct",
+                        if span > 0 {
+                            100.0 * idle as f64 / span as f64
+                        } else {
+                            0.0
+                        },
+                    ),
                 ],
             )
         })

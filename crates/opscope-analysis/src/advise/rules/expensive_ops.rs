@@ -49,7 +49,7 @@ fn check(facts: &Facts, out: &mut Out) {
     rows.retain(|r| {
         op_names.contains(r.name.as_str())
             && !steps.contains(r.name.as_str())
-            && !r.name.starts_with("ProfilerStep#")
+            && !r.name.starts_with("ProfilerStep")
             && !crate::steps::is_bootstrap_mark(&r.name)
     });
     let total: i64 = rows.iter().map(own).sum();

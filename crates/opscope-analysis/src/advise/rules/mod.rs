@@ -80,6 +80,7 @@ impl Finding {
             saving_pct: 0.0,
             span: None,
             figures: Default::default(),
+            looked_at: None,
         }
     }
 
@@ -96,6 +97,7 @@ impl Finding {
         let (of, _) = facts.time_looked_at(source);
         self.saving_ns = ns.clamp(0, of.max(0));
         self.saving_pct = facts.share(source, self.saving_ns);
+        self.looked_at = Some(facts.bounds_of(source));
         self
     }
 }

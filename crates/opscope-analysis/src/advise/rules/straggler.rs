@@ -34,7 +34,19 @@ fn check(facts: &Facts, out: &mut Out) {
     let Some(source) = facts.source_of_file(&steps.file) else {
         return;
     };
-    let excess = ((straggler.value - straggler.median) * steps.steps.len() as f64) as i64;
+    // Its steps in every file of its process (a profiler's windows are one rank).
+    let trace = facts.trace();
+    let key = crate::roles::process_key(trace, source);
+    let count: usize = report
+        .sources
+        .iter()
+        .filter(|s| match key {
+            Some(key) => crate::roles::process_key(trace, s.source) == Some(key),
+            None => s.source == source,
+        })
+        .map(|s| s.steps.len())
+        .sum();
+    let excess = ((straggler.value - straggler.median) * count as f64) as i64;
     let mut f = Finding::of(
         &RULE,
         facts.label(source, None),
