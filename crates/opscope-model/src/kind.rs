@@ -132,6 +132,22 @@ impl SliceKind {
     }
 }
 
+/// Whether a range is one PyTorch itself opens around user-level code, which Kineto
+/// records as a `user_annotation` and not as an op: a DataLoader's `__next__` (the
+/// wait for a batch), an optimizer's `step` and `zero_grad`. Through ITT (`opscope
+/// record`) they come like its ops; read as ops, a DataLoader wait was the "most
+/// expensive op" and counted as computation.
+pub fn is_torch_user_scope(name: &str) -> bool {
+    TORCH_USER_SCOPES.iter().any(|p| name.starts_with(p))
+}
+
+/// How PyTorch's own user-level ranges begin ([`is_torch_user_scope`]).
+const TORCH_USER_SCOPES: [&str; 3] = [
+    "enumerate(DataLoader)#",
+    "Optimizer.step#",
+    "Optimizer.zero_grad#",
+];
+
 /// Whether an op name is a collective as PyTorch records it (`c10d::allreduce_`,
 /// `nccl:all_reduce`, `gloo:broadcast`, `record_param_comms`): importers make such ops
 /// collectives, and analyses count the kernels they launch as communication. Only these

@@ -1042,6 +1042,12 @@ fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
         "stats op on the JSON and on the session"
     );
     let calls: BTreeMap<String, u64> = recorded.iter().map(|(k, v)| (k.clone(), v.0)).collect();
+    // PyTorch's ranges around the optimizer's calls are user annotations, as Kineto
+    // writes them: `stats op` lists them (torch's `key_averages` does), HTA's `cpu_op`
+    // table does not.
+    let mut cpu_ops = calls.clone();
+    cpu_ops.retain(|name, _| !name.starts_with("Optimizer."));
+    assert!(cpu_ops.len() < calls.len(), "{calls:?}");
 
     let hta = oracle_report("hta_ops.py", &json, "HTA on the JSON");
     let hta_calls: BTreeMap<String, u64> = hta["cpu_ops"]
@@ -1050,7 +1056,7 @@ fn a_recorded_pytorch_session_converts_to_json_that_kineto_readers_read() {
         .iter()
         .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
         .collect();
-    assert_eq!(hta_calls, calls, "HTA's cpu_op calls per name");
+    assert_eq!(hta_calls, cpu_ops, "HTA's cpu_op calls per name");
 
     let tb = oracle_report(
         "tb_plugin_ops.py",

@@ -78,13 +78,15 @@ impl crate::importer::Importer for PerfettoFormat {
 /// (`nvtx`, `nvtx/<domain>`) annotations, and CUPTI's records (`cuda/kernel`,
 /// `cuda/memcpy/<direction>`, `cuda/memset`, `cuda/runtime`, `cuda/driver`,
 /// `cuda/sync`) what they name. The category is the only place the library can say it
-/// without spending bytes on every event. One name says more: PyTorch's
-/// `ProfilerStep#N` range, an ITT task like its ops, is a step, as Kineto records it.
+/// without spending bytes on every event. Some names say more, as Kineto records them:
+/// PyTorch's `ProfilerStep#N` range, an ITT task like its ops, is a step, and its
+/// ranges around user-level code (a DataLoader's `__next__`) are annotations.
 fn recorded_kind(category: &str, name: &str) -> Option<opscope_model::SliceKind> {
     use opscope_model::{CopyDirection, SliceKind};
     let (source, rest) = category.split_once('/').unwrap_or((category, ""));
     match source {
         "itt" if name.starts_with("ProfilerStep#") => Some(SliceKind::Step),
+        "itt" if opscope_model::kind::is_torch_user_scope(name) => Some(SliceKind::Annotation),
         "itt" => Some(SliceKind::Op),
         "itt.frame" => Some(SliceKind::Step),
         "nvtx" => Some(SliceKind::Annotation),
@@ -268,5 +270,21 @@ mod recorded_kind_tests {
                 "{category}"
             );
         }
+        // PyTorch's ranges around user-level code are annotations, as in Kineto.
+        for name in [
+            "enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__",
+            "Optimizer.step#AdamW.step",
+            "Optimizer.zero_grad#AdamW.zero_grad",
+        ] {
+            assert_eq!(
+                recorded_kind("itt/PyTorch", name),
+                Some(SliceKind::Annotation),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            recorded_kind("itt/PyTorch", "Optimizer"),
+            Some(SliceKind::Op)
+        );
     }
 }
