@@ -7,7 +7,7 @@ mod chunk;
 mod export;
 mod fetch;
 mod flows;
-mod kinds;
+pub(crate) mod kinds;
 mod parse;
 mod reference;
 mod scan;

@@ -3,7 +3,7 @@
 //! the trace viewer's JSON that xprof converts them to (`*.trace.json.gz`), whose events
 //! carry no category.
 
-use opscope_model::{CopyDirection, SliceKind};
+use opscope_model::SliceKind;
 
 /// A TensorFlow op's TraceMe name: `node/name:OpType`. Not a C++ `Class::Method`
 /// (whose last `:` leaves a node ending in `:`).
@@ -52,17 +52,8 @@ pub(crate) fn event_kind(event: &Event) -> SliceKind {
         if lower_line.starts_with("stream") {
             let lower = format!("{lower_line} {}", name.to_ascii_lowercase());
             return if lower.contains("memcpy") {
-                SliceKind::Memcpy(if lower.contains("h2d") || lower.contains("htod") {
-                    CopyDirection::H2D
-                } else if lower.contains("d2h") || lower.contains("dtoh") {
-                    CopyDirection::D2H
-                } else if lower.contains("d2d") || lower.contains("dtod") {
-                    CopyDirection::D2D
-                } else if lower.contains("p2p") || lower.contains("ptop") {
-                    CopyDirection::P2P
-                } else {
-                    CopyDirection::Unknown
-                })
+                // The stream's name and the event's, as Chrome traces name copies.
+                SliceKind::Memcpy(crate::chrome::kinds::memcpy_direction(&lower))
             } else if lower.contains("memset") {
                 SliceKind::Memset
             } else {
@@ -149,7 +140,7 @@ mod tests {
         );
         assert_eq!(
             kind(true, "Stream #135(MemcpyH2D)", "MemcpyH2D", false),
-            SliceKind::Memcpy(CopyDirection::H2D)
+            SliceKind::Memcpy(opscope_model::CopyDirection::H2D)
         );
         assert_eq!(kind(true, "Steps", "3", false), SliceKind::Step);
         assert_eq!(tf_op("a/b:Relu"), Some(("a/b", "Relu")));
