@@ -148,7 +148,7 @@ pub fn role(trace: &Trace, src: SourceId) -> String {
 /// profiler schedule's successive windows, a recorded file beside the profile its
 /// program wrote): one rank, not ranks to compare with each other. `None` for a file
 /// that names no host (pids repeat across machines and containers) or no pid of the
-/// system's (an XPlane numbers its planes).
+/// system's.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessKey {
     host: opscope_model::StrId,
@@ -158,7 +158,17 @@ pub struct ProcessKey {
 
 pub fn process_key(trace: &Trace, src: SourceId) -> Option<ProcessKey> {
     let source = &trace.sources[src.index()];
-    let host = source.host.filter(|_| source.format != "xplane")?;
+    let host = source.host?;
+    if source.format == "xplane" {
+        // An XSpace is a host's profile, its pid made up: the same host's profiles
+        // (one per profiling session) are one process but where ranks tell them apart
+        // (the hosts of a multi-host run).
+        return Some(ProcessKey {
+            host,
+            pid: -1,
+            rank: source.rank,
+        });
+    }
     let process =
         host_processes(trace, src).find(|&p| !trace.processes[p.index()].has_synthetic_pid())?;
     Some(ProcessKey {

@@ -980,6 +980,43 @@ fn nsys_exports_match_their_own_tables() {
     }
 }
 
+/// One host profiled twice (two runs of a log directory, each with that host's XPlane)
+/// is one process, not two ranks: its devices are compared with each other once, and
+/// its steps with no one. Before, each run was a rank, and the second a straggler
+/// against the first (a fresh JAX program profiled twice with a larger batch the
+/// second time was told its "straggler" saved 35 %).
+#[test]
+fn one_host_profiled_twice_is_no_two_ranks() {
+    let Some(traces) = shared_traces() else {
+        return;
+    };
+    let xplane = traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+    let logdir = scratch_dir("logdir-twice");
+    for run in ["2026_11_22_03_00_00", "2026_11_22_03_05_00"] {
+        let run = logdir.join("plugins/profile").join(run);
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::copy(&xplane, run.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    }
+    let dir = logdir.to_str().unwrap();
+    let json = |command: &str| -> serde_json::Value {
+        serde_json::from_slice(&opscope_ok(&[command, "--format", "json", dir]).stdout).unwrap()
+    };
+    let gpu = json("gpu");
+    let reports = gpu["ranks"].as_array().unwrap();
+    let devices: std::collections::BTreeSet<String> = reports
+        .iter()
+        .map(|r| r["device"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(reports.len(), 2 * devices.len(), "{reports:?}");
+    assert_eq!(
+        gpu["across"]["compared"].as_u64(),
+        Some(devices.len() as u64)
+    );
+    let steps = json("steps");
+    assert_eq!(steps["sources"].as_array().unwrap().len(), 2);
+    assert!(steps["across"].is_null(), "{}", steps["across"]);
+}
+
 /// A TensorBoard log directory whose profile run has several hosts reads as one job with
 /// a rank per host, in file-name order; `gpu` then reports each rank.
 #[test]
