@@ -144,11 +144,12 @@ pub fn role(trace: &Trace, src: SourceId) -> String {
 
 /// The process a file describes, as a key that every file of that process shares: its
 /// host, the pid of its first host process with a pid of the system's and the rank
-/// known of that pid. Files with one key are one process seen more than once (a
+/// known of that pid (an XSpace, whose pid is made up, by the threads it shows:
+/// [`xspace_process`]). Files with one key are one process seen more than once (a
 /// profiler schedule's successive windows, a recorded file beside the profile its
 /// program wrote): one rank, not ranks to compare with each other. `None` for a file
 /// that names no host (pids repeat across machines and containers) or no pid of the
-/// system's.
+/// system's. `opscope sql`'s `stragglers` keys files the same way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ProcessKey {
     host: opscope_model::StrId,
@@ -160,12 +161,9 @@ pub fn process_key(trace: &Trace, src: SourceId) -> Option<ProcessKey> {
     let source = &trace.sources[src.index()];
     let host = source.host?;
     if source.format == "xplane" {
-        // An XSpace is a host's profile, its pid made up: the same host's profiles
-        // (one per profiling session) are one process but where ranks tell them apart
-        // (the hosts of a multi-host run).
         return Some(ProcessKey {
             host,
-            pid: -1,
+            pid: xspace_process(trace, src),
             rank: source.rank,
         });
     }
@@ -176,6 +174,51 @@ pub fn process_key(trace: &Trace, src: SourceId) -> Option<ProcessKey> {
         pid: trace.processes[process.index()].pid,
         rank: source.rank.or(facts(trace, process).rank),
     })
+}
+
+/// Which process of its host an XSpace is, as a number of its own below any pid: an
+/// XSpace's pid is made up, but its host lines are ids of the process's threads (TSL's
+/// hash of each `pthread_t`, or, from older profilers, the tid), which a process keeps
+/// from one profiling session to the next and no other process has. So the XSpaces of
+/// one host and rank that share a thread are one process profiled more than once;
+/// ones that share none are processes of their own (two JAX processes on one host).
+/// Each is numbered by the first XSpace it shares a thread with, itself if none, as
+/// `opscope sql`'s `stragglers` does; one with no host lines is its host's (`-1`).
+fn xspace_process(trace: &Trace, src: SourceId) -> i64 {
+    let source = &trace.sources[src.index()];
+    let lines = |s: SourceId| -> std::collections::HashSet<i64> {
+        trace
+            .threads
+            .iter()
+            .filter(|t| {
+                let p = &trace.processes[t.process.index()];
+                p.source == s && p.device.is_none() && !is_derived_line(t.tid)
+            })
+            .map(|t| t.tid)
+            .collect()
+    };
+    let own = lines(src);
+    if own.is_empty() {
+        return -1;
+    }
+    let first = (0..trace.sources.len())
+        .map(|i| SourceId(i as u32))
+        .find(|&other| {
+            let o = &trace.sources[other.index()];
+            other == src
+                || (o.format == "xplane"
+                    && o.host == source.host
+                    && o.rank == source.rank
+                    && !own.is_disjoint(&lines(other)))
+        })
+        .unwrap_or(src);
+    -2 - i64::from(first.0)
+}
+
+/// The ids xprof gives the lines it derives (steps, XLA modules and ops), the same in
+/// every XSpace: 0xdeadbeef and the few after it.
+fn is_derived_line(id: i64) -> bool {
+    (0xdead_beef..0xdead_beef + 4096).contains(&id)
 }
 
 /// Whether a source's process is a DataLoader worker: its batches are its training

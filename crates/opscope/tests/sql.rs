@@ -448,6 +448,58 @@ fn collective_launch(dir: &Path) -> PathBuf {
     ranks
 }
 
+/// One host's two processes with no rank: one profiled in three windows of a profiler
+/// schedule (three files, its third window's kernels slower), the other once. The
+/// command compares two processes, the first's steps pooled and its device time summed
+/// over its windows; SQL grouped by file compared four, each window against the others.
+fn one_process_windows(dir: &Path) -> PathBuf {
+    let windows = dir.join("one-process-windows");
+    std::fs::create_dir_all(&windows).unwrap();
+    let files = [(4242, 0, 0), (4242, 1, 0), (4242, 2, 90), (5151, 0, 30)];
+    for (pid, window, slower) in files {
+        let mut events = vec![
+            serde_json::json!({"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "GPU 0"}}),
+            serde_json::json!({"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}}),
+        ];
+        for k in 0..3i64 {
+            let step = window * 3 + k;
+            let ts = 100_000 * window + 1000 * k;
+            let correlation = pid * 100 + step;
+            events.extend([
+                serde_json::json!({"ph": "X", "cat": "user_annotation", "name": format!("ProfilerStep#{step}"), "pid": pid, "tid": pid, "ts": ts, "dur": 900}),
+                serde_json::json!({"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": pid, "tid": pid, "ts": ts + 10, "dur": 100}),
+                serde_json::json!({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": pid, "ts": ts + 20, "dur": 5, "args": {"correlation": correlation}}),
+                serde_json::json!({"ph": "X", "cat": "kernel", "name": "volta_sgemm_128x64_nn", "pid": 0, "tid": 7, "ts": ts + 30, "dur": 300 + slower + 10 * k, "args": {"correlation": correlation, "device": 0, "stream": 7}}),
+            ]);
+        }
+        let doc = serde_json::json!({"host_name": "node-a", "traceEvents": events});
+        std::fs::write(
+            windows.join(format!("node-a_{pid}.{window}.pt.trace.json")),
+            serde_json::to_string(&doc).unwrap(),
+        )
+        .unwrap();
+    }
+    // What the SQL must agree with: the command compares the two processes.
+    for command in ["gpu", "steps"] {
+        let report = json(&[command, windows.to_str().unwrap(), "--format", "json"]);
+        assert_eq!(report["across"]["compared"], 2, "{command}: {report}");
+    }
+    windows
+}
+
+/// The shared GPU XSpace in two profile runs of one log directory: one host profiled
+/// twice, one process (its devices compared once, not each against itself).
+fn xplane_twice(dir: &Path, traces: &Path) -> PathBuf {
+    let xplane = traces.join("xplane/GPU-multi-worker/34.83.195.179_6003.xplane.pb");
+    let logdir = dir.join("xplane-twice");
+    for run in ["2026_11_22_03_00_00", "2026_11_22_03_05_00"] {
+        let run = logdir.join("plugins/profile").join(run);
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::copy(&xplane, run.join("34.83.195.179_6003.xplane.pb")).unwrap();
+    }
+    logdir
+}
+
 /// A rank whose loop marks each iteration with `record_function("train_step")` and
 /// no number, its data fetched between them; the first iteration's fetch came before
 /// the profile, the last one's after it. The command takes the four ranges as the
@@ -535,6 +587,19 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
     }
     cases.push(prepare(&dir, "collective-launch", collective_launch(&dir)));
     cases.push(prepare(&dir, "bare-step-markers", bare_step_markers(&dir)));
+    cases.push(prepare(
+        &dir,
+        "one-process-windows",
+        one_process_windows(&dir),
+    ));
+    cases.push(prepare(&dir, "xplane-twice", xplane_twice(&dir, &traces)));
+    // A fresh JAX program on one host: one process profiled twice (its XSpaces share
+    // its threads) and another once: two processes to compare.
+    if python_with(&["jax"]) {
+        let jax = dir.join("jax-processes");
+        common::jax_profiled_sessions(&jax, &["512,1024", "2048"]);
+        cases.push(prepare(&dir, "jax-processes", jax));
+    }
     // As a cluster job would write it: each rank converted on its own into one dataset,
     // so that ids and source numbers repeat across partitions.
     let two = traces.join("kineto/hta/trace_filter");
@@ -581,6 +646,7 @@ fn every_query_gives_the_commands_numbers_on_duckdb_and_spark() {
         "eight-ranks",
         "two-ranks-apart",
         "collective-launch",
+        "one-process-windows",
         "resnet50",
         "nsys-mpi",
     ];

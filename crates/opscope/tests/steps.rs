@@ -788,6 +788,50 @@ fn jax_steps_are_the_executions_of_the_jitted_step() {
     recorded_steps_match("JAX jit", "steps_jax.py", &[], "framework", 0.01);
 }
 
+/// A fresh JAX program profiling itself (`jax.profiler`, one run of the log directory
+/// per session, an XSpace named by the host alone): one process profiled twice, a
+/// larger batch the second time, is one process, whose sessions are no ranks to
+/// compare; two processes of the program on one host, one on 4× the batch, are two,
+/// and the larger is the straggler. Each XSpace's host lines are its threads, which a
+/// process keeps across sessions and no other has. Before, both logs read alike: the
+/// first as two ranks and the second session a straggler of itself (until XSpaces were
+/// keyed by host), then the second as one process, its two processes' steps pooled.
+#[test]
+fn jax_sessions_of_one_process_are_one_and_two_processes_two() {
+    if !python_with(&["jax"]) {
+        return;
+    }
+    let dir = scratch_dir("steps-jax-sessions");
+    let (once, apart) = (dir.join("one process"), dir.join("two processes"));
+    {
+        let _alone = alone();
+        common::jax_profiled_sessions(&once, &["512,2048"]);
+        common::jax_profiled_sessions(&apart, &["512", "2048"]);
+    }
+    let files = |report: &Value| report["sources"].as_array().unwrap().len();
+    let report = steps_json(&once);
+    assert_eq!(files(&report), 2, "{report}");
+    assert!(report["across"].is_null(), "{}", report["across"]);
+    let report = steps_json(&apart);
+    assert_eq!(files(&report), 2, "{report}");
+    let across = &report["across"];
+    assert_eq!(across["compared"], 2, "{across}");
+    let straggler = &across["straggler"];
+    assert!(
+        straggler["above_median_pct"].as_f64().unwrap() > 20.0,
+        "{across}"
+    );
+    // The straggler is the process of the larger batch: the file whose steps are
+    // longer.
+    let longest = report["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .max_by_key(|s| s["steps"][0]["dur_ns"].as_i64().unwrap())
+        .unwrap();
+    assert_eq!(straggler["at"], longest["file"], "{across}");
+}
+
 #[test]
 fn torch_profiler_with_stack_steps_keep_their_length() {
     if !python_with(&["torch"]) {

@@ -59,7 +59,13 @@ impl Query {
             Query::Kernels => (&[], KERNELS),
             Query::Steps => (&[DEVICE_WORK, STEPS_WORK], STEPS),
             Query::Stragglers => (
-                &[DEVICE_WORK, WORK_CLASS, DEVICE_TIME_LINE, STEPS_WORK],
+                &[
+                    DEVICE_WORK,
+                    WORK_CLASS,
+                    DEVICE_TIME_LINE,
+                    STEPS_WORK,
+                    HOST_TIME,
+                ],
                 STRAGGLERS,
             ),
         }
@@ -70,6 +76,7 @@ const DEVICE_WORK: &str = include_str!("device_work.sql");
 const WORK_CLASS: &str = include_str!("work_class.sql");
 const DEVICE_TIME_LINE: &str = include_str!("device_time.sql");
 const STEPS_WORK: &str = include_str!("steps_work.sql");
+const HOST_TIME: &str = include_str!("host_time.sql");
 const GPU: &str = include_str!("gpu.sql");
 const KERNEL_TYPES: &str = include_str!("kernel_types.sql");
 const KERNELS: &str = include_str!("kernels.sql");
@@ -202,6 +209,12 @@ fn fill(sql: &str, dialect: Dialect) -> String {
         .replace("{{COLLECTIVE_OP_NAME}}", &collective.join(" or "))
         .replace("{{STEP_NAME}}", &format!("({step_name})"))
         .replace("{{BARE_STEP_NAME}}", &format!("({bare_step_name})"))
+        // The args' JSON is compact (`arrow::JsonTexts`): an integer `step_num` at the
+        // top level is `"step_num":3` after the `{` or a `,`.
+        .replace(
+            "{{STEP_NUM_ARG}}",
+            &literal(dialect, r#"(^[{]|,)"step_num":(-?[0-9]+)[,}]"#),
+        )
 }
 
 #[cfg(test)]

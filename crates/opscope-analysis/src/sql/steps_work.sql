@@ -1,9 +1,16 @@
 -- Steps from the trace's markers: ProfilerStep#N (kind step, on threads or, for
 -- process-wide ranges, async lanes), else ranges named like steps (train_step_3), else
 -- user ranges named a step with no number (train_step), per source, and each step's
--- device time by class, its work clipped to the step.
+-- device time by class, its work clipped to the step. A marker whose number is an
+-- integer arg (TSL's `step_num`: JAX's `StepTraceAnnotation("train", step_num=3)`) is
+-- named with it, `train#3`, unless its name ends in a digit (`markers::bounds_of`).
 step_mark as (
-  select s.host, s.rank, t.source, s.id, s.name, s.ts as start_ns, s.ts + s.dur as end_ns,
+  select s.host, s.rank, t.source, s.id,
+         case when right(s.name, 1) not between '0' and '9'
+                   and regexp_extract(coalesce(s.args, ''), {{STEP_NUM_ARG}}, 2) <> ''
+              then s.name || '#' || regexp_extract(s.args, {{STEP_NUM_ARG}}, 2)
+              else s.name end as name,
+         s.ts as start_ns, s.ts + s.dur as end_ns,
          case when s.kind = 'step' then 1
               when s.kind in ('annotation', 'op') and {{STEP_NAME}} then 2
               else 3 end as preference

@@ -406,3 +406,19 @@ pub fn median(values: impl IntoIterator<Item = f64>) -> f64 {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
 }
+
+/// Runs `tests/record/jax_profiled_sessions.py` once per entry of `processes`, one after
+/// another, each profiling itself into the log directory `logdir` in one session per
+/// batch size of its entry (`"512,2048"`: two sessions); panics if one fails. The
+/// caller checks `python_with(&["jax"])` first.
+pub fn jax_profiled_sessions(logdir: &Path, processes: &[&str]) {
+    for batches in processes {
+        let out = Command::new(python())
+            .arg(repo_root().join("tests/record/jax_profiled_sessions.py"))
+            .arg(logdir)
+            .arg(batches)
+            .output()
+            .expect("python runs");
+        assert_ok(&out, &format!("jax_profiled_sessions.py {batches}"));
+    }
+}
